@@ -1,0 +1,119 @@
+// Pointwise parts of the recurrent cells: one hidden unit j of batch row b at one step.
+//
+// The time loop, the recurrent GEMM and the weight-gradient GEMM live in recurrence.cpp and are
+// shared; a cell only maps gate pre-activations and previous states to new states (forward) and
+// the reverse (backward). A cell declares:
+//   kGates  rows of W per unit (gate pre-activations z, stride H between gates)
+//   kStates states carried besides h (stride BH between states: c, then a for pLSTM)
+//   kSaved  activations saved per unit for backward (stride H)
+//   kForget slot of the forget gate f in the saved activations
+// and two static functions, forward() returning h_t and backward() writing dz.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+
+namespace tsrnn {
+
+template <typename T>
+inline T sigmoid(T x) {
+  return T(1) / (T(1) + std::exp(-x));
+}
+
+// Per-unit constants: decay exponent p_j, step length dt_b, epsilon (pLSTM only).
+template <typename T>
+struct UnitParams {
+  T p;
+  T dt;
+  T eps;
+};
+
+// (S1) i, f, g, o = σ(z_i), σ(z_f), tanh(z_g), σ(z_o); c = f c' + i g; h = o tanh(c).
+struct LSTMCell {
+  static constexpr int kGates = 4, kStates = 1, kSaved = 4, kForget = 1;
+
+  // z: [4] stride H, act: [4] stride H (i, f, g, o), prev/next: [1] stride BH (c).
+  template <typename T>
+  static inline T forward(const T* z, T* act, const T* prev, T* next, int64_t H, int64_t /*BH*/,
+                          const UnitParams<T>&) {
+    const T i = sigmoid(z[0]), f = sigmoid(z[H]), g = std::tanh(z[2 * H]), o = sigmoid(z[3 * H]);
+    const T c = f * prev[0] + i * g;
+    act[0] = i;
+    act[H] = f;
+    act[2 * H] = g;
+    act[3 * H] = o;
+    next[0] = c;
+    return o * std::tanh(c);
+  }
+
+  // dstate: [1] stride BH, in: dL/dc_t (from the future), out: dL/dc_{t-1}. dz: [4] stride H.
+  template <typename T>
+  static inline void backward(const T* act, const T* prev, const T* next, T dh, T* dstate, T* dz,
+                              T* /*dp*/, int64_t H, int64_t /*BH*/, const UnitParams<T>&) {
+    const T i = act[0], f = act[H], g = act[2 * H], o = act[3 * H];
+    const T tc = std::tanh(next[0]);
+    const T dc = dstate[0] + dh * o * (T(1) - tc * tc);
+    dz[0] = dc * g * i * (T(1) - i);
+    dz[H] = dc * prev[0] * f * (T(1) - f);
+    dz[2 * H] = dc * i * (T(1) - g * g);
+    dz[3 * H] = dh * tc * o * (T(1) - o);
+    dstate[0] = dc * f;
+  }
+};
+
+// (S9) pLSTM in age form. Gates: coupled (r, g, o) with i = 1 - f, separate (i, r, g, o).
+//   a_t = (1 - r)(a' + Δt),  f = ((a_t + 1) / ((1 - r)(a' + 1) + ε))^{-p}
+//   c_t = f c' + i tanh(z_g),  h_t = σ(z_o) tanh(c_t).      States: (c, a).
+template <bool Coupled>
+struct PowerLawCell {
+  static constexpr int kGates = Coupled ? 3 : 4, kStates = 2, kSaved = Coupled ? 4 : 5, kForget = 0;
+  static constexpr int kR = Coupled ? 0 : 1;  // gate row of r; g and o follow it
+
+  // z: [kGates] stride H, act: (f, r, g, o[, i]) stride H, prev/next: (c, a) stride BH.
+  template <typename T>
+  static inline T forward(const T* z, T* act, const T* prev, T* next, int64_t H, int64_t BH,
+                          const UnitParams<T>& u) {
+    const T r = sigmoid(z[kR * H]), g = std::tanh(z[(kR + 1) * H]), o = sigmoid(z[(kR + 2) * H]);
+    const T s = T(1) - r, a_prev = prev[BH];
+    const T a = s * (a_prev + u.dt);
+    const T f = std::pow((a + T(1)) / (s * (a_prev + T(1)) + u.eps), -u.p);
+    const T i = Coupled ? T(1) - f : sigmoid(z[0]);
+    const T c = f * prev[0] + i * g;
+    act[0] = f;
+    act[H] = r;
+    act[2 * H] = g;
+    act[3 * H] = o;
+    if (!Coupled) act[4 * H] = i;
+    next[0] = c;
+    next[BH] = a;
+    return o * std::tanh(c);
+  }
+
+  // dstate: (dc, da) stride BH, in: w.r.t. step t, out: w.r.t. step t-1. dp: this unit's dL/dp
+  // accumulator. With N = a_t + 1, D = (1 - r)(a' + 1) + ε: log f = -p (log N - log D).
+  template <typename T>
+  static inline void backward(const T* act, const T* prev, const T* next, T dh, T* dstate, T* dz,
+                              T* dp, int64_t H, int64_t BH, const UnitParams<T>& u) {
+    const T f = act[0], r = act[H], g = act[2 * H], o = act[3 * H];
+    const T i = Coupled ? T(1) - f : act[4 * H];
+    const T c_prev = prev[0], a_prev = prev[BH];
+    const T s = T(1) - r;
+    const T N = next[BH] + T(1), D = s * (a_prev + T(1)) + u.eps;
+    const T tc = std::tanh(next[0]);
+    const T dc = dstate[0] + dh * o * (T(1) - tc * tc);
+    const T df = Coupled ? dc * (c_prev - g) : dc * c_prev;
+    const T dlogf = df * f;
+    *dp -= dlogf * std::log(N / D);
+    const T dN = dstate[BH] - u.p * dlogf / N;  // a_t = N - 1 also feeds the future
+    const T dD = u.p * dlogf / D;
+    const T ds = dN * (a_prev + u.dt) + dD * (a_prev + T(1));
+    if (!Coupled) dz[0] = dc * g * i * (T(1) - i);
+    dz[kR * H] = -ds * r * s;
+    dz[(kR + 1) * H] = dc * i * (T(1) - g * g);
+    dz[(kR + 2) * H] = dh * tc * o * (T(1) - o);
+    dstate[0] = dc * f;
+    dstate[BH] = (dN + dD) * s;
+  }
+};
+
+}  // namespace tsrnn

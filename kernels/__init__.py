@@ -1,0 +1,1 @@
+"""Triton kernels, installed as ``tsrnn.kernels`` (filled by the Triton issue)."""

@@ -1,0 +1,73 @@
+"""Argument checks shared by every public entry point (SPEC §8).
+
+Each check raises a ValueError (bad value or shape) or a TypeError (bad type or dtype) whose
+message names the argument and what was expected. Checks that read tensor values (finiteness,
+positivity) are skipped while torch.compile traces, where they would break the graph.
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+import torch
+
+
+def _tracing() -> bool:
+    return torch.compiler.is_compiling()
+
+
+def tensor(name: str, value, ndims: Sequence[int] | int | None = None) -> torch.Tensor:
+    """A floating-point tensor with one of the allowed ranks."""
+    if not isinstance(value, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor, got {type(value).__name__}")
+    if not value.is_floating_point():
+        raise TypeError(f"{name} must be a floating-point tensor, got dtype {value.dtype}")
+    if ndims is not None:
+        allowed = (ndims,) if isinstance(ndims, int) else tuple(ndims)
+        if value.dim() not in allowed:
+            want = " or ".join(str(n) for n in allowed)
+            raise ValueError(f"{name} must have {want} dimensions, got shape {tuple(value.shape)}")
+    return value
+
+
+def shape(name: str, value: torch.Tensor, expected: Sequence[int]) -> None:
+    """Exact shape match."""
+    if tuple(value.shape) != tuple(expected):
+        raise ValueError(f"{name} must have shape {tuple(expected)}, got {tuple(value.shape)}")
+
+
+def same_device(reference_name: str, reference: torch.Tensor, **others: torch.Tensor | None) -> None:
+    """Every tensor in ``others`` lives on the device of ``reference``."""
+    for name, value in others.items():
+        if value is not None and value.device != reference.device:
+            raise ValueError(
+                f"{name} is on {value.device} but {reference_name} is on {reference.device}; "
+                "move them to one device"
+            )
+
+
+def same_dtype(reference_name: str, reference: torch.Tensor, **others: torch.Tensor | None) -> None:
+    """Every tensor in ``others`` has the dtype of ``reference``."""
+    for name, value in others.items():
+        if value is not None and value.dtype != reference.dtype:
+            raise TypeError(
+                f"{name} has dtype {value.dtype} but {reference_name} has {reference.dtype}; "
+                "cast them to one dtype"
+            )
+
+
+def finite(name: str, value: torch.Tensor) -> None:
+    """No NaN or Inf."""
+    if not _tracing() and not bool(torch.isfinite(value).all()):
+        raise ValueError(f"{name} must be finite, got NaN or Inf")
+
+
+def positive(name: str, value: torch.Tensor) -> None:
+    """Finite and strictly positive."""
+    finite(name, value)
+    if not _tracing() and not bool((value > 0).all()):
+        raise ValueError(f"{name} must be > 0, got minimum {value.min().item():g}")
+
+
+def choice(name: str, value, options: Sequence) -> None:
+    if value not in options:
+        raise ValueError(f"{name} must be one of {list(options)}, got {value!r}")

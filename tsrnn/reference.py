@@ -1,0 +1,119 @@
+"""Pure-PyTorch references: plain step loops that read like SPEC.md.
+
+They are the executable meaning of the equations and the oracle every fused kernel is tested
+against; readable first, not fast. Sequences are time-major: x (T, B, I), states (B, H).
+Every recurrent reference returns ``(out, state, forget)`` with ``forget`` the forget-gate
+values (T, B, H), the input of ``tsrnn.timescales.estimate_timescales`` (S6).
+"""
+from __future__ import annotations
+
+import torch
+
+
+def lstm(x, h0, c0, w_ih, w_hh, bias):
+    """(S1) LSTM with gate order (i, f, g, o) and one effective bias b (4H,) or None.
+
+        z = W_ih x_t + W_hh h_{t-1} + b
+        i, f, g, o = σ(z_i), σ(z_f), tanh(z_g), σ(z_o)
+        c_t = f c_{t-1} + i g,   h_t = o tanh(c_t)
+    """
+    h, c = h0, c0
+    outs, forgets = [], []
+    for x_t in x:
+        z = x_t @ w_ih.T + h @ w_hh.T
+        if bias is not None:
+            z = z + bias
+        z_i, z_f, z_g, z_o = z.chunk(4, dim=-1)
+        i, f, g, o = torch.sigmoid(z_i), torch.sigmoid(z_f), torch.tanh(z_g), torch.sigmoid(z_o)
+        c = f * c + i * g
+        h = o * torch.tanh(c)
+        outs.append(h)
+        forgets.append(f)
+    return torch.stack(outs), (h, c), torch.stack(forgets)
+
+
+def _plstm_gates(z, input_gate):
+    """Split pLSTM pre-activations: coupled (r, g, o), separate (i, r, g, o); i is None if coupled."""
+    if input_gate == "coupled":
+        z_r, z_g, z_o = z.chunk(3, dim=-1)
+        return None, torch.sigmoid(z_r), torch.tanh(z_g), torch.sigmoid(z_o)
+    z_i, z_r, z_g, z_o = z.chunk(4, dim=-1)
+    return torch.sigmoid(z_i), torch.sigmoid(z_r), torch.tanh(z_g), torch.sigmoid(z_o)
+
+
+def plstm(x, h0, c0, a0, w_ih, w_hh, bias, p, dt=None, eps=1e-3, input_gate="coupled"):
+    """(S9) Power-law forget-gate LSTM in age form, the state being (h, c, a).
+
+        r = σ(z_r),  a_t = (1 - r)(a_{t-1} + Δt)
+        f = ((1 - r)(a_{t-1} + Δt) + 1) / ((1 - r)(a_{t-1} + 1) + ε)) ** -p
+        i = 1 - f (coupled) or σ(z_i) (separate)
+        c_t = f c_{t-1} + i tanh(z_g),   h_t = σ(z_o) tanh(c_t)
+
+    p (H,) is the decay exponent (already through its sigmoid); dt (T, B) or None for Δt = 1.
+    """
+    h, c, a = h0, c0, a0
+    outs, forgets = [], []
+    for t, x_t in enumerate(x):
+        z = x_t @ w_ih.T + h @ w_hh.T
+        if bias is not None:
+            z = z + bias
+        i, r, g, o = _plstm_gates(z, input_gate)
+        step = 1.0 if dt is None else dt[t].unsqueeze(-1)
+        f = (((1 - r) * (a + step) + 1) / ((1 - r) * (a + 1) + eps)) ** -p
+        a = (1 - r) * (a + step)
+        if i is None:
+            i = 1 - f
+        c = f * c + i * g
+        h = o * torch.tanh(c)
+        outs.append(h)
+        forgets.append(f)
+    return torch.stack(outs), (h, c, a), torch.stack(forgets)
+
+
+def plstm_literal(x, h0, c0, w_ih, w_hh, bias, p, dt=None, eps=1e-3, input_gate="coupled"):
+    """(S7)/(S8) pLSTM written with absolute time t and reference time k, from k_0 = t_0 = 0.
+
+        t   = t_prev + Δt
+        k_t = r t + (1 - r) k_prev
+        k~  = r (t - Δt + 1) + (1 - r) k_prev
+        f   = ((t - k_t + 1) / (t - Δt - k~ + 1 + ε)) ** -p
+
+    With Δt = 1, k~ = k_t and this is (S7). It loses precision as t grows (it subtracts two
+    large times); it exists to check the age form (S9), which is the same function.
+    Returns ``(out, (h, c, k, t), forget)``.
+    """
+    h, c = h0, c0
+    k = torch.zeros_like(c0)
+    t = torch.zeros_like(c0)
+    outs, forgets = [], []
+    for step_index, x_t in enumerate(x):
+        z = x_t @ w_ih.T + h @ w_hh.T
+        if bias is not None:
+            z = z + bias
+        i, r, g, o = _plstm_gates(z, input_gate)
+        step = 1.0 if dt is None else dt[step_index].unsqueeze(-1)
+        t = t + step
+        k_tilde = r * (t - step + 1) + (1 - r) * k
+        k = r * t + (1 - r) * k
+        f = ((t - k + 1) / (t - step - k_tilde + 1 + eps)) ** -p
+        if i is None:
+            i = 1 - f
+        c = f * c + i * g
+        h = o * torch.tanh(c)
+        outs.append(h)
+        forgets.append(f)
+    return torch.stack(outs), (h, c, k, t), torch.stack(forgets)
+
+
+def linear_scan(a, u, x0=None):
+    """x_t = a_t x_{t-1} + u_t elementwise over (T, ...), from x_{-1} = x0 (zeros if None).
+
+    ``a`` broadcasts against ``u`` (a constant decay is a tensor of shape u.shape[1:]).
+    """
+    a = torch.broadcast_to(a, u.shape)
+    x = torch.zeros_like(u[0]) if x0 is None else x0
+    outs = []
+    for a_t, u_t in zip(a, u):
+        x = a_t * x + u_t
+        outs.append(x)
+    return torch.stack(outs)
