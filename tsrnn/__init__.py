@@ -1,0 +1,13 @@
+"""tsrnn: fused kernels for timescale-aware recurrent networks.
+
+    import tsrnn
+    lstm = tsrnn.LSTM(400, 1150, timescales=[tsrnn.timescales.inverse_gamma_quantiles(1150, 0.56)])
+    plstm = tsrnn.PowerLawLSTM(10, 128)
+
+See SPEC.md for the equations (S1-S12) and README.md for backends and benchmarks.
+"""
+from tsrnn import backend, functional, ops, reference, timescales
+from tsrnn.modules import LSTM, PowerLawLSTM
+
+__version__ = "0.1.0"
+__all__ = ["LSTM", "PowerLawLSTM", "backend", "functional", "ops", "reference", "timescales"]

@@ -1,0 +1,76 @@
+"""Shared test helpers: one tolerance table per dtype and builders of random layer arguments."""
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from tsrnn import backend
+
+# Max |fused - float64 reference| <= atol + rtol * max|reference|, per dtype of the fused inputs.
+# float64: the kernels reorder sums, nothing else. float32: ~1e-7 per op, grown over the
+# recurrence and the backward GEMMs. bf16: outputs are rounded to 8 mantissa bits (gate math in fp32).
+TOLERANCE = {
+    torch.float64: {"atol": 1e-10, "rtol": 1e-10},
+    torch.float32: {"atol": 2e-5, "rtol": 2e-5},
+    torch.bfloat16: {"atol": 2e-2, "rtol": 2e-2},
+}
+GRAD_TOLERANCE = {
+    torch.float64: {"atol": 1e-10, "rtol": 1e-10},
+    torch.float32: {"atol": 1e-4, "rtol": 1e-4},
+    torch.bfloat16: {"atol": 5e-2, "rtol": 5e-2},
+}
+
+needs_native = pytest.mark.skipif(not backend.native_available(), reason=f"tsrnn._C not loaded: {backend.LOAD_ERROR}")
+
+
+def assert_close(actual, expected, tol, what=""):
+    actual = actual.detach().double()
+    expected = expected.detach().double()
+    assert actual.shape == expected.shape, f"{what}: shape {tuple(actual.shape)} != {tuple(expected.shape)}"
+    err = (actual - expected).abs().max().item() if expected.numel() else 0.0
+    bound = tol["atol"] + tol["rtol"] * (expected.abs().max().item() if expected.numel() else 0.0)
+    assert err <= bound, f"{what}: max error {err:.3e} > {bound:.3e}"
+
+
+def gates_of(cell: str) -> int:
+    return 3 if cell == "plstm_coupled" else 4
+
+
+def layer_args(cell, T, B, I, H, seed=0, dt=False):
+    """float64 arguments for reference.<lstm|plstm> / functional.<lstm|plstm> as a dict."""
+    g = torch.Generator().manual_seed(seed)
+
+    def randn(*shape, scale=1.0):
+        return torch.randn(*shape, generator=g, dtype=torch.float64) * scale
+
+    G = gates_of(cell)
+    args = {
+        "x": randn(T, B, I),
+        "h0": randn(B, H, scale=0.5),
+        "c0": randn(B, H),
+        "w_ih": randn(G * H, I, scale=1 / math.sqrt(I)),
+        "w_hh": randn(G * H, H, scale=1 / math.sqrt(H)),
+        "bias": randn(G * H, scale=0.5),
+    }
+    if cell != "lstm":
+        args["a0"] = torch.rand(B, H, generator=g, dtype=torch.float64) * 3
+        args["p"] = torch.rand(H, generator=g, dtype=torch.float64) * 0.9 + 0.05
+        args["dt"] = torch.rand(T, B, generator=g, dtype=torch.float64) * 2 + 0.1 if dt else None
+        args["input_gate"] = cell.split("_")[1]
+    return args
+
+
+def cast(args, dtype, requires_grad=False):
+    """A copy of ``args`` with the float tensors in ``dtype`` (dt stays float64 data)."""
+    out = {}
+    for name, value in args.items():
+        if isinstance(value, torch.Tensor) and name != "dt":
+            value = value.detach().to(dtype).requires_grad_(requires_grad)
+        out[name] = value
+    return out
+
+
+def differentiable(args):
+    return {k: v for k, v in args.items() if isinstance(v, torch.Tensor) and v.requires_grad}

@@ -1,0 +1,123 @@
+"""tsrnn.LSTM: a drop-in torch.nn.LSTM whose layers can have fixed timescales (S1-S4).
+
+A multi-timescale (MTS) layer gives unit j the timescale T_j through fixed gate biases:
+effective forget bias b_f(T_j) = -log(expm1(1/T_j)) and input bias -b_f(T_j). They live in the
+buffer ``bias_fixed_l{k}``, never in a Parameter, so no optimizer (momentum, weight decay, Adam)
+can move them; the raw entries of bias_ih/bias_hh they replace get no gradient, and a saved
+state_dict writes them so that b_ih + b_hh equals the effective bias (a torch.nn.LSTM that loads
+it computes the same function).
+"""
+from __future__ import annotations
+
+import torch
+
+from tsrnn import _validation as check
+from tsrnn import functional
+from tsrnn.modules.stacked import StackedRNN
+from tsrnn.timescales import bias_from_timescale
+
+FREEZE = ("gates", "all")
+
+
+class LSTM(StackedRNN):
+    """Drop-in for ``torch.nn.LSTM`` (same parameters, state_dict and forward) with fused kernels.
+
+    Args:
+        timescales: None, or one entry per layer, each None (biases learned as usual) or H
+            timescales > 0 (fixed input and forget biases, S3-S4).
+        freeze: "gates" fixes only the i and f biases of MTS layers (g and o train); "all" fixes
+            the whole effective bias vector, as the seed-000 authors did.
+        backend: "auto" | "reference" | "native" (see ``tsrnn.backend``).
+
+    ``out, (h_n, c_n) = m(x, (h0, c0))`` with x (T, B, I), or (B, T, I) if batch_first, or
+    (T, I) unbatched.
+    """
+
+    def __init__(self, input_size, hidden_size, num_layers=1, bias=True, batch_first=False,
+                 dropout=0.0, timescales=None, freeze="gates", backend="auto", device=None,
+                 dtype=None):
+        super().__init__(input_size, hidden_size, num_layers, bias, batch_first, dropout, backend,
+                         gates=4, device=device, dtype=dtype)
+        check.choice("freeze", freeze, FREEZE)
+        self.freeze = freeze
+        if timescales is None:
+            timescales = [None] * num_layers
+        if not isinstance(timescales, (list, tuple)) or len(timescales) != num_layers:
+            raise ValueError(f"timescales must be None or a list of {num_layers} entries (one per layer)")
+        self.timescale_layers = tuple(k for k, ts in enumerate(timescales) if ts is not None)
+        if self.timescale_layers and not bias:
+            raise ValueError("timescales need bias=True: they are fixed gate biases")
+        for k in self.timescale_layers:
+            self.register_buffer(f"bias_fixed_l{k}", self._fixed_bias(k, timescales[k]))
+
+    def _fixed_bias(self, layer: int, timescales) -> torch.Tensor:
+        """The fixed part of a layer's effective bias: (i, f) rows, or all 4H rows if freeze="all"."""
+        name = f"timescales[{layer}]"
+        ts = torch.as_tensor(timescales, dtype=torch.float64).detach().cpu()
+        check.tensor(name, ts, 1)
+        check.shape(name, ts, (self.hidden_size,))
+        check.positive(name, ts)
+        b_f = bias_from_timescale(ts)
+        fixed = torch.cat([-b_f, b_f])
+        weight = getattr(self, f"bias_ih_l{layer}")
+        if self.freeze == "all":
+            fixed = torch.cat([fixed, self.raw_bias(layer).detach()[2 * self.hidden_size:].double().cpu()])
+        return fixed.to(device=weight.device, dtype=weight.dtype)
+
+    def gate_biases(self, layer: int) -> torch.Tensor:
+        """The effective (4H,) bias the layer uses: b_ih + b_hh with the fixed entries in place."""
+        if not 0 <= layer < self.num_layers:
+            raise ValueError(f"layer must be in [0, {self.num_layers}), got {layer}")
+        bias = self.raw_bias(layer)
+        if layer not in self.timescale_layers:
+            return bias
+        fixed = getattr(self, f"bias_fixed_l{layer}")
+        return torch.cat([fixed, bias[fixed.shape[0]:]])
+
+    def timescales(self, layer: int) -> torch.Tensor | None:
+        """The fixed timescales of an MTS layer (S2 of its forget bias), or None."""
+        if layer not in self.timescale_layers:
+            return None
+        from tsrnn.timescales import timescale_from_bias
+
+        b_f = getattr(self, f"bias_fixed_l{layer}")[self.hidden_size:2 * self.hidden_size]
+        return timescale_from_bias(b_f.double())
+
+    def _save_to_state_dict(self, destination, prefix, keep_vars):
+        super()._save_to_state_dict(destination, prefix, keep_vars)
+        for k in self.timescale_layers:
+            fixed = getattr(self, f"bias_fixed_l{k}").detach()
+            n = fixed.shape[0]
+            b_ih = destination[f"{prefix}bias_ih_l{k}"].detach().clone()
+            b_hh = destination[f"{prefix}bias_hh_l{k}"].detach().clone()
+            b_ih[:n], b_hh[:n] = fixed, 0
+            destination[f"{prefix}bias_ih_l{k}"], destination[f"{prefix}bias_hh_l{k}"] = b_ih, b_hh
+
+    def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
+        # A torch.nn.LSTM state_dict has no fixed biases: keep the ones built from `timescales`.
+        for k in self.timescale_layers:
+            state_dict.setdefault(f"{prefix}bias_fixed_l{k}", getattr(self, f"bias_fixed_l{k}"))
+        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
+
+    def _run(self, input, hx, want_forget):
+        x, unbatched = self._time_major(input)
+        h0, c0 = self._initial_states(("h0", "c0"), hx, x, unbatched)
+
+        def run_layer(k, layer_in, states):
+            result = functional.lstm(layer_in, states[0], states[1], *self.weights(k),
+                                     self.gate_biases(k), backend=self.backend,
+                                     return_forget=want_forget)
+            return result[0], result[1], result[2] if want_forget else None
+
+        out, finals, forgets = self._stack(x, (h0, c0), run_layer)
+        out, finals = self._finish(out, finals, unbatched)
+        return out, finals, forgets
+
+    def forward(self, input, hx=None):
+        out, state, _ = self._run(input, hx, want_forget=False)
+        return out, state
+
+    @torch.no_grad()
+    def forget_gates(self, input, hx=None) -> list[torch.Tensor]:
+        """Forget-gate values (T, B, H) of every layer for this input (S6 data)."""
+        return self._run(input, hx, want_forget=True)[2]

@@ -1,0 +1,93 @@
+"""tsrnn.PowerLawLSTM: the power-law forget-gate LSTM of seed 002 (S7-S9), stacked.
+
+Each unit forgets as a power law of the time since its last reset, f = (age ratio)^(-p) with a
+per-unit decay exponent p = σ(p_logit) initialized so that p ~ U(0, 1). The state (h, c, a)
+carries the age a instead of absolute and reference times, so it can be passed from one call
+to the next (truncated BPTT) with no global clock.
+"""
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from tsrnn import _validation as check
+from tsrnn import functional
+from tsrnn.modules.stacked import StackedRNN
+
+
+class PowerLawLSTM(StackedRNN):
+    """Stacked pLSTM with fused kernels.
+
+    Args:
+        eps: ε of the forget gate (S7), > 0.
+        input_gate: "coupled" (i = 1 - f, gates r, g, o: the paper's choice) or "separate"
+            (i = σ(z_i), gates i, r, g, o).
+        learn_p: train p_logit (a Parameter) or keep it fixed (a buffer of the same name).
+
+    ``out, (h_n, c_n, a_n) = m(x, state=None, dt=None)``; dt (T, B) or (T, B, 1) step lengths
+    > 0 ((B, T) or (B, T, 1) if batch_first), None for Δt = 1.
+    """
+
+    def __init__(self, input_size, hidden_size, num_layers=1, bias=True, batch_first=False,
+                 dropout=0.0, eps=1e-3, input_gate="coupled", learn_p=True, backend="auto",
+                 device=None, dtype=None):
+        check.choice("input_gate", input_gate, functional.INPUT_GATES)
+        if not isinstance(eps, (int, float)) or not eps > 0:
+            raise ValueError(f"eps must be a number > 0, got {eps!r}")
+        super().__init__(input_size, hidden_size, num_layers, bias, batch_first, dropout, backend,
+                         gates=3 if input_gate == "coupled" else 4, device=device, dtype=dtype)
+        self.eps, self.input_gate, self.learn_p = float(eps), input_gate, learn_p
+        for k in range(num_layers):
+            p_logit = torch.empty(hidden_size, device=device, dtype=dtype)
+            if learn_p:
+                self.register_parameter(f"p_logit_l{k}", nn.Parameter(p_logit))
+            else:
+                self.register_buffer(f"p_logit_l{k}", p_logit)
+        self.reset_p()
+
+    @torch.no_grad()
+    def reset_p(self, generator: torch.Generator | None = None) -> None:
+        """Draw p ~ U(0, 1) for every unit (p_logit = logit(p))."""
+        for k in range(self.num_layers):
+            p_logit = getattr(self, f"p_logit_l{k}")
+            u = torch.rand(p_logit.shape, generator=generator, dtype=torch.float64)
+            p_logit.copy_(torch.logit(u.clamp(1e-6, 1 - 1e-6)))
+
+    def p(self, layer: int) -> torch.Tensor:
+        """Decay exponents σ(p_logit) of one layer, (H,)."""
+        return torch.sigmoid(getattr(self, f"p_logit_l{layer}"))
+
+    def extra_repr(self) -> str:
+        return super().extra_repr() + f", eps={self.eps}, input_gate={self.input_gate!r}, learn_p={self.learn_p}"
+
+    def _time_major_dt(self, dt, x, unbatched):
+        if dt is None:
+            return None
+        check.tensor("dt", dt, (1, 2) if unbatched else (2, 3))
+        if unbatched:
+            return dt.unsqueeze(1)
+        return dt.transpose(0, 1) if self.batch_first else dt
+
+    def _run(self, input, state, dt, want_forget):
+        x, unbatched = self._time_major(input)
+        h0, c0, a0 = self._initial_states(("h0", "c0", "a0"), state, x, unbatched)
+        dt = self._time_major_dt(dt, x, unbatched)
+
+        def run_layer(k, layer_in, states):
+            result = functional.plstm(layer_in, *states, *self.weights(k), self.raw_bias(k),
+                                      self.p(k), dt=dt, eps=self.eps, input_gate=self.input_gate,
+                                      backend=self.backend, return_forget=want_forget)
+            return result[0], result[1], result[2] if want_forget else None
+
+        out, finals, forgets = self._stack(x, (h0, c0, a0), run_layer)
+        out, finals = self._finish(out, finals, unbatched)
+        return out, finals, forgets
+
+    def forward(self, input, state=None, dt=None):
+        out, state, _ = self._run(input, state, dt, want_forget=False)
+        return out, state
+
+    @torch.no_grad()
+    def forget_gates(self, input, state=None, dt=None) -> list[torch.Tensor]:
+        """Forget-gate values (T, B, H) of every layer for this input (S6 data)."""
+        return self._run(input, state, dt, want_forget=True)[2]

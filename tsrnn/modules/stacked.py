@@ -1,0 +1,120 @@
+"""What tsrnn.LSTM and tsrnn.PowerLawLSTM share: parameters named as in torch.nn.LSTM, input
+layout (time-major, batch_first, unbatched), initial states, and the loop over layers with
+dropout between them."""
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+from torch.nn.utils.rnn import PackedSequence
+
+from tsrnn import _validation as check
+from tsrnn.backend import BACKENDS
+
+
+class StackedRNN(nn.Module):
+    """Base of the stacked recurrent modules; ``gates`` rows of W per hidden unit."""
+
+    def __init__(self, input_size, hidden_size, num_layers, bias, batch_first, dropout, backend,
+                 gates, device=None, dtype=None):
+        super().__init__()
+        for name, value in (("input_size", input_size), ("hidden_size", hidden_size),
+                            ("num_layers", num_layers)):
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ValueError(f"{name} must be a positive int, got {value!r}")
+        if not isinstance(dropout, (int, float)) or not 0 <= dropout <= 1:
+            raise ValueError(f"dropout must be a number in [0, 1], got {dropout!r}")
+        check.choice("backend", backend, BACKENDS)
+        self.input_size, self.hidden_size, self.num_layers = input_size, hidden_size, num_layers
+        self.bias, self.batch_first, self.dropout = bias, batch_first, float(dropout)
+        self.backend = backend
+        factory = {"device": device, "dtype": dtype}
+        rows = gates * hidden_size
+        for k in range(num_layers):
+            layer_in = input_size if k == 0 else hidden_size
+            self.register_parameter(f"weight_ih_l{k}", nn.Parameter(torch.empty(rows, layer_in, **factory)))
+            self.register_parameter(f"weight_hh_l{k}", nn.Parameter(torch.empty(rows, hidden_size, **factory)))
+            if bias:
+                self.register_parameter(f"bias_ih_l{k}", nn.Parameter(torch.empty(rows, **factory)))
+                self.register_parameter(f"bias_hh_l{k}", nn.Parameter(torch.empty(rows, **factory)))
+        self._init_weights()
+
+    def _init_weights(self) -> None:
+        """torch.nn.LSTM's initialization: every weight and bias ~ U(-1/sqrt(H), 1/sqrt(H))."""
+        bound = 1.0 / math.sqrt(self.hidden_size)
+        with torch.no_grad():
+            for name, param in self.named_parameters(recurse=False):
+                if name.startswith(("weight_", "bias_")):
+                    param.uniform_(-bound, bound)
+
+    def weights(self, layer: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """(W_ih, W_hh) of one layer."""
+        return getattr(self, f"weight_ih_l{layer}"), getattr(self, f"weight_hh_l{layer}")
+
+    def raw_bias(self, layer: int) -> torch.Tensor | None:
+        """b_ih + b_hh of one layer, or None without biases."""
+        if not self.bias:
+            return None
+        return getattr(self, f"bias_ih_l{layer}") + getattr(self, f"bias_hh_l{layer}")
+
+    def extra_repr(self) -> str:
+        s = f"{self.input_size}, {self.hidden_size}, num_layers={self.num_layers}"
+        if not self.bias:
+            s += ", bias=False"
+        if self.batch_first:
+            s += ", batch_first=True"
+        if self.dropout:
+            s += f", dropout={self.dropout}"
+        return s + f", backend={self.backend!r}"
+
+    # -- inputs and outputs -------------------------------------------------------------
+    def _time_major(self, x: torch.Tensor) -> tuple[torch.Tensor, bool]:
+        """x as (T, B, I) and whether it came unbatched ((T, I))."""
+        if isinstance(x, PackedSequence):
+            raise TypeError("PackedSequence input is not supported; pass a padded (T, B, I) tensor")
+        check.tensor("input", x, (2, 3))
+        if x.shape[-1] != self.input_size:
+            raise ValueError(f"input must have {self.input_size} features in its last dimension, "
+                             f"got shape {tuple(x.shape)}")
+        if x.dim() == 2:
+            return x.unsqueeze(1), True
+        return (x.transpose(0, 1) if self.batch_first else x), False
+
+    def _layout_out(self, out: torch.Tensor, unbatched: bool) -> torch.Tensor:
+        if unbatched:
+            return out.squeeze(1)
+        return out.transpose(0, 1) if self.batch_first else out
+
+    def _initial_states(self, names, given, x: torch.Tensor, unbatched: bool):
+        """Per-layer initial states (L, B, H) for each name; zeros when ``given`` is None."""
+        batch = x.shape[1]
+        shape = (self.num_layers, self.hidden_size) if unbatched else (self.num_layers, batch, self.hidden_size)
+        if given is None:
+            return [x.new_zeros(self.num_layers, batch, self.hidden_size) for _ in names]
+        if not isinstance(given, (tuple, list)) or len(given) != len(names):
+            raise TypeError(f"the initial state must be a tuple ({', '.join(names)}), got {type(given).__name__}")
+        states = []
+        for name, state in zip(names, given):
+            check.tensor(name, state)
+            check.shape(name, state, shape)
+            check.same_device("input", x, **{name: state})
+            states.append(state.unsqueeze(1) if unbatched else state)
+        return states
+
+    def _stack(self, x, initial, run_layer):
+        """Run every layer: ``run_layer(k, input, states_k)`` -> (out, final states, forget)."""
+        finals, forgets = [], []
+        for k in range(self.num_layers):
+            x, state, forget = run_layer(k, x, [s[k] for s in initial])
+            finals.append(state)
+            forgets.append(forget)
+            if self.dropout and self.training and k < self.num_layers - 1:
+                x = nn.functional.dropout(x, self.dropout, training=True)
+        return x, [torch.stack(s) for s in zip(*finals)], forgets
+
+    def _finish(self, out, finals, unbatched):
+        out = self._layout_out(out, unbatched)
+        if unbatched:
+            finals = [s.squeeze(1) for s in finals]
+        return out, tuple(finals)
