@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Sequence
 
+import numbers
+
 import torch
 
 
@@ -71,3 +73,26 @@ def positive(name: str, value: torch.Tensor) -> None:
 def choice(name: str, value, options: Sequence) -> None:
     if value not in options:
         raise ValueError(f"{name} must be one of {list(options)}, got {value!r}")
+
+
+def real(name: str, value) -> float:
+    """A real python/numpy number (not a bool), as float."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name} must be a real number, got {type(value).__name__}")
+    return float(value)
+
+
+def positive_real(name: str, value) -> float:
+    """A finite real number > 0, as float."""
+    value = real(name, value)
+    positive(name, torch.tensor(value, dtype=torch.float64))
+    return value
+
+
+def count(name: str, value, minimum: int = 1) -> int:
+    """An int (not a bool) >= minimum."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
+    if value < minimum:
+        raise ValueError(f"{name} must be >= {minimum}, got {value}")
+    return int(value)

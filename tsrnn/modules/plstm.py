@@ -32,8 +32,7 @@ class PowerLawLSTM(StackedRNN):
                  dropout=0.0, eps=1e-3, input_gate="coupled", learn_p=True, backend="auto",
                  device=None, dtype=None):
         check.choice("input_gate", input_gate, functional.INPUT_GATES)
-        if not isinstance(eps, (int, float)) or not eps > 0:
-            raise ValueError(f"eps must be a number > 0, got {eps!r}")
+        check.positive_real("eps", eps)
         super().__init__(input_size, hidden_size, num_layers, bias, batch_first, dropout, backend,
                          gates=3 if input_gate == "coupled" else 4, device=device, dtype=dtype)
         self.eps, self.input_gate, self.learn_p = float(eps), input_gate, learn_p

@@ -21,10 +21,9 @@ class StackedRNN(nn.Module):
         super().__init__()
         for name, value in (("input_size", input_size), ("hidden_size", hidden_size),
                             ("num_layers", num_layers)):
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ValueError(f"{name} must be a positive int, got {value!r}")
-        if not isinstance(dropout, (int, float)) or not 0 <= dropout <= 1:
-            raise ValueError(f"dropout must be a number in [0, 1], got {dropout!r}")
+            check.count(name, value)
+        if not 0 <= check.real("dropout", dropout) <= 1:
+            raise ValueError(f"dropout must be in [0, 1], got {dropout!r}")
         check.choice("backend", backend, BACKENDS)
         self.input_size, self.hidden_size, self.num_layers = input_size, hidden_size, num_layers
         self.bias, self.batch_first, self.dropout = bias, batch_first, float(dropout)

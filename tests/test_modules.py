@@ -1,0 +1,225 @@
+"""tsrnn.LSTM as a drop-in for torch.nn.LSTM, fixed multi-timescale biases, tsrnn.PowerLawLSTM."""
+import pytest
+import torch
+
+import tsrnn
+from tsrnn import functional, reference
+from conftest import TOLERANCE, assert_close, needs_native
+
+BACKENDS = ["reference", pytest.param("native", marks=needs_native)]
+
+
+def pair(num_layers=2, batch_first=False, bias=True, seed=0, dtype=torch.float64):
+    torch.manual_seed(seed)
+    ref = torch.nn.LSTM(5, 7, num_layers=num_layers, batch_first=batch_first, bias=bias, dtype=dtype)
+    ours = tsrnn.LSTM(5, 7, num_layers=num_layers, batch_first=batch_first, bias=bias, dtype=dtype)
+    ours.load_state_dict(ref.state_dict())
+    return ref, ours
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("batch_first", [False, True])
+@pytest.mark.parametrize("bias", [True, False])
+def test_lstm_is_a_drop_in_for_torch_lstm(backend, batch_first, bias):
+    ref, ours = pair(batch_first=batch_first, bias=bias)
+    ours.backend = backend
+    assert [n for n, _ in ours.named_parameters()] == [n for n, _ in ref.named_parameters()]
+    x = torch.randn(4, 6, 5, dtype=torch.float64)
+    hx = (torch.randn(2, 4 if batch_first else 6, 7, dtype=torch.float64),
+          torch.randn(2, 4 if batch_first else 6, 7, dtype=torch.float64))
+    for state in (None, hx):
+        out, (h, c) = ours(x, state)
+        out_r, (h_r, c_r) = ref(x, state)
+        for a, b in ((out, out_r), (h, h_r), (c, c_r)):
+            assert_close(a, b, TOLERANCE[torch.float64])
+    (out.sum() + c.sum()).backward()
+    (out_r.sum() + c_r.sum()).backward()
+    for (name, p), p_r in zip(ours.named_parameters(), ref.parameters()):
+        assert_close(p.grad, p_r.grad, TOLERANCE[torch.float64], name)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_lstm_unbatched_and_float32(backend):
+    ref, ours = pair(num_layers=1, dtype=torch.float32)
+    ours.backend = backend
+    x = torch.randn(6, 5)
+    out, (h, c) = ours(x)
+    out_r, (h_r, c_r) = ref(x)
+    assert out.shape == (6, 7) and h.shape == (1, 7)
+    assert_close(out, out_r, TOLERANCE[torch.float32])
+    assert_close(c, c_r, TOLERANCE[torch.float32])
+
+
+def test_state_dict_round_trip_both_ways():
+    ref, ours = pair()
+    back = torch.nn.LSTM(5, 7, num_layers=2, dtype=torch.float64)
+    back.load_state_dict(ours.state_dict())
+    for (name, a), b in zip(back.state_dict().items(), ref.state_dict().values()):
+        assert torch.equal(a, b), name
+
+
+def test_dropout_between_layers_only():
+    ours = tsrnn.LSTM(5, 7, num_layers=2, dropout=0.5, dtype=torch.float64)
+    x = torch.randn(3, 2, 5, dtype=torch.float64)
+    ours.eval()
+    out_eval = ours(x)[0]
+    torch.testing.assert_close(out_eval, ours(x)[0])  # eval: deterministic
+    ours.train()
+    assert not torch.allclose(ours(x)[0], out_eval)
+    single = tsrnn.LSTM(5, 7, num_layers=1, dropout=0.5, dtype=torch.float64).train()
+    torch.testing.assert_close(single(x)[0], single(x)[0])  # no dropout after the last layer
+
+
+def mts_model(freeze="gates"):
+    torch.manual_seed(1)
+    timescales = [torch.tensor([1.5, 3.0, 3.0, 4.0, 40.0, 4e4]), tsrnn.timescales.inverse_gamma_quantiles(6, 0.56), None]
+    return tsrnn.LSTM(4, 6, num_layers=3, timescales=timescales, freeze=freeze), timescales
+
+
+def test_mts_biases_follow_s3_s4():
+    model, timescales = mts_model()
+    for k in (0, 1):
+        b = model.gate_biases(k).double()
+        b_f = -torch.log(torch.expm1(1 / timescales[k].double()))
+        torch.testing.assert_close(b[6:12], b_f.float().double())
+        torch.testing.assert_close(b[:6], -b[6:12])
+        torch.testing.assert_close(model.timescales(k), timescales[k].double(), rtol=1e-5, atol=0)
+    # the fixed entries take no part in the learned ones: layer 2 is a plain layer
+    torch.testing.assert_close(model.gate_biases(2), model.bias_ih_l2 + model.bias_hh_l2)
+    assert model.timescales(2) is None
+
+
+@pytest.mark.parametrize("freeze", ["gates", "all"])
+@pytest.mark.parametrize("make_optimizer", [
+    lambda p: torch.optim.SGD(p, lr=0.5, momentum=0.9, weight_decay=0.1),
+    lambda p: torch.optim.Adam(p, lr=0.1, weight_decay=0.1),
+], ids=["sgd", "adam"])
+def test_mts_biases_bit_identical_after_training(freeze, make_optimizer):
+    model, _ = mts_model(freeze)
+    fixed = 12 if freeze == "gates" else 24
+    before = {k: model.gate_biases(k).detach().clone() for k in range(3)}
+    params_before = {n: p.detach().clone() for n, p in model.named_parameters()}
+    opt = make_optimizer(model.parameters())
+    for _ in range(3):
+        opt.zero_grad()
+        out, (h, c) = model(torch.randn(5, 2, 4))
+        (out.square().sum() + c.sum()).backward()
+        opt.step()
+    for k in (0, 1):
+        after = model.gate_biases(k)
+        assert torch.equal(after[:fixed], before[k][:fixed])
+        if freeze == "gates":
+            assert not torch.equal(after[fixed:], before[k][fixed:])  # g, o biases train
+    assert not torch.equal(model.gate_biases(2), before[2])
+    for name, p in model.named_parameters():
+        assert not torch.equal(p, params_before[name]), f"{name} did not move"
+
+
+def test_mts_state_dict_loads_into_torch_lstm_with_the_same_function():
+    model, _ = mts_model()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1, weight_decay=0.5)
+    model(torch.randn(3, 2, 4))[0].sum().backward()
+    opt.step()  # weight decay moves the raw bias entries; the saved ones must still be right
+    plain = torch.nn.LSTM(4, 6, num_layers=3)
+    plain.load_state_dict({k: v for k, v in model.state_dict().items() if "fixed" not in k})
+    x = torch.randn(5, 2, 4)
+    assert_close(plain(x)[0], model(x)[0], TOLERANCE[torch.float32])
+    # and back: a fresh MTS model loads a torch.nn.LSTM state_dict and keeps its fixed biases
+    fresh, _ = mts_model()
+    fresh.load_state_dict(plain.state_dict())
+    assert_close(fresh(x)[0], model(x)[0], TOLERANCE[torch.float32])
+    # its own state_dict carries the fixed biases
+    restored, _ = mts_model()
+    restored.load_state_dict(model.state_dict())
+    assert torch.equal(restored.gate_biases(1), model.gate_biases(1))
+
+
+def test_forget_gates_recover_fixed_timescales():
+    """With zero weights, an MTS unit's forget gate is σ(b_f(T)); S6 gives T back."""
+    timescales = torch.tensor([2.0, 5.0, 30.0, 400.0])
+    model = tsrnn.LSTM(3, 4, timescales=[timescales], dtype=torch.float64)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.zero_()
+    (forget,) = model.forget_gates(torch.randn(20, 2, 3, dtype=torch.float64))
+    assert forget.shape == (20, 2, 4)
+    torch.testing.assert_close(tsrnn.timescales.estimate_timescales(forget), timescales.double(), rtol=1e-9, atol=0)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("input_gate", ["coupled", "separate"])
+def test_power_law_lstm_matches_layerwise_reference(backend, input_gate):
+    torch.manual_seed(2)
+    m = tsrnn.PowerLawLSTM(3, 5, num_layers=2, input_gate=input_gate, backend=backend, dtype=torch.float64)
+    G = 3 if input_gate == "coupled" else 4
+    assert m.weight_ih_l0.shape == (G * 5, 3) and m.p_logit_l1.shape == (5,)
+    assert 0 < m.p(0).min() and m.p(0).max() < 1
+    x = torch.randn(6, 2, 3, dtype=torch.float64)
+    dt = torch.rand(6, 2, dtype=torch.float64) + 0.5
+    out, (h, c, a) = m(x, dt=dt)
+    layer_in, zeros = x, torch.zeros(2, 5, dtype=torch.float64)
+    for k in range(2):
+        bias = getattr(m, f"bias_ih_l{k}") + getattr(m, f"bias_hh_l{k}")
+        layer_in, (h_k, c_k, a_k), _ = reference.plstm(layer_in, zeros, zeros, zeros, *m.weights(k), bias,
+                                                       m.p(k), dt, m.eps, input_gate)
+        assert_close(a[k], a_k, TOLERANCE[torch.float64])
+    assert_close(out, layer_in, TOLERANCE[torch.float64])
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_power_law_state_carries_across_calls(backend):
+    """Truncated BPTT: two calls with the carried (h, c, a) equal one call over the whole sequence."""
+    torch.manual_seed(3)
+    m = tsrnn.PowerLawLSTM(3, 4, num_layers=2, batch_first=True, backend=backend, dtype=torch.float64)
+    x = torch.randn(2, 10, 3, dtype=torch.float64)
+    dt = torch.rand(2, 10, 1, dtype=torch.float64) + 0.5
+    out, state = m(x, dt=dt)
+    first, mid = m(x[:, :4], dt=dt[:, :4])
+    second, end = m(x[:, 4:], mid, dt=dt[:, 4:])
+    assert_close(torch.cat([first, second], 1), out, TOLERANCE[torch.float64])
+    for s, s_full in zip(end, state):
+        assert_close(s, s_full, TOLERANCE[torch.float64])
+
+
+def test_power_law_frozen_p_is_a_buffer():
+    m = tsrnn.PowerLawLSTM(3, 4, learn_p=False)
+    assert "p_logit_l0" not in dict(m.named_parameters())
+    assert "p_logit_l0" in m.state_dict()
+    m2 = tsrnn.PowerLawLSTM(3, 4, learn_p=True)
+    m2.load_state_dict(m.state_dict())
+    torch.testing.assert_close(m2.p(0), m.p(0))
+
+
+@needs_native
+def test_backends_agree_through_the_modules():
+    torch.manual_seed(4)
+    m = tsrnn.PowerLawLSTM(4, 6, num_layers=2, input_gate="separate")
+    x = torch.randn(8, 3, 4)
+    m.backend = "native"
+    out_n, state_n = m(x)
+    m.backend = "reference"
+    out_r, state_r = m(x)
+    assert_close(out_n, out_r, TOLERANCE[torch.float32])
+
+
+@needs_native
+@pytest.mark.parametrize("compile_backend", ["aot_eager", "inductor"])
+def test_torch_compile_full_graph_matches_eager(compile_backend):
+    torch.manual_seed(5)
+    model = tsrnn.LSTM(4, 6, num_layers=2, timescales=[torch.full((6,), 5.0), None], backend="native")
+    plstm = tsrnn.PowerLawLSTM(6, 3, backend="native")
+
+    def step(x):
+        out, _ = model(x)
+        out, (h, c, a) = plstm(out)
+        return out.square().mean() + a.mean()
+
+    compiled = torch.compile(step, fullgraph=True, backend=compile_backend)
+    x = torch.randn(5, 2, 4)
+    loss = step(x)
+    grads = torch.autograd.grad(loss, list(model.parameters()) + list(plstm.parameters()))
+    loss_c = compiled(x)
+    grads_c = torch.autograd.grad(loss_c, list(model.parameters()) + list(plstm.parameters()))
+    torch.testing.assert_close(loss_c, loss)
+    for g, g_c in zip(grads, grads_c):
+        torch.testing.assert_close(g_c, g, atol=1e-6, rtol=1e-5)
