@@ -9,12 +9,21 @@ If the extension fails to build, set TSRNN_NO_EXTENSION=1 to install the pure-Py
 """
 import glob
 import os
+import platform
+import sys
 
 from setuptools import setup
 
 ROOT = os.path.dirname(os.path.abspath(__file__))
 PACKAGES = ["tsrnn", "tsrnn.modules", "tsrnn.kernels"]
 PACKAGE_DIR = {"tsrnn.kernels": "kernels"}
+
+
+def libmvec():
+    """glibc's vector math library on x86-64 Linux (see csrc/cpu/vector_math.h)."""
+    if sys.platform.startswith("linux") and platform.machine() == "x86_64":
+        return ["-lmvec"]
+    return []
 
 
 def extensions():
@@ -27,8 +36,8 @@ def extensions():
         "tsrnn._C",
         sources,
         include_dirs=[os.path.join(ROOT, "csrc")],
-        extra_compile_args=["-O3", "-fopenmp", "-g0", "-DPy_LIMITED_API=0x03090000"],
-        extra_link_args=["-fopenmp"],
+        extra_compile_args=["-O3", "-fopenmp", "-fno-math-errno", "-g0", "-DPy_LIMITED_API=0x03090000"],
+        extra_link_args=["-fopenmp"] + libmvec(),
         py_limited_api=True,
     )
     return [ext], {"build_ext": BuildExtension.with_options(use_ninja=True)}

@@ -10,10 +10,12 @@
 #include <ATen/Parallel.h>
 #include <torch/library.h>
 
+#include <algorithm>
 #include <string>
 #include <tuple>
 
 #include "cpu/cells.h"
+#include "cpu/vector_math.h"
 
 namespace tsrnn {
 namespace {
@@ -84,6 +86,48 @@ Shapes check_inputs(const Tensor& xg, const Tensor& w_hh, const Tensor& h0, cons
   return s;
 }
 
+// Calls f(b, j0, j1) for each batch row b that the flat unit range [begin, end) of B*H touches.
+template <typename F>
+inline void for_row_spans(int64_t begin, int64_t end, int64_t H, F&& f) {
+  for (int64_t n = begin; n < end;) {
+    const int64_t b = n / H, j0 = n - b * H, j1 = std::min(H, j0 + (end - n));
+    f(b, j0, j1);
+    n += j1 - j0;
+  }
+}
+
+// Forward of units [j0, j1) of one batch row; pointers are at the row's start.
+// z: [G*H], act: [K*H], prev/next: [S] stride BH, h: [H], p: [H] or null.
+template <typename Cell, typename T>
+TSRNN_CLONES void forward_units(const T* z, T* act, const T* prev, T* next, T* h, const T* p, T dt,
+                                T eps, int64_t H, int64_t BH, int64_t j0, int64_t j1) {
+#pragma omp simd
+  for (int64_t j = j0; j < j1; ++j) {
+    const UnitParams<T> u{p ? p[j] : T(0), dt, eps};
+    h[j] = Cell::forward(z + j, act + j, prev + j, next + j, H, BH, u);
+  }
+}
+
+// Backward of units [j0, j1) of one batch row; pointers are at the row's start.
+// dh: [H] from the step after, grad_h: [H] or null, grad_state: [S] stride BH or null,
+// dstate: [S] stride BH (in/out), dz: [G*H] out, dp: [H] accumulated or null.
+template <typename Cell, typename T>
+TSRNN_CLONES void backward_units(const T* act, const T* prev, const T* next, const T* dh,
+                                 const T* grad_h, const T* grad_state, T* dstate, T* dz, T* dp,
+                                 const T* p, T dt, T eps, int64_t H, int64_t BH, int64_t j0,
+                                 int64_t j1) {
+#pragma omp simd
+  for (int64_t j = j0; j < j1; ++j) {
+    if (grad_state) {
+      for (int k = 0; k < Cell::kStates; ++k) dstate[k * BH + j] += grad_state[k * BH + j];
+    }
+    const T dh_j = dh[j] + (grad_h ? grad_h[j] : T(0));
+    const UnitParams<T> u{p ? p[j] : T(0), dt, eps};
+    Cell::backward(act + j, prev + j, next + j, dh_j, dstate + j, dz + j, dp ? dp + j : nullptr,
+                   H, BH, u);
+  }
+}
+
 template <typename T>
 const T* optional_data(const c10::optional<Tensor>& t) {
   return t ? t->data_ptr<T>() : nullptr;
@@ -105,11 +149,10 @@ void forward_loop(const Shapes& s, const Tensor& xg, const Tensor& w_hh, const T
     T* h = h_all[t].data_ptr<T>();
     T* a = act[save ? t : 0].data_ptr<T>();
     at::parallel_for(0, BH, kGrain, [&](int64_t begin, int64_t end) {
-      for (int64_t n = begin; n < end; ++n) {
-        const int64_t b = n / H, j = n - b * H;
-        const UnitParams<T> u{p ? p[j] : T(0), dt ? dt[t * B + b] : T(1), eps};
-        h[n] = Cell::forward(z_data + b * GH + j, a + b * KH + j, prev + n, next + n, H, BH, u);
-      }
+      for_row_spans(begin, end, H, [&](int64_t b, int64_t j0, int64_t j1) {
+        forward_units<Cell, T>(z_data + b * GH, a + b * KH, prev + b * H, next + b * H, h + b * H,
+                               p, dt ? dt[t * B + b] : T(1), eps, H, BH, j0, j1);
+      });
     });
   }
 }
@@ -155,16 +198,14 @@ void backward_loop(const Shapes& s, const T* grad_h, const T* grad_state, const 
     const T* a = saved[t].data_ptr<T>();
     T* dz = dz_all[t].data_ptr<T>();
     at::parallel_for(0, BH, kGrain, [&](int64_t begin, int64_t end) {
-      for (int64_t n = begin; n < end; ++n) {
-        const int64_t b = n / H, j = n - b * H;
-        if (grad_state) {
-          for (int k = 0; k < Cell::kStates; ++k) ds[k * BH + n] += grad_state[t * SBH + k * BH + n];
-        }
-        const T dh_n = dh_data[n] + (grad_h ? grad_h[t * BH + n] : T(0));
-        const UnitParams<T> u{p ? p[j] : T(0), dt ? dt[t * B + b] : T(1), eps};
-        Cell::backward(a + b * KH + j, prev + n, next + n, dh_n, ds + n, dz + b * GH + j,
-                       dp ? dp + n : nullptr, H, BH, u);
-      }
+      for_row_spans(begin, end, H, [&](int64_t b, int64_t j0, int64_t j1) {
+        const int64_t row = b * H;
+        backward_units<Cell, T>(a + b * KH, prev + row, next + row, dh_data + row,
+                                grad_h ? grad_h + t * BH + row : nullptr,
+                                grad_state ? grad_state + t * SBH + row : nullptr, ds + row,
+                                dz + b * GH, dp ? dp + row : nullptr, p,
+                                dt ? dt[t * B + b] : T(1), eps, H, BH, j0, j1);
+      });
     });
     at::mm_out(dh, dz_all[t], w_hh);
   }
