@@ -1,12 +1,11 @@
 """Shared test helpers: one tolerance table per dtype and builders of random layer arguments."""
 from __future__ import annotations
 
-import math
-
 import pytest
 import torch
 
 from tsrnn import backend
+from tsrnn.selftest import layer_args  # noqa: F401  (random layer arguments, shared with selftest)
 
 # Max |fused - float64 reference| <= atol + rtol * max|reference|, per dtype of the fused inputs.
 # float64: the kernels reorder sums, nothing else. float32: ~1e-7 per op, grown over the
@@ -32,34 +31,6 @@ def assert_close(actual, expected, tol, what=""):
     err = (actual - expected).abs().max().item() if expected.numel() else 0.0
     bound = tol["atol"] + tol["rtol"] * (expected.abs().max().item() if expected.numel() else 0.0)
     assert err <= bound, f"{what}: max error {err:.3e} > {bound:.3e}"
-
-
-def gates_of(cell: str) -> int:
-    return 3 if cell == "plstm_coupled" else 4
-
-
-def layer_args(cell, T, B, I, H, seed=0, dt=False):
-    """float64 arguments for reference.<lstm|plstm> / functional.<lstm|plstm> as a dict."""
-    g = torch.Generator().manual_seed(seed)
-
-    def randn(*shape, scale=1.0):
-        return torch.randn(*shape, generator=g, dtype=torch.float64) * scale
-
-    G = gates_of(cell)
-    args = {
-        "x": randn(T, B, I),
-        "h0": randn(B, H, scale=0.5),
-        "c0": randn(B, H),
-        "w_ih": randn(G * H, I, scale=1 / math.sqrt(I)),
-        "w_hh": randn(G * H, H, scale=1 / math.sqrt(H)),
-        "bias": randn(G * H, scale=0.5),
-    }
-    if cell != "lstm":
-        args["a0"] = torch.rand(B, H, generator=g, dtype=torch.float64) * 3
-        args["p"] = torch.rand(H, generator=g, dtype=torch.float64) * 0.9 + 0.05
-        args["dt"] = torch.rand(T, B, generator=g, dtype=torch.float64) * 2 + 0.1 if dt else None
-        args["input_gate"] = cell.split("_")[1]
-    return args
 
 
 def cast(args, dtype, requires_grad=False):

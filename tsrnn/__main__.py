@@ -1,0 +1,5 @@
+import sys
+
+from tsrnn.cli import main
+
+sys.exit(main())
