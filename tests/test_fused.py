@@ -15,6 +15,8 @@ SHAPES = [  # (T, B, I, H)
     (7, 1, 5, 3),
     (13, 3, 7, 9),
     (5, 2, 33, 17),
+    (3, 2, 5, 67),  # H >= 64: the time loop splits the units over threads (uneven last slice)
+    (4, 3, 7, 130),
 ]
 
 
@@ -66,6 +68,18 @@ def check_against_reference(cell, shape, dtype, dt=False, seed=0):
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32], ids=str)
 def test_fused_matches_reference(cell, shape, dtype):
     check_against_reference(cell, shape, dtype, dt=cell != "lstm" and shape[0] % 2 == 1)
+
+
+@pytest.mark.parametrize("cell", CELLS)
+@pytest.mark.parametrize("threads", [1, 3, 4])
+def test_unit_slices_over_any_thread_count(cell, threads):
+    """Hidden units are sliced over the threads (32 or more per thread); any count is exact."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        check_against_reference(cell, (4, 3, 5, 97), torch.float64, dt=cell != "lstm", seed=threads)
+    finally:
+        torch.set_num_threads(before)
 
 
 @pytest.mark.parametrize("cell", ["plstm_coupled", "plstm_separate"])

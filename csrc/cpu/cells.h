@@ -3,9 +3,9 @@
 // The time loop, the recurrent GEMM and the weight-gradient GEMM live in recurrence.cpp and are
 // shared; a cell only maps gate pre-activations and previous states to new states (forward) and
 // the reverse (backward). A cell declares:
-//   kGates  rows of W per unit (gate pre-activations z, stride H between gates)
+//   kGates  rows of W per unit (gate pre-activations z, stride zs between gates)
 //   kStates states carried besides h (stride BH between states: c, then a for pLSTM)
-//   kSaved  activations saved per unit for backward (stride H)
+//   kSaved  activations saved per unit for backward (stride H, also the stride of dz)
 //   kForget slot of the forget gate f in the saved activations
 // and two static functions, forward() returning h_t and backward() writing dz.
 #pragma once
@@ -32,11 +32,11 @@ struct UnitParams {
 struct LSTMCell {
   static constexpr int kGates = 4, kStates = 1, kSaved = 4, kForget = 1;
 
-  // z: [4] stride H, act: [4] stride H (i, f, g, o), prev/next: [1] stride BH (c).
+  // z: [4] stride zs, act: [4] stride H (i, f, g, o), prev/next: [1] stride BH (c).
   template <typename T>
-  static inline T forward(const T* z, T* act, const T* prev, T* next, int64_t H, int64_t /*BH*/,
-                          const UnitParams<T>&) {
-    const T i = sigmoid(z[0]), f = sigmoid(z[H]), g = std::tanh(z[2 * H]), o = sigmoid(z[3 * H]);
+  static inline T forward(const T* z, int64_t zs, T* act, const T* prev, T* next, int64_t H,
+                          int64_t /*BH*/, const UnitParams<T>&) {
+    const T i = sigmoid(z[0]), f = sigmoid(z[zs]), g = std::tanh(z[2 * zs]), o = sigmoid(z[3 * zs]);
     const T c = f * prev[0] + i * g;
     act[0] = i;
     act[H] = f;
@@ -69,11 +69,11 @@ struct PowerLawCell {
   static constexpr int kGates = Coupled ? 3 : 4, kStates = 2, kSaved = Coupled ? 4 : 5, kForget = 0;
   static constexpr int kR = Coupled ? 0 : 1;  // gate row of r; g and o follow it
 
-  // z: [kGates] stride H, act: (f, r, g, o[, i]) stride H, prev/next: (c, a) stride BH.
+  // z: [kGates] stride zs, act: (f, r, g, o[, i]) stride H, prev/next: (c, a) stride BH.
   template <typename T>
-  static inline T forward(const T* z, T* act, const T* prev, T* next, int64_t H, int64_t BH,
-                          const UnitParams<T>& u) {
-    const T r = sigmoid(z[kR * H]), g = std::tanh(z[(kR + 1) * H]), o = sigmoid(z[(kR + 2) * H]);
+  static inline T forward(const T* z, int64_t zs, T* act, const T* prev, T* next, int64_t H,
+                          int64_t BH, const UnitParams<T>& u) {
+    const T r = sigmoid(z[kR * zs]), g = std::tanh(z[(kR + 1) * zs]), o = sigmoid(z[(kR + 2) * zs]);
     const T s = T(1) - r, a_prev = prev[BH];
     const T a = s * (a_prev + u.dt);
     const T f = std::pow((a + T(1)) / (s * (a_prev + T(1)) + u.eps), -u.p);

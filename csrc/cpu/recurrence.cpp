@@ -10,8 +10,15 @@
 #include <ATen/Parallel.h>
 #include <torch/library.h>
 
+#include <c10/core/InferenceMode.h>
+#include <omp.h>
+
 #include <algorithm>
+#include <atomic>
+#include <exception>
+#include <mutex>
 #include <string>
+#include <vector>
 #include <tuple>
 
 #include "cpu/cells.h"
@@ -22,7 +29,7 @@ namespace {
 
 using at::Tensor;
 
-constexpr int64_t kGrain = 512;  // units per OpenMP task
+constexpr int64_t kUnitsPerThread = 32;  // fewer hidden units per thread do not pay for a barrier
 
 template <typename Fn>
 void dispatch_cell(const std::string& cell, Fn&& fn) {
@@ -86,38 +93,73 @@ Shapes check_inputs(const Tensor& xg, const Tensor& w_hh, const Tensor& h0, cons
   return s;
 }
 
-// Calls f(b, j0, j1) for each batch row b that the flat unit range [begin, end) of B*H touches.
-template <typename F>
-inline void for_row_spans(int64_t begin, int64_t end, int64_t H, F&& f) {
-  for (int64_t n = begin; n < end;) {
-    const int64_t b = n / H, j0 = n - b * H, j1 = std::min(H, j0 + (end - n));
-    f(b, j0, j1);
-    n += j1 - j0;
-  }
+// Hidden units [j0, j1) of slice `k` of `slices`, in multiples of 8 units (one AVX2 vector).
+struct UnitSlice {
+  int64_t j0, n;
+};
+
+inline UnitSlice unit_slice(int64_t H, int k, int slices) {
+  const int64_t chunk = ((H + slices - 1) / slices + 7) / 8 * 8;
+  const int64_t j0 = std::min(H, k * chunk);
+  return {j0, std::min(H, j0 + chunk) - j0};
 }
 
-// Forward of units [j0, j1) of one batch row; pointers are at the row's start.
-// z: [G*H], act: [K*H], prev/next: [S] stride BH, h: [H], p: [H] or null.
+// Slices (threads) for H units: at most one per kUnitsPerThread units, at most the ATen threads.
+inline int slices_for(int64_t H) {
+  return static_cast<int>(std::clamp<int64_t>(H / kUnitsPerThread, 1, at::get_num_threads()));
+}
+
+// Keeps the first exception thrown inside an OpenMP region; the other threads skip their work
+// but still reach every barrier, and the exception is rethrown after the region.
+class RegionError {
+ public:
+  template <typename F>
+  void run(F&& f) noexcept {
+    if (failed_.load(std::memory_order_relaxed)) return;
+    try {
+      f();
+    } catch (...) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (!error_) error_ = std::current_exception();
+      failed_ = true;
+    }
+  }
+  void rethrow() const {
+    if (error_) std::rethrow_exception(error_);
+  }
+
+ private:
+  std::atomic<bool> failed_{false};
+  std::exception_ptr error_;
+  std::mutex mutex_;
+};
+
+// Forward of n units of one batch row; pointers are at the row's first unit.
+// z: [G] stride zs (h W_hh^T, xg is added here), xg: [G] stride H, act: [K] stride H,
+// prev/next: [S] stride BH, h: [n], p: [n] or null.
 template <typename Cell, typename T>
-TSRNN_CLONES void forward_units(const T* z, T* act, const T* prev, T* next, T* h, const T* p, T dt,
-                                T eps, int64_t H, int64_t BH, int64_t j0, int64_t j1) {
+TSRNN_CLONES void forward_units(T* z, int64_t zs, const T* xg, T* act, const T* prev, T* next,
+                                T* h, const T* p, T dt, T eps, int64_t H, int64_t BH, int64_t n) {
+  for (int g = 0; g < Cell::kGates; ++g) {
 #pragma omp simd
-  for (int64_t j = j0; j < j1; ++j) {
+    for (int64_t j = 0; j < n; ++j) z[g * zs + j] += xg[g * H + j];
+  }
+#pragma omp simd
+  for (int64_t j = 0; j < n; ++j) {
     const UnitParams<T> u{p ? p[j] : T(0), dt, eps};
-    h[j] = Cell::forward(z + j, act + j, prev + j, next + j, H, BH, u);
+    h[j] = Cell::forward(z + j, zs, act + j, prev + j, next + j, H, BH, u);
   }
 }
 
-// Backward of units [j0, j1) of one batch row; pointers are at the row's start.
-// dh: [H] from the step after, grad_h: [H] or null, grad_state: [S] stride BH or null,
-// dstate: [S] stride BH (in/out), dz: [G*H] out, dp: [H] accumulated or null.
+// Backward of n units of one batch row; pointers are at the row's first unit.
+// dh: [n] from the step after, grad_h: [n] or null, grad_state: [S] stride BH or null,
+// dstate: [S] stride BH (in/out), dz: [G] stride H (out), dp: [n] accumulated or null.
 template <typename Cell, typename T>
 TSRNN_CLONES void backward_units(const T* act, const T* prev, const T* next, const T* dh,
                                  const T* grad_h, const T* grad_state, T* dstate, T* dz, T* dp,
-                                 const T* p, T dt, T eps, int64_t H, int64_t BH, int64_t j0,
-                                 int64_t j1) {
+                                 const T* p, T dt, T eps, int64_t H, int64_t BH, int64_t n) {
 #pragma omp simd
-  for (int64_t j = j0; j < j1; ++j) {
+  for (int64_t j = 0; j < n; ++j) {
     if (grad_state) {
       for (int k = 0; k < Cell::kStates; ++k) dstate[k * BH + j] += grad_state[k * BH + j];
     }
@@ -133,30 +175,79 @@ const T* optional_data(const c10::optional<Tensor>& t) {
   return t ? t->data_ptr<T>() : nullptr;
 }
 
+template <typename T>
+const T* offset_or_null(const T* base, int64_t offset) {
+  return base ? base + offset : nullptr;
+}
+
+// W_hh with its rows regrouped so that each slice's G gate blocks are contiguous:
+// rows [G*j0, G*(j0+n)) of the result are gate 0 units j0..j0+n-1, then gate 1, ...
+Tensor rows_by_slice(const Tensor& w_hh, int gates, int64_t H, int slices) {
+  std::vector<int64_t> order;
+  order.reserve(gates * H);
+  for (int k = 0; k < slices; ++k) {
+    const UnitSlice s = unit_slice(H, k, slices);
+    for (int g = 0; g < gates; ++g) {
+      for (int64_t j = s.j0; j < s.j0 + s.n; ++j) order.push_back(g * H + j);
+    }
+  }
+  return w_hh.index_select(0, at::tensor(order, at::kLong));
+}
+
+// The forward time loop in one OpenMP region: slice k of the hidden units belongs to one
+// thread, which computes its units' recurrent product (its rows of W_hh stay in its core's
+// cache), adds the input projection, runs the cell, and meets the others at one barrier per step.
 template <typename Cell, typename T>
 void forward_loop(const Shapes& s, const Tensor& xg, const Tensor& w_hh, const Tensor& h0,
                   const Tensor& state0, const T* p, const T* dt, T eps, Tensor& h_all,
                   Tensor& state_all, Tensor& act) {
-  const int64_t H = s.H, B = s.B, BH = B * H, GH = Cell::kGates * H, KH = Cell::kSaved * H;
+  constexpr int G = Cell::kGates;
+  const int64_t H = s.H, B = s.B, BH = B * H, GH = G * H, KH = Cell::kSaved * H;
   const bool save = act.size(0) == s.T;
-  Tensor z = at::empty({B, GH}, xg.options());
-  const Tensor w_t = w_hh.t();
-  T* const z_data = z.data_ptr<T>();
-  for (int64_t t = 0; t < s.T; ++t) {
-    at::addmm_out(z, xg[t], t == 0 ? h0 : h_all[t - 1], w_t);
-    const T* prev = t == 0 ? state0.data_ptr<T>() : state_all[t - 1].data_ptr<T>();
-    T* next = state_all[t].data_ptr<T>();
-    T* h = h_all[t].data_ptr<T>();
-    T* a = act[save ? t : 0].data_ptr<T>();
-    at::parallel_for(0, BH, kGrain, [&](int64_t begin, int64_t end) {
-      for_row_spans(begin, end, H, [&](int64_t b, int64_t j0, int64_t j1) {
-        forward_units<Cell, T>(z_data + b * GH, a + b * KH, prev + b * H, next + b * H, h + b * H,
-                               p, dt ? dt[t * B + b] : T(1), eps, H, BH, j0, j1);
-      });
+  const int slices = slices_for(H);
+  const Tensor w_sliced = rows_by_slice(w_hh, G, H, slices);
+  const int64_t chunk = unit_slice(H, 0, slices).n;
+  Tensor z_buffer = at::empty({slices, B * G * chunk}, xg.options());
+  const T* xg_data = xg.data_ptr<T>();
+  RegionError error;
+#pragma omp parallel num_threads(slices)
+  {
+    c10::InferenceMode no_autograd;
+    struct Work {
+      UnitSlice us;
+      Tensor z, w_t;  // z: [B, G*n] this slice's gates, w_t: [H, G*n] its rows of W_hh^T
+    };
+    std::vector<Work> mine;
+    error.run([&] {
+      for (int k = omp_get_thread_num(); k < slices; k += omp_get_num_threads()) {
+        const UnitSlice us = unit_slice(H, k, slices);
+        mine.push_back({us, at::from_blob(z_buffer[k].data_ptr<T>(), {B, G * us.n}, xg.options()),
+                        w_sliced.narrow(0, G * us.j0, G * us.n).t()});
+      }
     });
+    for (int64_t t = 0; t < s.T; ++t) {
+      error.run([&] {
+        const T* prev = t == 0 ? state0.data_ptr<T>() : state_all[t - 1].data_ptr<T>();
+        T* next = state_all[t].data_ptr<T>();
+        T* h = h_all[t].data_ptr<T>();
+        T* a = act[save ? t : 0].data_ptr<T>();
+        for (Work& w : mine) {
+          at::mm_out(w.z, t == 0 ? h0 : h_all[t - 1], w.w_t);
+          T* z = static_cast<T*>(w.z.data_ptr());
+          const int64_t n = w.us.n, j0 = w.us.j0;
+          for (int64_t b = 0; b < B; ++b) {
+            const int64_t unit = b * H + j0;
+            forward_units<Cell, T>(z + b * G * n, n, xg_data + (t * B + b) * GH + j0,
+                                   a + b * KH + j0, prev + unit, next + unit, h + unit,
+                                   offset_or_null(p, j0), dt ? dt[t * B + b] : T(1), eps, H, BH, n);
+          }
+        }
+      });
+#pragma omp barrier
+    }
   }
+  error.rethrow();
 }
-
 std::tuple<Tensor, Tensor, Tensor> recurrence_forward(
     const std::string& cell, const Tensor& xg_in, const Tensor& w_hh_in, const Tensor& h0_in,
     const Tensor& state0_in, const c10::optional<Tensor>& p_in,
@@ -183,6 +274,10 @@ std::tuple<Tensor, Tensor, Tensor> recurrence_forward(
   return {h_all, state_all, saved};
 }
 
+// The backward time loop in one OpenMP region, sliced over hidden units like the forward: each
+// thread runs its units' cell backward (all gates of dz[t] for those units), meets the others at
+// one barrier per step, then forms its columns of dh_{t-1} = dz[t] W_hh[:, units]. Its next
+// step reads only those columns, so no second barrier is needed.
 template <typename Cell, typename T>
 void backward_loop(const Shapes& s, const T* grad_h, const T* grad_state, const Tensor& w_hh,
                    const Tensor& state0, const Tensor& state_all, const Tensor& saved,
@@ -190,24 +285,55 @@ void backward_loop(const Shapes& s, const T* grad_h, const T* grad_state, const 
                    T* dp) {
   const int64_t H = s.H, B = s.B, BH = B * H, GH = Cell::kGates * H, KH = Cell::kSaved * H;
   const int64_t SBH = Cell::kStates * BH;
-  T* const dh_data = dh.data_ptr<T>();
+  const int slices = slices_for(H);
+  const int64_t chunk = unit_slice(H, 0, slices).n;
+  Tensor dh_buffer = at::zeros({slices, B * chunk}, dh.options());
   T* const ds = dstate.data_ptr<T>();
-  for (int64_t t = s.T - 1; t >= 0; --t) {
-    const T* prev = t == 0 ? state0.data_ptr<T>() : state_all[t - 1].data_ptr<T>();
-    const T* next = state_all[t].data_ptr<T>();
-    const T* a = saved[t].data_ptr<T>();
-    T* dz = dz_all[t].data_ptr<T>();
-    at::parallel_for(0, BH, kGrain, [&](int64_t begin, int64_t end) {
-      for_row_spans(begin, end, H, [&](int64_t b, int64_t j0, int64_t j1) {
-        const int64_t row = b * H;
-        backward_units<Cell, T>(a + b * KH, prev + row, next + row, dh_data + row,
-                                grad_h ? grad_h + t * BH + row : nullptr,
-                                grad_state ? grad_state + t * SBH + row : nullptr, ds + row,
-                                dz + b * GH, dp ? dp + row : nullptr, p,
-                                dt ? dt[t * B + b] : T(1), eps, H, BH, j0, j1);
-      });
+  RegionError error;
+#pragma omp parallel num_threads(slices)
+  {
+    c10::InferenceMode no_autograd;
+    struct Work {
+      UnitSlice us;
+      Tensor dh, w;  // dh: [B, n] this slice's columns of dh, w: [G*H, n] its columns of W_hh
+    };
+    std::vector<Work> mine;
+    error.run([&] {
+      for (int k = omp_get_thread_num(); k < slices; k += omp_get_num_threads()) {
+        const UnitSlice us = unit_slice(H, k, slices);
+        mine.push_back({us, at::from_blob(dh_buffer[k].data_ptr<T>(), {B, us.n}, dh.options()),
+                        w_hh.narrow(1, us.j0, us.n)});
+      }
     });
-    at::mm_out(dh, dz_all[t], w_hh);
+    for (int64_t t = s.T - 1; t >= 0; --t) {
+      error.run([&] {
+        const T* prev = t == 0 ? state0.data_ptr<T>() : state_all[t - 1].data_ptr<T>();
+        const T* next = state_all[t].data_ptr<T>();
+        const T* a = saved[t].data_ptr<T>();
+        T* dz = dz_all[t].data_ptr<T>();
+        for (Work& w : mine) {
+          const T* dh_slice = static_cast<const T*>(w.dh.data_ptr());
+          const int64_t n = w.us.n, j0 = w.us.j0;
+          for (int64_t b = 0; b < B; ++b) {
+            const int64_t unit = b * H + j0;
+            backward_units<Cell, T>(a + b * KH + j0, prev + unit, next + unit, dh_slice + b * n,
+                                    offset_or_null(grad_h, t * BH + unit),
+                                    offset_or_null(grad_state, t * SBH + unit), ds + unit,
+                                    dz + b * GH + j0, dp ? dp + unit : nullptr,
+                                    offset_or_null(p, j0), dt ? dt[t * B + b] : T(1), eps, H, BH, n);
+          }
+        }
+      });
+#pragma omp barrier
+      error.run([&] {
+        for (Work& w : mine) at::mm_out(w.dh, dz_all[t], w.w);
+      });
+    }
+  }
+  error.rethrow();
+  for (int k = 0; k < slices; ++k) {
+    const UnitSlice us = unit_slice(H, k, slices);
+    dh.narrow(1, us.j0, us.n).copy_(dh_buffer[k].narrow(0, 0, B * us.n).view({B, us.n}));
   }
 }
 
