@@ -7,6 +7,7 @@
 //   kStates states carried besides h (stride BH between states: c, then a for pLSTM)
 //   kSaved  activations saved per unit for backward (stride H, also the stride of dz)
 //   kForget slot of the forget gate f in the saved activations
+//   kHasP   whether the cell has a per-unit decay exponent p (and accumulates dL/dp)
 // and two static functions, forward() returning h_t and backward() writing dz.
 #pragma once
 
@@ -20,22 +21,15 @@ inline T sigmoid(T x) {
   return T(1) / (T(1) + std::exp(-x));
 }
 
-// Per-unit constants: decay exponent p_j, step length dt_b, epsilon (pLSTM only).
-template <typename T>
-struct UnitParams {
-  T p;
-  T dt;
-  T eps;
-};
-
 // (S1) i, f, g, o = σ(z_i), σ(z_f), tanh(z_g), σ(z_o); c = f c' + i g; h = o tanh(c).
 struct LSTMCell {
   static constexpr int kGates = 4, kStates = 1, kSaved = 4, kForget = 1;
+  static constexpr bool kHasP = false;
 
   // z: [4] stride zs, act: [4] stride H (i, f, g, o), prev/next: [1] stride BH (c).
   template <typename T>
   static inline T forward(const T* z, int64_t zs, T* act, const T* prev, T* next, int64_t H,
-                          int64_t /*BH*/, const UnitParams<T>&) {
+                          int64_t /*BH*/, T /*p*/, T /*dt*/, T /*eps*/) {
     const T i = sigmoid(z[0]), f = sigmoid(z[zs]), g = std::tanh(z[2 * zs]), o = sigmoid(z[3 * zs]);
     const T c = f * prev[0] + i * g;
     act[0] = i;
@@ -49,7 +43,7 @@ struct LSTMCell {
   // dstate: [1] stride BH, in: dL/dc_t (from the future), out: dL/dc_{t-1}. dz: [4] stride H.
   template <typename T>
   static inline void backward(const T* act, const T* prev, const T* next, T dh, T* dstate, T* dz,
-                              T* /*dp*/, int64_t H, int64_t /*BH*/, const UnitParams<T>&) {
+                              T* /*dp*/, int64_t H, int64_t /*BH*/, T /*p*/, T /*dt*/, T /*eps*/) {
     const T i = act[0], f = act[H], g = act[2 * H], o = act[3 * H];
     const T tc = std::tanh(next[0]);
     const T dc = dstate[0] + dh * o * (T(1) - tc * tc);
@@ -67,16 +61,17 @@ struct LSTMCell {
 template <bool Coupled>
 struct PowerLawCell {
   static constexpr int kGates = Coupled ? 3 : 4, kStates = 2, kSaved = Coupled ? 4 : 5, kForget = 0;
+  static constexpr bool kHasP = true;
   static constexpr int kR = Coupled ? 0 : 1;  // gate row of r; g and o follow it
 
   // z: [kGates] stride zs, act: (f, r, g, o[, i]) stride H, prev/next: (c, a) stride BH.
   template <typename T>
   static inline T forward(const T* z, int64_t zs, T* act, const T* prev, T* next, int64_t H,
-                          int64_t BH, const UnitParams<T>& u) {
+                          int64_t BH, T p, T dt, T eps) {
     const T r = sigmoid(z[kR * zs]), g = std::tanh(z[(kR + 1) * zs]), o = sigmoid(z[(kR + 2) * zs]);
     const T s = T(1) - r, a_prev = prev[BH];
-    const T a = s * (a_prev + u.dt);
-    const T f = std::pow((a + T(1)) / (s * (a_prev + T(1)) + u.eps), -u.p);
+    const T a = s * (a_prev + dt);
+    const T f = std::pow((a + T(1)) / (s * (a_prev + T(1)) + eps), -p);
     const T i = Coupled ? T(1) - f : sigmoid(z[0]);
     const T c = f * prev[0] + i * g;
     act[0] = f;
@@ -90,23 +85,23 @@ struct PowerLawCell {
   }
 
   // dstate: (dc, da) stride BH, in: w.r.t. step t, out: w.r.t. step t-1. dp: this unit's dL/dp
-  // accumulator. With N = a_t + 1, D = (1 - r)(a' + 1) + ε: log f = -p (log N - log D).
+  // accumulator; p: this unit's decay exponent, dt: the step length, eps: ε. With N = a_t + 1, D = (1 - r)(a' + 1) + ε: log f = -p (log N - log D).
   template <typename T>
   static inline void backward(const T* act, const T* prev, const T* next, T dh, T* dstate, T* dz,
-                              T* dp, int64_t H, int64_t BH, const UnitParams<T>& u) {
+                              T* dp, int64_t H, int64_t BH, T p, T dt, T eps) {
     const T f = act[0], r = act[H], g = act[2 * H], o = act[3 * H];
     const T i = Coupled ? T(1) - f : act[4 * H];
     const T c_prev = prev[0], a_prev = prev[BH];
     const T s = T(1) - r;
-    const T N = next[BH] + T(1), D = s * (a_prev + T(1)) + u.eps;
+    const T N = next[BH] + T(1), D = s * (a_prev + T(1)) + eps;
     const T tc = std::tanh(next[0]);
     const T dc = dstate[0] + dh * o * (T(1) - tc * tc);
     const T df = Coupled ? dc * (c_prev - g) : dc * c_prev;
     const T dlogf = df * f;
     *dp -= dlogf * std::log(N / D);
-    const T dN = dstate[BH] - u.p * dlogf / N;  // a_t = N - 1 also feeds the future
-    const T dD = u.p * dlogf / D;
-    const T ds = dN * (a_prev + u.dt) + dD * (a_prev + T(1));
+    const T dN = dstate[BH] - p * dlogf / N;  // a_t = N - 1 also feeds the future
+    const T dD = p * dlogf / D;
+    const T ds = dN * (a_prev + dt) + dD * (a_prev + T(1));
     if (!Coupled) dz[0] = dc * g * i * (T(1) - i);
     dz[kR * H] = -ds * r * s;
     dz[(kR + 1) * H] = dc * i * (T(1) - g * g);

@@ -146,27 +146,33 @@ TSRNN_CLONES void forward_units(T* z, int64_t zs, const T* xg, T* act, const T* 
   }
 #pragma omp simd
   for (int64_t j = 0; j < n; ++j) {
-    const UnitParams<T> u{p ? p[j] : T(0), dt, eps};
-    h[j] = Cell::forward(z + j, zs, act + j, prev + j, next + j, H, BH, u);
+    h[j] = Cell::forward(z + j, zs, act + j, prev + j, next + j, H, BH,
+                         Cell::kHasP ? p[j] : T(0), dt, eps);
   }
 }
 
 // Backward of n units of one batch row; pointers are at the row's first unit.
-// dh: [n] from the step after, grad_h: [n] or null, grad_state: [S] stride BH or null,
-// dstate: [S] stride BH (in/out), dz: [G] stride H (out), dp: [n] accumulated or null.
+// dh: [n] from the step after (grad_h is added in place), grad_h: [n] or null,
+// grad_state: [S] stride BH or null, dstate: [S] stride BH (in/out), dz: [G] stride H (out),
+// dp: [n] accumulated (pLSTM), p: [n] (pLSTM).
 template <typename Cell, typename T>
-TSRNN_CLONES void backward_units(const T* act, const T* prev, const T* next, const T* dh,
+TSRNN_CLONES void backward_units(const T* act, const T* prev, const T* next, T* dh,
                                  const T* grad_h, const T* grad_state, T* dstate, T* dz, T* dp,
                                  const T* p, T dt, T eps, int64_t H, int64_t BH, int64_t n) {
+  if (grad_h) {
+#pragma omp simd
+    for (int64_t j = 0; j < n; ++j) dh[j] += grad_h[j];
+  }
+  if (grad_state) {
+    for (int k = 0; k < Cell::kStates; ++k) {
+#pragma omp simd
+      for (int64_t j = 0; j < n; ++j) dstate[k * BH + j] += grad_state[k * BH + j];
+    }
+  }
 #pragma omp simd
   for (int64_t j = 0; j < n; ++j) {
-    if (grad_state) {
-      for (int k = 0; k < Cell::kStates; ++k) dstate[k * BH + j] += grad_state[k * BH + j];
-    }
-    const T dh_j = dh[j] + (grad_h ? grad_h[j] : T(0));
-    const UnitParams<T> u{p ? p[j] : T(0), dt, eps};
-    Cell::backward(act + j, prev + j, next + j, dh_j, dstate + j, dz + j, dp ? dp + j : nullptr,
-                   H, BH, u);
+    Cell::backward(act + j, prev + j, next + j, dh[j], dstate + j, dz + j,
+                   Cell::kHasP ? dp + j : nullptr, H, BH, Cell::kHasP ? p[j] : T(0), dt, eps);
   }
 }
 
@@ -312,7 +318,7 @@ void backward_loop(const Shapes& s, const T* grad_h, const T* grad_state, const 
         const T* a = saved[t].data_ptr<T>();
         T* dz = dz_all[t].data_ptr<T>();
         for (Work& w : mine) {
-          const T* dh_slice = static_cast<const T*>(w.dh.data_ptr());
+          T* dh_slice = static_cast<T*>(w.dh.data_ptr());
           const int64_t n = w.us.n, j0 = w.us.j0;
           for (int64_t b = 0; b < B; ++b) {
             const int64_t unit = b * H + j0;
