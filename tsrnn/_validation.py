@@ -70,6 +70,22 @@ def positive(name: str, value: torch.Tensor) -> None:
         raise ValueError(f"{name} must be > 0, got minimum {value.min().item():g}")
 
 
+def nonnegative(name: str, value: torch.Tensor) -> None:
+    """Finite and >= 0."""
+    finite(name, value)
+    if not _tracing() and not bool((value >= 0).all()):
+        raise ValueError(f"{name} must be >= 0, got minimum {value.min().item():g}")
+
+
+def index(name: str, value, size: int) -> int:
+    """An int in [0, size)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
+    if not 0 <= value < size:
+        raise ValueError(f"{name} must be in [0, {size}), got {value}")
+    return value
+
+
 def choice(name: str, value, options: Sequence) -> None:
     if value not in options:
         raise ValueError(f"{name} must be one of {list(options)}, got {value!r}")

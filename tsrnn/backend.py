@@ -14,7 +14,7 @@ import torch
 
 from tsrnn import _validation as check
 
-BACKENDS = ("auto", "reference", "native")
+BACKENDS = ("auto", "reference", "native", "triton")
 
 try:
     from tsrnn import _C  # noqa: F401  (importing it registers torch.ops.tsrnn.*)
@@ -45,6 +45,8 @@ def resolve(backend: str, device: torch.device) -> str:
         check.choice("TSRNN_BACKEND", backend, BACKENDS)
     if backend == "reference":
         return "reference"
+    if backend == "triton":
+        raise RuntimeError("backend='triton' is not in this release yet; use 'auto', 'native' or 'reference'")
     if device.type != "cpu":
         if backend == "native":
             raise RuntimeError(

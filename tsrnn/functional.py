@@ -29,6 +29,8 @@ def _check_layer(cell, x, h0, states, w_ih, w_hh, bias, p=None, dt=None):
         raise ValueError(f"x must have at least one step and one batch row, got shape {tuple(x.shape)}")
     check.tensor("w_hh", w_hh, 2)
     hidden = w_hh.shape[1]
+    if hidden < 1:
+        raise ValueError(f"w_hh must have at least one hidden unit, got shape {tuple(w_hh.shape)}")
     rows = ops.CELLS[cell].gates * hidden
     check.shape("w_hh", w_hh, (rows, hidden))
     check.tensor("w_ih", w_ih, 2)
@@ -39,11 +41,12 @@ def _check_layer(cell, x, h0, states, w_ih, w_hh, bias, p=None, dt=None):
     for name, state in {"h0": h0, **states}.items():
         check.tensor(name, state, 2)
         check.shape(name, state, (batch, hidden))
-    check.same_dtype("x", x, w_ih=w_ih, w_hh=w_hh, bias=bias)
+    check.same_dtype("x", x, w_ih=w_ih, w_hh=w_hh, bias=bias, h0=h0, c0=states["c0"])
     check.same_device("x", x, w_ih=w_ih, w_hh=w_hh, bias=bias, h0=h0, p=p, dt=dt, **states)
-    if p is not None:
+    if cell != "lstm":
         check.tensor("p", p, 1)
         check.shape("p", p, (hidden,))
+        check.nonnegative("a0", states["a0"])
     if dt is not None:
         check.tensor("dt", dt, (2, 3))
         if dt.dim() == 3:
@@ -106,8 +109,7 @@ def plstm(x, h0, c0, a0, w_ih, w_hh, bias, p, dt=None, eps=1e-3, input_gate="cou
     check.choice("input_gate", input_gate, INPUT_GATES)
     cell = f"plstm_{input_gate}"
     dt = _check_layer(cell, x, h0, {"c0": c0, "a0": a0}, w_ih, w_hh, bias, p, dt)
-    if not eps > 0:
-        raise ValueError(f"eps must be > 0, got {eps}")
+    eps = check.positive_real("eps", eps)
     if dt is not None:
         dt = dt.detach()
     if _backend.resolve(backend, x.device) == "reference":

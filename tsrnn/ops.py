@@ -29,7 +29,14 @@ CELLS = {
 }
 
 
+def _check_devices(op, *tensors):
+    """The fake (meta) kernels see mixed devices that the dispatcher would not send to a kernel."""
+    devices = {t.device for t in tensors if t is not None}
+    torch._check(len(devices) == 1, lambda: f"tsrnn: {op} got tensors on several devices: {sorted(map(str, devices))}")
+
+
 def _recurrence_fake(cell, xg, w_hh, h0, state0, p, dt, eps, save):
+    _check_devices("recurrence_forward", xg, w_hh, h0, state0, p, dt)
     shape = CELLS[cell]
     steps, batch, hidden = xg.shape[0], xg.shape[1], w_hh.shape[1]
     saved = (steps, batch, shape.saved * hidden) if save else (0,)
@@ -42,6 +49,7 @@ def _recurrence_fake(cell, xg, w_hh, h0, state0, p, dt, eps, save):
 
 def _recurrence_backward_fake(cell, grad_h, grad_state, w_hh, h0, state0, h_all, state_all,
                               saved, p, dt, eps):
+    _check_devices("recurrence_backward", grad_h, grad_state, w_hh, h0, state0, h_all, state_all, saved, p, dt)
     steps, batch, hidden = h_all.shape
     return (
         h_all.new_empty(steps, batch, CELLS[cell].gates * hidden),
@@ -69,10 +77,12 @@ def _recurrence_backward(ctx, grad_h, grad_state, _grad_saved):
 
 
 def _scan_fake(a, u, x0):
+    _check_devices("linear_scan_forward", a, u, x0)
     return torch.empty_like(u)
 
 
 def _scan_backward_fake(grad_x, a, x, x0):
+    _check_devices("linear_scan_backward", grad_x, a, x, x0)
     return torch.empty_like(a), torch.empty_like(x), torch.empty_like(x0)
 
 

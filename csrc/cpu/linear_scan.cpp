@@ -16,7 +16,8 @@ using at::Tensor;
 constexpr int64_t kGrain = 4096;  // channels per OpenMP task
 
 void check_scan(const Tensor& a, const Tensor& u, const Tensor& x0) {
-  TORCH_CHECK(u.dim() == 2, "tsrnn: linear_scan u must be [T, N], got ", u.sizes());
+  TORCH_CHECK(u.dim() == 2 && u.size(0) >= 1, "tsrnn: linear_scan u must be [T, N] with T >= 1, got ",
+              u.sizes());
   TORCH_CHECK(a.sizes() == u.sizes(), "tsrnn: linear_scan a must match u ", u.sizes(), ", got ",
               a.sizes());
   TORCH_CHECK(x0.dim() == 1 && x0.size(0) == u.size(1), "tsrnn: linear_scan x0 must be [",

@@ -365,6 +365,7 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> recurrence_backward(
     const Tensor xg_like = at::empty({T, B, Cell::kGates * H}, h_all.options());
     const Shapes s = check_inputs<Cell>(xg_like, w_hh, h0, state0, p, dt);
     check_tensor(state_all, "state_all", 4, h_all);
+    check_tensor(saved, "saved", saved.dim(), h_all);
     TORCH_CHECK(state_all.sizes() == at::IntArrayRef({T, Cell::kStates, B, H}),
                 "tsrnn: state_all must be [T, S, B, H], got ", state_all.sizes());
     TORCH_CHECK(saved.sizes() == at::IntArrayRef({T, B, Cell::kSaved * H}),

@@ -14,7 +14,7 @@ import torch
 from tsrnn import _validation as check
 from tsrnn import functional
 from tsrnn.modules.stacked import StackedRNN
-from tsrnn.timescales import bias_from_timescale
+from tsrnn.timescales import bias_from_timescale, timescale_from_bias
 
 FREEZE = ("gates", "all")
 
@@ -53,7 +53,10 @@ class LSTM(StackedRNN):
     def _fixed_bias(self, layer: int, timescales) -> torch.Tensor:
         """The fixed part of a layer's effective bias: (i, f) rows, or all 4H rows if freeze="all"."""
         name = f"timescales[{layer}]"
-        ts = torch.as_tensor(timescales, dtype=torch.float64).detach().cpu()
+        try:
+            ts = torch.as_tensor(timescales, dtype=torch.float64).detach().cpu()
+        except (TypeError, ValueError, RuntimeError) as err:
+            raise TypeError(f"{name} must be a 1-D tensor or sequence of numbers ({err})") from None
         check.tensor(name, ts, 1)
         check.shape(name, ts, (self.hidden_size,))
         check.positive(name, ts)
@@ -66,8 +69,7 @@ class LSTM(StackedRNN):
 
     def gate_biases(self, layer: int) -> torch.Tensor:
         """The effective (4H,) bias the layer uses: b_ih + b_hh with the fixed entries in place."""
-        if not 0 <= layer < self.num_layers:
-            raise ValueError(f"layer must be in [0, {self.num_layers}), got {layer}")
+        layer = check.index("layer", layer, self.num_layers)
         bias = self.raw_bias(layer)
         if layer not in self.timescale_layers:
             return bias
@@ -76,10 +78,9 @@ class LSTM(StackedRNN):
 
     def timescales(self, layer: int) -> torch.Tensor | None:
         """The fixed timescales of an MTS layer (S2 of its forget bias), or None."""
+        layer = check.index("layer", layer, self.num_layers)
         if layer not in self.timescale_layers:
             return None
-        from tsrnn.timescales import timescale_from_bias
-
         b_f = getattr(self, f"bias_fixed_l{layer}")[self.hidden_size:2 * self.hidden_size]
         return timescale_from_bias(b_f.double())
 

@@ -54,15 +54,24 @@ class PowerLawLSTM(StackedRNN):
 
     def p(self, layer: int) -> torch.Tensor:
         """Decay exponents σ(p_logit) of one layer, (H,)."""
+        layer = check.index("layer", layer, self.num_layers)
         return torch.sigmoid(getattr(self, f"p_logit_l{layer}"))
 
     def extra_repr(self) -> str:
         return super().extra_repr() + f", eps={self.eps}, input_gate={self.input_gate!r}, learn_p={self.learn_p}"
 
     def _time_major_dt(self, dt, x, unbatched):
+        """dt in the caller's layout ((T,), (T, B) or (B, T) if batch_first, optionally with a
+        trailing 1), checked there, returned as (T, B)."""
         if dt is None:
             return None
-        check.tensor("dt", dt, (1, 2) if unbatched else (2, 3))
+        steps, batch = x.shape[0], x.shape[1]
+        layout = (steps,) if unbatched else ((batch, steps) if self.batch_first else (steps, batch))
+        check.tensor("dt", dt)
+        if tuple(dt.shape) not in (layout, layout + (1,)):
+            raise ValueError(f"dt must have shape {layout} or {layout + (1,)}, got {tuple(dt.shape)}")
+        if dt.dim() > len(layout):
+            dt = dt.squeeze(-1)
         if unbatched:
             return dt.unsqueeze(1)
         return dt.transpose(0, 1) if self.batch_first else dt

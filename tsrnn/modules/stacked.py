@@ -49,6 +49,7 @@ class StackedRNN(nn.Module):
 
     def weights(self, layer: int) -> tuple[torch.Tensor, torch.Tensor]:
         """(W_ih, W_hh) of one layer."""
+        layer = check.index("layer", layer, self.num_layers)
         return getattr(self, f"weight_ih_l{layer}"), getattr(self, f"weight_hh_l{layer}")
 
     def raw_bias(self, layer: int) -> torch.Tensor | None:
