@@ -22,6 +22,7 @@
 #include <tuple>
 
 #include "cpu/cells.h"
+#include "cpu/step_gemm.h"
 #include "cpu/vector_math.h"
 
 namespace tsrnn {
@@ -215,35 +216,43 @@ void forward_loop(const Shapes& s, const Tensor& xg, const Tensor& w_hh, const T
   const int64_t chunk = unit_slice(H, 0, slices).n;
   Tensor z_buffer = at::empty({slices, B * G * chunk}, xg.options());
   const T* xg_data = xg.data_ptr<T>();
+  const T* h0_data = h0.data_ptr<T>();
+  T* const h_data = h_all.data_ptr<T>();
+  const T* const state0_data = state0.data_ptr<T>();
+  T* const state_data = state_all.data_ptr<T>();
+  T* const act_data = act.data_ptr<T>();
+  const T* const w_data = w_sliced.data_ptr<T>();
   RegionError error;
 #pragma omp parallel num_threads(slices)
   {
     c10::InferenceMode no_autograd;
     struct Work {
       UnitSlice us;
-      Tensor z, w_t;  // z: [B, G*n] this slice's gates, w_t: [H, G*n] its rows of W_hh^T
+      T* z;                // [B, G*n] this slice's gates
+      StepGemm<T> gemm;    // z = h_{t-1} W_hh[slice rows]^T
     };
     std::vector<Work> mine;
     error.run([&] {
       for (int k = omp_get_thread_num(); k < slices; k += omp_get_num_threads()) {
         const UnitSlice us = unit_slice(H, k, slices);
-        mine.push_back({us, at::from_blob(z_buffer[k].data_ptr<T>(), {B, G * us.n}, xg.options()),
-                        w_sliced.narrow(0, G * us.j0, G * us.n).t()});
+        mine.push_back({us, z_buffer[k].data_ptr<T>(),
+                        StepGemm<T>(w_data + G * us.j0 * H, /*trans_b=*/true, H, B, G * us.n, H,
+                                    xg.options())});
       }
     });
     for (int64_t t = 0; t < s.T; ++t) {
       error.run([&] {
-        const T* prev = t == 0 ? state0.data_ptr<T>() : state_all[t - 1].data_ptr<T>();
-        T* next = state_all[t].data_ptr<T>();
-        T* h = h_all[t].data_ptr<T>();
-        T* a = act[save ? t : 0].data_ptr<T>();
+        const T* h_prev = t == 0 ? h0_data : h_data + (t - 1) * BH;
+        const T* prev = t == 0 ? state0_data : state_data + (t - 1) * Cell::kStates * BH;
+        T* next = state_data + t * Cell::kStates * BH;
+        T* h = h_data + t * BH;
+        T* a = act_data + (save ? t : 0) * B * KH;
         for (Work& w : mine) {
-          at::mm_out(w.z, t == 0 ? h0 : h_all[t - 1], w.w_t);
-          T* z = static_cast<T*>(w.z.data_ptr());
           const int64_t n = w.us.n, j0 = w.us.j0;
+          w.gemm(h_prev, H, w.z, G * n);
           for (int64_t b = 0; b < B; ++b) {
             const int64_t unit = b * H + j0;
-            forward_units<Cell, T>(z + b * G * n, n, xg_data + (t * B + b) * GH + j0,
+            forward_units<Cell, T>(w.z + b * G * n, n, xg_data + (t * B + b) * GH + j0,
                                    a + b * KH + j0, prev + unit, next + unit, h + unit,
                                    offset_or_null(p, j0), dt ? dt[t * B + b] : T(1), eps, H, BH, n);
           }
@@ -295,34 +304,39 @@ void backward_loop(const Shapes& s, const T* grad_h, const T* grad_state, const 
   const int64_t chunk = unit_slice(H, 0, slices).n;
   Tensor dh_buffer = at::zeros({slices, B * chunk}, dh.options());
   T* const ds = dstate.data_ptr<T>();
+  const T* const state0_data = state0.data_ptr<T>();
+  const T* const state_data = state_all.data_ptr<T>();
+  const T* const saved_data = saved.data_ptr<T>();
+  T* const dz_data = dz_all.data_ptr<T>();
+  const T* const w_data = w_hh.data_ptr<T>();
   RegionError error;
 #pragma omp parallel num_threads(slices)
   {
     c10::InferenceMode no_autograd;
     struct Work {
       UnitSlice us;
-      Tensor dh, w;  // dh: [B, n] this slice's columns of dh, w: [G*H, n] its columns of W_hh
+      T* dh;               // [B, n] this slice's columns of dh
+      StepGemm<T> gemm;    // dh = dz[t] W_hh[:, slice]
     };
     std::vector<Work> mine;
     error.run([&] {
       for (int k = omp_get_thread_num(); k < slices; k += omp_get_num_threads()) {
         const UnitSlice us = unit_slice(H, k, slices);
-        mine.push_back({us, at::from_blob(dh_buffer[k].data_ptr<T>(), {B, us.n}, dh.options()),
-                        w_hh.narrow(1, us.j0, us.n)});
+        mine.push_back({us, dh_buffer[k].data_ptr<T>(),
+                        StepGemm<T>(w_data + us.j0, /*trans_b=*/false, H, B, us.n, GH, dh.options())});
       }
     });
     for (int64_t t = s.T - 1; t >= 0; --t) {
       error.run([&] {
-        const T* prev = t == 0 ? state0.data_ptr<T>() : state_all[t - 1].data_ptr<T>();
-        const T* next = state_all[t].data_ptr<T>();
-        const T* a = saved[t].data_ptr<T>();
-        T* dz = dz_all[t].data_ptr<T>();
+        const T* prev = t == 0 ? state0_data : state_data + (t - 1) * SBH;
+        const T* next = state_data + t * SBH;
+        const T* a = saved_data + t * B * KH;
+        T* dz = dz_data + t * B * GH;
         for (Work& w : mine) {
-          T* dh_slice = static_cast<T*>(w.dh.data_ptr());
           const int64_t n = w.us.n, j0 = w.us.j0;
           for (int64_t b = 0; b < B; ++b) {
             const int64_t unit = b * H + j0;
-            backward_units<Cell, T>(a + b * KH + j0, prev + unit, next + unit, dh_slice + b * n,
+            backward_units<Cell, T>(a + b * KH + j0, prev + unit, next + unit, w.dh + b * n,
                                     offset_or_null(grad_h, t * BH + unit),
                                     offset_or_null(grad_state, t * SBH + unit), ds + unit,
                                     dz + b * GH + j0, dp ? dp + unit : nullptr,
@@ -332,7 +346,7 @@ void backward_loop(const Shapes& s, const T* grad_h, const T* grad_state, const 
       });
 #pragma omp barrier
       error.run([&] {
-        for (Work& w : mine) at::mm_out(w.dh, dz_all[t], w.w);
+        for (Work& w : mine) w.gemm(dz_data + t * B * GH, GH, w.dh, w.us.n);
       });
     }
   }
