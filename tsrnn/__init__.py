@@ -8,6 +8,7 @@ See SPEC.md for the equations (S1-S12) and README.md for backends and benchmarks
 """
 from tsrnn import backend, functional, ops, reference, timescales
 from tsrnn.modules import LSTM, PowerLawLSTM
+from tsrnn.tilt import TILT
 
 __version__ = "0.1.0"
-__all__ = ["LSTM", "PowerLawLSTM", "backend", "functional", "ops", "reference", "timescales"]
+__all__ = ["LSTM", "PowerLawLSTM", "TILT", "backend", "functional", "ops", "reference", "timescales"]
