@@ -186,3 +186,15 @@ def test_input_errors():
         tilt(u, state=torch.zeros(2, 38, 3))
     with pytest.raises(ValueError, match="does not support reset"):
         tsrnn.TILT(n_taus=4, method="fft")(u, reset=torch.zeros(5, 2, dtype=torch.bool))
+
+
+def test_reset_mask_values_and_layout_are_checked():
+    u = torch.randn(5, 2, 3)
+    with pytest.raises(ValueError, match="reset must hold only 0 and 1"):
+        tsrnn.TILT(n_taus=4)(u, reset=torch.full((5, 2), 2.0))
+    bf = tsrnn.TILT(n_taus=4, batch_first=True)
+    with pytest.raises(ValueError, match=r"reset must have shape \(2, 5\), got \(5, 2\)"):
+        bf(u.transpose(0, 1), reset=torch.zeros(5, 2, dtype=torch.bool))
+    as_int, _ = tsrnn.TILT(n_taus=4)(u, reset=torch.tensor([[1, 0]] * 5))
+    as_bool, _ = tsrnn.TILT(n_taus=4)(u, reset=torch.tensor([[True, False]] * 5))
+    assert torch.equal(as_int, as_bool)

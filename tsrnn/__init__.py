@@ -9,6 +9,10 @@ See SPEC.md for the equations (S1-S12) and README.md for backends and benchmarks
 from tsrnn import backend, functional, ops, reference, timescales
 from tsrnn.modules import LSTM, PowerLawLSTM
 from tsrnn.tilt import TILT
+from tsrnn import averaging, contexts, plot  # noqa: E402  (contexts needs TILT)
+from tsrnn.averaging import averaging_context
+from tsrnn.contexts import BufferContext, TILTBufferContext, TILTContext
 
 __version__ = "0.1.0"
-__all__ = ["LSTM", "PowerLawLSTM", "TILT", "backend", "functional", "ops", "reference", "timescales"]
+__all__ = ["LSTM", "PowerLawLSTM", "TILT", "averaging_context", "BufferContext", "TILTContext",
+           "TILTBufferContext", "averaging", "contexts", "plot", "backend", "functional", "ops", "reference", "timescales"]

@@ -86,6 +86,26 @@ def index(name: str, value, size: int) -> int:
     return value
 
 
+def reset_mask(reset, steps: int, batch: int, batch_first: bool, like_name: str,
+               like: torch.Tensor) -> torch.Tensor:
+    """A reset mask as a time-major (T, B) bool tensor.
+
+    Accepts bool, or integer/float holding only 0 and 1, of shape (T, B) ((B, T) if batch_first:
+    errors name the caller's layout), on the device of ``like``.
+    """
+    if not isinstance(reset, torch.Tensor):
+        raise TypeError(f"reset must be a torch.Tensor or None, got {type(reset).__name__}")
+    if reset.is_complex():
+        raise TypeError(f"reset must be a bool or 0/1 tensor, got dtype {reset.dtype}")
+    shape("reset", reset, (batch, steps) if batch_first else (steps, batch))
+    same_device(like_name, like, reset=reset)
+    if reset.dtype != torch.bool:
+        if not _tracing() and not bool(((reset == 0) | (reset == 1)).all()):
+            raise ValueError("reset must hold only 0 and 1 (or be a bool tensor)")
+        reset = reset != 0
+    return reset.transpose(0, 1) if batch_first else reset
+
+
 def choice(name: str, value, options: Sequence) -> None:
     if value not in options:
         raise ValueError(f"{name} must be one of {list(options)}, got {value!r}")

@@ -78,28 +78,25 @@ class TILT(nn.Module):
         return self.n_taus + 2 * self.k
 
     def _check(self, u, state, reset):
-        check.tensor("u", u, 3)
+        """u time-major (T, B, D) after the checks; returns reset as time-major bool or None."""
         if u.shape[0] < 1 or u.shape[1] < 1:
             raise ValueError(f"u must have at least one step and one batch row, got shape {tuple(u.shape)}")
         check.finite("u", u)
         steps, batch, width = u.shape
         if reset is not None:
-            if not isinstance(reset, torch.Tensor):
-                raise TypeError(f"reset must be a tensor, got {type(reset).__name__}")
-            check.shape("reset", reset, (steps, batch))
-            check.same_device("u", u, reset=reset)
+            reset = check.reset_mask(reset, steps, batch, self.batch_first, "u", u)
         if state is not None:
             check.tensor("state", state, 3)
             check.shape("state", state, (batch, self.n_rates, width))
             check.same_device("u", u, state=state)
             check.finite("state", state)
+        return reset
 
     def forward(self, u, state=None, reset=None):
-        if self.batch_first and isinstance(u, torch.Tensor) and u.dim() == 3:
+        check.tensor("u", u, 3)
+        if self.batch_first:
             u = u.transpose(0, 1)
-            reset = reset.transpose(0, 1) if isinstance(reset, torch.Tensor) and reset.dim() == 2 else reset
-        self._check(u, state, reset)
-        reset = None if reset is None else reset.bool()
+        reset = self._check(u, state, reset)
         method = "chunked" if self.method == "auto" else self.method
         if method == "fft" and reset is not None:
             raise ValueError("method='fft' does not support reset; use 'chunked' or 'scan'")

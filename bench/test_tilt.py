@@ -1,0 +1,103 @@
+"""TILT on the CPU at seed 004's size (Brown: V=13,000 words, D=30, N=8 τ*, T=2000, B=32):
+the fast paths and the literal reference, forward+backward w.r.t. the embeddings, and the
+one-hot formulation that integrates the whole vocabulary (forward only: its backward would keep
+T x B x (N+2k) x V numbers, 53 GB here).
+"""
+import pytest
+import torch
+
+import tsrnn
+from tsrnn import laplace, reference
+
+V, D, N, T, B, K = 13_000, 30, 8, 2000, 32, 4
+
+
+def setup(steps=T):
+    g = torch.Generator().manual_seed(0)
+    words = torch.randint(V, (steps, B), generator=g)
+    embedding = torch.randn(V, D, generator=g) * 0.1
+    reset = torch.zeros(steps, B, dtype=torch.bool)
+    reset[torch.randint(steps, (B,), generator=g), torch.arange(B)] = True  # one document start per row
+    return words, embedding, reset
+
+
+def one_hot_tilt(words, embedding, n_taus=N, k=K):
+    """The vocabulary formulation: leaky integrators over V-dim one-hot vectors, read out through
+    Post's operator, then projected by the embedding matrix, one step at a time."""
+    grid = laplace.grid(n_taus, 1.0, 50.0, k)
+    decay, beta = (t.float() for t in laplace.decay_and_input_weight(grid.s, 1.0, "exact"))
+    post = laplace.post_operator(n_taus, k, 0.0, grid).float()
+    F = torch.zeros(words.shape[1], grid.s.shape[0], V)
+    rows = torch.arange(words.shape[1])
+    outs = []
+    for w_t in words:
+        F.mul_(decay[None, :, None])
+        F[rows, :, w_t] += beta
+        outs.append((post @ F) @ embedding)
+    return torch.stack(outs)
+
+
+def test_fast_path_agrees_before_timing():
+    words, embedding, reset = setup(steps=120)
+    y, _ = tsrnn.TILT(n_taus=N, k=K)(embedding[words], reset=reset)
+    y_ref, _ = reference.tilt(embedding[words].double(), n_taus=N, k=K, reset=reset)
+    assert (y.double() - y_ref).abs().max() / y_ref.abs().max() < 1e-6
+    with torch.no_grad():
+        y_vocab = one_hot_tilt(words, embedding)
+    y_plain, _ = tsrnn.TILT(n_taus=N, k=K)(embedding[words])
+    assert (y_vocab - y_plain).abs().max() / y_plain.abs().max() < 1e-3  # float32 k-th difference
+
+
+@pytest.mark.parametrize("method", ["chunked", "scan", "fft"])
+def test_tilt_fast_paths(benchmark, method):
+    benchmark.group = f"TILT T={T} B={B} D={D} N={N} fwd+bwd"
+    words, embedding, reset = setup()
+    embedding.requires_grad_()
+    tilt = tsrnn.TILT(n_taus=N, k=K, method=method)
+    use_reset = None if method == "fft" else reset
+
+    def step():
+        y, _ = tilt(embedding[words], reset=use_reset)
+        y.square().mean().backward()
+
+    benchmark(step)
+
+
+def test_tilt_literal_reference(benchmark):
+    benchmark.group = f"TILT T={T} B={B} D={D} N={N} fwd+bwd"
+    words, embedding, reset = setup()
+    embedding.requires_grad_()
+
+    def step():
+        y, _ = reference.tilt(embedding[words], n_taus=N, k=K, reset=reset)
+        y.square().mean().backward()
+
+    benchmark.pedantic(step, rounds=2, iterations=1)
+
+
+def test_tilt_one_hot_vocabulary_forward(benchmark):
+    benchmark.group = f"TILT T={T} B={B} D={D} N={N} forward, one-hot over V={V}"
+    words, embedding, _ = setup()
+    with torch.no_grad():
+        benchmark.pedantic(one_hot_tilt, args=(words, embedding), rounds=1, iterations=1)
+
+
+def test_tilt_chunked_forward(benchmark):
+    benchmark.group = f"TILT T={T} B={B} D={D} N={N} forward, one-hot over V={V}"
+    words, embedding, reset = setup()
+    tilt = tsrnn.TILT(n_taus=N, k=K)
+    with torch.no_grad():
+        benchmark(lambda: tilt(embedding[words], reset=reset))
+
+
+@pytest.mark.parametrize("steps,batch,taus", [(8000, 32, 8), (2000, 128, 30)])
+def test_tilt_larger(benchmark, steps, batch, taus):
+    benchmark.group = f"TILT larger fwd+bwd"
+    g = torch.Generator().manual_seed(1)
+    u = torch.randn(steps, batch, D, generator=g).requires_grad_()
+    tilt = tsrnn.TILT(n_taus=taus, k=K)
+
+    def step():
+        tilt(u)[0].square().mean().backward()
+
+    benchmark.pedantic(step, rounds=3, iterations=1)

@@ -1,0 +1,182 @@
+"""The three contexts of Jacques & Sederberg's MLP language model (SPEC §5, seed 004).
+
+Each maps word embeddings u (T, B, D) to a context (T, B, n, D) of n slots, so the Bengio MLP that
+reads it (flatten the slots, tanh hidden layer, softmax) does not care which one it gets:
+
+- ``BufferContext(n)``: the FIFO buffer, slot i = u_{t-i} (seed 004 Figure 2);
+- ``TILTContext(n)``: the first n τ* of TILT, slot i = f~_t(τ*_i) (Figure 3);
+- ``TILTBufferContext(n)``: a buffer of TILT's first τ*, slot i = f~_{t-i}(τ*_0) (Figure 4).
+
+All three are fixed causal convolutions, slot_i(t) = Σ_j K[i, j] u_{t-j}; ``kernels(length)``
+returns K (n, length) in float64, the receptive fields plotted in the seed's Figures 2-4.
+reset (T, B) marks document starts: the context forgets everything before them (the seed clears
+the context at the start of each document), and slots that reach before the start hold zeros.
+Because the maps are linear, feeding embeddings is the same as feeding one-hot words and then
+embedding the context (SPEC §5). No module here has learnable parameters.
+"""
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from tsrnn import _validation as check
+from tsrnn.averaging import _segment_starts
+from tsrnn.tilt import TILT
+
+# Seed 004's TILT: the SITH code of its authors (compmem) builds the grid τ* = τ_0 (1 + c)^n with
+# τ_0 = 1 word and c = 0.1, and hands the model every T_every-th τ*. The paper's Figure 3 puts
+# "τ* 4" at 5.56 words = 1.1^18, i.e. the 4th τ* (1-indexed) is fine-grid index 3 * 6: every = 6.
+# The MLP reads the first n of those (n = 5 in most runs, 1..8 in Experiment 1). k = 4 (the code's
+# default) fits the text: the first τ* spans words 1-3 back. g = 0: later τ* peak lower (Fig. 3).
+PAPER = {"tau_min": 1.0, "c": 0.1, "every": 6, "k": 4, "g": 0.0}
+
+
+def _time_major(u, reset, batch_first):
+    """Check u (and reset); return both time-major, reset as bool (T, B) or None."""
+    check.tensor("u", u, 3)
+    if batch_first:
+        u = u.transpose(0, 1)
+    steps, batch, _ = u.shape
+    if steps < 1 or batch < 1:
+        raise ValueError(f"u must have at least one step and one batch row, got shape {tuple(u.shape)}")
+    check.finite("u", u)
+    if reset is not None:
+        reset = check.reset_mask(reset, steps, batch, batch_first, "u", u)
+    return u, reset
+
+
+def _buffer(x, n, reset):
+    """(T, B, D) -> (T, B, n, D): slot i at step t holds x[t - i], zero before the sequence start
+    and before the last reset at or before t."""
+    steps, batch, _ = x.shape
+    start = _segment_starts(reset, steps, batch, x.device)  # (T, B)
+    t = torch.arange(steps, device=x.device)[:, None]
+    slots = []
+    for i in range(n):
+        lag = min(i, steps)
+        shifted = torch.cat([x.new_zeros((lag,) + x.shape[1:]), x[: steps - lag]], dim=0)
+        if reset is not None:
+            shifted = torch.where((t - i >= start)[:, :, None], shifted, torch.zeros_like(shifted))
+        slots.append(shifted)
+    return torch.stack(slots, dim=2)
+
+
+def _batch_layout(y, batch_first):
+    return y.transpose(0, 1) if batch_first else y
+
+
+class BufferContext(nn.Module):
+    """The FIFO buffer of the last n embeddings (seed 004, Buffer-MLP): slot i = u_{t-i}.
+
+    ``forward(u, reset=None)``: u (T, B, D) (``(B, T, D)`` if ``batch_first``), reset (T, B)
+    bool or 0/1 marking document starts -> (T, B, n, D) (``(B, T, n, D)``). Slots before the
+    sequence start or before the last reset hold zeros.
+    """
+
+    def __init__(self, n: int, batch_first: bool = False):
+        super().__init__()
+        self.n = check.count("n", n)
+        self.batch_first = bool(batch_first)
+
+    def extra_repr(self) -> str:
+        return f"n={self.n}, batch_first={self.batch_first}"
+
+    def kernels(self, length: int) -> torch.Tensor:
+        """K (n, length) float64: K[i, j] = 1 if j == i (slot i is the input i steps back)."""
+        check.count("length", length)
+        return torch.eye(self.n, length, dtype=torch.float64)
+
+    def forward(self, u: torch.Tensor, reset: torch.Tensor | None = None) -> torch.Tensor:
+        u, reset = _time_major(u, reset, self.batch_first)
+        return _batch_layout(_buffer(u, self.n, reset), self.batch_first)
+
+
+class TILTContext(nn.Module):
+    """The first n τ* of TILT (seed 004, TILT-MLP): slot i = f~_t(τ*_i) (S11-S12).
+
+    The τ* the MLP sees are τ*_i = tau_min (1 + c)^(every i), i = 0 .. n-1. TILT itself runs on
+    the finer grid of growth c (``every`` times finer in log τ*) and the context keeps every
+    ``every``-th output: Post's finite differences (S12) are only accurate on a fine grid. On the
+    coarse grid alone (c = 1.1^6 - 1 = 0.77) the receptive field of τ* = 5.56 would peak 15
+    steps back with a 4x larger height; on the fine grid it peaks 5 steps back, as in the seed.
+    Defaults are the seed's (see ``PAPER``): τ* = 1, 1.77, 3.14, 5.56, 9.85, 17.4, 30.9, 54.8, ...
+
+    Args: n slots; tau_min, c, every: the grid above; k, g, dt, integrate, method: as in
+    ``tsrnn.TILT``; batch_first: layout of u, reset and the result.
+
+    ``forward(u, reset=None)``: u (T, B, D) -> (T, B, n, D); reset (T, B) marks document starts,
+    where TILT's history restarts. ``tau_star`` (n,) float64 are the slots' τ*, ``tilt`` the
+    wrapped ``tsrnn.TILT`` (with every·(n-1)+1 τ*, at least 2).
+    """
+
+    def __init__(self, n: int, tau_min: float = PAPER["tau_min"], c: float = PAPER["c"],
+                 every: int = PAPER["every"], k: int = PAPER["k"], g: float = PAPER["g"], dt: float = 1.0,
+                 integrate: str = "exact", batch_first: bool = False, method: str = "auto"):
+        super().__init__()
+        self.n = check.count("n", n)
+        self.every = check.count("every", every)
+        self.c = check.positive_real("c", c)
+        tau_min = check.positive_real("tau_min", tau_min)
+        n_taus = max(2, self.every * (self.n - 1) + 1)  # the kernels of the first τ* do not depend on N
+        self.tilt = TILT(n_taus=n_taus, tau_min=tau_min, tau_max=tau_min * (1.0 + self.c) ** (n_taus - 1),
+                         k=k, g=g, dt=dt, integrate=integrate, method=method)
+        self.batch_first = bool(batch_first)
+
+    def extra_repr(self) -> str:
+        return f"n={self.n}, c={self.c}, every={self.every}, batch_first={self.batch_first}"
+
+    @property
+    def tau_star(self) -> torch.Tensor:
+        return self.tilt.tau_star[:: self.every][: self.n]
+
+    def kernels(self, length: int) -> torch.Tensor:
+        """K (n, length) float64: the receptive fields g_τ*(j) of the n slots."""
+        return self.tilt.kernels(length)[:: self.every][: self.n]
+
+    def forward(self, u: torch.Tensor, reset: torch.Tensor | None = None) -> torch.Tensor:
+        u, reset = _time_major(u, reset, self.batch_first)
+        y, _ = self.tilt(u, reset=reset)  # (T, B, N, D)
+        return _batch_layout(y[:, :, :: self.every][:, :, : self.n], self.batch_first)
+
+
+class TILTBufferContext(nn.Module):
+    """A buffer of TILT's first τ* over the last n steps (seed 004, TILT-Buffer-MLP):
+    slot i = f~_{t-i}(τ*_0), zero for steps before the sequence start or the last reset.
+
+    Args: n slots; tau_min (τ*_0), c, k, g, dt, integrate, method: the TILT whose first τ* is
+    buffered (defaults as in ``TILTContext``, so slot 0 equals TILTContext's slot 0);
+    batch_first: layout of u, reset and the result.
+    """
+
+    def __init__(self, n: int, tau_min: float = PAPER["tau_min"], c: float = PAPER["c"], k: int = PAPER["k"],
+                 g: float = PAPER["g"], dt: float = 1.0, integrate: str = "exact", batch_first: bool = False,
+                 method: str = "auto"):
+        super().__init__()
+        self.n = check.count("n", n)
+        self.c = check.positive_real("c", c)
+        tau_min = check.positive_real("tau_min", tau_min)
+        # N = 2 τ* of growth c: τ*_0's kernel uses rates 0..2k only, the same as in a longer grid.
+        self.tilt = TILT(n_taus=2, tau_min=tau_min, tau_max=tau_min * (1.0 + self.c), k=k, g=g, dt=dt,
+                         integrate=integrate, method=method)
+        self.batch_first = bool(batch_first)
+
+    def extra_repr(self) -> str:
+        return f"n={self.n}, c={self.c}, batch_first={self.batch_first}"
+
+    @property
+    def tau_star(self) -> torch.Tensor:
+        """(1,) float64: the buffered τ*."""
+        return self.tilt.tau_star[:1]
+
+    def kernels(self, length: int) -> torch.Tensor:
+        """K (n, length) float64: K[i, j] = g_τ*0(j - i) for j >= i, else 0."""
+        g0 = self.tilt.kernels(length)[0]
+        K = g0.new_zeros(self.n, length)
+        for i in range(min(self.n, length)):
+            K[i, i:] = g0[: length - i]
+        return K
+
+    def forward(self, u: torch.Tensor, reset: torch.Tensor | None = None) -> torch.Tensor:
+        u, reset = _time_major(u, reset, self.batch_first)
+        y, _ = self.tilt(u, reset=reset)  # (T, B, 2, D)
+        return _batch_layout(_buffer(y[:, :, 0], self.n, reset), self.batch_first)
