@@ -1,27 +1,97 @@
-"""The ``tsrnn`` command line."""
+"""The ``tsrnn`` command line: ``train`` (the main job), ``eval`` and ``selftest``."""
 from __future__ import annotations
 
 import argparse
 import sys
 
 
-def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="tsrnn", description="Fused timescale-aware RNN kernels.")
-    commands = parser.add_subparsers(dest="command", required=True)
-    selftest = commands.add_parser("selftest", help="check every fused op against its reference and time both")
-    selftest.add_argument("--steps", type=int, default=70, help="sequence length T (default 70)")
-    selftest.add_argument("--batch", type=int, default=20, help="batch size B (default 20)")
-    selftest.add_argument("--hidden", type=int, default=256, help="input and hidden size (default 256)")
-    selftest.add_argument("--repeats", type=int, default=3, help="timed repeats (default 3)")
-    args = parser.parse_args(argv)
-    if args.command == "selftest":
-        for name in ("steps", "batch", "hidden", "repeats"):
-            if getattr(args, name) < 1:
-                parser.error(f"--{name} must be >= 1")
-        from tsrnn import selftest as st
+def _train_parser(commands):
+    p = commands.add_parser("train", help="train one of the seeds' models (default: a multi-timescale LSTM LM "
+                                          "on the embedded corpus)")
+    p.add_argument("--task", default="lm", choices=["lm", "averaging-lm", "mlp-lm", "dyck", "copy"])
+    p.add_argument("--cell", help="lm: lstm|mts|plstm (mts); averaging-lm: lstm; dyck: lstm|mts (mts); "
+                                  "copy: lstm|chrono|plstm (plstm)")
+    p.add_argument("--data", help="corpus directory (PTB / WikiText-2 layout) or brown.zip (mlp-lm); "
+                                  "default: the embedded tiny-shakespeare corpus")
+    p.add_argument("--level", default="word", choices=["word", "char"], help="PTB word or character files")
+    p.add_argument("--out", help="directory for checkpoints and metrics.jsonl (default runs/TASK)")
+    p.add_argument("--resume", help="checkpoint to continue from (bit-identical continuation)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--epochs", type=int)
+    p.add_argument("--max-steps", type=int, default=0, help="stop after this many optimizer steps (0: no limit)")
+    p.add_argument("--batch-size", type=int)
+    p.add_argument("--bptt", type=int, help="steps per batch (sentence length for averaging-lm)")
+    p.add_argument("--lr", type=float)
+    p.add_argument("--optimizer", choices=["adam", "sgd"])
+    p.add_argument("--weight-decay", type=float)
+    p.add_argument("--clip", type=float, help="gradient norm clip (0: none)")
+    p.add_argument("--emsize", type=int, help="embedding size")
+    p.add_argument("--nhid", help="hidden size(s), comma-separated per layer for lm (e.g. 1150,1150,400)")
+    p.add_argument("--nlayers", type=int, help="averaging-lm LSTM layers")
+    for name in ("dropout", "dropouth", "dropouti", "dropoute", "wdrop", "alpha", "beta"):
+        p.add_argument(f"--{name}", type=float, help=f"AWD-LSTM {name}")
+    p.add_argument("--context", choices=["buffer", "tilt", "tilt-buffer"], help="mlp-lm context")
+    p.add_argument("--n", type=int, help="mlp-lm context slots (input size)")
+    p.add_argument("--delay", type=int, help="copy task delay T")
+    p.add_argument("--variable", action="store_true", help="copy task: delay drawn per sequence up to --delay")
+    p.add_argument("--dyck-size", help="dyck train,valid,test sequence counts (default 10000,2000,5000)")
+    p.add_argument("--valid-every", type=int, default=0, help="validate every N steps (and after each epoch)")
+    p.add_argument("--log-every", type=int, default=10, help="write a train metrics line every N steps")
+    p.add_argument("--device", help="cpu, cuda, cuda:1 (default: cuda if available)")
+    p.add_argument("--backend", choices=["auto", "reference", "native"])
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
 
-        return st.run(args.steps, args.batch, args.hidden, args.repeats)
-    return 0
+
+def _eval_parser(commands):
+    p = commands.add_parser("eval", help="test perplexity overall and by training frequency, with 95%% bootstrap "
+                                         "intervals (paired against a baseline checkpoint if given)")
+    p.add_argument("checkpoint")
+    p.add_argument("baseline", nargs="?", help="a second checkpoint: report baseline - model with a paired CI")
+    p.add_argument("--data", help="the corpus the checkpoint was trained on (default: as recorded)")
+    p.add_argument("--split", default="test", choices=["valid", "test"])
+    p.add_argument("--block", type=int, default=100, help="tokens per bootstrap block")
+    p.add_argument("--resamples", type=int, default=10_000)
+    p.add_argument("--device")
+
+
+def _selftest_parser(commands):
+    p = commands.add_parser("selftest", help="check every fused op against its reference and time both")
+    p.add_argument("--steps", type=int, default=70, help="sequence length T (default 70)")
+    p.add_argument("--batch", type=int, default=20, help="batch size B (default 20)")
+    p.add_argument("--hidden", type=int, default=256, help="input and hidden size (default 256)")
+    p.add_argument("--repeats", type=int, default=3, help="timed repeats (default 3)")
+
+
+def _positive(parser, args, names):
+    for name in names:
+        value = getattr(args, name, None)
+        if value is not None and value < 1:
+            parser.error(f"--{name.replace('_', '-')} must be >= 1")
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="tsrnn", description="Fused timescale-aware RNN kernels, models and training.")
+    commands = parser.add_subparsers(dest="command")
+    _train_parser(commands)
+    _eval_parser(commands)
+    _selftest_parser(commands)
+    args = parser.parse_args(["train"] if argv is None and len(sys.argv) == 1 else argv)
+    if args.command is None:
+        parser.print_help()
+        return 2
+    _positive(parser, args, ("steps", "batch", "hidden", "repeats", "epochs", "batch_size", "bptt", "block",
+                             "resamples", "log_every"))
+    if args.command == "selftest":
+        from tsrnn import selftest
+
+        return selftest.run(args.steps, args.batch, args.hidden, args.repeats)
+    from tsrnn.training import commands as run
+
+    try:
+        return run.train(args) if args.command == "train" else run.evaluate(args)
+    except (FileNotFoundError, ValueError) as exc:  # bad data, checkpoint or option: one clear line
+        print(f"tsrnn {args.command}: error: {exc}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

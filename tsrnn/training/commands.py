@@ -1,0 +1,62 @@
+"""What ``tsrnn train`` and ``tsrnn eval`` do with their parsed arguments."""
+from __future__ import annotations
+
+import argparse
+
+import torch
+
+from tsrnn.training import checkpoint, distributed, evaluation, trainer
+from tsrnn.training.tasks import TASKS
+
+
+def train(args) -> int:
+    ctx = distributed.setup(args.device)
+    try:
+        args.out = args.out or f"runs/{args.task}"
+        task = TASKS[args.task](args, ctx.device)
+        if ctx.is_main:
+            print(f"tsrnn train: task {args.task}, config {task.config()}, {ctx.world} process(es) on {ctx.device}")
+        result = trainer.run(task, args, ctx)
+        if ctx.is_main:
+            print("final validation: " + ", ".join(f"{k} {v:.4g}" for k, v in result.items()))
+            print(f"checkpoints and metrics.jsonl in {args.out}")
+    finally:
+        distributed.teardown()
+    return 0
+
+
+def _restore(path, data, device):
+    """The task and model of a checkpoint, on the data it names (or ``data``)."""
+    state = checkpoint.load(path)
+    args = argparse.Namespace(**state["args"])
+    if data is not None:
+        args.data = data
+    task = TASKS[state["task"]](args, device, vocab_state=state["vocab"]) if state["vocab"] is not None \
+        else TASKS[state["task"]](args, device)
+    if task.config() != state["config"]:
+        raise checkpoint.CheckpointError(f"{path}: its recorded config does not rebuild the same model")
+    model = task.build_model().to(device)
+    model.load_state_dict(state["model"])
+    return task, model.eval()
+
+
+def evaluate(args) -> int:
+    device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    task, model = _restore(args.checkpoint, args.data, device)
+    if not hasattr(task, "token_nll"):
+        print(", ".join(f"{k} {v:.4g}" for k, v in task.evaluate(model, args.split).items()))
+        return 0
+    nll, targets = task.token_nll(model, args.split)
+    baseline = None
+    if args.baseline:
+        base_task, base_model = _restore(args.baseline, args.data, device)
+        if base_task.vocab_state() != task.vocab_state():
+            raise checkpoint.CheckpointError("the two checkpoints were trained with different vocabularies")
+        baseline, base_targets = base_task.token_nll(base_model, args.split)
+        if not torch.equal(base_targets, targets):
+            raise checkpoint.CheckpointError("the two checkpoints score different token sequences")
+    rows = evaluation.perplexity_table(nll, targets, task.vocab.counts, baseline, args.block, args.resamples)
+    print(f"{args.split} perplexity of {args.checkpoint}" + (f" vs baseline {args.baseline}" if baseline is not None else "")
+          + f" ({args.resamples} bootstrap resamples of {args.block}-token blocks, 95% intervals)")
+    print(evaluation.format_table(rows))
+    return 0

@@ -1,0 +1,58 @@
+"""Multi-process training with PyTorch's own DistributedDataParallel.
+
+``torchrun --nproc_per_node=N -m tsrnn train ...`` sets RANK / WORLD_SIZE / LOCAL_RANK; then each
+process joins a gloo (CPU) or NCCL (GPU) group, trains on its shard of the data, and rank 0 alone
+writes checkpoints, metrics and the progress bar. Without those variables nothing changes.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import torch
+import torch.distributed as dist
+
+
+@dataclass(frozen=True)
+class Context:
+    rank: int = 0
+    world: int = 1
+    device: torch.device = torch.device("cpu")
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+    def wrap(self, model: torch.nn.Module) -> torch.nn.Module:
+        """The model DDP-wrapped when several processes train it."""
+        if self.world == 1:
+            return model
+        ids = [self.device.index] if self.device.type == "cuda" else None
+        return torch.nn.parallel.DistributedDataParallel(model, device_ids=ids)
+
+    def mean(self, value: float) -> float:
+        """The mean of a number over all processes."""
+        if self.world == 1:
+            return value
+        t = torch.tensor([value], dtype=torch.float64, device=self.device)
+        dist.all_reduce(t)
+        return t.item() / self.world
+
+
+def setup(device: str | None = None) -> Context:
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    want = torch.device(device) if device else torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if world == 1:
+        return Context(device=want)
+    rank, local = int(os.environ["RANK"]), int(os.environ.get("LOCAL_RANK", "0"))
+    if want.type == "cuda":
+        want = torch.device("cuda", local)
+        torch.cuda.set_device(want)
+    if not dist.is_initialized():
+        dist.init_process_group("nccl" if want.type == "cuda" else "gloo")
+    return Context(rank=rank, world=world, device=want)
+
+
+def teardown() -> None:
+    if dist.is_initialized():
+        dist.destroy_process_group()

@@ -1,0 +1,220 @@
+"""The training tasks of the seeds, as the trainer sees them.
+
+Each task builds its data and model from the command-line arguments, lists the batches of an
+epoch (deterministic given the seed, sharded by rank), computes a batch's loss, and evaluates a
+split. ``config()`` is what identifies the model: a checkpoint only resumes or evaluates under an
+equal config.
+"""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+from tsrnn import data as datasets
+from tsrnn import models
+from tsrnn import tasks as synthetic
+
+TASKS: dict[str, type] = {}
+
+
+def register(cls):
+    TASKS[cls.name] = cls
+    return cls
+
+
+def _unwrap(model):
+    return getattr(model, "module", model)
+
+
+class Task:
+    name = ""
+    unit = "items"
+    cells: tuple = ()
+    defaults: dict = {}
+    model_keys: tuple = ()  # the arguments that define the model
+
+    def __init__(self, args, device):
+        for key, value in {**COMMON_DEFAULTS, **self.defaults}.items():
+            if getattr(args, key, None) is None:
+                setattr(args, key, value)
+        if self.cells and args.cell not in self.cells:
+            raise ValueError(f"--cell {args.cell!r} is not available for --task {self.name}; choose from {list(self.cells)}")
+        self.args, self.device = args, device
+
+    def config(self) -> dict:
+        return {"task": self.name, **{k: getattr(self.args, k) for k in self.model_keys}}
+
+    def vocab_state(self):
+        return None
+
+    def make_optimizer(self, model):
+        a = self.args
+        if a.optimizer == "sgd":
+            return torch.optim.SGD(model.parameters(), lr=a.lr, weight_decay=a.weight_decay)
+        return torch.optim.Adam(model.parameters(), lr=a.lr, weight_decay=a.weight_decay)
+
+
+COMMON_DEFAULTS = {"optimizer": "adam", "weight_decay": 0.0, "backend": "auto"}
+
+
+class TextTask(Task):
+    """Word- or character-level corpora; the embedded default corpus when --data is not given."""
+
+    unit = "tok"
+
+    def __init__(self, args, device, vocab_state=None):
+        super().__init__(args, device)
+        self.corpus = self.load(args)
+        if vocab_state is not None and vocab_state != self.corpus.vocab.state_dict():
+            raise ValueError("the data's vocabulary differs from the one the checkpoint was trained with")
+
+    def load(self, args):
+        if args.data is None:
+            return datasets.default_corpus()
+        return datasets.load_text_corpus(args.data, level=args.level)
+
+    @property
+    def vocab(self):
+        return self.corpus.vocab
+
+    def vocab_state(self):
+        return self.vocab.state_dict()
+
+    def split(self, name):
+        return getattr(self.corpus, name)
+
+    def config(self) -> dict:
+        return {**super().config(), "vocab_size": len(self.vocab)}
+
+    def evaluate(self, model, split):
+        nll, _ = self.token_nll(model, split)
+        loss = nll.double().mean().item()
+        return {"loss": loss, "ppl": math.exp(loss)}
+
+
+@register
+class LanguageModelTask(TextTask):
+    """AWD-LSTM-style LM (seed 000) with --cell lstm | mts | plstm, truncated BPTT."""
+
+    name = "lm"
+    cells = ("lstm", "mts", "plstm")
+    defaults = {"cell": "mts", "emsize": 64, "nhid": "128,128,64", "dropout": 0.2, "dropouth": 0.1,
+                "dropouti": 0.2, "dropoute": 0.05, "wdrop": 0.2, "alpha": 2.0, "beta": 1.0,
+                "batch_size": 20, "bptt": 35, "lr": 3e-3, "clip": 0.25, "epochs": 6}
+    model_keys = ("cell", "emsize", "nhid", "dropout", "dropouth", "dropouti", "dropoute", "wdrop", "alpha", "beta")
+
+    def build_model(self):
+        a = self.args
+        return models.AWDLSTMLM(len(self.vocab), embedding_size=a.emsize,
+                                hidden_sizes=tuple(int(h) for h in str(a.nhid).split(",")), cell=a.cell,
+                                dropout=a.dropout, dropouth=a.dropouth, dropouti=a.dropouti,
+                                dropoute=a.dropoute, wdrop=a.wdrop, alpha=a.alpha, beta=a.beta,
+                                backend=a.backend)
+
+    def train_batches(self, epoch, rank, world):
+        stream = datasets.batchify(datasets.shard(self.split("train"), rank, world), self.args.batch_size)
+        return list(datasets.bptt_batches(stream, self.args.bptt))
+
+    def train_loss(self, model, batch, carry):
+        x, y = (t.to(self.device) for t in batch)
+        logits, carry, extras = model(x, carry)
+        loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
+        return loss + _unwrap(model).regularization(extras), carry, y.numel()
+
+    @torch.no_grad()
+    def token_nll(self, model, split, batch_size=10):
+        """Per-token negative log-likelihood and target of a split, stream by stream."""
+        model.eval()
+        stream = datasets.batchify(self.split(split), batch_size)
+        carry, nll, targets = None, [], []
+        for x, y in datasets.bptt_batches(stream, self.args.bptt):
+            logits, carry, _ = model(x.to(self.device), carry)
+            nll.append(F.cross_entropy(logits.transpose(1, 2), y.to(self.device), reduction="none").cpu())
+            targets.append(y)
+        return torch.cat(nll).T.reshape(-1), torch.cat(targets).T.reshape(-1)  # stream after stream
+
+
+class MaskedTextTask(TextTask):
+    """Text tasks whose batches are (x, y, reset, mask): a masked mean of the token losses."""
+
+    def _batches(self, split, epoch=0, rank=0, world=1):
+        raise NotImplementedError
+
+    def train_batches(self, epoch, rank, world):
+        return self._batches("train", epoch, rank, world)
+
+    def _nll(self, model, batch):
+        """(T, B) token losses and the (T, B) mask of the targets that count."""
+        x, y, reset, mask = (None if t is None else t.to(self.device) for t in batch)
+        logits = model(x, reset=reset)
+        return F.cross_entropy(logits.transpose(1, 2), y, reduction="none"), mask
+
+    def train_loss(self, model, batch, carry):
+        nll, mask = self._nll(model, batch)
+        count = mask.sum()
+        return (nll * mask).sum() / count.clamp(min=1), None, int(count)
+
+    @torch.no_grad()
+    def token_nll(self, model, split):
+        """Per-token negative log-likelihood and target of the counted targets, column by column."""
+        model.eval()
+        nll, targets = [], []
+        for batch in self._batches(split):
+            values, mask = self._nll(model, batch)
+            keep = mask.T.cpu()
+            nll.append(values.T.cpu()[keep])
+            targets.append(batch[1].T[keep])
+        return torch.cat(nll), torch.cat(targets)
+
+
+@register
+class AveragingLanguageModelTask(MaskedTextTask):
+    """LSTM LM reading the running mean of its past states (seed 001), one sentence per column."""
+
+    name = "averaging-lm"
+    cells = ("lstm",)
+    defaults = {"cell": "lstm", "emsize": 64, "nhid": "128", "nlayers": 2, "dropout": 0.2,
+                "batch_size": 32, "bptt": 35, "lr": 3e-3, "clip": 0.25, "epochs": 6}
+    model_keys = ("emsize", "nhid", "nlayers", "dropout")
+
+    def build_model(self):
+        a = self.args
+        return models.AveragingLM(len(self.vocab), embedding_size=a.emsize, hidden_size=int(a.nhid),
+                                  num_layers=a.nlayers, dropout=a.dropout, backend=a.backend)
+
+    def _batches(self, split, epoch=0, rank=0, world=1):
+        """One sentence per column, padded to --bptt (35); shuffled per epoch for training."""
+        g = torch.Generator().manual_seed(self.args.seed * 1000 + epoch)
+        ids = datasets.shard(self.split(split), rank, world)
+        batches = datasets.sentence_batches(ids, self.vocab.eos_id, self.args.batch_size, length=self.args.bptt,
+                                            shuffle=split == "train", generator=g)
+        return [(x, y, None, mask) for x, y, mask in batches]
+
+
+@register
+class MLPLanguageModelTask(MaskedTextTask):
+    """Bengio MLP LM over a Buffer / TILT / TILT-Buffer context (seed 004), documents kept."""
+
+    name = "mlp-lm"
+    cells = ()
+    defaults = {"cell": None, "context": "tilt", "n": 5, "emsize": 30, "nhid": "100", "batch_size": 32,
+                "bptt": 128, "lr": 3e-3, "clip": 1.0, "epochs": 4}
+    model_keys = ("context", "n", "emsize", "nhid")
+
+    def load(self, args):
+        if args.data is not None and (Path(args.data).suffix == ".zip" or Path(args.data).name == "brown"):
+            return datasets.load_brown(args.data)
+        corpus = super().load(args)  # a text corpus: each split is one document
+        return datasets.DocumentCorpus(corpus.name, corpus.vocab, [corpus.train], [corpus.valid], [corpus.test])
+
+    def build_model(self):
+        a = self.args
+        return models.MLPLM(len(self.vocab), embedding_size=a.emsize, hidden_size=int(a.nhid),
+                            context=a.context, n=a.n)
+
+    def _batches(self, split, epoch=0, rank=0, world=1):
+        docs = datasets.shard(self.split(split), rank, world)
+        return list(datasets.document_batches(docs, self.args.batch_size, self.args.bptt))

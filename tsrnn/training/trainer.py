@@ -1,0 +1,131 @@
+"""The training loop shared by every task: progress, validation, metrics, checkpoints, resume.
+
+A task (``tsrnn.training.tasks``) says how to build its model and optimizer, which batches make
+an epoch, what a batch's loss is and how to evaluate a split; this loop does the rest:
+
+- tqdm progress (loss, items/s) on rank 0, validation every ``--valid-every`` steps and at the
+  end of each epoch, one JSON line per event in ``OUT/metrics.jsonl``;
+- ``OUT/last.pt`` (and ``best.pt`` on a better validation loss), written atomically;
+- ``--resume``: model, optimizer, every RNG, the recurrent state carried between batches and the
+  position in the epoch come back, so the run continues bit-identically.
+"""
+from __future__ import annotations
+
+import json
+import math
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
+from tqdm import tqdm
+
+from tsrnn.training import checkpoint
+from tsrnn.training.distributed import Context
+
+
+@dataclass
+class Progress:
+    epoch: int = 0  # epochs finished
+    batch: int = 0  # batches of the current epoch finished
+    step: int = 0  # optimizer steps taken
+    best_valid: float = math.inf
+
+
+class Metrics:
+    """Appends JSON lines to OUT/metrics.jsonl (rank 0 only)."""
+
+    def __init__(self, path: Path | None):
+        self.path = path
+
+    def write(self, **record) -> None:
+        if self.path is not None:
+            with self.path.open("a") as f:
+                f.write(json.dumps({"time": round(time.time(), 3), **record}) + "\n")
+
+
+def _detach(carry):
+    if carry is None:
+        return None
+    if isinstance(carry, torch.Tensor):
+        return carry.detach()
+    return type(carry)(_detach(c) for c in carry)
+
+
+def run(task, args, ctx: Context, log=print) -> dict:
+    """Train ``task`` as ``args`` say; returns the last validation metrics."""
+    out = Path(args.out)
+    torch.manual_seed(args.seed)
+    model = task.build_model().to(ctx.device)
+    optimizer = task.make_optimizer(model)
+    progress, carry = Progress(), None
+    if args.resume:
+        state = checkpoint.load(args.resume, task.name)
+        if state["config"] != task.config():
+            raise checkpoint.CheckpointError(
+                f"{args.resume} holds another model: {state['config']} != {task.config()}")
+        model.load_state_dict(state["model"])
+        optimizer.load_state_dict(state["optimizer"])
+        progress = Progress(**state["progress"])
+        carry = state["carry"]
+        checkpoint.set_rng_state(state["rng"])
+        log(f"resumed from {args.resume} at step {progress.step} (epoch {progress.epoch}, batch {progress.batch})")
+    trained = ctx.wrap(model)
+    metrics = Metrics(out / "metrics.jsonl" if ctx.is_main else None)
+    if ctx.is_main:
+        out.mkdir(parents=True, exist_ok=True)
+        if not args.resume:
+            (out / "metrics.jsonl").unlink(missing_ok=True)
+
+    def save(name: str) -> None:
+        if ctx.is_main:
+            checkpoint.save(out / name, {
+                "task": task.name, "config": task.config(), "args": vars(args), "model": model.state_dict(),
+                "optimizer": optimizer.state_dict(), "progress": asdict(progress), "carry": carry,
+                "rng": checkpoint.rng_state(), "vocab": task.vocab_state()})
+
+    def validate() -> dict:
+        result = {k: ctx.mean(v) for k, v in task.evaluate(model, "valid").items()}
+        metrics.write(event="valid", step=progress.step, epoch=progress.epoch, **result)
+        if result["loss"] < progress.best_valid:
+            progress.best_valid = result["loss"]
+            save("best.pt")
+        return result
+
+    last_valid, done = {}, False
+    while progress.epoch < args.epochs and not done:
+        batches = task.train_batches(progress.epoch, ctx.rank, ctx.world)
+        bar = tqdm(total=len(batches), initial=progress.batch, desc=f"epoch {progress.epoch + 1}/{args.epochs}",
+                   disable=not ctx.is_main or args.quiet, leave=False, dynamic_ncols=True)
+        started, items = time.perf_counter(), 0
+        for index, batch in enumerate(batches):
+            if index < progress.batch:
+                continue  # already trained on before the checkpoint we resumed from
+            model.train()
+            loss, carry, n = task.train_loss(trained, batch, carry)
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            if args.clip > 0:
+                torch.nn.utils.clip_grad_norm_(model.parameters(), args.clip)
+            optimizer.step()
+            carry = _detach(carry)
+            progress.step, progress.batch, items = progress.step + 1, index + 1, items + n
+            rate = items / max(time.perf_counter() - started, 1e-9)
+            bar.update(1)
+            bar.set_postfix(loss=f"{loss.item():.3f}", **{f"{task.unit}/s": f"{rate:.0f}"})
+            if progress.step % args.log_every == 0:
+                metrics.write(event="train", step=progress.step, epoch=progress.epoch, loss=loss.item(),
+                              **{f"{task.unit}_per_s": round(rate, 1)})
+            if args.valid_every and progress.step % args.valid_every == 0:
+                last_valid = validate()
+            if args.max_steps and progress.step >= args.max_steps:
+                done = True
+                break
+        bar.close()
+        if not done:
+            progress.epoch, progress.batch, carry = progress.epoch + 1, 0, None
+            last_valid = validate()
+            if ctx.is_main:
+                log(f"epoch {progress.epoch}: " + ", ".join(f"valid {k} {v:.4g}" for k, v in last_valid.items()))
+        save("last.pt")
+    return last_valid
