@@ -12,10 +12,10 @@ import os
 import platform
 import sys
 
-from setuptools import setup
+from setuptools import find_packages, setup
 
 ROOT = os.path.dirname(os.path.abspath(__file__))
-PACKAGES = ["tsrnn", "tsrnn.modules", "tsrnn.kernels"]
+PACKAGES = find_packages(include=["tsrnn", "tsrnn.*"]) + ["tsrnn.kernels"]
 PACKAGE_DIR = {"tsrnn.kernels": "kernels"}
 
 
@@ -47,6 +47,7 @@ ext_modules, cmdclass = extensions()
 setup(
     packages=PACKAGES,
     package_dir=PACKAGE_DIR,
+    package_data={"tsrnn.data": ["*.txt"]},
     ext_modules=ext_modules,
     cmdclass=cmdclass,
     options={"bdist_wheel": {"py_limited_api": "cp39"}} if ext_modules else {},

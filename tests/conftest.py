@@ -21,6 +21,16 @@ GRAD_TOLERANCE = {
     torch.bfloat16: {"atol": 5e-2, "rtol": 5e-2},
 }
 
+@pytest.fixture(autouse=True, scope="session")
+def one_thread():
+    """Tests use tiny shapes: one thread keeps them fast on a shared 2-core machine. The kernels'
+    multi-thread paths are tested with explicit thread counts (test_fused.py)."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
 needs_native = pytest.mark.skipif(not backend.native_available(), reason=f"tsrnn._C not loaded: {backend.LOAD_ERROR}")
 
 

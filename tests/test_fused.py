@@ -71,7 +71,7 @@ def test_fused_matches_reference(cell, shape, dtype):
 
 
 @pytest.mark.parametrize("cell", CELLS)
-@pytest.mark.parametrize("threads", [1, 3, 4])
+@pytest.mark.parametrize("threads", [1, 2, 3, 4])
 def test_unit_slices_over_any_thread_count(cell, threads):
     """Hidden units are sliced over the threads (32 or more per thread); any count is exact."""
     before = torch.get_num_threads()

@@ -30,6 +30,7 @@ def _train_parser(commands):
     p.add_argument("--nlayers", type=int, help="averaging-lm LSTM layers")
     for name in ("dropout", "dropouth", "dropouti", "dropoute", "wdrop", "alpha", "beta"):
         p.add_argument(f"--{name}", type=float, help=f"AWD-LSTM {name}")
+    p.add_argument("--mts-alpha", type=float, help="inverse-gamma shape of the MTS timescales (lm 0.56, dyck 1.5)")
     p.add_argument("--context", choices=["buffer", "tilt", "tilt-buffer"], help="mlp-lm context")
     p.add_argument("--n", type=int, help="mlp-lm context slots (input size)")
     p.add_argument("--delay", type=int, help="copy task delay T")

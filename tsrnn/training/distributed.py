@@ -30,6 +30,14 @@ class Context:
         ids = [self.device.index] if self.device.type == "cuda" else None
         return torch.nn.parallel.DistributedDataParallel(model, device_ids=ids)
 
+    def min(self, value: int) -> int:
+        """The smallest of an integer over all processes (ranks must agree on the step count)."""
+        if self.world == 1:
+            return value
+        t = torch.tensor([value], dtype=torch.int64, device=self.device)
+        dist.all_reduce(t, op=dist.ReduceOp.MIN)
+        return int(t.item())
+
     def mean(self, value: float) -> float:
         """The mean of a number over all processes."""
         if self.world == 1:

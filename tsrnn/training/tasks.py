@@ -102,9 +102,10 @@ class LanguageModelTask(TextTask):
     name = "lm"
     cells = ("lstm", "mts", "plstm")
     defaults = {"cell": "mts", "emsize": 64, "nhid": "128,128,64", "dropout": 0.2, "dropouth": 0.1,
-                "dropouti": 0.2, "dropoute": 0.05, "wdrop": 0.2, "alpha": 2.0, "beta": 1.0,
+                "dropouti": 0.2, "dropoute": 0.05, "wdrop": 0.2, "alpha": 2.0, "beta": 1.0, "mts_alpha": 0.56,
                 "batch_size": 20, "bptt": 35, "lr": 3e-3, "clip": 0.25, "epochs": 6}
-    model_keys = ("cell", "emsize", "nhid", "dropout", "dropouth", "dropouti", "dropoute", "wdrop", "alpha", "beta")
+    model_keys = ("cell", "emsize", "nhid", "dropout", "dropouth", "dropouti", "dropoute", "wdrop", "alpha", "beta",
+                  "mts_alpha")
 
     def build_model(self):
         a = self.args
@@ -112,7 +113,7 @@ class LanguageModelTask(TextTask):
                                 hidden_sizes=tuple(int(h) for h in str(a.nhid).split(",")), cell=a.cell,
                                 dropout=a.dropout, dropouth=a.dropouth, dropouti=a.dropouti,
                                 dropoute=a.dropoute, wdrop=a.wdrop, alpha=a.alpha, beta=a.beta,
-                                backend=a.backend)
+                                mts_alpha=a.mts_alpha, backend=a.backend)
 
     def train_batches(self, epoch, rank, world):
         stream = datasets.batchify(datasets.shard(self.split("train"), rank, world), self.args.batch_size)
@@ -207,8 +208,10 @@ class MLPLanguageModelTask(MaskedTextTask):
     def load(self, args):
         if args.data is not None and (Path(args.data).suffix == ".zip" or Path(args.data).name == "brown"):
             return datasets.load_brown(args.data)
-        corpus = super().load(args)  # a text corpus: each split is one document
-        return datasets.DocumentCorpus(corpus.name, corpus.vocab, [corpus.train], [corpus.valid], [corpus.test])
+        corpus = super().load(args)  # a text corpus, cut into equal "documents" (4 per batch column)
+        pieces = lambda ids: list(torch.tensor_split(ids, max(1, min(4 * args.batch_size, len(ids) // args.bptt))))  # noqa: E731
+        return datasets.DocumentCorpus(corpus.name, corpus.vocab, pieces(corpus.train), pieces(corpus.valid),
+                                       pieces(corpus.test))
 
     def build_model(self):
         a = self.args
@@ -218,3 +221,103 @@ class MLPLanguageModelTask(MaskedTextTask):
     def _batches(self, split, epoch=0, rank=0, world=1):
         docs = datasets.shard(self.split(split), rank, world)
         return list(datasets.document_batches(docs, self.args.batch_size, self.args.bptt))
+
+
+@register
+class DyckTask(Task):
+    """Dyck-2 next-closing-bracket prediction (seed 000 §3.1.2): MSE, whole-sequence accuracy."""
+
+    name = "dyck"
+    unit = "seq"
+    cells = ("lstm", "mts")
+    defaults = {"cell": "mts", "nhid": "256", "mts_alpha": 1.5, "batch_size": 32, "lr": 1e-2, "clip": 1.0,
+                "epochs": 4, "dyck_size": "10000,2000,5000"}
+    model_keys = ("cell", "nhid", "mts_alpha", "dyck_size")
+
+    def __init__(self, args, device):
+        super().__init__(args, device)
+        n_train, n_valid, n_test = (int(v) for v in str(args.dyck_size).split(","))
+        self.data = synthetic.dyck2(n_train, n_valid, n_test, seed=args.seed)
+
+    def build_model(self):
+        a = self.args
+        return models.DyckModel(a.cell, hidden_size=int(a.nhid), alpha=a.mts_alpha, backend=a.backend)
+
+    def _batches(self, split, epoch=0, rank=0, world=1, shuffle=False):
+        part = getattr(self.data, split)
+        order = torch.arange(len(part))
+        if shuffle:
+            order = torch.randperm(len(part), generator=torch.Generator().manual_seed(self.args.seed * 1000 + epoch))
+        order = order[rank::world]
+        batches = []
+        for start in range(0, len(order), self.args.batch_size):
+            idx = order[start:start + self.args.batch_size]
+            steps = int(part.lengths[idx].max())
+            batches.append((part.tokens[:steps, idx], part.labels[:steps, idx], part.lengths[idx]))
+        return batches
+
+    def train_batches(self, epoch, rank, world):
+        return self._batches("train", epoch, rank, world, shuffle=True)
+
+    def train_loss(self, model, batch, carry):
+        tokens, labels, lengths = (t.to(self.device) for t in batch)
+        return synthetic.dyck_mse(model(tokens), labels, lengths), None, len(lengths)
+
+    @torch.no_grad()
+    def evaluate(self, model, split):
+        model.eval()
+        loss = correct = count = 0.0
+        for tokens, labels, lengths in self._batches(split):
+            tokens, labels, lengths = tokens.to(self.device), labels.to(self.device), lengths.to(self.device)
+            pred = model(tokens)
+            n = len(lengths)
+            loss += synthetic.dyck_mse(pred, labels, lengths).item() * n
+            correct += synthetic.whole_sequence_correct(pred, labels, lengths) * n
+            count += n
+        return {"loss": loss / count, "accuracy": correct / count}
+
+
+@register
+class CopyTask(Task):
+    """Copy and variable copy tasks (seed 002 §4.1): 10 symbols recalled after a delay T."""
+
+    name = "copy"
+    unit = "seq"
+    cells = ("lstm", "chrono", "plstm")
+    defaults = {"cell": "plstm", "nhid": "128", "delay": 100, "batch_size": 32, "lr": 1e-3, "clip": 1.0,
+                "epochs": 5, "steps_per_epoch": 100, "valid_batches": 8}
+    model_keys = ("cell", "nhid", "delay", "variable")
+
+    def build_model(self):
+        a = self.args
+        t_max = 1.5 * a.delay if a.cell == "chrono" else None  # seed 002: T_max = 3T/2
+        return models.CopyModel(a.cell, hidden_size=int(a.nhid), t_max=t_max,
+                                generator=torch.Generator().manual_seed(a.seed), backend=a.backend)
+
+    def _batch(self, generator):
+        a = self.args
+        if a.variable:  # delays drawn per sequence from [T/2, T]
+            return synthetic.variable_copy_task(a.batch_size, (max(1, a.delay // 2), a.delay), generator=generator)
+        return synthetic.copy_task(a.batch_size, a.delay, generator=generator)
+
+    def train_batches(self, epoch, rank, world):
+        g = torch.Generator().manual_seed((self.args.seed * 1000 + epoch) * 64 + rank)
+        return [self._batch(g) for _ in range(self.args.steps_per_epoch)]
+
+    def train_loss(self, model, batch, carry):
+        x, y = (t.to(self.device) for t in batch)
+        return F.cross_entropy(model(x).transpose(1, 2), y), None, y.shape[1]
+
+    @torch.no_grad()
+    def evaluate(self, model, split):
+        model.eval()
+        g = torch.Generator().manual_seed(10_000 + self.args.seed + (split == "test"))
+        loss = accuracy = 0.0
+        for _ in range(self.args.valid_batches):
+            x, y = (t.to(self.device) for t in self._batch(g))
+            logits = model(x)
+            loss += F.cross_entropy(logits.transpose(1, 2), y).item()
+            accuracy += synthetic.copy_accuracy(logits, y)
+        n = self.args.valid_batches
+        return {"loss": loss / n, "accuracy": accuracy / n,
+                "baseline_loss": synthetic.copy_baseline_loss(self.args.delay)}

@@ -95,6 +95,7 @@ def run(task, args, ctx: Context, log=print) -> dict:
     last_valid, done = {}, False
     while progress.epoch < args.epochs and not done:
         batches = task.train_batches(progress.epoch, ctx.rank, ctx.world)
+        batches = batches[:ctx.min(len(batches))]  # shards can differ; DDP needs equal step counts
         bar = tqdm(total=len(batches), initial=progress.batch, desc=f"epoch {progress.epoch + 1}/{args.epochs}",
                    disable=not ctx.is_main or args.quiet, leave=False, dynamic_ncols=True)
         started, items = time.perf_counter(), 0
@@ -117,15 +118,17 @@ def run(task, args, ctx: Context, log=print) -> dict:
                 metrics.write(event="train", step=progress.step, epoch=progress.epoch, loss=loss.item(),
                               **{f"{task.unit}_per_s": round(rate, 1)})
             if args.valid_every and progress.step % args.valid_every == 0:
-                last_valid = validate()
+                last_valid = {"step": progress.step, **validate()}
             if args.max_steps and progress.step >= args.max_steps:
                 done = True
                 break
         bar.close()
         if not done:
             progress.epoch, progress.batch, carry = progress.epoch + 1, 0, None
-            last_valid = validate()
+        if not done or last_valid.get("step") != progress.step:
+            last_valid = {"step": progress.step, **validate()}
             if ctx.is_main:
-                log(f"epoch {progress.epoch}: " + ", ".join(f"valid {k} {v:.4g}" for k, v in last_valid.items()))
+                log(f"epoch {progress.epoch}, step {progress.step}: "
+                    + ", ".join(f"valid {k} {v:.4g}" for k, v in last_valid.items() if k != "step"))
         save("last.pt")
-    return last_valid
+    return {k: v for k, v in last_valid.items() if k != "step"}

@@ -1,0 +1,139 @@
+"""`tsrnn train` / `tsrnn eval` end to end at tiny sizes: every task trains from the CLI, resume is
+bit-identical, eval reports frequency bins with bootstrap intervals, bad input fails cleanly."""
+import json
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from tsrnn import cli
+from tsrnn.training import checkpoint
+
+TINY = {
+    "lm": ["--emsize", "16", "--nhid", "24,16", "--bptt", "8", "--batch-size", "4"],
+    "averaging-lm": ["--emsize", "16", "--nhid", "24", "--batch-size", "8", "--bptt", "12"],
+    "mlp-lm": ["--emsize", "8", "--nhid", "16", "--batch-size", "4", "--bptt", "16", "--n", "3"],
+    "dyck": ["--nhid", "16", "--batch-size", "8", "--dyck-size", "64,16,16"],
+    "copy": ["--nhid", "16", "--batch-size", "8", "--delay", "12"],
+}
+CASES = [("lm", "lstm"), ("lm", "mts"), ("lm", "plstm"), ("averaging-lm", None), ("dyck", "lstm"),
+         ("dyck", "mts"), ("copy", "lstm"), ("copy", "chrono"), ("copy", "plstm")]
+CONTEXTS = ["buffer", "tilt", "tilt-buffer"]
+
+
+def train(tmp_path, task, *extra, steps=3, out="run"):
+    argv = ["train", "--task", task, *TINY[task], "--max-steps", str(steps), "--out", str(tmp_path / out),
+            "--quiet", "--log-every", "1", *extra]
+    return cli.main(argv)
+
+
+def metrics(tmp_path, out="run"):
+    return [json.loads(line) for line in (tmp_path / out / "metrics.jsonl").read_text().splitlines()]
+
+
+def assert_trained(tmp_path, steps=3):
+    records = metrics(tmp_path)
+    assert [r["step"] for r in records if r["event"] == "train"] == list(range(1, steps + 1))
+    valid = [r for r in records if r["event"] == "valid"]
+    assert valid and all(v["loss"] == v["loss"] and v["loss"] < 1e4 for v in valid)  # finite
+    state = checkpoint.load(tmp_path / "run" / "last.pt")
+    assert state["progress"]["step"] == steps
+
+
+@pytest.mark.parametrize("task,cell", CASES, ids=lambda v: str(v))
+def test_task_trains_from_the_cli(tmp_path, task, cell):
+    assert train(tmp_path, task, *(["--cell", cell] if cell else [])) == 0
+    assert_trained(tmp_path)
+
+
+@pytest.mark.parametrize("context", CONTEXTS)
+def test_mlp_lm_trains_with_each_context(tmp_path, context):
+    assert train(tmp_path, "mlp-lm", "--context", context) == 0
+    assert_trained(tmp_path)
+
+
+def test_resume_is_bit_identical(tmp_path):
+    extra = ["--cell", "mts", "--valid-every", "2"]
+    assert train(tmp_path, "lm", *extra, steps=6, out="straight") == 0
+    assert train(tmp_path, "lm", *extra, steps=3, out="split") == 0
+    assert train(tmp_path, "lm", *extra, "--resume", str(tmp_path / "split" / "last.pt"), steps=6, out="split") == 0
+    straight = checkpoint.load(tmp_path / "straight" / "last.pt")
+    resumed = checkpoint.load(tmp_path / "split" / "last.pt")
+    for name, value in straight["model"].items():
+        assert torch.equal(value, resumed["model"][name]), name
+    assert straight["progress"] == resumed["progress"]
+    train_losses = lambda out: [r["loss"] for r in metrics(tmp_path, out) if r["event"] == "train"]
+    assert train_losses("straight") == train_losses("split")
+
+
+def test_eval_reports_frequency_bins_and_paired_interval(tmp_path, capsys):
+    assert train(tmp_path, "lm", "--cell", "lstm", steps=4, out="model") == 0
+    assert train(tmp_path, "lm", "--cell", "lstm", steps=1, out="baseline") == 0
+    capsys.readouterr()
+    assert cli.main(["eval", str(tmp_path / "model" / "last.pt"), "--resamples", "200"]) == 0
+    text = capsys.readouterr().out
+    for label in ("all", ">10K", "1K-10K", "100-1K", "<100", "95% CI"):
+        assert label in text
+    assert cli.main(["eval", str(tmp_path / "model" / "last.pt"), str(tmp_path / "baseline" / "last.pt"),
+                     "--resamples", "200"]) == 0
+    assert "base - model" in capsys.readouterr().out
+
+
+def test_errors_are_one_clear_line(tmp_path, capsys):
+    assert train(tmp_path, "lm", "--data", str(tmp_path / "missing")) == 2
+    assert "error" in capsys.readouterr().err
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    for split in ("train", "valid", "test"):
+        (bad / f"{split}.txt").write_bytes(b"\xff\xfe\x00 not text")
+    assert train(tmp_path, "lm", "--data", str(bad)) == 2
+    assert "error" in capsys.readouterr().err
+    assert train(tmp_path, "lm", "--cell", "gru") == 2
+    assert "--cell 'gru'" in capsys.readouterr().err
+    assert train(tmp_path, "averaging-lm", steps=1, out="avg") == 0
+    assert train(tmp_path, "lm", "--resume", str(tmp_path / "avg" / "last.pt")) == 2
+    assert "task 'averaging-lm'" in capsys.readouterr().err
+    assert train(tmp_path, "lm", "--nhid", "32,16", "--resume", str(tmp_path / "avg" / "last.pt")) == 2
+    (tmp_path / "broken.pt").write_bytes(b"not a checkpoint")
+    assert cli.main(["eval", str(tmp_path / "broken.pt")]) == 2
+    assert "cannot be read" in capsys.readouterr().err
+
+
+def test_resume_rejects_another_model(tmp_path, capsys):
+    assert train(tmp_path, "lm", steps=1, out="a") == 0
+    argv = ["--nhid", "32,16", "--resume", str(tmp_path / "a" / "last.pt")]
+    assert cli.main(["train", "--task", "lm", "--emsize", "16", "--bptt", "8", "--batch-size", "4", "--max-steps", "2",
+                     "--out", str(tmp_path / "a"), "--quiet", *argv]) == 2
+    assert "another model" in capsys.readouterr().err
+
+
+def test_checkpoint_save_is_atomic(tmp_path, monkeypatch):
+    target = tmp_path / "ckpt.pt"
+    checkpoint.save(target, {"task": "x", "value": 1})
+
+    def explode(*args, **kwargs):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(torch, "save", explode)
+    with pytest.raises(OSError):
+        checkpoint.save(target, {"task": "x", "value": 2})
+    assert checkpoint.load(target)["value"] == 1  # the old checkpoint is intact
+    assert [p.name for p in tmp_path.iterdir()] == ["ckpt.pt"]  # no temporary file left
+
+
+def test_default_command_runs_in_a_fresh_process(tmp_path):
+    result = subprocess.run([sys.executable, "-m", "tsrnn", "train", "--max-steps", "2", "--quiet",
+                             "--out", str(tmp_path / "default")], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert "tiny-shakespeare" in result.stdout or "final validation" in result.stdout
+
+
+def test_torchrun_two_processes(tmp_path):
+    result = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+                             "-m", "tsrnn", "train", *TINY["lm"], "--max-steps", "2", "--quiet", "--device", "cpu",
+                             "--out", str(tmp_path / "ddp")], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "2 process(es)" in result.stdout
+    state = checkpoint.load(tmp_path / "ddp" / "last.pt")
+    assert state["progress"]["step"] == 2

@@ -1,0 +1,22 @@
+"""Corpora, vocabularies and batching for the language-model training CLI.
+
+    from tsrnn.data import default_corpus, batchify, bptt_batches
+    corpus = default_corpus()                      # embedded tiny-shakespeare, word level
+    stream = batchify(corpus.train, batch_size=20) # (N, B)
+    for x, y in bptt_batches(stream, bptt=35):     # (T, B) inputs and next-token targets
+        ...
+
+Loaders: ``load_text_corpus`` (PTB word/char, WikiText-2), ``load_brown`` (documents).
+Batching is time-major, like torch.nn.LSTM.
+"""
+from tsrnn.data.vocab import Vocabulary, frequency_bins
+from tsrnn.data.corpus import DocumentCorpus, TextCorpus
+from tsrnn.data.text import load_text_corpus
+from tsrnn.data.brown import load_brown
+from tsrnn.data.default import default_corpus
+from tsrnn.data.batching import (batchify, bptt_batches, document_batches, num_bptt_batches, sentence_batches,
+                                 shard)
+
+__all__ = ["Vocabulary", "frequency_bins", "TextCorpus", "DocumentCorpus", "load_text_corpus", "load_brown",
+           "default_corpus", "batchify", "bptt_batches", "num_bptt_batches", "sentence_batches",
+           "document_batches", "shard"]

@@ -1,0 +1,18 @@
+"""Models built from the tsrnn layers, one per seed experiment.
+
+- ``AWDLSTMLM``: AWD-LSTM language model with LSTM, multi-timescale or pLSTM layers (seed 000).
+- ``AveragingLM``: the Averaging RNN-LM (seed 001, S10).
+- ``MLPLM``: Bengio's MLP LM with Buffer, TILT or TILT-Buffer context (seed 004).
+- ``DyckModel``: the Dyck-2 closing-bracket predictor (seed 000 §3.1.2).
+- ``CopyModel``: the copy-task model, LSTM, chrono-initialized LSTM or pLSTM (seed 002 §4.1).
+
+The matching data generators and metrics are in ``tsrnn.tasks``.
+"""
+from tsrnn.models.awd_lstm import AWDExtras, AWDLSTMLM, embedded_dropout, locked_dropout
+from tsrnn.models.averaging_lm import AveragingLM
+from tsrnn.models.copy import CopyModel
+from tsrnn.models.dyck import DyckModel
+from tsrnn.models.mlp_lm import MLPLM
+
+__all__ = ["AWDLSTMLM", "AWDExtras", "AveragingLM", "CopyModel", "DyckModel", "MLPLM",
+           "embedded_dropout", "locked_dropout"]
