@@ -103,7 +103,7 @@ class LanguageModelTask(TextTask):
     cells = ("lstm", "mts", "plstm")
     defaults = {"cell": "mts", "emsize": 64, "nhid": "128,128,64", "dropout": 0.2, "dropouth": 0.1,
                 "dropouti": 0.2, "dropoute": 0.05, "wdrop": 0.2, "alpha": 2.0, "beta": 1.0, "mts_alpha": 0.56,
-                "batch_size": 20, "bptt": 35, "lr": 3e-3, "clip": 0.25, "epochs": 6}
+                "batch_size": 20, "bptt": 35, "lr": 3e-3, "clip": 0.25, "epochs": 20}
     model_keys = ("cell", "emsize", "nhid", "dropout", "dropouth", "dropouti", "dropoute", "wdrop", "alpha", "beta",
                   "mts_alpha")
 

@@ -97,7 +97,7 @@ def run(task, args, ctx: Context, log=print) -> dict:
         batches = task.train_batches(progress.epoch, ctx.rank, ctx.world)
         batches = batches[:ctx.min(len(batches))]  # shards can differ; DDP needs equal step counts
         bar = tqdm(total=len(batches), initial=progress.batch, desc=f"epoch {progress.epoch + 1}/{args.epochs}",
-                   disable=not ctx.is_main or args.quiet, leave=False, dynamic_ncols=True)
+                   disable=not ctx.is_main or args.quiet, leave=False, dynamic_ncols=True, mininterval=1.0)
         started, items = time.perf_counter(), 0
         for index, batch in enumerate(batches):
             if index < progress.batch:
