@@ -1,6 +1,8 @@
 """`tsrnn train` / `tsrnn eval` end to end at tiny sizes: every task trains from the CLI, resume is
 bit-identical, eval reports frequency bins with bootstrap intervals, bad input fails cleanly."""
 import json
+import os
+import signal
 import subprocess
 import sys
 
@@ -130,10 +132,16 @@ def test_default_command_runs_in_a_fresh_process(tmp_path):
 
 
 def test_torchrun_two_processes(tmp_path):
-    result = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
-                             "-m", "tsrnn", "train", *TINY["lm"], "--max-steps", "2", "--quiet", "--device", "cpu",
-                             "--out", str(tmp_path / "ddp")], capture_output=True, text=True, timeout=300)
-    assert result.returncode == 0, result.stderr[-2000:]
-    assert "2 process(es)" in result.stdout
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", "-m", "tsrnn",
+               "train", *TINY["lm"], "--max-steps", "2", "--quiet", "--device", "cpu", "--out", str(tmp_path / "ddp")]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               start_new_session=True)
+    try:
+        stdout, stderr = process.communicate(timeout=300)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)  # the launcher and both workers
+        raise
+    assert process.returncode == 0, stderr[-2000:]
+    assert "2 process(es)" in stdout
     state = checkpoint.load(tmp_path / "ddp" / "last.pt")
     assert state["progress"]["step"] == 2

@@ -132,3 +132,47 @@ def count(name: str, value, minimum: int = 1) -> int:
     if value < minimum:
         raise ValueError(f"{name} must be >= {minimum}, got {value}")
     return int(value)
+
+
+def token_ids(name: str, value, ndim: int, num_classes: int | None = None) -> torch.Tensor:
+    """An integer (not bool) tensor of ``ndim`` dimensions; with ``num_classes``, non-empty and
+    holding ids in [0, num_classes). Returned as int64."""
+    if not isinstance(value, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor of token ids, got {type(value).__name__}")
+    if value.is_floating_point() or value.is_complex() or value.dtype == torch.bool:
+        raise TypeError(f"{name} must be an integer tensor of token ids, got dtype {value.dtype}")
+    if value.dim() != ndim:
+        raise ValueError(f"{name} must have {ndim} dimension{'s' if ndim > 1 else ''}, got shape {tuple(value.shape)}")
+    if num_classes is not None:
+        if value.numel() == 0:
+            raise ValueError(f"{name} must hold at least one step and one batch row, got shape {tuple(value.shape)}")
+        if not _tracing():
+            low, high = int(value.min()), int(value.max())
+            if low < 0 or high >= num_classes:
+                raise ValueError(f"{name} must hold ids in [0, {num_classes}), got values in [{low}, {high}]")
+    return value.long()
+
+
+def probability(name: str, value) -> float:
+    """A dropout rate in [0, 1) (1 would divide by zero in inverted dropout)."""
+    value = real(name, value)
+    if not 0.0 <= value < 1.0:
+        raise ValueError(f"{name} must be in [0, 1), got {value!r}")
+    return value
+
+
+def nonnegative_real(name: str, value) -> float:
+    """A finite real number >= 0."""
+    value = real(name, value)
+    if not (value >= 0.0 and value != float("inf")):
+        raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
+    return value
+
+
+def sizes(name: str, value) -> tuple[int, ...]:
+    """A non-empty sequence of ints >= 1."""
+    if isinstance(value, (str, bytes)) or not hasattr(value, "__len__"):
+        raise TypeError(f"{name} must be a sequence of ints, got {type(value).__name__}")
+    if len(value) == 0:
+        raise ValueError(f"{name} must name at least one layer, got an empty sequence")
+    return tuple(count(f"{name}[{k}]", v) for k, v in enumerate(value))

@@ -20,24 +20,13 @@ import torch
 from tsrnn import _validation as check
 
 
-def _ids(name: str, value, ndim: int) -> torch.Tensor:
-    """An integer (not bool) tensor of ``ndim`` dimensions."""
-    if not isinstance(value, torch.Tensor):
-        raise TypeError(f"{name} must be a torch.Tensor of token ids, got {type(value).__name__}")
-    if value.is_floating_point() or value.is_complex() or value.dtype == torch.bool:
-        raise TypeError(f"{name} must be an integer tensor of token ids, got dtype {value.dtype}")
-    if value.dim() != ndim:
-        raise ValueError(f"{name} must have {ndim} dimension{'s' if ndim > 1 else ''}, got shape {tuple(value.shape)}")
-    return value
-
-
 def batchify(ids: torch.Tensor, batch_size: int) -> torch.Tensor:
     """(N, B): ``ids`` cut into B contiguous streams, one per column; the remainder is dropped.
 
     ids (L,) integer; column b is ids[b*N:(b+1)*N] with N = L // B. N must be >= 2, so that a
     window has at least one (input, target) pair.
     """
-    _ids("ids", ids, 1)
+    check.token_ids("ids", ids, 1)
     batch_size = check.count("batch_size", batch_size)
     steps = ids.numel() // batch_size
     if steps < 2:
@@ -48,7 +37,7 @@ def batchify(ids: torch.Tensor, batch_size: int) -> torch.Tensor:
 
 def num_bptt_batches(stream: torch.Tensor, bptt: int) -> int:
     """How many windows ``bptt_batches(stream, bptt)`` yields: ceil((N - 1) / bptt)."""
-    _ids("stream", stream, 2)
+    check.token_ids("stream", stream, 2)
     bptt = check.count("bptt", bptt)
     return math.ceil(max(stream.shape[0] - 1, 0) / bptt)
 
@@ -59,7 +48,7 @@ def bptt_batches(stream: torch.Tensor, bptt: int) -> Iterator[tuple[torch.Tensor
     Windows start at 0, bptt, 2*bptt, ...; the last one may be shorter. Every token but the
     first of each column is a target exactly once. x, y are views of ``stream``.
     """
-    _ids("stream", stream, 2)
+    check.token_ids("stream", stream, 2)
     bptt = check.count("bptt", bptt)
     steps = stream.shape[0]
 
@@ -90,7 +79,7 @@ def sentence_batches(ids: torch.Tensor, eos_id: int, batch_size: int, length: in
     Order: the order of ``ids`` ("taken from the dataset in sequence"), or a permutation of the
     sentences from ``generator`` if ``shuffle``. drop_last drops a last batch with B' < batch_size.
     """
-    _ids("ids", ids, 1)
+    check.token_ids("ids", ids, 1)
     eos_id = check.count("eos_id", eos_id, minimum=0)
     batch_size = check.count("batch_size", batch_size)
     length = check.count("length", length)
@@ -150,7 +139,7 @@ def document_batches(documents: Sequence[torch.Tensor], batch_size: int, bptt: i
     if isinstance(documents, torch.Tensor) or not isinstance(documents, Sequence):
         raise TypeError(f"documents must be a list of 1-D id tensors, got {type(documents).__name__}")
     for i, doc in enumerate(documents):
-        _ids(f"documents[{i}]", doc, 1)
+        check.token_ids(f"documents[{i}]", doc, 1)
     batch_size = check.count("batch_size", batch_size)
     bptt = check.count("bptt", bptt)
     pad_id = check.count("pad_id", pad_id, minimum=0)
@@ -196,7 +185,7 @@ def shard(data, rank: int, world_size: int):
     world_size = check.count("world_size", world_size)
     rank = check.index("rank", rank, world_size)
     if isinstance(data, torch.Tensor):
-        _ids("data", data, 1)
+        check.token_ids("data", data, 1)
         size = data.numel() // world_size
         if size == 0:
             raise ValueError(f"data has {data.numel()} tokens, fewer than world_size={world_size}")

@@ -22,7 +22,6 @@ from torch import nn
 
 from tsrnn import _validation as check
 from tsrnn.averaging import averaging_context
-from tsrnn.models import _common
 from tsrnn.modules import LSTM
 
 
@@ -51,7 +50,7 @@ class AveragingLM(nn.Module):
         self.embedding_size = check.count("embedding_size", embedding_size)
         self.hidden_size = check.count("hidden_size", hidden_size)
         self.num_layers = check.count("num_layers", num_layers)
-        self.dropout = _common.probability("dropout", dropout)
+        self.dropout = check.probability("dropout", dropout)
         self.tie_weights = bool(tie_weights)
         self.encoder = nn.Embedding(self.vocab_size, self.embedding_size)
         self.rnn = LSTM(self.embedding_size, self.hidden_size, num_layers=self.num_layers,
@@ -78,7 +77,7 @@ class AveragingLM(nn.Module):
         return f"dropout={self.dropout}, tie_weights={self.tie_weights}"
 
     def forward(self, tokens: torch.Tensor, reset: torch.Tensor | None = None) -> torch.Tensor:
-        tokens = _common.tokens("tokens", tokens, self.vocab_size)
+        tokens = check.token_ids("tokens", tokens, 2, self.vocab_size)
         check.same_device("encoder weight", self.encoder.weight, tokens=tokens)
         x = F.dropout(self.encoder(tokens), self.dropout, self.training)
         h, _ = self.rnn(x)                                               # (T, B, H)

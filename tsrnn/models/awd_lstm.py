@@ -36,7 +36,6 @@ from tsrnn import _validation as check
 from tsrnn.modules import LSTM, PowerLawLSTM
 from tsrnn.modules.lstm import FREEZE
 from tsrnn.timescales import lm_timescales
-from tsrnn.models import _common
 
 CELLS = ("lstm", "mts", "plstm")
 
@@ -103,17 +102,17 @@ class AWDLSTMLM(nn.Module):
         super().__init__()
         self.vocab_size = check.count("vocab_size", vocab_size)
         self.embedding_size = check.count("embedding_size", embedding_size)
-        self.hidden_sizes = _common.sizes("hidden_sizes", hidden_sizes)
+        self.hidden_sizes = check.sizes("hidden_sizes", hidden_sizes)
         check.choice("cell", cell, CELLS)
         check.choice("mts_freeze", mts_freeze, FREEZE)
         self.cell = cell
-        self.dropout = _common.probability("dropout", dropout)
-        self.dropouth = _common.probability("dropouth", dropouth)
-        self.dropouti = _common.probability("dropouti", dropouti)
-        self.dropoute = _common.probability("dropoute", dropoute)
-        self.wdrop = _common.probability("wdrop", wdrop)
-        self.alpha = _common.nonnegative("alpha", alpha)
-        self.beta = _common.nonnegative("beta", beta)
+        self.dropout = check.probability("dropout", dropout)
+        self.dropouth = check.probability("dropouth", dropouth)
+        self.dropouti = check.probability("dropouti", dropouti)
+        self.dropoute = check.probability("dropoute", dropoute)
+        self.wdrop = check.probability("wdrop", wdrop)
+        self.alpha = check.nonnegative_real("alpha", alpha)
+        self.beta = check.nonnegative_real("beta", beta)
         self.tie_weights = bool(tie_weights)
         if self.tie_weights and self.hidden_sizes[-1] != self.embedding_size:
             raise ValueError(f"tie_weights needs hidden_sizes[-1] == embedding_size, got "
@@ -172,7 +171,7 @@ class AWDLSTMLM(nn.Module):
         return rnn(x, state)
 
     def forward(self, tokens: torch.Tensor, state=None):
-        tokens = _common.tokens("tokens", tokens, self.vocab_size)
+        tokens = check.token_ids("tokens", tokens, 2, self.vocab_size)
         if state is not None and (not isinstance(state, (list, tuple)) or len(state) != len(self.rnns)):
             raise ValueError(f"state must be None or a list of {len(self.rnns)} per-layer tuples "
                              "(see init_state)")

@@ -18,7 +18,6 @@ import torch.nn.functional as F
 from torch import nn
 
 from tsrnn import _validation as check
-from tsrnn.models import _common
 from tsrnn.modules import LSTM, PowerLawLSTM
 from tsrnn.timescales import chrono
 
@@ -75,7 +74,7 @@ class CopyModel(nn.Module):
             f", t_max={self.t_max}" if self.t_max is not None else "")
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = _common.tokens("x", x, self.n_classes)
+        x = check.token_ids("x", x, 2, self.n_classes)
         check.same_device("output weight", self.output.weight, x=x)
         h, _ = self.rnn(F.one_hot(x, self.n_classes).to(self.output.weight.dtype))
         return self.output(h)

@@ -17,7 +17,6 @@ import torch.nn.functional as F
 from torch import nn
 
 from tsrnn import _validation as check
-from tsrnn.models import _common
 from tsrnn.modules import LSTM
 from tsrnn.modules.lstm import FREEZE
 from tsrnn.tasks import DYCK_PAD, DYCK_SYMBOLS
@@ -57,7 +56,7 @@ class DyckModel(nn.Module):
         return f"cell={self.cell!r}" + (f", alpha={self.alpha}" if self.cell == "mts" else "")
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
-        tokens = _common.tokens("tokens", tokens, DYCK_PAD + 1)
+        tokens = check.token_ids("tokens", tokens, 2, DYCK_PAD + 1)
         check.same_device("output weight", self.output.weight, tokens=tokens)
         # One column per symbol plus one for padding, which is then dropped: padding is all-zero.
         x = F.one_hot(tokens, DYCK_PAD + 1)[..., : self.n_symbols].to(self.output.weight.dtype)

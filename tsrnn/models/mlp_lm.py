@@ -21,7 +21,6 @@ from torch import nn
 
 from tsrnn import _validation as check
 from tsrnn.contexts import BufferContext, TILTBufferContext, TILTContext
-from tsrnn.models import _common
 
 CONTEXTS = {"buffer": BufferContext, "tilt": TILTContext, "tilt-buffer": TILTBufferContext}
 
@@ -62,7 +61,7 @@ class MLPLM(nn.Module):
         return f"context={self.context_name!r}, n={self.n}, direct={self.direct}"
 
     def forward(self, tokens: torch.Tensor, reset: torch.Tensor | None = None) -> torch.Tensor:
-        tokens = _common.tokens("tokens", tokens, self.vocab_size)
+        tokens = check.token_ids("tokens", tokens, 2, self.vocab_size)
         check.same_device("embedding weight", self.embedding.weight, tokens=tokens)
         u = self.embedding(tokens)                                     # (T, B, D)
         ctx = self.context(u, reset)                                   # (T, B, n, D)
