@@ -1,8 +1,13 @@
 """Shared test helpers: one tolerance table per dtype and builders of random layer arguments."""
 from __future__ import annotations
 
+import os
+
 import pytest
 import torch
+
+if not torch.cuda.is_available():  # run the Triton kernels on CPU tensors; must precede their import
+    os.environ.setdefault("TRITON_INTERPRET", "1")
 
 from tsrnn import backend
 from tsrnn.selftest import layer_args  # noqa: F401  (random layer arguments, shared with selftest)

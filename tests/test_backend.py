@@ -248,6 +248,9 @@ def test_functional_on_meta_tensors_uses_the_reference_path(monkeypatch):
         functional.lstm(x, h, h, w_ih, w_hh, backend="native")
 
 
-def test_triton_backend_is_named_but_not_in_this_release():
-    with pytest.raises(RuntimeError, match=r"backend='triton' is not in this release"):
+def test_triton_backend_needs_a_kernel_for_the_op():
+    with pytest.raises(RuntimeError, match=r"backend='triton' has no kernel for this op yet"):
         tsrnn.backend.resolve("triton", torch.device("cpu"))
+    x = torch.randn(3, 2, 4)
+    with pytest.raises(RuntimeError, match=r"no kernel for this op"):
+        tsrnn.LSTM(4, 5, backend="triton")(x)

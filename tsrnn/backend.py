@@ -1,9 +1,11 @@
 """Which implementation runs a call: the compiled extension or the reference loop.
 
 ``backend="auto"`` takes the TSRNN_BACKEND environment variable if it is set, else the fastest
-correct path for the device: the fused C++ kernels (``tsrnn._C``) on the CPU. If the extension is
-missing or fails to load, ``"auto"`` falls back to ``tsrnn.reference`` with one warning naming
-the cause; ``"native"`` raises.
+correct path for the device: the fused C++ kernels (``tsrnn._C``) on the CPU, the Triton kernels
+(``tsrnn.kernels``) on CUDA for the ops that have one. If the extension is missing or fails to
+load, ``"auto"`` falls back to ``tsrnn.reference`` with one warning naming the cause; ``"native"``
+raises. Triton kernels run on CUDA tensors, or on CPU tensors under ``TRITON_INTERPRET=1``
+(the test suite's way to run them without a GPU).
 """
 from __future__ import annotations
 
@@ -26,6 +28,19 @@ except (ImportError, OSError) as exc:  # not built, or built against another tor
 _warned: set[str] = set()
 
 
+def triton_available() -> bool:
+    """True when Triton imports (the kernels still need CUDA or TRITON_INTERPRET=1)."""
+    try:
+        import triton  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def _triton_runs_on(device: torch.device) -> bool:
+    return device.type == "cuda" or (device.type == "cpu" and os.environ.get("TRITON_INTERPRET") == "1")
+
+
 def native_available() -> bool:
     """True when the compiled CPU kernels loaded."""
     return LOAD_ERROR is None
@@ -37,8 +52,9 @@ def _warn_once(message: str) -> None:
         warnings.warn(message, RuntimeWarning, stacklevel=3)
 
 
-def resolve(backend: str, device: torch.device) -> str:
-    """Map a requested backend to the one that runs on ``device``: "native" or "reference"."""
+def resolve(backend: str, device: torch.device, has_triton: bool = False) -> str:
+    """Map a requested backend to the one that runs on ``device``: "native", "triton" or
+    "reference". ``has_triton``: the op has a Triton kernel."""
     check.choice("backend", backend, BACKENDS)
     if backend == "auto":
         backend = os.environ.get("TSRNN_BACKEND", "auto")
@@ -46,7 +62,16 @@ def resolve(backend: str, device: torch.device) -> str:
     if backend == "reference":
         return "reference"
     if backend == "triton":
-        raise RuntimeError("backend='triton' is not in this release yet; use 'auto', 'native' or 'reference'")
+        if not has_triton:
+            raise RuntimeError("backend='triton' has no kernel for this op yet; use 'auto', 'native' or 'reference'")
+        if not triton_available():
+            raise RuntimeError("backend='triton' needs the triton package (pip install triton)")
+        if not _triton_runs_on(device):
+            raise RuntimeError(f"backend='triton' runs on CUDA tensors (or CPU tensors with TRITON_INTERPRET=1), "
+                               f"got {device.type} tensors")
+        return "triton"
+    if device.type == "cuda" and has_triton and triton_available():
+        return "triton"
     if device.type != "cpu":
         if backend == "native":
             raise RuntimeError(

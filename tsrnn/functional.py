@@ -135,14 +135,18 @@ def linear_scan(a, u, x0=None, backend="auto"):
         check.shape("x0", x0, u.shape[1:])
     check.same_dtype("u", u, a=a, x0=x0)
     check.same_device("u", u, a=a, x0=x0)
-    if _backend.resolve(backend, u.device) == "reference":
+    impl = _backend.resolve(backend, u.device, has_triton=True)
+    if impl == "reference":
         return reference.linear_scan(a, u, x0)
     compute = _compute_dtype(u.dtype)
     steps = u.shape[0]
     x0 = u.new_zeros(u.shape[1:]) if x0 is None else x0
-    x = torch.ops.tsrnn.linear_scan_forward(
-        a_full.to(compute).reshape(steps, -1),
-        u.to(compute).reshape(steps, -1),
-        x0.to(compute).reshape(-1),
-    )
+    args = (a_full.to(compute).reshape(steps, -1).contiguous(), u.to(compute).reshape(steps, -1).contiguous(),
+            x0.to(compute).reshape(-1).contiguous())
+    if impl == "triton":
+        from tsrnn.kernels import linear_scan as triton_scan  # registers torch.ops.tsrnn_triton
+
+        x = triton_scan.linear_scan(*args)
+    else:
+        x = torch.ops.tsrnn.linear_scan_forward(*args)
     return x.view(u.shape).to(u.dtype)
