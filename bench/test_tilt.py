@@ -97,7 +97,7 @@ def test_tilt_chunked_forward(benchmark):
 
 @pytest.mark.parametrize("steps,batch,taus", [(8000, 32, 8), (2000, 128, 30)])
 def test_tilt_larger(benchmark, steps, batch, taus):
-    benchmark.group = f"TILT larger fwd+bwd"
+    benchmark.group = "TILT larger fwd+bwd"
     g = torch.Generator().manual_seed(1)
     u = torch.randn(steps, batch, D, generator=g).requires_grad_()
     tilt = tsrnn.TILT(n_taus=taus, k=K)

@@ -3,7 +3,7 @@ import pytest
 import torch
 
 import tsrnn
-from tsrnn import functional, reference
+from tsrnn import reference
 from conftest import TOLERANCE, assert_close, needs_native
 
 BACKENDS = ["reference", pytest.param("native", marks=needs_native)]

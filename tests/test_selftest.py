@@ -2,7 +2,6 @@
 import subprocess
 import sys
 
-import torch
 
 from tsrnn import selftest
 from conftest import needs_native
