@@ -76,6 +76,35 @@ def check_triton(device, shapes) -> list[dict]:
         err = max((x.double().cpu() - x_ref).abs().max().item(), (fa.grad.double().cpu() - ra.grad).abs().max().item(),
                   (fu.grad.double().cpu() - ru.grad).abs().max().item())
         rows.append({"kernel": "linear_scan", "T": T, "N": N, "max_abs_err": err, "ok": err < 1e-3})
+    if device.type == "cuda":  # the recurrence kernels serve the compiled ops on CUDA tensors only
+        rows += check_recurrences(device)
+    return rows
+
+
+def check_recurrences(device, T=70, B=20, H=400) -> list[dict]:
+    """The fused recurrences (backend "auto" on CUDA) against the reference loops, fwd and bwd."""
+    import torch
+
+    from tsrnn import functional, reference
+    from tsrnn.selftest import layer_args
+
+    rows = []
+    for cell in ("lstm", "plstm_coupled", "plstm_separate"):
+        args = layer_args(cell, T, B, H, H, dt=cell != "lstm")
+        fn, ref = (functional.lstm, reference.lstm) if cell == "lstm" else (functional.plstm, reference.plstm)
+        names = [k for k, v in args.items() if isinstance(v, torch.Tensor) and k != "dt"]
+        fast = {k: (v.to(device, torch.float32).requires_grad_() if k in names else
+                    v.to(device, torch.float32) if isinstance(v, torch.Tensor) else v) for k, v in args.items()}
+        slow = {k: (v.clone().requires_grad_() if k in names else v) for k, v in args.items()}
+        out, _ = fn(**fast)
+        out_ref = ref(**slow)[0]
+        out.double().sum().backward()
+        out_ref.sum().backward()
+        scale = out_ref.abs().max().item()
+        err = max([(out.double().cpu() - out_ref).abs().max().item() / scale] +
+                  [(fast[k].grad.double().cpu() - slow[k].grad).abs().max().item() /
+                   max(1.0, slow[k].grad.abs().max().item()) for k in names])
+        rows.append({"kernel": f"recurrence {cell}", "T": T, "N": H, "max_abs_err": err, "ok": err < 1e-3})
     return rows
 
 

@@ -55,3 +55,49 @@ def test_triton_is_refused_where_it_cannot_run(monkeypatch):
 def test_interpreter_is_what_runs_without_a_gpu():
     if not torch.cuda.is_available():
         assert os.environ.get("TRITON_INTERPRET") == "1"
+
+
+CELLS = ["lstm", "plstm_coupled", "plstm_separate"]
+
+
+def _op_inputs(cell, T, B, I, H, dt, dtype=torch.float32):
+    from tsrnn.selftest import layer_args
+
+    a = layer_args(cell, T, B, I, H, seed=T * 31 + H, dt=dt)
+    G = 3 if cell == "plstm_coupled" else 4
+    xg = (a["x"].reshape(T * B, I) @ a["w_ih"].T + a["bias"]).view(T, B, G * H)
+    state0 = torch.stack([a["c0"]] + ([a["a0"]] if cell != "lstm" else []))
+    p, steps = a.get("p"), a.get("dt")
+    cast = lambda t: None if t is None else t.to(dtype)  # noqa: E731
+    return cell, cast(xg), cast(a["w_hh"]), cast(a["h0"]), cast(state0), cast(p), cast(steps), 1e-3
+
+
+@pytest.mark.parametrize("cell", CELLS)
+@pytest.mark.parametrize("shape", [(1, 1, 2, 3), (4, 3, 5, 9), (3, 17, 4, 40)], ids=str)
+def test_triton_recurrence_is_the_compiled_op(cell, shape):
+    """The per-step fused Triton kernels compute what torch.ops.tsrnn.recurrence_* compute."""
+    from tsrnn.kernels import recurrence
+
+    args = _op_inputs(cell, *shape, dt=cell != "lstm" and shape[0] > 1)
+    out = recurrence.recurrence_forward(*args, True)
+    ref = torch.ops.tsrnn.recurrence_forward(*args, True)
+    for got, want, name in zip(out, ref, ("h", "state", "saved")):
+        assert_close(got, want, TOLERANCE[torch.float32], name)
+    g = torch.Generator().manual_seed(1)
+    grad_h = torch.randn(ref[0].shape, generator=g)
+    for grad_state in (None, torch.randn(ref[1].shape, generator=g)):
+        bwd_args = (cell, grad_h, grad_state, args[2], args[3], args[4], *ref, args[5], args[6], args[7])
+        got = recurrence.recurrence_backward(*bwd_args)
+        want = torch.ops.tsrnn.recurrence_backward(*bwd_args)
+        for a, b, name in zip(got, want, ("grad_xg", "grad_w_hh", "grad_h0", "grad_state0", "grad_p")):
+            assert_close(a, b, GRAD_TOLERANCE[torch.float32], name)
+
+
+def test_triton_recurrence_bf16_storage_float32_math():
+    from tsrnn.kernels import recurrence
+
+    args = _op_inputs("plstm_separate", 5, 3, 4, 20, dt=True, dtype=torch.bfloat16)
+    h, state, _ = recurrence.recurrence_forward(*args, True)
+    assert h.dtype == torch.bfloat16
+    exact = torch.ops.tsrnn.recurrence_forward(*(t.float() if isinstance(t, torch.Tensor) else t for t in args), True)
+    assert_close(h, exact[0], TOLERANCE[torch.bfloat16], "bf16 h")

@@ -57,6 +57,11 @@ def _check_layer(cell, x, h0, states, w_ih, w_hh, bias, p=None, dt=None):
     return dt
 
 
+def _triton_recurrence(x) -> bool:
+    """The Triton recurrence serves the compiled ops on CUDA tensors (registered in tsrnn.ops)."""
+    return x.device.type == "cuda" and _backend.native_available()
+
+
 def _fused(cell, x, h0, states, w_ih, w_hh, bias, p, dt, eps, want_forget):
     """Run one layer through torch.ops.tsrnn.recurrence_forward; returns (out, h_n, states_n, f)."""
     shape = ops.CELLS[cell]
@@ -90,7 +95,7 @@ def lstm(x, h0, c0, w_ih, w_hh, bias=None, backend="auto", return_forget=False):
     With ``return_forget=True`` also returns the forget gates (T, B, H).
     """
     _check_layer("lstm", x, h0, {"c0": c0}, w_ih, w_hh, bias)
-    if _backend.resolve(backend, x.device) == "reference":
+    if _backend.resolve(backend, x.device, has_triton=_triton_recurrence(x)) == "reference":
         out, state, forget = reference.lstm(x, h0, c0, w_ih, w_hh, bias)
     else:
         out, (c_n,), forget = _fused("lstm", x, h0, (c0,), w_ih, w_hh, bias, None, None, 0.0, return_forget)
@@ -112,7 +117,7 @@ def plstm(x, h0, c0, a0, w_ih, w_hh, bias, p, dt=None, eps=1e-3, input_gate="cou
     eps = check.positive_real("eps", eps)
     if dt is not None:
         dt = dt.detach()
-    if _backend.resolve(backend, x.device) == "reference":
+    if _backend.resolve(backend, x.device, has_triton=_triton_recurrence(x)) == "reference":
         out, state, forget = reference.plstm(x, h0, c0, a0, w_ih, w_hh, bias, p, dt, eps, input_gate)
     else:
         out, (c_n, a_n), forget = _fused(cell, x, h0, (c0, a0), w_ih, w_hh, bias, p, dt, eps, return_forget)

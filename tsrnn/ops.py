@@ -107,3 +107,11 @@ if backend.native_available():
     torch.library.register_autograd(
         "tsrnn::linear_scan_forward", _scan_backward, setup_context=_scan_setup
     )
+
+if backend.native_available() and torch.cuda.is_available() and backend.triton_available():
+    # On CUDA tensors the recurrence ops run the per-step fused Triton kernels (tsrnn/kernels).
+    from tsrnn.kernels import recurrence as _triton_recurrence
+
+    _cuda = torch.library.Library("tsrnn", "IMPL")
+    _cuda.impl("recurrence_forward", _triton_recurrence.recurrence_forward, "CUDA")
+    _cuda.impl("recurrence_backward", _triton_recurrence.recurrence_backward, "CUDA")
