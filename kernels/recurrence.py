@@ -31,7 +31,7 @@ def _tanh(x):
 def _gate(acc, h_tile, w_ptr, row0, rj, rk, H, mask_kj):
     # acc (BB, BH) += h_tile (BB, BK) @ W[row0 + rj, rk]^T (BK, BH)
     w = tl.load(w_ptr + (row0 + rj)[None, :].to(tl.int64) * H + rk[:, None], mask=mask_kj, other=0.0)
-    return acc + tl.dot(h_tile, w.to(tl.float32))
+    return acc + tl.dot(h_tile, w.to(tl.float32), input_precision="ieee")  # not TF32: exact fp32
 
 
 @triton.jit
