@@ -22,7 +22,6 @@ from typing import NamedTuple, Sequence
 
 import numpy as np
 import scipy.special
-import scipy.stats
 import torch
 
 from . import _validation as check
@@ -117,6 +116,8 @@ def inverse_gamma(n: int, alpha: float, beta: float = 1.0,
     beta = check.positive_real("beta", beta)
     _generator(generator)
     u = _uniform(n, generator).clamp_min(torch.finfo(torch.float64).tiny).numpy()
+    import scipy.stats  # here, not at import time: it costs ~0.7 s
+
     return torch.from_numpy(scipy.stats.invgamma.ppf(u, alpha, scale=beta))
 
 
@@ -133,6 +134,8 @@ def inverse_gamma_quantiles(n: int, alpha: float, beta: float = 1.0) -> torch.Te
     alpha = check.positive_real("alpha", alpha)
     beta = check.positive_real("beta", beta)
     q = np.arange(1, n + 1, dtype=np.float64) / (n + 1)
+    import scipy.stats  # here, not at import time: it costs ~0.7 s
+
     return torch.from_numpy(scipy.stats.invgamma.isf(q, alpha, scale=beta))
 
 
