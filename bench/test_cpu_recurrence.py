@@ -35,17 +35,21 @@ def test_lstm(benchmark, kind):
     benchmark(fwd_bwd, module, x)
 
 
-@pytest.mark.parametrize("kind", ["native", "reference"])
-def test_mts_lstm(benchmark, kind):
-    benchmark.group = f"mts-lstm T={T} B={B} H={H} fwd+bwd"
-    torch.manual_seed(0)
-    ts = [tsrnn.timescales.inverse_gamma_quantiles(H, 0.56)]
-    module = tsrnn.LSTM(H, H, timescales=ts, backend=kind)
+def time_against_reference(benchmark, module):
+    """Check ``module`` against a reference-backend copy of itself, then time its fwd+bwd."""
     reference = copy.deepcopy(module)
     reference.backend = "reference"
     x = torch.randn(T, B, H)
     checked(module, reference, x)
     benchmark(fwd_bwd, module, x)
+
+
+@pytest.mark.parametrize("kind", ["native", "reference"])
+def test_mts_lstm(benchmark, kind):
+    benchmark.group = f"mts-lstm T={T} B={B} H={H} fwd+bwd"
+    torch.manual_seed(0)
+    ts = [tsrnn.timescales.inverse_gamma_quantiles(H, 0.56)]
+    time_against_reference(benchmark, tsrnn.LSTM(H, H, timescales=ts, backend=kind))
 
 
 @pytest.mark.parametrize("input_gate", ["coupled", "separate"])
@@ -53,12 +57,7 @@ def test_mts_lstm(benchmark, kind):
 def test_plstm(benchmark, kind, input_gate):
     benchmark.group = f"plstm-{input_gate} T={T} B={B} H={H} fwd+bwd"
     torch.manual_seed(0)
-    module = tsrnn.PowerLawLSTM(H, H, input_gate=input_gate, backend=kind)
-    reference = copy.deepcopy(module)
-    reference.backend = "reference"
-    x = torch.randn(T, B, H)
-    checked(module, reference, x)
-    benchmark(fwd_bwd, module, x)
+    time_against_reference(benchmark, tsrnn.PowerLawLSTM(H, H, input_gate=input_gate, backend=kind))
 
 
 @pytest.mark.parametrize("steps,hidden", [(35, 256), (140, 256), (70, 64), (70, 512)])
