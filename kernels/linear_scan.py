@@ -57,28 +57,14 @@ def scan(a: torch.Tensor, u: torch.Tensor, x0: torch.Tensor | None = None, rever
     return out
 
 
-@torch.library.custom_op("tsrnn_triton::linear_scan", mutates_args=())
-def linear_scan(a: torch.Tensor, u: torch.Tensor, x0: torch.Tensor) -> torch.Tensor:
-    """x_t = a_t x_{t-1} + u_t; a, u: [T, N] contiguous, x0: [N]."""
-    return scan(a, u, x0)
+def linear_scan_forward(a: torch.Tensor, u: torch.Tensor, x0: torch.Tensor) -> torch.Tensor:
+    """torch.ops.tsrnn_triton.linear_scan_forward: x_t = a_t x_{t-1} + u_t; a, u: [T, N], x0: [N]."""
+    return scan(a.contiguous(), u.contiguous(), x0.contiguous())
 
 
-@linear_scan.register_fake
-def _(a, u, x0):
-    return torch.empty_like(u)
-
-
-def _setup(ctx, inputs, output):
-    a, _, x0 = inputs
-    ctx.save_for_backward(a, output, x0)
-
-
-def _backward(ctx, grad_x):
-    a, x, x0 = ctx.saved_tensors
+def linear_scan_backward(grad_x, a, x, x0):
+    """torch.ops.tsrnn_triton.linear_scan_backward: (grad_a, grad_u, grad_x0)."""
     a_next = torch.cat([a[1:], torch.zeros_like(a[:1])])  # g_t = dL/dx_t + a_{t+1} g_{t+1}
     g = scan(a_next, grad_x.contiguous(), reverse=True)
     x_prev = torch.cat([x0[None], x[:-1]])
     return x_prev * g, g, a[0] * g[0]
-
-
-linear_scan.register_autograd(_backward, setup_context=_setup)

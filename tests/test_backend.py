@@ -248,9 +248,77 @@ def test_functional_on_meta_tensors_uses_the_reference_path(monkeypatch):
         functional.lstm(x, h, h, w_ih, w_hh, backend="native")
 
 
-def test_triton_backend_needs_a_kernel_for_the_op():
-    with pytest.raises(RuntimeError, match=r"backend='triton' has no kernel for this op yet"):
-        tsrnn.backend.resolve("triton", torch.device("cpu"))
-    x = torch.randn(3, 2, 4)
-    with pytest.raises(RuntimeError, match=r"no kernel for this op"):
-        tsrnn.LSTM(4, 5, backend="triton")(x)
+def test_triton_backend_runs_through_the_modules():
+    """backend="triton" on CPU tensors (Triton interpreter) gives the compiled kernels' results."""
+    if not backend.triton_available():
+        pytest.skip("triton is not installed")
+    x = torch.randn(4, 2, 3)
+    for make in (lambda b: tsrnn.LSTM(3, 5, num_layers=2, backend=b),
+                 lambda b: tsrnn.PowerLawLSTM(3, 5, input_gate="separate", backend=b)):
+        results = {}
+        for name in ("triton", "reference"):
+            torch.manual_seed(0)
+            model = make(name)
+            out = model(x)[0]
+            out.square().sum().backward()
+            results[name] = (out, model.weight_hh_l0.grad)
+        for got, want in zip(results["triton"], results["reference"]):
+            assert (got - want).abs().max() < 1e-5
+
+
+# --------------------------------------------------------------------------------------------
+# CUDA: the choice among cuDNN, the persistent CUDA kernel and Triton (decided by device type,
+# so it is tested here without a GPU)
+# --------------------------------------------------------------------------------------------
+CUDA = torch.device("cuda")
+
+
+@pytest.fixture
+def cuda_extension(monkeypatch):
+    monkeypatch.setattr(backend, "CUDA_LOAD_ERROR", None)
+    monkeypatch.setattr(backend, "triton_available", lambda: True)
+
+
+def test_auto_on_cuda_prefers_cudnn_then_the_persistent_kernel_then_triton(cuda_extension):
+    assert backend.resolve("auto", CUDA, "recurrence", cudnn=True, fits=lambda: True) == "cudnn"
+    assert backend.resolve("auto", CUDA, "recurrence", fits=lambda: True) == "native"
+    assert recorded(lambda: backend.resolve("auto", CUDA, "recurrence", fits=lambda: False)) == ("triton", [])
+    assert backend.resolve("auto", CUDA, "linear_scan") == "triton"
+
+
+def test_native_on_cuda_falls_back_once_when_the_shape_does_not_fit(cuda_extension):
+    assert backend.resolve("native", CUDA, "recurrence", cudnn=True, fits=lambda: True) == "native"
+    result, caught = recorded(lambda: [backend.resolve("native", CUDA, "recurrence", fits=lambda: False)
+                                       for _ in range(3)])
+    assert result == ["triton"] * 3
+    assert len(caught) == 1 and "does not take this shape" in str(caught[0].message)
+    with pytest.raises(RuntimeError, match=r"no CUDA kernel for linear_scan"):
+        backend.resolve("native", CUDA, "linear_scan")
+
+
+def test_native_on_cuda_without_the_cuda_extension_raises(monkeypatch):
+    monkeypatch.setattr(backend, "CUDA_LOAD_ERROR", "ModuleNotFoundError: No module named 'tsrnn._cuda'")
+    with pytest.raises(RuntimeError, match=r"tsrnn\._cuda.*TSRNN_CUDA=1"):
+        backend.resolve("native", CUDA, "recurrence", fits=lambda: True)
+    monkeypatch.setattr(backend, "triton_available", lambda: False)
+    result, caught = recorded(lambda: backend.resolve("auto", CUDA, "recurrence", fits=lambda: True))
+    assert result == "reference" and len(caught) == 1 and "triton is not installed" in str(caught[0].message)
+
+
+@pytest.mark.parametrize("with_bias", [True, False])
+@pytest.mark.parametrize("shape", [(1, 1, 2, 3), (6, 3, 4, 5)], ids=str)
+def test_cudnn_path_is_the_reference_lstm(with_bias, shape):
+    """The cuDNN call (here torch's CPU LSTM kernel, same entry point) with the effective bias."""
+    T, B, I, H = shape
+    g = torch.Generator().manual_seed(T + H)
+    args = [torch.randn(*s, generator=g, dtype=torch.float64, requires_grad=True)
+            for s in ((T, B, I), (B, H), (B, H), (4 * H, I), (4 * H, H), (4 * H,))]
+    if not with_bias:
+        args[-1] = None
+    out, (h, c) = functional._cudnn_lstm(*args)
+    want, (h_ref, c_ref), _ = reference.lstm(*args)
+    inputs = [a for a in args if a is not None]
+    grads = torch.autograd.grad((out.sin().sum() + c.sum()), inputs)
+    grads_ref = torch.autograd.grad((want.sin().sum() + c_ref.sum()), inputs)
+    for got, expected in zip((out, h, c, *grads), (want, h_ref, c_ref, *grads_ref)):
+        assert (got - expected).abs().max() < 1e-12

@@ -46,8 +46,8 @@ def test_triton_linear_scan_constant_decay_no_x0_and_bf16():
 def test_triton_is_refused_where_it_cannot_run(monkeypatch):
     monkeypatch.delenv("TRITON_INTERPRET", raising=False)
     with pytest.raises(RuntimeError, match="CUDA tensors"):
-        backend.resolve("triton", torch.device("cpu"), has_triton=True)
-    assert backend.resolve("auto", torch.device("cpu"), has_triton=True) in ("native", "reference")
+        backend.resolve("triton", torch.device("cpu"))
+    assert backend.resolve("auto", torch.device("cpu")) in ("native", "reference")
 
 
 CELLS = ["lstm", "plstm_coupled", "plstm_separate"]

@@ -1,16 +1,23 @@
-"""Which implementation runs a call: the compiled extension or the reference loop.
+"""Which implementation runs a call: a compiled kernel, a Triton kernel, cuDNN or the reference loop.
 
 ``backend="auto"`` takes the TSRNN_BACKEND environment variable if it is set, else the fastest
-correct path for the device: the fused C++ kernels (``tsrnn._C``) on the CPU, the Triton kernels
-(``tsrnn.kernels``) on CUDA for the ops that have one. If the extension is missing or fails to
-load, ``"auto"`` falls back to ``tsrnn.reference`` with one warning naming the cause; ``"native"``
-raises. Triton kernels run on CUDA tensors, or on CPU tensors under ``TRITON_INTERPRET=1``
-(the test suite's way to run them without a GPU).
+correct path for the device:
+- CPU: the fused C++ kernels (``tsrnn._C``);
+- CUDA: cuDNN for the plain and multi-timescale LSTM (the fixed biases are composed into its bias
+  vector, so no optimizer moves them); for the pLSTM, the persistent CUDA kernel
+  (``tsrnn._cuda``) where the shape fits on chip, else the Triton kernels (``tsrnn.kernels``).
+  This order is the expected one (cuDNN ~2 us per step; one persistent launch beats a launch per
+  step); ``bench/gpu_report.py`` times every path so that it can be checked on the device.
+If ``tsrnn._C`` is missing or fails to load, ``"auto"`` on the CPU falls back to
+``tsrnn.reference`` with one warning naming the cause; ``"native"`` raises. Triton kernels run on
+CUDA tensors, or on CPU tensors under ``TRITON_INTERPRET=1`` (the test suite's way to run them
+without a GPU).
 """
 from __future__ import annotations
 
 import os
 import warnings
+from typing import Callable
 
 import torch
 
@@ -24,6 +31,13 @@ try:
     LOAD_ERROR: str | None = None
 except (ImportError, OSError) as exc:  # not built, or built against another torch
     LOAD_ERROR = f"{type(exc).__name__}: {exc}"
+
+try:
+    from tsrnn import _cuda  # noqa: F401  (registers the CUDA kernels of torch.ops.tsrnn.recurrence_*)
+
+    CUDA_LOAD_ERROR: str | None = None
+except (ImportError, OSError) as exc:  # built without CUDA (TSRNN_CUDA=0, no nvcc, CPU torch)
+    CUDA_LOAD_ERROR = f"{type(exc).__name__}: {exc}"
 
 _warned: set[str] = set()
 
@@ -52,9 +66,11 @@ def _warn_once(message: str) -> None:
         warnings.warn(message, RuntimeWarning, stacklevel=3)
 
 
-def resolve(backend: str, device: torch.device, has_triton: bool = False) -> str:
-    """Map a requested backend to the one that runs on ``device``: "native", "triton" or
-    "reference". ``has_triton``: the op has a Triton kernel."""
+def resolve(backend: str, device: torch.device, op: str = "recurrence", cudnn: bool = False,
+            fits: Callable[[], bool] | None = None) -> str:
+    """Map a requested backend to the one that runs on ``device``: "native", "triton", "cudnn" or
+    "reference". ``op``: "recurrence" or "linear_scan". ``cudnn``: the call is an LSTM that cuDNN
+    can run. ``fits()``: whether the persistent CUDA kernel takes this call's shape."""
     check.choice("backend", backend, BACKENDS)
     if backend == "auto":
         backend = os.environ.get("TSRNN_BACKEND", "auto")
@@ -62,16 +78,14 @@ def resolve(backend: str, device: torch.device, has_triton: bool = False) -> str
     if backend == "reference":
         return "reference"
     if backend == "triton":
-        if not has_triton:
-            raise RuntimeError("backend='triton' has no kernel for this op yet; use 'auto', 'native' or 'reference'")
         if not triton_available():
             raise RuntimeError("backend='triton' needs the triton package (pip install triton)")
         if not _triton_runs_on(device):
             raise RuntimeError(f"backend='triton' runs on CUDA tensors (or CPU tensors with TRITON_INTERPRET=1), "
                                f"got {device.type} tensors")
         return "triton"
-    if device.type == "cuda" and has_triton and triton_available():
-        return "triton"
+    if device.type == "cuda":
+        return _resolve_cuda(backend, op, cudnn, fits)
     if device.type != "cpu":
         if backend == "native":
             raise RuntimeError(
@@ -92,3 +106,27 @@ def resolve(backend: str, device: torch.device, has_triton: bool = False) -> str
         )
         return "reference"
     return "native"
+
+
+def _resolve_cuda(backend: str, op: str, cudnn: bool, fits: Callable[[], bool] | None) -> str:
+    fallback = "triton" if triton_available() else "reference"
+    if backend == "native":
+        if CUDA_LOAD_ERROR is not None:
+            raise RuntimeError(
+                f"backend='native' on CUDA tensors needs the extension tsrnn._cuda, which did not load "
+                f"({CUDA_LOAD_ERROR}); build it with `TSRNN_CUDA=1 pip install --no-build-isolation -e .`"
+            )
+        if op != "recurrence":
+            raise RuntimeError(f"backend='native' has no CUDA kernel for {op}; use backend='auto' or 'triton'")
+        if fits is not None and fits():
+            return "native"
+        _warn_once("tsrnn: the persistent CUDA kernel does not take this shape on this GPU (W_hh does not fit "
+                   f"in shared memory, or no cooperative launch, or not float32); using {fallback}")
+        return fallback
+    if cudnn:
+        return "cudnn"
+    if CUDA_LOAD_ERROR is None and op == "recurrence" and fits is not None and fits():
+        return "native"
+    if fallback == "reference":
+        _warn_once("tsrnn: no fused kernel for this call on CUDA (triton is not installed); using the reference loop")
+    return fallback

@@ -39,7 +39,7 @@ def _train_parser(commands):
     p.add_argument("--valid-every", type=int, default=0, help="validate every N steps (and after each epoch)")
     p.add_argument("--log-every", type=int, default=10, help="write a train metrics line every N steps")
     p.add_argument("--device", help="cpu, cuda, cuda:1 (default: cuda if available)")
-    p.add_argument("--backend", choices=["auto", "reference", "native"])
+    p.add_argument("--backend", choices=["auto", "reference", "native", "triton"])
     p.add_argument("--quiet", action="store_true", help="no progress bar")
 
 

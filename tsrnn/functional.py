@@ -2,11 +2,16 @@
 
 Each function has the signature and results of its reference in ``tsrnn.reference``; the fused
 path computes the input projection for all steps as one GEMM, runs the recurrence in one
-compiled call (``torch.ops.tsrnn``), and lets autograd turn the projection's gradient into one
-GEMM for W_ih and one reduction for the bias. Gate math runs in float32 for bf16/fp16 inputs;
-h and c come back in the input's dtype, the pLSTM age a in float32 (float64 for float64 input).
+operator call (``torch.ops.tsrnn`` compiled, ``torch.ops.tsrnn_triton`` Triton; see
+``tsrnn.ops``), and lets autograd turn the projection's gradient into one GEMM for W_ih and one
+reduction for the bias. Gate math runs in float32 for bf16/fp16 inputs; h and c come back in the
+input's dtype, the pLSTM age a in float32 (float64 for float64 input).
+On CUDA, ``backend="auto"`` runs an LSTM layer on cuDNN (``torch._VF.lstm``, TF32 off so that
+float32 stays float32) with the effective bias as its input bias.
 """
 from __future__ import annotations
+
+import warnings
 
 import torch
 
@@ -57,13 +62,14 @@ def _check_layer(cell, x, h0, states, w_ih, w_hh, bias, p=None, dt=None):
     return dt
 
 
-def _triton_recurrence(x) -> bool:
-    """The Triton recurrence serves the compiled ops on CUDA tensors (registered in tsrnn.ops)."""
-    return x.device.type == "cuda" and _backend.native_available()
+def _persistent_fits(cell, x, w_hh):
+    """Whether the persistent CUDA kernel takes this layer (asked only on CUDA tensors)."""
+    return lambda: ops.op("native", "recurrence_plan")(cell, w_hh.to(_compute_dtype(x.dtype)), x.shape[1]) > 0
 
 
-def _fused(cell, x, h0, states, w_ih, w_hh, bias, p, dt, eps, want_forget):
-    """Run one layer through torch.ops.tsrnn.recurrence_forward; returns (out, h_n, states_n, f)."""
+def _fused(impl, cell, x, h0, states, w_ih, w_hh, bias, p, dt, eps, want_forget):
+    """Run one layer through the recurrence operator of ``impl`` ("native" or "triton");
+    returns (out, h_n, states_n, f)."""
     shape = ops.CELLS[cell]
     compute = _compute_dtype(x.dtype)
     steps, batch, in_size = x.shape
@@ -78,7 +84,7 @@ def _fused(cell, x, h0, states, w_ih, w_hh, bias, p, dt, eps, want_forget):
     save = want_forget or (
         torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in differentiable)
     )
-    h_all, state_all, saved = torch.ops.tsrnn.recurrence_forward(
+    h_all, state_all, saved = ops.op(impl, "recurrence_forward")(
         cell, xg, w_hh, h0.to(compute), state0, p, dt, eps, save
     )
     forget = None
@@ -88,6 +94,16 @@ def _fused(cell, x, h0, states, w_ih, w_hh, bias, p, dt, eps, want_forget):
     return h_all.to(x.dtype), state_all[-1].unbind(0), forget
 
 
+def _cudnn_lstm(x, h0, c0, w_ih, w_hh, bias):
+    """(S1) through torch's LSTM kernel (cuDNN on CUDA) with ``bias`` as b_ih and b_hh = 0."""
+    weights = [w_ih, w_hh] if bias is None else [w_ih, w_hh, bias, torch.zeros_like(bias)]
+    with warnings.catch_warnings(), torch.backends.cudnn.flags(enabled=True, allow_tf32=False):
+        warnings.filterwarnings("ignore", message=".*not part of single contiguous chunk.*")  # weights are per call
+        out, h_n, c_n = torch._VF.lstm(x, (h0[None], c0[None]), weights, bias is not None, 1, 0.0,
+                                       torch.is_grad_enabled(), False, False)
+    return out, (h_n[0], c_n[0])
+
+
 def lstm(x, h0, c0, w_ih, w_hh, bias=None, backend="auto", return_forget=False):
     """(S1) over a sequence: ``out, (h_n, c_n) = lstm(x, h0, c0, w_ih, w_hh, bias)``.
 
@@ -95,10 +111,14 @@ def lstm(x, h0, c0, w_ih, w_hh, bias=None, backend="auto", return_forget=False):
     With ``return_forget=True`` also returns the forget gates (T, B, H).
     """
     _check_layer("lstm", x, h0, {"c0": c0}, w_ih, w_hh, bias)
-    if _backend.resolve(backend, x.device, has_triton=_triton_recurrence(x)) == "reference":
+    impl = _backend.resolve(backend, x.device, "recurrence", cudnn=not return_forget,
+                            fits=_persistent_fits("lstm", x, w_hh))
+    if impl == "reference":
         out, state, forget = reference.lstm(x, h0, c0, w_ih, w_hh, bias)
+    elif impl == "cudnn":
+        (out, state), forget = _cudnn_lstm(x, h0, c0, w_ih, w_hh, bias), None
     else:
-        out, (c_n,), forget = _fused("lstm", x, h0, (c0,), w_ih, w_hh, bias, None, None, 0.0, return_forget)
+        out, (c_n,), forget = _fused(impl, "lstm", x, h0, (c0,), w_ih, w_hh, bias, None, None, 0.0, return_forget)
         state = (out[-1], c_n.to(x.dtype))
     return (out, state, forget) if return_forget else (out, state)
 
@@ -117,10 +137,11 @@ def plstm(x, h0, c0, a0, w_ih, w_hh, bias, p, dt=None, eps=1e-3, input_gate="cou
     eps = check.positive_real("eps", eps)
     if dt is not None:
         dt = dt.detach()
-    if _backend.resolve(backend, x.device, has_triton=_triton_recurrence(x)) == "reference":
+    impl = _backend.resolve(backend, x.device, "recurrence", fits=_persistent_fits(cell, x, w_hh))
+    if impl == "reference":
         out, state, forget = reference.plstm(x, h0, c0, a0, w_ih, w_hh, bias, p, dt, eps, input_gate)
     else:
-        out, (c_n, a_n), forget = _fused(cell, x, h0, (c0, a0), w_ih, w_hh, bias, p, dt, eps, return_forget)
+        out, (c_n, a_n), forget = _fused(impl, cell, x, h0, (c0, a0), w_ih, w_hh, bias, p, dt, eps, return_forget)
         state = (out[-1], c_n.to(x.dtype), a_n)
     return (out, state, forget) if return_forget else (out, state)
 
@@ -140,7 +161,7 @@ def linear_scan(a, u, x0=None, backend="auto"):
         check.shape("x0", x0, u.shape[1:])
     check.same_dtype("u", u, a=a, x0=x0)
     check.same_device("u", u, a=a, x0=x0)
-    impl = _backend.resolve(backend, u.device, has_triton=True)
+    impl = _backend.resolve(backend, u.device, "linear_scan")
     if impl == "reference":
         return reference.linear_scan(a, u, x0)
     compute = _compute_dtype(u.dtype)
@@ -148,10 +169,5 @@ def linear_scan(a, u, x0=None, backend="auto"):
     x0 = u.new_zeros(u.shape[1:]) if x0 is None else x0
     args = (a_full.to(compute).reshape(steps, -1).contiguous(), u.to(compute).reshape(steps, -1).contiguous(),
             x0.to(compute).reshape(-1).contiguous())
-    if impl == "triton":
-        from tsrnn.kernels import linear_scan as triton_scan  # registers torch.ops.tsrnn_triton
-
-        x = triton_scan.linear_scan(*args)
-    else:
-        x = torch.ops.tsrnn.linear_scan_forward(*args)
+    x = ops.op(impl, "linear_scan_forward")(*args)
     return x.view(u.shape).to(u.dtype)

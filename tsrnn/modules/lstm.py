@@ -27,7 +27,7 @@ class LSTM(StackedRNN):
             timescales > 0 (fixed input and forget biases, S3-S4).
         freeze: "gates" fixes only the i and f biases of MTS layers (g and o train); "all" fixes
             the whole effective bias vector, as the seed-000 authors did.
-        backend: "auto" | "reference" | "native" (see ``tsrnn.backend``).
+        backend: "auto" | "reference" | "native" | "triton" (see ``tsrnn.backend``).
 
     ``out, (h_n, c_n) = m(x, (h0, c0))`` with x (T, B, I), or (B, T, I) if batch_first, or
     (T, I) unbatched.
