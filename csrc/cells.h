@@ -1,4 +1,6 @@
 // Pointwise parts of the recurrent cells: one hidden unit j of batch row b at one step.
+// Shared by the CPU kernels (csrc/cpu/recurrence.cpp) and the CUDA kernels
+// (csrc/cuda/recurrence.cu): every function is __host__ __device__ under nvcc.
 //
 // The time loop, the recurrent GEMM and the weight-gradient GEMM live in recurrence.cpp and are
 // shared; a cell only maps gate pre-activations and previous states to new states (forward) and
@@ -14,10 +16,16 @@
 #include <cmath>
 #include <cstdint>
 
+#ifdef __CUDACC__
+#define TSRNN_HOST_DEVICE __host__ __device__
+#else
+#define TSRNN_HOST_DEVICE
+#endif
+
 namespace tsrnn {
 
 template <typename T>
-inline T sigmoid(T x) {
+TSRNN_HOST_DEVICE inline T sigmoid(T x) {
   return T(1) / (T(1) + std::exp(-x));
 }
 
@@ -28,7 +36,7 @@ struct LSTMCell {
 
   // z: [4] stride zs, act: [4] stride H (i, f, g, o), prev/next: [1] stride BH (c).
   template <typename T>
-  static inline T forward(const T* z, int64_t zs, T* act, const T* prev, T* next, int64_t H,
+  TSRNN_HOST_DEVICE static inline T forward(const T* z, int64_t zs, T* act, const T* prev, T* next, int64_t H,
                           int64_t /*BH*/, T /*p*/, T /*dt*/, T /*eps*/) {
     const T i = sigmoid(z[0]), f = sigmoid(z[zs]), g = std::tanh(z[2 * zs]), o = sigmoid(z[3 * zs]);
     const T c = f * prev[0] + i * g;
@@ -42,7 +50,7 @@ struct LSTMCell {
 
   // dstate: [1] stride BH, in: dL/dc_t (from the future), out: dL/dc_{t-1}. dz: [4] stride H.
   template <typename T>
-  static inline void backward(const T* act, const T* prev, const T* next, T dh, T* dstate, T* dz,
+  TSRNN_HOST_DEVICE static inline void backward(const T* act, const T* prev, const T* next, T dh, T* dstate, T* dz,
                               T* /*dp*/, int64_t H, int64_t /*BH*/, T /*p*/, T /*dt*/, T /*eps*/) {
     const T i = act[0], f = act[H], g = act[2 * H], o = act[3 * H];
     const T tc = std::tanh(next[0]);
@@ -66,7 +74,7 @@ struct PowerLawCell {
 
   // z: [kGates] stride zs, act: (f, r, g, o[, i]) stride H, prev/next: (c, a) stride BH.
   template <typename T>
-  static inline T forward(const T* z, int64_t zs, T* act, const T* prev, T* next, int64_t H,
+  TSRNN_HOST_DEVICE static inline T forward(const T* z, int64_t zs, T* act, const T* prev, T* next, int64_t H,
                           int64_t BH, T p, T dt, T eps) {
     const T r = sigmoid(z[kR * zs]), g = std::tanh(z[(kR + 1) * zs]), o = sigmoid(z[(kR + 2) * zs]);
     const T s = T(1) - r, a_prev = prev[BH];
@@ -87,7 +95,7 @@ struct PowerLawCell {
   // dstate: (dc, da) stride BH, in: w.r.t. step t, out: w.r.t. step t-1. dp: this unit's dL/dp
   // accumulator; p: this unit's decay exponent, dt: the step length, eps: ε. With N = a_t + 1, D = (1 - r)(a' + 1) + ε: log f = -p (log N - log D).
   template <typename T>
-  static inline void backward(const T* act, const T* prev, const T* next, T dh, T* dstate, T* dz,
+  TSRNN_HOST_DEVICE static inline void backward(const T* act, const T* prev, const T* next, T dh, T* dstate, T* dz,
                               T* dp, int64_t H, int64_t BH, T p, T dt, T eps) {
     const T f = act[0], r = act[H], g = act[2 * H], o = act[3 * H];
     const T i = Coupled ? T(1) - f : act[4 * H];

@@ -1,0 +1,62 @@
+// Persistent CUDA recurrence: the host side of csrc/cuda/recurrence.cu, free of torch headers so
+// that the .cu file compiles in seconds. All tensors are float32, contiguous, on one device.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+
+namespace tsrnn {
+namespace cuda {
+
+enum class Cell { kLSTM = 0, kPowerLawCoupled = 1, kPowerLawSeparate = 2 };
+
+// How the hidden units are split over thread blocks: block k owns units
+// [k * units, min(H, (k + 1) * units)) and keeps their rows of W_hh (forward) or columns of W_hh
+// (backward) in shared memory: G * units * H floats. blocks == 0: the shape does not fit on this
+// device (shared memory or cooperative residency), or the device cannot launch cooperatively.
+struct Plan {
+  int blocks = 0;
+  int units = 0;
+  std::size_t shared_bytes = 0;
+};
+
+cudaError_t plan(Cell cell, int batch, int hidden, int device, Plan* out);
+
+struct ForwardArgs {
+  const float* xg;      // [T, B, G*H] input projection plus bias
+  const float* w_hh;    // [G*H, H]
+  const float* h0;      // [B, H]
+  const float* state0;  // [S, B, H]
+  const float* p;       // [H] (pLSTM) or null
+  const float* dt;      // [T, B] (pLSTM) or null for dt = 1
+  float* h_all;         // [T, B, H] out
+  float* state_all;     // [T, S, B, H] out
+  float* saved;         // [T, B, K*H] out, or null (no backward)
+  int T, B, H;
+  float eps;
+};
+
+struct BackwardArgs {
+  const float* grad_h;      // [T, B, H] or null
+  const float* grad_state;  // [T, S, B, H] or null
+  const float* w_hh;        // [G*H, H]
+  const float* state0;      // [S, B, H]
+  const float* state_all;   // [T, S, B, H]
+  const float* saved;       // [T, B, K*H]
+  const float* p;           // [H] or null
+  const float* dt;          // [T, B] or null
+  float* dz;                // [T, B, G*H] out: dL/dxg
+  float* dh;                // [B, H] in: zeros, out: dL/dh0
+  float* dstate;            // [S, B, H] in: zeros, out: dL/dstate0
+  float* dp;                // [B, H] in: zeros, out: dL/dp per batch row (pLSTM)
+  int T, B, H;
+  float eps;
+};
+
+// Cooperative launches on `stream` with a plan from plan(); they return the launch's error.
+cudaError_t forward(Cell cell, const Plan& plan, const ForwardArgs& args, cudaStream_t stream);
+cudaError_t backward(Cell cell, const Plan& plan, const BackwardArgs& args, cudaStream_t stream);
+
+}  // namespace cuda
+}  // namespace tsrnn
