@@ -1,16 +1,21 @@
-"""One call on a GPU machine: check every kernel, time everything, record it (SPEC §7).
+"""One call on a GPU machine: build, check every kernel, time everything, record it (SPEC §7).
 
-    python bench/gpu_report.py [--wheels DIR] [--json gpu_report.json] [--device cuda] [--quick]
+    python bench/gpu_report.py [--wheels DIR] [--build] [--json gpu_report.json] [--device cuda] [--quick]
 
 1. Installs what ``--wheels DIR`` holds (``pip install --no-index --find-links DIR``, e.g. the
-   flashrnn and triton wheels), since the GPU machine has no network.
-2. Checks every Triton kernel against its reference on the device, forward and backward.
-3. Times forward+backward (CUDA events, median of ``--repeats`` after warm-up) at the SPEC §7
-   shapes in float32 and bf16: torch.nn.LSTM (cuDNN), tsrnn.LSTM with MTS timescales and
-   tsrnn.PowerLawLSTM (backend "auto": the fastest correct path the build has), their reference
+   flashrnn and triton wheels), since the GPU machine has no network; with ``--build``, builds
+   tsrnn with its CUDA extension (``TSRNN_CUDA=1 pip install --no-build-isolation -e .``).
+2. Runs the GPU tests (tests/test_cuda.py, the Triton tests) and the CUDA ones again under
+   compute-sanitizer (memcheck, racecheck), recording each summary line.
+3. Checks every path against the reference loops on the device, forward and backward: the
+   Triton linear scan; the recurrences through cuDNN (auto, LSTM), the persistent CUDA kernel
+   (native), the per-step and the persistent Triton kernels.
+4. Times forward+backward (CUDA events, median of ``--repeats`` after warm-up) at the SPEC §7
+   shapes in float32 and bf16: torch.nn.LSTM (cuDNN, as users run it: TF32 per torch's default),
+   tsrnn.LSTM with MTS timescales and tsrnn.PowerLawLSTM on every path above, their reference
    loops, and FlashRNN's fused LSTM when it imports; and the Triton linear scan against the
    device's measured copy bandwidth.
-4. Prints a table and writes JSON with the device, versions and every number.
+5. Prints a table and writes JSON with the device, versions and every number.
 
 ``--quick --device cpu`` runs the same code on tiny shapes (Triton through its interpreter): the
 test suite does that so this script keeps working between GPU sessions.
@@ -26,12 +31,44 @@ import subprocess
 import sys
 import time
 
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# (label, backend, Triton recurrence kernel): every path a recurrence can take.
+PATHS = [("auto", "auto", None), ("native", "native", None), ("triton per-step", "triton", "per_step"),
+         ("triton persistent", "triton", "persistent")]
+
 
 def install(wheels: str) -> None:
     files = [os.path.join(wheels, f) for f in sorted(os.listdir(wheels)) if f.endswith(".whl")]
     if files:
         subprocess.run([sys.executable, "-m", "pip", "install", "--no-index", "--find-links", wheels, *files],
                        check=True)
+
+
+def build() -> None:
+    env = dict(os.environ, TSRNN_CUDA="1")
+    subprocess.run([sys.executable, "-m", "pip", "install", "--no-build-isolation", "-e", ROOT], check=True, env=env)
+
+
+def run_tests(quick: bool) -> list[dict]:
+    """The GPU test files, then the CUDA ones under compute-sanitizer; one summary line each."""
+    import shutil
+
+    pytest_cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"]
+    runs = [("pytest", pytest_cmd + ["tests/test_cuda.py", "tests/test_triton.py", "tests/test_triton_persistent.py"])]
+    sanitizer = shutil.which("compute-sanitizer") or os.path.join(os.environ.get("CUDA_HOME", "/usr/local/cuda"),
+                                                                  "bin", "compute-sanitizer")
+    for tool in ("memcheck", "racecheck"):
+        runs.append((f"compute-sanitizer {tool}", [sanitizer, "--tool", tool, "--error-exitcode", "1"] + pytest_cmd
+                     + ["tests/test_cuda.py", "-k", "forward_without_save or (cuda_op_is_the_cpu_op and 400)"]))
+    rows = []
+    for name, cmd in runs[:1] if quick else runs:
+        if not os.path.exists(cmd[0]) and not shutil.which(cmd[0]):
+            rows.append({"run": name, "ok": False, "summary": f"{cmd[0]} not found"})
+            continue
+        done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
+        lines = (done.stdout + done.stderr).strip().splitlines()
+        rows.append({"run": name, "ok": done.returncode == 0, "summary": " | ".join(lines[-3:])[-500:]})
+    return rows
 
 
 def timer(device):
@@ -58,8 +95,8 @@ def timer(device):
     return measure
 
 
-def check_triton(device, shapes) -> list[dict]:
-    """Every Triton kernel against its reference, forward and backward."""
+def check_scan(device, shapes) -> list[dict]:
+    """The Triton linear scan against its reference, forward and backward."""
     import torch
 
     from tsrnn import functional, reference
@@ -75,14 +112,31 @@ def check_triton(device, shapes) -> list[dict]:
         (x_ref ** 2).sum().backward()
         err = max((x.double().cpu() - x_ref).abs().max().item(), (fa.grad.double().cpu() - ra.grad).abs().max().item(),
                   (fu.grad.double().cpu() - ru.grad).abs().max().item())
-        rows.append({"kernel": "linear_scan", "T": T, "N": N, "max_abs_err": err, "ok": err < 1e-3})
-    if device.type == "cuda":  # the recurrence kernels serve the compiled ops on CUDA tensors only
-        rows += check_recurrences(device)
+        rows.append({"kernel": "linear_scan triton", "T": T, "N": N, "max_abs_err": err, "ok": err < 1e-3})
     return rows
 
 
-def check_recurrences(device, T=70, B=20, H=400) -> list[dict]:
-    """The fused recurrences (backend "auto" on CUDA) against the reference loops, fwd and bwd."""
+class triton_kernel:
+    """Context: the Triton recurrence kernel to run ("per_step", "persistent" or None for auto)."""
+
+    def __init__(self, kernel):
+        self.kernel, self.before = kernel, None
+
+    def __enter__(self):
+        self.before = os.environ.get("TSRNN_TRITON_KERNEL")
+        os.environ["TSRNN_TRITON_KERNEL"] = self.kernel or "auto"
+
+    def __exit__(self, *exc):
+        if self.before is None:
+            os.environ.pop("TSRNN_TRITON_KERNEL")
+        else:
+            os.environ["TSRNN_TRITON_KERNEL"] = self.before
+
+
+def check_recurrences(device, T, B, H) -> list[dict]:
+    """Every recurrence path against the reference loops, forward and backward (float32)."""
+    import warnings
+
     import torch
 
     from tsrnn import functional, reference
@@ -93,18 +147,29 @@ def check_recurrences(device, T=70, B=20, H=400) -> list[dict]:
         args = layer_args(cell, T, B, H, H, dt=cell != "lstm")
         fn, ref = (functional.lstm, reference.lstm) if cell == "lstm" else (functional.plstm, reference.plstm)
         names = [k for k, v in args.items() if isinstance(v, torch.Tensor) and k != "dt"]
-        fast = {k: (v.to(device, torch.float32).requires_grad_() if k in names else
-                    v.to(device, torch.float32) if isinstance(v, torch.Tensor) else v) for k, v in args.items()}
         slow = {k: (v.clone().requires_grad_() if k in names else v) for k, v in args.items()}
-        out, _ = fn(**fast)
         out_ref = ref(**slow)[0]
-        out.double().sum().backward()
         out_ref.sum().backward()
-        scale = out_ref.abs().max().item()
-        err = max([(out.double().cpu() - out_ref).abs().max().item() / scale] +
-                  [(fast[k].grad.double().cpu() - slow[k].grad).abs().max().item() /
-                   max(1.0, slow[k].grad.abs().max().item()) for k in names])
-        rows.append({"kernel": f"recurrence {cell}", "T": T, "N": H, "max_abs_err": err, "ok": err < 1e-3})
+        for label, backend, kernel in PATHS:
+            fast = {k: (v.to(device, torch.float32).requires_grad_() if k in names else
+                        v.to(device, torch.float32) if isinstance(v, torch.Tensor) else v) for k, v in args.items()}
+            with triton_kernel(kernel), warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                try:
+                    out, _ = fn(**fast, backend=backend)
+                    out.double().sum().backward()
+                except RuntimeError as exc:  # e.g. native without the CUDA extension: recorded
+                    rows.append({"kernel": f"{cell} {label}", "T": T, "N": H, "max_abs_err": None, "ok": False,
+                                 "error": str(exc)[:300]})
+                    continue
+            scale = out_ref.abs().max().item()
+            err = max([(out.double().cpu() - out_ref).abs().max().item() / scale] +
+                      [(fast[k].grad.double().cpu() - slow[k].grad).abs().max().item() /
+                       max(1.0, slow[k].grad.abs().max().item()) for k in names])
+            row = {"kernel": f"{cell} {label}", "T": T, "N": H, "max_abs_err": err, "ok": err < 1e-3}
+            if caught:
+                row["warnings"] = [str(w.message)[:200] for w in caught]
+            rows.append(row)
     return rows
 
 
@@ -141,21 +206,25 @@ def time_recurrences(device, shapes, dtypes, repeats) -> list[dict]:
             x = torch.randn(T, B, H, device=device, dtype=dtype)
             torch.manual_seed(0)
             mts = [tsrnn.timescales.inverse_gamma_quantiles(H, 0.56)]
-            models = {
-                "torch.nn.LSTM": torch.nn.LSTM(H, H),
-                "tsrnn MTS-LSTM (auto)": tsrnn.LSTM(H, H, timescales=mts),
-                "tsrnn pLSTM (auto)": tsrnn.PowerLawLSTM(H, H),
-                "MTS-LSTM reference loop": tsrnn.LSTM(H, H, timescales=mts, backend="reference"),
-                "pLSTM reference loop": tsrnn.PowerLawLSTM(H, H, backend="reference"),
-            }
+            models = {"torch.nn.LSTM": (torch.nn.LSTM(H, H), None)}
+            for label, backend, kernel in PATHS:
+                models[f"MTS-LSTM {label}"] = (tsrnn.LSTM(H, H, timescales=mts, backend=backend), kernel)
+                models[f"pLSTM {label}"] = (tsrnn.PowerLawLSTM(H, H, backend=backend), kernel)
+            models["MTS-LSTM reference loop"] = (tsrnn.LSTM(H, H, timescales=mts, backend="reference"), None)
+            models["pLSTM reference loop"] = (tsrnn.PowerLawLSTM(H, H, backend="reference"), None)
             row = {"T": T, "B": B, "H": H, "dtype": str(dtype).replace("torch.", "")}
-            for name, model in models.items():
+            for name, (model, kernel) in models.items():
                 model = model.to(device=device, dtype=dtype)
 
                 def step(model=model):
                     model(x)[0].float().sum().backward()
 
-                row[name] = measure(step, repeats)
+                with triton_kernel(kernel):
+                    try:
+                        row[name] = measure(step, repeats)
+                    except RuntimeError as exc:  # a path this build lacks: recorded, not fatal
+                        row[name] = None
+                        row.setdefault("errors", {})[name] = str(exc)[:200]
             step, error = flashrnn_step(B, T, H, dtype, device)
             row["FlashRNN fused LSTM"] = measure(step, repeats) if step else None
             if error:
@@ -184,6 +253,7 @@ def scan_bandwidth(device, size, repeats) -> dict:
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--wheels", help="directory of wheels to install first (flashrnn, triton, ...)")
+    p.add_argument("--build", action="store_true", help="build tsrnn with its CUDA extension first")
     p.add_argument("--json", default="gpu_report.json")
     p.add_argument("--device", default="cuda")
     p.add_argument("--repeats", type=int, default=20)
@@ -191,6 +261,8 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     if args.wheels:
         install(args.wheels)
+    if args.build:
+        build()
     if args.device == "cpu":
         os.environ.setdefault("TRITON_INTERPRET", "1")  # before the kernels import
     import torch
@@ -210,26 +282,36 @@ def main(argv=None) -> int:
         "device": torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor() or "cpu",
         "versions": {"torch": torch.__version__, "tsrnn": tsrnn.__version__, "python": platform.python_version(),
                      "cuda": torch.version.cuda},
-        "triton_checks": check_triton(device, [(1, 7), (37, 70)] + ([] if args.quick else [(1000, 513)])),
+        "extensions": {"tsrnn._C": tsrnn.backend.LOAD_ERROR or "loaded",
+                       "tsrnn._cuda": tsrnn.backend.CUDA_LOAD_ERROR or "loaded"},
+        "tests": run_tests(args.quick) if device.type == "cuda" else [],
+        "checks": check_scan(device, [(1, 7), (37, 70)] + ([] if args.quick else [(1000, 513)]))
+        + check_recurrences(device, *((5, 2, 8) if args.quick else (70, 20, 400)))
+        + ([] if args.quick else check_recurrences(device, 50, 128, 128)),
         "recurrences_fwd_bwd_ms": time_recurrences(device, shapes, dtypes, repeats),
         "linear_scan": scan_bandwidth(device, (64, 256) if args.quick else (4096, 65536), repeats),
     }
     with open(args.json, "w") as f:
         json.dump(report, f, indent=2)
     print(f"{report['device']}, torch {torch.__version__}")
-    for row in report["triton_checks"]:
-        print(f"check {row['kernel']} T={row['T']} N={row['N']}: max err {row['max_abs_err']:.1e} "
-              f"{'ok' if row['ok'] else 'MISMATCH'}")
-    names = [k for k in report["recurrences_fwd_bwd_ms"][0] if k not in ("T", "B", "H", "dtype", "FlashRNN error")]
-    print(f"{'T':>5}{'B':>5}{'H':>6}{'dtype':>10}" + "".join(f"{n:>25}" for n in names))
-    for row in report["recurrences_fwd_bwd_ms"]:
-        cells = "".join(f"{row[n]:>23.3f}ms" if row[n] is not None else f"{'n/a':>25}" for n in names)
-        print(f"{row['T']:>5}{row['B']:>5}{row['H']:>6}{row['dtype']:>10}{cells}")
+    print(f"extensions: {report['extensions']}")
+    for row in report["tests"]:
+        print(f"{row['run']}: {'ok' if row['ok'] else 'FAILED'}: {row['summary']}")
+    for row in report["checks"]:
+        err = "n/a" if row["max_abs_err"] is None else f"{row['max_abs_err']:.1e}"
+        print(f"check {row['kernel']} T={row['T']} N={row['N']}: max err {err} "
+              f"{'ok' if row['ok'] else 'MISMATCH ' + row.get('error', '')}")
+    skip = ("T", "B", "H", "dtype", "FlashRNN error", "errors")
+    names = [k for k in report["recurrences_fwd_bwd_ms"][0] if k not in skip]
+    for row in report["recurrences_fwd_bwd_ms"]:  # one block per shape: a row per path, in ms
+        print(f"T={row['T']} B={row['B']} H={row['H']} {row['dtype']}: fwd+bwd ms")
+        for n in names:
+            print(f"  {n:<28}" + (f"{row[n]:10.3f}" if row[n] is not None else "       n/a"))
     scan = report["linear_scan"]
     print(f"linear_scan T={scan['T']} N={scan['N']}: {scan['scan_GBps']:.1f} GB/s, "
           f"{100 * scan['fraction_of_copy']:.0f}% of copy ({scan['copy_GBps']:.1f} GB/s)")
     print(f"wrote {args.json}")
-    return 0 if all(r["ok"] for r in report["triton_checks"]) else 1
+    return 0 if all(r["ok"] for r in report["checks"] + report["tests"]) else 1
 
 
 if __name__ == "__main__":

@@ -19,9 +19,14 @@ def test_gpu_report_quick_cpu_run(tmp_path, capsys):
     out = tmp_path / "report.json"
     assert report.main(["--device", "cpu", "--quick", "--json", str(out)]) == 0
     data = json.loads(out.read_text())
-    assert all(row["ok"] for row in data["triton_checks"])
+    assert all(row["ok"] for row in data["checks"])
+    checked = {row["kernel"] for row in data["checks"]}
+    for cell in ("lstm", "plstm_coupled", "plstm_separate"):
+        assert {f"{cell} {label}" for label, *_ in report.PATHS} <= checked
     row = data["recurrences_fwd_bwd_ms"][0]
-    for name in ("torch.nn.LSTM", "tsrnn MTS-LSTM (auto)", "tsrnn pLSTM (auto)", "MTS-LSTM reference loop"):
+    for label, *_ in report.PATHS:
+        assert row[f"MTS-LSTM {label}"] > 0 and row[f"pLSTM {label}"] > 0
+    for name in ("torch.nn.LSTM", "MTS-LSTM reference loop", "pLSTM reference loop"):
         assert row[name] > 0
     assert "FlashRNN error" in row or row["FlashRNN fused LSTM"] is not None
     assert data["linear_scan"]["scan_ms"] > 0

@@ -64,7 +64,7 @@ def _check_layer(cell, x, h0, states, w_ih, w_hh, bias, p=None, dt=None):
 
 def _persistent_fits(cell, x, w_hh):
     """Whether the persistent CUDA kernel takes this layer (asked only on CUDA tensors)."""
-    return lambda: ops.op("native", "recurrence_plan")(cell, w_hh.to(_compute_dtype(x.dtype)), x.shape[1]) > 0
+    return lambda: ops.op("native", "recurrence_plan")(cell, w_hh.to(_compute_dtype(x.dtype))) > 0
 
 
 def _fused(impl, cell, x, h0, states, w_ih, w_hh, bias, p, dt, eps, want_forget):

@@ -31,9 +31,9 @@ SCHEMAS = {
     "linear_scan_forward": "(Tensor a, Tensor u, Tensor x0) -> Tensor",
     "linear_scan_backward": "(Tensor grad_x, Tensor a, Tensor x, Tensor x0) -> (Tensor, Tensor, Tensor)",
 }
-# Compiled only: how many thread blocks the persistent CUDA kernel would use for this cell, batch
-# and w_hh (its device and dtype), 0 where it does not fit on chip or cannot launch cooperatively.
-PLAN_SCHEMA = "recurrence_plan(str cell, Tensor w_hh, int batch) -> int"
+# Compiled only: how many thread blocks the persistent CUDA kernel would use for this cell and
+# w_hh (its device, dtype and H), 0 where it does not fit on chip or cannot launch cooperatively.
+PLAN_SCHEMA = "recurrence_plan(str cell, Tensor w_hh) -> int"
 NAMESPACES = {"native": "tsrnn", "triton": "tsrnn_triton"}
 TRITON_MODULES = {"recurrence": "tsrnn.kernels.recurrence", "linear_scan": "tsrnn.kernels.linear_scan"}
 
@@ -44,7 +44,7 @@ def op(impl: str, name: str):
 
 
 class CellShape(NamedTuple):
-    """Per-unit sizes of a cell, as in csrc/cpu/cells.h."""
+    """Per-unit sizes of a cell, as in csrc/cells.h."""
 
     gates: int  # rows of W per unit
     states: int  # states besides h: c (and a for pLSTM)

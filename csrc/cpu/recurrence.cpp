@@ -22,7 +22,7 @@
 #include <tuple>
 
 #include "cells.h"
-#include "op_checks.h"
+#include "op_common.h"
 #include "cpu/step_gemm.h"
 #include "cpu/vector_math.h"
 
@@ -334,8 +334,7 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> recurrence_backward(
                                     static_cast<scalar_t>(eps), dz_all, dh, dstate,
                                     dp.defined() ? dp.data_ptr<scalar_t>() : nullptr);
     });
-    const Tensor h_prev = at::cat({h0.unsqueeze(0), h_all.narrow(0, 0, T - 1)}).view({T * B, H});
-    grad_w = dz_all.view({T * B, Cell::kGates * H}).t().mm(h_prev);
+    grad_w = recurrent_weight_grad(dz_all, h0, h_all);
     grad_p = p ? dp.sum(0) : at::empty({0}, h_all.options());
   });
   return {dz_all, grad_w, dh, dstate, grad_p};

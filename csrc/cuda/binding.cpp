@@ -8,11 +8,13 @@
 #include <torch/library.h>
 
 #include <climits>
+#include <map>
+#include <mutex>
 #include <string>
 #include <tuple>
 
 #include "cuda/recurrence.h"
-#include "op_checks.h"
+#include "op_common.h"
 
 extern "C" {
 PyObject* PyInit__cuda(void) {
@@ -35,24 +37,31 @@ void check_cuda(cudaError_t err, const char* what) {
   TORCH_CHECK(err == cudaSuccess, "tsrnn: ", what, " failed: ", cudaGetErrorString(err));
 }
 
-// The launch plan for B rows and w_hh [G*H, H]; blocks == 0 where the kernel does not apply.
+// The launch plan for w_hh [G*H, H] on its device (made current by the caller), cached per
+// (device, cell, H); blocks == 0 where the kernel does not apply.
 template <typename Cell>
-cuda::Plan plan_for(const Tensor& w_hh, int64_t batch) {
-  cuda::Plan plan;
+cuda::Plan plan_for(const Tensor& w_hh) {
   const int64_t hidden = w_hh.size(1);
-  if (w_hh.scalar_type() != at::kFloat || batch < 1 || batch > INT_MAX || hidden < 1 || hidden > INT_MAX) {
-    return plan;
+  if (w_hh.scalar_type() != at::kFloat || hidden < 1 || hidden > INT_MAX) return {};
+  static std::mutex mutex;
+  static std::map<std::tuple<int, int, int64_t>, cuda::Plan> plans;
+  const auto key = std::make_tuple(static_cast<int>(w_hh.get_device()), static_cast<int>(cell_id<Cell>()), hidden);
+  const std::lock_guard<std::mutex> lock(mutex);
+  auto found = plans.find(key);
+  if (found == plans.end()) {
+    cuda::Plan plan;
+    check_cuda(cuda::plan(cell_id<Cell>(), static_cast<int>(hidden), &plan), "planning the persistent CUDA kernel");
+    found = plans.emplace(key, plan).first;
   }
-  check_cuda(cuda::plan(cell_id<Cell>(), static_cast<int>(batch), static_cast<int>(hidden), w_hh.get_device(), &plan),
-             "planning the persistent CUDA kernel");
-  return plan;
+  return found->second;
 }
 
 template <typename Cell>
 cuda::Plan required_plan(const Tensor& w_hh, const Shapes& s) {
-  TORCH_CHECK(s.T <= INT_MAX, "tsrnn: the CUDA kernels take at most ", INT_MAX, " steps, got ", s.T);
-  const cuda::Plan plan = plan_for<Cell>(w_hh, s.B);
-  TORCH_CHECK(plan.blocks > 0, "tsrnn: the persistent CUDA kernel does not take B=", s.B, ", H=", s.H,
+  TORCH_CHECK(s.T <= INT_MAX && s.B <= INT_MAX, "tsrnn: the CUDA kernels take at most ", INT_MAX,
+              " steps and batch rows, got T=", s.T, ", B=", s.B);
+  const cuda::Plan plan = plan_for<Cell>(w_hh);
+  TORCH_CHECK(plan.blocks > 0, "tsrnn: the persistent CUDA kernel does not take H=", s.H,
               " on this GPU (W_hh does not fit in the shared memory of co-resident blocks); use "
               "backend='triton' or 'auto'");
   return plan;
@@ -68,12 +77,12 @@ T* data_or_null(const c10::optional<Tensor>& t) {
   return t ? t->data_ptr<T>() : nullptr;
 }
 
-int64_t recurrence_plan(const std::string& cell, const Tensor& w_hh, int64_t batch) {
+int64_t recurrence_plan(const std::string& cell, const Tensor& w_hh) {
   TORCH_CHECK(w_hh.dim() == 2 && w_hh.is_cuda(), "tsrnn: recurrence_plan takes a 2-D CUDA w_hh, got ",
               w_hh.sizes(), " on ", w_hh.device());
   const c10::cuda::CUDAGuard guard(w_hh.device());
   int64_t blocks = 0;
-  dispatch_cell(cell, [&](auto tag) { blocks = plan_for<decltype(tag)>(w_hh, batch).blocks; });
+  dispatch_cell(cell, [&](auto tag) { blocks = plan_for<decltype(tag)>(w_hh).blocks; });
   return blocks;
 }
 
@@ -143,8 +152,7 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> recurrence_backward(
                                   static_cast<float>(eps)};
     check_cuda(cuda::backward(cell_id<Cell>(), plan, args, c10::cuda::getCurrentCUDAStream()),
                "launching the persistent backward kernel");
-    const Tensor h_prev = at::cat({h0.unsqueeze(0), h_all.narrow(0, 0, s.T - 1)}).view({s.T * s.B, s.H});
-    grad_w = dz.view({s.T * s.B, Cell::kGates * s.H}).t().mm(h_prev);
+    grad_w = recurrent_weight_grad(dz, h0, h_all);
     grad_p = p ? dp.sum(0) : at::empty({0}, h_all.options());
   });
   return {dz, grad_w, dh, dstate, grad_p};

@@ -1,13 +1,15 @@
 // Persistent fused recurrence on CUDA: one cooperative launch runs all T steps.
 //
-// Forward, step t: block k owns hidden units J_k and holds their G rows of W_hh in shared memory.
-// One warp per (batch row b, unit j in J_k) computes z_g = xg[t,b,gH+j] + sum_k h_{t-1}[b,k]
-// W_hh[gH+j,k] for the G gates (lanes stride over k, then a shuffle reduction), and its lane 0
-// applies the cell (csrc/cells.h) and writes h_t[b,j], the states and the saved activations.
-// h_{t-1} is exchanged through global memory (L2); a grid-wide sync separates the steps.
+// Forward, step t: block k owns hidden units J_k (at most kMaxUnits) and holds their G rows of
+// W_hh in shared memory. One warp per batch row b reads h_{t-1}[b, :] once (lanes stride over k)
+// and accumulates z_g[u] = sum_k h_{t-1}[b,k] W_hh[gH+j0+u, k] for all its units u; after the
+// shuffle reductions lane u adds xg[t,b,gH+j0+u], applies the cell (csrc/cells.h) and writes
+// h_t, the states and the saved activations of unit j0+u. h_{t-1} is exchanged through global
+// memory (L2); a grid-wide sync separates the steps.
 // Backward, step t (reverse): each block applies the cells' backward to its units (dz[t] from
-// dL/dh_t, dL/dc_t, ...), a grid-wide sync, then dL/dh_{t-1}[b,k] = sum_r dz[t,b,r] W_hh[r,k] for
-// its units k, with the block's columns of W_hh in shared memory. dW_hh = dz^T [h_0..h_{T-2}] is
+// dL/dh_t, dL/dc_t, ...), a grid-wide sync, then one warp per batch row reads dz[t,b,:] once and
+// forms dL/dh_{t-1}[b,k] = sum_r dz[t,b,r] W_hh[r,k] for the block's units k, with the block's
+// columns of W_hh in shared memory. dW_hh = dz^T [h_0..h_{T-2}] is
 // one GEMM after the kernel (csrc/cuda/binding.cpp). Everything is float32.
 #include <cooperative_groups.h>
 #include <cuda_runtime.h>
@@ -23,13 +25,21 @@ namespace {
 
 namespace cg = cooperative_groups;
 
-constexpr int kThreads = 256;
+constexpr int kThreads = 512;
 constexpr int kWarps = kThreads / 32;
 
 __device__ inline float warp_sum(float v) {
 #pragma unroll
   for (int offset = 16; offset > 0; offset >>= 1) v += __shfl_xor_sync(0xffffffffu, v, offset);
   return v;
+}
+
+// v[u] of lane u (u < kMaxUnits), with compile-time indices only (no local-memory array).
+__device__ inline float pick(const float (&v)[kMaxUnits], int u) {
+  float out = 0.f;
+#pragma unroll
+  for (int i = 0; i < kMaxUnits; ++i) out = i == u ? v[i] : out;
+  return out;
 }
 
 template <class C>
@@ -49,43 +59,62 @@ __global__ void __launch_bounds__(kThreads) forward_kernel(ForwardArgs a, int un
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   for (int t = 0; t < a.T; ++t) {
     const float* h_prev = t == 0 ? a.h0 : a.h_all + (t - 1) * BH;
-    const float* prev = t == 0 ? a.state0 : a.state_all + (t - 1) * S * BH;
-    float* next = a.state_all + t * S * BH;
-    for (int pair = warp; pair < B * nj; pair += kWarps) {
-      const int b = pair / nj, u = pair % nj, j = j0 + u;
+    const float* prev = t == 0 ? a.state0 : a.state_all + (t - 1) * (S * BH);
+    float* next = a.state_all + t * (S * BH);
+    for (int b = warp; b < B; b += kWarps) {  // a warp per batch row, all of the block's units
+      const int j = j0 + lane;  // the unit this lane applies the cell to, if lane < nj
       const long long n = b * static_cast<long long>(H) + j;
-      float z[G];
+      const long long row = t * static_cast<long long>(B) + b;
+      float x[G], prev_l[S];  // loads that do not wait for h_{t-1}, issued before the dot products
+      if (lane < nj) {
 #pragma unroll
-      for (int g = 0; g < G; ++g) z[g] = 0.f;
+        for (int g = 0; g < G; ++g) x[g] = a.xg[row * G * H + g * H + j];
+#pragma unroll
+        for (int s = 0; s < S; ++s) prev_l[s] = prev[s * BH + n];
+      }
+      float z[G][kMaxUnits];
+#pragma unroll
+      for (int g = 0; g < G; ++g)
+#pragma unroll
+        for (int u = 0; u < kMaxUnits; ++u) z[g][u] = 0.f;
       const float* h_row = h_prev + b * static_cast<long long>(H);
       for (int k = lane; k < H; k += 32) {
         const float hk = __ldcg(h_row + k);  // written by other blocks: read through L2
 #pragma unroll
-        for (int g = 0; g < G; ++g) z[g] += hk * w_s[(g * units + u) * H + k];
+        for (int u = 0; u < kMaxUnits; ++u) {
+          if (u < nj) {
+#pragma unroll
+            for (int g = 0; g < G; ++g) z[g][u] += hk * w_s[(g * units + u) * H + k];
+          }
+        }
       }
+      float zj[G];
 #pragma unroll
-      for (int g = 0; g < G; ++g) z[g] = warp_sum(z[g]);
-      if (lane != 0) continue;
-      const float* xg = a.xg + (t * static_cast<long long>(B) + b) * G * H + j;
+      for (int g = 0; g < G; ++g) {
 #pragma unroll
-      for (int g = 0; g < G; ++g) z[g] += xg[g * H];
-      float act[K], prev_l[S], next_l[S];
+        for (int u = 0; u < kMaxUnits; ++u) {
+          if (u < nj) z[g][u] = warp_sum(z[g][u]);
+        }
+        zj[g] = pick(z[g], lane);
+      }
+      if (lane >= nj) continue;
 #pragma unroll
-      for (int s = 0; s < S; ++s) prev_l[s] = prev[s * BH + n];
+      for (int g = 0; g < G; ++g) zj[g] += x[g];
+      float act[K], next_l[S];
       const float p = a.p ? a.p[j] : 0.f;
-      const float dt = a.dt ? a.dt[t * static_cast<long long>(B) + b] : 1.f;
-      // Unit strides: the cell reads and writes this thread's local copies.
-      const float h = C::forward(z, 1, act, prev_l, next_l, 1, 1, p, dt, a.eps);
+      const float dt = a.dt ? a.dt[row] : 1.f;
+      // Unit strides: the cell reads and writes this lane's local copies.
+      const float h = C::forward(zj, 1, act, prev_l, next_l, 1, 1, p, dt, a.eps);
 #pragma unroll
       for (int s = 0; s < S; ++s) next[s * BH + n] = next_l[s];
       a.h_all[t * BH + n] = h;
       if (a.saved) {
-        float* saved = a.saved + (t * static_cast<long long>(B) + b) * K * H + j;
+        float* saved = a.saved + row * K * H + j;
 #pragma unroll
         for (int q = 0; q < K; ++q) saved[q * H] = act[q];
       }
     }
-    grid.sync();
+    if (t + 1 < a.T) grid.sync();
   }
 }
 
@@ -105,15 +134,16 @@ __global__ void __launch_bounds__(kThreads) backward_kernel(BackwardArgs a, int 
   cg::grid_group grid = cg::this_grid();
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   for (int t = a.T - 1; t >= 0; --t) {
-    const float* prev = t == 0 ? a.state0 : a.state_all + (t - 1) * S * BH;
-    const float* next = a.state_all + t * S * BH;
+    const float* prev = t == 0 ? a.state0 : a.state_all + (t - 1) * (S * BH);
+    const float* next = a.state_all + t * (S * BH);
     // The cells' backward for this block's units: dz[t] and the carried state gradients.
     for (int idx = threadIdx.x; idx < B * nk; idx += blockDim.x) {
       const int b = idx / nk, j = k0 + idx % nk;
       const long long n = b * static_cast<long long>(H) + j;
+      const long long row = t * static_cast<long long>(B) + b;
       const float dh = a.dh[n] + (a.grad_h ? a.grad_h[t * BH + n] : 0.f);
       float act[K], prev_l[S], next_l[S], dstate[S], dz[G];
-      const float* saved = a.saved + (t * static_cast<long long>(B) + b) * K * H + j;
+      const float* saved = a.saved + row * K * H + j;
 #pragma unroll
       for (int q = 0; q < K; ++q) act[q] = saved[q * H];
 #pragma unroll
@@ -123,25 +153,37 @@ __global__ void __launch_bounds__(kThreads) backward_kernel(BackwardArgs a, int 
         dstate[s] = a.dstate[s * BH + n] + (a.grad_state ? a.grad_state[(t * S + s) * BH + n] : 0.f);
       }
       const float p = a.p ? a.p[j] : 0.f;
-      const float dt = a.dt ? a.dt[t * static_cast<long long>(B) + b] : 1.f;
+      const float dt = a.dt ? a.dt[row] : 1.f;
       float dp = 0.f;
       C::backward(act, prev_l, next_l, dh, dstate, dz, &dp, 1, 1, p, dt, a.eps);
 #pragma unroll
       for (int s = 0; s < S; ++s) a.dstate[s * BH + n] = dstate[s];
-      float* dz_row = a.dz + (t * static_cast<long long>(B) + b) * GH + j;
+      float* dz_row = a.dz + row * GH + j;
 #pragma unroll
       for (int g = 0; g < G; ++g) dz_row[g * H] = dz[g];
       if (C::kHasP) a.dp[n] += dp;
     }
     grid.sync();  // dz[t] is complete
-    // dL/dh_{t-1} for this block's units; read by this block only, in the next step's cells.
-    for (int pair = warp; pair < B * nk; pair += kWarps) {
-      const int b = pair / nk, u = pair % nk;
+    // dL/dh_{t-1} for this block's units, a warp per batch row (dz[t, b] is read once); read by
+    // this block only, in the next step's cells.
+    for (int b = warp; b < B; b += kWarps) {
       const float* dz_row = a.dz + (t * static_cast<long long>(B) + b) * GH;
-      float acc = 0.f;
-      for (int r = lane; r < GH; r += 32) acc += __ldcg(dz_row + r) * w_s[u * GH + r];
-      acc = warp_sum(acc);
-      if (lane == 0) a.dh[b * static_cast<long long>(H) + k0 + u] = acc;
+      float acc[kMaxUnits];
+#pragma unroll
+      for (int u = 0; u < kMaxUnits; ++u) acc[u] = 0.f;
+      for (int r = lane; r < GH; r += 32) {
+        const float d = __ldcg(dz_row + r);
+#pragma unroll
+        for (int u = 0; u < kMaxUnits; ++u) {
+          if (u < nk) acc[u] += d * w_s[u * GH + r];
+        }
+      }
+#pragma unroll
+      for (int u = 0; u < kMaxUnits; ++u) {
+        if (u < nk) acc[u] = warp_sum(acc[u]);
+      }
+      const float dh = pick(acc, lane);
+      if (lane < nk) a.dh[b * static_cast<long long>(H) + k0 + lane] = dh;
     }
     __syncthreads();
   }
@@ -160,35 +202,36 @@ cudaError_t with_cell(Cell cell, Fn&& fn) {
   return cudaErrorInvalidValue;
 }
 
-// Lets `kernel` use `bytes` of dynamic shared memory and counts how many of its blocks fit on
-// one multiprocessor.
+// Lets `kernel` use up to `optin` bytes of dynamic shared memory (the same value for every shape,
+// so concurrent plans cannot undo each other) and counts how many of its blocks using `bytes`
+// fit on one multiprocessor. Both act on the current device.
 template <typename Kernel>
-cudaError_t resident_blocks(Kernel kernel, std::size_t bytes, int* per_sm) {
-  cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         static_cast<int>(bytes));
+cudaError_t resident_blocks(Kernel kernel, int optin, std::size_t bytes, int* per_sm) {
+  cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, optin);
   if (err != cudaSuccess) return err;
   return cudaOccupancyMaxActiveBlocksPerMultiprocessor(per_sm, kernel, kThreads, bytes);
 }
 
 }  // namespace
 
-cudaError_t plan(Cell cell, int batch, int hidden, int device, Plan* out) {
+cudaError_t plan(Cell cell, int hidden, Plan* out) {
   *out = Plan{};
-  if (batch < 1 || hidden < 1) return cudaErrorInvalidValue;
-  int sms = 0, cooperative = 0, optin = 0;
-  cudaError_t err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
+  if (hidden < 1) return cudaErrorInvalidValue;
+  int device = 0, sms = 0, cooperative = 0, optin = 0;
+  cudaError_t err = cudaGetDevice(&device);
+  if (err == cudaSuccess) err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
   if (err == cudaSuccess) err = cudaDeviceGetAttribute(&cooperative, cudaDevAttrCooperativeLaunch, device);
   if (err == cudaSuccess) err = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
   if (err != cudaSuccess || !cooperative) return err;
   return with_cell(cell, [&](auto c) -> cudaError_t {
     using C = decltype(c);
-    const int units = (hidden + sms - 1) / sms;
+    const int units = static_cast<int>((static_cast<long long>(hidden) + sms - 1) / sms);
     const int blocks = (hidden + units - 1) / units;
     const std::size_t bytes = sizeof(float) * C::kGates * static_cast<std::size_t>(units) * hidden;
-    if (bytes > static_cast<std::size_t>(optin)) return cudaSuccess;
+    if (units > kMaxUnits || bytes > static_cast<std::size_t>(optin)) return cudaSuccess;
     int forward_per_sm = 0, backward_per_sm = 0;
-    cudaError_t e = resident_blocks(forward_kernel<C>, bytes, &forward_per_sm);
-    if (e == cudaSuccess) e = resident_blocks(backward_kernel<C>, bytes, &backward_per_sm);
+    cudaError_t e = resident_blocks(forward_kernel<C>, optin, bytes, &forward_per_sm);
+    if (e == cudaSuccess) e = resident_blocks(backward_kernel<C>, optin, bytes, &backward_per_sm);
     if (e != cudaSuccess) return e;
     if (static_cast<long long>(std::min(forward_per_sm, backward_per_sm)) * sms < blocks) return cudaSuccess;
     *out = Plan{blocks, units, bytes};

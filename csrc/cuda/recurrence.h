@@ -11,17 +11,22 @@ namespace cuda {
 
 enum class Cell { kLSTM = 0, kPowerLawCoupled = 1, kPowerLawSeparate = 2 };
 
+// Most hidden units one block owns (each warp keeps G x kMaxUnits partial sums in registers).
+constexpr int kMaxUnits = 16;
+
 // How the hidden units are split over thread blocks: block k owns units
-// [k * units, min(H, (k + 1) * units)) and keeps their rows of W_hh (forward) or columns of W_hh
-// (backward) in shared memory: G * units * H floats. blocks == 0: the shape does not fit on this
-// device (shared memory or cooperative residency), or the device cannot launch cooperatively.
+// [k * units, min(H, (k + 1) * units)), units = ceil(H / #SMs), and keeps their rows of W_hh
+// (forward) or columns of W_hh (backward) in shared memory: G * units * H floats. blocks == 0:
+// the shape does not fit on the current device (units > kMaxUnits, shared memory, cooperative
+// residency), or the device cannot launch cooperatively.
 struct Plan {
   int blocks = 0;
   int units = 0;
   std::size_t shared_bytes = 0;
 };
 
-cudaError_t plan(Cell cell, int batch, int hidden, int device, Plan* out);
+// The plan for `hidden` units of `cell` on the current device.
+cudaError_t plan(Cell cell, int hidden, Plan* out);
 
 struct ForwardArgs {
   const float* xg;      // [T, B, G*H] input projection plus bias

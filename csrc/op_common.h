@@ -1,5 +1,6 @@
-// Argument checks of the recurrence operators, shared by the CPU (csrc/cpu/recurrence.cpp) and
-// CUDA (csrc/cuda/binding.cpp) kernels: one error message per wrong shape, dtype or device.
+// What the recurrence operators' CPU (csrc/cpu/recurrence.cpp) and CUDA (csrc/cuda/binding.cpp)
+// kernels share: the argument checks (one error message per wrong shape, dtype or device) and
+// the recurrent weight gradient.
 #pragma once
 
 #include <ATen/ATen.h>
@@ -82,7 +83,7 @@ Shapes check_backward_inputs(const c10::optional<Tensor>& grad_h, const c10::opt
                              const c10::optional<Tensor>& p, const c10::optional<Tensor>& dt) {
   TORCH_CHECK(h_all.dim() == 3, "tsrnn: h_all must be [T, B, H], got ", h_all.sizes());
   const int64_t T = h_all.size(0), B = h_all.size(1), H = h_all.size(2);
-  const Tensor xg_like = at::empty({T, B, Cell::kGates * H}, h_all.options());
+  const Tensor xg_like = at::empty({1}, h_all.options()).expand({T, B, Cell::kGates * H});  // shape only
   const Shapes s = check_inputs<Cell>(xg_like, w_hh, h0, state0, p, dt);
   check_tensor(state_all, "state_all", 4, h_all);
   check_tensor(saved, "saved", saved.dim(), h_all);
@@ -100,6 +101,18 @@ Shapes check_backward_inputs(const c10::optional<Tensor>& grad_h, const c10::opt
     TORCH_CHECK(grad_state->sizes() == state_all.sizes(), "tsrnn: grad_state must match state_all");
   }
   return s;
+}
+
+// dW_hh = sum_t dz[t]^T h_{t-1} = dz[0]^T h0 + dz[1:]^T h_all[:-1] (two GEMMs, no copy of the h's).
+// dz: [T, B, G*H], h0: [B, H], h_all: [T, B, H].
+inline Tensor recurrent_weight_grad(const Tensor& dz, const Tensor& h0, const Tensor& h_all) {
+  const int64_t T = dz.size(0), B = dz.size(1), GH = dz.size(2), H = h0.size(1);
+  Tensor grad = dz[0].t().mm(h0);
+  if (T > 1) {
+    grad.addmm_(dz.narrow(0, 1, T - 1).reshape({(T - 1) * B, GH}).t(),
+                h_all.narrow(0, 0, T - 1).reshape({(T - 1) * B, H}));
+  }
+  return grad;
 }
 
 }  // namespace tsrnn
