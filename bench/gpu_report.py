@@ -216,7 +216,7 @@ def time_recurrences(device, shapes, dtypes, repeats) -> list[dict]:
             for name, (model, kernel) in models.items():
                 model = model.to(device=device, dtype=dtype)
 
-                def step(model=model):
+                def step(model=model, x=x):
                     model(x)[0].float().sum().backward()
 
                 with triton_kernel(kernel):

@@ -1,0 +1,176 @@
+"""The recurrent cells as one Triton plug-in, shared by the per-step (recurrence.py) and the
+persistent (persistent.py) kernels; the same cells as the C++ kernels (csrc/cpu/cells.h).
+
+A cell maps one step's gate pre-activations z and previous states (c', a') to h, (c, a) and
+the activations saved for backward (forward), and dL/dh, dL/d(c, a) back to dz and
+dL/d(c', a') (backward). CELL: 0 LSTM (S1), 1 pLSTM coupled, 2 pLSTM separate (S9).
+Gate rows of z (and of W_hh, dz): LSTM (i, f, g, o), coupled (r, g, o), separate (i, r, g, o).
+Saved rows: LSTM (i, f, g, o), pLSTM (f, r, g, o[, i]).
+The functions are elementwise with broadcasting: callers pass 2-D (batch x unit) tiles, 1-D
+flat vectors or scalars (p, dt; and placeholders for the arguments a cell ignores).
+Also shared by both kernel shapes: the row loads / stores of xg, saved and dz (load_rows,
+store_rows), the W_hh tiles and dots (w_tile, mm, gates_mm), and two host helpers.
+"""
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+CELLS = {"lstm": (0, 4, 1, 4), "plstm_coupled": (1, 3, 2, 4), "plstm_separate": (2, 4, 2, 5)}  # id, G, S, K
+
+
+def check_saved(saved, T, B, K, H):
+    if saved.shape != (T, B, K * H):
+        raise RuntimeError("tsrnn: saved activations are missing (was the forward run with save=false?)")
+
+
+def weight_grad(dz, h0, h_all):
+    """dW_hh = sum_t dz[t]^T h_{t-1}: one GEMM over T*B rows, dz: [T, B, G*H]."""
+    T, B, H = h_all.shape
+    h_prev = torch.cat([h0[None], h_all[:-1]]).reshape(T * B, H)
+    return dz.reshape(T * B, -1).t() @ h_prev
+
+
+@triton.jit
+def sigmoid(x):
+    return 1.0 / (1.0 + tl.exp(-x))
+
+
+@triton.jit
+def tanh(x):
+    return 2.0 * sigmoid(2.0 * x) - 1.0
+
+
+@triton.jit
+def cell_forward(CELL: tl.constexpr, z0, z1, z2, z3, c_prev, a_prev, p, dt, eps):
+    """One step; returns (h, c, a, act0, act1, act2, act3, act4), act = the saved rows.
+
+    LSTM:  i, f, g, o = σ(z0), σ(z1), tanh(z2), σ(z3); act = (i, f, g, o, i); a = a' (unused).
+    pLSTM: r, g, o = σ, tanh, σ of the last three gate rows; a = (1 - r)(a' + dt),
+           f = ((a + 1) / ((1 - r)(a' + 1) + eps))^(-p), i = 1 - f (coupled) or σ(z0) (separate);
+           act = (f, r, g, o, i).
+    Both:  c = f c' + i g, h = o tanh(c). z3 is ignored by the coupled cell (G = 3).
+    """
+    if CELL == 0:
+        i, f, g, o = sigmoid(z0), sigmoid(z1), tanh(z2), sigmoid(z3)
+        a = a_prev
+        act0, act1 = i, f
+    else:
+        if CELL == 1:
+            r, g, o = sigmoid(z0), tanh(z1), sigmoid(z2)
+        else:
+            r, g, o = sigmoid(z1), tanh(z2), sigmoid(z3)
+        s = 1.0 - r
+        a = s * (a_prev + dt)
+        f = tl.exp(-p * tl.log((a + 1.0) / (s * (a_prev + 1.0) + eps)))
+        if CELL == 1:
+            i = 1.0 - f
+        else:
+            i = sigmoid(z0)
+        act0, act1 = f, r
+    c = f * c_prev + i * g
+    return o * tanh(c), c, a, act0, act1, g, o, i
+
+
+@triton.jit
+def cell_backward(CELL: tl.constexpr, dh, dc, da, act0, act1, act2, act3, act4, c_prev, a_prev, c, a, p, dt, eps):
+    """One step back: dh, dc, da = dL/dh_t, dL/dc_t, dL/da_t (from the future and the loss).
+    Returns (dz0, dz1, dz2, dz3, dc', da', dp): dz in gate-row order (dz3 unused when G = 3),
+    dL/dc_{t-1}, dL/da_{t-1}, and this step's dL/dp (pLSTM; da' and dp are placeholders for LSTM).
+
+    Both:  with tc = tanh(c): dc += dh o (1 - tc²), dz_o = dh tc o (1 - o), dz_g = dc i (1 - g²),
+           dz_i = dc g i (1 - i), dc' = dc f.
+    LSTM:  dz_f = dc c' f (1 - f).
+    pLSTM: log f = -p (log N - log D), N = a + 1, D = (1 - r)(a' + 1) + eps;
+           df = dc (c' - g) (coupled, i = 1 - f) or dc c'; dlogf = df f; dp = -dlogf log(N / D);
+           dN = da - p dlogf / N, dD = p dlogf / D, ds = dN (a' + dt) + dD (a' + 1),
+           dz_r = -ds r (1 - r), da' = (dN + dD)(1 - r).
+    """
+    tc = tanh(c)
+    if CELL == 0:
+        i, f, g, o = act0, act1, act2, act3
+    else:
+        f, r, g, o = act0, act1, act2, act3
+        if CELL == 1:
+            i = 1.0 - f
+        else:
+            i = act4
+    dc = dc + dh * o * (1.0 - tc * tc)
+    dz_i = dc * g * i * (1.0 - i)
+    dz_g = dc * i * (1.0 - g * g)
+    dz_o = dh * tc * o * (1.0 - o)
+    if CELL == 0:
+        dz0, dz1, dz2, dz3 = dz_i, dc * c_prev * f * (1.0 - f), dz_g, dz_o
+        da_prev, dp = da, 0.0
+    else:
+        s = 1.0 - r
+        N = a + 1.0
+        D = s * (a_prev + 1.0) + eps
+        if CELL == 1:
+            df = dc * (c_prev - g)
+        else:
+            df = dc * c_prev
+        dlogf = df * f
+        dp = -dlogf * tl.log(N / D)
+        dN = da - p * dlogf / N
+        dD = p * dlogf / D
+        dz_r = -(dN * (a_prev + dt) + dD * (a_prev + 1.0)) * r * s
+        da_prev = (dN + dD) * s
+        if CELL == 1:
+            dz0, dz1, dz2, dz3 = dz_r, dz_g, dz_o, dz_o
+        else:
+            dz0, dz1, dz2, dz3 = dz_i, dz_r, dz_g, dz_o
+    return dz0, dz1, dz2, dz3, dc * f, da_prev, dp
+
+
+@triton.jit
+def load_rows(ptr, H, N: tl.constexpr, mask, ACC: tl.constexpr):
+    """Rows n = 0 .. N-1 (N = 3, 4 or 5) at ptr + n H, in ACC (0 where masked): the gate rows of
+    xg (N = G) or the saved rows (N = K). Returns 5 values; those past N repeat row N - 1."""
+    r0 = tl.load(ptr, mask=mask, other=0.0).to(ACC)
+    r1 = tl.load(ptr + H, mask=mask, other=0.0).to(ACC)
+    r2 = tl.load(ptr + 2 * H, mask=mask, other=0.0).to(ACC)
+    r3 = r2
+    if N >= 4:
+        r3 = tl.load(ptr + 3 * H, mask=mask, other=0.0).to(ACC)
+    r4 = r3
+    if N == 5:
+        r4 = tl.load(ptr + 4 * H, mask=mask, other=0.0).to(ACC)
+    return r0, r1, r2, r3, r4
+
+
+@triton.jit
+def store_rows(ptr, H, N: tl.constexpr, r0, r1, r2, r3, r4, mask):
+    """The inverse of load_rows: rows r0 .. r{N-1} at ptr + n H (dz: N = G, saved: N = K)."""
+    tl.store(ptr, r0, mask=mask)
+    tl.store(ptr + H, r1, mask=mask)
+    tl.store(ptr + 2 * H, r2, mask=mask)
+    if N >= 4:
+        tl.store(ptr + 3 * H, r3, mask=mask)
+    if N == 5:
+        tl.store(ptr + 4 * H, r4, mask=mask)
+
+
+@triton.jit
+def w_tile(w_ptr, g, j, k, H, ACC: tl.constexpr):
+    """W_hh[g H + j, k] in ACC (0 past H) for broadcastable index tensors j (unit of gate g) and
+    k (input unit): j[None, :], k[:, None] give the tile of W_g^T, j[:, None], k[None, :] of W_g."""
+    return tl.load(w_ptr + (g * H + j).to(tl.int64) * H + k, mask=(j < H) & (k < H), other=0.0).to(ACC)
+
+
+@triton.jit
+def mm(x, w, acc, ACC: tl.constexpr):
+    """acc + x @ w in ACC: IEEE float32 (not TF32, which costs ~1e-3) or float64."""
+    return tl.dot(x, w, acc, input_precision="ieee", out_dtype=ACC)
+
+
+@triton.jit
+def gates_mm(x, w_ptr, j, k, H, G: tl.constexpr, z0, z1, z2, z3, ACC: tl.constexpr):
+    """z_g += x @ W_g[j, k]^T for the G gates (z3 untouched when G = 3); x: [M, len(k)]."""
+    z0 = mm(x, w_tile(w_ptr, 0, j[None, :], k[:, None], H, ACC), z0, ACC)
+    z1 = mm(x, w_tile(w_ptr, 1, j[None, :], k[:, None], H, ACC), z1, ACC)
+    z2 = mm(x, w_tile(w_ptr, 2, j[None, :], k[:, None], H, ACC), z2, ACC)
+    if G == 4:
+        z3 = mm(x, w_tile(w_ptr, 3, j[None, :], k[:, None], H, ACC), z3, ACC)
+    return z0, z1, z2, z3
