@@ -3,7 +3,7 @@ float32 and bf16, on shapes that include T=1, B=1, odd sizes and long sequences.
 import pytest
 import torch
 
-from tsrnn import functional, reference
+from tsrnn import backend, functional, ops, reference
 from conftest import GRAD_TOLERANCE, TOLERANCE, assert_close, cast, differentiable, layer_args, needs_native
 
 pytestmark = needs_native
@@ -177,8 +177,11 @@ def test_linear_scan_constant_decay_and_gradcheck():
     assert torch.autograd.gradcheck(lambda a, u: functional.linear_scan(a, u, backend="native"), (a, u))
 
 
-def test_opcheck_registrations():
-    """Schema, fake (meta) shapes, autograd registration and AOT dispatch of every operator."""
+@pytest.mark.parametrize("impl", ["native", pytest.param("triton", marks=pytest.mark.skipif(
+    not backend.triton_available(), reason="triton is not installed"))])
+def test_opcheck_registrations(impl):
+    """Schema, fake (meta) shapes, autograd registration and AOT dispatch of every operator, in
+    both namespaces (torch.ops.tsrnn compiled, torch.ops.tsrnn_triton through the interpreter)."""
     for cell in CELLS:
         args = layer_args(cell, 4, 2, 3, 3, seed=13, dt=cell != "lstm")
         G = 3 if cell == "plstm_coupled" else 4
@@ -189,9 +192,9 @@ def test_opcheck_registrations():
         p = None if p is None else p.clone().requires_grad_()
         w_hh = args["w_hh"].clone().requires_grad_()
         h0 = args["h0"].clone().requires_grad_()
-        torch.library.opcheck(torch.ops.tsrnn.recurrence_forward,
+        torch.library.opcheck(ops.op(impl, "recurrence_forward"),
                               (cell, xg, w_hh, h0, state0, p, args.get("dt"), 1e-3, True))
     a, u, x0 = (torch.rand(5, 3, dtype=torch.float64, requires_grad=True),
                 torch.randn(5, 3, dtype=torch.float64, requires_grad=True),
                 torch.randn(3, dtype=torch.float64, requires_grad=True))
-    torch.library.opcheck(torch.ops.tsrnn.linear_scan_forward, (a, u, x0))
+    torch.library.opcheck(ops.op(impl, "linear_scan_forward"), (a, u, x0))

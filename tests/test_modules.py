@@ -3,7 +3,7 @@ import pytest
 import torch
 
 import tsrnn
-from tsrnn import reference
+from tsrnn import backend, reference
 from conftest import TOLERANCE, assert_close, needs_native
 
 BACKENDS = ["reference", pytest.param("native", marks=needs_native)]
@@ -203,11 +203,14 @@ def test_backends_agree_through_the_modules():
 
 
 @needs_native
-@pytest.mark.parametrize("compile_backend", ["aot_eager", "inductor"])
-def test_torch_compile_full_graph_matches_eager(compile_backend):
+@pytest.mark.parametrize("kernels, compile_backend", [
+    ("native", "aot_eager"), ("native", "inductor"),
+    pytest.param("triton", "aot_eager", marks=pytest.mark.skipif(not backend.triton_available(),
+                                                                 reason="triton is not installed"))])
+def test_torch_compile_full_graph_matches_eager(kernels, compile_backend):
     torch.manual_seed(5)
-    model = tsrnn.LSTM(4, 6, num_layers=2, timescales=[torch.full((6,), 5.0), None], backend="native")
-    plstm = tsrnn.PowerLawLSTM(6, 3, backend="native")
+    model = tsrnn.LSTM(4, 6, num_layers=2, timescales=[torch.full((6,), 5.0), None], backend=kernels)
+    plstm = tsrnn.PowerLawLSTM(6, 3, backend=kernels)
 
     def step(x):
         out, _ = model(x)
