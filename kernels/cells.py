@@ -1,5 +1,5 @@
 """The recurrent cells as one Triton plug-in, shared by the per-step (recurrence.py) and the
-persistent (persistent.py) kernels; the same cells as the C++ kernels (csrc/cpu/cells.h).
+persistent (persistent.py) kernels; the same cells as the C++ kernels (csrc/cells.h).
 
 A cell maps one step's gate pre-activations z and previous states (c', a') to h, (c, a) and
 the activations saved for backward (forward), and dL/dh, dL/d(c, a) back to dz and

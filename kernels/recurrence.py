@@ -1,7 +1,7 @@
 """Per-step fused recurrence in Triton: one launch per step computes h_{t-1} W_hh^T for a tile of
 (batch rows x hidden units) and applies the cell to it (no separate pointwise launch).
 
-The cells are the plug-in of cells.py (the same cells as csrc/cpu/cells.h), selected by the
+The cells are the plug-in of cells.py (the same cells as csrc/cells.h), selected by the
 constexpr CELL: 0 LSTM (S1), 1 pLSTM coupled, 2 pLSTM separate (S9); the saved activations have
 the same layout, so this is a drop-in implementation of ``torch.ops.tsrnn.recurrence_forward/backward``
 (the kernels of ``torch.ops.tsrnn_triton.recurrence_*``, tsrnn/ops.py; CUDA tensors, or CPU tensors
