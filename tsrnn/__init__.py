@@ -12,8 +12,8 @@ from tsrnn.tilt import TILT
 from tsrnn import averaging, contexts, plot  # noqa: E402  (contexts needs TILT)
 from tsrnn.averaging import averaging_context
 from tsrnn.contexts import BufferContext, TILTBufferContext, TILTContext
-from tsrnn import data, models, tasks  # noqa: E402
+from tsrnn import convert, data, models, tasks  # noqa: E402
 
 __version__ = "0.1.0"
 __all__ = ["LSTM", "PowerLawLSTM", "TILT", "averaging_context", "BufferContext", "TILTContext",
-           "TILTBufferContext", "averaging", "contexts", "plot", "data", "models", "tasks", "backend", "functional", "ops", "reference", "timescales"]
+           "TILTBufferContext", "averaging", "contexts", "plot", "convert", "data", "models", "tasks", "backend", "functional", "ops", "reference", "timescales"]
