@@ -291,6 +291,7 @@ def main(argv=None) -> int:
         "recurrences_fwd_bwd_ms": time_recurrences(device, shapes, dtypes, repeats),
         "linear_scan": scan_bandwidth(device, (64, 256) if args.quick else (4096, 65536), repeats),
     }
+    report["auto_choices"] = {repr(key): path for key, path in tsrnn.backend._tuned.items()}  # measured per shape
     with open(args.json, "w") as f:
         json.dump(report, f, indent=2)
     print(f"{report['device']}, torch {torch.__version__}")

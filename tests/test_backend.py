@@ -4,6 +4,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import time
 import warnings
 
 import pytest
@@ -22,7 +23,9 @@ FAKE_CAUSE = "ImportError: libfake.so: undefined symbol _ZN5tsrnn4fakeE"
 def clean_backend_state(monkeypatch):
     """No TSRNN_BACKEND from the caller's shell, and a fresh set of already-given warnings."""
     monkeypatch.delenv("TSRNN_BACKEND", raising=False)
+    monkeypatch.delenv("TSRNN_AUTOTUNE", raising=False)
     monkeypatch.setattr(backend, "_warned", set())
+    monkeypatch.setattr(backend, "_tuned", {})
 
 
 @pytest.fixture
@@ -284,6 +287,72 @@ def test_auto_on_cuda_prefers_cudnn_then_the_persistent_kernel_then_triton(cuda_
     assert backend.resolve("auto", CUDA, "recurrence", fits=lambda: True) == "native"
     assert recorded(lambda: backend.resolve("auto", CUDA, "recurrence", fits=lambda: False)) == ("triton", [])
     assert backend.resolve("auto", CUDA, "linear_scan") == "triton"
+
+
+class FakePaths:
+    """run(path) for the measured choice: sleeps a path's cost, counts the calls, may fail."""
+
+    def __init__(self, seconds, failing=()):
+        self.seconds, self.failing, self.calls = seconds, failing, []
+
+    def __call__(self, path):
+        self.calls.append(path)
+        if path in self.failing:
+            raise RuntimeError(f"{path} exploded")
+        time.sleep(self.seconds[path])
+
+
+def test_auto_on_cuda_measures_the_candidates_once_per_shape(cuda_extension):
+    run = FakePaths({"cudnn": 0.03, "native": 0.001, "triton": 0.015})
+    pick = lambda key: backend.resolve("auto", CUDA, "recurrence", cudnn=True, fits=lambda: True,  # noqa: E731
+                                       tune=(key, run))
+    assert pick("shape A") == "native"
+    assert sorted(set(run.calls)) == ["cudnn", "native", "triton"]
+    assert len(run.calls) == 3 * (1 + backend.TUNE_REPEATS)  # one warm-up each, then the timed calls
+    assert [pick("shape A") for _ in range(3)] == ["native"] * 3
+    assert len(run.calls) == 3 * (1 + backend.TUNE_REPEATS)  # cached: measured once per shape
+    run.seconds["native"] = 0.05
+    assert pick("shape B") == "triton"  # another shape is measured on its own
+
+
+def test_a_failing_path_is_dropped_with_one_warning(cuda_extension):
+    run = FakePaths({"cudnn": 0.01, "triton": 0.001}, failing=("triton",))
+    result, caught = recorded(lambda: backend.resolve("auto", CUDA, "recurrence", cudnn=True,
+                                                      fits=lambda: False, tune=("k", run)))
+    assert result == "cudnn"
+    assert len(caught) == 1 and "triton path failed" in str(caught[0].message) and "exploded" in str(caught[0].message)
+    everything_fails = FakePaths({"cudnn": 0.0, "triton": 0.0}, failing=("cudnn", "triton"))
+    with pytest.raises(RuntimeError, match=r"every CUDA path failed"), pytest.warns(RuntimeWarning):
+        backend.resolve("auto", CUDA, "recurrence", cudnn=True, fits=lambda: False, tune=("k2", everything_fails))
+
+
+def test_autotune_off_uses_the_static_order(cuda_extension, monkeypatch):
+    monkeypatch.setenv("TSRNN_AUTOTUNE", "0")
+    run = FakePaths({"cudnn": 0.01, "native": 0.0, "triton": 0.0})
+    assert backend.resolve("auto", CUDA, "recurrence", cudnn=True, fits=lambda: True, tune=("k", run)) == "cudnn"
+    assert run.calls == []
+    monkeypatch.delenv("TSRNN_AUTOTUNE")
+    # One candidate: nothing to measure.
+    assert backend.resolve("auto", CUDA, "linear_scan", tune=("k", run)) == "triton" and run.calls == []
+
+
+def test_functional_passes_a_runnable_measurement(monkeypatch):
+    """The (key, run) that functional.lstm/plstm give resolve: run(path) runs the layer on that
+    path without autograd, and the key tells shapes apart."""
+    seen = {}
+
+    def fake_resolve(backend_name, device, op, cudnn=False, fits=None, tune=None):
+        seen.setdefault("keys", []).append(tune[0])
+        tune[1]("reference")  # must run without building a graph
+        return "reference"
+
+    monkeypatch.setattr(backend, "resolve", fake_resolve)
+    for T in (4, 5, 9):
+        x = torch.randn(T, 2, 3, requires_grad=True)
+        h = torch.zeros(2, 4)
+        out, _ = functional.lstm(x, h, h, torch.randn(16, 3), torch.randn(16, 4))
+        assert out.requires_grad  # the call itself still records autograd
+    assert seen["keys"][0] == seen["keys"][1] != seen["keys"][2]  # T=4, 5 share a bucket, 9 does not
 
 
 def test_native_on_cuda_falls_back_once_when_the_shape_does_not_fit(cuda_extension):

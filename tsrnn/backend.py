@@ -6,8 +6,10 @@ correct path for the device:
 - CUDA: cuDNN for the plain and multi-timescale LSTM (the fixed biases are composed into its bias
   vector, so no optimizer moves them); for the pLSTM, the persistent CUDA kernel
   (``tsrnn._cuda``) where the shape fits on chip, else the Triton kernels (``tsrnn.kernels``).
-  This order is the expected one (cuDNN ~2 us per step; one persistent launch beats a launch per
-  step); ``bench/gpu_report.py`` times every path so that it can be checked on the device.
+  Where more than one of these can run a layer, the first call of each shape (device, cell,
+  dtype, batch, sizes, a power-of-two bucket of T, grad mode) times each candidate's forward on
+  the call's own inputs and keeps the fastest for that shape; ``TSRNN_AUTOTUNE=0``, tracing by
+  ``torch.compile`` and CUDA graph capture use the order above instead.
 If ``tsrnn._C`` is missing or fails to load, ``"auto"`` on the CPU falls back to
 ``tsrnn.reference`` with one warning naming the cause; ``"native"`` raises. Triton kernels run on
 CUDA tensors, or on CPU tensors under ``TRITON_INTERPRET=1`` (the test suite's way to run them
@@ -16,8 +18,9 @@ without a GPU).
 from __future__ import annotations
 
 import os
+import time
 import warnings
-from typing import Callable
+from typing import Callable, Hashable
 
 import torch
 
@@ -40,6 +43,8 @@ except (ImportError, OSError) as exc:  # built without CUDA (TSRNN_CUDA=0, no nv
     CUDA_LOAD_ERROR = f"{type(exc).__name__}: {exc}"
 
 _warned: set[str] = set()
+_tuned: dict[Hashable, str] = {}  # shape key -> the fastest measured path
+TUNE_REPEATS = 2  # timed forward calls per candidate, after one warm-up call
 
 
 def triton_available() -> bool:
@@ -67,10 +72,13 @@ def _warn_once(message: str) -> None:
 
 
 def resolve(backend: str, device: torch.device, op: str = "recurrence", cudnn: bool = False,
-            fits: Callable[[], bool] | None = None) -> str:
+            fits: Callable[[], bool] | None = None,
+            tune: tuple[Hashable, Callable[[str], object]] | None = None) -> str:
     """Map a requested backend to the one that runs on ``device``: "native", "triton", "cudnn" or
     "reference". ``op``: "recurrence" or "linear_scan". ``cudnn``: the call is an LSTM that cuDNN
-    can run. ``fits()``: whether the persistent CUDA kernel takes this call's shape."""
+    can run. ``fits()``: whether the persistent CUDA kernel takes this call's shape.
+    ``tune = (key, run)``: ``run(path)`` runs this call on a path; with it, ``"auto"`` on CUDA
+    measures the candidate paths once per ``key`` and returns the fastest."""
     check.choice("backend", backend, BACKENDS)
     if backend == "auto":
         backend = os.environ.get("TSRNN_BACKEND", "auto")
@@ -85,7 +93,7 @@ def resolve(backend: str, device: torch.device, op: str = "recurrence", cudnn: b
                                f"got {device.type} tensors")
         return "triton"
     if device.type == "cuda":
-        return _resolve_cuda(backend, op, cudnn, fits)
+        return _resolve_cuda(backend, op, cudnn, fits, tune)
     if device.type != "cpu":
         if backend == "native":
             raise RuntimeError(
@@ -108,7 +116,8 @@ def resolve(backend: str, device: torch.device, op: str = "recurrence", cudnn: b
     return "native"
 
 
-def _resolve_cuda(backend: str, op: str, cudnn: bool, fits: Callable[[], bool] | None) -> str:
+def _resolve_cuda(backend: str, op: str, cudnn: bool, fits: Callable[[], bool] | None,
+                  tune: tuple[Hashable, Callable[[str], object]] | None) -> str:
     fallback = "triton" if triton_available() else "reference"
     if backend == "native":
         if CUDA_LOAD_ERROR is not None:
@@ -123,10 +132,51 @@ def _resolve_cuda(backend: str, op: str, cudnn: bool, fits: Callable[[], bool] |
         _warn_once("tsrnn: the persistent CUDA kernel does not take this shape on this GPU (W_hh does not fit "
                    f"in shared memory, or no cooperative launch, or not float32); using {fallback}")
         return fallback
-    if cudnn:
-        return "cudnn"
+    candidates = ["cudnn"] if cudnn else []
     if CUDA_LOAD_ERROR is None and op == "recurrence" and fits is not None and fits():
-        return "native"
-    if fallback == "reference":
-        _warn_once("tsrnn: no fused kernel for this call on CUDA (triton is not installed); using the reference loop")
-    return fallback
+        candidates.append("native")
+    if fallback == "triton":
+        candidates.append("triton")
+    if len(candidates) > 1 and tune is not None and _can_measure():
+        return _fastest(candidates, *tune)
+    if candidates:
+        return candidates[0]
+    _warn_once("tsrnn: no fused kernel for this call on CUDA (triton is not installed); using the reference loop")
+    return "reference"
+
+
+def _can_measure() -> bool:
+    if os.environ.get("TSRNN_AUTOTUNE", "1") == "0" or torch.compiler.is_compiling():
+        return False
+    return not (torch.cuda.is_available() and torch.cuda.is_current_stream_capturing())
+
+
+def _sync() -> None:
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+
+
+def _fastest(candidates: list[str], key: Hashable, run: Callable[[str], object]) -> str:
+    """The candidate whose ``run`` is fastest (one warm-up, then TUNE_REPEATS timed calls), measured
+    once per key. A candidate that fails is dropped with one warning naming the cause."""
+    if key in _tuned:
+        return _tuned[key]
+    times = {}
+    for path in candidates:
+        try:
+            run(path)  # warm-up: compiles Triton kernels, plans the CUDA kernel
+            _sync()
+            start = time.perf_counter()
+            for _ in range(TUNE_REPEATS):
+                run(path)
+            _sync()
+        except Exception as exc:  # noqa: BLE001  (a broken path must not break "auto"; it is reported)
+            _warn_once(f"tsrnn: the {path} path failed while being timed ({type(exc).__name__}: {exc}); "
+                       "'auto' does not use it for this shape")
+            continue
+        times[path] = time.perf_counter() - start
+    if not times:
+        raise RuntimeError(f"tsrnn: every CUDA path failed for this call ({', '.join(candidates)}); "
+                           "see the warnings, or use backend='reference'")
+    _tuned[key] = min(times, key=times.get)
+    return _tuned[key]

@@ -6,8 +6,9 @@ operator call (``torch.ops.tsrnn`` compiled, ``torch.ops.tsrnn_triton`` Triton; 
 ``tsrnn.ops``), and lets autograd turn the projection's gradient into one GEMM for W_ih and one
 reduction for the bias. Gate math runs in float32 for bf16/fp16 inputs; h and c come back in the
 input's dtype, the pLSTM age a in float32 (float64 for float64 input).
-On CUDA, ``backend="auto"`` runs an LSTM layer on cuDNN (``torch._VF.lstm``, TF32 off so that
-float32 stays float32) with the effective bias as its input bias.
+On CUDA, ``backend="auto"`` chooses per shape among cuDNN (LSTM layers: ``torch._VF.lstm``, TF32
+off so that float32 stays float32, the effective bias as its input bias), the persistent CUDA
+kernel and Triton, by timing them (see ``tsrnn.backend``).
 """
 from __future__ import annotations
 
@@ -62,6 +63,18 @@ def _check_layer(cell, x, h0, states, w_ih, w_hh, bias, p=None, dt=None):
     return dt
 
 
+def _tuning(cell, x, w_hh, bias, run):
+    """(key, run without autograd) for the measured choice of a CUDA path (tsrnn.backend)."""
+    key = (cell, x.device.index, x.dtype, x.shape[0].bit_length(), x.shape[1], x.shape[2], w_hh.shape[1],
+           bias is None, torch.is_grad_enabled())
+
+    def timed_run(path):
+        with torch.no_grad():
+            run(path)
+
+    return key, timed_run
+
+
 def _persistent_fits(cell, x, w_hh):
     """Whether the persistent CUDA kernel takes this layer (asked only on CUDA tensors)."""
     return lambda: ops.op("native", "recurrence_plan")(cell, w_hh.to(_compute_dtype(x.dtype))) > 0
@@ -111,15 +124,18 @@ def lstm(x, h0, c0, w_ih, w_hh, bias=None, backend="auto", return_forget=False):
     With ``return_forget=True`` also returns the forget gates (T, B, H).
     """
     _check_layer("lstm", x, h0, {"c0": c0}, w_ih, w_hh, bias)
-    impl = _backend.resolve(backend, x.device, "recurrence", cudnn=not return_forget,
-                            fits=_persistent_fits("lstm", x, w_hh))
-    if impl == "reference":
-        out, state, forget = reference.lstm(x, h0, c0, w_ih, w_hh, bias)
-    elif impl == "cudnn":
-        (out, state), forget = _cudnn_lstm(x, h0, c0, w_ih, w_hh, bias), None
-    else:
-        out, (c_n,), forget = _fused(impl, "lstm", x, h0, (c0,), w_ih, w_hh, bias, None, None, 0.0, return_forget)
-        state = (out[-1], c_n.to(x.dtype))
+
+    def run(path):
+        if path == "reference":
+            return reference.lstm(x, h0, c0, w_ih, w_hh, bias)
+        if path == "cudnn":
+            return (*_cudnn_lstm(x, h0, c0, w_ih, w_hh, bias), None)
+        out, (c_n,), forget = _fused(path, "lstm", x, h0, (c0,), w_ih, w_hh, bias, None, None, 0.0, return_forget)
+        return out, (out[-1], c_n.to(x.dtype)), forget
+
+    path = _backend.resolve(backend, x.device, "recurrence", cudnn=not return_forget,
+                            fits=_persistent_fits("lstm", x, w_hh), tune=_tuning("lstm", x, w_hh, bias, run))
+    out, state, forget = run(path)
     return (out, state, forget) if return_forget else (out, state)
 
 
@@ -137,12 +153,16 @@ def plstm(x, h0, c0, a0, w_ih, w_hh, bias, p, dt=None, eps=1e-3, input_gate="cou
     eps = check.positive_real("eps", eps)
     if dt is not None:
         dt = dt.detach()
-    impl = _backend.resolve(backend, x.device, "recurrence", fits=_persistent_fits(cell, x, w_hh))
-    if impl == "reference":
-        out, state, forget = reference.plstm(x, h0, c0, a0, w_ih, w_hh, bias, p, dt, eps, input_gate)
-    else:
-        out, (c_n, a_n), forget = _fused(impl, cell, x, h0, (c0, a0), w_ih, w_hh, bias, p, dt, eps, return_forget)
-        state = (out[-1], c_n.to(x.dtype), a_n)
+
+    def run(path):
+        if path == "reference":
+            return reference.plstm(x, h0, c0, a0, w_ih, w_hh, bias, p, dt, eps, input_gate)
+        out, (c_n, a_n), forget = _fused(path, cell, x, h0, (c0, a0), w_ih, w_hh, bias, p, dt, eps, return_forget)
+        return out, (out[-1], c_n.to(x.dtype), a_n), forget
+
+    path = _backend.resolve(backend, x.device, "recurrence", fits=_persistent_fits(cell, x, w_hh),
+                            tune=_tuning(cell, x, w_hh, bias, run))
+    out, state, forget = run(path)
     return (out, state, forget) if return_forget else (out, state)
 
 
