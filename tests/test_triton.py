@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from tsrnn import backend, functional, reference
-from conftest import GRAD_TOLERANCE, TOLERANCE, assert_close
+from conftest import GRAD_TOLERANCE, TOLERANCE, assert_close, op_inputs
 
 pytestmark = pytest.mark.skipif(not backend.triton_available(), reason="triton is not installed")
 DEVICE = torch.device("cuda" if torch.cuda.is_available() else "cpu")
@@ -53,25 +53,13 @@ def test_triton_is_refused_where_it_cannot_run(monkeypatch):
 CELLS = ["lstm", "plstm_coupled", "plstm_separate"]
 
 
-def _op_inputs(cell, T, B, I, H, dt, dtype=torch.float32):
-    from tsrnn.selftest import layer_args
-
-    a = layer_args(cell, T, B, I, H, seed=T * 31 + H, dt=dt)
-    G = 3 if cell == "plstm_coupled" else 4
-    xg = (a["x"].reshape(T * B, I) @ a["w_ih"].T + a["bias"]).view(T, B, G * H)
-    state0 = torch.stack([a["c0"]] + ([a["a0"]] if cell != "lstm" else []))
-    p, steps = a.get("p"), a.get("dt")
-    cast = lambda t: None if t is None else t.to(dtype)  # noqa: E731
-    return cell, cast(xg), cast(a["w_hh"]), cast(a["h0"]), cast(state0), cast(p), cast(steps), 1e-3
-
-
 @pytest.mark.parametrize("cell", CELLS)
 @pytest.mark.parametrize("shape", [(1, 1, 2, 3), (4, 3, 5, 9), (3, 17, 4, 40)], ids=str)
 def test_triton_recurrence_is_the_compiled_op(cell, shape):
     """The per-step fused Triton kernels compute what torch.ops.tsrnn.recurrence_* compute."""
     from tsrnn.kernels import recurrence
 
-    args = _op_inputs(cell, *shape, dt=cell != "lstm" and shape[0] > 1)
+    args = op_inputs(cell, *shape, dt=cell != "lstm" and shape[0] > 1)
     out = recurrence.recurrence_forward(*args, True)
     ref = torch.ops.tsrnn.recurrence_forward(*args, True)
     for got, want, name in zip(out, ref, ("h", "state", "saved")):
@@ -89,7 +77,7 @@ def test_triton_recurrence_is_the_compiled_op(cell, shape):
 def test_triton_recurrence_bf16_storage_float32_math():
     from tsrnn.kernels import recurrence
 
-    args = _op_inputs("plstm_separate", 5, 3, 4, 20, dt=True, dtype=torch.bfloat16)
+    args = op_inputs("plstm_separate", 5, 3, 4, 20, dt=True, dtype=torch.bfloat16)
     h, state, _ = recurrence.recurrence_forward(*args, True)
     assert h.dtype == torch.bfloat16
     exact = torch.ops.tsrnn.recurrence_forward(*(t.float() if isinstance(t, torch.Tensor) else t for t in args), True)
