@@ -8,7 +8,7 @@ Backward, t = T-1 .. 0: dh += grad_h[t], (dc, da) += grad_state[t]; the cell bac
     (written, [T, B, G*H]), dL/d(c, a)_{t-1} and dp (summed in registers per program), then
     dh_{t-1} = sum_g dz_g W_g. After the kernel, dW_hh = dz^T [h_0 .. h_{T-2}] is one GEMM over T*B.
 W_hh either stays on chip (W_ON_CHIP: the G tiles, W_g^T forward and W_g backward, [HP, HP], are
-loaded once before the time loop) or is streamed from global memory / L2 every step in BLOCK_K
+loaded once before the time loop; Triton holds them in shared memory) or is streamed from global memory / L2 every step in BLOCK_K
 chunks of the contraction; then the dot's left operand (h forward, dz backward) goes through a
 per-program scratch in global memory, ordered by tl.debug_barrier(). Math in float32 (IEEE dots,
 not TF32), or float64 for float64 inputs (tl.dot supports float64 on NVIDIA GPUs).
@@ -35,7 +35,9 @@ from .cells import (
 BLOCK_B = 16  # batch rows per program (tl.dot needs >= 16)
 BLOCK_K = 8  # contraction chunk when W_hh is streamed
 MAX_HP = {torch.float32: 128, torch.float64: 32}  # by math dtype: persistent up to this padded H (fits)
-W_ON_CHIP_BYTES = 64 * 1024  # W_hh kept on chip when its G [HP, HP] tiles take at most this
+W_ON_CHIP_BYTES = 64 * 1024  # W_hh kept on chip when its G [HP, HP] tiles take at most this ...
+SHARED_OVERHEAD = 8 * 1024  # ... and fit in the device's shared memory with what else the kernel uses there
+# (ptxas, sm_90: 69,632 B of shared memory for the 65,536 B of W at HP = 64)
 
 
 def padded(H: int) -> int:
@@ -47,11 +49,19 @@ def _acc_dtype(dtype: torch.dtype) -> torch.dtype:
     return torch.float64 if dtype == torch.float64 else torch.float32
 
 
-def w_fits_on_chip(cell: str, H: int, dtype: torch.dtype) -> bool:
-    """Whether W_hh stays on chip: G * HP^2 * (4 or 8 bytes, the math dtype) <= W_ON_CHIP_BYTES,
-    a quarter of an SM's register file on A100/H100: float32 up to HP = 64, float64 up to HP = 32."""
+def w_fits_on_chip(cell: str, H: int, dtype: torch.dtype, device: torch.device | None = None) -> bool:
+    """Whether W_hh stays on chip (Triton keeps the G tiles in shared memory, loaded once before
+    the time loop, and moves them to the dot layout each step): G * HP^2 * (4 or 8 bytes, the math
+    dtype) <= W_ON_CHIP_BYTES, float32 up to HP = 64, float64 up to HP = 32; on a CUDA device
+    also within its shared memory per block (e.g. not HP = 64 on a 64 KiB sm_75)."""
     HP = padded(H)
-    return CELLS[cell][1] * HP * HP * _acc_dtype(dtype).itemsize <= W_ON_CHIP_BYTES
+    size = CELLS[cell][1] * HP * HP * _acc_dtype(dtype).itemsize
+    if size > W_ON_CHIP_BYTES:
+        return False
+    if device is None or device.type != "cuda":
+        return True
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    return size + SHARED_OVERHEAD <= triton.runtime.driver.active.utils.get_device_properties(index)["max_shared_mem"]
 
 
 def fits(cell: str, B: int, H: int, dtype: torch.dtype) -> bool:
@@ -149,7 +159,7 @@ def recurrence_forward(cell, xg, w_hh, h0, state0, p, dt, eps, save, w_on_chip=N
     cell_id, G, S, K = CELLS[cell]
     T, B, _ = xg.shape
     H = w_hh.shape[1]
-    on_chip = w_fits_on_chip(cell, H, xg.dtype) if w_on_chip is None else w_on_chip
+    on_chip = w_fits_on_chip(cell, H, xg.dtype, xg.device) if w_on_chip is None else w_on_chip
     grid, HP, options, acc_f64 = _launch(B, H, xg.dtype)
     xg, w_hh, h0, state0 = xg.contiguous(), w_hh.contiguous(), h0.contiguous(), state0.contiguous()
     h_all = xg.new_empty(T, B, H)
@@ -259,7 +269,7 @@ def recurrence_backward(cell, grad_h, grad_state, w_hh, h0, state0, h_all, state
     cell_id, G, S, K = CELLS[cell]
     T, B, H = h_all.shape
     check_saved(saved, T, B, K, H)
-    on_chip = w_fits_on_chip(cell, H, h_all.dtype) if w_on_chip is None else w_on_chip
+    on_chip = w_fits_on_chip(cell, H, h_all.dtype, h_all.device) if w_on_chip is None else w_on_chip
     grid, HP, options, acc_f64 = _launch(B, H, h_all.dtype)
     acc = _acc_dtype(h_all.dtype)
     dz = h_all.new_empty(T, B, G * H)

@@ -169,6 +169,11 @@ def _per_step_backward(cell, grad_h, grad_state, w_hh, h0, state0, h_all, state_
     return dz, weight_grad(dz, h0, h_all), dh, dstate, dp.sum(0) if p is not None else h_all.new_empty(0)
 
 
+def _check_steps(T):
+    if T < 1:  # the kernels index step T - 1 (the native ops check the same)
+        raise ValueError(f"tsrnn: the Triton recurrence needs at least one step, got T={T}")
+
+
 def _persistent(kernel, cell, B, H, dtype):
     kernel = os.environ.get("TSRNN_TRITON_KERNEL", "auto") if kernel is None else kernel
     if kernel not in KERNELS:
@@ -180,6 +185,7 @@ def recurrence_forward(cell, xg, w_hh, h0, state0, p, dt, eps, save, kernel=None
     """torch.ops.tsrnn.recurrence_forward for Triton: h_all [T,B,H], state_all [T,S,B,H], saved.
     kernel: "auto" (persistent where ``persistent.fits``), "persistent" or "per_step"; None (the
     ops' call) reads it from $TSRNN_TRITON_KERNEL, "auto" when unset (bench/gpu_report.py sets it)."""
+    _check_steps(xg.shape[0])
     run = persistent.recurrence_forward if _persistent(kernel, cell, xg.shape[1], w_hh.shape[1], xg.dtype) \
         else _per_step_forward
     return run(cell, xg, w_hh, h0, state0, p, dt, eps, save)
@@ -189,6 +195,7 @@ def recurrence_backward(cell, grad_h, grad_state, w_hh, h0, state0, h_all, state
                         kernel=None):
     """torch.ops.tsrnn.recurrence_backward for Triton: grad_xg, grad_w_hh, grad_h0, grad_state0, grad_p.
     kernel: as for recurrence_forward."""
+    _check_steps(h_all.shape[0])
     B, H = h_all.shape[1:]
     run = persistent.recurrence_backward if _persistent(kernel, cell, B, H, h_all.dtype) else _per_step_backward
     return run(cell, grad_h, grad_state, w_hh, h0, state0, h_all, state_all, saved, p, dt, eps)

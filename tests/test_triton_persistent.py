@@ -134,3 +134,12 @@ def test_unknown_kernel_is_refused(monkeypatch):
     monkeypatch.setenv("TSRNN_TRITON_KERNEL", "cuda")
     with pytest.raises(ValueError, match=match):
         recurrence.recurrence_forward(*args, True)
+
+
+def test_zero_steps_are_refused():
+    from tsrnn.kernels import recurrence
+
+    args = list(op_inputs("lstm", 1, 2, 3, 4, dt=False))
+    args[1] = args[1][:0]  # xg with T = 0
+    with pytest.raises(ValueError, match=r"at least one step, got T=0"):
+        recurrence.recurrence_forward(*args, True)

@@ -9,6 +9,7 @@ Registering the backward with ``torch.library.register_autograd`` and the shapes
 """
 from __future__ import annotations
 
+import contextlib
 import importlib
 from typing import NamedTuple
 
@@ -133,12 +134,31 @@ def _scan_autograd(backward_op):
     return scan_backward
 
 
+@contextlib.contextmanager
+def _on_device_exact_fp32(args):
+    """Triton launches on the current CUDA device, not the tensors' one, and the Triton drivers'
+    torch matmuls (dh, dW_hh) would use TF32 if the user allowed it: run on the tensors' device
+    with TF32 off, as the kernels' own IEEE dots."""
+    device = next((a.device for a in args if isinstance(a, torch.Tensor) and a.is_cuda), None)
+    if device is None:
+        yield
+        return
+    before = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = False
+    try:
+        with torch.cuda.device(device):
+            yield
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = before
+
+
 def _triton_kernel(module: str, name: str):
     """Calls ``module.name``, imported at the first call: importing triton costs a second, and
     TRITON_INTERPRET must be set before the kernels' module is imported."""
 
     def kernel(*args):
-        return getattr(importlib.import_module(module), name)(*args)
+        with _on_device_exact_fp32(args):
+            return getattr(importlib.import_module(module), name)(*args)
 
     return kernel
 

@@ -72,6 +72,17 @@ void check_float(const Tensor& t) {
               " (tsrnn.functional runs bf16/fp16 layers in float32)");
 }
 
+// Exact float32 cuBLAS for dW_hh, like the kernels, even where the user allowed TF32; restores
+// the setting on exit.
+class NoTF32 {
+ public:
+  NoTF32() : before_(at::globalContext().allowTF32CuBLAS()) { at::globalContext().setAllowTF32CuBLAS(false); }
+  ~NoTF32() { at::globalContext().setAllowTF32CuBLAS(before_); }
+
+ private:
+  bool before_;
+};
+
 template <typename T>
 T* data_or_null(const c10::optional<Tensor>& t) {
   return t ? t->data_ptr<T>() : nullptr;
@@ -152,6 +163,7 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> recurrence_backward(
                                   static_cast<float>(eps)};
     check_cuda(cuda::backward(cell_id<Cell>(), plan, args, c10::cuda::getCurrentCUDAStream()),
                "launching the persistent backward kernel");
+    const NoTF32 exact;
     grad_w = recurrent_weight_grad(dz, h0, h_all);
     grad_p = p ? dp.sum(0) : at::empty({0}, h_all.options());
   });
