@@ -13,7 +13,6 @@ store_rows), the W_hh tiles and dots (w_tile, mm, gates_mm), and two host helper
 """
 from __future__ import annotations
 
-import torch
 import triton
 import triton.language as tl
 
@@ -26,10 +25,13 @@ def check_saved(saved, T, B, K, H):
 
 
 def weight_grad(dz, h0, h_all):
-    """dW_hh = sum_t dz[t]^T h_{t-1}: one GEMM over T*B rows, dz: [T, B, G*H]."""
+    """dW_hh = sum_t dz[t]^T h_{t-1} = dz[0]^T h0 + dz[1:]^T h_all[:-1], dz: [T, B, G*H] (two GEMMs,
+    no copy of the h's; as csrc/op_common.h)."""
     T, B, H = h_all.shape
-    h_prev = torch.cat([h0[None], h_all[:-1]]).reshape(T * B, H)
-    return dz.reshape(T * B, -1).t() @ h_prev
+    grad = dz[0].t() @ h0
+    if T > 1:
+        grad.addmm_(dz[1:].reshape((T - 1) * B, -1).t(), h_all[:-1].reshape((T - 1) * B, H))
+    return grad
 
 
 @triton.jit

@@ -89,6 +89,16 @@ def _launch(B, H, dtype):
         dtype == torch.float64
 
 
+@triton.jit
+def _tile(B, H, BLOCK_B: tl.constexpr, HP: tl.constexpr):
+    """This program's rows and units: (pid, batch rows rb, units rj, row mask, tile mask, b*H+j)."""
+    pid = tl.program_id(0)
+    rb = pid * BLOCK_B + tl.arange(0, BLOCK_B)
+    rj = tl.arange(0, HP)
+    mb = rb < B
+    return pid, rb, rj, mb, mb[:, None] & (rj < H)[None, :], rb[:, None] * H + rj[None, :]
+
+
 @triton.jit(do_not_specialize=["T"])
 def _forward_kernel(xg_ptr, h0_ptr, s0_ptr, w_ptr, h_ptr, state_ptr, act_ptr, p_ptr, dt_ptr, scratch_ptr,
                     T, B, H, eps: tl.float64,  # xg: [T, B, G*H], h0: [B, H], s0: [S, B, H], w: [G*H, H],
@@ -100,13 +110,8 @@ def _forward_kernel(xg_ptr, h0_ptr, s0_ptr, w_ptr, h_ptr, state_ptr, act_ptr, p_
     """h_t, (c, a)_t = cell(xg[t] + h_{t-1} W_hh^T, (c, a)_{t-1}) for t = 0 .. T-1, h, c, a in registers."""
     ACC = tl.float64 if ACC_F64 else tl.float32
     eps = tl.cast(eps, ACC)  # passed as float64: exact in float64 math
-    pid = tl.program_id(0)
-    rb = pid * BLOCK_B + tl.arange(0, BLOCK_B)
-    rj = tl.arange(0, HP)
-    mb = rb < B
-    m2 = mb[:, None] & (rj < H)[None, :]
+    pid, rb, rj, mb, m2, unit = _tile(B, H, BLOCK_B, HP)
     BH = B * H
-    unit = rb[:, None] * H + rj[None, :]
     h = tl.load(h0_ptr + unit, mask=m2, other=0.0).to(ACC)
     c = tl.load(s0_ptr + unit, mask=m2, other=0.0).to(ACC)
     if CELL == 0:
@@ -185,13 +190,8 @@ def _backward_kernel(act_ptr, s0_ptr, state_ptr, gh_ptr, gs_ptr, w_ptr, dz_ptr, 
     """dz[t], dh_{t-1} = sum_g dz_g[t] W_g, dL/d(c, a)_{t-1} for t = T-1 .. 0; dh, dc, da, dp in registers."""
     ACC = tl.float64 if ACC_F64 else tl.float32
     eps = tl.cast(eps, ACC)  # passed as float64: exact in float64 math
-    pid = tl.program_id(0)
-    rb = pid * BLOCK_B + tl.arange(0, BLOCK_B)
-    rj = tl.arange(0, HP)
-    mb = rb < B
-    m2 = mb[:, None] & (rj < H)[None, :]
+    pid, rb, rj, mb, m2, unit = _tile(B, H, BLOCK_B, HP)
     BH = B * H
-    unit = rb[:, None] * H + rj[None, :]
     dh = tl.zeros((BLOCK_B, HP), ACC)
     dc = tl.zeros((BLOCK_B, HP), ACC)
     da = tl.zeros((BLOCK_B, HP), ACC)

@@ -212,6 +212,18 @@ cudaError_t resident_blocks(Kernel kernel, int optin, std::size_t bytes, int* pe
   return cudaOccupancyMaxActiveBlocksPerMultiprocessor(per_sm, kernel, kThreads, bytes);
 }
 
+// Cooperative launch of kernel_of(cell tag) with (args, units) as its parameters.
+template <typename Args, typename KernelOf>
+cudaError_t launch(Cell cell, const Plan& plan, const Args& args, cudaStream_t stream, KernelOf kernel_of) {
+  if (plan.blocks < 1) return cudaErrorInvalidConfiguration;
+  return with_cell(cell, [&](auto c) -> cudaError_t {
+    Args a = args;
+    int units = plan.units;
+    void* params[] = {&a, &units};
+    return cudaLaunchCooperativeKernel(kernel_of(c), plan.blocks, kThreads, params, plan.shared_bytes, stream);
+  });
+}
+
 }  // namespace
 
 cudaError_t plan(Cell cell, int hidden, Plan* out) {
@@ -240,25 +252,11 @@ cudaError_t plan(Cell cell, int hidden, Plan* out) {
 }
 
 cudaError_t forward(Cell cell, const Plan& plan, const ForwardArgs& args, cudaStream_t stream) {
-  if (plan.blocks < 1) return cudaErrorInvalidConfiguration;
-  return with_cell(cell, [&](auto c) -> cudaError_t {
-    ForwardArgs a = args;
-    int units = plan.units;
-    void* params[] = {&a, &units};
-    return cudaLaunchCooperativeKernel(reinterpret_cast<void*>(forward_kernel<decltype(c)>), plan.blocks,
-                                       kThreads, params, plan.shared_bytes, stream);
-  });
+  return launch(cell, plan, args, stream, [](auto c) { return reinterpret_cast<void*>(forward_kernel<decltype(c)>); });
 }
 
 cudaError_t backward(Cell cell, const Plan& plan, const BackwardArgs& args, cudaStream_t stream) {
-  if (plan.blocks < 1) return cudaErrorInvalidConfiguration;
-  return with_cell(cell, [&](auto c) -> cudaError_t {
-    BackwardArgs a = args;
-    int units = plan.units;
-    void* params[] = {&a, &units};
-    return cudaLaunchCooperativeKernel(reinterpret_cast<void*>(backward_kernel<decltype(c)>), plan.blocks,
-                                       kThreads, params, plan.shared_bytes, stream);
-  });
+  return launch(cell, plan, args, stream, [](auto c) { return reinterpret_cast<void*>(backward_kernel<decltype(c)>); });
 }
 
 }  // namespace cuda
