@@ -1,20 +1,21 @@
-"""One call on a GPU machine: build, check every kernel, time everything, record it (SPEC §7).
+"""One call on a GPU machine: build, check every kernel, time everything, record it.
 
     python bench/gpu_report.py [--wheels DIR] [--build] [--json gpu_report.json] [--device cuda] [--quick]
+                               [--no-flashrnn]
 
 1. Installs what ``--wheels DIR`` holds (``pip install --no-index --find-links DIR``, e.g. the
    flashrnn and triton wheels), since the GPU machine has no network; with ``--build``, builds
    tsrnn with its CUDA extension (``TSRNN_CUDA=1 pip install --no-build-isolation -e .``).
 2. Runs the GPU tests (tests/test_cuda.py, the Triton tests) and the CUDA ones again under
    compute-sanitizer (memcheck, racecheck), recording each summary line.
-3. Checks every path against the reference loops on the device, forward and backward: the
-   Triton linear scan; the recurrences through cuDNN (auto, LSTM), the persistent CUDA kernel
-   (native), the per-step and the persistent Triton kernels.
-4. Times forward+backward (CUDA events, median of ``--repeats`` after warm-up) at the SPEC §7
-   shapes in float32 and bf16: torch.nn.LSTM (cuDNN, as users run it: TF32 per torch's default),
-   tsrnn.LSTM with MTS timescales and tsrnn.PowerLawLSTM on every path above, their reference
-   loops, and FlashRNN's fused LSTM when it imports; and the Triton linear scan against the
-   device's measured copy bandwidth.
+3. Checks every path of ``tsrnn.backend`` that runs on the device against the float64 reference
+   through the harness of ``tsrnn.testing`` (the tests' table of cells x shapes, float32 and
+   bf16, forward and backward), and the Triton linear scan.
+4. Times forward+backward (CUDA events, median of ``--repeats`` after warm-up) at the target
+   shapes (T=70, B in {20, 80}, H in {400, 1150}; T=1000, B=128, H=128) in float32 and bf16:
+   torch.nn.LSTM (cuDNN, as users run it: TF32 per torch's default), tsrnn.LSTM with MTS timescales and tsrnn.PowerLawLSTM on "auto" (recording the path it
+   measured fastest) and on every path by name, their reference loops, and FlashRNN's fused LSTM
+   when it imports; and the Triton linear scan against the device's measured copy bandwidth.
 5. Prints a table and writes JSON with the device, versions and every number.
 
 ``--quick --device cpu`` runs the same code on tiny shapes (Triton through its interpreter): the
@@ -32,9 +33,8 @@ import sys
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-# (label, backend, Triton recurrence kernel): every path a recurrence can take.
-PATHS = [("auto", "auto", None), ("native", "native", None), ("triton per-step", "triton", "per_step"),
-         ("triton persistent", "triton", "persistent")]
+# What a recurrence is timed on: "auto", then every GPU path by name (tsrnn.backend.PATHS).
+TIMED = ["auto", "cudnn", "cuda_coop", "triton_persistent", "triton_step"]
 
 
 def install(wheels: str) -> None:
@@ -45,8 +45,11 @@ def install(wheels: str) -> None:
 
 
 def build() -> None:
+    """Editable install with the CUDA extension; --no-deps and --no-index: the GPU machine has
+    torch, numpy, scipy and tqdm already and no package index."""
     env = dict(os.environ, TSRNN_CUDA="1")
-    subprocess.run([sys.executable, "-m", "pip", "install", "--no-build-isolation", "-e", ROOT], check=True, env=env)
+    subprocess.run([sys.executable, "-m", "pip", "install", "--no-build-isolation", "--no-deps", "--no-index", "-e",
+                    ROOT], check=True, env=env)
 
 
 def run_tests(quick: bool) -> list[dict]:
@@ -54,12 +57,13 @@ def run_tests(quick: bool) -> list[dict]:
     import shutil
 
     pytest_cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"]
-    runs = [("pytest", pytest_cmd + ["tests/test_cuda.py", "tests/test_triton.py", "tests/test_triton_persistent.py"])]
+    runs = [("pytest", pytest_cmd + ["tests/test_cuda.py", "tests/test_paths.py", "tests/test_triton.py",
+                                     "tests/test_triton_persistent.py", "tests/test_backend.py"])]
     sanitizer = shutil.which("compute-sanitizer") or os.path.join(os.environ.get("CUDA_HOME", "/usr/local/cuda"),
                                                                   "bin", "compute-sanitizer")
     for tool in ("memcheck", "racecheck"):
         runs.append((f"compute-sanitizer {tool}", [sanitizer, "--tool", tool, "--error-exitcode", "1"] + pytest_cmd
-                     + ["tests/test_cuda.py", "-k", "forward_without_save or (cuda_op_is_the_cpu_op and 400)"]))
+                     + ["tests/test_cuda.py", "-k", "forward_without_save or (cuda_coop_matches_the_reference and 400)"]))
     rows = []
     for name, cmd in runs[:1] if quick else runs:
         if not os.path.exists(cmd[0]) and not shutil.which(cmd[0]):
@@ -96,80 +100,39 @@ def timer(device):
 
 
 def check_scan(device, shapes) -> list[dict]:
-    """The Triton linear scan against its reference, forward and backward."""
+    """The Triton linear scan against its reference, forward and backward (float32)."""
     import torch
 
-    from tsrnn import functional, reference
+    from tsrnn import testing
 
     rows = []
-    for T, N in shapes:
-        g = torch.Generator().manual_seed(T)
-        a, u = torch.rand(T, N, generator=g), torch.randn(T, N, generator=g)
-        fa, fu = a.to(device).clone().requires_grad_(), u.to(device).clone().requires_grad_()
-        ra, ru = a.detach().double().requires_grad_(), u.detach().double().requires_grad_()
-        x, x_ref = functional.linear_scan(fa, fu, backend="triton"), reference.linear_scan(ra, ru)
-        (x.double() ** 2).sum().backward()
-        (x_ref ** 2).sum().backward()
-        err = max((x.double().cpu() - x_ref).abs().max().item(), (fa.grad.double().cpu() - ra.grad).abs().max().item(),
-                  (fu.grad.double().cpu() - ru.grad).abs().max().item())
-        rows.append({"kernel": "linear_scan triton", "T": T, "N": N, "max_abs_err": err, "ok": err < 1e-3})
+    for shape in shapes:
+        result = testing.compare_scan("triton_scan", shape, torch.float32, device)
+        rows.append({"kernel": "linear_scan triton_scan", "shape": list(shape), "dtype": "float32",
+                     "worst": max(result.worst(False), result.worst(True)), "ok": result.ok,
+                     "failures": result.failures()})
     return rows
 
 
-class triton_kernel:
-    """Context: the Triton recurrence kernel to run ("per_step", "persistent" or None for auto)."""
-
-    def __init__(self, kernel):
-        self.kernel, self.before = kernel, None
-
-    def __enter__(self):
-        self.before = os.environ.get("TSRNN_TRITON_KERNEL")
-        os.environ["TSRNN_TRITON_KERNEL"] = self.kernel or "auto"
-
-    def __exit__(self, *exc):
-        if self.before is None:
-            os.environ.pop("TSRNN_TRITON_KERNEL")
-        else:
-            os.environ["TSRNN_TRITON_KERNEL"] = self.before
-
-
-def check_recurrences(device, T, B, H) -> list[dict]:
-    """Every recurrence path against the reference loops, forward and backward (float32)."""
-    import warnings
-
-    import torch
-
-    from tsrnn import functional, reference
-    from tsrnn.selftest import layer_args
+def check_recurrences(device, shapes, dtypes) -> list[dict]:
+    """Every recurrence path that runs on the device, against the float64 reference (tsrnn.testing)."""
+    from tsrnn import cells, testing
 
     rows = []
-    for cell in ("lstm", "plstm_coupled", "plstm_separate"):
-        args = layer_args(cell, T, B, H, H, dt=cell != "lstm")
-        fn, ref = (functional.lstm, reference.lstm) if cell == "lstm" else (functional.plstm, reference.plstm)
-        names = [k for k, v in args.items() if isinstance(v, torch.Tensor) and k != "dt"]
-        slow = {k: (v.clone().requires_grad_() if k in names else v) for k, v in args.items()}
-        out_ref = ref(**slow)[0]
-        out_ref.sum().backward()
-        for label, backend, kernel in PATHS:
-            fast = {k: (v.to(device, torch.float32).requires_grad_() if k in names else
-                        v.to(device, torch.float32) if isinstance(v, torch.Tensor) else v) for k, v in args.items()}
-            with triton_kernel(kernel), warnings.catch_warnings(record=True) as caught:
-                warnings.simplefilter("always")
-                try:
-                    out, _ = fn(**fast, backend=backend)
-                    out.double().sum().backward()
-                except RuntimeError as exc:  # e.g. native without the CUDA extension: recorded
-                    rows.append({"kernel": f"{cell} {label}", "T": T, "N": H, "max_abs_err": None, "ok": False,
-                                 "error": str(exc)[:300]})
-                    continue
-            scale = out_ref.abs().max().item()
-            err = max([(out.double().cpu() - out_ref).abs().max().item() / scale] +
-                      [(fast[k].grad.double().cpu() - slow[k].grad).abs().max().item() /
-                       max(1.0, slow[k].grad.abs().max().item()) for k in names])
-            row = {"kernel": f"{cell} {label}", "T": T, "N": H, "max_abs_err": err, "ok": err < 1e-3}
-            if caught:
-                row["warnings"] = [str(w.message)[:200] for w in caught]
-            rows.append(row)
+    for path in testing.LAYER_PATHS:
+        for cell in cells.CELLS:
+            for shape in shapes:
+                for dtype in dtypes:
+                    if testing.why_not(path, cell, shape, dtype, device):
+                        continue
+                    row = {"kernel": f"{cell} {path}", "shape": list(shape), "dtype": str(dtype).replace("torch.", "")}
+                    try:
+                        result = testing.compare(path, cell, shape, dtype, device, dt=cells.get(cell).has_p)
+                    except Exception as exc:  # noqa: BLE001  (a failing path is reported, not fatal)
+                        rows.append({**row, "worst": None, "ok": False, "failures": f"{type(exc).__name__}: {exc}"[:300]})
+                        continue
+                    rows.append({**row, "worst": max(result.worst(False), result.worst(True)), "ok": result.ok,
+                                 "failures": result.failures()})
     return rows
 
 
@@ -194,7 +157,7 @@ def flashrnn_step(B, T, H, dtype, device):
         return None, f"{type(exc).__name__}: {exc}"[:200]
 
 
-def time_recurrences(device, shapes, dtypes, repeats) -> list[dict]:
+def time_recurrences(device, shapes, dtypes, repeats, flashrnn=True) -> list[dict]:
     import torch
 
     import tsrnn
@@ -206,26 +169,28 @@ def time_recurrences(device, shapes, dtypes, repeats) -> list[dict]:
             x = torch.randn(T, B, H, device=device, dtype=dtype)
             torch.manual_seed(0)
             mts = [tsrnn.timescales.inverse_gamma_quantiles(H, 0.56)]
-            models = {"torch.nn.LSTM": (torch.nn.LSTM(H, H), None)}
-            for label, backend, kernel in PATHS:
-                models[f"MTS-LSTM {label}"] = (tsrnn.LSTM(H, H, timescales=mts, backend=backend), kernel)
-                models[f"pLSTM {label}"] = (tsrnn.PowerLawLSTM(H, H, backend=backend), kernel)
-            models["MTS-LSTM reference loop"] = (tsrnn.LSTM(H, H, timescales=mts, backend="reference"), None)
-            models["pLSTM reference loop"] = (tsrnn.PowerLawLSTM(H, H, backend="reference"), None)
+            models = {"torch.nn.LSTM": torch.nn.LSTM(H, H)}
+            for path in TIMED + ["reference"]:
+                models[f"MTS-LSTM {path}"] = tsrnn.LSTM(H, H, timescales=mts, backend=path)
+                if path != "cudnn":
+                    models[f"pLSTM {path}"] = tsrnn.PowerLawLSTM(H, H, backend=path)
             row = {"T": T, "B": B, "H": H, "dtype": str(dtype).replace("torch.", "")}
-            for name, (model, kernel) in models.items():
+            for name, model in models.items():
                 model = model.to(device=device, dtype=dtype)
+                before = set(tsrnn.backend.tuned_choices())
 
                 def step(model=model, x=x):
                     model(x)[0].float().sum().backward()
 
-                with triton_kernel(kernel):
-                    try:
-                        row[name] = measure(step, repeats)
-                    except RuntimeError as exc:  # a path this build lacks: recorded, not fatal
-                        row[name] = None
-                        row.setdefault("errors", {})[name] = str(exc)[:200]
-            step, error = flashrnn_step(B, T, H, dtype, device)
+                try:
+                    row[name] = measure(step, repeats)
+                except (RuntimeError, ValueError) as exc:  # a path this shape or build cannot take: recorded
+                    row[name] = None
+                    row.setdefault("errors", {})[name] = str(exc)[:200]
+                chosen = {k: v for k, v in tsrnn.backend.tuned_choices().items() if k not in before}
+                if chosen:
+                    row.setdefault("auto chose", {})[name] = sorted(set(chosen.values()))
+            step, error = flashrnn_step(B, T, H, dtype, device) if flashrnn else (None, "skipped (--no-flashrnn)")
             row["FlashRNN fused LSTM"] = measure(step, repeats) if step else None
             if error:
                 row["FlashRNN error"] = error
@@ -258,6 +223,8 @@ def main(argv=None) -> int:
     p.add_argument("--device", default="cuda")
     p.add_argument("--repeats", type=int, default=20)
     p.add_argument("--quick", action="store_true", help="tiny shapes (a smoke test of this script)")
+    p.add_argument("--no-flashrnn", action="store_true",
+                   help="skip FlashRNN (its first call per shape compiles CUDA code: minutes)")
     args = p.parse_args(argv)
     if args.wheels:
         install(args.wheels)
@@ -268,6 +235,7 @@ def main(argv=None) -> int:
     import torch
 
     import tsrnn
+    from tsrnn import testing
 
     device = torch.device(args.device)
     if device.type == "cuda" and not torch.cuda.is_available():
@@ -286,12 +254,13 @@ def main(argv=None) -> int:
                        "tsrnn._cuda": tsrnn.backend.CUDA_LOAD_ERROR or "loaded"},
         "tests": run_tests(args.quick) if device.type == "cuda" else [],
         "checks": check_scan(device, [(1, 7), (37, 70)] + ([] if args.quick else [(1000, 513)]))
-        + check_recurrences(device, *((5, 2, 8) if args.quick else (70, 20, 400)))
-        + ([] if args.quick else check_recurrences(device, 50, 128, 128)),
-        "recurrences_fwd_bwd_ms": time_recurrences(device, shapes, dtypes, repeats),
+        + check_recurrences(device, [(5, 2, 3, 8)] if args.quick else testing.SHAPES + [(70, 20, 400, 400),
+                                                                                      (50, 128, 128, 128)],
+                            [torch.float32] if args.quick else [torch.float32, torch.bfloat16]),
+        "recurrences_fwd_bwd_ms": time_recurrences(device, shapes, dtypes, repeats, not args.no_flashrnn),
         "linear_scan": scan_bandwidth(device, (64, 256) if args.quick else (4096, 65536), repeats),
     }
-    report["auto_choices"] = {repr(key): path for key, path in tsrnn.backend._tuned.items()}  # measured per shape
+    report["auto_choices"] = tsrnn.backend.tuned_choices()  # measured per (shape, candidates)
     with open(args.json, "w") as f:
         json.dump(report, f, indent=2)
     print(f"{report['device']}, torch {torch.__version__}")
@@ -299,15 +268,16 @@ def main(argv=None) -> int:
     for row in report["tests"]:
         print(f"{row['run']}: {'ok' if row['ok'] else 'FAILED'}: {row['summary']}")
     for row in report["checks"]:
-        err = "n/a" if row["max_abs_err"] is None else f"{row['max_abs_err']:.1e}"
-        print(f"check {row['kernel']} T={row['T']} N={row['N']}: max err {err} "
-              f"{'ok' if row['ok'] else 'MISMATCH ' + row.get('error', '')}")
-    skip = ("T", "B", "H", "dtype", "FlashRNN error", "errors")
+        err = "n/a" if row["worst"] is None else f"{row['worst']:.2f}"
+        print(f"check {row['kernel']} {row['shape']} {row['dtype']}: worst error / tolerance {err} "
+              f"{'ok' if row['ok'] else 'MISMATCH ' + row['failures']}")
+    skip = ("T", "B", "H", "dtype", "FlashRNN error", "errors", "auto chose")
     names = [k for k in report["recurrences_fwd_bwd_ms"][0] if k not in skip]
     for row in report["recurrences_fwd_bwd_ms"]:  # one block per shape: a row per path, in ms
         print(f"T={row['T']} B={row['B']} H={row['H']} {row['dtype']}: fwd+bwd ms")
         for n in names:
-            print(f"  {n:<28}" + (f"{row[n]:10.3f}" if row[n] is not None else "       n/a"))
+            print(f"  {n:<28}" + (f"{row[n]:10.3f}" if row[n] is not None else "       n/a")
+                  + (f"  (chose {', '.join(row['auto chose'][n])})" if n in row.get("auto chose", {}) else ""))
     scan = report["linear_scan"]
     print(f"linear_scan T={scan['T']} N={scan['N']}: {scan['scan_GBps']:.1f} GB/s, "
           f"{100 * scan['fraction_of_copy']:.0f}% of copy ({scan['copy_GBps']:.1f} GB/s)")

@@ -2,8 +2,8 @@
 // Shared by the CPU kernels (csrc/cpu/recurrence.cpp) and the CUDA kernels
 // (csrc/cuda/recurrence.cu): every function is __host__ __device__ under nvcc.
 //
-// The time loop, the recurrent GEMM and the weight-gradient GEMM live in recurrence.cpp and are
-// shared; a cell only maps gate pre-activations and previous states to new states (forward) and
+// The time loop and the recurrent GEMM live in the drivers (cpu/recurrence.cpp, cuda/recurrence.cu),
+// the weight-gradient GEMMs in recurrence_op.h; a cell only maps gate pre-activations and previous states to new states (forward) and
 // the reverse (backward). A cell declares:
 //   kGates  rows of W per unit (gate pre-activations z, stride zs between gates)
 //   kStates states carried besides h (stride BH between states: c, then a for pLSTM)

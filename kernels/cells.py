@@ -1,32 +1,49 @@
-"""The recurrent cells as one Triton plug-in, shared by the per-step (recurrence.py) and the
+"""The recurrent cells as one Triton plug-in, shared by the per-step (per_step.py) and the
 persistent (persistent.py) kernels; the same cells as the C++ kernels (csrc/cells.h).
 
 A cell maps one step's gate pre-activations z and previous states (c', a') to h, (c, a) and
 the activations saved for backward (forward), and dL/dh, dL/d(c, a) back to dz and
-dL/d(c', a') (backward). CELL: 0 LSTM (S1), 1 pLSTM coupled, 2 pLSTM separate (S9).
+dL/d(c', a') (backward). CELL: 0 LSTM (S1), 1 pLSTM coupled, 2 pLSTM separate (S9): ``kernel_id`` in tsrnn/cells.py.
 Gate rows of z (and of W_hh, dz): LSTM (i, f, g, o), coupled (r, g, o), separate (i, r, g, o).
 Saved rows: LSTM (i, f, g, o), pLSTM (f, r, g, o[, i]).
 The functions are elementwise with broadcasting: callers pass 2-D (batch x unit) tiles, 1-D
 flat vectors or scalars (p, dt; and placeholders for the arguments a cell ignores).
 Also shared by both kernel shapes: the row loads / stores of xg, saved and dz (load_rows,
-store_rows), the W_hh tiles and dots (w_tile, mm, gates_mm), and two host helpers.
+store_rows), the W_hh tiles and dots (w_tile, mm, gates_mm), and four host helpers.
 """
 from __future__ import annotations
 
+import torch
 import triton
 import triton.language as tl
 
-CELLS = {"lstm": (0, 4, 1, 4), "plstm_coupled": (1, 3, 2, 4), "plstm_separate": (2, 4, 2, 5)}  # id, G, S, K
+from tsrnn.cells import CELLS
 
 
-def check_saved(saved, T, B, K, H):
-    if saved.shape != (T, B, K * H):
-        raise RuntimeError("tsrnn: saved activations are missing (was the forward run with save=false?)")
+def check_math_dtype(t) -> None:
+    """The Triton recurrences take float32 or float64 tensors, as the compiled ones (the functional
+    layer runs bf16/fp16 layers in float32: states stored in bf16 would round c every step)."""
+    if t.dtype not in (torch.float32, torch.float64):
+        raise TypeError(f"tsrnn: the Triton recurrence kernels take float32 or float64, got {t.dtype}")
+
+
+def eps_tensor(eps: float, like: torch.Tensor) -> torch.Tensor:
+    """ε as a one-element tensor of the math dtype, read by the kernels with tl.load: a float
+    argument reaches the kernel in float32 under the Triton interpreter, and 1e-3 in float32
+    moves a float64 forget gate by ~1e-10."""
+    return torch.full((1,), eps, dtype=like.dtype, device=like.device)
+
+
+def sizes(cell: str) -> tuple[int, int, int, int]:
+    """(CELL, G, S, K) of a cell of the registry (tsrnn/cells.py): its constexpr id, gate rows,
+    states and saved activations per unit."""
+    c = CELLS[cell]
+    return c.kernel_id, c.num_gates, c.num_states, c.num_saved
 
 
 def weight_grad(dz, h0, h_all):
     """dW_hh = sum_t dz[t]^T h_{t-1} = dz[0]^T h0 + dz[1:]^T h_all[:-1], dz: [T, B, G*H] (two GEMMs,
-    no copy of the h's; as csrc/op_common.h)."""
+    no copy of the h's; as csrc/recurrence_op.h)."""
     T, B, H = h_all.shape
     grad = dz[0].t() @ h0
     if T > 1:

@@ -4,9 +4,14 @@ Grid (cdiv(B, BLOCK_B),): a program owns BLOCK_B batch rows and all H hidden uni
 HP, a power of two, masked), and carries its states in registers across steps.
 Forward, t = 0 .. T-1:  z_g = xg[t]_g + h_{t-1} W_g^T (g < G), then the cell of cells.py;
     writes h_all[t], state_all[t] and (save) the activations, as the per-step kernels do.
-Backward, t = T-1 .. 0: dh += grad_h[t], (dc, da) += grad_state[t]; the cell backward gives dz[t]
-    (written, [T, B, G*H]), dL/d(c, a)_{t-1} and dp (summed in registers per program), then
-    dh_{t-1} = sum_g dz_g W_g. After the kernel, dW_hh = dz^T [h_0 .. h_{T-2}] is one GEMM over T*B.
+Backward, t = T-1 .. 0, from (dc, da) = grad_state_n (zeros when None): dh += grad_h[t]; the cell
+    backward gives dz[t] (written, [T, B, G*H]), dL/d(c, a)_{t-1} and dp (summed in registers per
+    program), then dh_{t-1} = sum_g dz_g W_g. After the kernel, dW_hh = dz^T [h_0 .. h_{T-2}] is two
+    GEMMs that read the h's in place (cells.weight_grad).
+The kernels of ``torch.ops.tsrnn_triton_persistent.recurrence_*``, the path "triton_persistent" of
+tsrnn/backend.py, which sends it padded H up to 128 (float32 math) or 32 (float64): there ptxas
+(sm_90) keeps the kernels in registers. ``recurrence_forward/backward`` check their arguments
+(tsrnn.ops.check_recurrence_args) before they launch.
 W_hh either stays on chip (W_ON_CHIP: the G tiles, W_g^T forward and W_g backward, [HP, HP], are
 loaded once before the time loop; Triton holds them in shared memory) or is streamed from global memory / L2 every step in BLOCK_K
 chunks of the contraction; then the dot's left operand (h forward, dz backward) goes through a
@@ -19,13 +24,17 @@ import torch
 import triton
 import triton.language as tl
 
+from tsrnn.backend import padded
+from tsrnn.ops import check_recurrence_args, check_recurrence_backward_args
+
 from .cells import (
-    CELLS,
     cell_backward,
     cell_forward,
-    check_saved,
+    check_math_dtype,
+    eps_tensor,
     gates_mm,
     load_rows,
+    sizes,
     mm,
     store_rows,
     w_tile,
@@ -34,15 +43,9 @@ from .cells import (
 
 BLOCK_B = 16  # batch rows per program (tl.dot needs >= 16)
 BLOCK_K = 8  # contraction chunk when W_hh is streamed
-MAX_HP = {torch.float32: 128, torch.float64: 32}  # by math dtype: persistent up to this padded H (fits)
 W_ON_CHIP_BYTES = 64 * 1024  # W_hh kept on chip when its G [HP, HP] tiles take at most this ...
 SHARED_OVERHEAD = 8 * 1024  # ... and fit in the device's shared memory with what else the kernel uses there
 # (ptxas, sm_90: 69,632 B of shared memory for the 65,536 B of W at HP = 64)
-
-
-def padded(H: int) -> int:
-    """HP: H rounded up to a power of two, at least 16 (the smallest tl.dot side)."""
-    return max(16, triton.next_power_of_2(H))
 
 
 def _acc_dtype(dtype: torch.dtype) -> torch.dtype:
@@ -55,30 +58,13 @@ def w_fits_on_chip(cell: str, H: int, dtype: torch.dtype, device: torch.device |
     dtype) <= W_ON_CHIP_BYTES, float32 up to HP = 64, float64 up to HP = 32; on a CUDA device
     also within its shared memory per block (e.g. not HP = 64 on a 64 KiB sm_75)."""
     HP = padded(H)
-    size = CELLS[cell][1] * HP * HP * _acc_dtype(dtype).itemsize
+    size = sizes(cell)[1] * HP * HP * _acc_dtype(dtype).itemsize
     if size > W_ON_CHIP_BYTES:
         return False
     if device is None or device.type != "cuda":
         return True
     index = device.index if device.index is not None else torch.cuda.current_device()
     return size + SHARED_OVERHEAD <= triton.runtime.driver.active.utils.get_device_properties(index)["max_shared_mem"]
-
-
-def fits(cell: str, B: int, H: int, dtype: torch.dtype) -> bool:
-    """Whether ``recurrence.recurrence_forward/backward(kernel="auto")`` run the persistent kernels:
-    padded H <= MAX_HP, 128 for float32 math (float32, bf16, fp16 inputs), 32 for float64.
-
-    One program per BLOCK_B rows computes all G*H gate rows of every step, so the parallelism is
-    cdiv(B, BLOCK_B) programs against cdiv(B, 16) * cdiv(H, 32) per step for the per-step kernel,
-    which pays instead a launch per step and a round trip of h and the states through global
-    memory: for large H the per-step kernel wins. Up to MAX_HP, ptxas (sm_90, Triton 3.9) keeps
-    the persistent kernels in registers (at most 32 bytes of spill, at HP = 128; float64 spills
-    hundreds of bytes from HP = 64 on). The crossover itself is a guess, not measured (no GPU was at hand):
-    bench/gpu_report.py should time both kernels (kernel="persistent" / "per_step") to set
-    MAX_HP and W_ON_CHIP_BYTES. The cell and B are not used by this rule (a measured rule may
-    use them: B sets the persistent kernel's parallelism).
-    """
-    return padded(H) <= MAX_HP[_acc_dtype(dtype)]
 
 
 def _launch(B, H, dtype):
@@ -101,7 +87,7 @@ def _tile(B, H, BLOCK_B: tl.constexpr, HP: tl.constexpr):
 
 @triton.jit(do_not_specialize=["T"])
 def _forward_kernel(xg_ptr, h0_ptr, s0_ptr, w_ptr, h_ptr, state_ptr, act_ptr, p_ptr, dt_ptr, scratch_ptr,
-                    T, B, H, eps: tl.float64,  # xg: [T, B, G*H], h0: [B, H], s0: [S, B, H], w: [G*H, H],
+                    T, B, H, eps_ptr,  # xg: [T, B, G*H], h0: [B, H], s0: [S, B, H], w: [G*H, H],
                     # h: [T, B, H], state: [T, S, B, H], act: [T, B, K*H], p: [H], dt: [T, B],
                     # scratch: [programs, BLOCK_B, HP]
                     CELL: tl.constexpr, G: tl.constexpr, S: tl.constexpr, K: tl.constexpr, HAS_DT: tl.constexpr,
@@ -109,7 +95,7 @@ def _forward_kernel(xg_ptr, h0_ptr, s0_ptr, w_ptr, h_ptr, state_ptr, act_ptr, p_
                     BLOCK_B: tl.constexpr, HP: tl.constexpr, BLOCK_K: tl.constexpr):
     """h_t, (c, a)_t = cell(xg[t] + h_{t-1} W_hh^T, (c, a)_{t-1}) for t = 0 .. T-1, h, c, a in registers."""
     ACC = tl.float64 if ACC_F64 else tl.float32
-    eps = tl.cast(eps, ACC)  # passed as float64: exact in float64 math
+    eps = tl.load(eps_ptr).to(ACC)  # a tensor: the interpreter would round a float argument to float32
     pid, rb, rj, mb, m2, unit = _tile(B, H, BLOCK_B, HP)
     BH = B * H
     h = tl.load(h0_ptr + unit, mask=m2, other=0.0).to(ACC)
@@ -159,9 +145,12 @@ def _forward_kernel(xg_ptr, h0_ptr, s0_ptr, w_ptr, h_ptr, state_ptr, act_ptr, p_
 
 
 def recurrence_forward(cell, xg, w_hh, h0, state0, p, dt, eps, save, w_on_chip=None):
-    """torch.ops.tsrnn.recurrence_forward, persistent: h_all [T,B,H], state_all [T,S,B,H], saved.
-    w_on_chip: None for the rule of ``w_fits_on_chip``, or True / False to force."""
-    cell_id, G, S, K = CELLS[cell]
+    """torch.ops.tsrnn_triton_persistent.recurrence_forward: h_all [T,B,H], state_n [S,B,H],
+    state_all [T,S,B,H], saved. w_on_chip: None for the rule of ``w_fits_on_chip``, or True /
+    False to force (the tests run both variants)."""
+    check_recurrence_args(cell, xg, w_hh, h0, state0, p, dt)
+    check_math_dtype(xg)
+    cell_id, G, S, K = sizes(cell)
     T, B, _ = xg.shape
     H = w_hh.shape[1]
     on_chip = w_fits_on_chip(cell, H, xg.dtype, xg.device) if w_on_chip is None else w_on_chip
@@ -173,29 +162,34 @@ def recurrence_forward(cell, xg, w_hh, h0, state0, p, dt, eps, save, w_on_chip=N
     scratch = h0 if on_chip else torch.empty(grid[0], BLOCK_B, HP, dtype=_acc_dtype(xg.dtype), device=xg.device)
     _forward_kernel[grid](xg, h0, state0, w_hh, h_all, state_all, act if save else h0,
                           p.contiguous() if p is not None else h0, dt.contiguous() if dt is not None else h0,
-                          scratch, T, B, H, eps, CELL=cell_id, G=G, S=S, K=K, HAS_DT=dt is not None, SAVE=save,
+                          scratch, T, B, H, eps_tensor(eps, xg), CELL=cell_id, G=G, S=S, K=K, HAS_DT=dt is not None, SAVE=save,
                           W_ON_CHIP=on_chip, ACC_F64=acc_f64, BLOCK_B=BLOCK_B, HP=HP, BLOCK_K=BLOCK_K, **options)
-    return h_all, state_all, act
+    return h_all, state_all[T - 1].clone(), state_all, act
 
 
 @triton.jit(do_not_specialize=["T"])
 def _backward_kernel(act_ptr, s0_ptr, state_ptr, gh_ptr, gs_ptr, w_ptr, dz_ptr, dh0_ptr, ds0_ptr, dp_ptr,
                      p_ptr, dt_ptr, scratch_ptr,
-                     T, B, H, eps: tl.float64,  # act: [T, B, K*H], s0: [S, B, H], state/gs: [T, S, B, H],
-                     # gh: [T, B, H], w: [G*H, H], dz: [T, B, G*H], dh0: [B, H], ds0: [S, B, H],
+                     T, B, H, eps_ptr,  # act: [T, B, K*H], s0/gs/ds0: [S, B, H], state: [T, S, B, H],
+                     # gh: [T, B, H], w: [G*H, H], dz: [T, B, G*H], dh0: [B, H],
                      # dp: [programs, HP], p: [H], dt: [T, B], scratch: [programs, G, BLOCK_B, HP]
                      CELL: tl.constexpr, G: tl.constexpr, S: tl.constexpr, K: tl.constexpr,
                      HAS_GH: tl.constexpr, HAS_GS: tl.constexpr, HAS_DT: tl.constexpr, W_ON_CHIP: tl.constexpr,
                      ACC_F64: tl.constexpr, BLOCK_B: tl.constexpr, HP: tl.constexpr, BLOCK_K: tl.constexpr):
-    """dz[t], dh_{t-1} = sum_g dz_g[t] W_g, dL/d(c, a)_{t-1} for t = T-1 .. 0; dh, dc, da, dp in registers."""
+    """dz[t], dh_{t-1} = sum_g dz_g[t] W_g, dL/d(c, a)_{t-1} for t = T-1 .. 0 from dL/d(c, a)_{T-1} = gs;
+    dh, dc, da, dp in registers."""
     ACC = tl.float64 if ACC_F64 else tl.float32
-    eps = tl.cast(eps, ACC)  # passed as float64: exact in float64 math
+    eps = tl.load(eps_ptr).to(ACC)  # a tensor: the interpreter would round a float argument to float32
     pid, rb, rj, mb, m2, unit = _tile(B, H, BLOCK_B, HP)
     BH = B * H
     dh = tl.zeros((BLOCK_B, HP), ACC)
     dc = tl.zeros((BLOCK_B, HP), ACC)
     da = tl.zeros((BLOCK_B, HP), ACC)
     dp = tl.zeros((BLOCK_B, HP), ACC)
+    if HAS_GS:
+        dc = tl.load(gs_ptr + unit, mask=m2, other=0.0).to(ACC)
+        if CELL != 0:
+            da = tl.load(gs_ptr + BH + unit, mask=m2, other=0.0).to(ACC)
     last = state_ptr + tl.cast(T - 1, tl.int64) * (S * BH) + unit
     c = tl.load(last, mask=m2, other=0.0).to(ACC)
     if CELL == 0:
@@ -216,10 +210,6 @@ def _backward_kernel(act_ptr, s0_ptr, state_ptr, gh_ptr, gs_ptr, w_ptr, dz_ptr, 
         ts = tl.cast(T - 1 - tt, tl.int64)
         if HAS_GH:
             dh += tl.load(gh_ptr + ts * BH + unit, mask=m2, other=0.0).to(ACC)
-        if HAS_GS:
-            dc += tl.load(gs_ptr + ts * (S * BH) + unit, mask=m2, other=0.0).to(ACC)
-            if CELL != 0:
-                da += tl.load(gs_ptr + ts * (S * BH) + BH + unit, mask=m2, other=0.0).to(ACC)
         act0, act1, act2, act3, act4 = load_rows(act_ptr + ts * (B * K * H) + rb[:, None] * (K * H) + rj[None, :],
                                                  H, K, m2, ACC)
         prev = state_ptr + (ts - 1) * (S * BH) + unit
@@ -262,13 +252,14 @@ def _backward_kernel(act_ptr, s0_ptr, state_ptr, gh_ptr, gs_ptr, w_ptr, dz_ptr, 
         tl.store(dp_ptr + pid * HP + rj, tl.sum(dp, axis=0))
 
 
-def recurrence_backward(cell, grad_h, grad_state, w_hh, h0, state0, h_all, state_all, saved, p, dt, eps,
+def recurrence_backward(cell, grad_h, grad_state_n, w_hh, h0, state0, h_all, state_all, saved, p, dt, eps,
                         w_on_chip=None):
-    """torch.ops.tsrnn.recurrence_backward, persistent: grad_xg, grad_w_hh, grad_h0, grad_state0, grad_p.
-    w_on_chip: as for recurrence_forward."""
-    cell_id, G, S, K = CELLS[cell]
+    """torch.ops.tsrnn_triton_persistent.recurrence_backward: grad_xg, grad_w_hh, grad_h0,
+    grad_state0, grad_p. w_on_chip: as for recurrence_forward."""
+    check_recurrence_backward_args(cell, grad_h, grad_state_n, w_hh, h0, state0, h_all, state_all, saved, p, dt)
+    check_math_dtype(h_all)
+    cell_id, G, S, K = sizes(cell)
     T, B, H = h_all.shape
-    check_saved(saved, T, B, K, H)
     on_chip = w_fits_on_chip(cell, H, h_all.dtype, h_all.device) if w_on_chip is None else w_on_chip
     grid, HP, options, acc_f64 = _launch(B, H, h_all.dtype)
     acc = _acc_dtype(h_all.dtype)
@@ -282,9 +273,9 @@ def recurrence_backward(cell, grad_h, grad_state, w_hh, h0, state0, h_all, state
         return t.contiguous() if t is not None else dh
 
     _backward_kernel[grid](saved.contiguous(), state0.contiguous(), state_all.contiguous(), opt(grad_h),
-                           opt(grad_state), w_hh.contiguous(), dz, dh, dstate, dp, opt(p), opt(dt), scratch,
-                           T, B, H, eps, CELL=cell_id, G=G, S=S, K=K, HAS_GH=grad_h is not None,
-                           HAS_GS=grad_state is not None, HAS_DT=dt is not None, W_ON_CHIP=on_chip,
+                           opt(grad_state_n), w_hh.contiguous(), dz, dh, dstate, dp, opt(p), opt(dt), scratch,
+                           T, B, H, eps_tensor(eps, h_all), CELL=cell_id, G=G, S=S, K=K, HAS_GH=grad_h is not None,
+                           HAS_GS=grad_state_n is not None, HAS_DT=dt is not None, W_ON_CHIP=on_chip,
                            ACC_F64=acc_f64, BLOCK_B=BLOCK_B, HP=HP, BLOCK_K=BLOCK_K, **options)
     grad_p = dp[:, :H].sum(0).to(h_all.dtype) if p is not None else h_all.new_empty(0)
     return dz, weight_grad(dz, h0, h_all), dh, dstate, grad_p

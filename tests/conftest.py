@@ -1,4 +1,4 @@
-"""Shared test helpers: one tolerance table per dtype and builders of random layer arguments."""
+"""Shared test helpers; the tolerance table and the random layer arguments are tsrnn.testing's."""
 from __future__ import annotations
 
 import os
@@ -10,21 +10,9 @@ if not torch.cuda.is_available():  # run the Triton kernels on CPU tensors; must
     os.environ.setdefault("TRITON_INTERPRET", "1")
 
 from tsrnn import backend
-from tsrnn.selftest import layer_args  # noqa: F401  (random layer arguments, shared with selftest)
+from tsrnn.cells import CELLS
+from tsrnn.testing import GRAD_TOLERANCE, TOLERANCE, layer_args  # noqa: F401  (the one tolerance table)
 
-# Max |fused - float64 reference| <= atol + rtol * max|reference|, per dtype of the fused inputs.
-# float64: the kernels reorder sums, nothing else. float32: ~1e-7 per op, grown over the
-# recurrence and the backward GEMMs. bf16: outputs are rounded to 8 mantissa bits (gate math in fp32).
-TOLERANCE = {
-    torch.float64: {"atol": 1e-10, "rtol": 1e-10},
-    torch.float32: {"atol": 2e-5, "rtol": 2e-5},
-    torch.bfloat16: {"atol": 2e-2, "rtol": 2e-2},
-}
-GRAD_TOLERANCE = {
-    torch.float64: {"atol": 1e-10, "rtol": 1e-10},
-    torch.float32: {"atol": 1e-4, "rtol": 1e-4},
-    torch.bfloat16: {"atol": 5e-2, "rtol": 5e-2},
-}
 
 @pytest.fixture(autouse=True, scope="session")
 def one_thread():
@@ -66,7 +54,7 @@ def op_inputs(cell, T, B, I, H, dt, dtype=torch.float32, seed=None):
     """Positional arguments of torch.ops.tsrnn.recurrence_forward (without ``save``) for a random
     layer: (cell, xg, w_hh, h0, state0, p, dt, eps)."""
     a = layer_args(cell, T, B, I, H, seed=T * 31 + H if seed is None else seed, dt=dt)
-    G = 3 if cell == "plstm_coupled" else 4
+    G = CELLS[cell].num_gates
     xg = (a["x"].reshape(T * B, I) @ a["w_ih"].T + a["bias"]).view(T, B, G * H)
     state0 = torch.stack([a["c0"]] + ([a["a0"]] if cell != "lstm" else []))
     cast_ = lambda t: None if t is None else t.to(dtype)  # noqa: E731

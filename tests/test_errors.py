@@ -49,10 +49,10 @@ FORWARD_CASES = {
     "input-int": (lambda: torch.ones(T, B, I, dtype=torch.int64), None, TypeError,
                   r"input must be a floating-point tensor"),
     "input-float64-vs-float32-weights": (lambda: torch.randn(T, B, I, dtype=torch.float64), None,
-                                         TypeError, r"w_ih has dtype torch.float32 but x has torch.float64"),
+                                         TypeError, r"input has dtype torch.float64 but the module's parameters are torch.float32"),
     "input-packed": (_packed, None, TypeError, r"PackedSequence"),
-    "input-no-steps": (lambda: torch.randn(0, B, I), None, ValueError, r"x must have at least one step"),
-    "input-no-batch": (lambda: torch.randn(T, 0, I), None, ValueError, r"x must have at least one step"),
+    "input-no-steps": (lambda: torch.randn(0, B, I), None, ValueError, r"input must have at least one step"),
+    "input-no-batch": (lambda: torch.randn(T, 0, I), None, ValueError, r"input must have at least one step"),
     "state-is-a-tensor": (lambda: torch.randn(T, B, I), lambda kind: torch.zeros(L, B, H), TypeError,
                           r"initial state must be a tuple \(h0, c0"),
     "state-too-short": (lambda: torch.randn(T, B, I), lambda kind: states(kind)[:-1], TypeError,
@@ -138,7 +138,7 @@ CTOR_CASES = {
     "dropout-nan": ({"dropout": NAN}, ValueError, r"dropout must be in \[0, 1\]"),
     "dropout-str": ({"dropout": "0.5"}, TypeError, r"dropout must be a real number"),
     "backend": ({"backend": "cuda-magic"}, ValueError,
-                r"backend must be one of \['auto', 'reference', 'native', 'triton'\], got 'cuda-magic'"),
+                r"backend must be one of \['auto', 'reference', 'native', 'triton', 'cpu', 'onednn'.*\], got 'cuda-magic'"),
     "lstm:freeze": ({"freeze": "x"}, ValueError, r"freeze must be one of \['gates', 'all'\], got 'x'"),
     "plstm:input_gate": ({"input_gate": "x"}, ValueError, r"input_gate must be one of \['coupled', 'separate'\]"),
     "plstm:eps-0": ({"eps": 0.0}, ValueError, r"eps must be > 0"),
@@ -244,7 +244,7 @@ DT_CASES = {
     "4d": (_dt(T, B, 1, 1), ValueError, r"dt must have shape \(5, 2\) or \(5, 2, 1\)"),
     "int": (torch.ones(T, B, dtype=torch.int64), TypeError, r"dt must be a floating-point tensor"),
     "python-float": (1.0, TypeError, r"dt must be a torch.Tensor"),
-    "other-device": (_dt(T, B, device="meta"), ValueError, r"dt is on meta but x is on cpu"),
+    "other-device": (_dt(T, B, device="meta"), ValueError, r"dt is on meta but input is on cpu"),
 }
 
 
@@ -469,7 +469,7 @@ F64 = torch.float64
 def op_args(cell="lstm"):
     """Valid (cell, xg, w_hh, h0, state0, p, dt, eps, save) for recurrence_forward."""
     g = torch.Generator().manual_seed(0)
-    G, S = (4, 1) if cell == "lstm" else (3 if cell == "plstm_coupled" else 4, 2)
+    G, S = tsrnn.cells.get(cell).num_gates, tsrnn.cells.get(cell).num_states
     power = cell != "lstm"
     return {
         "cell": cell,
@@ -491,9 +491,9 @@ def forward(args):
 def backward_args(cell="lstm", save=True):
     args = op_args(cell)
     args["save"] = save
-    h_all, state_all, saved = forward(args)
+    h_all, state_n, state_all, saved = forward(args)
     return {
-        "cell": cell, "grad_h": torch.ones_like(h_all), "grad_state": torch.ones_like(state_all),
+        "cell": cell, "grad_h": torch.ones_like(h_all), "grad_state_n": torch.ones_like(state_n),
         "w_hh": args["w_hh"], "h0": args["h0"], "state0": args["state0"], "h_all": h_all,
         "state_all": state_all, "saved": saved, "p": args["p"], "dt": args["dt"], "eps": args["eps"],
     }
@@ -559,9 +559,12 @@ BACKWARD_OP_CASES = {
     "h_all-empty": ("lstm", _set(h_all=lambda v: v[:0]), r"empty input"),
     "state_all-shape": ("lstm", _set(state_all=lambda v: v[:-1]), r"state_all must be \[T, S, B, H\]"),
     "state_all-dtype": ("lstm", _set(state_all=lambda v: v.float()), r"state_all has dtype Float"),
-    "grad_h-shape": ("lstm", _set(grad_h=lambda v: v[:-1]), r"grad_h must match h_all"),
+    "grad_h-shape": ("lstm", _set(grad_h=lambda v: v[:-1]), r"grad_h must be \[3, 2, 4\], got \[2, 2, 4\]"),
     "grad_h-dtype": ("lstm", _set(grad_h=lambda v: v.float()), r"grad_h has dtype Float"),
-    "grad_state-shape": ("plstm_coupled", _set(grad_state=lambda v: v[:, :1]), r"grad_state must match state_all"),
+    "grad_state_n-shape": ("plstm_coupled", _set(grad_state_n=lambda v: v[:, :1]),
+                           r"grad_state_n must be \[2, 2, 4\], got \[2, 1, 4\]"),
+    "grad_state_n-every-step": ("plstm_coupled", _set(grad_state_n=lambda v: v.expand(OT, *v.shape)),
+                                r"grad_state_n must have 3 dimensions"),
     "w_hh-dtype": ("lstm", _set(w_hh=lambda v: v.float()), r"w_hh has dtype Float"),
     "p-missing": ("plstm_separate", _set(p=None), r"p is required for this cell"),
     "dt-shape": ("plstm_separate", _set(dt=lambda v: v[:-1]), r"dt must be \[3, 2\]"),
@@ -588,7 +591,7 @@ def test_backward_through_autograd_after_save_false():
     args = op_args("plstm_coupled")
     args["save"] = False
     args["xg"].requires_grad_(True)
-    h_all, _, saved = forward(args)
+    h_all, _, _, saved = forward(args)
     assert saved.numel() == 0
     with pytest.raises(RuntimeError, match=r"tsrnn: saved must be .*save=false"):
         h_all.sum().backward()

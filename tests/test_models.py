@@ -8,7 +8,7 @@ import torch.nn.functional as F
 from tsrnn.models import (AWDLSTMLM, MLPLM, AveragingLM, CopyModel, DyckModel, embedded_dropout,
                           locked_dropout)
 from tsrnn.models.awd_lstm import CELLS as AWD_CELLS
-from tsrnn.tasks import DYCK_PAD, copy_baseline_loss, copy_task, dyck_mse, encode_dyck
+from tsrnn.synthetic import DYCK_PAD, copy_baseline_loss, copy_task, dyck_mse, encode_dyck
 from tsrnn.timescales import bias_from_timescale, inverse_gamma_quantiles, lm_timescales
 
 V, T, B = 50, 7, 3          # vocab, steps, batch (all different)

@@ -151,7 +151,7 @@ def test_forget_gates_recover_fixed_timescales():
 def test_power_law_lstm_matches_layerwise_reference(backend, input_gate):
     torch.manual_seed(2)
     m = tsrnn.PowerLawLSTM(3, 5, num_layers=2, input_gate=input_gate, backend=backend, dtype=torch.float64)
-    G = 3 if input_gate == "coupled" else 4
+    G = 3 if input_gate == "coupled" else 4  # the rows of (S7): r, g, o or i, r, g, o
     assert m.weight_ih_l0.shape == (G * 5, 3) and m.p_logit_l1.shape == (5,)
     assert 0 < m.p(0).min() and m.p(0).max() < 1
     x = torch.randn(6, 2, 3, dtype=torch.float64)

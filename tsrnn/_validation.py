@@ -1,20 +1,49 @@
 """Argument checks shared by every public entry point (SPEC §8).
 
 Each check raises a ValueError (bad value or shape) or a TypeError (bad type or dtype) whose
-message names the argument and what was expected. Checks that read tensor values (finiteness,
-positivity) are skipped while torch.compile traces, where they would break the graph.
+message names the argument and what was expected.
+
+What is checked where: the public entry points (the modules, ``tsrnn.functional``, TILT, the
+data and training code) check everything once, then call unchecked internals; the operators'
+kernels check shapes, dtypes and devices again, cheaply and without reading values (C++
+``check_inputs`` in csrc/recurrence_op.h, ``tsrnn.ops.check_recurrence_args`` for the Triton drivers
+and the fake kernels), so that a direct call of ``torch.ops.tsrnn.*`` cannot write out of bounds.
+Checks that read tensor values (finite, positive, non-negative) run on the host for CPU tensors;
+on CUDA tensors they run on the device (``torch._assert_async``: no host synchronization, a
+violation stops the program at the next synchronization with a device-side assert naming the
+argument); they are skipped while ``torch.compile`` traces and during CUDA graph capture, and for
+meta tensors.
 """
 from __future__ import annotations
 
-from typing import Sequence
-
 import numbers
+from typing import Sequence
 
 import torch
 
 
 def _tracing() -> bool:
     return torch.compiler.is_compiling()
+
+
+def capturing() -> bool:
+    """Whether the current CUDA stream is capturing a graph (False without CUDA)."""
+    return torch.cuda.is_available() and torch.cuda.is_current_stream_capturing()
+
+
+def _values_unreadable(value: torch.Tensor) -> bool:
+    """Whether a value check must be skipped: tracing, graph capture, or no data (meta)."""
+    if _tracing() or value.device.type == "meta":
+        return True
+    return value.device.type == "cuda" and capturing()
+
+
+def _require(value: torch.Tensor, ok: torch.Tensor, message: str) -> None:
+    """Raise ValueError(message) unless the 0-d bool ``ok``; on CUDA, assert on the device."""
+    if value.device.type == "cuda":
+        torch._assert_async(ok, message)
+    elif not bool(ok):
+        raise ValueError(message)
 
 
 def tensor(name: str, value, ndims: Sequence[int] | int | None = None) -> torch.Tensor:
@@ -59,22 +88,26 @@ def same_dtype(reference_name: str, reference: torch.Tensor, **others: torch.Ten
 
 def finite(name: str, value: torch.Tensor) -> None:
     """No NaN or Inf."""
-    if not _tracing() and not bool(torch.isfinite(value).all()):
-        raise ValueError(f"{name} must be finite, got NaN or Inf")
+    if not _values_unreadable(value):
+        _require(value, torch.isfinite(value).all(), f"{name} must be finite, got NaN or Inf")
+
+
+def _bounded(name: str, value: torch.Tensor, ok: torch.Tensor, bound: str) -> None:
+    finite(name, value)
+    if _values_unreadable(value):
+        return
+    minimum = "" if value.device.type == "cuda" or value.numel() == 0 else f", got minimum {value.min().item():g}"
+    _require(value, ok.all(), f"{name} must be {bound}{minimum}")
 
 
 def positive(name: str, value: torch.Tensor) -> None:
     """Finite and strictly positive."""
-    finite(name, value)
-    if not _tracing() and not bool((value > 0).all()):
-        raise ValueError(f"{name} must be > 0, got minimum {value.min().item():g}")
+    _bounded(name, value, value > 0, "> 0")
 
 
 def nonnegative(name: str, value: torch.Tensor) -> None:
     """Finite and >= 0."""
-    finite(name, value)
-    if not _tracing() and not bool((value >= 0).all()):
-        raise ValueError(f"{name} must be >= 0, got minimum {value.min().item():g}")
+    _bounded(name, value, value >= 0, ">= 0")
 
 
 def index(name: str, value, size: int) -> int:
@@ -100,8 +133,8 @@ def reset_mask(reset, steps: int, batch: int, batch_first: bool, like_name: str,
     shape("reset", reset, (batch, steps) if batch_first else (steps, batch))
     same_device(like_name, like, reset=reset)
     if reset.dtype != torch.bool:
-        if not _tracing() and not bool(((reset == 0) | (reset == 1)).all()):
-            raise ValueError("reset must hold only 0 and 1 (or be a bool tensor)")
+        if not _values_unreadable(reset):
+            _require(reset, ((reset == 0) | (reset == 1)).all(), "reset must hold only 0 and 1 (or be a bool tensor)")
         reset = reset != 0
     return reset.transpose(0, 1) if batch_first else reset
 
@@ -176,3 +209,42 @@ def sizes(name: str, value) -> tuple[int, ...]:
     if len(value) == 0:
         raise ValueError(f"{name} must name at least one layer, got an empty sequence")
     return tuple(count(f"{name}[{k}]", v) for k, v in enumerate(value))
+
+
+def recurrent_layer(cell, x, h0, states: dict, w_ih, w_hh, bias, p=None, dt=None):
+    """One recurrent layer's arguments (``tsrnn.functional.lstm`` / ``plstm``): x (T, B, I),
+    h0 and each state (B, H), w_ih (G*H, I), w_hh (G*H, H), bias (G*H,) or None, p (H,) for the
+    pLSTM, dt (T, B) or (T, B, 1) > 0 or None; ``cell`` a ``tsrnn.cells.Cell``. The age a0 must be
+    >= 0. Returns dt as (T, B) or None."""
+    tensor("x", x, 3)
+    steps, batch, in_size = x.shape
+    if steps < 1 or batch < 1:
+        raise ValueError(f"x must have at least one step and one batch row, got shape {tuple(x.shape)}")
+    tensor("w_hh", w_hh, 2)
+    hidden = w_hh.shape[1]
+    if hidden < 1:
+        raise ValueError(f"w_hh must have at least one hidden unit, got shape {tuple(w_hh.shape)}")
+    rows = cell.num_gates * hidden
+    shape("w_hh", w_hh, (rows, hidden))
+    tensor("w_ih", w_ih, 2)
+    shape("w_ih", w_ih, (rows, in_size))
+    if bias is not None:
+        tensor("bias", bias, 1)
+        shape("bias", bias, (rows,))
+    for name, state in {"h0": h0, **states}.items():
+        tensor(name, state, 2)
+        shape(name, state, (batch, hidden))
+    same_dtype("x", x, w_ih=w_ih, w_hh=w_hh, bias=bias, h0=h0, c0=states["c0"])
+    same_device("x", x, w_ih=w_ih, w_hh=w_hh, bias=bias, h0=h0, p=p, dt=dt, **states)
+    if cell.has_p:
+        tensor("p", p, 1)
+        shape("p", p, (hidden,))
+        nonnegative("a0", states["a0"])
+    if dt is not None:
+        tensor("dt", dt, (2, 3))
+        if dt.dim() == 3:
+            shape("dt", dt, (steps, batch, 1))
+            dt = dt.squeeze(-1)
+        shape("dt", dt, (steps, batch))
+        positive("dt", dt)
+    return dt

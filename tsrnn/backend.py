@@ -1,50 +1,120 @@
-"""Which implementation runs a call: a compiled kernel, a Triton kernel, cuDNN or the reference loop.
+"""Which implementation runs a call: the one place that knows the paths.
 
-``backend="auto"`` takes the TSRNN_BACKEND environment variable if it is set, else the fastest
-correct path for the device:
-- CPU: the fused C++ kernels (``tsrnn._C``);
-- CUDA: cuDNN for the plain and multi-timescale LSTM (the fixed biases are composed into its bias
-  vector, so no optimizer moves them); for the pLSTM, the persistent CUDA kernel
-  (``tsrnn._cuda``) where the shape fits on chip, else the Triton kernels (``tsrnn.kernels``).
-  Where more than one of these can run a layer, the first call of each shape (device, cell,
-  dtype, batch, sizes, a power-of-two bucket of T, grad mode) times each candidate's forward on
-  the call's own inputs and keeps the fastest for that shape; ``TSRNN_AUTOTUNE=0``, tracing by
-  ``torch.compile`` and CUDA graph capture use the order above instead.
-If ``tsrnn._C`` is missing or fails to load, ``"auto"`` on the CPU falls back to
-``tsrnn.reference`` with one warning naming the cause; ``"native"`` raises. Triton kernels run on
-CUDA tensors, or on CPU tensors under ``TRITON_INTERPRET=1`` (the test suite's way to run them
-without a GPU).
+A *path* is one concrete implementation of an op:
+
+==================== ===================================================================
+``reference``        the step loops of ``tsrnn.reference`` (any device)
+``cpu``              the compiled C++/OpenMP kernels (``tsrnn._C``), CPU tensors
+``onednn``           torch's own LSTM kernel on CPU (oneDNN), LSTM cells only
+``cudnn``            torch's own LSTM kernel on CUDA (cuDNN), LSTM cells only
+``cuda_coop``        the persistent cooperative CUDA kernel (``tsrnn._cuda``): float32
+                     math, W_hh split over the SMs' shared memory
+``triton_persistent`` Triton, the time loop inside one launch: padded H <= 128 (float32
+                     math) or <= 32 (float64)
+``triton_step``      Triton, one fused launch per step: any H
+``triton_scan``      the chunked Triton linear scan
+==================== ===================================================================
+
+The torch-LSTM paths (``onednn``, ``cudnn``) run the multi-timescale LSTM too: its fixed biases
+are composed into the effective bias passed as b_ih (b_hh = 0), so no optimizer moves them. They
+return no forget-gate traces and are not traced by ``torch.compile``, so they are no candidate
+for ``forget_gates`` calls or under compilation. Triton runs on CUDA tensors, or on CPU tensors
+under ``TRITON_INTERPRET=1`` (how the tests run it without a GPU).
+
+A *requested* backend (the modules' ``backend=``, or ``TSRNN_BACKEND`` for ``"auto"``) maps to
+candidate paths, in order of preference:
+
+- ``"auto"``: CPU, LSTM: onednn, cpu; pLSTM and scan: cpu. CUDA: cudnn (LSTM), cuda_coop,
+  triton_persistent, triton_step; scan: triton_scan. Other devices: reference, with one warning.
+- ``"native"``: the compiled kernel of the device (cpu, cuda_coop); on CUDA, a shape that
+  cuda_coop does not take falls back to Triton with one warning. A missing extension raises.
+- ``"triton"``: triton_persistent, triton_step (triton_scan for the scan).
+- ``"reference"``, or any path name above: that path alone (a path that cannot serve the call
+  raises a ValueError that says why).
+
+Where more than one candidate serves a call, the first call of each shape measures them on the
+call's own inputs (one warm-up, then ``TUNE_REPEATS`` runs of what the call will do: forward,
+and backward when autograd will need it; a candidate's time is its fastest run) and keeps the
+fastest for that (shape, candidates) key; the first candidate stays unless another is ``TUNE_MARGIN`` faster, so timing noise does not
+flip a choice. ``TSRNN_AUTOTUNE=0``, tracing by ``torch.compile``, CUDA graph capture and the
+Triton interpreter measure nothing: they take the choice already measured for the key (so one
+eager step before a capture decides what the graph runs), else the first candidate. A candidate that raises while being timed
+is dropped with one warning naming the cause. If ``tsrnn._C`` is missing, ``"auto"`` on CPU
+falls back to the reference loops with one warning naming the cause.
 """
 from __future__ import annotations
 
+import importlib
 import os
 import time
 import warnings
-from typing import Callable, Hashable
+from dataclasses import dataclass
+from typing import Callable, Hashable, Sequence
 
 import torch
 
 from tsrnn import _validation as check
 
 BACKENDS = ("auto", "reference", "native", "triton")
+PATHS = {
+    "recurrence": ("reference", "cpu", "onednn", "cudnn", "cuda_coop", "triton_persistent", "triton_step"),
+    "linear_scan": ("reference", "cpu", "triton_scan"),
+}
+TORCH_LSTM_PATHS = ("onednn", "cudnn")
+# Padded H up to which the persistent Triton kernel keeps the recurrence in registers, by math
+# dtype (ptxas for sm_90: at most 32 bytes of spill at 128 in float32; float64 spills from 64).
+TRITON_PERSISTENT_MAX_HP = {torch.float32: 128, torch.float64: 32}
+TUNE_REPEATS = 3  # timed runs per candidate, after one warm-up run; the fastest run counts
+TUNE_MARGIN = 0.05  # another candidate replaces the first only when at least this much faster
 
-try:
-    from tsrnn import _C  # noqa: F401  (importing it registers torch.ops.tsrnn.*)
 
-    LOAD_ERROR: str | None = None
-except (ImportError, OSError) as exc:  # not built, or built against another torch
-    LOAD_ERROR = f"{type(exc).__name__}: {exc}"
 
-try:
-    from tsrnn import _cuda  # noqa: F401  (registers the CUDA kernels of torch.ops.tsrnn.recurrence_*)
+def _load(module: str) -> str | None:
+    """Import a compiled extension (which registers its kernels); None, or why it did not load."""
+    try:
+        importlib.import_module(module)
+    except (ImportError, OSError) as exc:  # not built, or built against another torch
+        return f"{type(exc).__name__}: {exc}"
+    return None
 
-    CUDA_LOAD_ERROR: str | None = None
-except (ImportError, OSError) as exc:  # built without CUDA (TSRNN_CUDA=0, no nvcc, CPU torch)
-    CUDA_LOAD_ERROR = f"{type(exc).__name__}: {exc}"
+
+LOAD_ERROR = _load("tsrnn._C")  # the CPU kernels of torch.ops.tsrnn.*
+CUDA_LOAD_ERROR = _load("tsrnn._cuda")  # their CUDA kernels; missing when built without CUDA (TSRNN_CUDA=0, CPU torch)
 
 _warned: set[str] = set()
-_tuned: dict[Hashable, str] = {}  # shape key -> the fastest measured path
-TUNE_REPEATS = 2  # timed forward calls per candidate, after one warm-up call
+_tuned: dict[Hashable, str] = {}  # (call key, candidates) -> the measured choice
+
+
+@dataclass(frozen=True)
+class Call:
+    """What a dispatch decision depends on. ``shape``: (T, B, I, H) for a recurrence, (T, N) for
+    a scan; ``cell``: a name of ``tsrnn.cells.CELLS`` or None; ``grad``: autograd will run the
+    backward of this call; ``forget``: the caller wants the forget-gate traces."""
+
+    op: str
+    device: torch.device
+    dtype: torch.dtype
+    shape: tuple[int, ...]
+    cell: str | None = None
+    bias: bool = True
+    grad: bool = False
+    forget: bool = False
+
+    @property
+    def math_dtype(self) -> torch.dtype:
+        """float64 for float64 inputs, else float32 (bf16/fp16 layers compute in float32)."""
+        return torch.float64 if self.dtype == torch.float64 else torch.float32
+
+    def key(self) -> tuple:
+        """The tuning key: T enters as a power-of-two bucket, the other sizes exactly."""
+        steps, *rest = self.shape
+        return (self.op, self.device.type, self.device.index, self.dtype, self.cell, steps.bit_length(),
+                *rest, self.bias, self.grad, self.forget)
+
+
+def native_available() -> bool:
+    """True when the compiled CPU kernels loaded."""
+    return LOAD_ERROR is None
 
 
 def triton_available() -> bool:
@@ -60,123 +130,205 @@ def _triton_runs_on(device: torch.device) -> bool:
     return device.type == "cuda" or (device.type == "cpu" and os.environ.get("TRITON_INTERPRET") == "1")
 
 
-def native_available() -> bool:
-    """True when the compiled CPU kernels loaded."""
-    return LOAD_ERROR is None
+def padded(hidden: int) -> int:
+    """H rounded up to a power of two, at least 16: the tile side of the persistent Triton kernel."""
+    return max(16, 1 << (hidden - 1).bit_length())
+
+
+_coop_blocks: dict[tuple, int] = {}  # (device index, cell, H, math dtype) -> blocks of the CUDA kernel
+
+
+def _cuda_coop_blocks(call: Call) -> int:
+    """Thread blocks of the cooperative CUDA kernel for this cell and H on the call's device
+    (0: no fit), asked once per key; while torch.compile traces, an unknown key counts as no fit
+    (the plan is a host call that cannot be traced): run one eager step first."""
+    index = call.device.index if call.device.index is not None else torch.cuda.current_device()
+    key = (index, call.cell, call.shape[3], call.math_dtype)
+    if key not in _coop_blocks:
+        if torch.compiler.is_compiling():
+            return 0
+        probe = torch.empty(0, call.shape[3], device=call.device, dtype=call.math_dtype)  # sizes only
+        _coop_blocks[key] = torch.ops.tsrnn.recurrence_plan(call.cell, probe)
+    return _coop_blocks[key]
+
+
+def why_not(path: str, call: Call) -> str | None:
+    """None if ``path`` can serve ``call``, else the reason it cannot."""
+    if path not in PATHS[call.op]:
+        return f"{path!r} is not a path of {call.op} (those are {list(PATHS[call.op])})"
+    device = call.device.type
+    if path == "reference":
+        return None
+    if path == "cpu":
+        if device != "cpu":
+            return f"it runs on CPU tensors, got {device} tensors"
+        if LOAD_ERROR is not None:
+            return f"the compiled extension tsrnn._C did not load ({LOAD_ERROR})"
+        return None
+    if path in TORCH_LSTM_PATHS:
+        if device != ("cpu" if path == "onednn" else "cuda"):
+            return f"it runs on {'CPU' if path == 'onednn' else 'CUDA'} tensors, got {device} tensors"
+        if call.cell != "lstm":
+            return f"torch's LSTM kernel runs the LSTM cell only, not {call.cell}"
+        if call.forget:
+            return "torch's LSTM kernel returns no forget-gate traces"
+        if torch.compiler.is_compiling():
+            return "torch.compile does not trace torch's LSTM kernel"
+        return None
+    if path == "cuda_coop":
+        if device != "cuda":
+            return f"it runs on CUDA tensors, got {device} tensors"
+        if CUDA_LOAD_ERROR is not None:
+            return f"the extension tsrnn._cuda did not load ({CUDA_LOAD_ERROR})"
+        if call.math_dtype != torch.float32:
+            return "it computes in float32 only"
+        if _cuda_coop_blocks(call) < 1:
+            return (f"H={call.shape[3]} does not fit: W_hh must fit in the shared memory of co-resident "
+                    "blocks that the GPU can launch cooperatively")
+        return None
+    # the Triton paths
+    if not triton_available():
+        return "it needs the triton package (pip install triton)"
+    if not _triton_runs_on(call.device):
+        return f"Triton runs on CUDA tensors (or CPU tensors with TRITON_INTERPRET=1), got {device} tensors"
+    if path == "triton_persistent":
+        limit = TRITON_PERSISTENT_MAX_HP[call.math_dtype]
+        if padded(call.shape[3]) > limit:
+            return f"H={call.shape[3]} pads to {padded(call.shape[3])} > {limit} units in {call.math_dtype}"
+    return None
+
+
+def _family(requested: str, call: Call) -> list[str]:
+    """The candidate paths of a requested backend, before filtering, in order of preference."""
+    if requested in PATHS[call.op]:
+        return [requested]
+    device = call.device.type
+    recurrence = call.op == "recurrence"
+    if requested == "triton":
+        return ["triton_persistent", "triton_step"] if recurrence else ["triton_scan"]
+    if requested == "native":
+        return ["cpu"] if device == "cpu" else ["cuda_coop"] if device == "cuda" and recurrence else []
+    if device == "cpu":  # auto
+        return ["onednn", "cpu"] if recurrence else ["cpu"]
+    if device == "cuda":
+        return ["cudnn", "cuda_coop", "triton_persistent", "triton_step"] if recurrence else ["triton_scan"]
+    return []
+
+
+def candidates(requested: str, call: Call) -> list[str]:
+    """The paths that would serve ``call`` for ``requested`` ("auto" reads TSRNN_BACKEND), in
+    order of preference; raises where the request cannot be met."""
+    check.choice("backend", requested, BACKENDS + tuple(p for p in PATHS[call.op] if p != "reference"))
+    if requested == "auto":
+        requested = os.environ.get("TSRNN_BACKEND", "auto")
+        check.choice("TSRNN_BACKEND", requested, BACKENDS)
+    family = _family(requested, call)
+    serving = [path for path in family if why_not(path, call) is None]
+    if serving:
+        return serving
+    device = call.device.type
+    if requested in PATHS[call.op]:
+        raise ValueError(f"backend={requested!r} cannot run this call: {why_not(requested, call)}")
+    if requested == "triton":
+        raise RuntimeError(f"backend='triton' cannot run this call: {why_not(family[-1], call)}")
+    if requested == "native":
+        if device == "cpu":
+            raise RuntimeError(f"backend='native' needs the compiled extension tsrnn._C, which did not load "
+                               f"({LOAD_ERROR}); reinstall with `pip install --no-build-isolation -e .`")
+        if device != "cuda":
+            raise RuntimeError(f"backend='native' has no kernel for {device} tensors in this build; "
+                               "use backend='auto' or 'reference'")
+        if not family:
+            raise RuntimeError(f"backend='native' has no CUDA kernel for {call.op}; use backend='auto' or 'triton'")
+        if CUDA_LOAD_ERROR is not None:
+            raise RuntimeError(f"backend='native' on CUDA tensors needs the extension tsrnn._cuda, which did not load "
+                               f"({CUDA_LOAD_ERROR}); build it with `TSRNN_CUDA=1 pip install --no-build-isolation -e .`")
+        fallback = [p for p in _family("triton", call) if why_not(p, call) is None] or ["reference"]
+        _warn_once(f"tsrnn: the persistent CUDA kernel cannot run this call ({why_not('cuda_coop', call)}); "
+                   f"using {fallback[0]}")
+        return fallback
+    if device == "cpu":
+        _warn_once(f"tsrnn: compiled extension tsrnn._C did not load ({LOAD_ERROR}); falling back to the reference loops")
+    elif device == "cuda":
+        _warn_once(f"tsrnn: no fused kernel for this {call.op} call on CUDA (triton is not installed); "
+                   "using the reference loop")
+    else:
+        _warn_once(f"tsrnn: no fused kernel for {device} tensors yet; using the reference loop")
+    return ["reference"]
+
+
+Run = Callable[[str], tuple[Sequence[torch.Tensor], Sequence[torch.Tensor]]]
+
+
+def choose(requested: str, call: Call, run: Run | None = None) -> str:
+    """The path that runs ``call``. ``run(path)`` runs the call's forward on a path and returns
+    (outputs, the inputs that need gradients); with it, several candidates are measured once
+    per (shape, candidates) key (see the module docstring)."""
+    paths = candidates(requested, call)
+    if len(paths) == 1 or run is None:
+        return paths[0]
+    key = (call.key(), tuple(paths))
+    if key not in _tuned:
+        if not _can_measure(call.device, paths):
+            return paths[0]
+        _tuned[key] = _fastest(paths, call, run)
+    return _tuned[key]
+
+
+def tuned_choices() -> dict[str, str]:
+    """The measured choices so far, as {repr(key): path} (recorded by bench/gpu_report.py)."""
+    return {repr(key): path for key, path in _tuned.items()}
 
 
 def _warn_once(message: str) -> None:
     if message not in _warned:
         _warned.add(message)
-        warnings.warn(message, RuntimeWarning, stacklevel=3)
+        warnings.warn(message, RuntimeWarning, stacklevel=4)
 
 
-def resolve(backend: str, device: torch.device, op: str = "recurrence", cudnn: bool = False,
-            fits: Callable[[], bool] | None = None,
-            tune: tuple[Hashable, Callable[[str], object]] | None = None) -> str:
-    """Map a requested backend to the one that runs on ``device``: "native", "triton", "cudnn" or
-    "reference". ``op``: "recurrence" or "linear_scan". ``cudnn``: the call is an LSTM that cuDNN
-    can run. ``fits()``: whether the persistent CUDA kernel takes this call's shape.
-    ``tune = (key, run)``: ``run(path)`` runs this call on a path; with it, ``"auto"`` on CUDA
-    measures the candidate paths once per ``key`` and returns the fastest."""
-    check.choice("backend", backend, BACKENDS)
-    if backend == "auto":
-        backend = os.environ.get("TSRNN_BACKEND", "auto")
-        check.choice("TSRNN_BACKEND", backend, BACKENDS)
-    if backend == "reference":
-        return "reference"
-    if backend == "triton":
-        if not triton_available():
-            raise RuntimeError("backend='triton' needs the triton package (pip install triton)")
-        if not _triton_runs_on(device):
-            raise RuntimeError(f"backend='triton' runs on CUDA tensors (or CPU tensors with TRITON_INTERPRET=1), "
-                               f"got {device.type} tensors")
-        return "triton"
-    if device.type == "cuda":
-        return _resolve_cuda(backend, op, cudnn, fits, tune)
-    if device.type != "cpu":
-        if backend == "native":
-            raise RuntimeError(
-                f"backend='native' has no kernel for {device.type} tensors in this build; "
-                "use backend='auto' or 'reference'"
-            )
-        _warn_once(f"tsrnn: no fused kernel for {device.type} tensors yet; using the reference loop")
-        return "reference"
-    if LOAD_ERROR is not None:
-        if backend == "native":
-            raise RuntimeError(
-                f"backend='native' needs the compiled extension tsrnn._C, which did not load "
-                f"({LOAD_ERROR}); reinstall with `pip install --no-build-isolation -e .`"
-            )
-        _warn_once(
-            f"tsrnn: compiled extension tsrnn._C did not load ({LOAD_ERROR}); "
-            "falling back to the reference loops"
-        )
-        return "reference"
-    return "native"
-
-
-def _resolve_cuda(backend: str, op: str, cudnn: bool, fits: Callable[[], bool] | None,
-                  tune: tuple[Hashable, Callable[[str], object]] | None) -> str:
-    fallback = "triton" if triton_available() else "reference"
-    if backend == "native":
-        if CUDA_LOAD_ERROR is not None:
-            raise RuntimeError(
-                f"backend='native' on CUDA tensors needs the extension tsrnn._cuda, which did not load "
-                f"({CUDA_LOAD_ERROR}); build it with `TSRNN_CUDA=1 pip install --no-build-isolation -e .`"
-            )
-        if op != "recurrence":
-            raise RuntimeError(f"backend='native' has no CUDA kernel for {op}; use backend='auto' or 'triton'")
-        if fits is not None and fits():
-            return "native"
-        _warn_once("tsrnn: the persistent CUDA kernel does not take this shape on this GPU (W_hh does not fit "
-                   f"in shared memory, or no cooperative launch, or not float32); using {fallback}")
-        return fallback
-    candidates = ["cudnn"] if cudnn else []
-    if CUDA_LOAD_ERROR is None and op == "recurrence" and fits is not None and fits():
-        candidates.append("native")
-    if fallback == "triton":
-        candidates.append("triton")
-    if len(candidates) > 1 and tune is not None and _can_measure():
-        return _fastest(candidates, *tune)
-    if candidates:
-        return candidates[0]
-    _warn_once("tsrnn: no fused kernel for this call on CUDA (triton is not installed); using the reference loop")
-    return "reference"
-
-
-def _can_measure() -> bool:
+def _can_measure(device: torch.device, paths: Sequence[str]) -> bool:
     if os.environ.get("TSRNN_AUTOTUNE", "1") == "0" or torch.compiler.is_compiling():
         return False
-    return not (torch.cuda.is_available() and torch.cuda.is_current_stream_capturing())
+    if device.type == "cpu" and any(p.startswith("triton") for p in paths):
+        return False  # the Triton interpreter: seconds per call, and not the speed of a GPU
+    return not (device.type == "cuda" and check.capturing())
 
 
-def _sync() -> None:
-    if torch.cuda.is_available():
-        torch.cuda.synchronize()
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
 
 
-def _fastest(candidates: list[str], key: Hashable, run: Callable[[str], object]) -> str:
-    """The candidate whose ``run`` is fastest (one warm-up, then TUNE_REPEATS timed calls), measured
-    once per key. A candidate that fails is dropped with one warning naming the cause."""
-    if key in _tuned:
-        return _tuned[key]
+def _run_once(run: Run, path: str, grad: bool) -> None:
+    """One run of what the call does: its forward, and its backward when autograd will need it
+    (torch.autograd.grad on the inputs ``run`` returns, detached copies of the call's own)."""
+    with torch.set_grad_enabled(grad):
+        outputs, inputs = run(path)
+        if grad and inputs:
+            loss = sum(o.float().sum() for o in outputs if o is not None and o.requires_grad)
+            torch.autograd.grad(loss, list(inputs), allow_unused=True)
+
+
+def _fastest(paths: Sequence[str], call: Call, run: Run) -> str:
     times = {}
-    for path in candidates:
+    for path in paths:
         try:
-            run(path)  # warm-up: compiles Triton kernels, plans the CUDA kernel
-            _sync()
-            start = time.perf_counter()
+            _run_once(run, path, call.grad)  # warm-up: compiles Triton kernels, plans the CUDA kernel
+            runs = []
             for _ in range(TUNE_REPEATS):
-                run(path)
-            _sync()
+                _sync(call.device)
+                start = time.perf_counter()
+                _run_once(run, path, call.grad)
+                _sync(call.device)
+                runs.append(time.perf_counter() - start)
         except Exception as exc:  # noqa: BLE001  (a broken path must not break "auto"; it is reported)
             _warn_once(f"tsrnn: the {path} path failed while being timed ({type(exc).__name__}: {exc}); "
                        "'auto' does not use it for this shape")
             continue
-        times[path] = time.perf_counter() - start
+        times[path] = min(runs)  # the least disturbed run: noise only ever adds time
     if not times:
-        raise RuntimeError(f"tsrnn: every CUDA path failed for this call ({', '.join(candidates)}); "
+        raise RuntimeError(f"tsrnn: every path failed for this call ({', '.join(paths)}); "
                            "see the warnings, or use backend='reference'")
-    _tuned[key] = min(times, key=times.get)
-    return _tuned[key]
+    first = next(p for p in paths if p in times)
+    best = min(times, key=times.get)
+    return best if times[best] < (1 - TUNE_MARGIN) * times[first] else first

@@ -3,9 +3,10 @@
 // Forward, per step t: z = xg[t] + h_{t-1} W_hh^T (one ATen GEMM), then the cell's pointwise
 // part over B x H in one OpenMP pass. Forward saves the gate activations and all states: the
 // backward then needs no recurrent GEMM to recompute them, only the one that carries dh.
-// Backward, per step t (reverse): the cell's pointwise backward gives dz[t], then
-// dh_{t-1} = dz[t] W_hh. After the loop: dW_hh = dz^T [h_0 .. h_{T-2}] as one GEMM over T*B,
-// and dp as one reduction over B.
+// Backward, per step t (reverse), from dL/d(states)_{T-1} = grad_state_n: the cell's pointwise
+// backward gives dz[t], then dh_{t-1} = dz[t] W_hh. After the loop: dW_hh = dz^T [h_0 .. h_{T-2}]
+// as two GEMMs that read the h's in place (recurrent_weight_grad, csrc/recurrence_op.h), and dp as
+// one reduction over B.
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <torch/library.h>
@@ -22,7 +23,7 @@
 #include <tuple>
 
 #include "cells.h"
-#include "op_common.h"
+#include "recurrence_op.h"
 #include "cpu/step_gemm.h"
 #include "cpu/vector_math.h"
 
@@ -31,12 +32,12 @@ namespace {
 
 using at::Tensor;
 
-constexpr int64_t kUnitsPerThread = 32;
+constexpr int64_t kUnitsPerThread = 32;  // fewer hidden units per thread do not pay for a barrier
 
 void check_float_or_double(const Tensor& t) {
   TORCH_CHECK(t.scalar_type() == at::kFloat || t.scalar_type() == at::kDouble,
               "tsrnn: the CPU kernels take float32 or float64, got ", t.scalar_type());
-}  // fewer hidden units per thread do not pay for a barrier
+}
 
 // Hidden units [j0, j1) of slice `k` of `slices`, in multiples of 8 units (one AVX2 vector).
 struct UnitSlice {
@@ -98,21 +99,15 @@ TSRNN_CLONES void forward_units(T* z, int64_t zs, const T* xg, T* act, const T* 
 
 // Backward of n units of one batch row; pointers are at the row's first unit.
 // dh: [n] from the step after (grad_h is added in place), grad_h: [n] or null,
-// grad_state: [S] stride BH or null, dstate: [S] stride BH (in/out), dz: [G] stride H (out),
+// dstate: [S] stride BH (in: dL/d(states)_t, out: dL/d(states)_{t-1}), dz: [G] stride H (out),
 // dp: [n] accumulated (pLSTM), p: [n] (pLSTM).
 template <typename Cell, typename T>
 TSRNN_CLONES void backward_units(const T* act, const T* prev, const T* next, T* dh,
-                                 const T* grad_h, const T* grad_state, T* dstate, T* dz, T* dp,
-                                 const T* p, T dt, T eps, int64_t H, int64_t BH, int64_t n) {
+                                 const T* grad_h, T* dstate, T* dz, T* dp, const T* p, T dt, T eps,
+                                 int64_t H, int64_t BH, int64_t n) {
   if (grad_h) {
 #pragma omp simd
     for (int64_t j = 0; j < n; ++j) dh[j] += grad_h[j];
-  }
-  if (grad_state) {
-    for (int k = 0; k < Cell::kStates; ++k) {
-#pragma omp simd
-      for (int64_t j = 0; j < n; ++j) dstate[k * BH + j] += grad_state[k * BH + j];
-    }
   }
 #pragma omp simd
   for (int64_t j = 0; j < n; ++j) {
@@ -207,7 +202,8 @@ void forward_loop(const Shapes& s, const Tensor& xg, const Tensor& w_hh, const T
   }
   error.rethrow();
 }
-std::tuple<Tensor, Tensor, Tensor> recurrence_forward(
+
+std::tuple<Tensor, Tensor, Tensor, Tensor> recurrence_forward(
     const std::string& cell, const Tensor& xg_in, const Tensor& w_hh_in, const Tensor& h0_in,
     const Tensor& state0_in, const c10::optional<Tensor>& p_in,
     const c10::optional<Tensor>& dt_in, double eps, bool save) {
@@ -217,7 +213,7 @@ std::tuple<Tensor, Tensor, Tensor> recurrence_forward(
   if (p_in) p = p_in->contiguous();
   if (dt_in) dt = dt_in->contiguous();
   check_float_or_double(xg);
-  Tensor h_all, state_all, saved;
+  Tensor h_all, state_n, state_all, saved;
   dispatch_cell(cell, [&](auto cell_tag) {
     using Cell = decltype(cell_tag);
     const Shapes s = check_inputs<Cell>(xg, w_hh, h0, state0, p, dt);
@@ -229,17 +225,19 @@ std::tuple<Tensor, Tensor, Tensor> recurrence_forward(
                                    optional_data<scalar_t>(dt), static_cast<scalar_t>(eps), h_all,
                                    state_all, act);
     });
+    state_n = state_all[s.T - 1].clone();
     saved = save ? act : at::empty({0}, xg.options());
   });
-  return {h_all, state_all, saved};
+  return {h_all, state_n, state_all, saved};
 }
 
 // The backward time loop in one OpenMP region, sliced over hidden units like the forward: each
 // thread runs its units' cell backward (all gates of dz[t] for those units), meets the others at
 // one barrier per step, then forms its columns of dh_{t-1} = dz[t] W_hh[:, units]. Its next
-// step reads only those columns, so no second barrier is needed.
+// step reads only those columns, so no second barrier is needed. dstate: in dL/d(states)_{T-1},
+// out dL/dstate0.
 template <typename Cell, typename T>
-void backward_loop(const Shapes& s, const T* grad_h, const T* grad_state, const Tensor& w_hh,
+void backward_loop(const Shapes& s, const T* grad_h, const Tensor& w_hh,
                    const Tensor& state0, const Tensor& state_all, const Tensor& saved,
                    const T* p, const T* dt, T eps, Tensor& dz_all, Tensor& dh, Tensor& dstate,
                    T* dp) {
@@ -282,8 +280,7 @@ void backward_loop(const Shapes& s, const T* grad_h, const T* grad_state, const 
           for (int64_t b = 0; b < B; ++b) {
             const int64_t unit = b * H + j0;
             backward_units<Cell, T>(a + b * KH + j0, prev + unit, next + unit, w.dh + b * n,
-                                    offset_or_null(grad_h, t * BH + unit),
-                                    offset_or_null(grad_state, t * SBH + unit), ds + unit,
+                                    offset_or_null(grad_h, t * BH + unit), ds + unit,
                                     dz + b * GH + j0, dp ? dp + unit : nullptr,
                                     offset_or_null(p, j0), dt ? dt[t * B + b] : T(1), eps, H, BH, n);
           }
@@ -304,32 +301,31 @@ void backward_loop(const Shapes& s, const T* grad_h, const T* grad_state, const 
 
 std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> recurrence_backward(
     const std::string& cell, const c10::optional<Tensor>& grad_h_in,
-    const c10::optional<Tensor>& grad_state_in, const Tensor& w_hh_in, const Tensor& h0_in,
+    const c10::optional<Tensor>& grad_state_n, const Tensor& w_hh_in, const Tensor& h0_in,
     const Tensor& state0_in, const Tensor& h_all_in, const Tensor& state_all_in,
     const Tensor& saved_in, const c10::optional<Tensor>& p_in, const c10::optional<Tensor>& dt_in,
     double eps) {
   const Tensor w_hh = w_hh_in.contiguous(), h0 = h0_in.contiguous(),
                state0 = state0_in.contiguous(), h_all = h_all_in.contiguous(),
                state_all = state_all_in.contiguous(), saved = saved_in.contiguous();
-  c10::optional<Tensor> p, dt, grad_h, grad_state;
+  c10::optional<Tensor> p, dt, grad_h;
   if (p_in) p = p_in->contiguous();
   if (dt_in) dt = dt_in->contiguous();
   if (grad_h_in) grad_h = grad_h_in->contiguous();
-  if (grad_state_in) grad_state = grad_state_in->contiguous();
   check_float_or_double(h_all);
   Tensor dz_all, grad_w, dh, dstate, grad_p;
   dispatch_cell(cell, [&](auto cell_tag) {
     using Cell = decltype(cell_tag);
-    const Shapes s = check_backward_inputs<Cell>(grad_h, grad_state, w_hh, h0, state0, h_all, state_all,
-                                                 saved, p, dt);
+    const Shapes s = check_backward_inputs<Cell>(grad_h, grad_state_n, w_hh, h0, state0, h_all,
+                                                 state_all, saved, p, dt);
     const int64_t T = s.T, B = s.B, H = s.H;
     dz_all = at::empty({T, B, Cell::kGates * H}, h_all.options());
     dh = at::zeros({B, H}, h_all.options());
-    dstate = at::zeros({Cell::kStates, B, H}, h_all.options());
+    dstate = grad_state_n ? grad_state_n->clone(at::MemoryFormat::Contiguous)
+                          : at::zeros({Cell::kStates, B, H}, h_all.options());
     Tensor dp = p ? at::zeros({B, H}, h_all.options()) : at::Tensor();
     AT_DISPATCH_FLOATING_TYPES(h_all.scalar_type(), "tsrnn_recurrence_backward", [&] {
-      backward_loop<Cell, scalar_t>(s, optional_data<scalar_t>(grad_h),
-                                    optional_data<scalar_t>(grad_state), w_hh, state0, state_all,
+      backward_loop<Cell, scalar_t>(s, optional_data<scalar_t>(grad_h), w_hh, state0, state_all,
                                     saved, optional_data<scalar_t>(p), optional_data<scalar_t>(dt),
                                     static_cast<scalar_t>(eps), dz_all, dh, dstate,
                                     dp.defined() ? dp.data_ptr<scalar_t>() : nullptr);

@@ -12,9 +12,10 @@
 #include <mutex>
 #include <string>
 #include <tuple>
+#include <utility>
 
 #include "cuda/recurrence.h"
-#include "op_common.h"
+#include "recurrence_op.h"
 
 extern "C" {
 PyObject* PyInit__cuda(void) {
@@ -26,31 +27,24 @@ PyObject* PyInit__cuda(void) {
 namespace tsrnn {
 namespace {
 
-template <typename Cell>
-constexpr cuda::Cell cell_id() {
-  if constexpr (Cell::kStates == 1) return cuda::Cell::kLSTM;
-  if constexpr (Cell::kGates == 3) return cuda::Cell::kPowerLawCoupled;
-  return cuda::Cell::kPowerLawSeparate;
-}
-
 void check_cuda(cudaError_t err, const char* what) {
   TORCH_CHECK(err == cudaSuccess, "tsrnn: ", what, " failed: ", cudaGetErrorString(err));
 }
 
-// The launch plan for w_hh [G*H, H] on its device (made current by the caller), cached per
-// (device, cell, H); blocks == 0 where the kernel does not apply.
+// The launch plan of Cell for w_hh [G*H, H] on its device (made current by the caller), cached
+// per (device, H) for each cell; blocks == 0 where the kernel does not apply.
 template <typename Cell>
 cuda::Plan plan_for(const Tensor& w_hh) {
   const int64_t hidden = w_hh.size(1);
   if (w_hh.scalar_type() != at::kFloat || hidden < 1 || hidden > INT_MAX) return {};
   static std::mutex mutex;
-  static std::map<std::tuple<int, int, int64_t>, cuda::Plan> plans;
-  const auto key = std::make_tuple(static_cast<int>(w_hh.get_device()), static_cast<int>(cell_id<Cell>()), hidden);
+  static std::map<std::pair<int, int64_t>, cuda::Plan> plans;
+  const auto key = std::make_pair(static_cast<int>(w_hh.get_device()), hidden);
   const std::lock_guard<std::mutex> lock(mutex);
   auto found = plans.find(key);
   if (found == plans.end()) {
     cuda::Plan plan;
-    check_cuda(cuda::plan(cell_id<Cell>(), static_cast<int>(hidden), &plan), "planning the persistent CUDA kernel");
+    check_cuda(cuda::plan<Cell>(static_cast<int>(hidden), &plan), "planning the persistent CUDA kernel");
     found = plans.emplace(key, plan).first;
   }
   return found->second;
@@ -97,7 +91,7 @@ int64_t recurrence_plan(const std::string& cell, const Tensor& w_hh) {
   return blocks;
 }
 
-std::tuple<Tensor, Tensor, Tensor> recurrence_forward(
+std::tuple<Tensor, Tensor, Tensor, Tensor> recurrence_forward(
     const std::string& cell, const Tensor& xg_in, const Tensor& w_hh_in, const Tensor& h0_in,
     const Tensor& state0_in, const c10::optional<Tensor>& p_in, const c10::optional<Tensor>& dt_in,
     double eps, bool save) {
@@ -108,7 +102,7 @@ std::tuple<Tensor, Tensor, Tensor> recurrence_forward(
   if (p_in) p = p_in->contiguous();
   if (dt_in) dt = dt_in->contiguous();
   const c10::cuda::CUDAGuard guard(xg.device());
-  Tensor h_all, state_all, saved;
+  Tensor h_all, state_n, state_all, saved;
   dispatch_cell(cell, [&](auto tag) {
     using Cell = decltype(tag);
     const Shapes s = check_inputs<Cell>(xg, w_hh, h0, state0, p, dt);
@@ -122,15 +116,16 @@ std::tuple<Tensor, Tensor, Tensor> recurrence_forward(
                                  save ? saved.data_ptr<float>() : nullptr,
                                  static_cast<int>(s.T), static_cast<int>(s.B), static_cast<int>(s.H),
                                  static_cast<float>(eps)};
-    check_cuda(cuda::forward(cell_id<Cell>(), plan, args, c10::cuda::getCurrentCUDAStream()),
+    check_cuda(cuda::forward<Cell>(plan, args, c10::cuda::getCurrentCUDAStream()),
                "launching the persistent forward kernel");
+    state_n = state_all[s.T - 1].clone();
   });
-  return {h_all, state_all, saved};
+  return {h_all, state_n, state_all, saved};
 }
 
 std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> recurrence_backward(
     const std::string& cell, const c10::optional<Tensor>& grad_h_in,
-    const c10::optional<Tensor>& grad_state_in, const Tensor& w_hh_in, const Tensor& h0_in,
+    const c10::optional<Tensor>& grad_state_n, const Tensor& w_hh_in, const Tensor& h0_in,
     const Tensor& state0_in, const Tensor& h_all_in, const Tensor& state_all_in,
     const Tensor& saved_in, const c10::optional<Tensor>& p_in, const c10::optional<Tensor>& dt_in,
     double eps) {
@@ -138,30 +133,29 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> recurrence_backward(
   const Tensor w_hh = w_hh_in.contiguous(), h0 = h0_in.contiguous(), state0 = state0_in.contiguous(),
                h_all = h_all_in.contiguous(), state_all = state_all_in.contiguous(),
                saved = saved_in.contiguous();
-  c10::optional<Tensor> p, dt, grad_h, grad_state;
+  c10::optional<Tensor> p, dt, grad_h;
   if (p_in) p = p_in->contiguous();
   if (dt_in) dt = dt_in->contiguous();
   if (grad_h_in) grad_h = grad_h_in->contiguous();
-  if (grad_state_in) grad_state = grad_state_in->contiguous();
   const c10::cuda::CUDAGuard guard(h_all.device());
   Tensor dz, grad_w, dh, dstate, grad_p;
   dispatch_cell(cell, [&](auto tag) {
     using Cell = decltype(tag);
-    const Shapes s = check_backward_inputs<Cell>(grad_h, grad_state, w_hh, h0, state0, h_all, state_all,
+    const Shapes s = check_backward_inputs<Cell>(grad_h, grad_state_n, w_hh, h0, state0, h_all, state_all,
                                                  saved, p, dt);
     const cuda::Plan plan = required_plan<Cell>(w_hh, s);
     dz = at::empty({s.T, s.B, Cell::kGates * s.H}, h_all.options());
     dh = at::zeros({s.B, s.H}, h_all.options());
-    dstate = at::zeros({Cell::kStates, s.B, s.H}, h_all.options());
+    dstate = grad_state_n ? grad_state_n->clone(at::MemoryFormat::Contiguous)
+                          : at::zeros({Cell::kStates, s.B, s.H}, h_all.options());
     Tensor dp = p ? at::zeros({s.B, s.H}, h_all.options()) : Tensor();
-    const cuda::BackwardArgs args{data_or_null<float>(grad_h), data_or_null<float>(grad_state),
-                                  w_hh.data_ptr<float>(), state0.data_ptr<float>(), state_all.data_ptr<float>(),
-                                  saved.data_ptr<float>(), data_or_null<float>(p), data_or_null<float>(dt),
-                                  dz.data_ptr<float>(), dh.data_ptr<float>(), dstate.data_ptr<float>(),
-                                  dp.defined() ? dp.data_ptr<float>() : nullptr,
+    const cuda::BackwardArgs args{data_or_null<float>(grad_h), w_hh.data_ptr<float>(), state0.data_ptr<float>(),
+                                  state_all.data_ptr<float>(), saved.data_ptr<float>(), data_or_null<float>(p),
+                                  data_or_null<float>(dt), dz.data_ptr<float>(), dh.data_ptr<float>(),
+                                  dstate.data_ptr<float>(), dp.defined() ? dp.data_ptr<float>() : nullptr,
                                   static_cast<int>(s.T), static_cast<int>(s.B), static_cast<int>(s.H),
                                   static_cast<float>(eps)};
-    check_cuda(cuda::backward(cell_id<Cell>(), plan, args, c10::cuda::getCurrentCUDAStream()),
+    check_cuda(cuda::backward<Cell>(plan, args, c10::cuda::getCurrentCUDAStream()),
                "launching the persistent backward kernel");
     const NoTF32 exact;
     grad_w = recurrent_weight_grad(dz, h0, h_all);

@@ -6,11 +6,13 @@
 // shuffle reductions lane u adds xg[t,b,gH+j0+u], applies the cell (csrc/cells.h) and writes
 // h_t, the states and the saved activations of unit j0+u. h_{t-1} is exchanged through global
 // memory (L2); a grid-wide sync separates the steps.
-// Backward, step t (reverse): each block applies the cells' backward to its units (dz[t] from
-// dL/dh_t, dL/dc_t, ...), a grid-wide sync, then one warp per batch row reads dz[t,b,:] once and
-// forms dL/dh_{t-1}[b,k] = sum_r dz[t,b,r] W_hh[r,k] for the block's units k, with the block's
-// columns of W_hh in shared memory. dW_hh = dz^T [h_0..h_{T-2}] is
-// one GEMM after the kernel (csrc/cuda/binding.cpp). Everything is float32.
+// Backward, step t (reverse), from dL/d(c, a)_{T-1} = grad_state_n: each block applies the
+// cells' backward to its units (dz[t] from dL/dh_t, dL/dc_t, ...), a grid-wide sync, then one
+// warp per batch row reads dz[t,b,:] once and forms dL/dh_{t-1}[b,k] = sum_r dz[t,b,r] W_hh[r,k]
+// for the block's units k, with the block's columns of W_hh in shared memory.
+// dW_hh = dz^T [h_0..h_{T-2}] is two cuBLAS GEMMs after the kernel (csrc/recurrence_op.h).
+// Everything is float32. The host functions are templates on the cell (recurrence.h),
+// instantiated at the end of this file.
 #include <cooperative_groups.h>
 #include <cuda_runtime.h>
 
@@ -150,7 +152,7 @@ __global__ void __launch_bounds__(kThreads) backward_kernel(BackwardArgs a, int 
       for (int s = 0; s < S; ++s) {
         prev_l[s] = prev[s * BH + n];
         next_l[s] = next[s * BH + n];
-        dstate[s] = a.dstate[s * BH + n] + (a.grad_state ? a.grad_state[(t * S + s) * BH + n] : 0.f);
+        dstate[s] = a.dstate[s * BH + n];
       }
       const float p = a.p ? a.p[j] : 0.f;
       const float dt = a.dt ? a.dt[row] : 1.f;
@@ -189,19 +191,6 @@ __global__ void __launch_bounds__(kThreads) backward_kernel(BackwardArgs a, int 
   }
 }
 
-template <typename Fn>
-cudaError_t with_cell(Cell cell, Fn&& fn) {
-  switch (cell) {
-    case Cell::kLSTM:
-      return fn(LSTMCell{});
-    case Cell::kPowerLawCoupled:
-      return fn(PowerLawCell<true>{});
-    case Cell::kPowerLawSeparate:
-      return fn(PowerLawCell<false>{});
-  }
-  return cudaErrorInvalidValue;
-}
-
 // Lets `kernel` use up to `optin` bytes of dynamic shared memory (the same value for every shape,
 // so concurrent plans cannot undo each other) and counts how many of its blocks using `bytes`
 // fit on one multiprocessor. Both act on the current device.
@@ -212,21 +201,21 @@ cudaError_t resident_blocks(Kernel kernel, int optin, std::size_t bytes, int* pe
   return cudaOccupancyMaxActiveBlocksPerMultiprocessor(per_sm, kernel, kThreads, bytes);
 }
 
-// Cooperative launch of kernel_of(cell tag) with (args, units) as its parameters.
-template <typename Args, typename KernelOf>
-cudaError_t launch(Cell cell, const Plan& plan, const Args& args, cudaStream_t stream, KernelOf kernel_of) {
+// Cooperative launch of `kernel` with (args, units) as its parameters.
+template <typename Args>
+cudaError_t launch(void (*kernel)(Args, int), const Plan& plan, const Args& args, cudaStream_t stream) {
   if (plan.blocks < 1) return cudaErrorInvalidConfiguration;
-  return with_cell(cell, [&](auto c) -> cudaError_t {
-    Args a = args;
-    int units = plan.units;
-    void* params[] = {&a, &units};
-    return cudaLaunchCooperativeKernel(kernel_of(c), plan.blocks, kThreads, params, plan.shared_bytes, stream);
-  });
+  Args a = args;
+  int units = plan.units;
+  void* params[] = {&a, &units};
+  return cudaLaunchCooperativeKernel(reinterpret_cast<void*>(kernel), plan.blocks, kThreads, params,
+                                     plan.shared_bytes, stream);
 }
 
 }  // namespace
 
-cudaError_t plan(Cell cell, int hidden, Plan* out) {
+template <class C>
+cudaError_t plan(int hidden, Plan* out) {
   *out = Plan{};
   if (hidden < 1) return cudaErrorInvalidValue;
   int device = 0, sms = 0, cooperative = 0, optin = 0;
@@ -235,29 +224,38 @@ cudaError_t plan(Cell cell, int hidden, Plan* out) {
   if (err == cudaSuccess) err = cudaDeviceGetAttribute(&cooperative, cudaDevAttrCooperativeLaunch, device);
   if (err == cudaSuccess) err = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
   if (err != cudaSuccess || !cooperative) return err;
-  return with_cell(cell, [&](auto c) -> cudaError_t {
-    using C = decltype(c);
-    const int units = static_cast<int>((static_cast<long long>(hidden) + sms - 1) / sms);
-    const int blocks = (hidden + units - 1) / units;
-    const std::size_t bytes = sizeof(float) * C::kGates * static_cast<std::size_t>(units) * hidden;
-    if (units > kMaxUnits || bytes > static_cast<std::size_t>(optin)) return cudaSuccess;
-    int forward_per_sm = 0, backward_per_sm = 0;
-    cudaError_t e = resident_blocks(forward_kernel<C>, optin, bytes, &forward_per_sm);
-    if (e == cudaSuccess) e = resident_blocks(backward_kernel<C>, optin, bytes, &backward_per_sm);
-    if (e != cudaSuccess) return e;
-    if (static_cast<long long>(std::min(forward_per_sm, backward_per_sm)) * sms < blocks) return cudaSuccess;
-    *out = Plan{blocks, units, bytes};
-    return cudaSuccess;
-  });
+  const int units = static_cast<int>((static_cast<long long>(hidden) + sms - 1) / sms);
+  const int blocks = (hidden + units - 1) / units;
+  const std::size_t bytes = sizeof(float) * C::kGates * static_cast<std::size_t>(units) * hidden;
+  if (units > kMaxUnits || bytes > static_cast<std::size_t>(optin)) return cudaSuccess;
+  int forward_per_sm = 0, backward_per_sm = 0;
+  err = resident_blocks(forward_kernel<C>, optin, bytes, &forward_per_sm);
+  if (err == cudaSuccess) err = resident_blocks(backward_kernel<C>, optin, bytes, &backward_per_sm);
+  if (err != cudaSuccess) return err;
+  if (static_cast<long long>(std::min(forward_per_sm, backward_per_sm)) * sms < blocks) return cudaSuccess;
+  *out = Plan{blocks, units, bytes};
+  return cudaSuccess;
 }
 
-cudaError_t forward(Cell cell, const Plan& plan, const ForwardArgs& args, cudaStream_t stream) {
-  return launch(cell, plan, args, stream, [](auto c) { return reinterpret_cast<void*>(forward_kernel<decltype(c)>); });
+template <class C>
+cudaError_t forward(const Plan& plan, const ForwardArgs& args, cudaStream_t stream) {
+  return launch(forward_kernel<C>, plan, args, stream);
 }
 
-cudaError_t backward(Cell cell, const Plan& plan, const BackwardArgs& args, cudaStream_t stream) {
-  return launch(cell, plan, args, stream, [](auto c) { return reinterpret_cast<void*>(backward_kernel<decltype(c)>); });
+template <class C>
+cudaError_t backward(const Plan& plan, const BackwardArgs& args, cudaStream_t stream) {
+  return launch(backward_kernel<C>, plan, args, stream);
 }
+
+// The cells of csrc/cells.h, the only instantiations (recurrence.h declares the templates).
+#define TSRNN_INSTANTIATE(C)                                                                    \
+  template cudaError_t plan<C>(int, Plan*);                                                     \
+  template cudaError_t forward<C>(const Plan&, const ForwardArgs&, cudaStream_t);               \
+  template cudaError_t backward<C>(const Plan&, const BackwardArgs&, cudaStream_t);
+TSRNN_INSTANTIATE(LSTMCell)
+TSRNN_INSTANTIATE(PowerLawCell<true>)
+TSRNN_INSTANTIATE(PowerLawCell<false>)
+#undef TSRNN_INSTANTIATE
 
 }  // namespace cuda
 }  // namespace tsrnn

@@ -1,15 +1,17 @@
 // Persistent CUDA recurrence: the host side of csrc/cuda/recurrence.cu, free of torch headers so
 // that the .cu file compiles in seconds. All tensors are float32, contiguous, on one device.
+// Every function takes the cell type C of csrc/cells.h as its template parameter; recurrence.cu
+// instantiates them for LSTMCell, PowerLawCell<true> and PowerLawCell<false>.
 #pragma once
 
 #include <cuda_runtime_api.h>
 
 #include <cstddef>
 
+#include "cells.h"
+
 namespace tsrnn {
 namespace cuda {
-
-enum class Cell { kLSTM = 0, kPowerLawCoupled = 1, kPowerLawSeparate = 2 };
 
 // Most hidden units one block owns (each warp keeps G x kMaxUnits partial sums in registers).
 constexpr int kMaxUnits = 16;
@@ -25,8 +27,9 @@ struct Plan {
   std::size_t shared_bytes = 0;
 };
 
-// The plan for `hidden` units of `cell` on the current device.
-cudaError_t plan(Cell cell, int hidden, Plan* out);
+// The plan for `hidden` units of cell C on the current device.
+template <class C>
+cudaError_t plan(int hidden, Plan* out);
 
 struct ForwardArgs {
   const float* xg;      // [T, B, G*H] input projection plus bias
@@ -43,25 +46,26 @@ struct ForwardArgs {
 };
 
 struct BackwardArgs {
-  const float* grad_h;      // [T, B, H] or null
-  const float* grad_state;  // [T, S, B, H] or null
-  const float* w_hh;        // [G*H, H]
-  const float* state0;      // [S, B, H]
-  const float* state_all;   // [T, S, B, H]
-  const float* saved;       // [T, B, K*H]
-  const float* p;           // [H] or null
-  const float* dt;          // [T, B] or null
-  float* dz;                // [T, B, G*H] out: dL/dxg
-  float* dh;                // [B, H] in: zeros, out: dL/dh0
-  float* dstate;            // [S, B, H] in: zeros, out: dL/dstate0
-  float* dp;                // [B, H] in: zeros, out: dL/dp per batch row (pLSTM)
+  const float* grad_h;     // [T, B, H] or null
+  const float* w_hh;       // [G*H, H]
+  const float* state0;     // [S, B, H]
+  const float* state_all;  // [T, S, B, H]
+  const float* saved;      // [T, B, K*H]
+  const float* p;          // [H] or null
+  const float* dt;         // [T, B] or null
+  float* dz;               // [T, B, G*H] out: dL/dxg
+  float* dh;               // [B, H] in: zeros, out: dL/dh0
+  float* dstate;           // [S, B, H] in: dL/dstate_n (or zeros), out: dL/dstate0
+  float* dp;               // [B, H] in: zeros, out: dL/dp per batch row (pLSTM)
   int T, B, H;
   float eps;
 };
 
-// Cooperative launches on `stream` with a plan from plan(); they return the launch's error.
-cudaError_t forward(Cell cell, const Plan& plan, const ForwardArgs& args, cudaStream_t stream);
-cudaError_t backward(Cell cell, const Plan& plan, const BackwardArgs& args, cudaStream_t stream);
+// Cooperative launches on `stream` with a plan from plan<C>(); they return the launch's error.
+template <class C>
+cudaError_t forward(const Plan& plan, const ForwardArgs& args, cudaStream_t stream);
+template <class C>
+cudaError_t backward(const Plan& plan, const BackwardArgs& args, cudaStream_t stream);
 
 }  // namespace cuda
 }  // namespace tsrnn

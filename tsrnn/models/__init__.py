@@ -6,7 +6,7 @@
 - ``DyckModel``: the Dyck-2 closing-bracket predictor (seed 000 §3.1.2).
 - ``CopyModel``: the copy-task model, LSTM, chrono-initialized LSTM or pLSTM (seed 002 §4.1).
 
-The matching data generators and metrics are in ``tsrnn.tasks``.
+The matching data generators and metrics are in ``tsrnn.synthetic``.
 """
 from tsrnn.models.awd_lstm import AWDExtras, AWDLSTMLM, embedded_dropout, locked_dropout
 from tsrnn.models.averaging_lm import AveragingLM

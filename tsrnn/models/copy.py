@@ -2,7 +2,7 @@
 class logits.
 
 Inputs are one-hot over n_symbols + 2 categories (the symbols to copy, the blank, the signal;
-``tsrnn.tasks``), one layer of ``hidden_size`` units (128 in the seed) reads them, and a linear
+``tsrnn.synthetic``), one layer of ``hidden_size`` units (128 in the seed) reads them, and a linear
 layer gives logits over the same n_symbols + 2 classes (the targets are symbols or the blank).
 
 cell = "lstm": ``tsrnn.LSTM`` with PyTorch's initialization; "chrono": the same with chrono
@@ -33,7 +33,7 @@ class CopyModel(nn.Module):
         generator: torch.Generator for the chrono draws (None: the global generator).
         backend: passed to the recurrent module.
 
-    ``logits = model(x)``: x (T, B) int64 category ids (``tsrnn.tasks.copy_task``); logits
+    ``logits = model(x)``: x (T, B) int64 category ids (``tsrnn.synthetic.copy_task``); logits
     (T, B, n_symbols + 2). The state starts at zero (the seed backpropagates through whole
     sequences).
     """

@@ -12,7 +12,7 @@ from __future__ import annotations
 import torch
 
 from tsrnn import _validation as check
-from tsrnn import functional
+from tsrnn import cells, functional
 from tsrnn.modules.stacked import StackedRNN
 from tsrnn.timescales import bias_from_timescale, timescale_from_bias
 
@@ -27,7 +27,8 @@ class LSTM(StackedRNN):
             timescales > 0 (fixed input and forget biases, S3-S4).
         freeze: "gates" fixes only the i and f biases of MTS layers (g and o train); "all" fixes
             the whole effective bias vector, as the seed-000 authors did.
-        backend: "auto" | "reference" | "native" | "triton" (see ``tsrnn.backend``).
+        backend: "auto" | "reference" | "native" | "triton", or one path by name, e.g.
+            "onednn" or "triton_step" (see ``tsrnn.backend``).
 
     ``out, (h_n, c_n) = m(x, (h0, c0))`` with x (T, B, I), or (B, T, I) if batch_first, or
     (T, I) unbatched.
@@ -105,10 +106,8 @@ class LSTM(StackedRNN):
         h0, c0 = self._initial_states(("h0", "c0"), hx, x, unbatched)
 
         def run_layer(k, layer_in, states):
-            result = functional.lstm(layer_in, states[0], states[1], *self.weights(k),
-                                     self.gate_biases(k), backend=self.backend,
-                                     return_forget=want_forget)
-            return result[0], result[1], result[2] if want_forget else None
+            return functional._layer(cells.CELLS["lstm"], layer_in, states[0], (states[1],), *self.weights(k),
+                                     self.gate_biases(k), backend=self.backend, want_forget=want_forget)
 
         out, finals, forgets = self._stack(x, (h0, c0), run_layer)
         out, finals = self._finish(out, finals, unbatched)

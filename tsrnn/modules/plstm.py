@@ -11,7 +11,7 @@ import torch
 from torch import nn
 
 from tsrnn import _validation as check
-from tsrnn import functional
+from tsrnn import cells, functional
 from tsrnn.modules.stacked import StackedRNN
 
 
@@ -31,11 +31,11 @@ class PowerLawLSTM(StackedRNN):
     def __init__(self, input_size, hidden_size, num_layers=1, bias=True, batch_first=False,
                  dropout=0.0, eps=1e-3, input_gate="coupled", learn_p=True, backend="auto",
                  device=None, dtype=None):
-        check.choice("input_gate", input_gate, functional.INPUT_GATES)
+        cell = cells.plstm(input_gate)
         check.positive_real("eps", eps)
         super().__init__(input_size, hidden_size, num_layers, bias, batch_first, dropout, backend,
-                         gates=3 if input_gate == "coupled" else 4, device=device, dtype=dtype)
-        self.eps, self.input_gate, self.learn_p = float(eps), input_gate, learn_p
+                         gates=cell.num_gates, device=device, dtype=dtype)
+        self.eps, self.input_gate, self.learn_p, self.cell = float(eps), input_gate, learn_p, cell
         for k in range(num_layers):
             p_logit = torch.empty(hidden_size, device=device, dtype=dtype)
             if learn_p:
@@ -70,6 +70,8 @@ class PowerLawLSTM(StackedRNN):
         check.tensor("dt", dt)
         if tuple(dt.shape) not in (layout, layout + (1,)):
             raise ValueError(f"dt must have shape {layout} or {layout + (1,)}, got {tuple(dt.shape)}")
+        check.same_device("input", x, dt=dt)
+        check.positive("dt", dt)
         if dt.dim() > len(layout):
             dt = dt.squeeze(-1)
         if unbatched:
@@ -79,13 +81,14 @@ class PowerLawLSTM(StackedRNN):
     def _run(self, input, state, dt, want_forget):
         x, unbatched = self._time_major(input)
         h0, c0, a0 = self._initial_states(("h0", "c0", "a0"), state, x, unbatched)
+        if state is not None:
+            check.nonnegative("a0", a0)
         dt = self._time_major_dt(dt, x, unbatched)
+        dt = None if dt is None else dt.detach()
 
         def run_layer(k, layer_in, states):
-            result = functional.plstm(layer_in, *states, *self.weights(k), self.raw_bias(k),
-                                      self.p(k), dt=dt, eps=self.eps, input_gate=self.input_gate,
-                                      backend=self.backend, return_forget=want_forget)
-            return result[0], result[1], result[2] if want_forget else None
+            return functional._layer(self.cell, layer_in, states[0], states[1:], *self.weights(k), self.raw_bias(k),
+                                     self.p(k), dt, self.eps, self.backend, want_forget)
 
         out, finals, forgets = self._stack(x, (h0, c0, a0), run_layer)
         out, finals = self._finish(out, finals, unbatched)

@@ -10,7 +10,9 @@ from torch import nn
 from torch.nn.utils.rnn import PackedSequence
 
 from tsrnn import _validation as check
-from tsrnn.backend import BACKENDS
+from tsrnn.backend import BACKENDS, PATHS
+
+REQUESTS = BACKENDS + PATHS["recurrence"][1:]  # a requested backend, or one path by name
 
 
 class StackedRNN(nn.Module):
@@ -24,7 +26,7 @@ class StackedRNN(nn.Module):
             check.count(name, value)
         if not 0 <= check.real("dropout", dropout) <= 1:
             raise ValueError(f"dropout must be in [0, 1], got {dropout!r}")
-        check.choice("backend", backend, BACKENDS)
+        check.choice("backend", backend, REQUESTS)
         self.input_size, self.hidden_size, self.num_layers = input_size, hidden_size, num_layers
         self.bias, self.batch_first, self.dropout = bias, batch_first, float(dropout)
         self.backend = backend
@@ -70,13 +72,23 @@ class StackedRNN(nn.Module):
 
     # -- inputs and outputs -------------------------------------------------------------
     def _time_major(self, x: torch.Tensor) -> tuple[torch.Tensor, bool]:
-        """x as (T, B, I) and whether it came unbatched ((T, I))."""
+        """x as (T, B, I) and whether it came unbatched ((T, I)). Checks the input once for every
+        layer: rank, features, at least one step and row, and the parameters' dtype and device."""
         if isinstance(x, PackedSequence):
             raise TypeError("PackedSequence input is not supported; pass a padded (T, B, I) tensor")
         check.tensor("input", x, (2, 3))
         if x.shape[-1] != self.input_size:
             raise ValueError(f"input must have {self.input_size} features in its last dimension, "
                              f"got shape {tuple(x.shape)}")
+        if x.numel() == 0:
+            raise ValueError(f"input must have at least one step and one batch row, got shape {tuple(x.shape)}")
+        weight = self.weight_ih_l0
+        if x.dtype != weight.dtype:
+            raise TypeError(f"input has dtype {x.dtype} but the module's parameters are {weight.dtype}; "
+                            "cast the input, or the module with .to(dtype)")
+        if x.device != weight.device:
+            raise ValueError(f"input is on {x.device} but the module's parameters are on {weight.device}; "
+                             "move the input, or the module with .to(device)")
         if x.dim() == 2:
             return x.unsqueeze(1), True
         return (x.transpose(0, 1) if self.batch_first else x), False
@@ -99,11 +111,14 @@ class StackedRNN(nn.Module):
             check.tensor(name, state)
             check.shape(name, state, shape)
             check.same_device("input", x, **{name: state})
+            if name != "a0":  # the pLSTM age may be carried in float32 from a bf16 layer
+                check.same_dtype("input", x, **{name: state})
             states.append(state.unsqueeze(1) if unbatched else state)
         return states
 
     def _stack(self, x, initial, run_layer):
-        """Run every layer: ``run_layer(k, input, states_k)`` -> (out, final states, forget)."""
+        """Run every layer: ``run_layer(k, input, states_k)`` -> (out, final states, forget), its
+        arguments already checked (``functional._layer``)."""
         finals, forgets = [], []
         for k in range(self.num_layers):
             x, state, forget = run_layer(k, x, [s[k] for s in initial])

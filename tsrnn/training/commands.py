@@ -20,6 +20,7 @@ def train(args) -> int:
         if ctx.is_main:
             print("final validation: " + ", ".join(f"{k} {v:.4g}" for k, v in result.items()))
             print(f"checkpoints and metrics.jsonl in {args.out}")
+        distributed.finish()
     finally:
         distributed.teardown()
     return 0

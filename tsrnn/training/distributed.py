@@ -61,6 +61,13 @@ def setup(device: str | None = None) -> Context:
     return Context(rank=rank, world=world, device=want)
 
 
+def finish() -> None:
+    """Wait for every process to finish its run (rank 0 may still be writing its last checkpoint):
+    a gloo peer that closes its connections while another process still uses them aborts that one."""
+    if dist.is_initialized():
+        dist.barrier()
+
+
 def teardown() -> None:
     if dist.is_initialized():
         dist.destroy_process_group()

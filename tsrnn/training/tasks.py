@@ -15,7 +15,7 @@ import torch.nn.functional as F
 
 from tsrnn import data as datasets
 from tsrnn import models
-from tsrnn import tasks as synthetic
+from tsrnn import synthetic
 
 TASKS: dict[str, type] = {}
 

@@ -1,4 +1,4 @@
-"""The synthetic tasks (tsrnn.tasks): Dyck-2 words against the authors' string-rewriting sampler
+"""The synthetic tasks (tsrnn.synthetic): Dyck-2 words against the authors' string-rewriting sampler
 and an independent label oracle, splits, the whole-sequence metric, and the copy tasks' layout,
 baseline loss and accuracy."""
 import math
@@ -8,8 +8,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from tsrnn import tasks
-from tsrnn.tasks import (DYCK_PAD, IGNORE_INDEX, copy_accuracy, copy_baseline_loss, copy_task, dyck2,
+from tsrnn import synthetic
+from tsrnn.synthetic import (DYCK_PAD, IGNORE_INDEX, copy_accuracy, copy_baseline_loss, copy_task, dyck2,
                          dyck_mse, dyck_targets, encode_dyck, sample_dyck, variable_copy_task,
                          whole_sequence_correct)
 
@@ -244,4 +244,4 @@ def test_copy_bad_arguments():
         variable_copy_task(2, (5, 3))
     with pytest.raises(ValueError, match="delay_range"):
         variable_copy_task(2, 5)
-    assert tasks.IGNORE_INDEX == -100
+    assert synthetic.IGNORE_INDEX == -100

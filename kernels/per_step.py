@@ -4,15 +4,14 @@
 The cells are the plug-in of cells.py (the same cells as csrc/cells.h), selected by the
 constexpr CELL: 0 LSTM (S1), 1 pLSTM coupled, 2 pLSTM separate (S9); the saved activations have
 the same layout, so this is a drop-in implementation of ``torch.ops.tsrnn.recurrence_forward/backward``
-(the kernels of ``torch.ops.tsrnn_triton.recurrence_*``, tsrnn/ops.py; CUDA tensors, or CPU tensors
-through the Triton interpreter).
-Backward: one fused pointwise launch per step gives dz[t]; dh_{t-1} = dz[t] W_hh and
-dW_hh = dz^T [h_0 .. h_{T-2}] are cuBLAS GEMMs. Gate math and accumulation are float32
-(float64 for float64 inputs).
+(the kernels of ``torch.ops.tsrnn_triton_step.recurrence_*``, the path "triton_step" of
+tsrnn/backend.py; CUDA tensors, or CPU tensors through the Triton interpreter). Any H.
+Backward, from dL/d(c, a)_{T-1} = grad_state_n (zeros when None): one fused pointwise launch per
+step gives dz[t]; dh_{t-1} = dz[t] W_hh and dW_hh = dz^T [h_0 .. h_{T-2}] are cuBLAS GEMMs. Gate
+math and accumulation are float32 (float64 for float64 inputs).
 
-``recurrence_forward/backward`` dispatch between these kernels and the persistent ones
-(persistent.py: one launch per sequence) by ``persistent.fits``, or as ``kernel=`` (or
-$TSRNN_TRITON_KERNEL) forces.
+``recurrence_forward/backward`` check their arguments (tsrnn.ops.check_recurrence_args, as the
+compiled ops do) before they launch.
 """
 from __future__ import annotations
 
@@ -22,19 +21,19 @@ import torch
 import triton
 import triton.language as tl
 
-from . import persistent
+from tsrnn.ops import check_recurrence_args, check_recurrence_backward_args
+
 from .cells import (
-    CELLS,
     cell_backward,
     cell_forward,
-    check_saved,
+    check_math_dtype,
+    eps_tensor,
     gates_mm,
     load_rows,
+    sizes,
     store_rows,
     weight_grad,
 )
-
-KERNELS = ("auto", "persistent", "per_step")
 
 # (BLOCK_B, BLOCK_H, BLOCK_K, num_warps, num_stages): none spills registers in ptxas for sm_90
 # (fp32, fp64, bf16). The interpreter runs the first only (autotuning fails there).
@@ -46,14 +45,14 @@ _FORWARD_CONFIGS = [(16, 32, 16, 4, 2)] + ([] if os.environ.get("TRITON_INTERPRE
                   for b, h, k, w, s in _FORWARD_CONFIGS], key=["B", "H"])
 @triton.jit
 def _forward_step(xg_ptr, hprev_ptr, w_ptr, prev_ptr, next_ptr, h_ptr, act_ptr, p_ptr, dt_ptr,
-                  B, H, eps: tl.float64,  # xg: [B, G*H], hprev/h: [B, H], w: [G*H, H], prev/next: [S, B, H],
+                  B, H, eps_ptr,  # xg: [B, G*H], hprev/h: [B, H], w: [G*H, H], prev/next: [S, B, H],
                   # act: [B, K*H], p: [H], dt: [B]
                   CELL: tl.constexpr, G: tl.constexpr, K: tl.constexpr,
                   HAS_DT: tl.constexpr, ACC_F64: tl.constexpr,
                   BLOCK_B: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_K: tl.constexpr):
     """z = xg + h_{t-1} W_hh^T (k-chunks of BLOCK_K), then the cell, for one (BLOCK_B x BLOCK_H) tile."""
     ACC = tl.float64 if ACC_F64 else tl.float32
-    eps = tl.cast(eps, ACC)  # passed as float64: exact in float64 math
+    eps = tl.load(eps_ptr).to(ACC)  # a tensor: the interpreter would round a float argument to float32
     rb = tl.program_id(0) * BLOCK_B + tl.arange(0, BLOCK_B)
     rj = tl.program_id(1) * BLOCK_H + tl.arange(0, BLOCK_H)
     mb, mj = rb < B, rj < H
@@ -82,8 +81,11 @@ def _forward_step(xg_ptr, hprev_ptr, w_ptr, prev_ptr, next_ptr, h_ptr, act_ptr, 
     tl.store(h_ptr + unit, h, mask=m2)
 
 
-def _per_step_forward(cell, xg, w_hh, h0, state0, p, dt, eps, save):
-    cell_id, G, S, K = CELLS[cell]
+def recurrence_forward(cell, xg, w_hh, h0, state0, p, dt, eps, save):
+    """torch.ops.tsrnn_triton_step.recurrence_forward: h_all [T,B,H], state_n [S,B,H], state_all [T,S,B,H], saved."""
+    check_recurrence_args(cell, xg, w_hh, h0, state0, p, dt)
+    check_math_dtype(xg)
+    cell_id, G, S, K = sizes(cell)
     T, B, _ = xg.shape
     H = w_hh.shape[1]
     xg, w_hh, h0, state0 = xg.contiguous(), w_hh.contiguous(), h0.contiguous(), state0.contiguous()
@@ -94,24 +96,25 @@ def _per_step_forward(cell, xg, w_hh, h0, state0, p, dt, eps, save):
     def grid(meta):
         return triton.cdiv(B, meta["BLOCK_B"]), triton.cdiv(H, meta["BLOCK_H"])
 
-    dummy = h0
+    dummy, eps_t = h0, eps_tensor(eps, xg)
     for t in range(T):
         _forward_step[grid](xg[t], h0 if t == 0 else h_all[t - 1], w_hh, state0 if t == 0 else state_all[t - 1],
                             state_all[t], h_all[t], act[t if save else 0], p if p is not None else dummy,
-                            dt[t].contiguous() if dt is not None else dummy, B, H, eps, CELL=cell_id, G=G, K=K,
+                            dt[t].contiguous() if dt is not None else dummy, B, H, eps_t, CELL=cell_id, G=G, K=K,
                             HAS_DT=dt is not None, ACC_F64=xg.dtype == torch.float64)
-    return h_all, state_all, act if save else xg.new_empty(0)
+    return h_all, state_all[T - 1].clone(), state_all, act if save else xg.new_empty(0)
 
 
 @triton.jit
-def _backward_step(act_ptr, prev_ptr, next_ptr, dh_ptr, gh_ptr, gs_ptr, ds_ptr, dz_ptr, dp_ptr, p_ptr, dt_ptr,
-                   B, H, eps: tl.float64,  # act: [B, K*H], prev/next/gs/ds: [S, B, H], dh/gh/dp: [B, H],
+def _backward_step(act_ptr, prev_ptr, next_ptr, dh_ptr, gh_ptr, ds_ptr, dz_ptr, dp_ptr, p_ptr, dt_ptr,
+                   B, H, eps_ptr,  # act: [B, K*H], prev/next/ds: [S, B, H], dh/gh/dp: [B, H],
                    # dz: [B, G*H], p: [H], dt: [B]
                    CELL: tl.constexpr, G: tl.constexpr, K: tl.constexpr, HAS_GH: tl.constexpr,
-                   HAS_GS: tl.constexpr, HAS_DT: tl.constexpr, ACC_F64: tl.constexpr, BLOCK: tl.constexpr):
-    """The cell backward for BLOCK (row, unit) pairs: dz[t] and ds <- dL/d(c, a)_{t-1}, dp += dL/dp."""
+                   HAS_DT: tl.constexpr, ACC_F64: tl.constexpr, BLOCK: tl.constexpr):
+    """The cell backward for BLOCK (row, unit) pairs: dz[t], ds (in dL/d(c, a)_t, out dL/d(c, a)_{t-1})
+    and dp += dL/dp."""
     ACC = tl.float64 if ACC_F64 else tl.float32
-    eps = tl.cast(eps, ACC)  # passed as float64: exact in float64 math
+    eps = tl.load(eps_ptr).to(ACC)  # a tensor: the interpreter would round a float argument to float32
     n = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     BH = B * H
     m = n < BH
@@ -120,8 +123,6 @@ def _backward_step(act_ptr, prev_ptr, next_ptr, dh_ptr, gh_ptr, gs_ptr, ds_ptr, 
     dc = tl.load(ds_ptr + n, mask=m, other=0.0).to(ACC)
     if HAS_GH:
         dh += tl.load(gh_ptr + n, mask=m, other=0.0).to(ACC)
-    if HAS_GS:
-        dc += tl.load(gs_ptr + n, mask=m, other=0.0).to(ACC)
     act0, act1, act2, act3, act4 = load_rows(act_ptr + b * (K * H) + j, H, K, m, ACC)
     c_prev = tl.load(prev_ptr + n, mask=m, other=0.0).to(ACC)
     c = tl.load(next_ptr + n, mask=m, other=0.0).to(ACC)
@@ -131,8 +132,6 @@ def _backward_step(act_ptr, prev_ptr, next_ptr, dh_ptr, gh_ptr, gs_ptr, ds_ptr, 
         a_prev = tl.load(prev_ptr + BH + n, mask=m, other=0.0).to(ACC)
         a = tl.load(next_ptr + BH + n, mask=m, other=0.0).to(ACC)
         da = tl.load(ds_ptr + BH + n, mask=m, other=0.0).to(ACC)
-        if HAS_GS:
-            da += tl.load(gs_ptr + BH + n, mask=m, other=0.0).to(ACC)
         p = tl.load(p_ptr + j, mask=m, other=0.0).to(ACC)
         dt = 1.0
         if HAS_DT:
@@ -146,56 +145,27 @@ def _backward_step(act_ptr, prev_ptr, next_ptr, dh_ptr, gh_ptr, gs_ptr, ds_ptr, 
         tl.store(dp_ptr + n, tl.load(dp_ptr + n, mask=m, other=0.0) + dp, mask=m)
 
 
-def _per_step_backward(cell, grad_h, grad_state, w_hh, h0, state0, h_all, state_all, saved, p, dt, eps):
-    cell_id, G, S, K = CELLS[cell]
+def recurrence_backward(cell, grad_h, grad_state_n, w_hh, h0, state0, h_all, state_all, saved, p, dt, eps):
+    """torch.ops.tsrnn_triton_step.recurrence_backward: grad_xg, grad_w_hh, grad_h0, grad_state0, grad_p."""
+    check_recurrence_backward_args(cell, grad_h, grad_state_n, w_hh, h0, state0, h_all, state_all, saved, p, dt)
+    check_math_dtype(h_all)
+    cell_id, G, S, K = sizes(cell)
     T, B, H = h_all.shape
-    check_saved(saved, T, B, K, H)
     w_hh = w_hh.contiguous()
     dz = h_all.new_empty(T, B, G * H)
-    dstate = h_all.new_zeros(S, B, H)
+    if grad_state_n is None:
+        dstate = h_all.new_zeros(S, B, H)
+    else:  # dL/d(c, a)_{T-1}, carried back in place
+        dstate = grad_state_n.clone(memory_format=torch.contiguous_format)
     dh = h_all.new_zeros(B, H)
     dp = h_all.new_zeros(B, H)
-    dummy = dh
+    dummy, eps_t = dh, eps_tensor(eps, h_all)
     grid = (triton.cdiv(B * H, 256),)
     for t in range(T - 1, -1, -1):
         _backward_step[grid](saved[t].contiguous(), state0 if t == 0 else state_all[t - 1], state_all[t], dh,
-                             grad_h[t].contiguous() if grad_h is not None else dummy,
-                             grad_state[t].contiguous() if grad_state is not None else dummy, dstate, dz[t],
-                             dp, p if p is not None else dummy, dt[t].contiguous() if dt is not None else dummy,
-                             B, H, eps, CELL=cell_id, G=G, K=K, HAS_GH=grad_h is not None,
-                             HAS_GS=grad_state is not None, HAS_DT=dt is not None,
+                             grad_h[t].contiguous() if grad_h is not None else dummy, dstate, dz[t], dp,
+                             p if p is not None else dummy, dt[t].contiguous() if dt is not None else dummy,
+                             B, H, eps_t, CELL=cell_id, G=G, K=K, HAS_GH=grad_h is not None, HAS_DT=dt is not None,
                              ACC_F64=h_all.dtype == torch.float64, BLOCK=256)
         dh = dz[t] @ w_hh
     return dz, weight_grad(dz, h0, h_all), dh, dstate, dp.sum(0) if p is not None else h_all.new_empty(0)
-
-
-def _check_steps(T):
-    if T < 1:  # the kernels index step T - 1 (the native ops check the same)
-        raise ValueError(f"tsrnn: the Triton recurrence needs at least one step, got T={T}")
-
-
-def _persistent(kernel, cell, B, H, dtype):
-    kernel = os.environ.get("TSRNN_TRITON_KERNEL", "auto") if kernel is None else kernel
-    if kernel not in KERNELS:
-        raise ValueError(f"tsrnn: the Triton recurrence kernel must be one of {KERNELS}, got {kernel!r}")
-    return kernel == "persistent" or (kernel == "auto" and persistent.fits(cell, B, H, dtype))
-
-
-def recurrence_forward(cell, xg, w_hh, h0, state0, p, dt, eps, save, kernel=None):
-    """torch.ops.tsrnn.recurrence_forward for Triton: h_all [T,B,H], state_all [T,S,B,H], saved.
-    kernel: "auto" (persistent where ``persistent.fits``), "persistent" or "per_step"; None (the
-    ops' call) reads it from $TSRNN_TRITON_KERNEL, "auto" when unset (bench/gpu_report.py sets it)."""
-    _check_steps(xg.shape[0])
-    run = persistent.recurrence_forward if _persistent(kernel, cell, xg.shape[1], w_hh.shape[1], xg.dtype) \
-        else _per_step_forward
-    return run(cell, xg, w_hh, h0, state0, p, dt, eps, save)
-
-
-def recurrence_backward(cell, grad_h, grad_state, w_hh, h0, state0, h_all, state_all, saved, p, dt, eps,
-                        kernel=None):
-    """torch.ops.tsrnn.recurrence_backward for Triton: grad_xg, grad_w_hh, grad_h0, grad_state0, grad_p.
-    kernel: as for recurrence_forward."""
-    _check_steps(h_all.shape[0])
-    B, H = h_all.shape[1:]
-    run = persistent.recurrence_backward if _persistent(kernel, cell, B, H, h_all.dtype) else _per_step_backward
-    return run(cell, grad_h, grad_state, w_hh, h0, state0, h_all, state_all, saved, p, dt, eps)

@@ -1,0 +1,141 @@
+"""What is particular to the compiled CPU kernels (tsrnn._C) and the operators: any thread count,
+long sequences, forget traces, the scan, opcheck of every namespace, and the final-state
+gradient. Every path's results against the reference on the shared table: tests/test_paths.py."""
+import pytest
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from tsrnn import backend, cells, functional, ops, reference, testing
+from conftest import TOLERANCE, assert_close, cast, layer_args, needs_native
+
+CELLS = list(cells.CELLS)
+
+
+@needs_native
+@pytest.mark.parametrize("cell", CELLS)
+@pytest.mark.parametrize("threads", [1, 2, 3, 4])
+def test_unit_slices_over_any_thread_count(cell, threads):
+    """Hidden units are sliced over the threads (32 or more per thread); any count is exact."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        result = testing.compare("cpu", cell, (4, 3, 5, 97), torch.float64, dt=cells.get(cell).has_p, seed=threads)
+    finally:
+        torch.set_num_threads(before)
+    assert result.ok, result.failures()
+
+
+@needs_native
+@pytest.mark.parametrize("cell", ["plstm_coupled", "plstm_separate"])
+def test_long_sequence_keeps_age_precision(cell):
+    """T = 1000 with large steps: ages reach thousands; float32 stays near float64."""
+    args = layer_args(cell, T=1000, B=2, I=3, H=8, seed=6, dt=True)
+    args["dt"] = args["dt"] * 5
+    out, (h, c, a) = functional.plstm(**cast(args, torch.float32), backend="cpu")
+    out_r, (h_r, c_r, a_r), _ = reference.plstm(**args)
+    assert_close(out, out_r, {"atol": 1e-4, "rtol": 0}, "out")
+    assert_close(a, a_r, {"atol": 0, "rtol": 1e-5}, "age")
+
+
+@needs_native
+def test_long_lstm_sequence():
+    result = testing.compare("cpu", "lstm", (1000, 2, 3, 8), torch.float64, seed=7)
+    assert result.ok, result.failures()
+
+
+@pytest.mark.parametrize("path", [pytest.param("cpu", marks=needs_native), "reference"])
+@pytest.mark.parametrize("cell", CELLS)
+def test_forget_gates_match_reference(cell, path):
+    args = layer_args(cell, 5, 2, 3, 4, seed=10)
+    fn = functional.lstm if cell == "lstm" else functional.plstm
+    _, _, forget = fn(**args, backend=path, return_forget=True)
+    _, _, forget_r = (reference.lstm if cell == "lstm" else reference.plstm)(**args)
+    assert_close(forget, forget_r, TOLERANCE[torch.float64], "forget")
+
+
+@needs_native
+@pytest.mark.parametrize("shape", [(1, 1), (7, 3), (17, 2, 5), (300, 4099)], ids=str)
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32], ids=str)
+def test_linear_scan_matches_reference(shape, dtype):
+    result = testing.compare_scan("cpu", shape, dtype, seed=11)
+    assert result.ok, result.failures()
+
+
+@needs_native
+def test_linear_scan_constant_decay_and_gradcheck():
+    g = torch.Generator().manual_seed(12)
+    a = torch.rand(3, dtype=torch.float64, generator=g, requires_grad=True)  # one decay per channel
+    u = torch.randn(5, 2, 3, dtype=torch.float64, generator=g, requires_grad=True)
+    x = functional.linear_scan(a, u, backend="cpu")
+    assert_close(x, reference.linear_scan(a, u), TOLERANCE[torch.float64], "x")
+    assert torch.autograd.gradcheck(lambda a, u: functional.linear_scan(a, u, backend="cpu"), (a, u))
+
+
+TRITON = pytest.mark.skipif(not backend.triton_available(), reason="triton is not installed")
+
+
+@pytest.mark.parametrize("path, scan", [pytest.param("cpu", "cpu", marks=needs_native),
+                                        pytest.param("triton_step", "triton_scan", marks=TRITON),
+                                        pytest.param("triton_persistent", None, marks=TRITON)])
+def test_opcheck_registrations(path, scan):
+    """Schema, fake (meta) shapes, autograd registration and AOT dispatch of every operator, in
+    every namespace (torch.ops.tsrnn compiled, the Triton ones through the interpreter). The fake
+    kernels' shapes come from the cell registry (tsrnn/cells.py), the compiled kernels' from
+    csrc/cells.h: opcheck compares them."""
+    for cell in CELLS:
+        args = layer_args(cell, 4, 2, 3, 3, seed=13, dt=cell != "lstm")
+        G = cells.get(cell).num_gates
+        xg = torch.randn(4, 2, G * 3, dtype=torch.float64, requires_grad=True)
+        states = [args["c0"]] + ([args["a0"]] if cell != "lstm" else [])
+        state0 = torch.stack(states).requires_grad_()
+        p = args.get("p")
+        p = None if p is None else p.clone().requires_grad_()
+        w_hh = args["w_hh"].clone().requires_grad_()
+        h0 = args["h0"].clone().requires_grad_()
+        forward_args = (cell, xg, w_hh, h0, state0, p, args.get("dt"), 1e-3, True)
+        torch.library.opcheck(ops.op(path, "recurrence_forward"), forward_args)
+        with torch.no_grad():
+            h_all, state_n, state_all, saved = ops.op(path, "recurrence_forward")(*forward_args)
+        for grad_h, grad_state_n in ((torch.randn_like(h_all), None), (None, torch.randn_like(state_n))):
+            torch.library.opcheck(ops.op(path, "recurrence_backward"),
+                                  (cell, grad_h, grad_state_n, w_hh.detach(), h0.detach(), state0.detach(), h_all,
+                                   state_all, saved, None if p is None else p.detach(), args.get("dt"), 1e-3))
+    if scan is None:
+        return
+    a, u, x0 = (torch.rand(5, 3, dtype=torch.float64, requires_grad=True),
+                torch.randn(5, 3, dtype=torch.float64, requires_grad=True),
+                torch.randn(3, dtype=torch.float64, requires_grad=True))
+    torch.library.opcheck(ops.op(scan, "linear_scan_forward"), (a, u, x0))
+
+
+class _RecordGradStateN(TorchDispatchMode):
+    """Records the grad_state_n argument of every torch.ops.tsrnn.recurrence_backward call."""
+
+    def __init__(self):
+        super().__init__()
+        self.received = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if func is torch.ops.tsrnn.recurrence_backward.default:
+            self.received.append(args[2])
+        return func(*args, **(kwargs or {}))
+
+
+@needs_native
+@pytest.mark.parametrize("cell", CELLS)
+def test_backward_gets_the_final_state_gradient_only(cell):
+    """The operator returns the final states itself: a loss on h_n and c_n reaches the backward as
+    grad_state_n [S, B, H], not as a [T, S, B, H] gradient that is zero but at the last step; a loss
+    that does not use the final states passes None (no tensor of zeros)."""
+    T, B, H = 6, 3, 5
+    S = 1 if cell == "lstm" else 2
+    args = cast(layer_args(cell, T, B, 4, H, seed=14, dt=cell != "lstm"), torch.float64, requires_grad=True)
+    for loss, expected in ((lambda out, state: state[0].sum() + state[1].square().sum(), (S, B, H)),
+                           (lambda out, state: out.sum(), None)):
+        out, state = testing.run_layer(cell, args, "cpu")
+        record = _RecordGradStateN()
+        with record:
+            loss(out, state).backward()
+        assert len(record.received) == 1
+        got = record.received[0]
+        assert (got if got is None else tuple(got.shape)) == expected

@@ -1,0 +1,95 @@
+"""Every recurrence path against the float64 reference, through one table (tsrnn.testing):
+cells x shapes x dtypes, forward and backward, contiguous and strided inputs.
+
+Paths that cannot run a case here are skipped with the dispatcher's reason (e.g. onednn runs
+the LSTM only; cuda_coop needs a GPU; triton_persistent pads H to at most 128). The Triton paths
+run on CUDA, or on CPU tensors through the Triton interpreter (TRITON_INTERPRET=1, conftest.py),
+where a step costs milliseconds: there they take the shapes up to H = 67.
+"""
+import pytest
+import torch
+
+from tsrnn import cells, testing
+
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+INTERPRETED_SHAPES = [s for s in testing.SHAPES if s[3] <= 67]
+
+
+def _check(path, cell, shape, dtype, **kw):
+    reason = testing.why_not(path, cell, shape, dtype, DEVICE)
+    if reason:
+        pytest.skip(reason)
+    if DEVICE == "cpu" and path.startswith("triton") and shape not in INTERPRETED_SHAPES:
+        pytest.skip("too slow for the Triton interpreter")
+    result = testing.compare(path, cell, shape, dtype, DEVICE, **kw)
+    assert result.ok, f"{path} {cell} {shape} {dtype}: {result.failures()}"
+
+
+@pytest.mark.parametrize("dtype", testing.DTYPES, ids=str)
+@pytest.mark.parametrize("shape", testing.SHAPES, ids=str)
+@pytest.mark.parametrize("cell", list(cells.CELLS))
+@pytest.mark.parametrize("path", testing.LAYER_PATHS)
+def test_path_matches_the_reference(path, cell, shape, dtype):
+    _check(path, cell, shape, dtype, dt=cells.get(cell).has_p and shape[0] % 2 == 1, seed=shape[0] * 31 + shape[3])
+
+
+@pytest.mark.parametrize("cell", list(cells.CELLS))
+@pytest.mark.parametrize("path", testing.LAYER_PATHS)
+def test_strided_inputs(path, cell):
+    _check(path, cell, (6, 3, 5, 4), torch.float64, dt=cells.get(cell).has_p, contiguous=False, seed=8)
+
+
+@pytest.mark.parametrize("cell", list(cells.CELLS))
+@pytest.mark.parametrize("path", testing.LAYER_PATHS)
+def test_without_autograd(path, cell):
+    """No input needs a gradient: the kernels run without saving activations."""
+    _check(path, cell, (5, 2, 3, 6), torch.float32, dt=cells.get(cell).has_p, grads=False, seed=9)
+
+
+@pytest.mark.parametrize("path", testing.LAYER_PATHS)
+def test_gradcheck(path):
+    """torch.autograd.gradcheck through functional.lstm / plstm on each path (float64); under the
+    Triton interpreter in fast mode (a random projection of the Jacobian: a few evaluations)."""
+    fast = DEVICE == "cpu" and path.startswith("triton")
+    runs = [cell for cell in cells.CELLS if not testing.why_not(path, cell, (3, 2, 2, 3), torch.float64, DEVICE)]
+    if not runs:
+        pytest.skip(testing.why_not(path, "lstm", (3, 2, 2, 3), torch.float64, DEVICE))
+    for cell in runs:
+        args = testing.layer_args(cell, 3, 2, 2, 3, seed=10, dt=cells.get(cell).has_p)
+        args = {k: (v.to(DEVICE) if isinstance(v, torch.Tensor) else v) for k, v in args.items()}
+        names = testing.differentiable(args)
+
+        def f(*tensors):
+            out, state = testing.run_layer(cell, {**args, **dict(zip(names, tensors))}, path)
+            return out, *state
+
+        inputs = tuple(args[k].clone().requires_grad_() for k in names)
+        assert torch.autograd.gradcheck(f, inputs, fast_mode=fast), (path, cell)
+
+
+def test_reference_gradcheck():
+    for cell in cells.CELLS:
+        args = testing.layer_args(cell, 3, 2, 2, 3, seed=11, dt=cells.get(cell).has_p)
+        names = testing.differentiable(args)
+
+        def f(*tensors):
+            out, state = testing.reference_layer(cell, {**args, **dict(zip(names, tensors))})
+            return out, *state
+
+        assert torch.autograd.gradcheck(f, tuple(args[k].clone().requires_grad_() for k in names)), cell
+
+
+def test_harness_catches_a_wrong_kernel(monkeypatch):
+    """The table can fail: a fused path whose output is off by a relative 1e-6 is reported."""
+    from tsrnn import functional
+
+    original = functional._fused
+
+    def skewed(*args, **kwargs):
+        out, finals, forget = original(*args, **kwargs)
+        return out * (1 + 1e-6), finals, forget
+
+    monkeypatch.setattr(functional, "_fused", skewed)
+    path = next(p for p in ("cpu", "triton_step") if not testing.why_not(p, "lstm", (4, 2, 3, 5), torch.float64, DEVICE))
+    result = testing.compare(path, "lstm", (4, 2, 3, 5), torch.float64, DEVICE)
+    assert not result.ok and "out" in result.failures()

@@ -1,0 +1,163 @@
+"""What is particular to the Triton recurrences (kernels/per_step.py, kernels/persistent.py);
+their results against the reference are the table of tests/test_paths.py. Without a GPU they run
+on CPU tensors through the Triton interpreter (TRITON_INTERPRET=1, conftest.py); with one, on CUDA."""
+import pytest
+import torch
+from conftest import op_inputs
+
+from tsrnn import backend, cells, ops, testing
+
+pytestmark = pytest.mark.skipif(not backend.triton_available(), reason="triton is not installed")
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+RUNS = ["w_on_chip", "w_streamed", "per_step"]
+
+
+def _drivers(run):
+    """(forward, backward) with the signatures of the recurrence operators."""
+    from tsrnn.kernels import per_step, persistent
+
+    if run == "per_step":
+        return per_step.recurrence_forward, per_step.recurrence_backward
+    on_chip = run == "w_on_chip"
+    return (lambda *a: persistent.recurrence_forward(*a, w_on_chip=on_chip),
+            lambda *a: persistent.recurrence_backward(*a, w_on_chip=on_chip))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=str)
+@pytest.mark.parametrize("cell", list(cells.CELLS))
+def test_streamed_weights_match_the_reference(monkeypatch, cell, dtype):
+    """The persistent kernel's other variant: W_hh streamed from memory in chunks (taken for
+    64 < padded H <= 128 in float32; forced here for small H and for float64)."""
+    from tsrnn.kernels import persistent
+
+    monkeypatch.setattr(persistent, "w_fits_on_chip", lambda *args: False)
+    for shape in [(1, 1, 2, 3), (3, 17, 4, 20)]:
+        result = testing.compare("triton_persistent", cell, shape, dtype, DEVICE, dt=cells.get(cell).has_p)
+        assert result.ok, result.failures()
+
+
+@pytest.mark.parametrize("cell", list(cells.CELLS))
+def test_w_fits_on_chip_rule(cell):
+    from tsrnn.kernels import persistent
+
+    assert [backend.padded(H) for H in (1, 16, 17, 40, 64, 65)] == [16, 16, 32, 64, 64, 128]
+    f32, f64 = torch.float32, torch.float64
+    for H, dtype, on_chip in [(1, f32, True), (64, f32, True), (65, f32, False), (128, f32, False),
+                              (32, f64, True), (33, f64, False)]:
+        assert persistent.w_fits_on_chip(cell, H, dtype) == on_chip, (H, dtype)
+
+
+@pytest.mark.parametrize("run", RUNS)
+def test_forward_without_save(run):
+    forward, _ = _drivers(run)
+    args = op_inputs("plstm_coupled", 3, 2, 4, 5, dt=True)
+    with_save = forward(*args, True)
+    h, state_n, state, saved = forward(*args, False)
+    assert saved.numel() == 0
+    for got, want in zip((h, state_n, state), with_save):
+        assert torch.equal(got, want)
+
+
+@pytest.mark.parametrize("run", RUNS)
+def test_bf16_tensors_are_refused(run):
+    """The functional layer runs bf16 layers in float32; the kernels take float32 or float64 only
+    (states stored in bf16 would round c at every step)."""
+    forward, _ = _drivers(run)
+    args = op_inputs("lstm", 2, 1, 2, 3, dt=False, dtype=torch.bfloat16)
+    with pytest.raises(TypeError, match=r"take float32 or float64, got torch.bfloat16"):
+        forward(*args, True)
+
+
+def _backward_inputs(cell, T, B, I, H, dt):
+    """Positional arguments of recurrence_backward, without grad_h and grad_state_n: (w_hh, h0, state0,
+    h_all, state_all, saved, p, dt, eps), from the per-step Triton forward."""
+    args = op_inputs(cell, T, B, I, H, dt=dt)
+    h_all, _, state_all, saved = ops.op("triton_step", "recurrence_forward")(*args, True)
+    return (*args[2:5], h_all, state_all, saved, *args[5:])
+
+
+def _no_launch(monkeypatch):
+    """Replace every Triton kernel: a launch would fail with a TypeError, not the expected error."""
+    from tsrnn.kernels import per_step, persistent
+
+    for module, name in ((persistent, "_forward_kernel"), (persistent, "_backward_kernel"),
+                         (per_step, "_forward_step"), (per_step, "_backward_step")):
+        monkeypatch.setattr(module, name, None)
+
+
+# The Triton drivers check their arguments as the compiled ops do (tsrnn.ops.check_recurrence_args),
+# before any launch. id: (cell, argument index in (cell, xg, w_hh, h0, state0, p, dt, eps), its
+# replacement, message after "tsrnn: "); T, B, I, H = 3, 2, 4, 5.
+BAD_FORWARD = {
+    "unknown-cell": ("lstm", 0, lambda v: "gru", r"unknown cell 'gru'"),
+    "xg-2d": ("lstm", 1, lambda v: v[0], r"xg must have 3 dimensions, got \[2, 20\]"),
+    "xg-columns": ("lstm", 1, lambda v: v[..., :-1], r"xg must be \[T, B, 20\], got \[3, 2, 19\]"),
+    "xg-zero-steps": ("lstm", 1, lambda v: v[:0], r"empty input, xg \[0, 2, 20\]"),
+    "xg-zero-rows": ("lstm", 1, lambda v: v[:, :0], r"empty input, xg \[3, 0, 20\]"),
+    "w_hh-rows": ("plstm_coupled", 2, lambda v: torch.cat([v, v[:5]]), r"w_hh must be \[15, 5\], got \[20, 5\]"),
+    "w_hh-device": ("lstm", 2, lambda v: v.to("meta"), r"w_hh is on meta, expected cpu"),
+    "h0-batch": ("lstm", 3, lambda v: v[:1], r"h0 must be \[2, 5\], got \[1, 5\]"),
+    "h0-dtype": ("lstm", 3, lambda v: v.double(), r"h0 has dtype torch.float64, expected torch.float32"),
+    "state0-count": ("plstm_separate", 4, lambda v: v[:1], r"state0 must be \[2, 2, 5\], got \[1, 2, 5\]"),
+    "p-missing": ("plstm_coupled", 5, lambda v: None, r"p is required for this cell"),
+    "p-for-lstm": ("lstm", 5, lambda v: torch.ones(5), r"p is not used for this cell"),
+    "p-length": ("plstm_coupled", 5, lambda v: v[:-1], r"p must be \[5\], got \[4\]"),
+    "dt-transposed": ("plstm_separate", 6, lambda v: v.t(), r"dt must be \[3, 2\], got \[2, 3\]"),
+    "dt-for-lstm": ("lstm", 6, lambda v: torch.ones(3, 2), r"dt is only used by the pLSTM cells"),
+}
+
+
+@pytest.mark.parametrize("run", RUNS)
+@pytest.mark.parametrize("case", BAD_FORWARD)
+def test_wrong_forward_arguments_are_refused_before_running(monkeypatch, run, case):
+    cell, index, replace, match = BAD_FORWARD[case]
+    args = list(op_inputs(cell, 3, 2, 4, 5, dt=cell != "lstm"))
+    args[index] = replace(args[index])
+    _no_launch(monkeypatch)
+    with pytest.raises(RuntimeError, match=r"^tsrnn: " + match):
+        _drivers(run)[0](*args, True)
+
+
+BAD_BACKWARD = {  # id: (cell, argument index in recurrence_backward's, replacement, message after "tsrnn: ")
+    "h_all-2d": ("lstm", 6, lambda v: v[0], r"h_all must be \[T, B, H\], got \[2, 5\]"),
+    "w_hh-dtype": ("lstm", 3, lambda v: v.double(), r"w_hh has dtype torch.float64, expected torch.float32"),
+    "state_all-steps": ("plstm_coupled", 7, lambda v: v[1:], r"state_all must be \[T, S, B, H\], got \[2, 2, 2, 5\]"),
+    "saved-without-save": ("plstm_coupled", 8, lambda v: v.new_empty(0),
+                           r"saved must be \[T, B, 20\], got \[0\] \(was the forward run with save=false\?\)"),
+    "grad_h-steps": ("lstm", 1, lambda v: torch.ones(2, 2, 5), r"grad_h must be \[3, 2, 5\], got \[2, 2, 5\]"),
+    "grad_state_n-every-step": ("plstm_separate", 2, lambda v: torch.ones(3, 2, 2, 5),
+                                r"grad_state_n must have 3 dimensions, got \[3, 2, 2, 5\]"),
+    "grad_state_n-count": ("plstm_separate", 2, lambda v: torch.ones(1, 2, 5),
+                           r"grad_state_n must be \[2, 2, 5\], got \[1, 2, 5\]"),
+    "p-missing": ("plstm_separate", 9, lambda v: None, r"p is required for this cell"),
+}
+
+
+@pytest.mark.parametrize("run", RUNS)
+@pytest.mark.parametrize("case", BAD_BACKWARD)
+def test_wrong_backward_arguments_are_refused_before_running(monkeypatch, run, case):
+    cell, index, replace, match = BAD_BACKWARD[case]
+    args = [cell, None, None, *_backward_inputs(cell, 3, 2, 4, 5, dt=cell != "lstm")]
+    args[index] = replace(args[index])
+    _no_launch(monkeypatch)
+    with pytest.raises(RuntimeError, match=r"^tsrnn: " + match):
+        _drivers(run)[1](*args)
+
+
+@pytest.mark.parametrize("case", ["xg-columns", "state0-count", "p-missing", "dt-transposed"])
+def test_the_fake_kernel_refuses_what_the_ops_refuse(case):
+    """The fake kernels run the same check on shapes only: torch.compile refuses a wrong call when
+    tracing, with the message of the kernels (the compiled op's own check says the same)."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    cell, index, replace, match = BAD_FORWARD[case]
+    args = list(op_inputs(cell, 3, 2, 4, 5, dt=cell != "lstm"))
+    args[index] = replace(args[index])
+    calls = [lambda: ops.op("triton_step", "recurrence_forward")(*args, True)]
+    if backend.native_available():
+        calls.append(lambda: ops.op("cpu", "recurrence_forward")(*args, True))
+    for call in calls:
+        with pytest.raises(RuntimeError, match=r"^tsrnn: " + match):
+            call()
+        with FakeTensorMode(allow_non_fake_inputs=True), pytest.raises(RuntimeError, match=r"^tsrnn: " + match):
+            call()

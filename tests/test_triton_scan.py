@@ -1,0 +1,31 @@
+"""The Triton linear scan (kernels/linear_scan.py) against the reference. Without a GPU it runs on
+CPU tensors through the Triton interpreter (TRITON_INTERPRET=1, set in conftest.py); with one, on
+CUDA."""
+import pytest
+import torch
+
+from tsrnn import backend, functional, reference, testing
+from conftest import TOLERANCE, assert_close
+
+pytestmark = pytest.mark.skipif(not backend.triton_available(), reason="triton is not installed")
+DEVICE = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+SHAPES = [(1, 1), (5, 3), (16, 64), (37, 70), (50, 2, 33)]  # T=1, odd sizes, N > BLOCK_N, T % CHUNK != 0
+
+
+@pytest.mark.parametrize("shape", SHAPES, ids=str)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=str)
+def test_triton_linear_scan_matches_reference(shape, dtype):
+    result = testing.compare_scan("triton_scan", shape, dtype, DEVICE, seed=len(shape) * 100 + shape[0])
+    assert result.ok, result.failures()
+
+
+def test_triton_linear_scan_constant_decay_no_x0_and_bf16():
+    g = torch.Generator().manual_seed(7)
+    a = torch.rand(6, generator=g)  # one decay per channel, broadcast over time
+    u = torch.randn(20, 3, 6, generator=g)
+    x = functional.linear_scan(a.to(DEVICE), u.to(DEVICE), backend="triton")
+    assert_close(x.cpu(), reference.linear_scan(a.double(), u.double()), TOLERANCE[torch.float32], "x")
+    x16 = functional.linear_scan(a.to(DEVICE, torch.bfloat16), u.to(DEVICE, torch.bfloat16), backend="triton")
+    assert x16.dtype == torch.bfloat16
+    exact = reference.linear_scan(a.bfloat16().double(), u.bfloat16().double())
+    assert_close(x16.cpu(), exact, TOLERANCE[torch.bfloat16], "bf16 x")  # float32 carry inside

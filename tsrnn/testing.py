@@ -1,0 +1,184 @@
+"""One harness that checks every path of a recurrent layer against the float64 reference.
+
+Used by the tests (tests/test_paths.py), by ``tsrnn selftest`` and by bench/gpu_report.py, so
+the three judge a kernel by the same inputs, loss and tolerances:
+
+- ``layer_args`` draws a layer's random float64 arguments (weights scaled by 1/sqrt(fan-in));
+- ``compare(path, cell, shape, dtype)`` rounds them to ``dtype``, runs the layer on ``path``
+  (``tsrnn.backend`` names) and the reference (``tsrnn.reference``) on the same rounded values in
+  float64, and returns the errors of the outputs, the final states and the gradients of a loss
+  that reaches all of them, each against ``TOLERANCE`` / ``GRAD_TOLERANCE``;
+- ``SHAPES`` is the table of (T, B, I, H) every path is checked on: T=1, B=1, odd sizes, H=301.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+
+from tsrnn import backend, cells, functional, reference
+
+# max |path - float64 reference| <= atol + rtol * max |reference|, per input dtype.
+# float64: sums in another order only. float32: ~1e-7 per op, grown over the recurrence and the
+# backward's GEMMs. bf16: inputs and outputs rounded to 8 mantissa bits, gate math in float32.
+TOLERANCE = {
+    torch.float64: {"atol": 1e-10, "rtol": 1e-10},
+    torch.float32: {"atol": 2e-5, "rtol": 2e-5},
+    torch.bfloat16: {"atol": 2e-2, "rtol": 2e-2},
+}
+GRAD_TOLERANCE = {
+    torch.float64: {"atol": 1e-10, "rtol": 1e-10},
+    torch.float32: {"atol": 1e-4, "rtol": 1e-4},
+    torch.bfloat16: {"atol": 5e-2, "rtol": 5e-2},
+}
+# (T, B, I, H): one step, one row, odd sizes, H over the CPU kernel's per-thread slice (67, 130)
+# and over the GPU's SM count with an uneven last block (301).
+SHAPES = [(1, 1, 1, 1), (1, 4, 3, 5), (7, 1, 5, 3), (13, 3, 7, 9), (5, 2, 33, 17), (3, 2, 5, 67),
+          (4, 3, 7, 130), (3, 2, 4, 301)]
+DTYPES = [torch.float64, torch.float32, torch.bfloat16]
+LAYER_PATHS = [p for p in backend.PATHS["recurrence"] if p != "reference"]
+
+
+def layer_args(cell: str, T: int, B: int, I: int, H: int, seed: int = 0, dt: bool = False) -> dict:
+    """Random float64 keyword arguments of ``functional.lstm`` (cell "lstm") or ``functional.plstm``
+    (the pLSTM cells); dt, if asked for, in [0.1, 2.1), the age a0 in [0, 3)."""
+    g = torch.Generator().manual_seed(seed)
+
+    def randn(*shape, scale=1.0):
+        return torch.randn(*shape, generator=g, dtype=torch.float64) * scale
+
+    rows = cells.get(cell).num_gates * H
+    args = {
+        "x": randn(T, B, I),
+        "h0": randn(B, H, scale=0.5),
+        "c0": randn(B, H),
+        "w_ih": randn(rows, I, scale=1 / math.sqrt(I)),
+        "w_hh": randn(rows, H, scale=1 / math.sqrt(H)),
+        "bias": randn(rows, scale=0.5),
+    }
+    if cells.get(cell).has_p:
+        args["a0"] = torch.rand(B, H, generator=g, dtype=torch.float64) * 3
+        args["p"] = torch.rand(H, generator=g, dtype=torch.float64) * 0.9 + 0.05
+        args["dt"] = torch.rand(T, B, generator=g, dtype=torch.float64) * 2 + 0.1 if dt else None
+        args["input_gate"] = cell.split("_")[1]
+    return args
+
+
+def differentiable(args: dict) -> list[str]:
+    """The names of the arguments that get gradients (dt is data)."""
+    return [k for k, v in args.items() if isinstance(v, torch.Tensor) and k != "dt"]
+
+
+def run_layer(cell: str, args: dict, backend_name: str):
+    """``(out, final states)`` of functional.lstm / plstm on a path or requested backend."""
+    fn = functional.lstm if cell == "lstm" else functional.plstm
+    return fn(**args, backend=backend_name)
+
+
+def reference_layer(cell: str, args: dict):
+    fn = reference.lstm if cell == "lstm" else reference.plstm
+    out, state, _ = fn(**args)
+    return out, state
+
+
+def loss_of(out, state) -> torch.Tensor:
+    """A float64 loss that reaches every step of h and every final state."""
+    weights = torch.linspace(-1, 1, out.numel(), dtype=torch.float64, device=out.device).view(out.shape)
+    return (out.double() * weights).sum() + sum(s.double().square().sum() for s in state)
+
+
+def why_not(path: str, cell: str, shape, dtype, device) -> str | None:
+    """None if ``path`` runs this layer on ``device``, else why not (tsrnn.backend's rule)."""
+    if path not in backend.PATHS["recurrence"]:
+        return f"{path!r} is not a recurrence path"
+    call = backend.Call("recurrence", torch.device(device), dtype, tuple(shape), cell)
+    return backend.why_not(path, call)
+
+
+def _strided(t: torch.Tensor) -> torch.Tensor:
+    """The same values in a non-contiguous layout."""
+    if t.dim() >= 2:
+        return t.transpose(0, 1).contiguous().transpose(0, 1)
+    return torch.stack([t, t], -1)[..., 0]
+
+
+@dataclass
+class Comparison:
+    """Errors of one run against the reference; ``errors`` maps each output or gradient to
+    (max abs error, bound)."""
+
+    path: str
+    cell: str
+    shape: tuple
+    dtype: torch.dtype
+    errors: dict[str, tuple[float, float]]
+
+    @property
+    def ok(self) -> bool:
+        return all(err <= bound for err, bound in self.errors.values())
+
+    def worst(self, grads: bool) -> float:
+        """The largest error as a fraction of its bound (<= 1 passes), over the outputs (False)
+        or the gradients (True)."""
+        return max((err / bound if bound > 0 else math.inf * (err > 0) for name, (err, bound) in self.errors.items()
+                    if name.startswith("grad") == grads), default=0.0)
+
+    def failures(self) -> str:
+        return "; ".join(f"{n}: {e:.3e} > {b:.3e}" for n, (e, b) in self.errors.items() if e > b)
+
+
+def _error(actual: torch.Tensor, expected: torch.Tensor, tol: dict) -> tuple[float, float]:
+    actual, expected = actual.detach().double().cpu(), expected.detach().double().cpu()
+    if actual.shape != expected.shape:
+        return math.inf, 0.0
+    if expected.numel() == 0:
+        return 0.0, tol["atol"]
+    err = (actual - expected).abs().max().item()
+    return err if math.isfinite(err) else math.inf, tol["atol"] + tol["rtol"] * expected.abs().max().item()
+
+
+def compare(path: str, cell: str, shape, dtype: torch.dtype = torch.float64, device="cpu", dt: bool = False,
+            seed: int = 0, contiguous: bool = True, grads: bool = True) -> Comparison:
+    """Run the layer on ``path`` in ``dtype`` on ``device`` and the reference in float64 on the
+    same rounded values; ``contiguous=False`` passes every tensor in a strided layout."""
+    args = layer_args(cell, *shape, seed=seed, dt=dt)
+    names = differentiable(args)
+    rounded = {k: (v.to(dtype).double() if k in names else v) for k, v in args.items()}
+    ours = {k: (v.to(device, dtype) if k in names else v.to(device) if isinstance(v, torch.Tensor) else v)
+            for k, v in rounded.items()}
+    if not contiguous:
+        ours = {k: (_strided(v) if isinstance(v, torch.Tensor) else v) for k, v in ours.items()}
+    ours = {k: (v.detach().requires_grad_(grads) if k in names else v) for k, v in ours.items()}
+    theirs = {k: (v.clone().requires_grad_(grads) if k in names else v) for k, v in rounded.items()}
+    out, state = run_layer(cell, ours, path)
+    out_r, state_r = reference_layer(cell, theirs)
+    errors = {"out": _error(out, out_r, TOLERANCE[dtype])}
+    errors.update({f"{n}_n": _error(s, s_r, TOLERANCE[dtype])
+                   for n, s, s_r in zip(("h", *cells.get(cell).states), state, state_r)})
+    if out.dtype != dtype:
+        errors["out dtype"] = (math.inf, 0.0)
+    if grads:
+        got = torch.autograd.grad(loss_of(out, state), [ours[k] for k in names])
+        want = torch.autograd.grad(loss_of(out_r, state_r), [theirs[k] for k in names])
+        errors.update({f"grad {k}": _error(g, w, GRAD_TOLERANCE[dtype]) for k, g, w in zip(names, got, want)})
+    return Comparison(path, cell, tuple(shape), dtype, errors)
+
+
+def compare_scan(path: str, shape, dtype: torch.dtype = torch.float64, device="cpu", seed: int = 0) -> Comparison:
+    """``functional.linear_scan`` on ``path`` against ``reference.linear_scan`` in float64, forward
+    and the gradients of a, u and x0; a in [0, 1), u and x0 standard normal, shape (T, ...)."""
+    g = torch.Generator().manual_seed(seed)
+    values = {"a": torch.rand(shape, generator=g, dtype=torch.float64),
+              "u": torch.randn(shape, generator=g, dtype=torch.float64),
+              "x0": torch.randn(shape[1:], generator=g, dtype=torch.float64)}
+    ours = {k: v.to(device, dtype).requires_grad_() for k, v in values.items()}
+    theirs = {k: v.to(dtype).double().requires_grad_() for k, v in values.items()}
+    x = functional.linear_scan(**ours, backend=path)
+    x_r = reference.linear_scan(**theirs)
+    errors = {"x": _error(x, x_r, TOLERANCE[dtype])}
+    weights = torch.randn(shape, generator=g, dtype=torch.float64)
+    got = torch.autograd.grad((x.double() * weights.to(device)).sum(), list(ours.values()))
+    want = torch.autograd.grad((x_r * weights).sum(), list(theirs.values()))
+    errors.update({f"grad {k}": _error(a, b, GRAD_TOLERANCE[dtype]) for k, a, b in zip(ours, got, want)})
+    return Comparison(path, "linear_scan", tuple(shape), dtype, errors)
