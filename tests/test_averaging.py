@@ -1,4 +1,4 @@
-"""(S10) averaging memory: the cumsum form against a literal memory-list loop, the SPEC §4 checks,
+"""(S10) averaging memory: the cumsum form against a literal memory-list loop, the docs/equations.md §4 checks,
 resets, gradients, float32 precision, batch_first and bad arguments."""
 import pytest
 import torch
@@ -45,7 +45,7 @@ def test_matches_memory_loop_without_reset():
 
 
 def test_spec_checks_first_step_zero_and_all_ones():
-    """SPEC §4: m_1 = 0; with every h_j = 1 (j >= 1), m_t = (t-1)/t (1-indexed steps)."""
+    """docs/equations.md §4: m_1 = 0; with every h_j = 1 (j >= 1), m_t = (t-1)/t (1-indexed steps)."""
     torch.manual_seed(2)
     m = averaging_context(torch.randn(T, B, H, dtype=torch.float64))
     assert torch.equal(m[0], torch.zeros(B, H, dtype=torch.float64))
@@ -126,7 +126,7 @@ def test_float32_long_sequence_with_resets_does_not_cancel():
 
 
 # --------------------------------------------------------------------------------------------
-# Bad arguments (SPEC §8)
+# Bad arguments (docs/equations.md §8)
 # --------------------------------------------------------------------------------------------
 BAD = {
     # id: (h, reset, kwargs, exception, match)

@@ -1,4 +1,4 @@
-"""The seed-004 contexts (SPEC §5): Buffer by hand, TILT and TILT-Buffer against tsrnn.TILT,
+"""The seed-004 contexts (docs/equations.md §5): Buffer by hand, TILT and TILT-Buffer against tsrnn.TILT,
 resets, the receptive fields (kernels) against forward, the seed's numbers, and bad arguments."""
 import pytest
 import torch
@@ -162,7 +162,7 @@ def test_tilt_context_matches_seed_004():
 
 
 # --------------------------------------------------------------------------------------------
-# Bad arguments (SPEC §8)
+# Bad arguments (docs/equations.md §8)
 # --------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("cls", [BufferContext, TILTContext, TILTBufferContext])
 @pytest.mark.parametrize("n,exception,match", [(0, ValueError, r"n must be >= 1"), (-2, ValueError, r"n must be >= 1"),

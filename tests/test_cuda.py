@@ -16,7 +16,7 @@ pytestmark = [
     pytest.mark.skipif(backend.CUDA_LOAD_ERROR is not None, reason=f"tsrnn._cuda not loaded: {backend.CUDA_LOAD_ERROR}"),
 ]
 # (T, B, I, H): T=1/B=1, odd sizes, H above the SM count so blocks own several units with an
-# uneven last block (H=301), the SPEC's H=400, a long sequence, a batch over the warps per block.
+# uneven last block (H=301), the H=400 of docs/equations.md §2, a long sequence, a batch over the warps per block.
 SHAPES = [(1, 1, 2, 3), (6, 5, 4, 40), (4, 3, 5, 301), (3, 20, 8, 400), (300, 2, 3, 16), (5, 37, 4, 24)]
 
 

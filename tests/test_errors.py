@@ -1,4 +1,4 @@
-"""SPEC §8 through the public API: every bad argument raises the documented exception type
+"""docs/equations.md §8 through the public API: every bad argument raises the documented exception type
 (ValueError for a bad value or shape, TypeError for a bad type or dtype) with a message that
 names the argument; the compiled operators raise RuntimeError("tsrnn: ...") and never crash.
 

@@ -1,5 +1,5 @@
 """tsrnn.plot: the receptive-field PNG is written and valid, and the curves it draws are TILT's
-kernels, each peaking near its τ* (seed 004 Figure 3; SPEC §5)."""
+kernels, each peaking near its τ* (seed 004 Figure 3; docs/equations.md §5)."""
 import struct
 
 import numpy as np
@@ -69,7 +69,7 @@ def test_curves_are_the_kernels_and_peak_near_tau_star():
 
 
 def test_g1_peaks_near_the_continuous_height():
-    """g = 1 equalizes the heights near k^{k+1}e^{-k}/k! = 0.781 (SPEC §5). The three-point
+    """g = 1 equalizes the heights near k^{k+1}e^{-k}/k! = 0.781 (docs/equations.md §5). The three-point
     derivative on the default grid (c = 0.144) overshoots it: measured 0.834..0.842 for τ* >= 5,
     so the tolerance is 0.07; small τ* are under-resolved by the unit step (0.64 at τ* = 1)."""
     tilt = tsrnn.TILT(g=1.0)

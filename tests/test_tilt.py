@@ -1,4 +1,4 @@
-"""TILT (SPEC §5): the grid, every fast path against the literal S11-S12 reference, resets,
+"""TILT (docs/equations.md §5): the grid, every fast path against the literal S11-S12 reference, resets,
 streaming state, the one-hot equivalence, float32 error by k, and the parameter errors."""
 import math
 

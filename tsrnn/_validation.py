@@ -1,4 +1,4 @@
-"""Argument checks shared by every public entry point (SPEC §8).
+"""Argument checks shared by every public entry point (docs/equations.md §8).
 
 Each check raises a ValueError (bad value or shape) or a TypeError (bad type or dtype) whose
 message names the argument and what was expected.

@@ -1,11 +1,11 @@
-"""Averaging memory of Salton & Kelleher (SPEC §4, seed 001): the mean of the past hidden states.
+"""Averaging memory of Salton & Kelleher (docs/equations.md §4, seed 001): the mean of the past hidden states.
 
 The memory at step t holds h_0 = 0 and the top layer's outputs h_1 .. h_{t-1}; the context is
 
     (S10) m_t = (1/t) Σ_{i=0}^{t-1} h_i
 
 and it restarts (holds h_0 = 0 alone) at the steps the caller marks. It is a cumulative sum
-divided by a count, so it is written with ``torch.cumsum`` and no custom kernel (SPEC §4).
+divided by a count, so it is written with ``torch.cumsum`` and no custom kernel (docs/equations.md §4).
 """
 from __future__ import annotations
 
@@ -43,7 +43,7 @@ def averaging_context(h: torch.Tensor, reset: torch.Tensor | None = None, batch_
     float32 prefix sums give max |error| 2.4e-4 against a float64 oracle, float64 prefix sums
     6e-8 (the final float32 rounding). The cost is one float64 copy of h.
 
-    h is checked for NaN/Inf (SPEC §8), which costs one extra read of h (skipped under
+    h is checked for NaN/Inf (docs/equations.md §8), which costs one extra read of h (skipped under
     torch.compile tracing, like every value check in ``tsrnn._validation``).
     """
     check.tensor("h", h, 3)

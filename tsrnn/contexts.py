@@ -1,4 +1,4 @@
-"""The three contexts of Jacques & Sederberg's MLP language model (SPEC §5, seed 004).
+"""The three contexts of Jacques & Sederberg's MLP language model (docs/equations.md §5, seed 004).
 
 Each maps word embeddings u (T, B, D) to a context (T, B, n, D) of n slots, so the Bengio MLP that
 reads it (flatten the slots, tanh hidden layer, softmax) does not care which one it gets:
@@ -12,7 +12,7 @@ returns K (n, length) in float64, the receptive fields plotted in the seed's Fig
 reset (T, B) marks document starts: the context forgets everything before them (the seed clears
 the context at the start of each document), and slots that reach before the start hold zeros.
 Because the maps are linear, feeding embeddings is the same as feeding one-hot words and then
-embedding the context (SPEC §5). No module here has learnable parameters.
+embedding the context (docs/equations.md §5). No module here has learnable parameters.
 """
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The fixed numbers of TILT (SPEC §5, seed 004): the rate grid, the finite-difference derivative,
+"""The fixed numbers of TILT (docs/equations.md §5, seed 004): the rate grid, the finite-difference derivative,
 Post's inverse operator and the receptive-field kernels. Everything is built in float64.
 
     grid   τ*_n = τ_min (1 + c)^n, n = -k .. N+k-1,  c = (τ_max/τ_min)^(1/(N-1)) - 1,  s_n = k / τ*_n
@@ -27,7 +27,7 @@ class Grid(NamedTuple):
 
 
 def validate(n_taus, tau_min, tau_max, k, g, dt, integrate) -> None:
-    """The parameter checks of SPEC §8 for TILT."""
+    """The parameter checks of docs/equations.md §8 for TILT."""
     check.count("n_taus", n_taus, minimum=2)
     tau_min = check.positive_real("tau_min", tau_min)
     tau_max = check.positive_real("tau_max", tau_max)

@@ -1,4 +1,4 @@
-"""Pure-PyTorch references: plain step loops that read like SPEC.md.
+"""Pure-PyTorch references: plain step loops that read like docs/equations.md.
 
 They are the executable meaning of the equations and the oracle every fused kernel is tested
 against; readable first, not fast. Sequences are time-major: x (T, B, I), states (B, H).

@@ -1,4 +1,4 @@
-"""tsrnn.TILT: leaky integrators read out through Post's inverse Laplace transform (SPEC §5).
+"""tsrnn.TILT: leaky integrators read out through Post's inverse Laplace transform (docs/equations.md §5).
 
 TILT maps inputs u (T, B, D) to f~ (T, B, N, D): for each of N τ*, a causal, fixed temporal
 receptive field over the past inputs that peaks about τ* steps back (seed 004). Three paths
@@ -32,7 +32,7 @@ class TILT(nn.Module):
     """Timescale-invariant representation of the input history (seed 004).
 
     Args:
-        n_taus (N), tau_min, tau_max: the grid of τ* (SPEC §5); k: order of Post's approximation;
+        n_taus (N), tau_min, tau_max: the grid of τ* (docs/equations.md §5); k: order of Post's approximation;
         g: peak normalization (τ*^g; 0 as in the seed's Figure 3, 1 equalizes peak heights);
         dt: step length Δ; integrate: "exact" β(s) = (1 - e^{-sΔ}) / s or "unit" β = 1;
         method: "auto" | "scan" | "chunked" | "fft"; chunk: steps per chunk of "chunked".

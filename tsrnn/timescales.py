@@ -1,4 +1,4 @@
-"""Unit timescales of LSTM forget gates (SPEC §2, seeds 000 and 003).
+"""Unit timescales of LSTM forget gates (docs/equations.md §2, seeds 000 and 003).
 
 A unit whose forget gate sits at its bias b_f forgets with timescale T (S2); a wanted timescale
 gives the bias (S3), and the input bias is its negative (S4). Timescales drawn from an
@@ -121,7 +121,7 @@ def inverse_gamma(n: int, alpha: float, beta: float = 1.0,
 
 
 def inverse_gamma_quantiles(n: int, alpha: float, beta: float = 1.0) -> torch.Tensor:
-    """n deterministic timescales T_j = F^{-1}(1 - q_j), q_j = j/(n + 1), j = 1..n (SPEC §2).
+    """n deterministic timescales T_j = F^{-1}(1 - q_j), q_j = j/(n + 1), j = 1..n (docs/equations.md §2).
 
     F is the InvGamma(α, scale β) CDF; F^{-1}(1 - q) is taken as the inverse survival function
     of q, which keeps the long tail exact. Descending, all finite and > 0 (the authors' LM code
@@ -140,7 +140,7 @@ def inverse_gamma_quantiles(n: int, alpha: float, beta: float = 1.0) -> torch.Te
 
 def lm_timescales(layer_sizes: Sequence[int] = (1150, 1150, 400), alpha: float = 0.56,
                   beta: float = 1.0) -> list:
-    """The timescales of the seed-000 multi-timescale LM, one entry per layer (SPEC §2).
+    """The timescales of the seed-000 multi-timescale LM, one entry per layer (docs/equations.md §2).
 
     Layer 1: T = 3 for the first n//2 units and T = 4 for the rest; layer 2:
     ``inverse_gamma_quantiles(n, alpha, beta)``; layers 3 and up: None (learned biases).

@@ -1,4 +1,4 @@
-"""The Averaging RNN-LM of Salton & Kelleher (seed 001, §5; SPEC §4).
+"""The Averaging RNN-LM of Salton & Kelleher (seed 001, §5; docs/equations.md §4).
 
 A stack of LSTM layers reads the sentence; the averaging memory holds h_0 = 0 and the top
 layer's earlier outputs, and its mean joins the current output in a concatenation layer:

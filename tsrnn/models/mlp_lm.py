@@ -12,7 +12,7 @@ Seed 004 follows Bengio's best Brown-corpus MLP without direct connections or mi
 and Experiment 1), so the defaults are n = 5, hidden_size = 100, embedding_size = 30,
 direct = False. (Bengio's n counts the predicted word; seed 004's "input size" counts context
 slots, and this module follows seed 004.) Because the contexts are linear, integrating
-embeddings equals integrating one-hot words and embedding afterwards (SPEC §5).
+embeddings equals integrating one-hot words and embedding afterwards (docs/equations.md §5).
 """
 from __future__ import annotations
 
