@@ -226,3 +226,88 @@ def test_torch_compile_full_graph_matches_eager(kernels, compile_backend):
     torch.testing.assert_close(loss_c, loss)
     for g, g_c in zip(grads, grads_c):
         torch.testing.assert_close(g_c, g, atol=1e-6, rtol=1e-5)
+
+
+# --------------------------------------------------------------------------------------------
+# torch.nn.LSTM's constructor arguments
+# --------------------------------------------------------------------------------------------
+TORCH_DEFAULTS = {"bidirectional": False, "proj_size": 0, "device": None, "dtype": None}
+MODULES = {"lstm": tsrnn.LSTM, "plstm": tsrnn.PowerLawLSTM}
+
+
+def _build(make, seed=0, *args, **kwargs):
+    torch.manual_seed(seed)
+    return make(*args, **kwargs)
+
+
+@pytest.mark.parametrize("module", MODULES)
+@pytest.mark.parametrize("keyword", [*TORCH_DEFAULTS, "all"])
+def test_torch_lstm_keywords_at_their_defaults_change_nothing(module, keyword):
+    make = MODULES[module]
+    extra = TORCH_DEFAULTS if keyword == "all" else {keyword: TORCH_DEFAULTS[keyword]}
+    plain = _build(make, 0, 4, 8, num_layers=2)
+    given = _build(make, 0, 4, 8, num_layers=2, **extra)
+    assert [(n, p.shape) for n, p in given.named_parameters()] == [(n, p.shape) for n, p in plain.named_parameters()]
+    for (name, a), b in zip(given.state_dict().items(), plain.state_dict().values()):
+        assert torch.equal(a, b), name
+    x = torch.randn(5, 3, 4)
+    (out, state), (out_plain, state_plain) = given(x), plain(x)
+    for a, b in zip((out, *state), (out_plain, *state_plain)):
+        assert torch.equal(a, b)
+
+
+def test_lstm_takes_torch_lstm_arguments_positionally():
+    """torch.nn.LSTM's full positional signature builds the same module, with the same weights."""
+    args = (4, 8, 2, True, True, 0.0, False, 0, "cpu", torch.float64)
+    ref = _build(torch.nn.LSTM, 0, *args)
+    ours = _build(tsrnn.LSTM, 0, *args)
+    assert ours.batch_first and ours.weight_ih_l0.dtype == torch.float64
+    for (name, a), (name_r, b) in zip(ours.named_parameters(), ref.named_parameters()):
+        assert name == name_r and torch.equal(a, b), name
+    x = torch.randn(3, 5, 4, dtype=torch.float64)
+    assert_close(ours(x)[0], ref(x)[0], TOLERANCE[torch.float64])
+    with pytest.raises(TypeError):  # the tsrnn arguments are keyword-only
+        tsrnn.LSTM(4, 8, 1, True, False, 0.0, False, 0, None, None, None)
+
+
+@pytest.mark.parametrize("module", MODULES)
+@pytest.mark.parametrize("kwargs, match", [
+    ({"bidirectional": True}, r"bidirectional=True is not supported: tsrnn\.\w+ runs unidirectional layers "
+                              r"without projection.*two modules"),
+    ({"proj_size": 3}, r"proj_size=3 is not supported: tsrnn\.\w+ runs unidirectional layers without projection"),
+    ({"proj_size": 3, "bidirectional": True}, r"bidirectional=True"),
+])
+def test_unsupported_torch_lstm_options_raise_naming_the_argument(module, kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        MODULES[module](4, 8, **kwargs)
+
+
+@pytest.mark.parametrize("module", MODULES)
+def test_proj_size_must_be_an_int_and_unknown_keywords_are_type_errors(module):
+    with pytest.raises(TypeError, match=r"proj_size must be an int"):
+        MODULES[module](4, 8, proj_size=0.5)
+    with pytest.raises(TypeError, match=r"bidirectionnal"):
+        MODULES[module](4, 8, bidirectionnal=False)
+
+
+@pytest.mark.parametrize("module", MODULES)
+@pytest.mark.parametrize("device", ["cpu", torch.device("cpu"), "meta",
+                                    pytest.param("cuda", marks=pytest.mark.skipif(
+                                        not torch.cuda.is_available(), reason="no CUDA device"))])
+def test_device_and_dtype_place_every_parameter_and_buffer(module, device):
+    extra = {"timescales": [torch.linspace(1, 40, 8), None]} if module == "lstm" else {"learn_p": False}
+    m = MODULES[module](4, 8, num_layers=2, device=device, dtype=torch.float64, **extra)
+    tensors = dict(m.named_parameters()) | dict(m.named_buffers())
+    assert {"bias_fixed_l0", "p_logit_l0"} & set(tensors)
+    for name, t in tensors.items():
+        assert t.device.type == torch.device(device).type and t.dtype == torch.float64, name
+    if device == "meta":
+        return
+    ref = MODULES[module](4, 8, num_layers=2, dtype=torch.float64, **extra).to(device)
+    ref.load_state_dict(m.state_dict())
+    x = torch.randn(5, 2, 4, dtype=torch.float64, device=device)
+    out, state = m(x)
+    assert out.dtype == torch.float64 and out.device.type == torch.device(device).type
+    assert_close(out, ref(x)[0], TOLERANCE[torch.float64])
+    if module == "lstm":
+        torch.testing.assert_close(m.timescales(0).cpu(), torch.linspace(1, 40, 8, dtype=torch.float64))

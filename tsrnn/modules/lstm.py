@@ -22,6 +22,11 @@ FREEZE = ("gates", "all")
 class LSTM(StackedRNN):
     """Drop-in for ``torch.nn.LSTM`` (same parameters, state_dict and forward) with fused kernels.
 
+    The arguments up to ``dtype`` are torch.nn.LSTM's, in its order; ``device`` and ``dtype`` place
+    the parameters (and fixed biases). ``bidirectional`` and ``proj_size`` are accepted at their
+    defaults only (False, 0): tsrnn runs unidirectional layers without projection, and other values
+    raise a ValueError. The tsrnn arguments are keyword-only:
+
     Args:
         timescales: None, or one entry per layer, each None (biases learned as usual) or H
             timescales > 0 (fixed input and forget biases, S3-S4).
@@ -35,10 +40,11 @@ class LSTM(StackedRNN):
     """
 
     def __init__(self, input_size, hidden_size, num_layers=1, bias=True, batch_first=False,
-                 dropout=0.0, timescales=None, freeze="gates", backend="auto", device=None,
-                 dtype=None):
+                 dropout=0.0, bidirectional=False, proj_size=0, device=None, dtype=None, *,
+                 timescales=None, freeze="gates", backend="auto"):
         super().__init__(input_size, hidden_size, num_layers, bias, batch_first, dropout, backend,
-                         gates=4, device=device, dtype=dtype)
+                         gates=4, device=device, dtype=dtype, bidirectional=bidirectional,
+                         proj_size=proj_size)
         check.choice("freeze", freeze, FREEZE)
         self.freeze = freeze
         if timescales is None:

@@ -18,6 +18,9 @@ from tsrnn.modules.stacked import StackedRNN
 class PowerLawLSTM(StackedRNN):
     """Stacked pLSTM with fused kernels.
 
+    The arguments up to ``dtype`` are torch.nn.LSTM's, in its order (``bidirectional`` and
+    ``proj_size`` at their defaults only, as for tsrnn.LSTM); the pLSTM arguments are keyword-only:
+
     Args:
         eps: ε of the forget gate (S7), > 0.
         input_gate: "coupled" (i = 1 - f, gates r, g, o: the paper's choice) or "separate"
@@ -29,12 +32,13 @@ class PowerLawLSTM(StackedRNN):
     """
 
     def __init__(self, input_size, hidden_size, num_layers=1, bias=True, batch_first=False,
-                 dropout=0.0, eps=1e-3, input_gate="coupled", learn_p=True, backend="auto",
-                 device=None, dtype=None):
+                 dropout=0.0, bidirectional=False, proj_size=0, device=None, dtype=None, *,
+                 eps=1e-3, input_gate="coupled", learn_p=True, backend="auto"):
         cell = cells.plstm(input_gate)
         check.positive_real("eps", eps)
         super().__init__(input_size, hidden_size, num_layers, bias, batch_first, dropout, backend,
-                         gates=cell.num_gates, device=device, dtype=dtype)
+                         gates=cell.num_gates, device=device, dtype=dtype,
+                         bidirectional=bidirectional, proj_size=proj_size)
         self.eps, self.input_gate, self.learn_p, self.cell = float(eps), input_gate, learn_p, cell
         for k in range(num_layers):
             p_logit = torch.empty(hidden_size, device=device, dtype=dtype)

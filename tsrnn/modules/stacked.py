@@ -4,6 +4,7 @@ dropout between them."""
 from __future__ import annotations
 
 import math
+import numbers
 
 import torch
 from torch import nn
@@ -19,8 +20,9 @@ class StackedRNN(nn.Module):
     """Base of the stacked recurrent modules; ``gates`` rows of W per hidden unit."""
 
     def __init__(self, input_size, hidden_size, num_layers, bias, batch_first, dropout, backend,
-                 gates, device=None, dtype=None):
+                 gates, device=None, dtype=None, bidirectional=False, proj_size=0):
         super().__init__()
+        self._check_torch_only_options(bidirectional, proj_size)
         for name, value in (("input_size", input_size), ("hidden_size", hidden_size),
                             ("num_layers", num_layers)):
             check.count(name, value)
@@ -40,6 +42,23 @@ class StackedRNN(nn.Module):
                 self.register_parameter(f"bias_ih_l{k}", nn.Parameter(torch.empty(rows, **factory)))
                 self.register_parameter(f"bias_hh_l{k}", nn.Parameter(torch.empty(rows, **factory)))
         self._init_weights()
+
+    def _check_torch_only_options(self, bidirectional, proj_size) -> None:
+        """torch.nn.LSTM's ``bidirectional`` and ``proj_size`` are accepted at their defaults only."""
+        name = f"tsrnn.{type(self).__name__}"
+        if bidirectional:
+            raise ValueError(
+                f"bidirectional={bidirectional!r} is not supported: {name} runs unidirectional layers "
+                "without projection. For a bidirectional layer, run two modules, one on the input and one "
+                "on the input reversed in time, reverse the second output back and concatenate the two "
+                "along the feature dimension")
+        if isinstance(proj_size, bool) or not isinstance(proj_size, numbers.Integral):
+            raise TypeError(f"proj_size must be an int, got {type(proj_size).__name__}")
+        if proj_size != 0:
+            raise ValueError(
+                f"proj_size={proj_size!r} is not supported: {name} runs unidirectional layers without "
+                "projection (proj_size=0). A torch.nn.Linear(hidden_size, proj_size) on the output "
+                "projects the features, though not the state fed back into the recurrence")
 
     def _init_weights(self) -> None:
         """torch.nn.LSTM's initialization: every weight and bias ~ U(-1/sqrt(H), 1/sqrt(H))."""
