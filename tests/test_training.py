@@ -1,6 +1,7 @@
 """`tsrnn train` / `tsrnn eval` end to end at tiny sizes: every task trains from the CLI, resume is
 bit-identical, eval reports frequency bins with bootstrap intervals, bad input fails cleanly."""
 import json
+import math
 import os
 import signal
 import subprocess
@@ -75,8 +76,11 @@ def test_eval_reports_frequency_bins_and_paired_interval(tmp_path, capsys):
     capsys.readouterr()
     assert cli.main(["eval", str(tmp_path / "model" / "last.pt"), "--resamples", "200"]) == 0
     text = capsys.readouterr().out
-    for label in ("all", ">10K", "1K-10K", "100-1K", "<100", "95% CI"):
+    for label in ("all", ">=10K", "1K-10K", "100-1K", "<100", "99.9% (authors)", "95%", "batch size 1",
+                  "train+valid+test"):
         assert label in text
+    assert cli.main(["eval", str(tmp_path / "model" / "last.pt"), "--resamples", "200", "--counts", "train"]) == 0
+    assert "bins by word counts over train;" in capsys.readouterr().out
     assert cli.main(["eval", str(tmp_path / "model" / "last.pt"), str(tmp_path / "baseline" / "last.pt"),
                      "--resamples", "200"]) == 0
     assert "base - model" in capsys.readouterr().out
@@ -145,3 +149,19 @@ def test_torchrun_two_processes(tmp_path):
     assert "2 process(es)" in stdout
     state = checkpoint.load(tmp_path / "ddp" / "last.pt")
     assert state["progress"]["step"] == 2
+
+
+def test_character_level_reports_bits_per_character(tmp_path, capsys):
+    data = tmp_path / "ptb-char"
+    data.mkdir()
+    text = "a _ c a t _ s a t\nt h e _ d o g _ r a n _ f a s t\n" * 40
+    for split in ("train", "valid", "test"):
+        (data / f"ptb.char.{split}.txt").write_text(text)
+    assert train(tmp_path, "lm", "--data", str(data), "--level", "char", steps=2, out="char") == 0
+    valid = [r for r in metrics(tmp_path, "char") if r["event"] == "valid"][-1]
+    assert valid["bpc"] == pytest.approx(valid["loss"] / math.log(2))
+    capsys.readouterr()
+    assert cli.main(["eval", str(tmp_path / "char" / "last.pt"), "--resamples", "50"]) == 0
+    assert "bits per character" in capsys.readouterr().out
+    assert train(tmp_path, "lm", steps=1, out="word") == 0
+    assert all("bpc" not in r for r in metrics(tmp_path, "word"))  # word level: perplexity only

@@ -44,14 +44,18 @@ def _train_parser(commands):
 
 
 def _eval_parser(commands):
-    p = commands.add_parser("eval", help="test perplexity overall and by training frequency, with 95%% bootstrap "
-                                         "intervals (paired against a baseline checkpoint if given)")
+    p = commands.add_parser("eval", help="test perplexity overall and by word frequency with bootstrap intervals, "
+                                         "as seed 000's authors compute them (paired against a baseline "
+                                         "checkpoint if given)")
     p.add_argument("checkpoint")
     p.add_argument("baseline", nargs="?", help="a second checkpoint: report baseline - model with a paired CI")
     p.add_argument("--data", help="the corpus the checkpoint was trained on (default: as recorded)")
     p.add_argument("--split", default="test", choices=["valid", "test"])
-    p.add_argument("--block", type=int, default=100, help="tokens per bootstrap block")
-    p.add_argument("--resamples", type=int, default=10_000)
+    p.add_argument("--counts", default="all", choices=["all", "train"],
+                   help="frequency bins by word counts over all splits (the authors', default) or train only")
+    p.add_argument("--block", type=int, default=100, help="targets per bootstrap block")
+    p.add_argument("--resamples", type=int, default=10_000, help="bootstrap draws (the identity draw is added)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the bootstrap draws")
     p.add_argument("--device")
 
 

@@ -56,8 +56,17 @@ def evaluate(args) -> int:
         baseline, base_targets = base_task.token_nll(base_model, args.split)
         if not torch.equal(base_targets, targets):
             raise checkpoint.CheckpointError("the two checkpoints score different token sequences")
-    rows = evaluation.perplexity_table(nll, targets, task.vocab.counts, baseline, args.block, args.resamples)
-    print(f"{args.split} perplexity of {args.checkpoint}" + (f" vs baseline {args.baseline}" if baseline is not None else "")
-          + f" ({args.resamples} bootstrap resamples of {args.block}-token blocks, 95% intervals)")
+    counts = evaluation.word_counts(task.corpus, args.counts)
+    rows = evaluation.perplexity_table(nll, targets, counts, baseline, args.block, args.resamples, args.seed)
+    splits = "+".join(evaluation.COUNTS_OVER[args.counts])
+    blocks = len(evaluation.bootstrap_starts(nll.numel(), args.block))
+    print(f"{args.split} perplexity of {args.checkpoint}"
+          + (f" vs baseline {args.baseline}" if baseline is not None else ""))
+    print(f"seed 000 protocol: {nll.numel()} targets{task.scoring}; bins by word counts over {splits}; "
+          f"{args.resamples} bootstrap draws (+ the identity) of {blocks} blocks of {args.block} targets; "
+          f"intervals: the authors' (about 99.9%) and the 95% percentile interval")
     print(evaluation.format_table(rows))
+    if task.char_level:
+        loss = nll.double().mean().item()
+        print(f"bits per character: {task.loss_metrics(loss)['bpc']:.4f} (mean loss {loss:.4f} nats / ln 2)")
     return 0

@@ -50,6 +50,10 @@ class Task:
     def vocab_state(self):
         return None
 
+    def loss_metrics(self, loss: float) -> dict:
+        """The metrics a mean loss reports: the loss (and, for text, what it means per token)."""
+        return {"loss": loss}
+
     def make_optimizer(self, model):
         a = self.args
         if a.optimizer == "sgd":
@@ -64,6 +68,8 @@ class TextTask(Task):
     """Word- or character-level corpora; the embedded default corpus when --data is not given."""
 
     unit = "tok"
+    scoring = ""
+    validation_scoring: dict = {}
 
     def __init__(self, args, device, vocab_state=None):
         super().__init__(args, device)
@@ -89,10 +95,17 @@ class TextTask(Task):
     def config(self) -> dict:
         return {**super().config(), "vocab_size": len(self.vocab)}
 
+    @property
+    def char_level(self) -> bool:
+        return self.args.data is not None and self.args.level == "char"
+
+    def loss_metrics(self, loss: float) -> dict:
+        """loss (nats per token), perplexity, and bits per character (loss / ln 2) at character level."""
+        return {"loss": loss, "ppl": math.exp(loss), **({"bpc": loss / math.log(2)} if self.char_level else {})}
+
     def evaluate(self, model, split):
-        nll, _ = self.token_nll(model, split)
-        loss = nll.double().mean().item()
-        return {"loss": loss, "ppl": math.exp(loss)}
+        nll, _ = self.token_nll(model, split, **self.validation_scoring)
+        return self.loss_metrics(nll.double().mean().item())
 
 
 @register
@@ -100,6 +113,8 @@ class LanguageModelTask(TextTask):
     """AWD-LSTM-style LM (seed 000) with --cell lstm | mts | plstm, truncated BPTT."""
 
     name = "lm"
+    scoring = " scored as one stream (batch size 1, the state carried across windows)"
+    validation_scoring = {"batch_size": 10}  # AWD-LSTM's validation batch size; test (tsrnn eval) uses 1
     cells = ("lstm", "mts", "plstm")
     defaults = {"cell": "mts", "emsize": 64, "nhid": "128,128,64", "dropout": 0.2, "dropouth": 0.1,
                 "dropouti": 0.2, "dropoute": 0.05, "wdrop": 0.2, "alpha": 2.0, "beta": 1.0, "mts_alpha": 0.56,
@@ -126,8 +141,9 @@ class LanguageModelTask(TextTask):
         return loss + _unwrap(model).regularization(extras), carry, y.numel()
 
     @torch.no_grad()
-    def token_nll(self, model, split, batch_size=10):
-        """Per-token negative log-likelihood and target of a split, stream by stream."""
+    def token_nll(self, model, split, batch_size=1):
+        """Per-token negative log-likelihood and target of a split, read as ``batch_size`` streams
+        (1: every token after the first is a target, as seed 000 scores its test set)."""
         model.eval()
         stream = datasets.batchify(self.split(split), batch_size)
         carry, nll, targets = None, [], []
@@ -140,6 +156,8 @@ class LanguageModelTask(TextTask):
 
 class MaskedTextTask(TextTask):
     """Text tasks whose batches are (x, y, reset, mask): a masked mean of the token losses."""
+
+    scoring = " scored in the training batches' layout, each counted target once"
 
     def _batches(self, split, epoch=0, rank=0, world=1):
         raise NotImplementedError
