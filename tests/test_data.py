@@ -3,7 +3,6 @@
 import hashlib
 import json
 import os
-import time
 import zipfile
 from importlib import resources
 
@@ -166,12 +165,9 @@ def test_ptb_char_symbol_set_is_50_with_eos():
 
 @_needs(WT2)
 def test_wikitext2_vocab_and_counts():
-    start = time.perf_counter()
     c = load_text_corpus(WT2)
-    elapsed = time.perf_counter() - start
     assert len(c.vocab) == 33_278
     assert (c.train.numel(), c.valid.numel(), c.test.numel()) == (2_088_628, 217_646, 245_569)
-    assert elapsed < 6, f"loading WikiText-2 took {elapsed:.1f} s"
 
 
 # ---------------------------------------------------------------------------------- Brown
@@ -236,9 +232,7 @@ def test_load_brown_errors(tmp_path):
 
 @_needs(BROWN)
 def test_brown_real_counts_split_and_document_batches():
-    start = time.perf_counter()
     c = load_brown(BROWN)
-    elapsed = time.perf_counter() - start
     docs = c.train + c.valid + c.test
     assert len(docs) == 500 and sum(d.numel() for d in docs) == 1_161_192
     assert [len(c.train), len(c.valid), len(c.test)] == [348, 85, 67]
@@ -246,7 +240,6 @@ def test_brown_real_counts_split_and_document_batches():
     assert len(c.vocab) == 10_328 and c.vocab.eos_id is None
     assert int(c.vocab.counts.min()) >= 6 or c.vocab.itos[int(c.vocab.counts.argmin())] == "<unk>"
     assert c.vocab.decode(c.train[0][:4]) == ["The", "Fulton", "County", "Grand"]
-    assert elapsed < 5, f"loading brown.zip took {elapsed:.1f} s"
     mask_total, resets = 0, 0
     for x, y, reset, mask in document_batches(c.train, batch_size=32, bptt=35):
         mask_total += int(mask.sum())
@@ -256,11 +249,8 @@ def test_brown_real_counts_split_and_document_batches():
 
 # --------------------------------------------------------------------------- default corpus
 
-def test_default_corpus_is_embedded_small_and_fast():
-    start = time.perf_counter()
+def test_default_corpus_is_embedded_and_small():
     c = default_corpus()
-    elapsed = time.perf_counter() - start
-    assert elapsed < 2, f"default_corpus() took {elapsed:.2f} s"
     assert c.name == "tiny-shakespeare" and len(c.vocab) == 1_099
     assert (c.train.numel(), c.valid.numel(), c.test.numel()) == (38_502, 4_927, 5_250)
     eos = c.vocab.eos_id

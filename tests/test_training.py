@@ -12,6 +12,8 @@ import torch
 
 from tsrnn import cli
 from tsrnn.training import checkpoint
+from tsrnn.training.recipes import RECIPES
+from tsrnn.training.tasks import TASKS
 
 TINY = {
     "lm": ["--emsize", "16", "--nhid", "24,16", "--bptt", "8", "--batch-size", "4"],
@@ -165,3 +167,54 @@ def test_character_level_reports_bits_per_character(tmp_path, capsys):
     assert "bits per character" in capsys.readouterr().out
     assert train(tmp_path, "lm", steps=1, out="word") == 0
     assert all("bpc" not in r for r in metrics(tmp_path, "word"))  # word level: perplexity only
+
+
+RECIPE_SMOKE = {  # each recipe's schedule at a size a test runs (the recipe's own sizes are for a GPU)
+    ("seed000", "lm"): ["--emsize", "16", "--nhid", "24,16", "--batch-size", "4", "--bptt", "12", "--max-steps", "4"],
+    ("seed000", "dyck"): ["--nhid", "16", "--dyck-size", "64,16,16", "--chunk", "8", "--epochs", "1"],
+    ("seed001", "averaging-lm"): ["--emsize", "16", "--nhid", "16", "--max-steps", "3"],
+    ("seed002", "copy"): ["--nhid", "16", "--delay", "10", "--copy-size", "256,128", "--epochs", "1"],
+    ("seed004", "mlp-lm"): ["--emsize", "8", "--nhid", "16", "--max-steps", "3"],
+}
+
+
+@pytest.mark.parametrize("recipe, task", list(RECIPE_SMOKE))
+def test_each_recipe_runs_a_short_epoch(tmp_path, recipe, task):
+    assert cli.main(["train", "--recipe", recipe, "--task", task, *RECIPE_SMOKE[recipe, task], "--quiet",
+                     "--out", str(tmp_path / "run")]) == 0
+    state = checkpoint.load(tmp_path / "run" / "last.pt")
+    for key, value in RECIPES[recipe][task].items():
+        if f"--{key.replace('_', '-')}" not in RECIPE_SMOKE[recipe, task]:
+            assert state["args"][key] == value, key  # the recipe's value reached the run
+
+
+def tiny_corpus(tmp_path):
+    data = tmp_path / "tiny"
+    data.mkdir(exist_ok=True)
+    for split in ("train", "valid", "test"):
+        (data / f"{split}.txt").write_text("the cat sat on the mat\nthe dog ran to the cat\n" * 20)
+    return str(data)
+
+
+def scripted_validation(monkeypatch, losses):
+    """The lm task's validation returns ``losses`` in turn (a schedule's input, made exact)."""
+    script = iter(losses)
+    monkeypatch.setattr(TASKS["lm"], "evaluate", lambda self, model, split: self.loss_metrics(next(script)))
+
+
+def test_patience_stops_a_run_that_no_longer_improves(tmp_path, monkeypatch):
+    scripted_validation(monkeypatch, [3.0, 2.0, 2.0, 2.5, 1.0, 1.0])
+    assert train(tmp_path, "lm", "--data", tiny_corpus(tmp_path), "--patience", "2", "--epochs", "6", steps=0) == 0
+    assert [r["epoch"] for r in metrics(tmp_path) if r["event"] == "valid"] == [1, 2, 3, 4]
+
+
+def test_nt_asgd_switches_on_the_rule_and_resumes_averaging(tmp_path, monkeypatch):
+    scripted_validation(monkeypatch, [2.0, 2.5, 3.0, 3.0, 3.0])
+    args = ["--data", tiny_corpus(tmp_path), "--optimizer", "sgd", "--lr", "1", "--nonmono", "1"]
+    assert train(tmp_path, "lm", *args, "--epochs", "4", steps=0) == 0
+    switches = [r for r in metrics(tmp_path) if r["event"] == "switch"]
+    assert [(r["epoch"], r["optimizer"]) for r in switches] == [(3, "asgd")]  # 3.0 > min(history[:-1]) = 2.0
+    state = checkpoint.load(tmp_path / "run" / "last.pt")
+    assert state["progress"]["averaging"] and "ax" in next(iter(state["optimizer"]["state"].values()))
+    assert train(tmp_path, "lm", *args, "--epochs", "5", "--resume", str(tmp_path / "run" / "last.pt"),
+                 steps=0) == 0  # the averaged optimizer comes back with its averages

@@ -4,11 +4,16 @@ from __future__ import annotations
 import argparse
 import sys
 
+from tsrnn.training.recipes import RECIPES
+
 
 def _train_parser(commands):
     p = commands.add_parser("train", help="train one of the seeds' models (default: a multi-timescale LSTM LM "
                                           "on the embedded corpus)")
-    p.add_argument("--task", default="lm", choices=["lm", "averaging-lm", "mlp-lm", "dyck", "copy"])
+    p.add_argument("--task", choices=["lm", "averaging-lm", "mlp-lm", "dyck", "copy"],
+                   help="default: lm, or the recipe's first task")
+    p.add_argument("--recipe", choices=sorted(RECIPES), help="the seed's training setting (optimizer, schedule, "
+                   "sizes) for options not given; see tsrnn/training/recipes.py")
     p.add_argument("--cell", help="lm: lstm|mts|plstm (mts); averaging-lm: lstm; dyck: lstm|mts (mts); "
                                   "copy: lstm|chrono|plstm (plstm)")
     p.add_argument("--data", help="corpus directory (PTB / WikiText-2 layout) or brown.zip (mlp-lm); "
@@ -16,26 +21,47 @@ def _train_parser(commands):
     p.add_argument("--level", default="word", choices=["word", "char"], help="PTB word or character files")
     p.add_argument("--out", help="directory for checkpoints and metrics.jsonl (default runs/TASK)")
     p.add_argument("--resume", help="checkpoint to continue from (bit-identical continuation)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, help="default 0")
     p.add_argument("--epochs", type=int)
     p.add_argument("--max-steps", type=int, default=0, help="stop after this many optimizer steps (0: no limit)")
     p.add_argument("--batch-size", type=int)
     p.add_argument("--bptt", type=int, help="steps per batch (sentence length for averaging-lm)")
     p.add_argument("--lr", type=float)
-    p.add_argument("--optimizer", choices=["adam", "sgd"])
+    p.add_argument("--optimizer", choices=["adam", "sgd", "rmsprop"], help="rmsprop: moving average 0.9 (seed 002)")
     p.add_argument("--weight-decay", type=float)
     p.add_argument("--clip", type=float, help="gradient norm clip (0: none)")
+    p.add_argument("--nonmono", type=int, help="with --optimizer sgd: switch to averaged SGD when validation is worse "
+                   "than the best of the epochs more than N before (AWD-LSTM's NT-ASGD; 0: never)")
+    p.add_argument("--random-bptt", action="store_true", help="lm: AWD-LSTM's random window lengths, lr scaled by "
+                   "length / bptt")
+    p.add_argument("--lr-decay-after", type=int, help="divide the lr by --lr-decay-factor each epoch after this one")
+    p.add_argument("--lr-decay-factor", type=float)
+    p.add_argument("--patience", type=int, help="stop after N epochs without a better validation loss (0: never)")
     p.add_argument("--emsize", type=int, help="embedding size")
     p.add_argument("--nhid", help="hidden size(s), comma-separated per layer for lm (e.g. 1150,1150,400)")
     p.add_argument("--nlayers", type=int, help="averaging-lm LSTM layers")
     for name in ("dropout", "dropouth", "dropouti", "dropoute", "wdrop", "alpha", "beta"):
         p.add_argument(f"--{name}", type=float, help=f"AWD-LSTM {name}")
     p.add_argument("--mts-alpha", type=float, help="inverse-gamma shape of the MTS timescales (lm 0.56, dyck 1.5)")
+    p.add_argument("--freeze", choices=["gates", "all"], help="MTS: fix the i/f gate biases (gates) or the whole "
+                   "bias vector, as the authors' code (all)")
+    p.add_argument("--order", choices=["shuffled", "corpus"], help="averaging-lm: training sentences shuffled per "
+                   "epoch or in corpus order (seed 001)")
+    p.add_argument("--vocab-from", choices=["train", "all"], help="mlp-lm on Brown: count words for the vocabulary "
+                   "in train or in the whole corpus (seed 004)")
     p.add_argument("--context", choices=["buffer", "tilt", "tilt-buffer"], help="mlp-lm context")
     p.add_argument("--n", type=int, help="mlp-lm context slots (input size)")
     p.add_argument("--delay", type=int, help="copy task delay T")
-    p.add_argument("--variable", action="store_true", help="copy task: delay drawn per sequence up to --delay")
+    p.add_argument("--variable", action="store_true", help="copy task: delay drawn per sequence from "
+                   "[--delay-min, --delay]")
+    p.add_argument("--delay-min", type=int, help="variable copy task's shortest delay (default --delay / 2)")
+    p.add_argument("--copy-size", help="copy task: fixed train,valid sequence counts (default: fresh batches)")
+    p.add_argument("--stop-accuracy", type=float, help="copy task: stop when validation symbol and sequence "
+                   "accuracy reach this (seed 002: 0.999)")
     p.add_argument("--dyck-size", help="dyck train,valid,test sequence counts (default 10000,2000,5000)")
+    p.add_argument("--chunk", type=int, help="dyck: train on chunks of N steps with the state carried (0: whole)")
+    p.add_argument("--dyck-loss", choices=["mean", "sum"], help="dyck: squared error averaged or summed (the "
+                   "authors')")
     p.add_argument("--valid-every", type=int, default=0, help="validate every N steps (and after each epoch)")
     p.add_argument("--log-every", type=int, default=10, help="write a train metrics line every N steps")
     p.add_argument("--device", help="cpu, cuda, cuda:1 (default: cuda if available)")
@@ -74,6 +100,60 @@ def _positive(parser, args, names):
             parser.error(f"--{name.replace('_', '-')} must be >= 1")
 
 
+def _counts(flag, value, expect, example, n=None):
+    """A one-line error if ``value`` is not comma-separated positive integers (``n`` of them if given)."""
+    parts = [part.strip() for part in str(value).split(",")]
+    if len(parts) == (n or len(parts)) and all(p.isascii() and p.isdigit() and int(p) > 0 for p in parts):
+        return None
+    return f"{flag} expects {expect}, e.g. {example} (got {value!r})"
+
+
+def _out_error(out):
+    """A one-line error if ``out`` cannot be the run directory (it, or a parent of it, is not a directory)."""
+    from pathlib import Path
+
+    path = Path(out)
+    for existing in (path, *path.parents):
+        if existing.exists():
+            if existing.is_dir():
+                return None
+            what = "is an existing file" if existing == path else f"is inside {existing}, an existing file"
+            return f"--out {out} {what}; --out must be a directory (it is created if missing)"
+    return None
+
+
+def _check_args(args):
+    """The first problem with train / eval arguments as one line (None if none), found before any data
+    is read or model built, so that a typo costs no time and prints no traceback."""
+    from pathlib import Path
+
+    from tsrnn.training import checkpoint, distributed
+
+    try:
+        distributed.check_device(args.device)
+        if args.command == "eval":
+            for path in (args.checkpoint, args.baseline):
+                if path is not None:
+                    checkpoint.check_file(path)
+            return None
+        if args.resume is not None:
+            checkpoint.check_file(args.resume)
+    except ValueError as exc:
+        return str(exc)
+    if args.out is not None:
+        problem = _out_error(args.out)
+    else:  # the default runs/TASK (the task may come from --recipe later)
+        runs = Path("runs")
+        problem = None if runs.is_dir() or not runs.exists() else \
+            "runs is an existing file, so the default --out runs/TASK cannot be created; give --out DIR"
+    if problem is None and args.nhid is not None:
+        problem = _counts("--nhid", args.nhid, "comma-separated positive integers", "1150,1150,400")
+    if problem is None and args.dyck_size is not None:
+        problem = _counts("--dyck-size", args.dyck_size, "three comma-separated positive integers "
+                          "(train,valid,test sequence counts)", "10000,2000,5000", n=3)
+    return problem
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="tsrnn", description="Fused timescale-aware RNN kernels, models and training.")
     commands = parser.add_subparsers(dest="command")
@@ -90,6 +170,10 @@ def main(argv=None) -> int:
         from tsrnn import selftest
 
         return selftest.run(args.steps, args.batch, args.hidden, args.repeats)
+    problem = _check_args(args)
+    if problem is not None:
+        print(f"tsrnn {args.command}: error: {problem}", file=sys.stderr)
+        return 2
     from tsrnn.training import commands as run
 
     try:

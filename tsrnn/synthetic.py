@@ -260,11 +260,13 @@ def whole_sequence_correct(pred: torch.Tensor, labels: torch.Tensor, lengths: to
     return right.all(dim=0).double().mean().item()
 
 
-def dyck_mse(pred: torch.Tensor, labels: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
-    """Mean squared error over the valid steps and both outputs (the seed's training loss)."""
+def dyck_mse(pred: torch.Tensor, labels: torch.Tensor, lengths: torch.Tensor, reduction: str = "mean") -> torch.Tensor:
+    """Squared error over the valid steps and both outputs: their mean, or (``reduction="sum"``,
+    the authors' ``MSELoss(reduction="sum")``) their sum."""
+    check.choice("reduction", reduction, ("mean", "sum"))
     valid = _dyck_outputs(pred, labels, lengths)
-    sq = (pred - labels).pow(2).sum(dim=-1) * valid
-    return sq.sum() / (2 * valid.sum())
+    sq = ((pred - labels).pow(2).sum(dim=-1) * valid).sum()
+    return sq if reduction == "sum" else sq / (2 * valid.sum())
 
 
 # ---------------------------------------------------------------------------------------------
@@ -370,3 +372,12 @@ def copy_accuracy(logits: torch.Tensor, y: torch.Tensor, n_symbols: int | None =
     if not bool(mask.any()):
         raise ValueError("y has no reproduction steps (targets in 0..n_symbols-1)")
     return (logits.argmax(dim=-1) == y)[mask].double().mean().item()
+
+
+def copy_sequence_accuracy(logits: torch.Tensor, y: torch.Tensor, n_symbols: int | None = None) -> float:
+    """Fraction of sequences whose every reproduced symbol is right (arguments as ``copy_accuracy``)."""
+    copy_accuracy(logits, y, n_symbols)  # the same checks
+    n_symbols = logits.shape[-1] - 2 if n_symbols is None else n_symbols
+    mask = (y >= 0) & (y < n_symbols)
+    wrong = ((logits.argmax(dim=-1) != y) & mask).any(dim=0)
+    return 1.0 - wrong.double().mean().item()

@@ -55,10 +55,13 @@ class DyckModel(nn.Module):
     def extra_repr(self) -> str:
         return f"cell={self.cell!r}" + (f", alpha={self.alpha}" if self.cell == "mts" else "")
 
-    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+    def forward(self, tokens: torch.Tensor, state=None, return_state: bool = False):
+        """Predictions (T, B, 2) from ``state`` (None: zeros); with ``return_state`` also the final
+        state, for the authors' stateful training on consecutive chunks of long sequences."""
         tokens = check.token_ids("tokens", tokens, 2, DYCK_PAD + 1)
         check.same_device("output weight", self.output.weight, tokens=tokens)
         # One column per symbol plus one for padding, which is then dropped: padding is all-zero.
         x = F.one_hot(tokens, DYCK_PAD + 1)[..., : self.n_symbols].to(self.output.weight.dtype)
-        h, _ = self.rnn(x)
-        return torch.sigmoid(self.output(h))
+        h, state = self.rnn(x, state)
+        pred = torch.sigmoid(self.output(h))
+        return (pred, state) if return_state else pred

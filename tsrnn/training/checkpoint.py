@@ -41,11 +41,22 @@ def save(path, payload: dict) -> Path:
     return path
 
 
-def load(path, task: str | None = None) -> dict:
-    """Read a checkpoint; ``task`` (if given) must match the one that wrote it."""
+def check_file(path) -> Path:
+    """``path`` as a Path if it is an existing file; a clear CheckpointError if it is missing or a
+    directory (a run directory given in place of its ``last.pt`` / ``best.pt``)."""
     path = Path(path)
+    if path.is_dir():
+        found = [str(path / name) for name in ("last.pt", "best.pt") if (path / name).is_file()]
+        hint = f"; did you mean {' or '.join(found)}?" if found else ""
+        raise CheckpointError(f"checkpoint {path} is a directory, not a checkpoint file{hint}")
     if not path.is_file():
         raise CheckpointError(f"checkpoint {path} does not exist")
+    return path
+
+
+def load(path, task: str | None = None) -> dict:
+    """Read a checkpoint; ``task`` (if given) must match the one that wrote it."""
+    path = check_file(path)
     try:
         payload = torch.load(path, map_location="cpu", weights_only=False)
     except Exception as exc:  # truncated file, not a torch file, pickle error

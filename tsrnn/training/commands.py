@@ -5,11 +5,12 @@ import argparse
 
 import torch
 
-from tsrnn.training import checkpoint, distributed, evaluation, trainer
+from tsrnn.training import checkpoint, distributed, evaluation, recipes, trainer
 from tsrnn.training.tasks import TASKS
 
 
 def train(args) -> int:
+    recipes.apply(args)
     ctx = distributed.setup(args.device)
     try:
         args.out = args.out or f"runs/{args.task}"

@@ -47,6 +47,41 @@ class Context:
         return t.item() / self.world
 
 
+def _torch_build() -> str:
+    if torch.version.cuda:
+        return f"torch {torch.__version__} is built for CUDA {torch.version.cuda}, but found no usable GPU or driver"
+    if getattr(torch.version, "hip", None):
+        return f"torch {torch.__version__} is built for ROCm {torch.version.hip}, but no usable GPU was found"
+    return f"torch {torch.__version__} is a CPU-only build"
+
+
+def check_device(device: str | None) -> torch.device | None:
+    """``--device`` as a torch.device, or a ValueError saying in one line why it cannot be used here.
+
+    CUDA is only queried when a CUDA device is asked for: ``cpu`` never initializes it. Under torchrun
+    (WORLD_SIZE > 1) a CUDA index is replaced by LOCAL_RANK, so only the availability is checked then."""
+    if device is None:
+        return None
+    try:
+        want = torch.device(device)
+    except (RuntimeError, ValueError):
+        raise ValueError(f"--device {device!r} is not a device (expected cpu, cuda or cuda:N)") from None
+    if want.type == "cpu":
+        return want
+    if want.type == "cuda":
+        if not torch.cuda.is_available():
+            raise ValueError(f"--device {device}: CUDA is not available ({_torch_build()}); use --device cpu")
+        count = torch.cuda.device_count()
+        if want.index is not None and want.index >= count and int(os.environ.get("WORLD_SIZE", "1")) == 1:
+            gpus = f"{count} GPU{'s' if count != 1 else ''}"
+            raise ValueError(f"--device {device}: this machine has {gpus} (cuda:0 to cuda:{count - 1})")
+        return want
+    backend = getattr(torch, want.type, None) if want.type in ("mps", "xpu") else None
+    if backend is not None and backend.is_available():
+        return want
+    raise ValueError(f"--device {device}: {want.type} is not available here (expected cpu, cuda or cuda:N)")
+
+
 def setup(device: str | None = None) -> Context:
     world = int(os.environ.get("WORLD_SIZE", "1"))
     want = torch.device(device) if device else torch.device("cuda" if torch.cuda.is_available() else "cpu")

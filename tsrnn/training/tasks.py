@@ -16,6 +16,7 @@ import torch.nn.functional as F
 from tsrnn import data as datasets
 from tsrnn import models
 from tsrnn import synthetic
+from tsrnn.training import schedules
 
 TASKS: dict[str, type] = {}
 
@@ -54,14 +55,29 @@ class Task:
         """The metrics a mean loss reports: the loss (and, for text, what it means per token)."""
         return {"loss": loss}
 
-    def make_optimizer(self, model):
+    def make_optimizer(self, model, averaged: bool = False):
+        """--optimizer's optimizer; ``averaged``: the ASGD that NT-ASGD switches to."""
         a = self.args
+        params = [p for p in model.parameters() if p.requires_grad]
+        if averaged:
+            return schedules.asgd(params, a.lr, a.weight_decay)
         if a.optimizer == "sgd":
-            return torch.optim.SGD(model.parameters(), lr=a.lr, weight_decay=a.weight_decay)
-        return torch.optim.Adam(model.parameters(), lr=a.lr, weight_decay=a.weight_decay)
+            return torch.optim.SGD(params, lr=a.lr, weight_decay=a.weight_decay)
+        if a.optimizer == "rmsprop":  # seed 002: RMSprop with moving-average parameter 0.9
+            return torch.optim.RMSprop(params, lr=a.lr, alpha=0.9, weight_decay=a.weight_decay)
+        return torch.optim.Adam(params, lr=a.lr, weight_decay=a.weight_decay)
+
+    def lr_scale(self, batch) -> float:
+        """Factor on the learning rate for this batch's step (AWD-LSTM: window length / bptt)."""
+        return 1.0
+
+    def solved(self, metrics: dict) -> bool:
+        """True when a validation result ends training early (seed 002's copy-task rule)."""
+        return False
 
 
-COMMON_DEFAULTS = {"optimizer": "adam", "weight_decay": 0.0, "backend": "auto"}
+COMMON_DEFAULTS = {"seed": 0, "optimizer": "adam", "weight_decay": 0.0, "backend": "auto", "nonmono": 0, "lr_decay_after": 0,
+                   "lr_decay_factor": 1.0, "patience": 0}
 
 
 class TextTask(Task):
@@ -101,7 +117,8 @@ class TextTask(Task):
 
     def loss_metrics(self, loss: float) -> dict:
         """loss (nats per token), perplexity, and bits per character (loss / ln 2) at character level."""
-        return {"loss": loss, "ppl": math.exp(loss), **({"bpc": loss / math.log(2)} if self.char_level else {})}
+        ppl = math.exp(loss) if loss < 700 else math.inf  # a diverged run reports inf, not OverflowError
+        return {"loss": loss, "ppl": ppl, **({"bpc": loss / math.log(2)} if self.char_level else {})}
 
     def evaluate(self, model, split):
         nll, _ = self.token_nll(model, split, **self.validation_scoring)
@@ -118,9 +135,10 @@ class LanguageModelTask(TextTask):
     cells = ("lstm", "mts", "plstm")
     defaults = {"cell": "mts", "emsize": 64, "nhid": "128,128,64", "dropout": 0.2, "dropouth": 0.1,
                 "dropouti": 0.2, "dropoute": 0.05, "wdrop": 0.2, "alpha": 2.0, "beta": 1.0, "mts_alpha": 0.56,
-                "batch_size": 20, "bptt": 35, "lr": 3e-3, "clip": 0.25, "epochs": 20}
+                "freeze": "gates", "batch_size": 20, "bptt": 35, "random_bptt": False, "lr": 3e-3, "clip": 0.25,
+                "epochs": 20}
     model_keys = ("cell", "emsize", "nhid", "dropout", "dropouth", "dropouti", "dropoute", "wdrop", "alpha", "beta",
-                  "mts_alpha")
+                  "mts_alpha", "freeze")
 
     def build_model(self):
         a = self.args
@@ -128,11 +146,24 @@ class LanguageModelTask(TextTask):
                                 hidden_sizes=tuple(int(h) for h in str(a.nhid).split(",")), cell=a.cell,
                                 dropout=a.dropout, dropouth=a.dropouth, dropouti=a.dropouti,
                                 dropoute=a.dropoute, wdrop=a.wdrop, alpha=a.alpha, beta=a.beta,
-                                mts_alpha=a.mts_alpha, backend=a.backend)
+                                mts_alpha=a.mts_alpha, mts_freeze=a.freeze, backend=a.backend)
 
     def train_batches(self, epoch, rank, world):
+        """BPTT windows of --bptt steps, or with --random-bptt of AWD-LSTM's random lengths
+        (``schedules.random_bptt_length``, drawn from the seed, epoch and rank)."""
         stream = datasets.batchify(datasets.shard(self.split("train"), rank, world), self.args.batch_size)
-        return list(datasets.bptt_batches(stream, self.args.bptt))
+        if not self.args.random_bptt:
+            return list(datasets.bptt_batches(stream, self.args.bptt))
+        g = torch.Generator().manual_seed((self.args.seed * 1000 + epoch) * 64 + rank)
+        batches, i = [], 0
+        while i < stream.shape[0] - 2:  # AWD-LSTM: while i < len(train_data) - 1 - 1
+            length = min(schedules.random_bptt_length(self.args.bptt, g), stream.shape[0] - 1 - i)
+            batches.append((stream[i:i + length], stream[i + 1:i + 1 + length]))
+            i += length
+        return batches
+
+    def lr_scale(self, batch) -> float:
+        return batch[0].shape[0] / self.args.bptt if self.args.random_bptt else 1.0
 
     def train_loss(self, model, batch, carry):
         x, y = (t.to(self.device) for t in batch)
@@ -196,7 +227,7 @@ class AveragingLanguageModelTask(MaskedTextTask):
     name = "averaging-lm"
     cells = ("lstm",)
     defaults = {"cell": "lstm", "emsize": 64, "nhid": "128", "nlayers": 2, "dropout": 0.2,
-                "batch_size": 32, "bptt": 35, "lr": 3e-3, "clip": 0.25, "epochs": 6}
+                "batch_size": 32, "bptt": 35, "order": "shuffled", "lr": 3e-3, "clip": 0.25, "epochs": 6}
     model_keys = ("emsize", "nhid", "nlayers", "dropout")
 
     def build_model(self):
@@ -205,11 +236,13 @@ class AveragingLanguageModelTask(MaskedTextTask):
                                   num_layers=a.nlayers, dropout=a.dropout, backend=a.backend)
 
     def _batches(self, split, epoch=0, rank=0, world=1):
-        """One sentence per column, padded to --bptt (35); shuffled per epoch for training."""
+        """One sentence per column, padded to --bptt (35); for training in corpus order (seed 001:
+        "taken from the dataset in sequence", --order corpus) or shuffled per epoch."""
         g = torch.Generator().manual_seed(self.args.seed * 1000 + epoch)
         ids = datasets.shard(self.split(split), rank, world)
+        shuffle = split == "train" and self.args.order == "shuffled"
         batches = datasets.sentence_batches(ids, self.vocab.eos_id, self.args.batch_size, length=self.args.bptt,
-                                            shuffle=split == "train", generator=g)
+                                            shuffle=shuffle, generator=g)
         return [(x, y, None, mask) for x, y, mask in batches]
 
 
@@ -220,12 +253,12 @@ class MLPLanguageModelTask(MaskedTextTask):
     name = "mlp-lm"
     cells = ()
     defaults = {"cell": None, "context": "tilt", "n": 5, "emsize": 30, "nhid": "100", "batch_size": 32,
-                "bptt": 128, "lr": 3e-3, "clip": 1.0, "epochs": 4}
-    model_keys = ("context", "n", "emsize", "nhid")
+                "bptt": 128, "lr": 3e-3, "clip": 1.0, "epochs": 4, "vocab_from": "train"}
+    model_keys = ("context", "n", "emsize", "nhid", "vocab_from")
 
     def load(self, args):
         if args.data is not None and (Path(args.data).suffix == ".zip" or Path(args.data).name == "brown"):
-            return datasets.load_brown(args.data)
+            return datasets.load_brown(args.data, vocab_from=args.vocab_from)
         corpus = super().load(args)  # a text corpus, cut into equal "documents" (4 per batch column)
         pieces = lambda ids: list(torch.tensor_split(ids, max(1, min(4 * args.batch_size, len(ids) // args.bptt))))  # noqa: E731
         return datasets.DocumentCorpus(corpus.name, corpus.vocab, pieces(corpus.train), pieces(corpus.valid),
@@ -240,6 +273,14 @@ class MLPLanguageModelTask(MaskedTextTask):
         docs = datasets.shard(self.split(split), rank, world)
         return list(datasets.document_batches(docs, self.args.batch_size, self.args.bptt))
 
+    def evaluate(self, model, split):
+        """Loss and perplexity, and the perplexity of the unigram model of the training counts
+        (add-one smoothed), the baseline seed 004 reports beside its MLPs."""
+        nll, targets = self.token_nll(model, split)
+        counts = self.vocab.counts.double() + 1
+        unigram = -(counts[targets] / counts.sum()).log().mean().item()
+        return {**self.loss_metrics(nll.double().mean().item()), "unigram_ppl": math.exp(unigram)}
+
 
 @register
 class DyckTask(Task):
@@ -248,9 +289,9 @@ class DyckTask(Task):
     name = "dyck"
     unit = "seq"
     cells = ("lstm", "mts")
-    defaults = {"cell": "mts", "nhid": "256", "mts_alpha": 1.5, "batch_size": 32, "lr": 1e-2, "clip": 1.0,
-                "epochs": 4, "dyck_size": "10000,2000,5000"}
-    model_keys = ("cell", "nhid", "mts_alpha", "dyck_size")
+    defaults = {"cell": "mts", "nhid": "256", "mts_alpha": 1.5, "freeze": "gates", "batch_size": 32, "lr": 1e-2,
+                "clip": 1.0, "epochs": 4, "dyck_size": "10000,2000,5000", "chunk": 0, "dyck_loss": "mean"}
+    model_keys = ("cell", "nhid", "mts_alpha", "freeze", "dyck_size")
 
     def __init__(self, args, device):
         super().__init__(args, device)
@@ -259,7 +300,8 @@ class DyckTask(Task):
 
     def build_model(self):
         a = self.args
-        return models.DyckModel(a.cell, hidden_size=int(a.nhid), alpha=a.mts_alpha, backend=a.backend)
+        return models.DyckModel(a.cell, hidden_size=int(a.nhid), alpha=a.mts_alpha, freeze=a.freeze,
+                                backend=a.backend)
 
     def _batches(self, split, epoch=0, rank=0, world=1, shuffle=False):
         part = getattr(self.data, split)
@@ -277,9 +319,25 @@ class DyckTask(Task):
     def train_batches(self, epoch, rank, world):
         return self._batches("train", epoch, rank, world, shuffle=True)
 
+    def train_batches(self, epoch, rank, world):
+        """Shuffled batches of whole sequences; with --chunk C, each batch cut into consecutive
+        chunks of C steps trained one optimizer step each with the state carried (the authors'
+        stateful training, seq_length 200)."""
+        batches = self._batches("train", epoch, rank, world, shuffle=True)
+        if not self.args.chunk:
+            return batches
+        return [(tokens[s:s + self.args.chunk], labels[s:s + self.args.chunk], lengths - s, s == 0)
+                for tokens, labels, lengths in batches for s in range(0, tokens.shape[0], self.args.chunk)]
+
     def train_loss(self, model, batch, carry):
-        tokens, labels, lengths = (t.to(self.device) for t in batch)
-        return synthetic.dyck_mse(model(tokens), labels, lengths), None, len(lengths)
+        tokens, labels, lengths = (t.to(self.device) for t in batch[:3])
+        if len(batch) == 3:
+            return synthetic.dyck_mse(model(tokens), labels, lengths, self.args.dyck_loss), None, len(lengths)
+        pred, carry = model(tokens, None if batch[3] else carry, return_state=True)
+        active = lengths > 0  # sequences that have not ended before this chunk
+        lengths = lengths.clamp(max=tokens.shape[0])[active]
+        loss = synthetic.dyck_mse(pred[:, active], labels[:, active], lengths, self.args.dyck_loss)
+        return loss, carry, int(active.sum())
 
     @torch.no_grad()
     def evaluate(self, model, split):
@@ -303,8 +361,15 @@ class CopyTask(Task):
     unit = "seq"
     cells = ("lstm", "chrono", "plstm")
     defaults = {"cell": "plstm", "nhid": "128", "delay": 100, "batch_size": 32, "lr": 1e-3, "clip": 1.0,
-                "epochs": 5, "steps_per_epoch": 100, "valid_batches": 8}
-    model_keys = ("cell", "nhid", "delay", "variable")
+                "epochs": 5, "steps_per_epoch": 100, "valid_batches": 8, "copy_size": None, "stop_accuracy": 0.0}
+    model_keys = ("cell", "nhid", "delay", "variable", "delay_min")
+
+    def __init__(self, args, device):
+        super().__init__(args, device)
+        self.sets = None
+        if args.copy_size:  # seed 002: fixed training and validation sets drawn from the seed
+            g = torch.Generator().manual_seed(args.seed)
+            self.sets = {split: self._draw(int(n), g) for split, n in zip(("train", "valid"), str(args.copy_size).split(","))}
 
     def build_model(self):
         a = self.args
@@ -312,15 +377,27 @@ class CopyTask(Task):
         return models.CopyModel(a.cell, hidden_size=int(a.nhid), t_max=t_max,
                                 generator=torch.Generator().manual_seed(a.seed), backend=a.backend)
 
-    def _batch(self, generator):
+    def _draw(self, count, generator):
         a = self.args
-        if a.variable:  # delays drawn per sequence from [T/2, T]
-            return synthetic.variable_copy_task(a.batch_size, (max(1, a.delay // 2), a.delay), generator=generator)
-        return synthetic.copy_task(a.batch_size, a.delay, generator=generator)
+        if a.variable:  # delays drawn per sequence from [--delay-min, --delay] (seed 002: 200..500, 200..1000)
+            return synthetic.variable_copy_task(count, (a.delay_min or max(1, a.delay // 2), a.delay),
+                                                generator=generator)
+        return synthetic.copy_task(count, a.delay, generator=generator)
+
+    def _batch(self, generator):
+        return self._draw(self.args.batch_size, generator)
 
     def train_batches(self, epoch, rank, world):
         g = torch.Generator().manual_seed((self.args.seed * 1000 + epoch) * 64 + rank)
-        return [self._batch(g) for _ in range(self.args.steps_per_epoch)]
+        if self.sets is None:
+            return [self._batch(g) for _ in range(self.args.steps_per_epoch)]
+        x, y = self.sets["train"]
+        order = torch.randperm(x.shape[1], generator=torch.Generator().manual_seed(self.args.seed * 1000 + epoch))
+        order = order[rank::world]
+        return [(x[:, idx], y[:, idx]) for idx in order.split(self.args.batch_size)]
+
+    def solved(self, metrics: dict) -> bool:
+        return bool(self.args.stop_accuracy) and schedules.copy_solved(metrics, self.args.stop_accuracy)
 
     def train_loss(self, model, batch, carry):
         x, y = (t.to(self.device) for t in batch)
@@ -328,14 +405,24 @@ class CopyTask(Task):
 
     @torch.no_grad()
     def evaluate(self, model, split):
+        """Mean over validation batches of the loss, the symbol accuracy and the sequence accuracy
+        (all 10 symbols right); baseline_loss is the loss of a memoryless model that outputs blanks
+        and then guesses the symbols uniformly (``synthetic.copy_baseline_loss``): a model that
+        learned nothing sits there."""
         model.eval()
-        g = torch.Generator().manual_seed(10_000 + self.args.seed + (split == "test"))
-        loss = accuracy = 0.0
-        for _ in range(self.args.valid_batches):
-            x, y = (t.to(self.device) for t in self._batch(g))
+        if self.sets is not None and split == "valid":
+            x, y = self.sets["valid"]
+            batches = list(zip(x.split(self.args.batch_size, 1), y.split(self.args.batch_size, 1)))
+        else:
+            g = torch.Generator().manual_seed(10_000 + self.args.seed + (split == "test"))
+            batches = [self._batch(g) for _ in range(self.args.valid_batches)]
+        loss = accuracy = sequences = 0.0
+        for x, y in batches:
+            x, y = x.to(self.device), y.to(self.device)
             logits = model(x)
             loss += F.cross_entropy(logits.transpose(1, 2), y).item()
             accuracy += synthetic.copy_accuracy(logits, y)
-        n = self.args.valid_batches
-        return {"loss": loss / n, "accuracy": accuracy / n,
+            sequences += synthetic.copy_sequence_accuracy(logits, y)
+        n = len(batches)
+        return {"loss": loss / n, "accuracy": accuracy / n, "sequence_accuracy": sequences / n,
                 "baseline_loss": synthetic.copy_baseline_loss(self.args.delay)}

@@ -7,20 +7,24 @@ an epoch, what a batch's loss is and how to evaluate a split; this loop does the
   end of each epoch, one JSON line per event in ``OUT/metrics.jsonl``;
 - ``OUT/last.pt`` (and ``best.pt`` on a better validation loss), written atomically;
 - ``--resume``: model, optimizer, every RNG, the recurrent state carried between batches and the
-  position in the epoch come back, so the run continues bit-identically.
+  position in the epoch come back, so the run continues bit-identically;
+- the seeds' schedules (``tsrnn.training.schedules``): a per-step learning-rate factor from the
+  task (AWD-LSTM's random BPTT), per-epoch decay (--lr-decay-after/--lr-decay-factor), NT-ASGD
+  (--nonmono with --optimizer sgd; validation and best.pt then use the averaged weights),
+  early stopping (--patience) and a task's own stopping rule (the copy task's accuracy).
 """
 from __future__ import annotations
 
 import json
 import math
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import torch
 from tqdm import tqdm
 
-from tsrnn.training import checkpoint
+from tsrnn.training import checkpoint, schedules
 from tsrnn.training.distributed import Context
 
 
@@ -30,6 +34,9 @@ class Progress:
     batch: int = 0  # batches of the current epoch finished
     step: int = 0  # optimizer steps taken
     best_valid: float = math.inf
+    epoch_valid: list = field(default_factory=list)  # end-of-epoch validation losses (NT-ASGD's history)
+    averaging: bool = False  # switched to averaged SGD
+    bad_epochs: int = 0  # epochs without a better validation loss (early stopping)
 
 
 class Metrics:
@@ -57,7 +64,6 @@ def run(task, args, ctx: Context, log=print) -> dict:
     out = Path(args.out)
     torch.manual_seed(args.seed)
     model = task.build_model().to(ctx.device)
-    optimizer = task.make_optimizer(model)
     progress, carry = Progress(), None
     if args.resume:
         state = checkpoint.load(args.resume, task.name)
@@ -65,11 +71,14 @@ def run(task, args, ctx: Context, log=print) -> dict:
             raise checkpoint.CheckpointError(
                 f"{args.resume} holds another model: {state['config']} != {task.config()}")
         model.load_state_dict(state["model"])
-        optimizer.load_state_dict(state["optimizer"])
         progress = Progress(**state["progress"])
+        optimizer = task.make_optimizer(model, averaged=progress.averaging)
+        optimizer.load_state_dict(state["optimizer"])
         carry = state["carry"]
         checkpoint.set_rng_state(state["rng"])
         log(f"resumed from {args.resume} at step {progress.step} (epoch {progress.epoch}, batch {progress.batch})")
+    else:
+        optimizer = task.make_optimizer(model)
     trained = ctx.wrap(model)
     metrics = Metrics(out / "metrics.jsonl" if ctx.is_main else None)
     if ctx.is_main:
@@ -85,15 +94,44 @@ def run(task, args, ctx: Context, log=print) -> dict:
                 "rng": checkpoint.rng_state(), "vocab": task.vocab_state()})
 
     def validate() -> dict:
-        result = {k: ctx.mean(v) for k, v in task.evaluate(model, "valid").items()}
-        metrics.write(event="valid", step=progress.step, epoch=progress.epoch, **result)
-        if result["loss"] < progress.best_valid:
-            progress.best_valid = result["loss"]
-            save("best.pt")
+        with schedules.averaged_weights(model, optimizer):  # NT-ASGD: the averaged weights
+            result = {k: ctx.mean(v) for k, v in task.evaluate(model, "valid").items()}
+            metrics.write(event="valid", step=progress.step, epoch=progress.epoch, **result)
+            if result["loss"] < progress.best_valid:
+                progress.best_valid = result["loss"]
+                save("best.pt")
         return result
+
+    def end_of_epoch(result: dict) -> bool:
+        """The per-epoch schedules after the epoch's validation; True to stop training."""
+        nonlocal optimizer
+        loss = result["loss"]
+        if args.nonmono and args.optimizer == "sgd" and not progress.averaging and \
+                schedules.nt_asgd_should_switch(progress.epoch_valid, loss, args.nonmono):
+            progress.averaging = True
+            optimizer = task.make_optimizer(model, averaged=True)
+            metrics.write(event="switch", step=progress.step, epoch=progress.epoch, optimizer="asgd")
+            if ctx.is_main:
+                log(f"epoch {progress.epoch}: validation loss {loss:.4g} is worse than {args.nonmono}+ epochs ago; "
+                    "switching to averaged SGD (NT-ASGD)")
+        improved = not progress.epoch_valid or loss < min(progress.epoch_valid)
+        progress.bad_epochs = 0 if improved else progress.bad_epochs + 1  # seed 001's early-stop counter
+        progress.epoch_valid.append(loss)
+        stop = ""
+        if args.patience and progress.bad_epochs >= args.patience:
+            stop = f"no better validation loss for {args.patience} epochs"
+        elif task.solved(result):
+            stop = "the task's stopping rule holds"
+        if stop and ctx.is_main:
+            log(f"stopping after epoch {progress.epoch}: {stop}")
+        return bool(stop)
 
     last_valid, done = {}, False
     while progress.epoch < args.epochs and not done:
+        if args.lr_decay_after:
+            for group in optimizer.param_groups:
+                group["lr"] = schedules.decayed_lr(args.lr, progress.epoch + 1, args.lr_decay_after,
+                                                   args.lr_decay_factor)
         batches = task.train_batches(progress.epoch, ctx.rank, ctx.world)
         batches = batches[:ctx.min(len(batches))]  # shards can differ; DDP needs equal step counts
         bar = tqdm(total=len(batches), initial=progress.batch, desc=f"epoch {progress.epoch + 1}/{args.epochs}",
@@ -108,7 +146,12 @@ def run(task, args, ctx: Context, log=print) -> dict:
             loss.backward()
             if args.clip > 0:
                 torch.nn.utils.clip_grad_norm_(model.parameters(), args.clip)
+            rates = [group["lr"] for group in optimizer.param_groups]
+            for group in optimizer.param_groups:  # AWD-LSTM's random BPTT: rate * window length / bptt
+                group["lr"] *= task.lr_scale(batch)
             optimizer.step()
+            for group, rate in zip(optimizer.param_groups, rates):
+                group["lr"] = rate
             carry = _detach(carry)
             progress.step, progress.batch, items = progress.step + 1, index + 1, items + n
             rate = items / max(time.perf_counter() - started, 1e-9)
@@ -130,5 +173,7 @@ def run(task, args, ctx: Context, log=print) -> dict:
             if ctx.is_main:
                 log(f"epoch {progress.epoch}, step {progress.step}: "
                     + ", ".join(f"valid {k} {v:.4g}" for k, v in last_valid.items() if k != "step"))
+        if not done:
+            done = end_of_epoch(last_valid)
         save("last.pt")
     return {k: v for k, v in last_valid.items() if k != "step"}

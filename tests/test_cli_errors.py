@@ -1,0 +1,111 @@
+"""A mistyped `tsrnn train` / `tsrnn eval` option is one line `tsrnn <command>: error: ...` and exit
+code 2, found before any data is read or model built (no traceback, no wasted time)."""
+import pytest
+import torch
+
+from tsrnn import cli
+from tsrnn.training import commands, distributed
+
+no_cuda = pytest.mark.skipif(torch.cuda.is_available(), reason="checks the message on a machine without CUDA")
+
+
+@pytest.fixture(autouse=True)
+def nothing_runs(monkeypatch):
+    """The commands themselves must never be reached: every error here comes from main()'s checks."""
+    def forbidden(args):
+        raise AssertionError(f"tsrnn {args.command} ran despite a bad argument")
+
+    monkeypatch.setattr(commands, "train", forbidden)
+    monkeypatch.setattr(commands, "evaluate", forbidden)
+
+
+def error(capsys, *argv):
+    assert cli.main(list(argv)) == 2
+    captured = capsys.readouterr()
+    lines = captured.err.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in captured.err, captured.err
+    assert lines[0].startswith(f"tsrnn {argv[0]}: error: "), lines[0]
+    return lines[0]
+
+
+@no_cuda
+def test_cuda_device_without_cuda(tmp_path, capsys):
+    line = error(capsys, "train", "--device", "cuda", "--out", str(tmp_path / "run"))
+    assert "CUDA is not available" in line and torch.__version__ in line
+    if torch.version.cuda is None:
+        assert "CPU-only build" in line
+    line = error(capsys, "train", "--device", "cuda:5", "--out", str(tmp_path / "run"))
+    assert "CUDA is not available" in line
+    assert "CUDA is not available" in error(capsys, "eval", str(tmp_path / "x.pt"), "--device", "cuda")
+
+
+def test_cuda_index_beyond_the_gpus(tmp_path, capsys, monkeypatch):
+    monkeypatch.delenv("WORLD_SIZE", raising=False)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    line = error(capsys, "train", "--device", "cuda:5", "--out", str(tmp_path / "run"))
+    assert "--device cuda:5" in line and "2 GPUs" in line and "cuda:1" in line
+
+
+def test_not_a_device(tmp_path, capsys):
+    line = error(capsys, "train", "--device", "banana", "--out", str(tmp_path / "run"))
+    assert "'banana' is not a device" in line
+    assert "is not a device" in error(capsys, "eval", str(tmp_path / "x.pt"), "--device", "cuda:x")
+
+
+def test_cpu_device_does_not_touch_cuda(monkeypatch):
+    def touched():
+        raise AssertionError("--device cpu queried CUDA")
+
+    monkeypatch.setattr(torch.cuda, "is_available", touched)
+    monkeypatch.setattr(torch.cuda, "device_count", touched)
+    assert distributed.check_device("cpu") == torch.device("cpu")
+    assert distributed.check_device(None) is None
+
+
+def test_out_is_a_file(tmp_path, capsys):
+    existing = tmp_path / "results.txt"
+    existing.write_text("not a directory")
+    line = error(capsys, "train", "--out", str(existing))
+    assert f"--out {existing} is an existing file" in line and "must be a directory" in line
+    line = error(capsys, "train", "--out", str(existing / "run"))
+    assert "must be a directory" in line
+
+
+def test_default_out_root_is_a_file(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "runs").write_text("not a directory")
+    assert "default --out runs/TASK cannot be created" in error(capsys, "train")
+
+
+@pytest.mark.parametrize("value", ["abc", "1150,,400", "1150,0", "-5", "12.5", ""])
+def test_nhid_format(tmp_path, capsys, value):
+    line = error(capsys, "train", "--nhid", value, "--out", str(tmp_path / "run"))
+    assert "--nhid expects comma-separated positive integers, e.g. 1150,1150,400" in line
+
+
+@pytest.mark.parametrize("value", ["abc", "10,20", "10,20,30,40", "10,0,5"])
+def test_dyck_size_format(tmp_path, capsys, value):
+    line = error(capsys, "train", "--task", "dyck", "--dyck-size", value, "--out", str(tmp_path / "run"))
+    assert "--dyck-size expects three comma-separated positive integers" in line and "10000,2000,5000" in line
+
+
+def test_checkpoint_is_a_directory(tmp_path, capsys):
+    run = tmp_path / "run"
+    run.mkdir()
+    line = error(capsys, "eval", str(run))
+    assert f"{run} is a directory" in line and "did you mean" not in line
+    (run / "last.pt").write_bytes(b"")
+    (run / "best.pt").write_bytes(b"")
+    line = error(capsys, "eval", str(run))
+    assert f"did you mean {run / 'last.pt'} or {run / 'best.pt'}?" in line
+    line = error(capsys, "eval", str(run / "last.pt"), str(run))  # the baseline too
+    assert f"{run} is a directory" in line
+    line = error(capsys, "train", "--resume", str(run), "--out", str(tmp_path / "next"))
+    assert f"{run} is a directory" in line and str(run / "last.pt") in line
+
+
+def test_missing_checkpoint(tmp_path, capsys):
+    assert "does not exist" in error(capsys, "eval", str(tmp_path / "nope.pt"))
+    assert "does not exist" in error(capsys, "train", "--resume", str(tmp_path / "nope.pt"),
+                                     "--out", str(tmp_path / "run"))
