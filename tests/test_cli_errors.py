@@ -84,6 +84,12 @@ def test_nhid_format(tmp_path, capsys, value):
     assert "--nhid expects comma-separated positive integers, e.g. 1150,1150,400" in line
 
 
+@pytest.mark.parametrize("argv", [["--task", "copy"], ["--task", "dyck"], ["--recipe", "seed001"]])
+def test_nhid_list_outside_lm(tmp_path, capsys, argv):
+    line = error(capsys, "train", *argv, "--nhid", "128,128", "--out", str(tmp_path / "run"))
+    assert "takes one --nhid size, got '128,128'" in line
+
+
 @pytest.mark.parametrize("value", ["abc", "10,20", "10,20,30,40", "10,0,5"])
 def test_dyck_size_format(tmp_path, capsys, value):
     line = error(capsys, "train", "--task", "dyck", "--dyck-size", value, "--out", str(tmp_path / "run"))

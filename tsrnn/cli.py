@@ -127,7 +127,7 @@ def _check_args(args):
     is read or model built, so that a typo costs no time and prints no traceback."""
     from pathlib import Path
 
-    from tsrnn.training import checkpoint, distributed
+    from tsrnn.training import checkpoint, distributed, recipes
 
     try:
         distributed.check_device(args.device)
@@ -148,6 +148,13 @@ def _check_args(args):
             "runs is an existing file, so the default --out runs/TASK cannot be created; give --out DIR"
     if problem is None and args.nhid is not None:
         problem = _counts("--nhid", args.nhid, "comma-separated positive integers", "1150,1150,400")
+    if problem is None and args.nhid is not None and "," in args.nhid:
+        try:
+            task = recipes.task(args)
+        except ValueError as exc:
+            return str(exc)
+        if task != "lm":
+            problem = f"--task {task} takes one --nhid size, got {args.nhid!r} (per-layer sizes are for --task lm)"
     if problem is None and args.dyck_size is not None:
         problem = _counts("--dyck-size", args.dyck_size, "three comma-separated positive integers "
                           "(train,valid,test sequence counts)", "10000,2000,5000", n=3)

@@ -53,16 +53,22 @@ NOTES = {
 }
 
 
+def task(args) -> str:
+    """The task ``args`` asks for: ``--task``, else the recipe's first task, else "lm"."""
+    if not getattr(args, "recipe", None):
+        return args.task or "lm"
+    presets = RECIPES[args.recipe]
+    name = args.task or next(iter(presets))
+    if name not in presets:
+        raise ValueError(f"--recipe {args.recipe} has no setting for --task {name}; it sets {list(presets)}")
+    return name
+
+
 def apply(args) -> None:
     """Resolve ``args.task`` and fill the options ``args`` leaves unset (None) from ``args.recipe``."""
+    args.task = task(args)
     if not getattr(args, "recipe", None):
-        args.task = args.task or "lm"
         return
-    presets = RECIPES[args.recipe]
-    task = args.task or next(iter(presets))
-    if task not in presets:
-        raise ValueError(f"--recipe {args.recipe} has no setting for --task {task}; it sets {list(presets)}")
-    args.task = task
-    for key, value in presets[task].items():
+    for key, value in RECIPES[args.recipe][args.task].items():
         if getattr(args, key, None) in (None, False):
             setattr(args, key, value)

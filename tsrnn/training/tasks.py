@@ -284,12 +284,15 @@ class MLPLanguageModelTask(MaskedTextTask):
 
 @register
 class DyckTask(Task):
-    """Dyck-2 next-closing-bracket prediction (seed 000 §3.1.2): MSE, whole-sequence accuracy."""
+    """Dyck-2 next-closing-bracket prediction (seed 000 §3.1.2): MSE, whole-sequence accuracy.
+
+    The defaults are a small CPU setting (64 units, Adam 1e-2, 4 epochs: about a minute on 2 cores,
+    validation accuracy near 0.6); ``--recipe seed000 --task dyck`` is the seed's."""
 
     name = "dyck"
     unit = "seq"
     cells = ("lstm", "mts")
-    defaults = {"cell": "mts", "nhid": "256", "mts_alpha": 1.5, "freeze": "gates", "batch_size": 32, "lr": 1e-2,
+    defaults = {"cell": "mts", "nhid": "64", "mts_alpha": 1.5, "freeze": "gates", "batch_size": 32, "lr": 1e-2,
                 "clip": 1.0, "epochs": 4, "dyck_size": "10000,2000,5000", "chunk": 0, "dyck_loss": "mean"}
     model_keys = ("cell", "nhid", "mts_alpha", "freeze", "dyck_size")
 
@@ -315,9 +318,6 @@ class DyckTask(Task):
             steps = int(part.lengths[idx].max())
             batches.append((part.tokens[:steps, idx], part.labels[:steps, idx], part.lengths[idx]))
         return batches
-
-    def train_batches(self, epoch, rank, world):
-        return self._batches("train", epoch, rank, world, shuffle=True)
 
     def train_batches(self, epoch, rank, world):
         """Shuffled batches of whole sequences; with --chunk C, each batch cut into consecutive
@@ -355,13 +355,16 @@ class DyckTask(Task):
 
 @register
 class CopyTask(Task):
-    """Copy and variable copy tasks (seed 002 §4.1): 10 symbols recalled after a delay T."""
+    """Copy and variable copy tasks (seed 002 §4.1): 10 symbols recalled after a delay T.
+
+    The defaults are a small CPU setting (delay 20, Adam 1e-2, 2,500 steps of 32: under a minute on
+    2 cores, symbol accuracy 0.7-0.85 for the pLSTM); ``--recipe seed002`` is the seed's."""
 
     name = "copy"
     unit = "seq"
     cells = ("lstm", "chrono", "plstm")
-    defaults = {"cell": "plstm", "nhid": "128", "delay": 100, "batch_size": 32, "lr": 1e-3, "clip": 1.0,
-                "epochs": 5, "steps_per_epoch": 100, "valid_batches": 8, "copy_size": None, "stop_accuracy": 0.0}
+    defaults = {"cell": "plstm", "nhid": "128", "delay": 20, "batch_size": 32, "lr": 1e-2, "clip": 1.0,
+                "epochs": 25, "steps_per_epoch": 100, "valid_batches": 8, "copy_size": None, "stop_accuracy": 0.0}
     model_keys = ("cell", "nhid", "delay", "variable", "delay_min")
 
     def __init__(self, args, device):
