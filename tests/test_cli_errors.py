@@ -84,6 +84,18 @@ def test_nhid_format(tmp_path, capsys, value):
     assert "--nhid expects comma-separated positive integers, e.g. 1150,1150,400" in line
 
 
+@pytest.mark.parametrize("value", ["5000", "5000,0", "a,b", "1,2,3"])
+def test_freq_size_format(tmp_path, capsys, value):
+    line = error(capsys, "train", "--task", "freq", "--freq-size", value, "--out", str(tmp_path / "run"))
+    assert "--freq-size expects two comma-separated positive integers" in line
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "nan", "inf"])
+def test_resolution_must_be_a_positive_time(tmp_path, capsys, value):
+    line = error(capsys, "train", "--task", "freq", "--resolution", value, "--out", str(tmp_path / "run"))
+    assert "--resolution must be a finite time > 0" in line
+
+
 @pytest.mark.parametrize("argv", [["--task", "copy"], ["--task", "dyck"], ["--recipe", "seed001"]])
 def test_nhid_list_outside_lm(tmp_path, capsys, argv):
     line = error(capsys, "train", *argv, "--nhid", "128,128", "--out", str(tmp_path / "run"))

@@ -21,9 +21,11 @@ TINY = {
     "mlp-lm": ["--emsize", "8", "--nhid", "16", "--batch-size", "4", "--bptt", "16", "--n", "3"],
     "dyck": ["--nhid", "16", "--batch-size", "8", "--dyck-size", "64,16,16"],
     "copy": ["--nhid", "16", "--batch-size", "8", "--delay", "12"],
+    "freq": ["--nhid", "8", "--batch-size", "8", "--freq-size", "24,12", "--async"],
 }
 CASES = [("lm", "lstm"), ("lm", "mts"), ("lm", "plstm"), ("averaging-lm", None), ("dyck", "lstm"),
-         ("dyck", "mts"), ("copy", "lstm"), ("copy", "chrono"), ("copy", "plstm")]
+         ("dyck", "mts"), ("copy", "lstm"), ("copy", "chrono"), ("copy", "plstm"),
+         ("freq", "lstm"), ("freq", "chrono"), ("freq", "plstm")]
 CONTEXTS = ["buffer", "tilt", "tilt-buffer"]
 
 
@@ -50,6 +52,19 @@ def assert_trained(tmp_path, steps=3):
 def test_task_trains_from_the_cli(tmp_path, task, cell):
     assert train(tmp_path, task, *(["--cell", cell] if cell else [])) == 0
     assert_trained(tmp_path)
+
+
+@pytest.mark.parametrize("cell", ["lstm", "plstm"])
+def test_freq_task_sync_with_time_input(tmp_path, cell):
+    """The synchronous condition at a finer resolution, time as a second input: accuracy and the
+    majority-class rate reported; the fixed validation set is the same for every run."""
+    argv = ["--cell", cell, "--resolution", "2.5", "--time-input"]
+    assert train(tmp_path, "freq", *argv) == 0
+    assert_trained(tmp_path)
+    valid = [r for r in metrics(tmp_path) if r["event"] == "valid"][-1]
+    assert 0 <= valid["accuracy"] <= 1 and 0.5 <= valid["majority"] <= 1
+    state = checkpoint.load(tmp_path / "run" / "last.pt")
+    assert state["config"]["time_input"] is True and state["config"]["resolution"] == 2.5
 
 
 @pytest.mark.parametrize("context", CONTEXTS)
@@ -174,6 +189,7 @@ RECIPE_SMOKE = {  # each recipe's schedule at a size a test runs (the recipe's o
     ("seed000", "dyck"): ["--nhid", "16", "--dyck-size", "64,16,16", "--chunk", "8", "--epochs", "1"],
     ("seed001", "averaging-lm"): ["--emsize", "16", "--nhid", "16", "--max-steps", "3"],
     ("seed002", "copy"): ["--nhid", "16", "--delay", "10", "--copy-size", "256,128", "--epochs", "1"],
+    ("seed002", "freq"): ["--nhid", "8", "--freq-size", "64,32", "--epochs", "1"],
     ("seed004", "mlp-lm"): ["--emsize", "8", "--nhid", "16", "--max-steps", "3"],
 }
 

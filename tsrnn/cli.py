@@ -10,12 +10,12 @@ from tsrnn.training.recipes import RECIPES
 def _train_parser(commands):
     p = commands.add_parser("train", help="train one of the seeds' models (default: a multi-timescale LSTM LM "
                                           "on the embedded corpus)")
-    p.add_argument("--task", choices=["lm", "averaging-lm", "mlp-lm", "dyck", "copy"],
+    p.add_argument("--task", choices=["lm", "averaging-lm", "mlp-lm", "dyck", "copy", "freq"],
                    help="default: lm, or the recipe's first task")
     p.add_argument("--recipe", choices=sorted(RECIPES), help="the seed's training setting (optimizer, schedule, "
                    "sizes) for options not given; see tsrnn/training/recipes.py")
     p.add_argument("--cell", help="lm: lstm|mts|plstm (mts); averaging-lm: lstm; dyck: lstm|mts (mts); "
-                                  "copy: lstm|chrono|plstm (plstm)")
+                                  "copy, freq: lstm|chrono|plstm (plstm)")
     p.add_argument("--data", help="corpus directory (PTB / WikiText-2 layout) or brown.zip (mlp-lm); "
                                   "default: the embedded tiny-shakespeare corpus")
     p.add_argument("--level", default="word", choices=["word", "char"], help="PTB word or character files")
@@ -62,6 +62,14 @@ def _train_parser(commands):
     p.add_argument("--chunk", type=int, help="dyck: train on chunks of N steps with the state carried (0: whole)")
     p.add_argument("--dyck-loss", choices=["mean", "sum"], help="dyck: squared error averaged or summed (the "
                    "authors')")
+    p.add_argument("--async", dest="asynchronous", action="store_true", help="freq: samples at random times "
+                   "(default: every --resolution)")
+    p.add_argument("--resolution", type=float, help="freq: time between samples when not --async (1 or 0.1; "
+                   "default 1)")
+    p.add_argument("--time-input", action="store_true", help="freq: the sample time as a second input (seed "
+                   "002's 'w/ TIME')")
+    p.add_argument("--freq-size", help="freq: training sequences per epoch and validation sequences (default "
+                   "5000,500)")
     p.add_argument("--valid-every", type=int, default=0, help="validate every N steps (and after each epoch)")
     p.add_argument("--log-every", type=int, default=10, help="write a train metrics line every N steps")
     p.add_argument("--device", help="cpu, cuda, cuda:1 (default: cuda if available)")
@@ -155,6 +163,11 @@ def _check_args(args):
             return str(exc)
         if task != "lm":
             problem = f"--task {task} takes one --nhid size, got {args.nhid!r} (per-layer sizes are for --task lm)"
+    if problem is None and args.freq_size is not None:
+        problem = _counts("--freq-size", args.freq_size, "two comma-separated positive integers (training "
+                          "sequences per epoch, validation sequences)", "5000,500", n=2)
+    if problem is None and args.resolution is not None and not 0 < args.resolution < float("inf"):
+        problem = f"--resolution must be a finite time > 0, got {args.resolution}"
     if problem is None and args.dyck_size is not None:
         problem = _counts("--dyck-size", args.dyck_size, "three comma-separated positive integers "
                           "(train,valid,test sequence counts)", "10000,2000,5000", n=3)

@@ -4,12 +4,8 @@ class logits.
 Inputs are one-hot over n_symbols + 2 categories (the symbols to copy, the blank, the signal;
 ``tsrnn.synthetic``), one layer of ``hidden_size`` units (128 in the seed) reads them, and a linear
 layer gives logits over the same n_symbols + 2 classes (the targets are symbols or the blank).
-
-cell = "lstm": ``tsrnn.LSTM`` with PyTorch's initialization; "chrono": the same with chrono
-initialization (Tallec & Ollivier 2018): forget biases b_f = log(U[1, t_max - 1]) and input biases
--b_f (S4). They are an initialization only and train like every bias (unlike MTS timescales).
-The seed uses t_max = 3T/2 for delay T (and 3 T_2 / 2 for the variable task T ~ U[T_1, T_2]).
-"plstm": ``tsrnn.PowerLawLSTM`` (coupled input gate, p ~ U(0, 1), S7-S9).
+The cells are ``tsrnn.models.recurrent``'s; the seed uses chrono's t_max = 3T/2 for delay T (and
+3 T_2 / 2 for the variable task T ~ U[T_1, T_2]).
 """
 from __future__ import annotations
 
@@ -18,10 +14,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from tsrnn import _validation as check
-from tsrnn.modules import LSTM, PowerLawLSTM
-from tsrnn.timescales import chrono
-
-CELLS = ("lstm", "chrono", "plstm")
+from tsrnn.models.recurrent import CELLS, recurrent_layer
 
 
 class CopyModel(nn.Module):
@@ -42,32 +35,14 @@ class CopyModel(nn.Module):
                  t_max: float | None = None, generator: torch.Generator | None = None,
                  backend: str = "auto"):
         super().__init__()
-        check.choice("cell", cell, CELLS)
         self.cell = cell
         self.hidden_size = check.count("hidden_size", hidden_size)
         self.n_symbols = check.count("n_symbols", n_symbols)
         self.n_classes = self.n_symbols + 2
-        if cell == "chrono" and t_max is None:
-            raise ValueError("cell='chrono' needs t_max (the seed uses 3/2 of the delay T)")
-        if cell != "chrono" and t_max is not None:
-            raise ValueError(f"t_max is only used by cell='chrono', got cell={cell!r}")
-        self.t_max = None if t_max is None else check.real("t_max", t_max)
-        if cell == "plstm":
-            self.rnn = PowerLawLSTM(self.n_classes, self.hidden_size, backend=backend)
-        else:
-            self.rnn = LSTM(self.n_classes, self.hidden_size, backend=backend)
-        if cell == "chrono":
-            self.chrono_init(self.t_max, generator)
+        self.rnn = recurrent_layer(cell, self.n_classes, self.hidden_size, t_max=t_max, generator=generator,
+                                   backend=backend)
+        self.t_max = None if t_max is None else float(t_max)
         self.output = nn.Linear(self.hidden_size, self.n_classes)
-
-    @torch.no_grad()
-    def chrono_init(self, t_max: float, generator: torch.Generator | None = None) -> None:
-        """Set the effective biases b_f = log(U[1, t_max - 1]), b_i = -b_f (b_ih holds them, b_hh 0)."""
-        H = self.hidden_size
-        b_f = chrono(H, t_max, generator).to(self.rnn.bias_ih_l0)
-        self.rnn.bias_ih_l0[:H] = -b_f
-        self.rnn.bias_ih_l0[H:2 * H] = b_f
-        self.rnn.bias_hh_l0[:2 * H] = 0.0
 
     def extra_repr(self) -> str:
         return f"cell={self.cell!r}, n_symbols={self.n_symbols}" + (

@@ -32,6 +32,10 @@ RECIPES: dict[str, dict[str, dict]] = {
     "seed002": {
         "copy": {"cell": "plstm", "nhid": "128", "delay": 200, "batch_size": 128, "optimizer": "rmsprop",
                  "lr": 1e-3, "clip": 0.0, "copy_size": "100000,10000", "stop_accuracy": 0.999, "epochs": 1000},
+        # seed 002 §5.4, A.2: 110 units; data and training as Neil et al.'s freq_task.py / a_freq_task.sh
+        # (Adam 1e-3, batch 32, 5,000 fresh training and 500 test sequences per epoch, 70 epochs).
+        "freq": {"cell": "plstm", "nhid": "110", "batch_size": 32, "optimizer": "adam", "lr": 1e-3, "clip": 0.0,
+                 "freq_size": "5000,500", "epochs": 70},
     },
     # Jacques & Sederberg (seed 004): Brown, words seen more than 5 times in the whole corpus,
     # 5 inputs, 30-d features, 100 hidden, SGD lr 1e-3, 20 epochs, evaluated on the 200k words after training.
@@ -48,7 +52,9 @@ NOTES = {
                "over targets, so --clip 5 clips that mean's gradient. WikiText-2: --lr-decay-after 14 "
                "--lr-decay-factor 1.15 --emsize 1000 --nhid 1000 --dropout 0.65.",
     "seed002": "the paper does not state gradient clipping (none here); --variable --delay-min 200 --delay 500 "
-               "(or 1000) is the variable copy task.",
+               "(or 1000) is the variable copy task. freq: --async, or --resolution 1 / 0.1, each with or "
+               "without --time-input, are the columns and rows of its Table 3; Neil et al. clip each step's "
+               "hidden-state gradient at 10 (Lasagne's grad_clipping), which tsrnn does not do.",
     "seed004": "the paper does not state the batch size; tsrnn's default (32) is kept.",
 }
 
