@@ -311,3 +311,23 @@ def test_device_and_dtype_place_every_parameter_and_buffer(module, device):
     assert_close(out, ref(x)[0], TOLERANCE[torch.float64])
     if module == "lstm":
         torch.testing.assert_close(m.timescales(0).cpu(), torch.linspace(1, 40, 8, dtype=torch.float64))
+
+
+def test_power_law_trace_age_is_the_papers_reference_time():
+    """trace()'s age a_t is t - k_t of the paper's form (S7/S8, reference.plstm_literal), its f the
+    forget gates, and an unbatched input gives (T, 1, H)."""
+    torch.manual_seed(5)
+    m = tsrnn.PowerLawLSTM(3, 4, dtype=torch.float64)
+    x = torch.randn(9, 2, 3, dtype=torch.float64)
+    dt = torch.rand(9, 2, dtype=torch.float64) + 0.5
+    (tr,) = m.trace(x, dt=dt)
+    zeros = torch.zeros(2, 4, dtype=torch.float64)
+    bias = m.bias_ih_l0 + m.bias_hh_l0
+    for steps in (1, 5, 9):
+        _, (_, _, k, t), _ = reference.plstm_literal(x[:steps], zeros, zeros, m.weight_ih_l0, m.weight_hh_l0, bias,
+                                                     m.p(0), dt[:steps], m.eps)
+        assert_close(tr["a"][steps - 1], t - k, TOLERANCE[torch.float64])
+    assert_close(tr["f"], m.forget_gates(x, dt=dt)[0], TOLERANCE[torch.float64])
+    (single,) = m.trace(x[:, 0], dt=dt[:, 0])
+    assert single["r"].shape == (9, 1, 4)
+    assert_close(single["r"][:, 0], tr["r"][:, 0], TOLERANCE[torch.float64])

@@ -9,6 +9,7 @@ where a step costs milliseconds: there they take the shapes up to H = 67.
 import pytest
 import torch
 
+import tsrnn
 from tsrnn import cells, testing
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
@@ -93,3 +94,32 @@ def test_harness_catches_a_wrong_kernel(monkeypatch):
     path = next(p for p in ("cpu", "triton_step") if not testing.why_not(p, "lstm", (4, 2, 3, 5), torch.float64, DEVICE))
     result = testing.compare(path, "lstm", (4, 2, 3, 5), torch.float64, DEVICE)
     assert not result.ok and "out" in result.failures()
+
+
+@pytest.mark.parametrize("input_gate", ["coupled", "separate"])
+@pytest.mark.parametrize("path", testing.LAYER_PATHS)
+def test_plstm_trace_matches_the_reference(path, input_gate):
+    """PowerLawLSTM.trace on a fused path (r and f read from its saved activations, a rebuilt by a
+    scan) equals the reference's step loop, per layer, with Δt given and a carried state."""
+    cell = f"plstm_{input_gate}"
+    reason = testing.why_not(path, cell, (5, 3, 4, 6), torch.float64, DEVICE)
+    if reason:
+        pytest.skip(reason)
+    torch.manual_seed(4)
+    m = tsrnn.PowerLawLSTM(4, 6, num_layers=2, input_gate=input_gate, dtype=torch.float64, backend="reference")
+    x = torch.randn(5, 3, 4, dtype=torch.float64, device=DEVICE)
+    dt = torch.rand(5, 3, dtype=torch.float64, device=DEVICE) + 0.25
+    m = m.to(DEVICE)
+    _, state = m(x, dt=dt)
+    expected = m.trace(x, state, dt=dt)
+    m.backend = path
+    actual = m.trace(x, state, dt=dt)
+    _, (_, _, a_n) = m(x, state, dt=dt)
+    for k, (got, want) in enumerate(zip(actual, expected)):
+        assert set(got) == {"r", "a", "f", "p"}
+        for name in ("r", "a", "f"):
+            assert got[name].shape == (5, 3, 6), name
+            torch.testing.assert_close(got[name], want[name], rtol=1e-10, atol=1e-12, msg=f"layer {k} {name}")
+        assert torch.equal(got["p"], m.p(k).detach())
+        torch.testing.assert_close(got["a"][-1], a_n[k], rtol=1e-10, atol=1e-12)
+        assert (got["r"] > 0).all() and (got["r"] < 1).all() and (got["a"] >= 0).all()

@@ -89,7 +89,8 @@ _tuned: dict[Hashable, str] = {}  # (call key, candidates) -> the measured choic
 class Call:
     """What a dispatch decision depends on. ``shape``: (T, B, I, H) for a recurrence, (T, N) for
     a scan; ``cell``: a name of ``tsrnn.cells.CELLS`` or None; ``grad``: autograd will run the
-    backward of this call; ``forget``: the caller wants the forget-gate traces."""
+    backward of this call; ``forget``: the caller wants per-step gate traces (the forget gates, the
+    pLSTM's reset gates and ages)."""
 
     op: str
     device: torch.device

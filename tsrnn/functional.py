@@ -46,8 +46,8 @@ def _torch_lstm(x, h0, c0, w_ih, w_hh, bias):
     return out.to(x.dtype), (h_n[0].to(x.dtype), c_n[0].to(x.dtype)), None
 
 
-def _fused(path, cell, x, h0, states, w_ih, w_hh, bias, p, dt, eps, want_forget):
-    """One layer through the recurrence operator of ``path``; returns (out, final states, forget)."""
+def _fused(path, cell, x, h0, states, w_ih, w_hh, bias, p, dt, eps, want_traces):
+    """One layer through the recurrence operator of ``path``; returns (out, final states, traces)."""
     math = _math_dtype(x.dtype)
     steps, batch, in_size = x.shape
     hidden = w_hh.shape[1]
@@ -56,36 +56,50 @@ def _fused(path, cell, x, h0, states, w_ih, w_hh, bias, p, dt, eps, want_forget)
     xg = xg.view(steps, batch, cell.num_gates * hidden)
     state0 = torch.stack([s.to(math) for s in states])
     differentiable = (x, w_ih, w_hh, bias, h0, p, *states)
-    save = want_forget or (torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in differentiable))
+    save = want_traces or (torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in differentiable))
     h_all, state_n, _, saved = ops.op(path, "recurrence_forward")(
         cell.name, xg, w_hh.to(math), h0.to(math), state0, None if p is None else p.to(math),
         None if dt is None else dt.to(math), eps, save)
-    forget = None
-    if want_forget:
-        forget = saved.view(steps, batch, cell.num_saved, hidden)[:, :, cell.forget_slot]
+    traces = None
+    if want_traces:
+        traces = dict(zip(cell.saved, saved.view(steps, batch, cell.num_saved, hidden).unbind(2)))
+        if cell.has_p:  # the ages from the saved reset gates: a_t = (1 - r_t) a_{t-1} + (1 - r_t) Δt
+            keep = 1 - traces["r"]
+            traces["a"] = linear_scan(keep, keep * (1.0 if dt is None else dt.to(math).unsqueeze(-1)), state0[1])
     out = h_all.to(x.dtype)
     finals = [s.to(x.dtype) if name == "c" else s for name, s in zip(cell.states, state_n.unbind(0))]
-    return out, (out[-1], *finals), forget
+    return out, (out[-1], *finals), traces
 
 
-def _layer(cell, x, h0, states, w_ih, w_hh, bias, p=None, dt=None, eps=0.0, backend="auto", want_forget=False):
+def _reference(cell, x, h0, states, w_ih, w_hh, bias, p, dt, eps):
+    """One layer through ``tsrnn.reference``; returns (out, final states, traces)."""
+    if not cell.has_p:
+        out, finals, forget = reference.lstm(x, h0, *states, w_ih, w_hh, bias)
+        return out, finals, {"f": forget}
+    traces = {}
+    out, finals, forget = reference.plstm(x, h0, *states, w_ih, w_hh, bias, p, dt, eps, cell.name.split("_")[1],
+                                          trace=traces)
+    return out, finals, {"f": forget, **traces}
+
+
+def _layer(cell, x, h0, states, w_ih, w_hh, bias, p=None, dt=None, eps=0.0, backend="auto", want_traces=False):
     """One layer of ``cell`` (a ``tsrnn.cells.Cell``) on the chosen path, arguments unchecked;
     ``states`` the initial states after h0 in the cell's order. Returns (out, (h_n, *states_n),
-    forget traces or None)."""
+    traces): with ``want_traces``, a dict of per-step (T, B, H) values holding at least the forget
+    gate "f" and, for the pLSTM, the reset gate "r" and the age "a" (a fused path adds its other
+    saved activations); None otherwise."""
     tensors = (x, h0, *states, w_ih, w_hh, bias, p)
     grad = torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in tensors)
     call = _backend.Call("recurrence", x.device, x.dtype, (*x.shape, w_hh.shape[1]), cell.name,
-                         bias is not None, grad, want_forget)
+                         bias is not None, grad, want_traces)
 
     def run(path, x, h0, *rest):
         *states, w_ih, w_hh, bias, p = rest
         if path == "reference":
-            if cell.has_p:
-                return reference.plstm(x, h0, *states, w_ih, w_hh, bias, p, dt, eps, cell.name.split("_")[1])
-            return reference.lstm(x, h0, *states, w_ih, w_hh, bias)
+            return _reference(cell, x, h0, states, w_ih, w_hh, bias, p, dt, eps)
         if path in _backend.TORCH_LSTM_PATHS:
             return _torch_lstm(x, h0, *states, w_ih, w_hh, bias)
-        return _fused(path, cell, x, h0, states, w_ih, w_hh, bias, p, dt, eps, want_forget)
+        return _fused(path, cell, x, h0, states, w_ih, w_hh, bias, p, dt, eps, want_traces)
 
     def timed(path):
         """The call on detached copies: the measurement joins no graph and fires no hooks."""
@@ -93,8 +107,8 @@ def _layer(cell, x, h0, states, w_ih, w_hh, bias, p=None, dt=None, eps=0.0, back
         out, finals, _ = run(path, *copies)
         return (out, *finals), [t for t in copies if t is not None and t.requires_grad]
 
-    out, finals, forget = run(_backend.choose(backend, call, timed), *tensors)
-    return out, finals, forget if want_forget else None
+    out, finals, traces = run(_backend.choose(backend, call, timed), *tensors)
+    return out, finals, traces if want_traces else None
 
 
 def lstm(x, h0, c0, w_ih, w_hh, bias=None, backend="auto", return_forget=False):
@@ -105,8 +119,8 @@ def lstm(x, h0, c0, w_ih, w_hh, bias=None, backend="auto", return_forget=False):
     """
     cell = cells.CELLS["lstm"]
     check.recurrent_layer(cell, x, h0, {"c0": c0}, w_ih, w_hh, bias)
-    out, state, forget = _layer(cell, x, h0, (c0,), w_ih, w_hh, bias, backend=backend, want_forget=return_forget)
-    return (out, state, forget) if return_forget else (out, state)
+    out, state, traces = _layer(cell, x, h0, (c0,), w_ih, w_hh, bias, backend=backend, want_traces=return_forget)
+    return (out, state, traces["f"]) if return_forget else (out, state)
 
 
 def plstm(x, h0, c0, a0, w_ih, w_hh, bias, p, dt=None, eps=1e-3, input_gate="coupled",
@@ -120,9 +134,9 @@ def plstm(x, h0, c0, a0, w_ih, w_hh, bias, p, dt=None, eps=1e-3, input_gate="cou
     cell = cells.plstm(input_gate)
     dt = check.recurrent_layer(cell, x, h0, {"c0": c0, "a0": a0}, w_ih, w_hh, bias, p, dt)
     eps = check.positive_real("eps", eps)
-    out, state, forget = _layer(cell, x, h0, (c0, a0), w_ih, w_hh, bias, p, None if dt is None else dt.detach(),
+    out, state, traces = _layer(cell, x, h0, (c0, a0), w_ih, w_hh, bias, p, None if dt is None else dt.detach(),
                                 eps, backend, return_forget)
-    return (out, state, forget) if return_forget else (out, state)
+    return (out, state, traces["f"]) if return_forget else (out, state)
 
 
 def linear_scan(a, u, x0=None, backend="auto"):

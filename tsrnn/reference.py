@@ -43,7 +43,7 @@ def _plstm_gates(z, input_gate):
     return torch.sigmoid(z_i), torch.sigmoid(z_r), torch.tanh(z_g), torch.sigmoid(z_o)
 
 
-def plstm(x, h0, c0, a0, w_ih, w_hh, bias, p, dt=None, eps=1e-3, input_gate="coupled"):
+def plstm(x, h0, c0, a0, w_ih, w_hh, bias, p, dt=None, eps=1e-3, input_gate="coupled", trace=None):
     """(S9) Power-law forget-gate LSTM in age form, the state being (h, c, a).
 
         r = σ(z_r),  a_t = (1 - r)(a_{t-1} + Δt)
@@ -52,9 +52,10 @@ def plstm(x, h0, c0, a0, w_ih, w_hh, bias, p, dt=None, eps=1e-3, input_gate="cou
         c_t = f c_{t-1} + i tanh(z_g),   h_t = σ(z_o) tanh(c_t)
 
     p (H,) is the decay exponent (already through its sigmoid); dt (T, B) or None for Δt = 1.
+    ``trace``: a dict that receives the reset gates "r" and ages "a" of every step, (T, B, H).
     """
     h, c, a = h0, c0, a0
-    outs, forgets = [], []
+    outs, forgets, resets, ages = [], [], [], []
     for t, x_t in enumerate(x):
         z = x_t @ w_ih.T + h @ w_hh.T
         if bias is not None:
@@ -69,6 +70,10 @@ def plstm(x, h0, c0, a0, w_ih, w_hh, bias, p, dt=None, eps=1e-3, input_gate="cou
         h = o * torch.tanh(c)
         outs.append(h)
         forgets.append(f)
+        resets.append(r)
+        ages.append(a)
+    if trace is not None:
+        trace.update(r=torch.stack(resets), a=torch.stack(ages))
     return torch.stack(outs), (h, c, a), torch.stack(forgets)
 
 

@@ -107,23 +107,23 @@ class LSTM(StackedRNN):
             state_dict.setdefault(f"{prefix}bias_fixed_l{k}", getattr(self, f"bias_fixed_l{k}"))
         super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
 
-    def _run(self, input, hx, want_forget):
+    def _run(self, input, hx, want_traces):
         x, unbatched = self._time_major(input)
         h0, c0 = self._initial_states(("h0", "c0"), hx, x, unbatched)
 
         def run_layer(k, layer_in, states):
             return functional._layer(cells.CELLS["lstm"], layer_in, states[0], (states[1],), *self.weights(k),
-                                     self.gate_biases(k), backend=self.backend, want_forget=want_forget)
+                                     self.gate_biases(k), backend=self.backend, want_traces=want_traces)
 
-        out, finals, forgets = self._stack(x, (h0, c0), run_layer)
+        out, finals, traces = self._stack(x, (h0, c0), run_layer)
         out, finals = self._finish(out, finals, unbatched)
-        return out, finals, forgets
+        return out, finals, traces
 
     def forward(self, input, hx=None):
-        out, state, _ = self._run(input, hx, want_forget=False)
+        out, state, _ = self._run(input, hx, want_traces=False)
         return out, state
 
     @torch.no_grad()
     def forget_gates(self, input, hx=None) -> list[torch.Tensor]:
         """Forget-gate values (T, B, H) of every layer for this input (S6 data)."""
-        return self._run(input, hx, want_forget=True)[2]
+        return [traces["f"] for traces in self._run(input, hx, want_traces=True)[2]]

@@ -82,7 +82,7 @@ class PowerLawLSTM(StackedRNN):
             return dt.unsqueeze(1)
         return dt.transpose(0, 1) if self.batch_first else dt
 
-    def _run(self, input, state, dt, want_forget):
+    def _run(self, input, state, dt, want_traces):
         x, unbatched = self._time_major(input)
         h0, c0, a0 = self._initial_states(("h0", "c0", "a0"), state, x, unbatched)
         if state is not None:
@@ -92,17 +92,28 @@ class PowerLawLSTM(StackedRNN):
 
         def run_layer(k, layer_in, states):
             return functional._layer(self.cell, layer_in, states[0], states[1:], *self.weights(k), self.raw_bias(k),
-                                     self.p(k), dt, self.eps, self.backend, want_forget)
+                                     self.p(k), dt, self.eps, self.backend, want_traces)
 
-        out, finals, forgets = self._stack(x, (h0, c0, a0), run_layer)
+        out, finals, traces = self._stack(x, (h0, c0, a0), run_layer)
         out, finals = self._finish(out, finals, unbatched)
-        return out, finals, forgets
+        return out, finals, traces
 
     def forward(self, input, state=None, dt=None):
-        out, state, _ = self._run(input, state, dt, want_forget=False)
+        out, state, _ = self._run(input, state, dt, want_traces=False)
         return out, state
 
     @torch.no_grad()
     def forget_gates(self, input, state=None, dt=None) -> list[torch.Tensor]:
         """Forget-gate values (T, B, H) of every layer for this input (S6 data)."""
-        return self._run(input, state, dt, want_forget=True)[2]
+        return [traces["f"] for traces in self._run(input, state, dt, want_traces=True)[2]]
+
+    @torch.no_grad()
+    def trace(self, input, state=None, dt=None) -> list[dict[str, torch.Tensor]]:
+        """The pLSTM's inner variables for this input (seed 002 §5.2's analyses), one dict per layer:
+        "r" the reset gate, "a" the age t - k_t after the step (S9; the paper's reference time is
+        k_t = t - a_t), "f" the forget gate, each (T, B, H) time-major in the math dtype, and "p"
+        the decay exponents (H,). A fused path reads r and f from the activations it saves for
+        the backward and rebuilds a from r and Δt with one linear scan; the reference records
+        them in its step loop."""
+        traces = self._run(input, state, dt, want_traces=True)[2]
+        return [{"r": t["r"], "a": t["a"], "f": t["f"], "p": self.p(k).detach()} for k, t in enumerate(traces)]

@@ -136,16 +136,16 @@ class StackedRNN(nn.Module):
         return states
 
     def _stack(self, x, initial, run_layer):
-        """Run every layer: ``run_layer(k, input, states_k)`` -> (out, final states, forget), its
+        """Run every layer: ``run_layer(k, input, states_k)`` -> (out, final states, traces), its
         arguments already checked (``functional._layer``)."""
-        finals, forgets = [], []
+        finals, traces = [], []
         for k in range(self.num_layers):
-            x, state, forget = run_layer(k, x, [s[k] for s in initial])
+            x, state, layer_traces = run_layer(k, x, [s[k] for s in initial])
             finals.append(state)
-            forgets.append(forget)
+            traces.append(layer_traces)
             if self.dropout and self.training and k < self.num_layers - 1:
                 x = nn.functional.dropout(x, self.dropout, training=True)
-        return x, [torch.stack(s) for s in zip(*finals)], forgets
+        return x, [torch.stack(s) for s in zip(*finals)], traces
 
     def _finish(self, out, finals, unbatched):
         out = self._layout_out(out, unbatched)
