@@ -22,10 +22,12 @@ TINY = {
     "dyck": ["--nhid", "16", "--batch-size", "8", "--dyck-size", "64,16,16"],
     "copy": ["--nhid", "16", "--batch-size", "8", "--delay", "12"],
     "freq": ["--nhid", "8", "--batch-size", "8", "--freq-size", "24,12", "--async"],
+    "pixels": ["--nhid", "8", "--batch-size", "64"],
 }
 CASES = [("lm", "lstm"), ("lm", "mts"), ("lm", "plstm"), ("averaging-lm", None), ("dyck", "lstm"),
          ("dyck", "mts"), ("copy", "lstm"), ("copy", "chrono"), ("copy", "plstm"),
-         ("freq", "lstm"), ("freq", "chrono"), ("freq", "plstm")]
+         ("freq", "lstm"), ("freq", "chrono"), ("freq", "plstm"), ("pixels", "lstm"), ("pixels", "chrono"),
+         ("pixels", "plstm")]
 CONTEXTS = ["buffer", "tilt", "tilt-buffer"]
 
 
@@ -50,6 +52,8 @@ def assert_trained(tmp_path, steps=3):
 
 @pytest.mark.parametrize("task,cell", CASES, ids=lambda v: str(v))
 def test_task_trains_from_the_cli(tmp_path, task, cell):
+    if task == "pixels":
+        pytest.importorskip("sklearn")  # its default digits
     assert train(tmp_path, task, *(["--cell", cell] if cell else [])) == 0
     assert_trained(tmp_path)
 
@@ -65,6 +69,17 @@ def test_freq_task_sync_with_time_input(tmp_path, cell):
     assert 0 <= valid["accuracy"] <= 1 and 0.5 <= valid["majority"] <= 1
     state = checkpoint.load(tmp_path / "run" / "last.pt")
     assert state["config"]["time_input"] is True and state["config"]["resolution"] == 2.5
+
+
+def test_pixels_task_reads_mnist_files_permuted(tmp_path):
+    """--data DIR takes MNIST's IDX files (here tiny 2x2 images the test writes), --permute the
+    permuted order; the sequence length (4 steps) is part of the model's config."""
+    from test_digits import fake_mnist
+
+    assert train(tmp_path, "pixels", "--data", str(fake_mnist(tmp_path / "mnist")), "--permute") == 0
+    assert_trained(tmp_path)
+    config = checkpoint.load(tmp_path / "run" / "last.pt")["config"]
+    assert config["steps"] == 4 and config["permute"] is True
 
 
 @pytest.mark.parametrize("context", CONTEXTS)
@@ -190,6 +205,7 @@ RECIPE_SMOKE = {  # each recipe's schedule at a size a test runs (the recipe's o
     ("seed001", "averaging-lm"): ["--emsize", "16", "--nhid", "16", "--max-steps", "3"],
     ("seed002", "copy"): ["--nhid", "16", "--delay", "10", "--copy-size", "256,128", "--epochs", "1"],
     ("seed002", "freq"): ["--nhid", "8", "--freq-size", "64,32", "--epochs", "1"],
+    ("seed002", "pixels"): ["--nhid", "8", "--max-steps", "2"],
     ("seed004", "mlp-lm"): ["--emsize", "8", "--nhid", "16", "--max-steps", "3"],
 }
 
@@ -234,3 +250,10 @@ def test_nt_asgd_switches_on_the_rule_and_resumes_averaging(tmp_path, monkeypatc
     assert state["progress"]["averaging"] and "ax" in next(iter(state["optimizer"]["state"].values()))
     assert train(tmp_path, "lm", *args, "--epochs", "5", "--resume", str(tmp_path / "run" / "last.pt"),
                  steps=0) == 0  # the averaged optimizer comes back with its averages
+
+
+def test_pixels_without_the_mnist_directory_is_one_line(tmp_path, capsys):
+    code = cli.main(["train", "--task", "pixels", "--data", str(tmp_path / "nowhere"), "--out", str(tmp_path / "run"),
+                     "--quiet"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and "MNIST directory" in err[0] and "does not exist" in err[0]

@@ -6,7 +6,8 @@
     for x, y in bptt_batches(stream, bptt=35):     # (T, B) inputs and next-token targets
         ...
 
-Loaders: ``load_text_corpus`` (PTB word/char, WikiText-2), ``load_brown`` (documents).
+Loaders: ``load_text_corpus`` (PTB word/char, WikiText-2), ``load_brown`` (documents),
+``load_mnist`` / ``load_small_digits`` (pixel sequences).
 Batching is time-major, like torch.nn.LSTM.
 """
 from tsrnn.data.vocab import Vocabulary, frequency_bins
@@ -14,9 +15,10 @@ from tsrnn.data.corpus import DocumentCorpus, TextCorpus
 from tsrnn.data.text import load_text_corpus
 from tsrnn.data.brown import load_brown
 from tsrnn.data.default import default_corpus
+from tsrnn.data.digits import PixelSplits, load_mnist, load_small_digits, read_idx
 from tsrnn.data.batching import (batchify, bptt_batches, document_batches, num_bptt_batches, sentence_batches,
                                  shard)
 
 __all__ = ["Vocabulary", "frequency_bins", "TextCorpus", "DocumentCorpus", "load_text_corpus", "load_brown",
            "default_corpus", "batchify", "bptt_batches", "num_bptt_batches", "sentence_batches",
-           "document_batches", "shard"]
+           "document_batches", "shard", "PixelSplits", "load_mnist", "load_small_digits", "read_idx"]

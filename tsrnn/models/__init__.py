@@ -5,16 +5,18 @@
 - ``MLPLM``: Bengio's MLP LM with Buffer, TILT or TILT-Buffer context (seed 004).
 - ``DyckModel``: the Dyck-2 closing-bracket predictor (seed 000 §3.1.2).
 - ``CopyModel``: the copy-task model, LSTM, chrono-initialized LSTM or pLSTM (seed 002 §4.1).
-- ``FrequencyModel``: the frequency discrimination classifier, the same three cells (seed 002 §5.4).
+- ``SequenceClassifier``: one LSTM, chrono or pLSTM layer read at each sequence's end (seed 002 §4.2, §4.4).
+- ``FrequencyModel``: the frequency discrimination classifier (seed 002 §5.4).
 
 The matching data generators and metrics are in ``tsrnn.synthetic`` and ``tsrnn.sine_waves``.
 """
 from tsrnn.models.awd_lstm import AWDExtras, AWDLSTMLM, embedded_dropout, locked_dropout
 from tsrnn.models.averaging_lm import AveragingLM
+from tsrnn.models.classifier import SequenceClassifier
 from tsrnn.models.copy import CopyModel
 from tsrnn.models.dyck import DyckModel
 from tsrnn.models.frequency import FrequencyModel
 from tsrnn.models.mlp_lm import MLPLM
 
-__all__ = ["AWDLSTMLM", "AWDExtras", "AveragingLM", "CopyModel", "DyckModel", "FrequencyModel", "MLPLM",
+__all__ = ["AWDLSTMLM", "AWDExtras", "AveragingLM", "CopyModel", "DyckModel", "FrequencyModel", "MLPLM", "SequenceClassifier",
            "embedded_dropout", "locked_dropout"]

@@ -36,6 +36,9 @@ RECIPES: dict[str, dict[str, dict]] = {
         # (Adam 1e-3, batch 32, 5,000 fresh training and 500 test sequences per epoch, 70 epochs).
         "freq": {"cell": "plstm", "nhid": "110", "batch_size": 32, "optimizer": "adam", "lr": 1e-3, "clip": 0.0,
                  "freq_size": "5000,500", "epochs": 70},
+        # seed 002 §4.2: Adam 1e-3 (its default optimizer), 256 units (also 512); MNIST with --data DIR.
+        "pixels": {"cell": "plstm", "nhid": "256", "batch_size": 128, "optimizer": "adam", "lr": 1e-3, "clip": 0.0,
+                   "epochs": 100},
     },
     # Jacques & Sederberg (seed 004): Brown, words seen more than 5 times in the whole corpus,
     # 5 inputs, 30-d features, 100 hidden, SGD lr 1e-3, 20 epochs, evaluated on the 200k words after training.
@@ -54,7 +57,8 @@ NOTES = {
     "seed002": "the paper does not state gradient clipping (none here); --variable --delay-min 200 --delay 500 "
                "(or 1000) is the variable copy task. freq: --async, or --resolution 1 / 0.1, each with or "
                "without --time-input, are the columns and rows of its Table 3; Neil et al. clip each step's "
-               "hidden-state gradient at 10 (Lasagne's grad_clipping), which tsrnn does not do.",
+               "hidden-state gradient at 10 (Lasagne's grad_clipping), which tsrnn does not do. pixels: the paper "
+               "states neither batch size nor epochs (128 and 100 here); --permute is pMNIST.",
     "seed004": "the paper does not state the batch size; tsrnn's default (32) is kept.",
 }
 
