@@ -90,6 +90,18 @@ def test_freq_size_format(tmp_path, capsys, value):
     assert "--freq-size expects two comma-separated positive integers" in line
 
 
+@pytest.mark.parametrize("value", ["0", "-2", "nan", "inf"])
+def test_fixed_p_must_be_positive(tmp_path, capsys, value):
+    line = error(capsys, "train", "--task", "copy", "--fixed-p", value, "--out", str(tmp_path / "run"))
+    assert "--fixed-p must be a finite exponent > 0" in line
+
+
+def test_delays_format(tmp_path, capsys):
+    (tmp_path / "ckpt.pt").write_bytes(b"")
+    line = error(capsys, "eval", str(tmp_path / "ckpt.pt"), "--delays", "50,x")
+    assert "--delays expects comma-separated delays" in line
+
+
 @pytest.mark.parametrize("value", ["0", "-1", "nan", "inf"])
 def test_resolution_must_be_a_positive_time(tmp_path, capsys, value):
     line = error(capsys, "train", "--task", "freq", "--resolution", value, "--out", str(tmp_path / "run"))

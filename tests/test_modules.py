@@ -190,6 +190,30 @@ def test_power_law_frozen_p_is_a_buffer():
     torch.testing.assert_close(m2.p(0), m.p(0))
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_power_law_fixed_p_any_positive_value(backend):
+    """fixed_p holds p for every unit, p >= 1 included (seed 002 §5.1): buffers, no p_logit, the
+    same outputs as the reference with that p."""
+    torch.manual_seed(6)
+    m = tsrnn.PowerLawLSTM(3, 4, num_layers=2, fixed_p=1.5, backend=backend, dtype=torch.float64)
+    assert not any("p_" in name for name, _ in m.named_parameters())
+    assert {"p_l0", "p_l1"} <= set(m.state_dict()) and "fixed_p=1.5" in repr(m)
+    assert torch.equal(m.p(1), torch.full((4,), 1.5, dtype=torch.float64))
+    x = torch.randn(6, 2, 3, dtype=torch.float64)
+    out, _ = m(x)
+    zeros = torch.zeros(2, 4, dtype=torch.float64)
+    layer_in = x
+    for k in range(2):
+        bias = getattr(m, f"bias_ih_l{k}") + getattr(m, f"bias_hh_l{k}")
+        layer_in, _, _ = reference.plstm(layer_in, zeros, zeros, zeros, *m.weights(k), bias, m.p(k), None, m.eps)
+    assert_close(out, layer_in, TOLERANCE[torch.float64])
+    with pytest.raises(ValueError, match="fixed"):
+        m.reset_p()
+    for bad in (0.0, -1.0, float("nan")):
+        with pytest.raises(ValueError, match="fixed_p"):
+            tsrnn.PowerLawLSTM(3, 4, fixed_p=bad)
+
+
 @needs_native
 def test_backends_agree_through_the_modules():
     torch.manual_seed(4)

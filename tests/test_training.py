@@ -10,7 +10,7 @@ import sys
 import pytest
 import torch
 
-from tsrnn import cli
+from tsrnn import cli, synthetic
 from tsrnn.training import checkpoint
 from tsrnn.training.recipes import RECIPES
 from tsrnn.training.tasks import TASKS
@@ -257,3 +257,26 @@ def test_pixels_without_the_mnist_directory_is_one_line(tmp_path, capsys):
                      "--quiet"])
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(err) == 1 and "MNIST directory" in err[0] and "does not exist" in err[0]
+
+
+def test_copy_fixed_p_and_generalization_to_other_delays(tmp_path, capsys):
+    """--fixed-p trains a pLSTM with p held (seed 002 §5.1); tsrnn eval --delays scores the
+    checkpoint at delays it was not trained with (A.4)."""
+    assert train(tmp_path, "copy", "--fixed-p", "1.5") == 0
+    state = checkpoint.load(tmp_path / "run" / "last.pt")
+    assert state["config"]["fixed_p"] == 1.5 and torch.equal(state["model"]["rnn.p_l0"], torch.full((16,), 1.5))
+    capsys.readouterr()
+    assert cli.main(["eval", str(tmp_path / "run" / "last.pt"), "--delays", "5,30"]) == 0
+    out = capsys.readouterr().out
+    assert "trained at T = 12" in out
+    for delay in (5, 30):
+        line = next(line for line in out.splitlines() if line.startswith(f"T = {delay}:"))
+        assert "sequence_accuracy" in line and f"baseline_loss {synthetic.copy_baseline_loss(delay):.4g}" in line
+
+
+def test_fixed_p_needs_the_plstm_and_delays_need_a_copy_model(tmp_path, capsys):
+    assert train(tmp_path, "copy", "--cell", "lstm", "--fixed-p", "0.5") == 2
+    assert "fixed_p is the pLSTM's decay exponent" in capsys.readouterr().err
+    assert train(tmp_path, "dyck", steps=1) == 0
+    assert cli.main(["eval", str(tmp_path / "run" / "last.pt"), "--delays", "50"]) == 2
+    assert "--delays evaluates copy-task checkpoints" in capsys.readouterr().err

@@ -56,6 +56,8 @@ def _train_parser(commands):
     p.add_argument("--variable", action="store_true", help="copy task: delay drawn per sequence from "
                    "[--delay-min, --delay]")
     p.add_argument("--delay-min", type=int, help="variable copy task's shortest delay (default --delay / 2)")
+    p.add_argument("--fixed-p", type=float, help="copy task, pLSTM: hold every unit's decay exponent p at this "
+                   "value (seed 002 §5.1; default: learned, p ~ U(0, 1))")
     p.add_argument("--copy-size", help="copy task: fixed train,valid sequence counts (default: fresh batches)")
     p.add_argument("--stop-accuracy", type=float, help="copy task: stop when validation symbol and sequence "
                    "accuracy reach this (seed 002: 0.999)")
@@ -93,6 +95,8 @@ def _eval_parser(commands):
     p.add_argument("--block", type=int, default=100, help="targets per bootstrap block")
     p.add_argument("--resamples", type=int, default=10_000, help="bootstrap draws (the identity draw is added)")
     p.add_argument("--seed", type=int, default=0, help="seed of the bootstrap draws")
+    p.add_argument("--delays", help="copy checkpoints: accuracy at these delays T instead (comma-separated, "
+                   "e.g. 50,200,1000; seed 002 A.4)")
     p.add_argument("--device")
 
 
@@ -146,6 +150,8 @@ def _check_args(args):
             for path in (args.checkpoint, args.baseline):
                 if path is not None:
                     checkpoint.check_file(path)
+            if args.delays is not None:
+                return _counts("--delays", args.delays, "comma-separated delays T >= 1", "50,200,1000")
             return None
         if args.resume is not None:
             checkpoint.check_file(args.resume)
@@ -169,6 +175,8 @@ def _check_args(args):
     if problem is None and args.freq_size is not None:
         problem = _counts("--freq-size", args.freq_size, "two comma-separated positive integers (training "
                           "sequences per epoch, validation sequences)", "5000,500", n=2)
+    if problem is None and args.fixed_p is not None and not 0 < args.fixed_p < float("inf"):
+        problem = f"--fixed-p must be a finite exponent > 0, got {args.fixed_p}"
     if problem is None and args.resolution is not None and not 0 < args.resolution < float("inf"):
         problem = f"--resolution must be a finite time > 0, got {args.resolution}"
     if problem is None and args.dyck_size is not None:

@@ -23,6 +23,7 @@ class CopyModel(nn.Module):
     Args:
         cell: "lstm" | "chrono" | "plstm". hidden_size: units (128, seed 002 §4.1).
         n_symbols: symbols to copy (8). t_max: chrono's T_max, required for cell="chrono".
+        fixed_p: the pLSTM's p held fixed for every unit (seed 002 §5.1), None: learned.
         generator: torch.Generator for the chrono draws (None: the global generator).
         backend: passed to the recurrent module.
 
@@ -33,14 +34,14 @@ class CopyModel(nn.Module):
 
     def __init__(self, cell: str = "lstm", hidden_size: int = 128, n_symbols: int = 8,
                  t_max: float | None = None, generator: torch.Generator | None = None,
-                 backend: str = "auto"):
+                 backend: str = "auto", fixed_p: float | None = None):
         super().__init__()
         self.cell = cell
         self.hidden_size = check.count("hidden_size", hidden_size)
         self.n_symbols = check.count("n_symbols", n_symbols)
         self.n_classes = self.n_symbols + 2
-        self.rnn = recurrent_layer(cell, self.n_classes, self.hidden_size, t_max=t_max, generator=generator,
-                                   backend=backend)
+        self.rnn = recurrent_layer(cell, self.n_classes, self.hidden_size, t_max=t_max, fixed_p=fixed_p,
+                                   generator=generator, backend=backend)
         self.t_max = None if t_max is None else float(t_max)
         self.output = nn.Linear(self.hidden_size, self.n_classes)
 

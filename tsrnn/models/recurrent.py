@@ -18,16 +18,20 @@ CELLS = ("lstm", "chrono", "plstm")
 
 
 def recurrent_layer(cell: str, input_size: int, hidden_size: int, *, t_max: float | None = None,
-                    eps: float = 1e-3, generator: torch.Generator | None = None, backend: str = "auto"):
+                    eps: float = 1e-3, fixed_p: float | None = None, generator: torch.Generator | None = None,
+                    backend: str = "auto"):
     """One layer of ``cell``; ``t_max`` (chrono's T_max) is required for "chrono" and refused
-    otherwise; ``eps`` is the pLSTM's ε (S7); ``generator`` draws the chrono biases."""
+    otherwise; ``eps`` is the pLSTM's ε (S7) and ``fixed_p`` its decay exponent held fixed (None:
+    learned, p ~ U(0, 1)); ``generator`` draws the chrono biases."""
     check.choice("cell", cell, CELLS)
+    if fixed_p is not None and cell != "plstm":
+        raise ValueError(f"fixed_p is the pLSTM's decay exponent, got cell={cell!r}")
     if cell == "chrono" and t_max is None:
         raise ValueError("cell='chrono' needs t_max (seed 002 uses 3/2 of the longest delay)")
     if cell != "chrono" and t_max is not None:
         raise ValueError(f"t_max is only used by cell='chrono', got cell={cell!r}")
     if cell == "plstm":
-        return PowerLawLSTM(input_size, hidden_size, eps=eps, backend=backend)
+        return PowerLawLSTM(input_size, hidden_size, eps=eps, fixed_p=fixed_p, backend=backend)
     rnn = LSTM(input_size, hidden_size, backend=backend)
     if cell == "chrono":
         chrono_init(rnn, check.real("t_max", t_max), generator)

@@ -26,6 +26,8 @@ class PowerLawLSTM(StackedRNN):
         input_gate: "coupled" (i = 1 - f, gates r, g, o: the paper's choice) or "separate"
             (i = σ(z_i), gates i, r, g, o).
         learn_p: train p_logit (a Parameter) or keep it fixed (a buffer of the same name).
+        fixed_p: one decay exponent p > 0 for every unit, kept fixed (buffers ``p_l{k}``, no
+            p_logit): seed 002 §5.1 fixes p, including p >= 1, which σ(p_logit) cannot reach.
 
     ``out, (h_n, c_n, a_n) = m(x, state=None, dt=None)``; dt (T, B) or (T, B, 1) step lengths
     > 0 ((B, T) or (B, T, 1) if batch_first), None for Δt = 1.
@@ -33,13 +35,21 @@ class PowerLawLSTM(StackedRNN):
 
     def __init__(self, input_size, hidden_size, num_layers=1, bias=True, batch_first=False,
                  dropout=0.0, bidirectional=False, proj_size=0, device=None, dtype=None, *,
-                 eps=1e-3, input_gate="coupled", learn_p=True, backend="auto"):
+                 eps=1e-3, input_gate="coupled", learn_p=True, fixed_p=None, backend="auto"):
         cell = cells.plstm(input_gate)
         check.positive_real("eps", eps)
+        if fixed_p is not None:
+            fixed_p = check.positive_real("fixed_p", fixed_p)
+            learn_p = False
         super().__init__(input_size, hidden_size, num_layers, bias, batch_first, dropout, backend,
                          gates=cell.num_gates, device=device, dtype=dtype,
                          bidirectional=bidirectional, proj_size=proj_size)
         self.eps, self.input_gate, self.learn_p, self.cell = float(eps), input_gate, learn_p, cell
+        self.fixed_p = fixed_p
+        if fixed_p is not None:
+            for k in range(num_layers):
+                self.register_buffer(f"p_l{k}", torch.full((hidden_size,), fixed_p, device=device, dtype=dtype))
+            return
         for k in range(num_layers):
             p_logit = torch.empty(hidden_size, device=device, dtype=dtype)
             if learn_p:
@@ -51,6 +61,8 @@ class PowerLawLSTM(StackedRNN):
     @torch.no_grad()
     def reset_p(self, generator: torch.Generator | None = None) -> None:
         """Draw p ~ U(0, 1) for every unit (p_logit = logit(p))."""
+        if self.fixed_p is not None:
+            raise ValueError(f"this PowerLawLSTM has p fixed at {self.fixed_p}; it has no p to draw")
         for k in range(self.num_layers):
             p_logit = getattr(self, f"p_logit_l{k}")
             u = torch.rand(p_logit.shape, generator=generator, dtype=torch.float64)
@@ -59,10 +71,13 @@ class PowerLawLSTM(StackedRNN):
     def p(self, layer: int) -> torch.Tensor:
         """Decay exponents σ(p_logit) of one layer, (H,)."""
         layer = check.index("layer", layer, self.num_layers)
+        if self.fixed_p is not None:
+            return getattr(self, f"p_l{layer}")
         return torch.sigmoid(getattr(self, f"p_logit_l{layer}"))
 
     def extra_repr(self) -> str:
-        return super().extra_repr() + f", eps={self.eps}, input_gate={self.input_gate!r}, learn_p={self.learn_p}"
+        p = f"fixed_p={self.fixed_p}" if self.fixed_p is not None else f"learn_p={self.learn_p}"
+        return super().extra_repr() + f", eps={self.eps}, input_gate={self.input_gate!r}, {p}"
 
     def _time_major_dt(self, dt, x, unbatched):
         """dt in the caller's layout ((T,), (T, B) or (B, T) if batch_first, optionally with a

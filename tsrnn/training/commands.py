@@ -45,6 +45,8 @@ def _restore(path, data, device):
 def evaluate(args) -> int:
     device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
     task, model = _restore(args.checkpoint, args.data, device)
+    if args.delays is not None:
+        return _copy_generalization(task, model, args)
     if not hasattr(task, "token_nll"):
         print(", ".join(f"{k} {v:.4g}" for k, v in task.evaluate(model, args.split).items()))
         return 0
@@ -70,4 +72,19 @@ def evaluate(args) -> int:
     if task.char_level:
         loss = nll.double().mean().item()
         print(f"bits per character: {task.loss_metrics(loss)['bpc']:.4f} (mean loss {loss:.4f} nats / ln 2)")
+    return 0
+
+
+def _copy_generalization(task, model, args) -> int:
+    """A copy-task model scored at delays it was not trained with (seed 002 A.4): fresh sequences of
+    fixed delay T for each T of ``--delays``."""
+    if task.name != "copy":
+        raise ValueError(f"--delays evaluates copy-task checkpoints; {args.checkpoint} is a {task.name} model")
+    trained = "U[{}, {}]".format(task.args.delay_min or max(1, task.args.delay // 2), task.args.delay) \
+        if task.args.variable else str(task.args.delay)
+    print(f"{args.split} copy accuracy of {args.checkpoint} (trained at T = {trained}) at other delays T")
+    task.args.variable = False
+    for delay in (int(d) for d in args.delays.split(",")):
+        task.args.delay = delay
+        print(f"T = {delay}: " + ", ".join(f"{k} {v:.4g}" for k, v in task.evaluate(model, args.split).items()))
     return 0

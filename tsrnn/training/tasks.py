@@ -364,8 +364,9 @@ class CopyTask(Task):
     unit = "seq"
     cells = ("lstm", "chrono", "plstm")
     defaults = {"cell": "plstm", "nhid": "128", "delay": 20, "batch_size": 32, "lr": 1e-2, "clip": 1.0,
-                "epochs": 25, "steps_per_epoch": 100, "valid_batches": 8, "copy_size": None, "stop_accuracy": 0.0}
-    model_keys = ("cell", "nhid", "delay", "variable", "delay_min")
+                "epochs": 25, "steps_per_epoch": 100, "valid_batches": 8, "copy_size": None, "stop_accuracy": 0.0,
+                "fixed_p": None}
+    model_keys = ("cell", "nhid", "delay", "variable", "delay_min", "fixed_p")
 
     def __init__(self, args, device):
         super().__init__(args, device)
@@ -377,7 +378,7 @@ class CopyTask(Task):
     def build_model(self):
         a = self.args
         t_max = 1.5 * a.delay if a.cell == "chrono" else None  # seed 002: T_max = 3T/2
-        return models.CopyModel(a.cell, hidden_size=int(a.nhid), t_max=t_max,
+        return models.CopyModel(a.cell, hidden_size=int(a.nhid), t_max=t_max, fixed_p=a.fixed_p,
                                 generator=torch.Generator().manual_seed(a.seed), backend=a.backend)
 
     def _draw(self, count, generator):
