@@ -10,14 +10,14 @@ from tsrnn.training.recipes import RECIPES
 def _train_parser(commands):
     p = commands.add_parser("train", help="train one of the seeds' models (default: a multi-timescale LSTM LM "
                                           "on the embedded corpus)")
-    p.add_argument("--task", choices=["lm", "averaging-lm", "mlp-lm", "dyck", "copy", "freq", "pixels"],
+    p.add_argument("--task", choices=["lm", "averaging-lm", "mlp-lm", "dyck", "copy", "freq", "pixels", "imdb"],
                    help="default: lm, or the recipe's first task")
     p.add_argument("--recipe", choices=sorted(RECIPES), help="the seed's training setting (optimizer, schedule, "
                    "sizes) for options not given; see tsrnn/training/recipes.py")
     p.add_argument("--cell", help="lm: lstm|mts|plstm (mts); averaging-lm: lstm; dyck: lstm|mts (mts); "
-                                  "copy, freq, pixels: lstm|chrono|plstm (plstm)")
+                                  "copy, freq, pixels, imdb: lstm|chrono|plstm (plstm)")
     p.add_argument("--data", help="corpus directory (PTB / WikiText-2 layout), brown.zip (mlp-lm) or an MNIST "
-                                  "directory of IDX files (pixels); default: the embedded tiny-shakespeare "
+                                  "directory of IDX files (pixels), the aclImdb folder (imdb); default: the embedded tiny-shakespeare "
                                   "corpus, scikit-learn's 8x8 digits for pixels")
     p.add_argument("--level", default="word", choices=["word", "char"], help="PTB word or character files")
     p.add_argument("--out", help="directory for checkpoints and metrics.jsonl (default runs/TASK)")
@@ -75,6 +75,8 @@ def _train_parser(commands):
                    "5000,500)")
     p.add_argument("--permute", action="store_true", help="pixels: permuted pixel order (pMNIST; one "
                    "permutation from seed 0)")
+    p.add_argument("--embeddings", help="imdb: word vectors in GloVe's text format (e.g. glove.6B.100d.txt), "
+                   "frozen (default: a trained embedding)")
     p.add_argument("--valid-every", type=int, default=0, help="validate every N steps (and after each epoch)")
     p.add_argument("--log-every", type=int, default=10, help="write a train metrics line every N steps")
     p.add_argument("--device", help="cpu, cuda, cuda:1 (default: cuda if available)")

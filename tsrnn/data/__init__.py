@@ -7,7 +7,7 @@
         ...
 
 Loaders: ``load_text_corpus`` (PTB word/char, WikiText-2), ``load_brown`` (documents),
-``load_mnist`` / ``load_small_digits`` (pixel sequences).
+``load_mnist`` / ``load_small_digits`` (pixel sequences), ``load_imdb`` (reviews).
 Batching is time-major, like torch.nn.LSTM.
 """
 from tsrnn.data.vocab import Vocabulary, frequency_bins
@@ -16,9 +16,11 @@ from tsrnn.data.text import load_text_corpus
 from tsrnn.data.brown import load_brown
 from tsrnn.data.default import default_corpus
 from tsrnn.data.digits import PixelSplits, load_mnist, load_small_digits, read_idx
+from tsrnn.data.imdb import load_imdb
 from tsrnn.data.batching import (batchify, bptt_batches, document_batches, num_bptt_batches, sentence_batches,
                                  shard)
 
 __all__ = ["Vocabulary", "frequency_bins", "TextCorpus", "DocumentCorpus", "load_text_corpus", "load_brown",
            "default_corpus", "batchify", "bptt_batches", "num_bptt_batches", "sentence_batches",
-           "document_batches", "shard", "PixelSplits", "load_mnist", "load_small_digits", "read_idx"]
+           "document_batches", "shard", "PixelSplits", "load_mnist", "load_small_digits", "read_idx",
+           "load_imdb"]

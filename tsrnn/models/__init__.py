@@ -7,6 +7,7 @@
 - ``CopyModel``: the copy-task model, LSTM, chrono-initialized LSTM or pLSTM (seed 002 §4.1).
 - ``SequenceClassifier``: one LSTM, chrono or pLSTM layer read at each sequence's end (seed 002 §4.2, §4.4).
 - ``FrequencyModel``: the frequency discrimination classifier (seed 002 §5.4).
+- ``SentimentModel``: the IMDB sentiment classifier (seed 002 §4.4).
 
 The matching data generators and metrics are in ``tsrnn.synthetic`` and ``tsrnn.sine_waves``.
 """
@@ -17,6 +18,7 @@ from tsrnn.models.copy import CopyModel
 from tsrnn.models.dyck import DyckModel
 from tsrnn.models.frequency import FrequencyModel
 from tsrnn.models.mlp_lm import MLPLM
+from tsrnn.models.sentiment import SentimentModel
 
-__all__ = ["AWDLSTMLM", "AWDExtras", "AveragingLM", "CopyModel", "DyckModel", "FrequencyModel", "MLPLM", "SequenceClassifier",
+__all__ = ["AWDLSTMLM", "AWDExtras", "AveragingLM", "CopyModel", "DyckModel", "FrequencyModel", "MLPLM", "SentimentModel", "SequenceClassifier",
            "embedded_dropout", "locked_dropout"]
