@@ -121,3 +121,15 @@ def test_model_errors():
         FrequencyModel("lstm", hidden_size=4)(torch.zeros(5, 2))
     with pytest.raises(ValueError, match="t_max"):
         FrequencyModel("chrono", hidden_size=4)
+
+
+def test_classifier_rejects_lengths_outside_the_sequence():
+    from tsrnn.models import SequenceClassifier
+
+    model = SequenceClassifier("lstm", 1, 4, 3)
+    x = torch.randn(5, 2, 1)
+    for bad in (torch.tensor([0, 3]), torch.tensor([6, 3])):
+        with pytest.raises(ValueError, match=r"lengths must be in \[1, 5\]"):
+            model(x, bad)
+    with pytest.raises(TypeError, match="integer"):
+        model(x, torch.tensor([2.0, 3.0]))

@@ -202,6 +202,18 @@ def nonnegative_real(name: str, value) -> float:
     return value
 
 
+def lengths(name: str, value, steps: int, batch: int) -> torch.Tensor:
+    """Per-sequence lengths: a 1-D integer tensor of ``batch`` values in [1, ``steps``] (the value
+    check skipped under tracing)."""
+    if not isinstance(value, torch.Tensor) or value.is_floating_point() or value.dtype == torch.bool \
+            or value.dim() != 1:
+        raise TypeError(f"{name} must be a 1-D integer tensor")
+    shape(name, value, (batch,))
+    if not _tracing() and (bool((value < 1).any()) or bool((value > steps).any())):
+        raise ValueError(f"{name} must be in [1, {steps}] (the steps of the sequence)")
+    return value
+
+
 def sizes(name: str, value) -> tuple[int, ...]:
     """A non-empty sequence of ints >= 1."""
     if isinstance(value, (str, bytes)) or not hasattr(value, "__len__"):

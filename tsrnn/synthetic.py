@@ -236,12 +236,8 @@ def _dyck_outputs(pred, labels, lengths):
     check.shape("labels", labels, pred.shape)
     if pred.shape[-1] != 2:
         raise ValueError(f"pred must have 2 outputs (round, square) in its last dimension, got {tuple(pred.shape)}")
-    if not isinstance(lengths, torch.Tensor) or lengths.dtype.is_floating_point or lengths.dim() != 1:
-        raise TypeError("lengths must be a 1-D integer tensor")
-    check.shape("lengths", lengths, (pred.shape[1],))
     check.same_device("pred", pred, labels=labels, lengths=lengths)
-    if not check._tracing() and (bool((lengths < 1).any()) or bool((lengths > pred.shape[0]).any())):
-        raise ValueError(f"lengths must be in [1, {pred.shape[0]}] (the steps of pred)")
+    check.lengths("lengths", lengths, pred.shape[0], pred.shape[1])
     steps = torch.arange(pred.shape[0], device=pred.device)[:, None]
     return steps < lengths[None, :]                        # (T, B) valid steps
 

@@ -50,6 +50,6 @@ class SequenceClassifier(nn.Module):
         if lengths is None:
             last = h[-1]
         else:
-            check.shape("lengths", lengths, (x.shape[1],))
-            last = h[(lengths - 1).clamp(0, x.shape[0] - 1), torch.arange(x.shape[1], device=x.device)]
+            check.lengths("lengths", lengths, x.shape[0], x.shape[1])
+            last = h[lengths - 1, torch.arange(x.shape[1], device=x.device)]
         return self.output(self.dropout(last))

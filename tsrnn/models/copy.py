@@ -14,7 +14,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from tsrnn import _validation as check
-from tsrnn.models.recurrent import CELLS, recurrent_layer
+from tsrnn.models.recurrent import recurrent_layer
 
 
 class CopyModel(nn.Module):

@@ -71,6 +71,16 @@ class Task:
         """Factor on the learning rate for this batch's step (AWD-LSTM: window length / bptt)."""
         return 1.0
 
+    def epoch_generator(self, epoch: int, rank: int | None = None) -> torch.Generator:
+        """The generator of an epoch's draws, seeded by --seed and the epoch, and by the rank for
+        draws each process makes for itself (the same on every run and resume)."""
+        seed = self.args.seed * 1000 + epoch
+        return torch.Generator().manual_seed(seed if rank is None else seed * 64 + rank)
+
+    def epoch_order(self, n: int, epoch: int) -> torch.Tensor:
+        """The epoch's shuffled order of n training items (the same on every rank)."""
+        return torch.randperm(n, generator=self.epoch_generator(epoch))
+
     def solved(self, metrics: dict) -> bool:
         """True when a validation result ends training early (seed 002's copy-task rule)."""
         return False
@@ -154,7 +164,7 @@ class LanguageModelTask(TextTask):
         stream = datasets.batchify(datasets.shard(self.split("train"), rank, world), self.args.batch_size)
         if not self.args.random_bptt:
             return list(datasets.bptt_batches(stream, self.args.bptt))
-        g = torch.Generator().manual_seed((self.args.seed * 1000 + epoch) * 64 + rank)
+        g = self.epoch_generator(epoch, rank)
         batches, i = [], 0
         while i < stream.shape[0] - 2:  # AWD-LSTM: while i < len(train_data) - 1 - 1
             length = min(schedules.random_bptt_length(self.args.bptt, g), stream.shape[0] - 1 - i)
@@ -238,7 +248,7 @@ class AveragingLanguageModelTask(MaskedTextTask):
     def _batches(self, split, epoch=0, rank=0, world=1):
         """One sentence per column, padded to --bptt (35); for training in corpus order (seed 001:
         "taken from the dataset in sequence", --order corpus) or shuffled per epoch."""
-        g = torch.Generator().manual_seed(self.args.seed * 1000 + epoch)
+        g = self.epoch_generator(epoch)
         ids = datasets.shard(self.split(split), rank, world)
         shuffle = split == "train" and self.args.order == "shuffled"
         batches = datasets.sentence_batches(ids, self.vocab.eos_id, self.args.batch_size, length=self.args.bptt,
@@ -310,7 +320,7 @@ class DyckTask(Task):
         part = getattr(self.data, split)
         order = torch.arange(len(part))
         if shuffle:
-            order = torch.randperm(len(part), generator=torch.Generator().manual_seed(self.args.seed * 1000 + epoch))
+            order = self.epoch_order(len(part), epoch)
         order = order[rank::world]
         batches = []
         for start in range(0, len(order), self.args.batch_size):
@@ -392,12 +402,11 @@ class CopyTask(Task):
         return self._draw(self.args.batch_size, generator)
 
     def train_batches(self, epoch, rank, world):
-        g = torch.Generator().manual_seed((self.args.seed * 1000 + epoch) * 64 + rank)
+        g = self.epoch_generator(epoch, rank)
         if self.sets is None:
             return [self._batch(g) for _ in range(self.args.steps_per_epoch)]
         x, y = self.sets["train"]
-        order = torch.randperm(x.shape[1], generator=torch.Generator().manual_seed(self.args.seed * 1000 + epoch))
-        order = order[rank::world]
+        order = self.epoch_order(x.shape[1], epoch)[rank::world]
         return [(x[:, idx], y[:, idx]) for idx in order.split(self.args.batch_size)]
 
     def solved(self, metrics: dict) -> bool:
@@ -493,16 +502,16 @@ class FrequencyTask(ClassificationTask):
         return models.FrequencyModel(a.cell, hidden_size=int(a.nhid), time_input=a.time_input, t_max=t_max,
                                      generator=torch.Generator().manual_seed(a.seed), backend=a.backend)
 
-    def _draw(self, count, seed):
-        g = torch.Generator().manual_seed(seed)
+    def _draw(self, count, g):
         sizes = [self.args.batch_size] * (count // self.args.batch_size) + [count % self.args.batch_size]
         return [sine_waves.sine_waves(n, self.resolution, generator=g) for n in sizes if n]
 
     def train_batches(self, epoch, rank, world):
-        return self._draw(self.n_train // world, ((self.args.seed * 1000 + epoch) * 64 + rank))
+        return self._draw(self.n_train // world, self.epoch_generator(epoch, rank))
 
     def eval_batches(self, split):
-        return self._draw(self.n_valid, self.args.seed + (20_000 if split == "test" else 10_000))
+        return self._draw(self.n_valid, torch.Generator().manual_seed(
+            self.args.seed + (20_000 if split == "test" else 10_000)))
 
     def logits_and_labels(self, model, batch):
         batch = batch.to(self.device)
@@ -542,9 +551,7 @@ class PixelsTask(ClassificationTask):
         return [(x[idx], y[idx]) for idx in order.split(self.args.batch_size)]
 
     def train_batches(self, epoch, rank, world):
-        order = torch.randperm(len(self.splits.train[1]), generator=torch.Generator().manual_seed(
-            self.args.seed * 1000 + epoch))
-        return self._batches("train", order[rank::world])
+        return self._batches("train", self.epoch_order(len(self.splits.train[1]), epoch)[rank::world])
 
     def eval_batches(self, split):
         return self._batches(split)
@@ -601,9 +608,7 @@ class SentimentTask(ClassificationTask):
 
     def train_batches(self, epoch, rank, world):
         reviews = self.data.train
-        order = torch.randperm(len(reviews.labels), generator=torch.Generator().manual_seed(
-            self.args.seed * 1000 + epoch))
-        return self._batches(reviews, order[rank::world])
+        return self._batches(reviews, self.epoch_order(len(reviews.labels), epoch)[rank::world])
 
     def eval_batches(self, split):
         reviews = getattr(self.data, split)
