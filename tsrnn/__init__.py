@@ -9,7 +9,7 @@ backends and benchmarks.
 
 ``import tsrnn`` loads the kernels and the modules built on them only (backend, cells,
 functional, ops, reference, timescales, LSTM, PowerLawLSTM). The rest loads on first use
-(PEP 562): the submodules data, models, training, synthetic, plot, convert, contexts,
+(PEP 562): the submodules analysis, data, models, training, synthetic, plot, convert, contexts,
 averaging, tilt, laplace, selftest and cli, and the names TILT, averaging_context,
 BufferContext, TILTContext and TILTBufferContext re-exported from them.
 """
@@ -22,7 +22,7 @@ __version__ = "0.1.0"
 
 # Submodules imported on first attribute access (``tsrnn.data``, ``tsrnn.models``, ...).
 _LAZY_SUBMODULES = frozenset({
-    "averaging", "cli", "contexts", "convert", "data", "laplace", "models", "plot", "selftest",
+    "analysis", "averaging", "cli", "contexts", "convert", "data", "laplace", "models", "plot", "selftest",
     "synthetic", "tilt", "training",
 })
 # Names re-exported from a lazily imported submodule: name -> module.

@@ -1,4 +1,4 @@
-"""The ``tsrnn`` command line: ``train`` (the main job), ``eval`` and ``selftest``."""
+"""The ``tsrnn`` command line: ``train`` (the main job), ``eval``, ``analyze`` and ``selftest``."""
 from __future__ import annotations
 
 import argparse
@@ -102,6 +102,21 @@ def _eval_parser(commands):
     p.add_argument("--device")
 
 
+def _analyze_parser(commands):
+    p = commands.add_parser("analyze", help="the seeds' interpretability analyses of a checkpoint: figures (PNG) "
+                                            "and summary.json (timescales, forget gates, word ablation, routing; "
+                                            "pLSTM resets, p and unit ablation; TILT receptive fields)")
+    p.add_argument("checkpoint")
+    p.add_argument("--out", help="directory for the figures and summary.json (default: analysis/ beside the "
+                                 "checkpoint)")
+    p.add_argument("--data", help="the corpus the checkpoint was trained on (default: as recorded)")
+    p.add_argument("--split", default="test", choices=["valid", "test"])
+    p.add_argument("--windows", type=int, help="lm: use the first N test windows of 70 tokens for the timescales, "
+                   "forget gates and word ablation (default: all, as the authors)")
+    p.add_argument("--device")
+    p.add_argument("--quiet", action="store_true", help="no progress bars")
+
+
 def _selftest_parser(commands):
     p = commands.add_parser("selftest", help="check every fused op against its reference and time both")
     p.add_argument("--steps", type=int, default=70, help="sequence length T (default 70)")
@@ -148,6 +163,10 @@ def _check_args(args):
 
     try:
         distributed.check_device(args.device)
+        if args.command == "analyze":
+            checkpoint.check_file(args.checkpoint)
+            args.out = args.out or str(Path(args.checkpoint).parent / "analysis")
+            return _out_error(args.out)
         if args.command == "eval":
             for path in (args.checkpoint, args.baseline):
                 if path is not None:
@@ -192,13 +211,14 @@ def main(argv=None) -> int:
     commands = parser.add_subparsers(dest="command")
     _train_parser(commands)
     _eval_parser(commands)
+    _analyze_parser(commands)
     _selftest_parser(commands)
     args = parser.parse_args(["train"] if argv is None and len(sys.argv) == 1 else argv)
     if args.command is None:
         parser.print_help()
         return 2
     _positive(parser, args, ("steps", "batch", "hidden", "repeats", "epochs", "batch_size", "bptt", "block",
-                             "resamples", "log_every"))
+                             "resamples", "log_every", "windows"))
     if args.command == "selftest":
         from tsrnn import selftest
 
@@ -210,6 +230,10 @@ def main(argv=None) -> int:
     from tsrnn.training import commands as run
 
     try:
+        if args.command == "analyze":
+            from tsrnn.analysis import command
+
+            return command.run(args)
         return run.train(args) if args.command == "train" else run.evaluate(args)
     except (FileNotFoundError, ValueError) as exc:  # bad data, checkpoint or option: one clear line
         print(f"tsrnn {args.command}: error: {exc}", file=sys.stderr)

@@ -1,4 +1,5 @@
-"""Figures: TILT's temporal receptive fields (seed 004, Figure 3).
+"""Figures: TILT's temporal receptive fields (seed 004, Figure 3), and the figure helpers that
+``tsrnn.analysis`` draws with.
 
 matplotlib is an optional dependency, imported only when a figure is drawn. The figures are
 drawn on a ``matplotlib.figure.Figure`` with its own Agg canvas: no pyplot, no global backend
@@ -24,6 +25,28 @@ def _matplotlib():
     return Figure, FigureCanvasAgg
 
 
+def new_figure(figsize=(7.0, 4.2), dpi=120):
+    """An empty ``matplotlib.figure.Figure`` (constrained layout) on its own Agg canvas."""
+    Figure, FigureCanvasAgg = _matplotlib()
+    fig = Figure(figsize=figsize, dpi=dpi, layout="constrained")
+    FigureCanvasAgg(fig)
+    return fig
+
+
+def save(fig, path) -> Path:
+    """Write ``fig`` as a PNG to ``path`` (its folder must exist); return the path."""
+    fig.savefig(os.fspath(path), format="png")
+    return Path(path)
+
+
+def colours(n: int) -> list:
+    """n colours along viridis, dark to light."""
+    _matplotlib()
+    from matplotlib import cm
+
+    return [cm.viridis(v) for v in torch.linspace(0.0, 0.9, n).tolist()]
+
+
 def _receptive_field_figure(tilt=None, length=None, log_x=False, title=None, figsize=(7.0, 4.2), dpi=120):
     """The Figure of ``tilt_receptive_fields`` (no file written): one line per row of
     ``tilt.kernels(length)``, in τ* order, x = steps back."""
@@ -45,11 +68,9 @@ def _receptive_field_figure(tilt=None, length=None, log_x=False, title=None, fig
     if tau is not None and tau.numel() != kernels.shape[0]:
         tau = None  # e.g. TILT-Buffer: one τ*, several slots
 
-    Figure, FigureCanvasAgg = _matplotlib()
+    fig = new_figure(figsize, dpi)
     from matplotlib import cm, colors, ticker
 
-    fig = Figure(figsize=figsize, dpi=dpi, layout="constrained")
-    FigureCanvasAgg(fig)
     ax = fig.add_subplot()
     rows = kernels.shape[0]
     j = torch.arange(length).numpy()
@@ -99,6 +120,4 @@ def tilt_receptive_fields(path, tilt=None, length=None, log_x=False, title=None,
     of that τ* j steps after a unit input, ``tilt.kernels(length)[n, j]`` (S11-S12). Up to 10
     curves get a legend, more get a log-τ* colour scale with a colorbar.
     """
-    fig = _receptive_field_figure(tilt, length, log_x, title, figsize, dpi)
-    fig.savefig(os.fspath(path), format="png")
-    return Path(path)
+    return save(_receptive_field_figure(tilt, length, log_x, title, figsize, dpi), path)

@@ -35,6 +35,8 @@ __all__ = [
     "estimate_timescales",
     "fit_inverse_gamma",
     "InverseGammaFit",
+    "fit_narrow_gaussian",
+    "GaussianFit",
 ]
 
 
@@ -219,6 +221,47 @@ def estimate_timescales(forget_gates) -> torch.Tensor:
     return torch.where(mean >= 1, torch.full_like(mean, math.inf), -1.0 / torch.log(mean))
 
 
+def _checked_timescales(timescales) -> torch.Tensor:
+    """Flattened float64 CPU timescales for a fit: > 0, no NaN, at least one finite (+inf kept)."""
+    T = _float_tensor("timescales", timescales).detach().to("cpu", torch.float64).reshape(-1)
+    if T.numel() == 0:
+        raise ValueError("timescales must hold at least one value, got none")
+    if bool(torch.isnan(T).any()):
+        raise ValueError("timescales must not contain NaN")
+    if not bool((T > 0).all()):
+        raise ValueError(f"timescales must be > 0, got minimum {T.min().item():g}")
+    if not bool(torch.isfinite(T).any()):
+        raise ValueError("timescales must hold at least one finite value, got only inf")
+    return T
+
+
+def _grid(name: str, values, default: np.ndarray) -> torch.Tensor:
+    """A parameter grid: 1-D, non-empty, finite and > 0 (``default`` if None)."""
+    if values is None:
+        return torch.from_numpy(default)
+    grid = _float_tensor(name, values).detach().to("cpu", torch.float64)
+    if grid.dim() != 1 or grid.numel() == 0:
+        raise ValueError(f"{name} must be a non-empty 1-D grid, got shape {tuple(grid.shape)}")
+    check.positive(name, grid)
+    return grid
+
+
+def _ks_statistics(T: torch.Tensor, params: np.ndarray, cdf) -> np.ndarray:
+    """Two-sided KS statistic D = sup_T |F_n(T) - F(T)| (scipy.stats.kstest's) for every value of
+    ``params`` at once: ``cdf(params[:, None], T[None, :])`` is the model CDF, F_n the empirical
+    CDF of T (+inf allowed: F(inf) = 1)."""
+    x = np.sort(T.numpy())
+    n = x.size
+    above = np.arange(1, n + 1) / n                # F_n just after each sorted T
+    below = np.arange(0, n) / n                    # F_n just before it
+    stats = np.empty_like(params)
+    chunk = max(1, 4_000_000 // n)                 # bound the (chunk, n) CDF table to ~32 MB
+    for start in range(0, params.size, chunk):
+        F = cdf(params[start:start + chunk, None], x[None, :])
+        stats[start:start + chunk] = np.maximum((above - F).max(1), (F - below).max(1))
+    return stats
+
+
 class InverseGammaFit(NamedTuple):
     """Result of ``fit_inverse_gamma``: the best shape, its KS statistic, and the whole curve."""
     alpha: float               # grid value with the smallest KS statistic
@@ -227,7 +270,7 @@ class InverseGammaFit(NamedTuple):
     statistics: torch.Tensor   # (K,) float64, KS statistic at each grid value
 
 
-def _default_alphas() -> np.ndarray:
+def _default_grid() -> np.ndarray:
     return np.arange(1, 501, dtype=np.float64) / 100.0   # 0.01, 0.02, ..., 5.00
 
 
@@ -244,37 +287,44 @@ def fit_inverse_gamma(timescales, alphas=None, beta: float = 1.0) -> InverseGamm
     alphas: the grid (1-D, finite, > 0); default 0.01, 0.02, ..., 5.00 (seed 000 reports its
     fits to two decimals: 1.4 for an LM, 1.50 for Dyck-2). beta: the scale, fixed (β = 1 in S5).
     """
-    T = _float_tensor("timescales", timescales).detach().to("cpu", torch.float64).reshape(-1)
-    if T.numel() == 0:
-        raise ValueError("timescales must hold at least one value, got none")
-    if bool(torch.isnan(T).any()):
-        raise ValueError("timescales must not contain NaN")
-    if not bool((T > 0).all()):
-        raise ValueError(f"timescales must be > 0, got minimum {T.min().item():g}")
-    if not bool(torch.isfinite(T).any()):
-        raise ValueError("timescales must hold at least one finite value, got only inf")
+    T = _checked_timescales(timescales)
     beta = check.positive_real("beta", beta)
-    if alphas is None:
-        grid = torch.from_numpy(_default_alphas())
-    else:
-        grid = _float_tensor("alphas", alphas).detach().to("cpu", torch.float64)
-        if grid.dim() != 1 or grid.numel() == 0:
-            raise ValueError(f"alphas must be a non-empty 1-D grid, got shape {tuple(grid.shape)}")
-        check.positive("alphas", grid)
-
-    x = np.sort(T.numpy())
-    n = x.size
-    z = beta / x                                   # 0 for T = inf, so the CDF there is 1
-    above = np.arange(1, n + 1) / n                # F_n just after each sorted T
-    below = np.arange(0, n) / n                    # F_n just before it
-    a = grid.numpy()
-    stats = np.empty_like(a)
+    grid = _grid("alphas", alphas, _default_grid())
     import scipy.special  # here, not at import time: it costs ~0.3 s
 
-    chunk = max(1, 4_000_000 // n)                 # bound the (chunk, n) CDF table to ~32 MB
-    for start in range(0, a.size, chunk):
-        cdf = scipy.special.gammaincc(a[start:start + chunk, None], z[None, :])
-        stats[start:start + chunk] = np.maximum((above - cdf).max(1), (cdf - below).max(1))
+    a = grid.numpy()
+    stats = _ks_statistics(T, a, lambda alpha, t: scipy.special.gammaincc(alpha, beta / t))
     best = int(np.argmin(stats))
     return InverseGammaFit(alpha=float(a[best]), statistic=float(stats[best]),
                            alphas=grid.clone(), statistics=torch.from_numpy(stats))
+
+
+class GaussianFit(NamedTuple):
+    """Result of ``fit_narrow_gaussian``: the best mean, its KS statistic, and the whole curve."""
+    mu: float                  # grid value with the smallest KS statistic
+    statistic: float           # that KS statistic
+    sigma: float               # the fixed width
+    mus: torch.Tensor          # (K,) float64, the grid searched
+    statistics: torch.Tensor   # (K,) float64, KS statistic at each grid value
+
+
+def fit_narrow_gaussian(timescales, mus=None, sigma: float = 0.1) -> GaussianFit:
+    """Fit a narrow Gaussian N(μ, σ²) of fixed width σ to timescales by the KS statistic (seed 000, Fig. 1).
+
+    Seed 000 compares the Inverse-Gamma fit with a "narrow Gaussian distribution" (an approximate
+    delta function: every unit at one timescale), varying μ only; it reports μ = 0.5 for an LSTM
+    trained on a Markovian corpus and does not state σ. tsrnn fixes σ = 0.1 by default (a stated
+    choice). D(μ) = sup_T |F_n(T) - Φ((T - μ)/σ)| on the grid, the fit the μ of smallest D.
+    timescales: as ``fit_inverse_gamma`` (+inf kept, Φ(inf) = 1). mus: the grid (1-D, finite,
+    > 0); default 0.01, 0.02, ..., 5.00. sigma: finite, > 0.
+    """
+    T = _checked_timescales(timescales)
+    sigma = check.positive_real("sigma", sigma)
+    grid = _grid("mus", mus, _default_grid())
+    import scipy.special  # here, not at import time: it costs ~0.3 s
+
+    m = grid.numpy()
+    stats = _ks_statistics(T, m, lambda mu, t: scipy.special.ndtr((t - mu) / sigma))
+    best = int(np.argmin(stats))
+    return GaussianFit(mu=float(m[best]), statistic=float(stats[best]), sigma=sigma, mus=grid.clone(),
+                       statistics=torch.from_numpy(stats))

@@ -120,7 +120,9 @@ class LSTM(StackedRNN):
         return out, finals, traces
 
     def forward(self, input, hx=None):
-        out, state, _ = self._run(input, hx, want_traces=False)
+        out, state, traces = self._run(input, hx, want_traces=bool(self._watchers))
+        if self._watchers:
+            self._notify(traces)
         return out, state
 
     @torch.no_grad()

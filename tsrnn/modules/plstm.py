@@ -114,7 +114,9 @@ class PowerLawLSTM(StackedRNN):
         return out, finals, traces
 
     def forward(self, input, state=None, dt=None):
-        out, state, _ = self._run(input, state, dt, want_traces=False)
+        out, state, traces = self._run(input, state, dt, want_traces=bool(self._watchers))
+        if self._watchers:
+            self._notify(traces)
         return out, state
 
     @torch.no_grad()

@@ -3,6 +3,7 @@ layout (time-major, batch_first, unbatched), initial states, and the loop over l
 dropout between them."""
 from __future__ import annotations
 
+import contextlib
 import math
 import numbers
 
@@ -42,6 +43,24 @@ class StackedRNN(nn.Module):
                 self.register_parameter(f"bias_ih_l{k}", nn.Parameter(torch.empty(rows, **factory)))
                 self.register_parameter(f"bias_hh_l{k}", nn.Parameter(torch.empty(rows, **factory)))
         self._init_weights()
+        self._watchers = []
+
+    @contextlib.contextmanager
+    def watch(self, callback):
+        """Within the block, every forward also computes its per-step traces and hands them to
+        ``callback(traces)``: one dict per layer of (T, B, H) tensors, "f" the forget gate (and for
+        the pLSTM "r" and "a", as ``trace`` returns them; a fused path adds its other saved
+        activations). Analyses (``tsrnn.analysis``) reduce the traces as a pass goes, so a long
+        pass never holds them all. The outputs are those of a plain forward."""
+        self._watchers.append(callback)
+        try:
+            yield self
+        finally:
+            self._watchers.remove(callback)
+
+    def _notify(self, traces) -> None:
+        for callback in list(self._watchers):
+            callback(traces)
 
     def _check_torch_only_options(self, bidirectional, proj_size) -> None:
         """torch.nn.LSTM's ``bidirectional`` and ``proj_size`` are accepted at their defaults only."""

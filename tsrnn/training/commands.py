@@ -27,7 +27,7 @@ def train(args) -> int:
     return 0
 
 
-def _restore(path, data, device):
+def restore(path, data, device):
     """The task and model of a checkpoint, on the data it names (or ``data``)."""
     state = checkpoint.load(path)
     args = argparse.Namespace(**state["args"])
@@ -44,7 +44,7 @@ def _restore(path, data, device):
 
 def evaluate(args) -> int:
     device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
-    task, model = _restore(args.checkpoint, args.data, device)
+    task, model = restore(args.checkpoint, args.data, device)
     if args.delays is not None:
         return _copy_generalization(task, model, args)
     if not hasattr(task, "token_nll"):
@@ -53,7 +53,7 @@ def evaluate(args) -> int:
     nll, targets = task.token_nll(model, args.split)
     baseline = None
     if args.baseline:
-        base_task, base_model = _restore(args.baseline, args.data, device)
+        base_task, base_model = restore(args.baseline, args.data, device)
         if base_task.vocab_state() != task.vocab_state():
             raise checkpoint.CheckpointError("the two checkpoints were trained with different vocabularies")
         baseline, base_targets = base_task.token_nll(base_model, args.split)

@@ -1,0 +1,124 @@
+"""``tsrnn analyze CHECKPOINT --out DIR``: the analyses that fit the checkpoint's task, as PNGs and
+one ``summary.json`` holding every number the figures show.
+
+- lm (every cell): timescales and their fits (+ assigned vs estimated for fixed layers), the
+  forget-gate map, word ablation per layer and per unit group of layer 2, routing by timescale
+  chunk of layer 2; for a pLSTM LM also the learned p.
+- copy: unit ablation (random order; for the pLSTM also later-reset units first), and for the
+  pLSTM the reset traces, later-reset units and learned p.
+- mlp-lm with a TILT or TILT-Buffer context: the receptive fields.
+- freq, pixels, imdb with the pLSTM: the learned p.
+"""
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import torch
+
+from tsrnn.analysis import forget_map, passes, plstm, receptive_fields, routing, timescales, word_ablation
+from tsrnn.modules import PowerLawLSTM
+from tsrnn.training import checkpoint
+from tsrnn.training.commands import restore
+
+AUTHORS_UNITS, AUTHORS_GROUP = 1150, 100  # the thesis' word-ablation groups: 100 of layer 2's 1,150 units
+
+
+def _group_size(hidden: int) -> int:
+    return max(1, round(AUTHORS_GROUP * hidden / AUTHORS_UNITS))
+
+
+def _lm(task, model, args, out: Path, device) -> dict:
+    windows = passes.lm_windows(task.split(args.split), passes.WINDOW, args.windows)
+    results = {}
+    layers = timescales.lm_layer_timescales(model, windows, device, args.quiet)
+    results["timescales"] = timescales.summarize(layers)
+    timescales.figure(results["timescales"], out / "timescales.png")
+    figures = ["timescales.png"]
+    if timescales.assigned_figure(results["timescales"], out / "assigned_vs_estimated.png"):
+        figures.append("assigned_vs_estimated.png")
+    results["timescales"]["figures"] = figures
+
+    results["forget_gates"] = forget_map.lm_forget_maps(model, windows, device, task.vocab)
+    forget_map.figure(results["forget_gates"], out / "forget_gates.png")
+    results["forget_gates"]["figures"] = ["forget_gates.png"]
+
+    chosen = layers[1] if len(layers) > 1 else layers[0]  # the papers' layer 2
+    unit_T = chosen.assigned if chosen.assigned is not None else chosen.estimated
+    order = torch.argsort(unit_T, descending=True, stable=True)
+    groups = [{"layer": chosen.layer, "units": idx, "timescale": float(unit_T[idx].mean())}
+              for idx in order.split(_group_size(order.numel()))]
+    results["word_ablation"] = word_ablation.word_ablation(model, windows, device, groups, args.quiet)
+    word_ablation.figure(results["word_ablation"], out / "word_ablation.png")
+    results["word_ablation"]["figures"] = ["word_ablation.png"]
+
+    results["routing"] = routing.routing(task, model, chosen.layer, order, unit_T, split=args.split, quiet=args.quiet)
+    results["routing"]["sorted_by"] = "assigned" if chosen.assigned is not None else "estimated"
+    routing.figure(results["routing"], out / "routing.png")
+    results["routing"]["figures"] = ["routing.png"]
+    return results
+
+
+def _learned_p(model, out: Path, later_reset=None) -> dict:
+    layers = plstm.learned_p(model)
+    plstm.p_figure(layers, out / "learned_p.png", later_reset)
+    return {"layers": layers, "figures": ["learned_p.png"]}
+
+
+def _copy(task, model, args, out: Path, device) -> dict:
+    summary = plstm.copy_analysis(task, model, args.quiet)
+    plstm.ablation_figure(summary, out / "unit_ablation.png")
+    summary["figures"] = ["unit_ablation.png"]
+    if "later_reset" in summary:
+        plstm.reset_figure(summary, out / "reset_traces.png")
+        summary["figures"].append("reset_traces.png")
+    return {"copy": summary}
+
+
+def _tilt(task, model, args, out: Path, device) -> dict:
+    if not receptive_fields.is_tilt(model.context):
+        raise ValueError(f"{args.checkpoint} is a Buffer-MLP: its context is a plain shift register with no "
+                         "receptive fields to analyze (train --context tilt or tilt-buffer)")
+    summary = receptive_fields.receptive_fields(model.context)
+    receptive_fields.figure(model.context, summary, out / "receptive_fields.png")
+    return {"receptive_fields": {**summary, "figures": ["receptive_fields.png"]}}
+
+
+RUNNERS = {"lm": _lm, "copy": _copy, "mlp-lm": _tilt}
+P_ONLY = ("freq", "pixels", "imdb")
+
+
+def _finite(value):
+    """The summary with NaN and inf as null (strict JSON)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    return value
+
+
+def run(args) -> int:
+    device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    state = checkpoint.load(args.checkpoint)
+    name = state["task"]
+    has_p = state["config"].get("cell") == "plstm"
+    if name not in RUNNERS and not (name in P_ONLY and has_p):
+        raise ValueError(f"tsrnn analyze has no analysis for a {name!r} checkpoint with cell "
+                         f"{state['config'].get('cell')!r}: it analyzes lm, copy and mlp-lm (TILT) checkpoints, "
+                         f"and the pLSTM's learned p of {', '.join(P_ONLY)}")
+    task, model = restore(args.checkpoint, args.data, device)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    analyses = RUNNERS[name](task, model, args, out, device) if name in RUNNERS else {}
+    if any(isinstance(m, PowerLawLSTM) for m in model.modules()):
+        analyses["learned_p"] = _learned_p(model, out, analyses.get("copy", {}).get("later_reset"))
+    summary = {"checkpoint": str(args.checkpoint), "task": name, "config": state["config"], "split": args.split,
+               "tsrnn_version": state.get("tsrnn_version"), "analyses": analyses}
+    (out / "summary.json").write_text(json.dumps(_finite(summary), indent=1) + "\n")
+    figures = [f for entry in analyses.values() for f in entry.get("figures", [])]
+    print(f"tsrnn analyze: {', '.join(analyses)} of {args.checkpoint}")
+    print(f"wrote {', '.join(figures)} and summary.json in {out}")
+    return 0
