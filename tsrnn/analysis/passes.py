@@ -8,6 +8,7 @@ layers 0, 1, 2 (the papers' layers 1, 2, 3).
 from __future__ import annotations
 
 import contextlib
+import functools
 
 import torch
 from tqdm import tqdm
@@ -19,12 +20,16 @@ from tsrnn.modules.stacked import StackedRNN
 WINDOW = 70  # seed 000's test sequence length ("During inference, all test sequences were length 70")
 
 
+def _modules(model) -> list[StackedRNN]:
+    modules = [m for m in model.modules() if isinstance(m, StackedRNN)]
+    if not modules:
+        raise ValueError(f"{type(model).__name__} has no tsrnn recurrent layer (tsrnn.LSTM or tsrnn.PowerLawLSTM)")
+    return modules
+
+
 def recurrent_layers(model) -> list[tuple[StackedRNN, int]]:
     """Every (module, layer index) of the tsrnn recurrent modules inside ``model``, in order."""
-    layers = [(m, k) for m in model.modules() if isinstance(m, StackedRNN) for k in range(m.num_layers)]
-    if not layers:
-        raise ValueError(f"{type(model).__name__} has no tsrnn recurrent layer (tsrnn.LSTM or tsrnn.PowerLawLSTM)")
-    return layers
+    return [(m, k) for m in _modules(model) for k in range(m.num_layers)]
 
 
 def assigned_timescales(module: StackedRNN, layer: int) -> torch.Tensor | None:
@@ -60,25 +65,31 @@ def stream_states(model, windows, device, desc: str = "test stream", quiet: bool
         state = model(x, state)[1]
 
 
+@contextlib.contextmanager
+def watching(model, callback):
+    """Within the block, ``callback(i, traces)`` after every forward of the i-th recurrent module of
+    ``model`` (``StackedRNN.watch``); yields the modules."""
+    modules = _modules(model)
+    with contextlib.ExitStack() as stack:
+        for i, module in enumerate(modules):
+            stack.enter_context(module.watch(functools.partial(callback, i)))
+        yield modules
+
+
 @torch.no_grad()
 def mean_forget_gates(model, run) -> list[torch.Tensor]:
     """Mean forget gate of every unit over every step and row that ``run()`` feeds ``model``: one
     float64 (H,) tensor per layer (``recurrent_layers`` order), summed in float64 as the pass goes."""
-    modules = [m for m in model.modules() if isinstance(m, StackedRNN)]
     sums: dict = {}
     counts: dict = {}
 
-    def accumulate(i):
-        def callback(traces):
-            for k, layer in enumerate(traces):
-                f = layer["f"].detach().double()
-                sums[i, k] = sums.get((i, k), 0) + f.sum((0, 1)).cpu()
-                counts[i, k] = counts.get((i, k), 0) + f.shape[0] * f.shape[1]
-        return callback
+    def accumulate(i, traces):
+        for k, layer in enumerate(traces):
+            f = layer["f"].detach().double()
+            sums[i, k] = sums.get((i, k), 0) + f.sum((0, 1)).cpu()
+            counts[i, k] = counts.get((i, k), 0) + f.shape[0] * f.shape[1]
 
-    with contextlib.ExitStack() as stack:
-        for i, module in enumerate(modules):
-            stack.enter_context(module.watch(accumulate(i)))
+    with watching(model, accumulate) as modules:
         run()
     keys = [(i, k) for i, m in enumerate(modules) for k in range(m.num_layers)]
     missing = [key for key in keys if key not in sums]
@@ -90,16 +101,7 @@ def mean_forget_gates(model, run) -> list[torch.Tensor]:
 @torch.no_grad()
 def traces_of(model, call) -> list[dict]:
     """The per-step traces of every layer during one ``call()`` (each layer's last forward)."""
-    modules = [m for m in model.modules() if isinstance(m, StackedRNN)]
     seen: dict = {}
-
-    def keep(i):
-        def callback(traces):
-            seen[i] = traces
-        return callback
-
-    with contextlib.ExitStack() as stack:
-        for i, module in enumerate(modules):
-            stack.enter_context(module.watch(keep(i)))
+    with watching(model, seen.__setitem__):
         call()
     return [layer for i in sorted(seen) for layer in seen[i]]
