@@ -310,7 +310,7 @@ def test_analyze_a_tilt_mlp_lm(tmp_path):
     assert is_png(tmp_path / "analysis" / "receptive_fields.png")
 
 
-def test_analyze_errors_are_one_line(tmp_path, capsys):
+def test_analyze_errors_are_one_line(tmp_path, capsys, monkeypatch):
     assert cli.main(["analyze", str(tmp_path / "missing.pt")]) == 2
     assert "does not exist" in capsys.readouterr().err
     assert cli.main(["train", "--task", "mlp-lm", "--context", "buffer", "--emsize", "8", "--nhid", "16",
@@ -328,3 +328,11 @@ def test_analyze_errors_are_one_line(tmp_path, capsys):
     with pytest.raises(SystemExit):
         cli.main(["analyze", str(tmp_path / "buffer" / "last.pt"), "--windows", "0"])
     assert "--windows must be >= 1" in capsys.readouterr().err
+
+    def no_matplotlib():
+        raise ImportError("tsrnn.plot needs matplotlib: pip install matplotlib")
+
+    monkeypatch.setattr(tsrnn.plot, "_matplotlib", no_matplotlib)
+    assert analyze(tmp_path / "dyck" / "last.pt", tmp_path / "c") == 2
+    assert "needs matplotlib" in capsys.readouterr().err
+    assert not (tmp_path / "c").exists()  # found before any work

@@ -25,6 +25,12 @@ def _matplotlib():
     return Figure, FigureCanvasAgg
 
 
+def require_matplotlib() -> None:
+    """Raise ImportError (naming the install command) now if matplotlib is missing, before a long
+    computation whose figures could not be drawn."""
+    _matplotlib()
+
+
 def new_figure(figsize=(7.0, 4.2), dpi=120):
     """An empty ``matplotlib.figure.Figure`` (constrained layout) on its own Agg canvas."""
     Figure, FigureCanvasAgg = _matplotlib()

@@ -4,7 +4,7 @@ A unit whose forget gate sits at its bias b_f forgets with timescale T (S2); a w
 gives the bias (S3), and the input bias is its negative (S4). Timescales drawn from an
 Inverse-Gamma law of shape α add up to a power-law memory (S5). From a trained model, the mean
 forget gate gives each unit's timescale (S6), and a grid search on the Kolmogorov-Smirnov
-statistic fits α to them (seed 000, Figure 1).
+statistic fits α to them, or the mean μ of a narrow Gaussian for comparison (seed 000, Figure 1).
 
     (S2) T = -1 / log σ(b_f) = 1 / log(1 + e^{-b_f})
     (S3) b_f(T) = -log(e^{1/T} - 1)

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import torch
 
+from tsrnn import plot
 from tsrnn.analysis import forget_map, passes, plstm, receptive_fields, routing, timescales, word_ablation
 from tsrnn.modules import PowerLawLSTM
 from tsrnn.training import checkpoint
@@ -101,6 +102,10 @@ def _finite(value):
 
 
 def run(args) -> int:
+    try:
+        plot.require_matplotlib()
+    except ImportError as exc:
+        raise ValueError(str(exc)) from None
     device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
     state = checkpoint.load(args.checkpoint)
     name = state["task"]
