@@ -169,7 +169,8 @@ def test_routing_ratios_and_zeroing_a_whole_layer(lm_checkpoint):
     assert split["chunks"][0]["timescale"] == 3.0
     assert sum(split["targets"][1:]) == split["targets"][0] == nll.numel()
     torch.testing.assert_close(task.token_nll(model, "test")[0], nll)  # the hooks are gone
-    assert routing.chunk_size(1150) == 50 and routing.chunk_size(128) == 6
+    assert routing.chunk_size(1150) == 50 and routing.chunk_size(128) == 6 and routing.chunk_size(10) == 1
+    assert word_ablation.group_size(1150) == 100 and word_ablation.group_size(128) == 11
 
 
 def test_zeroed_output_reaches_the_next_layer_only():

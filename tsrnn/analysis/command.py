@@ -23,14 +23,8 @@ from tsrnn.modules import PowerLawLSTM
 from tsrnn.training import checkpoint
 from tsrnn.training.commands import restore
 
-AUTHORS_UNITS, AUTHORS_GROUP = 1150, 100  # the thesis' word-ablation groups: 100 of layer 2's 1,150 units
-
-
-def _group_size(hidden: int) -> int:
-    return max(1, round(AUTHORS_GROUP * hidden / AUTHORS_UNITS))
-
-
-def _lm(task, model, args, out: Path, device) -> dict:
+def _lm(task, model, args, out: Path) -> dict:
+    device = next(model.parameters()).device
     windows = passes.lm_windows(task.split(args.split), passes.WINDOW, args.windows)
     results = {}
     layers = timescales.lm_layer_timescales(model, windows, device, args.quiet)
@@ -49,7 +43,7 @@ def _lm(task, model, args, out: Path, device) -> dict:
     unit_T = chosen.assigned if chosen.assigned is not None else chosen.estimated
     order = torch.argsort(unit_T, descending=True, stable=True)
     groups = [{"layer": chosen.layer, "units": idx, "timescale": float(unit_T[idx].mean())}
-              for idx in order.split(_group_size(order.numel()))]
+              for idx in order.split(word_ablation.group_size(order.numel()))]
     results["word_ablation"] = word_ablation.word_ablation(model, windows, device, groups, args.quiet)
     word_ablation.figure(results["word_ablation"], out / "word_ablation.png")
     results["word_ablation"]["figures"] = ["word_ablation.png"]
@@ -67,7 +61,7 @@ def _learned_p(model, out: Path, later_reset=None) -> dict:
     return {"layers": layers, "figures": ["learned_p.png"]}
 
 
-def _copy(task, model, args, out: Path, device) -> dict:
+def _copy(task, model, args, out: Path) -> dict:
     summary = plstm.copy_analysis(task, model, args.quiet)
     plstm.ablation_figure(summary, out / "unit_ablation.png")
     summary["figures"] = ["unit_ablation.png"]
@@ -77,7 +71,7 @@ def _copy(task, model, args, out: Path, device) -> dict:
     return {"copy": summary}
 
 
-def _tilt(task, model, args, out: Path, device) -> dict:
+def _tilt(task, model, args, out: Path) -> dict:
     if not receptive_fields.is_tilt(model.context):
         raise ValueError(f"{args.checkpoint} is a Buffer-MLP: its context is a plain shift register with no "
                          "receptive fields to analyze (train --context tilt or tilt-buffer)")
@@ -117,7 +111,7 @@ def run(args) -> int:
     task, model = restore(args.checkpoint, args.data, device)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    analyses = RUNNERS[name](task, model, args, out, device) if name in RUNNERS else {}
+    analyses = RUNNERS[name](task, model, args, out) if name in RUNNERS else {}
     if any(isinstance(m, PowerLawLSTM) for m in model.modules()):
         analyses["learned_p"] = _learned_p(model, out, analyses.get("copy", {}).get("later_reset"))
     summary = {"checkpoint": str(args.checkpoint), "task": name, "config": state["config"], "split": args.split,

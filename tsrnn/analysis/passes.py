@@ -18,6 +18,13 @@ from tsrnn.modules import LSTM
 from tsrnn.modules.stacked import StackedRNN
 
 WINDOW = 70  # seed 000's test sequence length ("During inference, all test sequences were length 70")
+AUTHORS_UNITS = 1150  # the width of layer 2 in seed 000's LM, which its chunks and groups divide
+
+
+def authors_share(units: int, hidden: int) -> int:
+    """``units`` of the authors' 1,150-unit layer scaled to a layer of ``hidden`` units (at least 1),
+    so that a narrower layer is cut into as many chunks or groups as theirs."""
+    return max(1, round(units * hidden / AUTHORS_UNITS))
 
 
 def _modules(model) -> list[StackedRNN]:

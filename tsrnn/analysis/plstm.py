@@ -23,6 +23,7 @@ from tsrnn.analysis.passes import progress, traces_of
 from tsrnn.analysis.routing import ZeroedOutput
 from tsrnn.modules import PowerLawLSTM
 
+N_COPY = 10  # symbols per copy sequence (tsrnn.synthetic.copy_task's default, seed 002)
 STEP, LIMIT = 5, 100  # seed 002 §5.3: "We randomly sampled 100 of the 128 units and ablated 5 units at a time"
 
 
@@ -43,7 +44,7 @@ def copy_sample(task):
     """A batch of test copy sequences at the trained delay ``task.args.delay`` (fixed even for a
     variable-delay model), drawn from the task's test seed: x, y (T + 20, batch)."""
     g = torch.Generator().manual_seed(10_001 + task.args.seed)  # CopyTask.evaluate's test generator
-    return synthetic.copy_task(task.args.batch_size, task.args.delay, generator=g)
+    return synthetic.copy_task(task.args.batch_size, task.args.delay, n_copy=N_COPY, generator=g)
 
 
 @torch.no_grad()
@@ -53,7 +54,7 @@ def reset_traces(model, x: torch.Tensor) -> dict:
     return {"r": traces[0]["r"].double().cpu(), "a": traces[0]["a"].double().cpu()}
 
 
-def later_reset_units(ages: torch.Tensor, delay: int, n_copy: int = 10) -> torch.Tensor:
+def later_reset_units(ages: torch.Tensor, delay: int, n_copy: int = N_COPY) -> torch.Tensor:
     """Units whose mean age over the batch at the last blank before the signal (step
     n_copy + delay - 1, 0-based) is at least delay / 2: a bool (H,) mask."""
     return ages[n_copy + delay - 1].mean(0) >= delay / 2
@@ -154,7 +155,7 @@ def reset_figure(summary: dict, path) -> None:
                 zorder=2 if j in later else 1)
     ax.plot([], [], color="0.7", label=f"other units ({k.shape[1] - len(later)})")
     ax.plot([], [], color="tab:orange", label=f"later-reset units ({len(later)})")
-    signal = 10 + summary["delay"] + 1
+    signal = N_COPY + summary["delay"] + 1
     ax.axvline(signal, color="k", linestyle="--", linewidth=0.8, label=f"signal (t = {signal})")
     ax.set_xlabel("time step t")
     ax.set_ylabel("reference time k_t = t - a_t")

@@ -18,15 +18,15 @@ import numpy as np
 import torch
 
 from tsrnn import plot
-from tsrnn.analysis.passes import progress
+from tsrnn.analysis.passes import authors_share, progress
 from tsrnn.training import evaluation
 
-AUTHORS_UNITS, AUTHORS_CHUNK = 1150, 50
+AUTHORS_CHUNK = 50
 
 
-def chunk_size(hidden: int, authors_chunk: int = AUTHORS_CHUNK) -> int:
-    """Units per chunk for a layer of ``hidden`` units: the authors' share of 1,150 units."""
-    return max(1, round(authors_chunk * hidden / AUTHORS_UNITS))
+def chunk_size(hidden: int) -> int:
+    """Units per chunk for a layer of ``hidden`` units: the authors' 50 of 1,150 units, scaled."""
+    return authors_share(AUTHORS_CHUNK, hidden)
 
 
 def bin_perplexities(nll: torch.Tensor, bins: torch.Tensor) -> list[float]:

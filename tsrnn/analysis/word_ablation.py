@@ -20,7 +20,14 @@ import numpy as np
 import torch
 
 from tsrnn import plot
-from tsrnn.analysis.passes import stream_states
+from tsrnn.analysis.passes import authors_share, stream_states
+
+AUTHORS_GROUP = 100  # the thesis' groups: 100 of layer 2's 1,150 units
+
+
+def group_size(hidden: int) -> int:
+    """Units per group for a layer of ``hidden`` units: the thesis' 100 of 1,150 units, scaled."""
+    return authors_share(AUTHORS_GROUP, hidden)
 
 
 def _rows(state, batch: int):

@@ -121,8 +121,7 @@ class LSTM(StackedRNN):
 
     def forward(self, input, hx=None):
         out, state, traces = self._run(input, hx, want_traces=bool(self._watchers))
-        if self._watchers:
-            self._notify(traces)
+        self._notify(traces)
         return out, state
 
     @torch.no_grad()

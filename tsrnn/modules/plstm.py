@@ -115,8 +115,7 @@ class PowerLawLSTM(StackedRNN):
 
     def forward(self, input, state=None, dt=None):
         out, state, traces = self._run(input, state, dt, want_traces=bool(self._watchers))
-        if self._watchers:
-            self._notify(traces)
+        self._notify(traces)
         return out, state
 
     @torch.no_grad()

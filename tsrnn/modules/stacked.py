@@ -60,6 +60,7 @@ class StackedRNN(nn.Module):
             self._watchers.remove(callback)
 
     def _notify(self, traces) -> None:
+        """Hand a forward's traces to every watcher (none outside a ``watch`` block)."""
         for callback in list(self._watchers):
             callback(traces)
 
