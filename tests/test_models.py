@@ -311,6 +311,18 @@ def test_averaging_lm_memory_carries_earlier_tokens():
     assert torch.allclose(out[0], const.expand(B, V), atol=1e-6)
 
 
+def test_averaging_lm_without_memory_reads_h_t_alone():
+    model = avg_model(memory=False).eval()
+    assert model.concat.in_features == 12
+    x = tokens()
+    h, _ = model.rnn(model.encoder(x))
+    want = model.decoder(torch.tanh(model.concat(h)))
+    assert torch.allclose(model(x), want, atol=1e-6)
+    reset = torch.zeros(T, B, dtype=torch.bool)
+    reset[3] = True
+    assert torch.equal(model(x, reset), model(x))    # no memory to restart
+
+
 def test_averaging_lm_init_tying_and_learning():
     model = avg_model(dropout=0.1)
     assert model.decoder.weight is model.encoder.weight

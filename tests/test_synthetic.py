@@ -10,8 +10,8 @@ import torch.nn.functional as F
 
 from tsrnn import synthetic
 from tsrnn.synthetic import (DYCK_PAD, IGNORE_INDEX, copy_accuracy, copy_baseline_loss, copy_task, dyck2,
-                         dyck_mse, dyck_targets, encode_dyck, sample_dyck, variable_copy_task,
-                         whole_sequence_correct)
+                         dyck_mse, dyck_targets, encode_dyck, sample_dyck, sequences_correct,
+                         variable_copy_task, whole_sequence_correct)
 
 
 @pytest.fixture(scope="module")
@@ -145,6 +145,7 @@ def test_whole_sequence_correct_and_mse():
     wrong = pred.clone()
     wrong[1, 0, 0] = 0.9                                       # word 0, "([": ")" is not allowed
     assert whole_sequence_correct(wrong, labels, lengths) == pytest.approx(2 / 3)
+    assert sequences_correct(wrong, labels, lengths).tolist() == [False, True, True]
     padded = pred.clone()
     padded[3:, 1] = 0.9                                        # garbage after word 1 ends
     assert whole_sequence_correct(padded, labels, lengths) == 1.0

@@ -48,6 +48,8 @@ def _train_parser(commands):
                    "bias vector, as the authors' code (all)")
     p.add_argument("--order", choices=["shuffled", "corpus"], help="averaging-lm: training sentences shuffled per "
                    "epoch or in corpus order (seed 001)")
+    p.add_argument("--no-memory", dest="memory", action="store_false", default=None, help="averaging-lm: the "
+                   "same LM without the averaging memory (the baseline)")
     p.add_argument("--vocab-from", choices=["train", "all"], help="mlp-lm on Brown: count words for the vocabulary "
                    "in train or in the whole corpus (seed 004)")
     p.add_argument("--context", choices=["buffer", "tilt", "tilt-buffer"], help="mlp-lm context")

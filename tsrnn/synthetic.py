@@ -41,7 +41,7 @@ from tsrnn import _validation as check
 
 __all__ = [
     "DYCK_SYMBOLS", "DYCK_PAD", "DyckSplit", "Dyck2", "sample_dyck", "dyck_targets", "encode_dyck",
-    "dyck2", "whole_sequence_correct", "dyck_mse",
+    "dyck2", "sequences_correct", "whole_sequence_correct", "dyck_mse",
     "IGNORE_INDEX", "copy_task", "variable_copy_task", "copy_baseline_loss", "copy_accuracy",
 ]
 
@@ -242,9 +242,9 @@ def _dyck_outputs(pred, labels, lengths):
     return steps < lengths[None, :]                        # (T, B) valid steps
 
 
-def whole_sequence_correct(pred: torch.Tensor, labels: torch.Tensor, lengths: torch.Tensor,
-                           threshold: float = 0.5) -> float:
-    """Fraction of sequences whose every step is right (seed 000 §3.2.3).
+def sequences_correct(pred: torch.Tensor, labels: torch.Tensor, lengths: torch.Tensor,
+                      threshold: float = 0.5) -> torch.Tensor:
+    """(B,) bool: whether every step of each sequence is right (seed 000 §3.2.3).
 
     pred (T, B, 2) probabilities, labels (T, B, 2) in {0, 1}, lengths (B,). A step is right when
     (pred > threshold) equals the label on both outputs; steps at or past a sequence's length are
@@ -253,7 +253,13 @@ def whole_sequence_correct(pred: torch.Tensor, labels: torch.Tensor, lengths: to
     valid = _dyck_outputs(pred, labels, lengths)
     threshold = check.real("threshold", threshold)
     right = ((pred > threshold) == (labels > 0.5)).all(dim=-1) | ~valid
-    return right.all(dim=0).double().mean().item()
+    return right.all(dim=0)
+
+
+def whole_sequence_correct(pred: torch.Tensor, labels: torch.Tensor, lengths: torch.Tensor,
+                           threshold: float = 0.5) -> float:
+    """Fraction of sequences whose every step is right: the mean of ``sequences_correct``."""
+    return sequences_correct(pred, labels, lengths, threshold).double().mean().item()
 
 
 def dyck_mse(pred: torch.Tensor, labels: torch.Tensor, lengths: torch.Tensor, reduction: str = "mean") -> torch.Tensor:

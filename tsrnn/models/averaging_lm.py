@@ -7,7 +7,9 @@ layer's earlier outputs, and its mean joins the current output in a concatenatio
     p(w_{t+1} | w_{<=t}) = softmax(W_s h'_t + b)           (seed 001 eq. 12)
 
 W_s is tied to the embedding matrix (seed 001 §6.1), so the concatenation layer outputs
-``embedding_size`` features.
+``embedding_size`` features. ``memory=False`` is the same LM without the memory, the ablation
+that isolates what m_t adds: h'_t = tanh(W_c h_t + b_c) (tsrnn's baseline; the seed compares
+with other published models instead).
 
 Defaults are the seed's PTB model (§6.1): 2 layers of 650 units, embeddings 650, dropout 0.5
 on the non-recurrent connections, weights U(-0.05, 0.05), biases 0 except the forget-gate bias
@@ -34,6 +36,7 @@ class AveragingLM(nn.Module):
             embedded input, between LSTM layers, the top output h_t (it feeds both the memory and
             the concatenation layer) and h'_t before the softmax.
         tie_weights: decoder weight = embedding matrix (same Parameter).
+        memory: False drops m_t: the concatenation layer reads h_t alone (the baseline).
         backend: passed to ``tsrnn.LSTM``.
 
     ``logits = model(tokens, reset=None)``: tokens (T, B) int64, one sentence per column
@@ -44,7 +47,7 @@ class AveragingLM(nn.Module):
 
     def __init__(self, vocab_size: int, embedding_size: int = 650, hidden_size: int = 650,
                  num_layers: int = 2, dropout: float = 0.5, tie_weights: bool = True,
-                 backend: str = "auto"):
+                 memory: bool = True, backend: str = "auto"):
         super().__init__()
         self.vocab_size = check.count("vocab_size", vocab_size)
         self.embedding_size = check.count("embedding_size", embedding_size)
@@ -52,10 +55,11 @@ class AveragingLM(nn.Module):
         self.num_layers = check.count("num_layers", num_layers)
         self.dropout = check.probability("dropout", dropout)
         self.tie_weights = bool(tie_weights)
+        self.memory = bool(memory)
         self.encoder = nn.Embedding(self.vocab_size, self.embedding_size)
         self.rnn = LSTM(self.embedding_size, self.hidden_size, num_layers=self.num_layers,
                         dropout=self.dropout, backend=backend)
-        self.concat = nn.Linear(2 * self.hidden_size, self.embedding_size)
+        self.concat = nn.Linear((2 if self.memory else 1) * self.hidden_size, self.embedding_size)
         self.decoder = nn.Linear(self.embedding_size, self.vocab_size)
         self.reset_parameters()
         if self.tie_weights:
@@ -74,7 +78,7 @@ class AveragingLM(nn.Module):
             getattr(self.rnn, f"bias_ih_l{k}")[H:2 * H] = 1.0   # effective b_f = b_ih + b_hh = 1
 
     def extra_repr(self) -> str:
-        return f"dropout={self.dropout}, tie_weights={self.tie_weights}"
+        return f"dropout={self.dropout}, tie_weights={self.tie_weights}, memory={self.memory}"
 
     def forward(self, tokens: torch.Tensor, reset: torch.Tensor | None = None) -> torch.Tensor:
         tokens = check.token_ids("tokens", tokens, 2, self.vocab_size)
@@ -82,6 +86,7 @@ class AveragingLM(nn.Module):
         x = F.dropout(self.encoder(tokens), self.dropout, self.training)
         h, _ = self.rnn(x)                                               # (T, B, H)
         h = F.dropout(h, self.dropout, self.training)
-        m = averaging_context(h, reset)                                  # (T, B, H), S10
-        h_prime = torch.tanh(self.concat(torch.cat([h, m], dim=-1)))     # (T, B, D)
+        if self.memory:
+            h = torch.cat([h, averaging_context(h, reset)], dim=-1)      # [h_t ; m_t], S10
+        h_prime = torch.tanh(self.concat(h))                             # (T, B, D)
         return self.decoder(F.dropout(h_prime, self.dropout, self.training))

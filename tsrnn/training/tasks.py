@@ -237,13 +237,14 @@ class AveragingLanguageModelTask(MaskedTextTask):
     name = "averaging-lm"
     cells = ("lstm",)
     defaults = {"cell": "lstm", "emsize": 64, "nhid": "128", "nlayers": 2, "dropout": 0.2,
-                "batch_size": 32, "bptt": 35, "order": "shuffled", "lr": 3e-3, "clip": 0.25, "epochs": 6}
-    model_keys = ("emsize", "nhid", "nlayers", "dropout")
+                "batch_size": 32, "bptt": 35, "order": "shuffled", "lr": 3e-3, "clip": 0.25, "epochs": 6,
+                "memory": True}
+    model_keys = ("emsize", "nhid", "nlayers", "dropout", "memory")
 
     def build_model(self):
         a = self.args
         return models.AveragingLM(len(self.vocab), embedding_size=a.emsize, hidden_size=int(a.nhid),
-                                  num_layers=a.nlayers, dropout=a.dropout, backend=a.backend)
+                                  num_layers=a.nlayers, dropout=a.dropout, memory=a.memory, backend=a.backend)
 
     def _batches(self, split, epoch=0, rank=0, world=1):
         """One sentence per column, padded to --bptt (35); for training in corpus order (seed 001:

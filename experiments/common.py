@@ -1,0 +1,211 @@
+"""What every reproduction script shares: its command line, training runs, test scores, the
+JSON record and figure it writes, and the machine it ran on.
+
+A script lists its training runs as ``tsrnn train`` argument lists for two sizes: ``small``, the
+reported CPU run, and ``toy``, seconds-long, which CI runs so that the scripts keep working.
+``train`` runs them as ``python -m tsrnn train`` processes, ``--jobs`` at a time with
+``--threads`` torch threads each, logs to ``RUNS/NAME/RUN/train.log``, and skips a run that
+already finished with the same arguments (a script rerun after an interruption trains only
+what is missing). ``report`` writes ``OUT/NAME.json`` (every number the table and figure show,
+the command, sizes, seeds, wall time and machine) and ``OUT/NAME.png``; ``experiments.table``
+turns the JSON files into the table of ``experiments/REPRODUCTION.md``.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import math
+import os
+import platform
+import shlex
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+RESULTS = Path(__file__).parent / "results"
+DONE = "finished.json"  # written into a run's directory when its training ended without error
+COLOURS = {"mts": "tab:red", "plstm": "tab:red", "lstm": "tab:blue", "chrono": "tab:green", "tilt": "tab:red",
+           "buffer": "tab:blue", "tilt-buffer": "tab:purple", "averaging": "tab:red"}  # one colour per model
+
+
+def arguments(module: str, doc: str, argv=None, data: str | None = None) -> argparse.Namespace:
+    """The common options of the script ``experiments.<module>`` (docstring ``doc``), parsed from
+    ``argv`` (default: the command line); ``data`` names its corpus option (``--ptb`` or
+    ``--brown``). The default folders depend on the size: a toy run never writes over the
+    reported results or the small runs' checkpoints."""
+    p = argparse.ArgumentParser(prog=f"python -m experiments.{module}", description=doc.splitlines()[0])
+    p.add_argument("--size", choices=("toy", "small"), default="small",
+                   help="small: the reported CPU run; toy: seconds, to check the script works")
+    p.add_argument("--out", help="where NAME.json and NAME.png go (default: experiments/results for small, "
+                                 "RUNS/results for toy)")
+    p.add_argument("--runs", help="checkpoints and logs of the training runs (default: runs/experiments for small, "
+                                  "runs/experiments/toy for toy)")
+    p.add_argument("--jobs", type=int, default=2, help="training runs at once")
+    p.add_argument("--threads", type=int, default=1, help="torch threads per training run")
+    if data == "ptb":
+        p.add_argument("--ptb", required=True, help="directory with ptb.{train,valid,test}.txt (and ptb.char.*)")
+    elif data == "brown":
+        p.add_argument("--brown", required=True, help="NLTK's brown.zip, or a text corpus directory")
+    args = p.parse_args(argv)
+    args.module, args.argv = module, list(sys.argv[1:] if argv is None else argv)
+    args.runs = args.runs or ("runs/experiments" if args.size == "small" else "runs/experiments/toy")
+    args.out = args.out or (str(RESULTS) if args.size == "small" else f"{args.runs}/results")
+    return args
+
+
+def command_line(args) -> str:
+    """How the script was called, corpus paths shown as placeholders (PTB_DIR, brown.zip) and the
+    folder options left out."""
+    hide = {"--ptb": "PTB_DIR", "--brown": "brown.zip", "--runs": None, "--out": None}
+    words, argv = [], iter(args.argv)
+    for word in argv:
+        flag, equals, value = word.partition("=")
+        if flag not in hide:
+            words.append(word)
+            continue
+        if not equals:
+            next(argv, None)
+        if hide[flag] is not None:
+            words += [flag, hide[flag]]
+    return shlex.join(["python", "-m", f"experiments.{args.module}", *words])
+
+
+def machine() -> str:
+    """The CPU, core count and software versions, as one line."""
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    gpu = f", {torch.cuda.get_device_name()}" if torch.cuda.is_available() else ""
+    return (f"{cpu}, {os.cpu_count()} cores{gpu}; Python {platform.python_version()}, torch {torch.__version__}")
+
+
+def _finished(run_dir: Path, argv: list[str]) -> bool:
+    try:
+        return json.loads((run_dir / DONE).read_text())["argv"] == argv
+    except (OSError, ValueError, KeyError):
+        return False
+
+
+def train(name: str, runs: dict[str, list[str]], args) -> dict[str, Path]:
+    """Train every run of ``runs`` (run name -> ``tsrnn train`` arguments) into
+    ``args.runs/name/RUN``, ``args.jobs`` at a time; return each run's directory. A run that
+    already finished with the same arguments is not trained again. Raises RuntimeError, with the
+    end of its log, if a run fails."""
+    root = Path(args.runs) / name
+    dirs = {run: root / run for run in runs}
+    pending = [run for run in runs if not _finished(dirs[run], runs[run])]
+    env = {**os.environ, "OMP_NUM_THREADS": str(args.threads), "MKL_NUM_THREADS": str(args.threads)}
+    active: dict[str, tuple[subprocess.Popen, float]] = {}
+    while pending or active:
+        while pending and len(active) < max(1, args.jobs):
+            run = pending.pop(0)
+            dirs[run].mkdir(parents=True, exist_ok=True)
+            command = [sys.executable, "-m", "tsrnn", "train", *runs[run], "--out", str(dirs[run]), "--quiet"]
+            with (dirs[run] / "train.log").open("w") as log:
+                active[run] = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env), time.time()
+            print(f"[{name}] training {run}: tsrnn train {shlex.join(runs[run])}", flush=True)
+        time.sleep(0.5)
+        for run, (process, started) in list(active.items()):
+            if process.poll() is None:
+                continue
+            del active[run]
+            if process.returncode != 0:
+                for other, _ in active.values():
+                    other.kill()
+                tail = (dirs[run] / "train.log").read_text().splitlines()[-15:]
+                raise RuntimeError(f"[{name}] run {run} failed (exit {process.returncode}):\n" + "\n".join(tail))
+            seconds = time.time() - started
+            (dirs[run] / DONE).write_text(json.dumps({"argv": runs[run], "wall_s": round(seconds, 1)}))
+            print(f"[{name}] {run} finished in {seconds:.0f} s", flush=True)
+    return dirs
+
+
+def wall_seconds(run_dir: Path) -> float:
+    """Training wall time of a finished run."""
+    return json.loads((run_dir / DONE).read_text())["wall_s"]
+
+
+def metrics(run_dir: Path, event: str = "valid") -> list[dict]:
+    """The run's metrics.jsonl records of one event ("valid", "train")."""
+    with (run_dir / "metrics.jsonl").open() as f:
+        return [r for r in map(json.loads, f) if r["event"] == event]
+
+
+def curve(run_dir: Path, key: str) -> list[tuple[int, float]]:
+    """(optimizer step, value) of a validation metric over a run."""
+    return [(r["step"], r[key]) for r in metrics(run_dir)]
+
+
+def first_step(points: list[tuple[int, float]], threshold: float) -> int | None:
+    """The first step at which a curve reaches ``threshold`` (None if it never does)."""
+    return next((step for step, value in points if value >= threshold), None)
+
+
+def restore(run_dir: Path, checkpoint: str = "best.pt"):
+    """(task, model) of a run's checkpoint, on the CPU, in eval mode."""
+    from tsrnn.training.commands import restore as restore_checkpoint
+
+    return restore_checkpoint(str(run_dir / checkpoint), None, torch.device("cpu"))
+
+
+def test_metrics(run_dir: Path, checkpoint: str = "best.pt") -> dict:
+    """The task's own test-split metrics of a run's checkpoint (best validation loss by default)."""
+    task, model = restore(run_dir, checkpoint)
+    return task.evaluate(model, "test")
+
+
+def option(argv: list[str], flag: str) -> str:
+    """The value given to ``flag`` in a ``tsrnn train`` argument list."""
+    return argv[argv.index(flag) + 1]
+
+
+def mean_std(values) -> tuple[float, float]:
+    """Mean and sample standard deviation (0 for one value)."""
+    values = [float(v) for v in values]
+    mean = sum(values) / len(values)
+    var = sum((v - mean) ** 2 for v in values) / (len(values) - 1) if len(values) > 1 else 0.0
+    return mean, math.sqrt(var)
+
+
+def _clean(value):
+    """JSON-safe: NaN and infinities become null."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _clean(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_clean(v) for v in value]
+    return value
+
+
+def report(name: str, args, row: dict, results: dict, figure, dirs: dict[str, Path], started: float) -> Path:
+    """Write ``OUT/NAME.json`` and the figure ``OUT/NAME.png``; return the JSON's path.
+
+    row: the table's columns for this claim: "claim", "seed" (the seed's number), "ours",
+    "model" (model size), "epochs", "seeds", and "gpu" (the seed's full-size command); added
+    here: the command, "train_min" (the runs' training times added up; ``jobs`` of them ran at
+    once), "wall_min" (this call, training skipped for runs that had finished), machine and
+    date. results: every number behind ``ours`` and the figure.
+    """
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    from tsrnn import plot
+
+    plot.save(figure, out / f"{name}.png")
+    record = {"name": name, "size": args.size, **row, "command": command_line(args),
+              "train_min": round(sum(wall_seconds(d) for d in dirs.values()) / 60, 1), "jobs": args.jobs,
+              "wall_min": round((time.time() - started) / 60, 1), "machine": machine(),
+              "date": datetime.date.today().isoformat(), "results": results}
+    path = out / f"{name}.json"
+    path.write_text(json.dumps(_clean(record), indent=1) + "\n")
+    print(f"[{name}] {row['ours']}\n[{name}] wrote {path} and {out / f'{name}.png'}", flush=True)
+    return path

@@ -1,0 +1,66 @@
+"""Write the table of ``REPRODUCTION.md`` from the scripts' JSON records, so that every number in
+it is one a script wrote: ``python -m experiments.table`` (``--check``: exit 1 if the file's
+table differs from the records').
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from experiments import common
+
+DOCUMENT = Path(__file__).parent / "REPRODUCTION.md"
+BEGIN, END = "<!-- table: written by python -m experiments.table -->", "<!-- end of table -->"
+COLUMNS = ("claim", "the seed reports", "measured here", "command", "model", "training", "seeds", "time", "machine")
+
+
+def load(results: Path = common.RESULTS) -> list[dict]:
+    """The records of ``results/*.json``, in claim order."""
+    records = [json.loads(path.read_text()) for path in results.glob("*.json")]
+    return sorted(records, key=lambda r: int(r["claim"].split(".")[0]))
+
+
+def _cell(text) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def render(records: list[dict]) -> str:
+    """The markdown table of the records, one row per claim."""
+    lines = ["| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
+    for r in records:
+        time_spent = f"{r['train_min']} min of training ({r['jobs']} at once), {r['wall_min']} min wall"
+        cells = (r["claim"], r["seed"], r["ours"], f"`{r['command']}`", r["model"], r["epochs"], r["seeds"],
+                 time_spent, f"{r['machine']}, {r['date']}")
+        lines.append("| " + " | ".join(_cell(c) for c in cells) + " |")
+    return "\n".join(lines)
+
+
+def with_table(document: str, table: str) -> str:
+    """``document`` with the text between BEGIN and END replaced by ``table``."""
+    head, _, rest = document.partition(BEGIN)
+    _, _, tail = rest.partition(END)
+    if not rest or END not in rest:
+        raise ValueError(f"{DOCUMENT.name} lacks the markers {BEGIN!r} ... {END!r}")
+    return f"{head}{BEGIN}\n{table}\n{END}{tail}"
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--check", action="store_true", help="exit 1 if REPRODUCTION.md's table is not the records'")
+    args = p.parse_args(argv)
+    document = DOCUMENT.read_text()
+    updated = with_table(document, render(load()))
+    if args.check:
+        if updated != document:
+            print(f"{DOCUMENT} is out of date: run python -m experiments.table", file=sys.stderr)
+            return 1
+        return 0
+    DOCUMENT.write_text(updated)
+    print(f"wrote the table of {len(load())} claims into {DOCUMENT}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
