@@ -49,7 +49,8 @@ def main(argv=None) -> int:
            "seed": "Averaging RNN-LM test ppl 69.9 (valid 71.6); no memory-less twin reported (nearest: "
                    "Zaremba large LSTM 78.4)",
            "ours": ours, "model": "2 x 200, emb 200 (seed: 2 x 650)",
-           "epochs": f"{common.option(SIZES[args.size], '--epochs')} (Adam 3e-3; seed: SGD, early stopping)", "seeds": "0",
+           "epochs": f"{common.option(SIZES[args.size], '--epochs')} (Adam 3e-3; seed: SGD, early stopping)",
+           "seeds": "0",
            "gpu": "tsrnn train --recipe seed001 --data PTB_DIR (and --no-memory)"}
     common.report(NAME, args, row, {"test": test, "valid_ppl": curves}, _figure(curves), dirs, started)
     return 0

@@ -2,7 +2,7 @@
 fully right than the LSTM, most for sequences with long dependencies.
 
 Both models, several seeds (each seed draws its own 10K / 2K / 5K words and initialization); a
-test word counts as right when every output is (``synthetic.sequences_correct``), and accuracy
+test word counts as right when every output is (``DyckTask.sequences_correct``), and accuracy
 is shown against the word's longest dependency (``DyckSplit.max_timescale``) in bins of 25 steps,
 mean and standard deviation over seeds, beside the distribution of the training words'
 dependency lengths (Fig 2 right).
@@ -17,7 +17,6 @@ import time
 import torch
 
 from experiments import common
-from tsrnn import synthetic
 
 NAME = "dyck"
 SIZES = {"small": {"args": ["--nhid", "64", "--epochs", "6"], "seeds": (0, 1, 2)},
@@ -26,13 +25,11 @@ EDGES = tuple(range(0, 201, 25))  # bins of the longest dependency (steps)
 CELLS = ("mts", "lstm")
 
 
-@torch.no_grad()
 def correct_by_length(run_dir):
-    """(N,) whole-word correctness and (N,) longest dependency of the test words."""
+    """(N,) whole-word correctness and (N,) longest dependency of the test words, and the
+    training split."""
     task, model = common.restore(run_dir)
-    right = [synthetic.sequences_correct(model(tokens), labels, lengths)
-             for tokens, labels, lengths in task._batches("test")]
-    return torch.cat(right), task.data.test.max_timescale, task.data.train
+    return task.sequences_correct(model, "test"), task.data.test.max_timescale, task.data.train
 
 
 def _binned(right, longest):
@@ -88,8 +85,9 @@ def main(argv=None) -> int:
     long_bins = [k for k, low in enumerate(EDGES[:-1]) if low >= 75]
     gain = [summary["mts"]["bin_mean"][k] - summary["lstm"]["bin_mean"][k] for k in long_bins]
     gain = [g for g in gain if g == g]
-    ours = (f"test words fully correct: LSTM {100 * summary['lstm']['mean']:.1f}% +- {100 * summary['lstm']['std']:.1f}, "
-            f"MTS {100 * summary['mts']['mean']:.1f}% +- {100 * summary['mts']['std']:.1f} "
+    lstm, mts = summary["lstm"], summary["mts"]
+    ours = (f"test words fully correct: LSTM {100 * lstm['mean']:.1f}% +- {100 * lstm['std']:.1f}, "
+            f"MTS {100 * mts['mean']:.1f}% +- {100 * mts['std']:.1f} "
             f"(mean +- sd, {len(size['seeds'])} seeds); MTS - LSTM at longest dependency >= 75: "
             + (f"{100 * min(gain):+.1f} to {100 * max(gain):+.1f} points" if gain else "no words"))
     epochs = common.option(size["args"], "--epochs")

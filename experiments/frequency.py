@@ -45,7 +45,8 @@ def main(argv=None) -> int:
     row = {"claim": "3. Frequency discrimination, async, no time input (seed 002 Table 3)",
            "seed": ", ".join(f"{cell} {value}%" for cell, value in SEED.items()),
            "ours": ours, "model": "1 layer, 110 units (as seed)",
-           "epochs": f"{common.option(SIZES[args.size], '--epochs')} of 5,000 sequences (seed: 70)", "seeds": "0 (seed: 5 runs)",
+           "epochs": f"{common.option(SIZES[args.size], '--epochs')} of 5,000 sequences (seed: 70)",
+           "seeds": "0 (seed: 5 runs)",
            "gpu": "tsrnn train --recipe seed002 --task freq --async --cell C, C = plstm, lstm, chrono"}
     common.report(NAME, args, row, {"test": test, "valid_accuracy": curves, "seed": SEED}, _figure(curves), dirs,
                   started)

@@ -60,7 +60,8 @@ def main(argv=None) -> int:
            "seed": "; ".join(f"{order} MNIST: " + ", ".join(f"{cell} {SEED[order][cell]}%" for cell in CELLS)
                              for order in ORDERS),
            "ours": ours + f" (test, mean +- sd of {len(size['seeds'])} seeds)",
-           "model": "1 layer, 128 units (seed: 256)", "epochs": f"{common.option(size['args'], '--epochs')} (Adam 3e-3)",
+           "model": "1 layer, 128 units (seed: 256)",
+           "epochs": f"{common.option(size['args'], '--epochs')} (Adam 3e-3)",
            "seeds": ", ".join(map(str, size["seeds"])) + " (seed: 3)",
            "gpu": "tsrnn train --recipe seed002 --task pixels --data MNIST_DIR --cell C --seed S (and --permute), "
                   "C = plstm, lstm"}

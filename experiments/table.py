@@ -13,7 +13,8 @@ from experiments import common
 
 DOCUMENT = Path(__file__).parent / "REPRODUCTION.md"
 BEGIN, END = "<!-- table: written by python -m experiments.table -->", "<!-- end of table -->"
-COLUMNS = ("claim", "the seed reports", "measured here", "command", "model", "training", "seeds", "time", "machine")
+COLUMNS = ("claim", "the seed reports", "measured here", "command", "model", "training", "seeds", "time", "machine",
+           "the seed's size (GPU)")
 
 
 def load(results: Path = common.RESULTS) -> list[dict]:
@@ -32,7 +33,7 @@ def render(records: list[dict]) -> str:
     for r in records:
         time_spent = f"{r['train_min']} min of training ({r['jobs']} at once), {r['wall_min']} min wall"
         cells = (r["claim"], r["seed"], r["ours"], f"`{r['command']}`", r["model"], r["epochs"], r["seeds"],
-                 time_spent, f"{r['machine']}, {r['date']}")
+                 time_spent, f"{r['machine']}, {r['date']}", f"`{r['gpu']}`")
         lines.append("| " + " | ".join(_cell(c) for c in cells) + " |")
     return "\n".join(lines)
 

@@ -280,3 +280,28 @@ def test_fixed_p_needs_the_plstm_and_delays_need_a_copy_model(tmp_path, capsys):
     assert train(tmp_path, "dyck", steps=1) == 0
     assert cli.main(["eval", str(tmp_path / "run" / "last.pt"), "--delays", "50"]) == 2
     assert "--delays evaluates copy-task checkpoints" in capsys.readouterr().err
+
+
+def test_dyck_sequences_correct_marks_each_word_in_split_order():
+    import argparse
+
+    task = TASKS["dyck"](argparse.Namespace(cell="lstm", nhid="6", dyck_size="40,40,70", backend="reference"),
+                         torch.device("cpu"))
+
+    class Oracle(torch.nn.Module):
+        """Right on every step of words of at most 10 symbols; one wrong step in longer ones."""
+
+        def forward(self, tokens):
+            words = ["".join(synthetic.DYCK_SYMBOLS[i] for i in column if i != synthetic.DYCK_PAD)
+                     for column in tokens.T.tolist()]
+            split = synthetic.encode_dyck(words)
+            pred = torch.zeros(tokens.shape[0], tokens.shape[1], 2)
+            pred[:split.labels.shape[0]] = split.labels
+            pred[0, split.lengths > 10] = 1 - pred[0, split.lengths > 10]
+            return pred
+
+    right = task.sequences_correct(Oracle(), "test")
+    lengths = task.data.test.lengths
+    assert right.shape == (70,) and 0 < int(right.sum()) < 70
+    assert torch.equal(right, lengths <= 10)
+    assert right.double().mean().item() == pytest.approx(task.evaluate(Oracle(), "test")["accuracy"])

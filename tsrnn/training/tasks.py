@@ -363,6 +363,15 @@ class DyckTask(Task):
             count += n
         return {"loss": loss / count, "accuracy": correct / count}
 
+    @torch.no_grad()
+    def sequences_correct(self, model, split) -> torch.Tensor:
+        """(N,) bool: whether each word of the split, in its order, has every output right (the
+        words of ``self.data.<split>``, whose ``max_timescale`` is seed 000 Fig 2's x-axis)."""
+        model.eval()
+        return torch.cat([synthetic.sequences_correct(model(tokens.to(self.device)), labels.to(self.device),
+                                                      lengths.to(self.device)).cpu()
+                          for tokens, labels, lengths in self._batches(split)])
+
 
 @register
 class CopyTask(Task):
