@@ -38,6 +38,34 @@ def render(records: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def bins_table(rows: list[dict], seed: dict) -> str:
+    """The PTB record's test perplexity by frequency bin, with the paired difference and both
+    intervals (the authors' ~99.9% and the 95% percentile), as ``tsrnn eval`` prints them, beside
+    the seed's Table 1 (LSTM, MTS, difference, 95% CI)."""
+    lines = ["| bin | targets | LSTM | MTS | LSTM - MTS | authors' interval (~99.9%) | 95% interval | the seed: "
+             "LSTM, MTS, LSTM - MTS [95% CI] |", "|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        base, mts, diff, (low, high) = seed[r["bin"]]
+        theirs = f"{base}, {mts}, {diff} [{low}, {high}]"
+        if not r["tokens"]:
+            lines.append(f"| {r['bin']} | 0 | no target word occurs this often | | | | | {theirs} |")
+            continue
+        lines.append(f"| {r['bin']} | {r['tokens']} | {r['baseline_ppl']:.2f} | {r['ppl']:.2f} | {r['diff']:.2f} | "
+                     f"[{r['diff_low']:.2f}, {r['diff_high']:.2f}] | [{r['diff_low95']:.2f}, {r['diff_high95']:.2f}] "
+                     f"| {theirs} |")
+    return "\n".join(lines)
+
+
+def render_all(records: list[dict]) -> str:
+    """The claims' table, then the PTB frequency-bin table when its record is there."""
+    parts = [render(records)]
+    for r in records:
+        if r["name"] == "ptb_lm":
+            parts.append(f"Claim 5, test perplexity by word frequency (`{r['command']}`):\n\n"
+                         + bins_table(r["results"]["table"], r["results"]["seed_table"]["bins"]))
+    return "\n\n".join(parts)
+
+
 def with_table(document: str, table: str) -> str:
     """``document`` with the text between BEGIN and END replaced by ``table``."""
     head, _, rest = document.partition(BEGIN)
@@ -52,7 +80,7 @@ def main(argv=None) -> int:
     p.add_argument("--check", action="store_true", help="exit 1 if REPRODUCTION.md's table is not the records'")
     args = p.parse_args(argv)
     document = DOCUMENT.read_text()
-    updated = with_table(document, render(load()))
+    updated = with_table(document, render_all(load()))
     if args.check:
         if updated != document:
             print(f"{DOCUMENT} is out of date: run python -m experiments.table", file=sys.stderr)

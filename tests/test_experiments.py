@@ -40,6 +40,9 @@ def test_script_runs_at_toy_size_and_writes_its_record(name, corpus, tmp_path):
     assert record["command"].startswith(f"python -m experiments.{name} --size toy")
     assert corpus not in json.dumps(record)  # corpus paths appear as placeholders
     assert (out / f"{name}.png").stat().st_size > 0
+    rendered = table.render_all([record])
+    assert record["ours"].replace("|", "\\|") in rendered
+    assert ("| <100 |" in rendered) == (name == "ptb_lm")  # the frequency-bin table of claim 5
     runs = [path for path in (tmp_path / "runs" / name).iterdir() if path.is_dir()]
     assert runs and all((run / common.DONE).exists() for run in runs)
 
