@@ -63,7 +63,7 @@ def command_line(args) -> str:
     hide = {"--ptb": "PTB_DIR", "--brown": "brown.zip", "--runs": None, "--out": None}
     words, argv = [], iter(args.argv)
     for word in argv:
-        flag, equals, value = word.partition("=")
+        flag, equals, _ = word.partition("=")
         if flag not in hide:
             words.append(word)
             continue

@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import time
 
-import torch
-
 from experiments import common
 from tsrnn import cli
 from tsrnn.training import evaluation
