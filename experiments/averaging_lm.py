@@ -18,22 +18,9 @@ from experiments import common
 
 NAME = "averaging_lm"
 MODELS = {"averaging": [], "lstm": ["--no-memory"]}
+LABELS = {"averaging": "with averaging memory", "lstm": "without memory"}
 SIZES = {"small": ["--emsize", "200", "--nhid", "200", "--dropout", "0.3", "--epochs", "1", "--valid-every", "400"],
          "toy": ["--emsize", "8", "--nhid", "8", "--epochs", "1", "--max-steps", "3"]}
-
-
-def _figure(curves):
-    from tsrnn import plot
-
-    fig = plot.new_figure((6, 4))
-    axes = fig.subplots()
-    for model, points in curves.items():
-        axes.plot([p[0] for p in points], [p[1] for p in points], "o-", color=common.COLOURS[model],
-                  label="with averaging memory" if model == "averaging" else "without memory")
-    axes.set(xlabel="training step (32 sentences)", ylabel="validation perplexity",
-             title="PTB sentences, Averaging LM vs the same LSTM LM")
-    axes.legend()
-    return fig
 
 
 def main(argv=None) -> int:
@@ -53,7 +40,9 @@ def main(argv=None) -> int:
            "epochs": f"{common.option(SIZES[args.size], '--epochs')} (Adam 3e-3; seed: SGD, early stopping)",
            "seeds": "0",
            "gpu": "tsrnn train --recipe seed001 --data PTB_DIR (and --no-memory)"}
-    common.report(NAME, args, row, {"test": test, "valid_ppl": curves}, _figure(curves), dirs, started)
+    figure = common.curves_figure(curves, "training step (32 sentences)", "validation perplexity",
+                                  "PTB sentences, Averaging LM vs the same LSTM LM", LABELS)
+    common.report(NAME, args, row, {"test": test, "valid_ppl": curves}, figure, dirs, started)
     return 0
 
 

@@ -24,18 +24,6 @@ SIZES = {"small": ["--batch-size", "32", "--bptt", "150", "--epochs", "1", "--va
 SEED = {"plstm": 1.420, "lstm": 1.426}
 
 
-def _figure(curves):
-    from tsrnn import plot
-
-    fig = plot.new_figure((6, 4))
-    axes = fig.subplots()
-    for cell, points in curves.items():
-        axes.plot([p[0] for p in points], [p[1] for p in points], "o-", color=common.COLOURS[cell], label=cell)
-    axes.set(xlabel="training step", ylabel="validation bits per character", title="character-level PTB")
-    axes.legend()
-    return fig
-
-
 def _parameters(run_dir) -> int:
     _, model = common.restore(run_dir)
     return sum(p.numel() for name, p in model.named_parameters() if name.startswith("rnns"))
@@ -58,8 +46,9 @@ def main(argv=None) -> int:
            "epochs": f"{common.option(SIZES[args.size], '--epochs')} (Adam 3e-3; seed: 50)", "seeds": "0",
            "gpu": "tsrnn train --task lm --level char --data PTB_DIR --cell plstm --nhid 828 --emsize 828 "
                   "--batch-size 128 --bptt 150 --epochs 50 (and --cell lstm --nhid 716 --emsize 716)"}
+    figure = common.curves_figure(curves, "training step", "validation bits per character", "character-level PTB")
     common.report(NAME, args, row, {"test": test, "recurrent_parameters": params, "valid_bpc": curves, "seed": SEED},
-                  _figure(curves), dirs, started)
+                  figure, dirs, started)
     return 0
 
 

@@ -26,6 +26,8 @@ from pathlib import Path
 
 import torch
 
+from tsrnn.analysis.command import strict_json
+
 RESULTS = Path(__file__).parent / "results"
 DONE = "finished.json"  # written into a run's directory when its training ended without error
 COLOURS = {"mts": "tab:red", "plstm": "tab:red", "lstm": "tab:blue", "chrono": "tab:green", "tilt": "tab:red",
@@ -90,7 +92,7 @@ def machine() -> str:
 
 def _finished(run_dir: Path, argv: list[str]) -> bool:
     try:
-        return json.loads((run_dir / DONE).read_text())["argv"] == argv
+        return finished(run_dir)["argv"] == argv
     except (OSError, ValueError, KeyError):
         return False
 
@@ -124,14 +126,15 @@ def train(name: str, runs: dict[str, list[str]], args) -> dict[str, Path]:
                 tail = (dirs[run] / "train.log").read_text().splitlines()[-15:]
                 raise RuntimeError(f"[{name}] run {run} failed (exit {process.returncode}):\n" + "\n".join(tail))
             seconds = time.time() - started
-            (dirs[run] / DONE).write_text(json.dumps({"argv": runs[run], "wall_s": round(seconds, 1)}))
+            (dirs[run] / DONE).write_text(json.dumps({"argv": runs[run], "wall_s": round(seconds, 1),
+                                                      "jobs": args.jobs}))
             print(f"[{name}] {run} finished in {seconds:.0f} s", flush=True)
     return dirs
 
 
-def wall_seconds(run_dir: Path) -> float:
-    """Training wall time of a finished run."""
-    return json.loads((run_dir / DONE).read_text())["wall_s"]
+def finished(run_dir: Path) -> dict:
+    """What ``train`` recorded of a finished run: its arguments, wall time and ``--jobs``."""
+    return json.loads((run_dir / DONE).read_text())
 
 
 def metrics(run_dir: Path, event: str = "valid") -> list[dict]:
@@ -176,15 +179,19 @@ def mean_std(values) -> tuple[float, float]:
     return mean, math.sqrt(var)
 
 
-def _clean(value):
-    """JSON-safe: NaN and infinities become null."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, dict):
-        return {k: _clean(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_clean(v) for v in value]
-    return value
+def curves_figure(curves: dict[str, list[tuple]], xlabel: str, ylabel: str, title: str, labels=None):
+    """One axes with a line per model (colour from COLOURS): ``curves`` model -> [(x, y), ...];
+    ``labels`` model -> legend text (default: the model's name)."""
+    from tsrnn import plot
+
+    fig = plot.new_figure((6, 4))
+    axes = fig.subplots()
+    for model, points in curves.items():
+        axes.plot([p[0] for p in points], [p[1] for p in points], "o-", color=COLOURS[model],
+                  label=(labels or {}).get(model, model))
+    axes.set(xlabel=xlabel, ylabel=ylabel, title=title)
+    axes.legend()
+    return fig
 
 
 def report(name: str, args, row: dict, results: dict, figure, dirs: dict[str, Path], started: float) -> Path:
@@ -202,10 +209,11 @@ def report(name: str, args, row: dict, results: dict, figure, dirs: dict[str, Pa
 
     plot.save(figure, out / f"{name}.png")
     record = {"name": name, "size": args.size, **row, "command": command_line(args),
-              "train_min": round(sum(wall_seconds(d) for d in dirs.values()) / 60, 1), "jobs": args.jobs,
+              "train_min": round(sum(finished(d)["wall_s"] for d in dirs.values()) / 60, 1),
+              "jobs": max(finished(d)["jobs"] for d in dirs.values()),
               "wall_min": round((time.time() - started) / 60, 1), "machine": machine(),
               "date": datetime.date.today().isoformat(), "results": results}
     path = out / f"{name}.json"
-    path.write_text(json.dumps(_clean(record), indent=1) + "\n")
+    path.write_text(json.dumps(strict_json(record), indent=1) + "\n")
     print(f"[{name}] {row['ours']}\n[{name}] wrote {path} and {out / f'{name}.png'}", flush=True)
     return path

@@ -65,7 +65,8 @@ def main(argv=None) -> int:
                      + " (batch 32, Adam 1e-2; seed: batch 128, RMSprop 1e-3, to 99.9%)",
            "seeds": "0 (one run per model)",
            "gpu": "tsrnn train --recipe seed002 --delay T --cell C, T = 200, 500, 1000, C = plstm, lstm, chrono"}
-    results = {"target": TARGET, "valid_accuracy": curves, "final": final, "best": best, "first_step_at_target": reached}
+    results = {"target": TARGET, "valid_accuracy": curves, "final": final, "best": best,
+               "first_step_at_target": reached}
     common.report(NAME, args, row, results, _figure(curves), dirs, started)
     return 0
 

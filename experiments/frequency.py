@@ -20,19 +20,6 @@ SIZES = {"small": ["--epochs", "15"], "toy": ["--epochs", "1", "--freq-size", "6
 SEED = {"plstm": 92.57, "lstm": 68.59, "chrono": 69.64}
 
 
-def _figure(curves):
-    from tsrnn import plot
-
-    fig = plot.new_figure((6, 4))
-    axes = fig.subplots()
-    for cell, points in curves.items():
-        axes.plot([p[0] for p in points], [p[1] for p in points], "o-", color=common.COLOURS[cell], label=cell)
-    axes.set(xlabel="training step (batch 32)", ylabel="validation accuracy",
-             title="frequency discrimination, async, no time input")
-    axes.legend()
-    return fig
-
-
 def main(argv=None) -> int:
     args = common.arguments(NAME, __doc__, argv)
     started = time.time()
@@ -48,7 +35,9 @@ def main(argv=None) -> int:
            "epochs": f"{common.option(SIZES[args.size], '--epochs')} of 5,000 sequences (seed: 70)",
            "seeds": "0 (seed: 5 runs)",
            "gpu": "tsrnn train --recipe seed002 --task freq --async --cell C, C = plstm, lstm, chrono"}
-    common.report(NAME, args, row, {"test": test, "valid_accuracy": curves, "seed": SEED}, _figure(curves), dirs,
+    figure = common.curves_figure(curves, "training step (batch 32)", "validation accuracy",
+                                  "frequency discrimination, async, no time input")
+    common.report(NAME, args, row, {"test": test, "valid_accuracy": curves, "seed": SEED}, figure, dirs,
                   started)
     return 0
 

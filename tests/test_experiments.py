@@ -53,8 +53,10 @@ def test_a_finished_run_is_not_trained_again(tmp_path, capsys):
     assert script.main(argv) == 0
     first = (tmp_path / "frequency" / "plstm" / "metrics.jsonl").read_text()
     capsys.readouterr()
-    assert script.main(argv) == 0
+    assert script.main([*argv, "--jobs", "3"]) == 0
     assert "training" not in capsys.readouterr().out
+    record = json.loads((tmp_path / "results" / "frequency.json").read_text())
+    assert record["jobs"] == 2  # the training's --jobs, not the re-scoring call's
     assert (tmp_path / "frequency" / "plstm" / "metrics.jsonl").read_text() == first
 
 

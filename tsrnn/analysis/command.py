@@ -84,14 +84,14 @@ RUNNERS = {"lm": _lm, "copy": _copy, "mlp-lm": _tilt}
 P_ONLY = ("freq", "pixels", "imdb")
 
 
-def _finite(value):
-    """The summary with NaN and inf as null (strict JSON)."""
+def strict_json(value):
+    """``value`` with NaN and inf as null (strict JSON), through dicts, lists and tuples."""
     if isinstance(value, float) and not math.isfinite(value):
         return None
     if isinstance(value, dict):
-        return {k: _finite(v) for k, v in value.items()}
+        return {k: strict_json(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_finite(v) for v in value]
+        return [strict_json(v) for v in value]
     return value
 
 
@@ -116,7 +116,7 @@ def run(args) -> int:
         analyses["learned_p"] = _learned_p(model, out, analyses.get("copy", {}).get("later_reset"))
     summary = {"checkpoint": str(args.checkpoint), "task": name, "config": state["config"], "split": args.split,
                "tsrnn_version": state.get("tsrnn_version"), "analyses": analyses}
-    (out / "summary.json").write_text(json.dumps(_finite(summary), indent=1) + "\n")
+    (out / "summary.json").write_text(json.dumps(strict_json(summary), indent=1) + "\n")
     figures = [f for entry in analyses.values() for f in entry.get("figures", [])]
     print(f"tsrnn analyze: {', '.join(analyses)} of {args.checkpoint}")
     print(f"wrote {', '.join(figures)} and summary.json in {out}")
