@@ -18,7 +18,7 @@ from experiments import common
 
 NAME = "copy_task"
 CELLS = ("plstm", "lstm", "chrono")
-SIZES = {"small": {100: ["--epochs", "30"], 200: ["--epochs", "15"]},
+SIZES = {"small": {100: ["--epochs", "30"], 200: ["--epochs", "50"]},
          "toy": {delay: ["--epochs", "1", "--max-steps", "5", "--nhid", "8"] for delay in (10, 20)}}
 TARGET = 0.9  # "learned": validation symbol accuracy reached
 
