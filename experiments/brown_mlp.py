@@ -7,7 +7,7 @@ splits it (the first ~800K words to train; perplexity on the ~200K words after t
 unigram model of the training counts as the baseline.
 
 Deviation from the seed, to fit CPU minutes: one epoch of Adam 3e-3 in batches of 32 streams x
-32 words, about 780 updates (seed: 20 epochs of SGD at lr 1e-3, batch size unstated), so every
+32 words, about 800 updates (seed: 20 epochs of SGD at lr 1e-3, batch size unstated), so every
 perplexity is higher than the seed's; the comparison between contexts at equal training is what
 this run tests. The context state carries across the 32-word windows, so every TILT slot sees
 the whole document so far; only the gradient into earlier embeddings stops at the window.
