@@ -49,18 +49,18 @@ def main(argv=None) -> int:
     dirs = common.train(NAME, runs, args)
     final = {run: common.metrics(dirs[run])[-1] for run in runs}
     ppl = {context: {n: final[f"{context}_n{n}"]["ppl"] for n in size["n"]} for context in CONTEXTS}
-    unigram = final[f"{CONTEXTS[0]}_n{size['n'][0]}"]["unigram_ppl"]
+    first = final[f"{CONTEXTS[0]}_n{size['n'][0]}"]  # every run shares the corpus, vocabulary and steps
+    unigram = first["unigram_ppl"]
     wins = sum(ppl["tilt"][n] < ppl["buffer"][n] for n in size["n"])
     ours = ("; ".join(f"n = {n}: " + ", ".join(f"{context} {ppl[context][n]:.0f}" for context in CONTEXTS)
                       for n in size["n"])
             + f"; unigram {unigram:.0f}; TILT below Buffer at {wins} of {len(size['n'])} sizes")
-    steps = final[f"{CONTEXTS[0]}_n{size['n'][0]}"]["step"]
     row = {"claim": "6. TILT-MLP vs Buffer-MLP vs TILT-Buffer-MLP on Brown, n = 1, 5, 8 (seed 004 Fig 5)",
            "seed": "n = 5: TILT 244, Buffer 262; n = 8: TILT 235, Buffer 254; TILT below Buffer at every n; "
                    "unigram 853",
            "ours": ours, "model": "emb 30, hidden 100 (as seed)",
-           "epochs": f"1 epoch, {steps} steps of 32 x {common.option(size['args'], '--bptt')} words (Adam 3e-3; "
-                     "seed: 20 epochs, SGD 1e-3)", "seeds": "0",
+           "epochs": f"1 epoch, {first['step']} steps of 32 x {common.option(size['args'], '--bptt')} words "
+                     "(Adam 3e-3; seed: 20 epochs, SGD 1e-3)", "seeds": "0",
            "gpu": "tsrnn train --recipe seed004 --data brown.zip --context C --n N, C = tilt, buffer, tilt-buffer, "
                   "N = 1..8"}
     common.report(NAME, args, row, {"ppl": ppl, "unigram_ppl": unigram, "seed": SEED},
