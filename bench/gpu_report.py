@@ -6,7 +6,7 @@
 1. Installs what ``--wheels DIR`` holds (``pip install --no-index --find-links DIR``, e.g. the
    flashrnn and triton wheels), since the GPU machine has no network; with ``--build``, builds
    tsrnn with its CUDA extension (``TSRNN_CUDA=1 pip install --no-build-isolation -e .``).
-2. Runs the GPU tests (tests/test_cuda.py, the Triton tests) and the CUDA ones again under
+2. Runs the GPU tests (``GPU_TESTS``: tests/test_cuda.py, the Triton tests) and the CUDA ones again under
    compute-sanitizer (memcheck, racecheck), recording each summary line.
 3. Checks every path of ``tsrnn.backend`` that runs on the device against the float64 reference
    through the harness of ``tsrnn.testing`` (the tests' table of cells x shapes, float32 and
@@ -35,6 +35,12 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # What a recurrence is timed on: "auto", then every GPU path by name (tsrnn.backend.PATHS).
 TIMED = ["auto", "cudnn", "cuda_coop", "triton_persistent", "triton_step"]
+# The pytest runs of step 2 (tests/test_gpu_report.py checks that every file exists and that each
+# run collects tests, so the list cannot name a deleted file): the GPU tests, then the CUDA ones
+# that compute-sanitizer repeats (its tools slow a kernel ~100x: a few shapes).
+GPU_TESTS = ["tests/test_cuda.py", "tests/test_paths.py", "tests/test_triton_kernels.py", "tests/test_triton_scan.py",
+             "tests/test_backend.py"]
+SANITIZED_TESTS = ["tests/test_cuda.py", "-k", "forward_without_save or (cuda_coop_matches_the_reference and 400)"]
 
 
 def install(wheels: str) -> None:
@@ -57,13 +63,12 @@ def run_tests(quick: bool) -> list[dict]:
     import shutil
 
     pytest_cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"]
-    runs = [("pytest", pytest_cmd + ["tests/test_cuda.py", "tests/test_paths.py", "tests/test_triton.py",
-                                     "tests/test_triton_persistent.py", "tests/test_backend.py"])]
+    runs = [("pytest", pytest_cmd + GPU_TESTS)]
     sanitizer = shutil.which("compute-sanitizer") or os.path.join(os.environ.get("CUDA_HOME", "/usr/local/cuda"),
                                                                   "bin", "compute-sanitizer")
     for tool in ("memcheck", "racecheck"):
         runs.append((f"compute-sanitizer {tool}", [sanitizer, "--tool", tool, "--error-exitcode", "1"] + pytest_cmd
-                     + ["tests/test_cuda.py", "-k", "forward_without_save or (cuda_coop_matches_the_reference and 400)"]))
+                     + SANITIZED_TESTS))
     rows = []
     for name, cmd in runs[:1] if quick else runs:
         if not os.path.exists(cmd[0]) and not shutil.which(cmd[0]):

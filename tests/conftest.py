@@ -17,7 +17,7 @@ from tsrnn.testing import GRAD_TOLERANCE, TOLERANCE, layer_args  # noqa: F401  (
 @pytest.fixture(autouse=True, scope="session")
 def one_thread():
     """Tests use tiny shapes: one thread keeps them fast on a shared 2-core machine. The kernels'
-    multi-thread paths are tested with explicit thread counts (test_fused.py)."""
+    multi-thread paths are tested with explicit thread counts (test_cpu_kernels.py)."""
     before = torch.get_num_threads()
     torch.set_num_threads(1)
     yield

@@ -3,6 +3,9 @@ code on tiny shapes (Triton through the interpreter) and writes the JSON a GPU r
 import importlib.util
 import json
 import pathlib
+import re
+import subprocess
+import sys
 
 import pytest
 
@@ -13,9 +16,7 @@ SCRIPT = pathlib.Path(__file__).resolve().parents[1] / "bench" / "gpu_report.py"
 
 @pytest.mark.skipif(not backend.triton_available(), reason="triton is not installed")
 def test_gpu_report_quick_cpu_run(tmp_path, capsys):
-    spec = importlib.util.spec_from_file_location("gpu_report", SCRIPT)
-    report = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(report)
+    report = _load_report()
     out = tmp_path / "report.json"
     assert report.main(["--device", "cpu", "--quick", "--json", str(out)]) == 0
     data = json.loads(out.read_text())
@@ -36,3 +37,34 @@ def test_gpu_report_quick_cpu_run(tmp_path, capsys):
     assert "FlashRNN error" in row or row["FlashRNN fused LSTM"] is not None
     assert data["linear_scan"]["scan_ms"] > 0
     assert "wrote" in capsys.readouterr().out
+
+
+def _load_report():
+    spec = importlib.util.spec_from_file_location("gpu_report", SCRIPT)
+    report = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(report)
+    return report
+
+
+def test_every_test_file_the_report_and_conftest_name_exists():
+    """A GPU session must not spend device time on a pytest row that fails at collection."""
+    tests = SCRIPT.parents[1] / "tests"
+    for source in (SCRIPT, tests / "conftest.py"):
+        for name in re.findall(r"test_\w+\.py", source.read_text()):
+            assert (tests / name).is_file(), f"{source.name} names tests/{name}, which does not exist"
+
+
+@pytest.mark.parametrize("run", ["GPU_TESTS", "SANITIZED_TESTS"])
+def test_the_report_s_pytest_runs_collect_tests(run):
+    """Each pytest run of the report collects, and each file (and each -k alternative) selects tests."""
+    args = getattr(_load_report(), run)
+    done = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", *args],
+                          cwd=SCRIPT.parents[1], capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    collected = [line for line in done.stdout.splitlines() if "::" in line]
+    for path in (a for a in args if a.endswith(".py")):
+        assert any(line.startswith(path + "::") for line in collected), f"{run}: nothing collected from {path}"
+    if "-k" in args:
+        for alternative in args[args.index("-k") + 1].split(" or "):
+            name = alternative.strip("() ").split(" and ")[0]
+            assert any(name in line.split("::")[-1] for line in collected), f"{run}: -k selects no {name}"
