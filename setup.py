@@ -20,8 +20,7 @@ import sys
 from setuptools import find_packages, setup
 
 ROOT = os.path.dirname(os.path.abspath(__file__))
-PACKAGES = find_packages(include=["tsrnn", "tsrnn.*"]) + ["tsrnn.kernels"]
-PACKAGE_DIR = {"tsrnn.kernels": "kernels"}
+PACKAGES = find_packages(include=["tsrnn", "tsrnn.*"])
 
 
 def libmvec():
@@ -78,7 +77,6 @@ def extensions():
 ext_modules, cmdclass = extensions()
 setup(
     packages=PACKAGES,
-    package_dir=PACKAGE_DIR,
     package_data={"tsrnn.data": ["*.txt"]},
     ext_modules=ext_modules,
     cmdclass=cmdclass,

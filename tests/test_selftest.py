@@ -12,20 +12,20 @@ def test_selftest_passes_and_prints_every_op():
     lines = []
     assert selftest.run(steps=5, batch=2, hidden=8, repeats=1, out=lines.append) == 0
     text = "\n".join(lines)
-    for case in selftest.CASES:
+    for case in selftest.cases():
         assert case.name in text
     assert "all paths match" in text
 
 
 @needs_native
 def test_selftest_fails_on_a_wrong_kernel(monkeypatch):
-    original = functional._fused
+    original = functional._LAYER["operator"]
 
     def skewed(*args, **kwargs):
         out, finals, forget = original(*args, **kwargs)
         return out * 1.001, finals, forget
 
-    monkeypatch.setattr(functional, "_fused", skewed)
+    monkeypatch.setitem(functional._LAYER, "operator", skewed)
     lines = []
     assert selftest.run(steps=4, batch=2, hidden=4, repeats=1, out=lines.append) == 1
     assert any("MISMATCH" in line and "lstm cpu" in line for line in lines)

@@ -1,4 +1,4 @@
-"""What is particular to the Triton recurrences (kernels/per_step.py, kernels/persistent.py);
+"""What is particular to the Triton recurrences (tsrnn/kernels/per_step.py, persistent.py);
 their results against the reference are the table of tests/test_paths.py. Without a GPU they run
 on CPU tensors through the Triton interpreter (TRITON_INTERPRET=1, conftest.py); with one, on CUDA."""
 import pytest
@@ -6,6 +6,7 @@ import torch
 from conftest import op_inputs
 
 from tsrnn import backend, cells, ops, testing
+from tsrnn.kernels import capacity
 
 pytestmark = pytest.mark.skipif(not backend.triton_available(), reason="triton is not installed")
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
@@ -40,7 +41,7 @@ def test_streamed_weights_match_the_reference(monkeypatch, cell, dtype):
 def test_w_fits_on_chip_rule(cell):
     from tsrnn.kernels import persistent
 
-    assert [backend.padded(H) for H in (1, 16, 17, 40, 64, 65)] == [16, 16, 32, 64, 64, 128]
+    assert [capacity.padded(H) for H in (1, 16, 17, 40, 64, 65)] == [16, 16, 32, 64, 64, 128]
     f32, f64 = torch.float32, torch.float64
     for H, dtype, on_chip in [(1, f32, True), (64, f32, True), (65, f32, False), (128, f32, False),
                               (32, f64, True), (33, f64, False)]:
@@ -85,7 +86,7 @@ def _no_launch(monkeypatch):
         monkeypatch.setattr(module, name, None)
 
 
-# The Triton drivers check their arguments as the compiled ops do (tsrnn.ops.check_recurrence_args),
+# The Triton drivers check their arguments as the compiled ops do (tsrnn/kernels/checks.py),
 # before any launch. id: (cell, argument index in (cell, xg, w_hh, h0, state0, p, dt, eps), its
 # replacement, message after "tsrnn: "); T, B, I, H = 3, 2, 4, 5.
 BAD_FORWARD = {

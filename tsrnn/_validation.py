@@ -6,8 +6,8 @@ message names the argument and what was expected.
 What is checked where: the public entry points (the modules, ``tsrnn.functional``, TILT, the
 data and training code) check everything once, then call unchecked internals; the operators'
 kernels check shapes, dtypes and devices again, cheaply and without reading values (C++
-``check_inputs`` in csrc/recurrence_op.h, ``tsrnn.ops.check_recurrence_args`` for the Triton drivers
-and the fake kernels), so that a direct call of ``torch.ops.tsrnn.*`` cannot write out of bounds.
+``check_inputs`` in csrc/recurrence_op.h, ``tsrnn.kernels.checks`` for the Triton drivers and the
+fake kernels), so that a direct call of any tsrnn operator cannot write out of bounds.
 Checks that read tensor values (finite, positive, non-negative) run on the host for CPU tensors;
 on CUDA tensors they run on the device (``torch._assert_async``: no host synchronization, a
 violation stops the program at the next synchronization with a device-side assert naming the
@@ -223,11 +223,12 @@ def sizes(name: str, value) -> tuple[int, ...]:
     return tuple(count(f"{name}[{k}]", v) for k, v in enumerate(value))
 
 
-def recurrent_layer(cell, x, h0, states: dict, w_ih, w_hh, bias, p=None, dt=None):
+def recurrent_layer(cell, x, h0, states: Sequence, w_ih, w_hh, bias, p=None, dt=None):
     """One recurrent layer's arguments (``tsrnn.functional.lstm`` / ``plstm``): x (T, B, I),
-    h0 and each state (B, H), w_ih (G*H, I), w_hh (G*H, H), bias (G*H,) or None, p (H,) for the
-    pLSTM, dt (T, B) or (T, B, 1) > 0 or None; ``cell`` a ``tsrnn.cells.Cell``. The age a0 must be
-    >= 0. Returns dt as (T, B) or None."""
+    h0 and each state (B, H) in the cell's order (``cell.initial_states``), w_ih (G*H, I), w_hh
+    (G*H, H), bias (G*H,) or None, p (H,) for the pLSTM, dt (T, B) or (T, B, 1) > 0 or None;
+    ``cell`` a ``tsrnn.cells.Cell``. The states of ``cell.math_states`` (the age) may have another
+    dtype and must be >= 0. Returns dt as (T, B) or None."""
     tensor("x", x, 3)
     steps, batch, in_size = x.shape
     if steps < 1 or batch < 1:
@@ -243,15 +244,18 @@ def recurrent_layer(cell, x, h0, states: dict, w_ih, w_hh, bias, p=None, dt=None
     if bias is not None:
         tensor("bias", bias, 1)
         shape("bias", bias, (rows,))
-    for name, state in {"h0": h0, **states}.items():
+    named = dict(zip(cell.initial_states, (h0, *states)))
+    for name, state in named.items():
         tensor(name, state, 2)
         shape(name, state, (batch, hidden))
-    same_dtype("x", x, w_ih=w_ih, w_hh=w_hh, bias=bias, h0=h0, c0=states["c0"])
-    same_device("x", x, w_ih=w_ih, w_hh=w_hh, bias=bias, h0=h0, p=p, dt=dt, **states)
+    in_math_dtype = {f"{s}0" for s in cell.math_states}
+    same_dtype("x", x, w_ih=w_ih, w_hh=w_hh, bias=bias, **{n: v for n, v in named.items() if n not in in_math_dtype})
+    same_device("x", x, w_ih=w_ih, w_hh=w_hh, bias=bias, p=p, dt=dt, **named)
     if cell.has_p:
         tensor("p", p, 1)
         shape("p", p, (hidden,))
-        nonnegative("a0", states["a0"])
+    for name in sorted(in_math_dtype):
+        nonnegative(name, named[name])
     if dt is not None:
         tensor("dt", dt, (2, 3))
         if dt.dim() == 3:

@@ -44,7 +44,6 @@ falls back to the reference loops with one warning naming the cause.
 """
 from __future__ import annotations
 
-import importlib
 import os
 import time
 import warnings
@@ -54,32 +53,13 @@ from typing import Callable, Hashable, Sequence
 import torch
 
 from tsrnn import _validation as check
+from tsrnn.cells import math_dtype
+from tsrnn.extensions import CUDA_LOAD_ERROR, LOAD_ERROR
+from tsrnn.kernels import capacity
 
 BACKENDS = ("auto", "reference", "native", "triton")
-PATHS = {
-    "recurrence": ("reference", "cpu", "onednn", "cudnn", "cuda_coop", "triton_persistent", "triton_step"),
-    "linear_scan": ("reference", "cpu", "triton_scan"),
-}
-TORCH_LSTM_PATHS = ("onednn", "cudnn")
-# Padded H up to which the persistent Triton kernel keeps the recurrence in registers, by math
-# dtype (ptxas for sm_90: at most 32 bytes of spill at 128 in float32; float64 spills from 64).
-TRITON_PERSISTENT_MAX_HP = {torch.float32: 128, torch.float64: 32}
 TUNE_REPEATS = 3  # timed runs per candidate, after one warm-up run; the fastest run counts
 TUNE_MARGIN = 0.05  # another candidate replaces the first only when at least this much faster
-
-
-
-def _load(module: str) -> str | None:
-    """Import a compiled extension (which registers its kernels); None, or why it did not load."""
-    try:
-        importlib.import_module(module)
-    except (ImportError, OSError) as exc:  # not built, or built against another torch
-        return f"{type(exc).__name__}: {exc}"
-    return None
-
-
-LOAD_ERROR = _load("tsrnn._C")  # the CPU kernels of torch.ops.tsrnn.*
-CUDA_LOAD_ERROR = _load("tsrnn._cuda")  # their CUDA kernels; missing when built without CUDA (TSRNN_CUDA=0, CPU torch)
 
 _warned: set[str] = set()
 _tuned: dict[Hashable, str] = {}  # (call key, candidates) -> the measured choice
@@ -89,7 +69,7 @@ _tuned: dict[Hashable, str] = {}  # (call key, candidates) -> the measured choic
 class Call:
     """What a dispatch decision depends on. ``shape``: (T, B, I, H) for a recurrence, (T, N) for
     a scan; ``cell``: a name of ``tsrnn.cells.CELLS`` or None; ``grad``: autograd will run the
-    backward of this call; ``forget``: the caller wants per-step gate traces (the forget gates, the
+    backward of this call; ``traces``: the caller wants per-step gate traces (the forget gates, the
     pLSTM's reset gates and ages)."""
 
     op: str
@@ -99,18 +79,18 @@ class Call:
     cell: str | None = None
     bias: bool = True
     grad: bool = False
-    forget: bool = False
+    traces: bool = False
 
     @property
     def math_dtype(self) -> torch.dtype:
-        """float64 for float64 inputs, else float32 (bf16/fp16 layers compute in float32)."""
-        return torch.float64 if self.dtype == torch.float64 else torch.float32
+        """What the call computes in (``tsrnn.cells.math_dtype``)."""
+        return math_dtype(self.dtype)
 
     def key(self) -> tuple:
         """The tuning key: T enters as a power-of-two bucket, the other sizes exactly."""
         steps, *rest = self.shape
         return (self.op, self.device.type, self.device.index, self.dtype, self.cell, steps.bit_length(),
-                *rest, self.bias, self.grad, self.forget)
+                *rest, self.bias, self.grad, self.traces)
 
 
 def native_available() -> bool:
@@ -125,15 +105,6 @@ def triton_available() -> bool:
     except ImportError:
         return False
     return True
-
-
-def _triton_runs_on(device: torch.device) -> bool:
-    return device.type == "cuda" or (device.type == "cpu" and os.environ.get("TRITON_INTERPRET") == "1")
-
-
-def padded(hidden: int) -> int:
-    """H rounded up to a power of two, at least 16: the tile side of the persistent Triton kernel."""
-    return max(16, 1 << (hidden - 1).bit_length())
 
 
 _coop_blocks: dict[tuple, int] = {}  # (device index, cell, H, math dtype) -> blocks of the CUDA kernel
@@ -153,67 +124,112 @@ def _cuda_coop_blocks(call: Call) -> int:
     return _coop_blocks[key]
 
 
+# -- the conditions of each path beyond its ops and devices: None, or why it cannot serve ---------
+def _always(call: Call) -> str | None:
+    return None
+
+
+def _compiled_cpu(call: Call) -> str | None:
+    if LOAD_ERROR is not None:
+        return f"the compiled extension tsrnn._C did not load ({LOAD_ERROR})"
+    return None
+
+
+def _torch_lstm(call: Call) -> str | None:
+    if call.cell != "lstm":
+        return f"torch's LSTM kernel runs the LSTM cell only, not {call.cell}"
+    if call.traces:
+        return "torch's LSTM kernel returns no forget-gate traces"
+    if torch.compiler.is_compiling():
+        return "torch.compile does not trace torch's LSTM kernel"
+    return None
+
+
+def _cooperative_cuda(call: Call) -> str | None:
+    if CUDA_LOAD_ERROR is not None:
+        return f"the extension tsrnn._cuda did not load ({CUDA_LOAD_ERROR})"
+    if call.math_dtype != torch.float32:
+        return "it computes in float32 only"
+    if _cuda_coop_blocks(call) < 1:
+        return (f"H={call.shape[3]} does not fit: W_hh must fit in the shared memory of co-resident "
+                "blocks that the GPU can launch cooperatively")
+    return None
+
+
+def _triton_persistent(call: Call) -> str | None:
+    return capacity.persistent_why_not(call.shape[3], call.math_dtype)
+
+
+@dataclass(frozen=True)
+class Path:
+    """One concrete implementation of one or more ops (see the module docstring's table).
+
+    ``devices``: the tensors' device types it runs on (Triton also runs CPU tensors under
+    TRITON_INTERPRET=1, for tests; "auto" never offers it there); ``family``: the requested
+    backend that names it besides its own name ("native", "triton", or None); ``runs``: how
+    ``tsrnn.functional`` runs it: "reference" (the step loops of tsrnn.reference), "torch_lstm"
+    (torch._VF.lstm) or "operator" (the ops of ``namespace``, whose Python kernels, if any, live
+    in the module ``kernels``); ``rule``: its other conditions."""
+
+    name: str
+    ops: tuple[str, ...]
+    devices: tuple[str, ...] | None  # None: any device
+    family: str | None
+    runs: str
+    rule: Callable[[Call], str | None]
+    namespace: str | None = None
+    kernels: str | None = None
+
+    def why_not(self, call: Call) -> str | None:
+        """None if this path can serve ``call`` (an op of ``ops``), else the reason it cannot: the
+        Triton family needs the triton package first, then every path its device, then its rule."""
+        device = call.device.type
+        triton = self.family == "triton"
+        if triton and not triton_available():
+            return "it needs the triton package (pip install triton)"
+        interpreted = triton and device == "cpu" and os.environ.get("TRITON_INTERPRET") == "1"
+        if self.devices is not None and device not in self.devices and not interpreted:
+            if triton:
+                return f"Triton runs on CUDA tensors (or CPU tensors with TRITON_INTERPRET=1), got {device} tensors"
+            return f"it runs on {self.devices[0].upper()} tensors, got {device} tensors"
+        return self.rule(call)
+
+
+# In order of preference after torch's own LSTM kernels, which "auto" tries first on their device.
+REGISTRY = {path.name: path for path in (
+    Path("reference", ("recurrence", "linear_scan"), None, None, "reference", _always),
+    Path("cpu", ("recurrence", "linear_scan"), ("cpu",), "native", "operator", _compiled_cpu, "tsrnn"),
+    Path("onednn", ("recurrence",), ("cpu",), None, "torch_lstm", _torch_lstm),
+    Path("cudnn", ("recurrence",), ("cuda",), None, "torch_lstm", _torch_lstm),
+    Path("cuda_coop", ("recurrence",), ("cuda",), "native", "operator", _cooperative_cuda, "tsrnn"),
+    Path("triton_persistent", ("recurrence",), ("cuda",), "triton", "operator", _triton_persistent,
+         "tsrnn_triton_persistent", "tsrnn.kernels.persistent"),
+    Path("triton_step", ("recurrence",), ("cuda",), "triton", "operator", _always,
+         "tsrnn_triton_step", "tsrnn.kernels.per_step"),
+    Path("triton_scan", ("linear_scan",), ("cuda",), "triton", "operator", _always,
+         "tsrnn_triton_scan", "tsrnn.kernels.linear_scan"),
+)}
+PATHS = {op: tuple(name for name, path in REGISTRY.items() if op in path.ops) for op in ("recurrence", "linear_scan")}
+
+
 def why_not(path: str, call: Call) -> str | None:
     """None if ``path`` can serve ``call``, else the reason it cannot."""
     if path not in PATHS[call.op]:
         return f"{path!r} is not a path of {call.op} (those are {list(PATHS[call.op])})"
-    device = call.device.type
-    if path == "reference":
-        return None
-    if path == "cpu":
-        if device != "cpu":
-            return f"it runs on CPU tensors, got {device} tensors"
-        if LOAD_ERROR is not None:
-            return f"the compiled extension tsrnn._C did not load ({LOAD_ERROR})"
-        return None
-    if path in TORCH_LSTM_PATHS:
-        if device != ("cpu" if path == "onednn" else "cuda"):
-            return f"it runs on {'CPU' if path == 'onednn' else 'CUDA'} tensors, got {device} tensors"
-        if call.cell != "lstm":
-            return f"torch's LSTM kernel runs the LSTM cell only, not {call.cell}"
-        if call.forget:
-            return "torch's LSTM kernel returns no forget-gate traces"
-        if torch.compiler.is_compiling():
-            return "torch.compile does not trace torch's LSTM kernel"
-        return None
-    if path == "cuda_coop":
-        if device != "cuda":
-            return f"it runs on CUDA tensors, got {device} tensors"
-        if CUDA_LOAD_ERROR is not None:
-            return f"the extension tsrnn._cuda did not load ({CUDA_LOAD_ERROR})"
-        if call.math_dtype != torch.float32:
-            return "it computes in float32 only"
-        if _cuda_coop_blocks(call) < 1:
-            return (f"H={call.shape[3]} does not fit: W_hh must fit in the shared memory of co-resident "
-                    "blocks that the GPU can launch cooperatively")
-        return None
-    # the Triton paths
-    if not triton_available():
-        return "it needs the triton package (pip install triton)"
-    if not _triton_runs_on(call.device):
-        return f"Triton runs on CUDA tensors (or CPU tensors with TRITON_INTERPRET=1), got {device} tensors"
-    if path == "triton_persistent":
-        limit = TRITON_PERSISTENT_MAX_HP[call.math_dtype]
-        if padded(call.shape[3]) > limit:
-            return f"H={call.shape[3]} pads to {padded(call.shape[3])} > {limit} units in {call.math_dtype}"
-    return None
+    return REGISTRY[path].why_not(call)
 
 
 def _family(requested: str, call: Call) -> list[str]:
     """The candidate paths of a requested backend, before filtering, in order of preference."""
     if requested in PATHS[call.op]:
         return [requested]
-    device = call.device.type
-    recurrence = call.op == "recurrence"
+    paths = [REGISTRY[name] for name in PATHS[call.op]]
     if requested == "triton":
-        return ["triton_persistent", "triton_step"] if recurrence else ["triton_scan"]
+        return [p.name for p in paths if p.family == "triton"]
+    on_device = [p for p in paths if p.devices is not None and call.device.type in p.devices]
     if requested == "native":
-        return ["cpu"] if device == "cpu" else ["cuda_coop"] if device == "cuda" and recurrence else []
-    if device == "cpu":  # auto
-        return ["onednn", "cpu"] if recurrence else ["cpu"]
-    if device == "cuda":
-        return ["cudnn", "cuda_coop", "triton_persistent", "triton_step"] if recurrence else ["triton_scan"]
-    return []
+        return [p.name for p in on_device if p.family == "native"]
+    return [p.name for p in sorted(on_device, key=lambda p: p.runs != "torch_lstm")]  # auto (a stable sort)
 
 
 def candidates(requested: str, call: Call) -> list[str]:

@@ -8,26 +8,45 @@ states to h_t and the new states, and saves ``saved`` activations per unit for t
 - ``plstm_coupled`` (S9): gates (r, g, o), i = 1 - f; states (c, a), a the age.
 - ``plstm_separate`` (S9): gates (i, r, g, o); states (c, a).
 
-Everything that needs a cell's sizes reads them here: the operator schemas' shape functions
-(tsrnn/ops.py), the Triton drivers (kernels/), the modules, the test harness and the benchmarks.
-The compiled kernels implement the same cells in csrc/cells.h (``kGates``, ``kStates``,
-``kSaved``, ``kForget``); the operators' opcheck tests compare the compiled kernels' output shapes
-with this table, so the two cannot drift apart unnoticed. ``kernel_id`` is the ``CELL``
-compile-time constant of the Triton plug-in (kernels/cells.py).
+Everything that needs a fact of a cell reads it here: the operators' checks and shape functions
+(tsrnn/kernels/checks.py, tsrnn/ops.py), the Triton drivers (their constexprs), the functional
+layer, the modules (parameter rows, state names, the dtype of each state), the test harness and
+the benchmarks. The compiled kernels implement the same cells in csrc/cells.h (``kGates``,
+``kStates``, ``kSaved``); the operators' opcheck tests compare the compiled kernels' output shapes
+with this table, so the two cannot drift apart unnoticed.
+
+The dtype rule (``math_dtype``): gate math runs in float64 for float64 inputs and float32 for
+every other dtype (bf16/fp16 layers compute in float32); h and the states not in ``math_states``
+come back in the input's dtype, the age a in the math dtype (rounding it to bf16 would move every
+later forget gate).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+import torch
+
+from tsrnn import reference
+
+
+def math_dtype(dtype: torch.dtype) -> torch.dtype:
+    """What a layer or scan of ``dtype`` inputs computes in: float64 for float64, else float32."""
+    return torch.float64 if dtype == torch.float64 else torch.float32
+
 
 @dataclass(frozen=True)
 class Cell:
     name: str
-    kernel_id: int
     gates: tuple[str, ...]  # rows of W_ih, W_hh and the bias per hidden unit, in order
     states: tuple[str, ...]  # states carried besides h, in order
     saved: tuple[str, ...]  # activations saved per unit for the backward, in order
-    has_p: bool  # a per-unit decay exponent p (and so a gradient for it)
+    input_gate: str | None = None  # pLSTM: "coupled" (i = 1 - f) or "separate" (i = σ(z_i))
+    math_states: tuple[str, ...] = ()  # states kept in the math dtype and >= 0 (the age)
+
+    @property
+    def has_p(self) -> bool:
+        """A per-unit decay exponent p (and so a gradient for it): the pLSTM cells."""
+        return self.input_gate is not None
 
     @property
     def num_gates(self) -> int:
@@ -45,16 +64,33 @@ class Cell:
         return len(self.saved)
 
     @property
-    def forget_slot(self) -> int:
-        """Where the forget gate f lies among the saved activations."""
-        return self.saved.index("f")
+    def initial_states(self) -> tuple[str, ...]:
+        """The names of the initial-state arguments: ("h0", "c0") or ("h0", "c0", "a0")."""
+        return tuple(f"{s}0" for s in ("h", *self.states))
+
+    @property
+    def function(self) -> str:
+        """The name of this cell's layer in ``tsrnn.functional`` and ``tsrnn.reference``."""
+        return "plstm" if self.has_p else "lstm"
+
+    def reference_layer(self, x, h0, states, w_ih, w_hh, bias, p=None, dt=None, eps=0.0):
+        """One layer through the step loop of ``tsrnn.reference``: (out, (h_n, *states_n), traces),
+        traces the per-step (T, B, H) forget gates "f" and, for the pLSTM, reset gates "r" and ages "a"."""
+        if not self.has_p:
+            out, finals, forget = reference.lstm(x, h0, *states, w_ih, w_hh, bias)
+            return out, finals, {"f": forget}
+        traces = {}
+        out, finals, forget = reference.plstm(x, h0, *states, w_ih, w_hh, bias, p, dt, eps, self.input_gate,
+                                              trace=traces)
+        return out, finals, {"f": forget, **traces}
 
 
 CELLS = {cell.name: cell for cell in (
-    Cell("lstm", 0, gates=("i", "f", "g", "o"), states=("c",), saved=("i", "f", "g", "o"), has_p=False),
-    Cell("plstm_coupled", 1, gates=("r", "g", "o"), states=("c", "a"), saved=("f", "r", "g", "o"), has_p=True),
-    Cell("plstm_separate", 2, gates=("i", "r", "g", "o"), states=("c", "a"), saved=("f", "r", "g", "o", "i"),
-         has_p=True),
+    Cell("lstm", gates=("i", "f", "g", "o"), states=("c",), saved=("i", "f", "g", "o")),
+    Cell("plstm_coupled", gates=("r", "g", "o"), states=("c", "a"), saved=("f", "r", "g", "o"),
+         input_gate="coupled", math_states=("a",)),
+    Cell("plstm_separate", gates=("i", "r", "g", "o"), states=("c", "a"), saved=("f", "r", "g", "o", "i"),
+         input_gate="separate", math_states=("a",)),
 )}
 INPUT_GATES = ("coupled", "separate")
 

@@ -26,14 +26,11 @@ from tsrnn import backend as _backend
 from tsrnn import cells, ops, reference
 
 
-def _math_dtype(dtype: torch.dtype) -> torch.dtype:
-    return torch.float64 if dtype == torch.float64 else torch.float32
-
-
-def _torch_lstm(x, h0, c0, w_ih, w_hh, bias):
+def _torch_lstm(path, cell, x, h0, states, w_ih, w_hh, bias, p, dt, eps, traces):
     """(S1) through torch's LSTM kernel (oneDNN on CPU, cuDNN on CUDA) in the math dtype, with
     ``bias`` as b_ih and b_hh = 0; returns (out, (h_n, c_n), None)."""
-    math = _math_dtype(x.dtype)
+    math = cells.math_dtype(x.dtype)
+    (c0,) = states
     weights = [w_ih, w_hh] if bias is None else [w_ih, w_hh, bias, torch.zeros_like(bias)]
     args = (x.to(math), (h0.to(math)[None], c0.to(math)[None]), [w.to(math) for w in weights], bias is not None,
             1, 0.0, torch.is_grad_enabled(), False, False)
@@ -46,9 +43,9 @@ def _torch_lstm(x, h0, c0, w_ih, w_hh, bias):
     return out.to(x.dtype), (h_n[0].to(x.dtype), c_n[0].to(x.dtype)), None
 
 
-def _fused(path, cell, x, h0, states, w_ih, w_hh, bias, p, dt, eps, want_traces):
+def _operator(path, cell, x, h0, states, w_ih, w_hh, bias, p, dt, eps, traces):
     """One layer through the recurrence operator of ``path``; returns (out, final states, traces)."""
-    math = _math_dtype(x.dtype)
+    math = cells.math_dtype(x.dtype)
     steps, batch, in_size = x.shape
     hidden = w_hh.shape[1]
     flat, w_ih_m = x.to(math).reshape(steps * batch, in_size), w_ih.to(math)
@@ -56,50 +53,44 @@ def _fused(path, cell, x, h0, states, w_ih, w_hh, bias, p, dt, eps, want_traces)
     xg = xg.view(steps, batch, cell.num_gates * hidden)
     state0 = torch.stack([s.to(math) for s in states])
     differentiable = (x, w_ih, w_hh, bias, h0, p, *states)
-    save = want_traces or (torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in differentiable))
+    save = traces or (torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in differentiable))
     h_all, state_n, _, saved = ops.op(path, "recurrence_forward")(
         cell.name, xg, w_hh.to(math), h0.to(math), state0, None if p is None else p.to(math),
         None if dt is None else dt.to(math), eps, save)
-    traces = None
-    if want_traces:
-        traces = dict(zip(cell.saved, saved.view(steps, batch, cell.num_saved, hidden).unbind(2)))
+    per_step = None
+    if traces:
+        per_step = dict(zip(cell.saved, saved.view(steps, batch, cell.num_saved, hidden).unbind(2)))
         if cell.has_p:  # the ages from the saved reset gates: a_t = (1 - r_t) a_{t-1} + (1 - r_t) Δt
-            keep = 1 - traces["r"]
-            traces["a"] = linear_scan(keep, keep * (1.0 if dt is None else dt.to(math).unsqueeze(-1)), state0[1])
+            keep = 1 - per_step["r"]
+            per_step["a"] = linear_scan(keep, keep * (1.0 if dt is None else dt.to(math).unsqueeze(-1)), state0[1])
     out = h_all.to(x.dtype)
-    finals = [s.to(x.dtype) if name == "c" else s for name, s in zip(cell.states, state_n.unbind(0))]
-    return out, (out[-1], *finals), traces
+    finals = [s if name in cell.math_states else s.to(x.dtype) for name, s in zip(cell.states, state_n.unbind(0))]
+    return out, (out[-1], *finals), per_step
 
 
-def _reference(cell, x, h0, states, w_ih, w_hh, bias, p, dt, eps):
-    """One layer through ``tsrnn.reference``; returns (out, final states, traces)."""
-    if not cell.has_p:
-        out, finals, forget = reference.lstm(x, h0, *states, w_ih, w_hh, bias)
-        return out, finals, {"f": forget}
-    traces = {}
-    out, finals, forget = reference.plstm(x, h0, *states, w_ih, w_hh, bias, p, dt, eps, cell.name.split("_")[1],
-                                          trace=traces)
-    return out, finals, {"f": forget, **traces}
+def _reference(path, cell, x, h0, states, w_ih, w_hh, bias, p, dt, eps, traces):
+    """One layer through the cell's step loop (``Cell.reference_layer``)."""
+    return cell.reference_layer(x, h0, states, w_ih, w_hh, bias, p, dt, eps)
 
 
-def _layer(cell, x, h0, states, w_ih, w_hh, bias, p=None, dt=None, eps=0.0, backend="auto", want_traces=False):
+# How each kind of path of the registry (``tsrnn.backend.Path.runs``) runs one layer.
+_LAYER = {"reference": _reference, "torch_lstm": _torch_lstm, "operator": _operator}
+
+
+def _layer(cell, x, h0, states, w_ih, w_hh, bias, p=None, dt=None, eps=0.0, backend="auto", traces=False):
     """One layer of ``cell`` (a ``tsrnn.cells.Cell``) on the chosen path, arguments unchecked;
     ``states`` the initial states after h0 in the cell's order. Returns (out, (h_n, *states_n),
-    traces): with ``want_traces``, a dict of per-step (T, B, H) values holding at least the forget
+    traces): with ``traces``, a dict of per-step (T, B, H) values holding at least the forget
     gate "f" and, for the pLSTM, the reset gate "r" and the age "a" (a fused path adds its other
     saved activations); None otherwise."""
     tensors = (x, h0, *states, w_ih, w_hh, bias, p)
     grad = torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in tensors)
     call = _backend.Call("recurrence", x.device, x.dtype, (*x.shape, w_hh.shape[1]), cell.name,
-                         bias is not None, grad, want_traces)
+                         bias is not None, grad, traces)
 
     def run(path, x, h0, *rest):
         *states, w_ih, w_hh, bias, p = rest
-        if path == "reference":
-            return _reference(cell, x, h0, states, w_ih, w_hh, bias, p, dt, eps)
-        if path in _backend.TORCH_LSTM_PATHS:
-            return _torch_lstm(x, h0, *states, w_ih, w_hh, bias)
-        return _fused(path, cell, x, h0, states, w_ih, w_hh, bias, p, dt, eps, want_traces)
+        return _LAYER[_backend.REGISTRY[path].runs](path, cell, x, h0, states, w_ih, w_hh, bias, p, dt, eps, traces)
 
     def timed(path):
         """The call on detached copies: the measurement joins no graph and fires no hooks."""
@@ -107,8 +98,8 @@ def _layer(cell, x, h0, states, w_ih, w_hh, bias, p=None, dt=None, eps=0.0, back
         out, finals, _ = run(path, *copies)
         return (out, *finals), [t for t in copies if t is not None and t.requires_grad]
 
-    out, finals, traces = run(_backend.choose(backend, call, timed), *tensors)
-    return out, finals, traces if want_traces else None
+    out, finals, per_step = run(_backend.choose(backend, call, timed), *tensors)
+    return out, finals, per_step if traces else None
 
 
 def lstm(x, h0, c0, w_ih, w_hh, bias=None, backend="auto", return_forget=False):
@@ -118,8 +109,8 @@ def lstm(x, h0, c0, w_ih, w_hh, bias=None, backend="auto", return_forget=False):
     With ``return_forget=True`` also returns the forget gates (T, B, H).
     """
     cell = cells.CELLS["lstm"]
-    check.recurrent_layer(cell, x, h0, {"c0": c0}, w_ih, w_hh, bias)
-    out, state, traces = _layer(cell, x, h0, (c0,), w_ih, w_hh, bias, backend=backend, want_traces=return_forget)
+    check.recurrent_layer(cell, x, h0, (c0,), w_ih, w_hh, bias)
+    out, state, traces = _layer(cell, x, h0, (c0,), w_ih, w_hh, bias, backend=backend, traces=return_forget)
     return (out, state, traces["f"]) if return_forget else (out, state)
 
 
@@ -132,7 +123,7 @@ def plstm(x, h0, c0, a0, w_ih, w_hh, bias, p, dt=None, eps=1e-3, input_gate="cou
     dt (T, B) or (T, B, 1) step lengths > 0, or None for Δt = 1. dt is data: it gets no gradient.
     """
     cell = cells.plstm(input_gate)
-    dt = check.recurrent_layer(cell, x, h0, {"c0": c0, "a0": a0}, w_ih, w_hh, bias, p, dt)
+    dt = check.recurrent_layer(cell, x, h0, (c0, a0), w_ih, w_hh, bias, p, dt)
     eps = check.positive_real("eps", eps)
     out, state, traces = _layer(cell, x, h0, (c0, a0), w_ih, w_hh, bias, p, None if dt is None else dt.detach(),
                                 eps, backend, return_forget)
@@ -156,9 +147,9 @@ def linear_scan(a, u, x0=None, backend="auto"):
     check.same_device("u", u, a=a, x0=x0)
     steps = u.shape[0]
     path = _backend.choose(backend, _backend.Call("linear_scan", u.device, u.dtype, (steps, u[0].numel())))
-    if path == "reference":
+    if _backend.REGISTRY[path].runs == "reference":
         return reference.linear_scan(a, u, x0)
-    math = _math_dtype(u.dtype)
+    math = cells.math_dtype(u.dtype)
     x0 = u.new_zeros(u.shape[1:]) if x0 is None else x0
     args = (a_full.to(math).reshape(steps, -1).contiguous(), u.to(math).reshape(steps, -1).contiguous(),
             x0.to(math).reshape(-1).contiguous())

@@ -5,7 +5,8 @@ each): ``torch.ops.tsrnn.*``, whose kernels are compiled (csrc/cpu for CPU tenso
 ``tsrnn._C``, csrc/cuda for CUDA tensors in ``tsrnn._cuda``), and one namespace per Triton path,
 ``torch.ops.tsrnn_triton_step.*``, ``tsrnn_triton_persistent.*`` and ``tsrnn_triton_scan.*``,
 whose kernels are in ``tsrnn.kernels`` (CUDA tensors, or CPU tensors under TRITON_INTERPRET=1).
-``op(path, name)`` gives the operator of a path of tsrnn/backend.py.
+Which path has which namespace and kernel module is tsrnn/backend.py's registry;
+``op(path, name)`` gives the operator of a path.
 Registering the backward with ``torch.library.register_autograd`` and the shapes with
 ``register_fake`` lets ``torch.compile`` trace a module through a whole recurrence as one node.
 """
@@ -16,8 +17,9 @@ import importlib
 
 import torch
 
-from tsrnn import backend  # noqa: F401  (loads the compiled kernels before the schemas below)
+from tsrnn import backend  # loads the compiled kernels (tsrnn.extensions) before the schemas below
 from tsrnn.cells import CELLS
+from tsrnn.kernels import checks
 
 # xg: [T,B,G*H] input projection plus bias, w_hh: [G*H,H], h0: [B,H], state0: [S,B,H],
 # p: [H] (pLSTM), dt: [T,B] (pLSTM, optional). recurrence_forward returns h_all: [T,B,H],
@@ -39,133 +41,29 @@ SCHEMAS = {
 # Compiled only: how many thread blocks the persistent CUDA kernel would use for this cell and
 # w_hh (its device, dtype and H), 0 where it does not fit on chip or cannot launch cooperatively.
 PLAN_SCHEMA = "recurrence_plan(str cell, Tensor w_hh) -> int"
-# The operator namespace of each path of tsrnn/backend.py that runs through an operator: the
-# compiled kernels share one (the dispatcher sends CPU tensors to tsrnn._C, CUDA ones to
-# tsrnn._cuda); each Triton path has its own, with the Triton module that implements it.
-NAMESPACES = {"cpu": "tsrnn", "cuda_coop": "tsrnn", "triton_step": "tsrnn_triton_step",
-              "triton_persistent": "tsrnn_triton_persistent", "triton_scan": "tsrnn_triton_scan"}
-TRITON_MODULES = {"tsrnn_triton_step": "tsrnn.kernels.per_step", "tsrnn_triton_persistent": "tsrnn.kernels.persistent",
-                  "tsrnn_triton_scan": "tsrnn.kernels.linear_scan"}
 
 
 def op(path: str, name: str):
-    """The operator ``name`` (e.g. "recurrence_forward") of a path of tsrnn/backend.py."""
-    return getattr(getattr(torch.ops, NAMESPACES[path]), name)
-
-
-def _check_devices(op_name, *tensors):
-    """The fake (meta) kernels see mixed devices that the dispatcher would not send to a kernel."""
-    devices = {t.device for t in tensors if t is not None}
-    torch._check(len(devices) == 1,
-                 lambda: f"tsrnn: {op_name} got tensors on several devices: {sorted(map(str, devices))}")
-
-
-# The recurrence operators' argument checks, as csrc/recurrence_op.h's with the same messages:
-# ranks, shapes, dtypes and devices only, so they read no values, never sync, and trace with fake
-# tensors. The fake kernels and the Triton drivers call them.
-def _require(cond, message):
-    """torch._check(cond, message): a RuntimeError, or on symbolic shapes a guard or runtime assert;
-    a plain True returns at once (all the checks of an eager call take ~20 us)."""
-    if cond is not True:
-        torch._check(cond, message)
-
-
-def _check_cell(name):
-    _require(name in CELLS, lambda: f"tsrnn: unknown cell '{name}', expected one of {', '.join(map(repr, CELLS))}")
-    return CELLS[name]
-
-
-def _check_tensor(t, name, dim, like):
-    """t has ``dim`` dimensions and the device and dtype of ``like``."""
-    _require(t.dim() == dim, lambda: f"tsrnn: {name} must have {dim} dimensions, got {list(t.shape)}")
-    _require(t.device == like.device, lambda: f"tsrnn: {name} is on {t.device}, expected {like.device}")
-    _require(t.dtype == like.dtype, lambda: f"tsrnn: {name} has dtype {t.dtype}, expected {like.dtype}")
-
-
-def _check_sizes(t, name, sizes, shown=None, hint=""):
-    """t (of len(sizes) dimensions) is ``sizes``; the message shows ``shown`` (default: sizes)."""
-    for size, want in zip(t.shape, sizes):
-        _require(size == want, lambda: f"tsrnn: {name} must be {shown or list(sizes)}, got {list(t.shape)}{hint}")
-
-
-def _check_empty(T, B, H, name, t):
-    for size in (T, B, H):
-        _require(size >= 1, lambda: f"tsrnn: empty input, {name} {list(t.shape)}")
-
-
-def _check_layer(cell, T, B, H, like, w_hh, h0, state0, p, dt):
-    """What both directions take besides their own tensors: w_hh (rank checked) [G*H, H], h0 [B, H],
-    state0 [S, B, H], p [H] (exactly for the cells with p), dt [T, B] (pLSTM, optional)."""
-    _check_sizes(w_hh, "w_hh", (cell.num_gates * H, H))
-    _check_tensor(h0, "h0", 2, like)
-    _check_sizes(h0, "h0", (B, H))
-    _check_tensor(state0, "state0", 3, like)
-    _check_sizes(state0, "state0", (cell.num_states, B, H))
-    _require((p is not None) == cell.has_p,
-             lambda: f"tsrnn: p is {'required' if cell.has_p else 'not used'} for this cell")
-    if p is not None:
-        _check_tensor(p, "p", 1, like)
-        _check_sizes(p, "p", (H,))
-    if dt is not None:
-        _require(cell.has_p, lambda: "tsrnn: dt is only used by the pLSTM cells")
-        _check_tensor(dt, "dt", 2, like)
-        _check_sizes(dt, "dt", (T, B))
-
-
-def check_recurrence_args(cell, xg, w_hh, h0, state0, p, dt):
-    """recurrence_forward's tensors against each other and the cell (csrc/recurrence_op.h's
-    check_inputs); returns (T, B, H)."""
-    shape = _check_cell(cell)
-    _check_tensor(xg, "xg", 3, xg)
-    _check_tensor(w_hh, "w_hh", 2, xg)
-    T, B, H = xg.shape[0], xg.shape[1], w_hh.shape[1]
-    _check_empty(T, B, H, "xg", xg)
-    _check_layer(shape, T, B, H, xg, w_hh, h0, state0, p, dt)
-    _check_sizes(xg, "xg", (T, B, shape.num_gates * H), shown=f"[T, B, {shape.num_gates * H}]")
-    return T, B, H
-
-
-def check_recurrence_backward_args(cell, grad_h, grad_state_n, w_hh, h0, state0, h_all, state_all, saved, p, dt):
-    """recurrence_backward's tensors against each other, the cell and the forward's outputs
-    (csrc/recurrence_op.h's check_backward_inputs); returns (T, B, H)."""
-    shape = _check_cell(cell)
-    _require(h_all.dim() == 3, lambda: f"tsrnn: h_all must be [T, B, H], got {list(h_all.shape)}")
-    T, B, H = h_all.shape
-    _check_empty(T, B, H, "h_all", h_all)
-    _check_tensor(w_hh, "w_hh", 2, h_all)
-    _check_layer(shape, T, B, H, h_all, w_hh, h0, state0, p, dt)
-    S, KH = shape.num_states, shape.num_saved * H
-    _check_tensor(state_all, "state_all", 4, h_all)
-    _check_sizes(state_all, "state_all", (T, S, B, H), shown="[T, S, B, H]")
-    _check_tensor(saved, "saved", saved.dim(), h_all)
-    saved_hint = " (was the forward run with save=false?)"
-    _require(saved.dim() == 3, lambda: f"tsrnn: saved must be [T, B, {KH}], got {list(saved.shape)}{saved_hint}")
-    _check_sizes(saved, "saved", (T, B, KH), shown=f"[T, B, {KH}]", hint=saved_hint)
-    if grad_h is not None:
-        _check_tensor(grad_h, "grad_h", 3, h_all)
-        _check_sizes(grad_h, "grad_h", (T, B, H))
-    if grad_state_n is not None:
-        _check_tensor(grad_state_n, "grad_state_n", 3, h_all)
-        _check_sizes(grad_state_n, "grad_state_n", (S, B, H))
-    return T, B, H
+    """The operator ``name`` (e.g. "recurrence_forward") of a path of tsrnn/backend.py's registry."""
+    return getattr(getattr(torch.ops, backend.REGISTRY[path].namespace), name)
 
 
 def _recurrence_fake(cell, xg, w_hh, h0, state0, p, dt, eps, save):
-    steps, batch, hidden = check_recurrence_args(cell, xg, w_hh, h0, state0, p, dt)
-    shape = CELLS[cell]
-    saved = (steps, batch, shape.num_saved * hidden) if save else (0,)
+    steps, batch, hidden = checks.recurrence_args(cell, xg, w_hh, h0, state0, p, dt)
+    described = CELLS[cell]
+    saved = (steps, batch, described.num_saved * hidden) if save else (0,)
     return (
         xg.new_empty(steps, batch, hidden),
-        xg.new_empty(shape.num_states, batch, hidden),
-        xg.new_empty(steps, shape.num_states, batch, hidden),
+        xg.new_empty(described.num_states, batch, hidden),
+        xg.new_empty(steps, described.num_states, batch, hidden),
         xg.new_empty(saved),
     )
 
 
 def _recurrence_backward_fake(cell, grad_h, grad_state_n, w_hh, h0, state0, h_all, state_all,
                               saved, p, dt, eps):
-    steps, batch, hidden = check_recurrence_backward_args(cell, grad_h, grad_state_n, w_hh, h0, state0, h_all,
-                                                          state_all, saved, p, dt)
+    steps, batch, hidden = checks.recurrence_backward_args(cell, grad_h, grad_state_n, w_hh, h0, state0, h_all,
+                                                           state_all, saved, p, dt)
     return (
         h_all.new_empty(steps, batch, CELLS[cell].num_gates * hidden),
         torch.empty_like(w_hh),
@@ -196,12 +94,12 @@ def _recurrence_autograd(backward_op):
 
 
 def _scan_fake(a, u, x0):
-    _check_devices("linear_scan_forward", a, u, x0)
+    checks.scan_args(a, u, x0)
     return torch.empty_like(u)
 
 
 def _scan_backward_fake(grad_x, a, x, x0):
-    _check_devices("linear_scan_backward", grad_x, a, x, x0)
+    checks.scan_backward_args(grad_x, a, x, x0)
     return torch.empty_like(a), torch.empty_like(x), torch.empty_like(x0)
 
 
@@ -270,11 +168,23 @@ def _define(namespace: str, op_names) -> torch.library.Library:
     return lib
 
 
-_LIBRARIES = {"tsrnn": _define("tsrnn", ("recurrence", "linear_scan"))}
-_LIBRARIES["tsrnn"].define(PLAN_SCHEMA)
-for _namespace, _module in TRITON_MODULES.items():
-    _op = "linear_scan" if _namespace.endswith("scan") else "recurrence"
-    _LIBRARIES[_namespace] = _define(_namespace, (_op,))
-    for _name in (f"{_op}_forward", f"{_op}_backward"):
+def _namespaces() -> dict[str, tuple[tuple[str, ...], str | None]]:
+    """{namespace: (its ops, the module of its Python kernels or None for compiled ones)} over the
+    registry's operator paths (the compiled "cpu" and "cuda_coop" share one namespace)."""
+    spaces = {}
+    for path in backend.REGISTRY.values():
+        if path.namespace is not None:
+            ops, _ = spaces.get(path.namespace, ((), None))
+            spaces[path.namespace] = (ops + tuple(o for o in path.ops if o not in ops), path.kernels)
+    return spaces
+
+
+_LIBRARIES = {}
+for _namespace, (_ops, _module) in _namespaces().items():
+    _LIBRARIES[_namespace] = _define(_namespace, _ops)
+    if _module is None:  # compiled: the extensions register the kernels, and the planning op
+        _LIBRARIES[_namespace].define(PLAN_SCHEMA)
+        continue
+    for _name in (f"{o}_{d}" for o in _ops for d in ("forward", "backward")):
         for _device in ("CPU", "CUDA"):
             _LIBRARIES[_namespace].impl(_name, _triton_kernel(_module, _name), _device)

@@ -45,19 +45,24 @@ def _layer_case(cell: str, path: str) -> Case:
     return Case(f"{cell} {path}" + (" + dt" if dt else ""), compare, timed)
 
 
-def _scan_case() -> Case:
+def _scan_case(path: str) -> Case:
     def timed(run_path, shape):
         T, B, _, H = shape
         a = torch.rand(T, B, H, requires_grad=True)
         u = torch.randn(T, B, H, requires_grad=True)
         return lambda: functional.linear_scan(a, u, backend=run_path).sum().backward()
 
-    return Case("linear_scan cpu", lambda shape, dtype: testing.compare_scan("cpu", shape[:2] + shape[3:], dtype),
+    return Case(f"linear_scan {path}", lambda shape, dtype: testing.compare_scan(path, shape[:2] + shape[3:], dtype),
                 timed)
 
 
-CASES = (_layer_case("lstm", "cpu"), _layer_case("lstm", "onednn"), _layer_case("plstm_coupled", "cpu"),
-         _layer_case("plstm_separate", "cpu"), _scan_case())
+def cases() -> list[Case]:
+    """Every (cell, path) of the registry that runs CPU tensors, then the scan's CPU paths."""
+    cpu = torch.device("cpu")
+    paths = [p for p in backend.REGISTRY.values() if p.devices is not None and "cpu" in p.devices]
+    layers = [_layer_case(cell, p.name) for p in paths if "recurrence" in p.ops for cell in cells.CELLS
+              if backend.why_not(p.name, backend.Call("recurrence", cpu, torch.float32, (1, 1, 1, 1), cell)) is None]
+    return layers + [_scan_case(p.name) for p in paths if "linear_scan" in p.ops]
 
 
 def _time_ms(step: Callable[[], None], repeats: int) -> float:
@@ -86,7 +91,7 @@ def run(steps: int = 70, batch: int = 20, hidden: int = 256, repeats: int = 3, o
     out(header)
     out("-" * len(header))
     failed = []
-    for case in CASES:
+    for case in cases():
         e64, e32 = case.compare(small, torch.float64), case.compare(default, torch.float32)
         t_ref = _time_ms(case.timed("reference", default), repeats)
         t_path = _time_ms(case.timed(case.name.split()[1], default), repeats)

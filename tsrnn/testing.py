@@ -37,7 +37,7 @@ GRAD_TOLERANCE = {
 SHAPES = [(1, 1, 1, 1), (1, 4, 3, 5), (7, 1, 5, 3), (13, 3, 7, 9), (5, 2, 33, 17), (3, 2, 5, 67),
           (4, 3, 7, 130), (3, 2, 4, 301)]
 DTYPES = [torch.float64, torch.float32, torch.bfloat16]
-LAYER_PATHS = [p for p in backend.PATHS["recurrence"] if p != "reference"]
+LAYER_PATHS = [p for p in backend.PATHS["recurrence"] if backend.REGISTRY[p].runs != "reference"]
 
 
 def layer_args(cell: str, T: int, B: int, I: int, H: int, seed: int = 0, dt: bool = False) -> dict:
@@ -61,7 +61,7 @@ def layer_args(cell: str, T: int, B: int, I: int, H: int, seed: int = 0, dt: boo
         args["a0"] = torch.rand(B, H, generator=g, dtype=torch.float64) * 3
         args["p"] = torch.rand(H, generator=g, dtype=torch.float64) * 0.9 + 0.05
         args["dt"] = torch.rand(T, B, generator=g, dtype=torch.float64) * 2 + 0.1 if dt else None
-        args["input_gate"] = cell.split("_")[1]
+        args["input_gate"] = cells.get(cell).input_gate
     return args
 
 
@@ -72,13 +72,12 @@ def differentiable(args: dict) -> list[str]:
 
 def run_layer(cell: str, args: dict, backend_name: str):
     """``(out, final states)`` of functional.lstm / plstm on a path or requested backend."""
-    fn = functional.lstm if cell == "lstm" else functional.plstm
-    return fn(**args, backend=backend_name)
+    return getattr(functional, cells.get(cell).function)(**args, backend=backend_name)
 
 
 def reference_layer(cell: str, args: dict):
-    fn = reference.lstm if cell == "lstm" else reference.plstm
-    out, state, _ = fn(**args)
+    """``(out, final states)`` of reference.lstm / plstm."""
+    out, state, _ = getattr(reference, cells.get(cell).function)(**args)
     return out, state
 
 

@@ -23,7 +23,7 @@ import torch
 from torch import nn
 
 from tsrnn import _validation as check
-from tsrnn import functional, laplace
+from tsrnn import cells, functional, laplace
 
 METHODS = ("auto", "scan", "chunked", "fft")
 
@@ -105,7 +105,7 @@ class TILT(nn.Module):
         method = "chunked" if self.method == "auto" else self.method
         if method == "fft" and reset is not None:
             raise ValueError("method='fft' does not support reset; use 'chunked' or 'scan'")
-        compute = torch.float64 if u.dtype == torch.float64 else torch.float32
+        compute = cells.math_dtype(u.dtype)
         run = {"scan": self._scan, "chunked": self._chunked, "fft": self._fft}[method]
         y, state = run(u.to(compute), None if state is None else state.double(), reset)
         y = y.to(u.dtype)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import torch
 
 from tsrnn import _validation as check
-from tsrnn import cells, functional
+from tsrnn import cells
 from tsrnn.modules.stacked import StackedRNN
 from tsrnn.timescales import bias_from_timescale, timescale_from_bias
 
@@ -43,7 +43,7 @@ class LSTM(StackedRNN):
                  dropout=0.0, bidirectional=False, proj_size=0, device=None, dtype=None, *,
                  timescales=None, freeze="gates", backend="auto"):
         super().__init__(input_size, hidden_size, num_layers, bias, batch_first, dropout, backend,
-                         gates=4, device=device, dtype=dtype, bidirectional=bidirectional,
+                         cells.CELLS["lstm"], device=device, dtype=dtype, bidirectional=bidirectional,
                          proj_size=proj_size)
         check.choice("freeze", freeze, FREEZE)
         self.freeze = freeze
@@ -107,24 +107,5 @@ class LSTM(StackedRNN):
             state_dict.setdefault(f"{prefix}bias_fixed_l{k}", getattr(self, f"bias_fixed_l{k}"))
         super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
 
-    def _run(self, input, hx, want_traces):
-        x, unbatched = self._time_major(input)
-        h0, c0 = self._initial_states(("h0", "c0"), hx, x, unbatched)
-
-        def run_layer(k, layer_in, states):
-            return functional._layer(cells.CELLS["lstm"], layer_in, states[0], (states[1],), *self.weights(k),
-                                     self.gate_biases(k), backend=self.backend, want_traces=want_traces)
-
-        out, finals, traces = self._stack(x, (h0, c0), run_layer)
-        out, finals = self._finish(out, finals, unbatched)
-        return out, finals, traces
-
-    def forward(self, input, hx=None):
-        out, state, traces = self._run(input, hx, want_traces=bool(self._watchers))
-        self._notify(traces)
-        return out, state
-
-    @torch.no_grad()
-    def forget_gates(self, input, hx=None) -> list[torch.Tensor]:
-        """Forget-gate values (T, B, H) of every layer for this input (S6 data)."""
-        return [traces["f"] for traces in self._run(input, hx, want_traces=True)[2]]
+    def _layer_inputs(self, layer: int) -> dict:
+        return {"bias": self.gate_biases(layer)}

@@ -11,7 +11,7 @@ import torch
 from torch import nn
 
 from tsrnn import _validation as check
-from tsrnn import cells, functional
+from tsrnn import cells
 from tsrnn.modules.stacked import StackedRNN
 
 
@@ -41,10 +41,9 @@ class PowerLawLSTM(StackedRNN):
         if fixed_p is not None:
             fixed_p = check.positive_real("fixed_p", fixed_p)
             learn_p = False
-        super().__init__(input_size, hidden_size, num_layers, bias, batch_first, dropout, backend,
-                         gates=cell.num_gates, device=device, dtype=dtype,
-                         bidirectional=bidirectional, proj_size=proj_size)
-        self.eps, self.input_gate, self.learn_p, self.cell = float(eps), input_gate, learn_p, cell
+        super().__init__(input_size, hidden_size, num_layers, bias, batch_first, dropout, backend, cell,
+                         device=device, dtype=dtype, bidirectional=bidirectional, proj_size=proj_size)
+        self.eps, self.input_gate, self.learn_p = float(eps), input_gate, learn_p
         self.fixed_p = fixed_p
         if fixed_p is not None:
             for k in range(num_layers):
@@ -79,11 +78,14 @@ class PowerLawLSTM(StackedRNN):
         p = f"fixed_p={self.fixed_p}" if self.fixed_p is not None else f"learn_p={self.learn_p}"
         return super().extra_repr() + f", eps={self.eps}, input_gate={self.input_gate!r}, {p}"
 
-    def _time_major_dt(self, dt, x, unbatched):
+    def _layer_inputs(self, layer: int) -> dict:
+        return {"bias": self.raw_bias(layer), "p": self.p(layer), "eps": self.eps}
+
+    def _call_inputs(self, x, unbatched, dt=None) -> dict:
         """dt in the caller's layout ((T,), (T, B) or (B, T) if batch_first, optionally with a
-        trailing 1), checked there, returned as (T, B)."""
+        trailing 1), checked there, passed on as (T, B) data (no gradient)."""
         if dt is None:
-            return None
+            return {"dt": None}
         steps, batch = x.shape[0], x.shape[1]
         layout = (steps,) if unbatched else ((batch, steps) if self.batch_first else (steps, batch))
         check.tensor("dt", dt)
@@ -94,34 +96,17 @@ class PowerLawLSTM(StackedRNN):
         if dt.dim() > len(layout):
             dt = dt.squeeze(-1)
         if unbatched:
-            return dt.unsqueeze(1)
-        return dt.transpose(0, 1) if self.batch_first else dt
-
-    def _run(self, input, state, dt, want_traces):
-        x, unbatched = self._time_major(input)
-        h0, c0, a0 = self._initial_states(("h0", "c0", "a0"), state, x, unbatched)
-        if state is not None:
-            check.nonnegative("a0", a0)
-        dt = self._time_major_dt(dt, x, unbatched)
-        dt = None if dt is None else dt.detach()
-
-        def run_layer(k, layer_in, states):
-            return functional._layer(self.cell, layer_in, states[0], states[1:], *self.weights(k), self.raw_bias(k),
-                                     self.p(k), dt, self.eps, self.backend, want_traces)
-
-        out, finals, traces = self._stack(x, (h0, c0, a0), run_layer)
-        out, finals = self._finish(out, finals, unbatched)
-        return out, finals, traces
+            dt = dt.unsqueeze(1)
+        elif self.batch_first:
+            dt = dt.transpose(0, 1)
+        return {"dt": dt.detach()}
 
     def forward(self, input, state=None, dt=None):
-        out, state, traces = self._run(input, state, dt, want_traces=bool(self._watchers))
-        self._notify(traces)
-        return out, state
+        return super().forward(input, state, dt=dt)
 
-    @torch.no_grad()
     def forget_gates(self, input, state=None, dt=None) -> list[torch.Tensor]:
         """Forget-gate values (T, B, H) of every layer for this input (S6 data)."""
-        return [traces["f"] for traces in self._run(input, state, dt, want_traces=True)[2]]
+        return super().forget_gates(input, state, dt=dt)
 
     @torch.no_grad()
     def trace(self, input, state=None, dt=None) -> list[dict[str, torch.Tensor]]:
@@ -131,5 +116,5 @@ class PowerLawLSTM(StackedRNN):
         the decay exponents (H,). A fused path reads r and f from the activations it saves for
         the backward and rebuilds a from r and Δt with one linear scan; the reference records
         them in its step loop."""
-        traces = self._run(input, state, dt, want_traces=True)[2]
+        traces = self._run(input, state, True, dt=dt)[2]
         return [{"r": t["r"], "a": t["a"], "f": t["f"], "p": self.p(k).detach()} for k, t in enumerate(traces)]

@@ -1,6 +1,9 @@
 """What tsrnn.LSTM and tsrnn.PowerLawLSTM share: parameters named as in torch.nn.LSTM, input
-layout (time-major, batch_first, unbatched), initial states, and the loop over layers with
-dropout between them."""
+layout (time-major, batch_first, unbatched), initial states, the loop over layers with dropout
+between them (``forward``, ``forget_gates``), and the traces handed to watchers. A subclass names
+its cell (``tsrnn.cells``) and says, per layer, what its layers take besides the weights
+(``_layer_inputs``: the effective bias, p, ε) and, per call, what its forward takes besides the
+input and state (``_call_inputs``: the pLSTM's Δt)."""
 from __future__ import annotations
 
 import contextlib
@@ -12,16 +15,18 @@ from torch import nn
 from torch.nn.utils.rnn import PackedSequence
 
 from tsrnn import _validation as check
+from tsrnn import functional
 from tsrnn.backend import BACKENDS, PATHS
+from tsrnn.cells import Cell
 
-REQUESTS = BACKENDS + PATHS["recurrence"][1:]  # a requested backend, or one path by name
+REQUESTS = BACKENDS + tuple(p for p in PATHS["recurrence"] if p not in BACKENDS)  # a requested backend, or a path
 
 
 class StackedRNN(nn.Module):
-    """Base of the stacked recurrent modules; ``gates`` rows of W per hidden unit."""
+    """Base of the stacked recurrent modules of ``cell`` (``cell.num_gates`` rows of W per unit)."""
 
     def __init__(self, input_size, hidden_size, num_layers, bias, batch_first, dropout, backend,
-                 gates, device=None, dtype=None, bidirectional=False, proj_size=0):
+                 cell: Cell, device=None, dtype=None, bidirectional=False, proj_size=0):
         super().__init__()
         self._check_torch_only_options(bidirectional, proj_size)
         for name, value in (("input_size", input_size), ("hidden_size", hidden_size),
@@ -32,9 +37,9 @@ class StackedRNN(nn.Module):
         check.choice("backend", backend, REQUESTS)
         self.input_size, self.hidden_size, self.num_layers = input_size, hidden_size, num_layers
         self.bias, self.batch_first, self.dropout = bias, batch_first, float(dropout)
-        self.backend = backend
+        self.backend, self.cell = backend, cell
         factory = {"device": device, "dtype": dtype}
-        rows = gates * hidden_size
+        rows = cell.num_gates * hidden_size
         for k in range(num_layers):
             layer_in = input_size if k == 0 else hidden_size
             self.register_parameter(f"weight_ih_l{k}", nn.Parameter(torch.empty(rows, layer_in, **factory)))
@@ -138,38 +143,71 @@ class StackedRNN(nn.Module):
             return out.squeeze(1)
         return out.transpose(0, 1) if self.batch_first else out
 
-    def _initial_states(self, names, given, x: torch.Tensor, unbatched: bool):
-        """Per-layer initial states (L, B, H) for each name; zeros when ``given`` is None."""
+    def _initial_states(self, given, x: torch.Tensor, unbatched: bool):
+        """Per-layer initial states (L, B, H), one per name of ``cell.initial_states``; zeros when
+        ``given`` is None. The states of ``cell.math_states`` (the pLSTM age, which a bf16 layer
+        carries in float32) may have another dtype and must be >= 0."""
+        names = self.cell.initial_states
         batch = x.shape[1]
         shape = (self.num_layers, self.hidden_size) if unbatched else (self.num_layers, batch, self.hidden_size)
         if given is None:
             return [x.new_zeros(self.num_layers, batch, self.hidden_size) for _ in names]
         if not isinstance(given, (tuple, list)) or len(given) != len(names):
             raise TypeError(f"the initial state must be a tuple ({', '.join(names)}), got {type(given).__name__}")
+        in_math_dtype = {f"{s}0" for s in self.cell.math_states}
         states = []
         for name, state in zip(names, given):
             check.tensor(name, state)
             check.shape(name, state, shape)
             check.same_device("input", x, **{name: state})
-            if name != "a0":  # the pLSTM age may be carried in float32 from a bf16 layer
+            if name in in_math_dtype:
+                check.nonnegative(name, state)
+            else:
                 check.same_dtype("input", x, **{name: state})
             states.append(state.unsqueeze(1) if unbatched else state)
         return states
 
-    def _stack(self, x, initial, run_layer):
-        """Run every layer: ``run_layer(k, input, states_k)`` -> (out, final states, traces), its
-        arguments already checked (``functional._layer``)."""
-        finals, traces = [], []
+    # -- the subclass's hooks ----------------------------------------------------------------
+    def _layer_inputs(self, layer: int) -> dict:
+        """Keyword arguments of ``functional._layer`` for one layer besides its input, states and
+        weights: at least ``bias`` (the effective bias or None)."""
+        raise NotImplementedError
+
+    def _call_inputs(self, x: torch.Tensor, unbatched: bool) -> dict:
+        """Keyword arguments of ``functional._layer`` that one forward call adds for every layer,
+        from the forward's own keyword arguments (none here; the pLSTM's dt)."""
+        return {}
+
+    # -- the pass ------------------------------------------------------------------------------
+    def _run(self, input, state, traces: bool, **inputs):
+        """Every layer in turn, with dropout between them in training: (out, final states, per-layer
+        traces or Nones), in the caller's layout. The input and states are checked here once; each
+        layer runs ``functional._layer`` unchecked."""
+        x, unbatched = self._time_major(input)
+        initial = self._initial_states(state, x, unbatched)
+        per_call = self._call_inputs(x, unbatched, **inputs)
+        finals, per_layer = [], []
         for k in range(self.num_layers):
-            x, state, layer_traces = run_layer(k, x, [s[k] for s in initial])
-            finals.append(state)
-            traces.append(layer_traces)
+            x, layer_finals, layer_traces = functional._layer(
+                self.cell, x, initial[0][k], [s[k] for s in initial[1:]], *self.weights(k), backend=self.backend,
+                traces=traces, **self._layer_inputs(k), **per_call)
+            finals.append(layer_finals)
+            per_layer.append(layer_traces)
             if self.dropout and self.training and k < self.num_layers - 1:
                 x = nn.functional.dropout(x, self.dropout, training=True)
-        return x, [torch.stack(s) for s in zip(*finals)], traces
-
-    def _finish(self, out, finals, unbatched):
-        out = self._layout_out(out, unbatched)
+        finals = [torch.stack(s) for s in zip(*finals)]
         if unbatched:
             finals = [s.squeeze(1) for s in finals]
-        return out, tuple(finals)
+        return self._layout_out(x, unbatched), tuple(finals), per_layer
+
+    def forward(self, input, hx=None, **inputs):
+        """``out, state = m(input, hx)``: the torch.nn.LSTM convention; subclasses document their
+        state and keyword inputs."""
+        out, state, traces = self._run(input, hx, bool(self._watchers), **inputs)
+        self._notify(traces)
+        return out, state
+
+    @torch.no_grad()
+    def forget_gates(self, input, hx=None, **inputs) -> list[torch.Tensor]:
+        """Forget-gate values (T, B, H) of every layer for this input (S6 data)."""
+        return [traces["f"] for traces in self._run(input, hx, True, **inputs)[2]]

@@ -13,6 +13,8 @@ import torch
 import triton
 import triton.language as tl
 
+from . import checks
+
 
 @triton.jit
 def _compose(a_left, u_left, a_right, u_right):
@@ -58,12 +60,15 @@ def scan(a: torch.Tensor, u: torch.Tensor, x0: torch.Tensor | None = None, rever
 
 
 def linear_scan_forward(a: torch.Tensor, u: torch.Tensor, x0: torch.Tensor) -> torch.Tensor:
-    """torch.ops.tsrnn_triton_scan.linear_scan_forward: x_t = a_t x_{t-1} + u_t; a, u: [T, N], x0: [N]."""
+    """torch.ops.tsrnn_triton_scan.linear_scan_forward: x_t = a_t x_{t-1} + u_t; a, u: [T, N], x0: [N]
+    (checked as the compiled op checks them: tsrnn/kernels/checks.py)."""
+    checks.scan_args(a, u, x0)
     return scan(a.contiguous(), u.contiguous(), x0.contiguous())
 
 
 def linear_scan_backward(grad_x, a, x, x0):
     """torch.ops.tsrnn_triton_scan.linear_scan_backward: (grad_a, grad_u, grad_x0)."""
+    checks.scan_backward_args(grad_x, a, x, x0)
     a_next = torch.cat([a[1:], torch.zeros_like(a[:1])])  # g_t = dL/dx_t + a_{t+1} g_{t+1}
     g = scan(a_next, grad_x.contiguous(), reverse=True)
     x_prev = torch.cat([x0[None], x[:-1]])

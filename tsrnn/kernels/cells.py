@@ -3,28 +3,36 @@ persistent (persistent.py) kernels; the same cells as the C++ kernels (csrc/cell
 
 A cell maps one step's gate pre-activations z and previous states (c', a') to h, (c, a) and
 the activations saved for backward (forward), and dL/dh, dL/d(c, a) back to dz and
-dL/d(c', a') (backward). CELL: 0 LSTM (S1), 1 pLSTM coupled, 2 pLSTM separate (S9): ``kernel_id`` in tsrnn/cells.py.
+dL/d(c', a') (backward). The kernels take the cell (tsrnn/cells.py) as named constexprs
+(``constexprs``): HAS_P (the pLSTM: a decay exponent p and the age a), COUPLED (i = 1 - f), and
+its sizes G (gate rows), S (states), K (saved rows).
 Gate rows of z (and of W_hh, dz): LSTM (i, f, g, o), coupled (r, g, o), separate (i, r, g, o).
 Saved rows: LSTM (i, f, g, o), pLSTM (f, r, g, o[, i]).
 The functions are elementwise with broadcasting: callers pass 2-D (batch x unit) tiles, 1-D
 flat vectors or scalars (p, dt; and placeholders for the arguments a cell ignores).
-Also shared by both kernel shapes: the row loads / stores of xg, saved and dz (load_rows,
-store_rows), the W_hh tiles and dots (w_tile, mm, gates_mm), and four host helpers.
+Also shared by both kernel shapes: the state and p loads and stores (load_states, store_states,
+load_p), the row loads / stores of xg, saved and dz (load_rows, store_rows), the W_hh tiles and
+dots (w_tile, mm, gates_mm), and the drivers' host side (``forward_prologue``,
+``backward_prologue``, ``weight_grad``).
 """
 from __future__ import annotations
+
+from types import SimpleNamespace
 
 import torch
 import triton
 import triton.language as tl
 
-from tsrnn.cells import CELLS
+from tsrnn.cells import CELLS, math_dtype
+
+from . import checks
 
 
-def check_math_dtype(t) -> None:
-    """The Triton recurrences take float32 or float64 tensors, as the compiled ones (the functional
-    layer runs bf16/fp16 layers in float32: states stored in bf16 would round c every step)."""
-    if t.dtype not in (torch.float32, torch.float64):
-        raise TypeError(f"tsrnn: the Triton recurrence kernels take float32 or float64, got {t.dtype}")
+def constexprs(cell: str) -> dict:
+    """The cell of the registry (tsrnn/cells.py) as the kernels' constexprs."""
+    c = CELLS[cell]
+    return {"HAS_P": c.has_p, "COUPLED": c.input_gate == "coupled", "G": c.num_gates, "S": c.num_states,
+            "K": c.num_saved}
 
 
 def eps_tensor(eps: float, like: torch.Tensor) -> torch.Tensor:
@@ -34,11 +42,40 @@ def eps_tensor(eps: float, like: torch.Tensor) -> torch.Tensor:
     return torch.full((1,), eps, dtype=like.dtype, device=like.device)
 
 
-def sizes(cell: str) -> tuple[int, int, int, int]:
-    """(CELL, G, S, K) of a cell of the registry (tsrnn/cells.py): its constexpr id, gate rows,
-    states and saved activations per unit."""
-    c = CELLS[cell]
-    return c.kernel_id, c.num_gates, c.num_states, c.num_saved
+def forward_prologue(cell, xg, w_hh, h0, state0, p, dt, eps, save):
+    """What both Triton forward drivers start from, after the operator's checks: T, B, H, the
+    cell's constexprs, contiguous inputs (``placeholder`` for the pointer of an absent one), ε as a
+    tensor, and the outputs h_all [T, B, H], state_all [T, S, B, H] and saved [T, B, K*H] (or [0])."""
+    checks.recurrence_args(cell, xg, w_hh, h0, state0, p, dt)
+    checks.math_dtype(xg)
+    cell_args = constexprs(cell)
+    T, B, _ = xg.shape
+    H = w_hh.shape[1]
+    h0 = h0.contiguous()
+    return SimpleNamespace(
+        T=T, B=B, H=H, cell=cell_args, acc_f64=xg.dtype == torch.float64, eps=eps_tensor(eps, xg),
+        xg=xg.contiguous(), w_hh=w_hh.contiguous(), h0=h0, state0=state0.contiguous(), placeholder=h0,
+        p=h0 if p is None else p.contiguous(), dt=None if dt is None else dt.contiguous(),
+        h_all=xg.new_empty(T, B, H), state_all=xg.new_empty(T, cell_args["S"], B, H),
+        saved=xg.new_empty(T, B, cell_args["K"] * H) if save else xg.new_empty(0))
+
+
+def backward_prologue(cell, grad_h, grad_state_n, w_hh, h0, state0, h_all, state_all, saved, p, dt, eps):
+    """What both Triton backward drivers start from, after the operator's checks: T, B, H, the
+    cell's constexprs, the math dtype, contiguous inputs, ε as a tensor and dz [T, B, G*H]."""
+    checks.recurrence_backward_args(cell, grad_h, grad_state_n, w_hh, h0, state0, h_all, state_all, saved, p, dt)
+    checks.math_dtype(h_all)
+    cell_args = constexprs(cell)
+    T, B, H = h_all.shape
+
+    def contiguous(t):
+        return None if t is None else t.contiguous()
+
+    return SimpleNamespace(
+        T=T, B=B, H=H, cell=cell_args, acc=math_dtype(h_all.dtype), acc_f64=h_all.dtype == torch.float64,
+        eps=eps_tensor(eps, h_all), grad_h=contiguous(grad_h), grad_state_n=contiguous(grad_state_n),
+        w_hh=w_hh.contiguous(), state0=state0.contiguous(), state_all=state_all.contiguous(),
+        saved=saved.contiguous(), p=contiguous(p), dt=contiguous(dt), dz=h_all.new_empty(T, B, cell_args["G"] * H))
 
 
 def weight_grad(dz, h0, h_all):
@@ -62,7 +99,7 @@ def tanh(x):
 
 
 @triton.jit
-def cell_forward(CELL: tl.constexpr, z0, z1, z2, z3, c_prev, a_prev, p, dt, eps):
+def cell_forward(HAS_P: tl.constexpr, COUPLED: tl.constexpr, z0, z1, z2, z3, c_prev, a_prev, p, dt, eps):
     """One step; returns (h, c, a, act0, act1, act2, act3, act4), act = the saved rows.
 
     LSTM:  i, f, g, o = σ(z0), σ(z1), tanh(z2), σ(z3); act = (i, f, g, o, i); a = a' (unused).
@@ -71,29 +108,30 @@ def cell_forward(CELL: tl.constexpr, z0, z1, z2, z3, c_prev, a_prev, p, dt, eps)
            act = (f, r, g, o, i).
     Both:  c = f c' + i g, h = o tanh(c). z3 is ignored by the coupled cell (G = 3).
     """
-    if CELL == 0:
-        i, f, g, o = sigmoid(z0), sigmoid(z1), tanh(z2), sigmoid(z3)
-        a = a_prev
-        act0, act1 = i, f
-    else:
-        if CELL == 1:
+    if HAS_P:
+        if COUPLED:
             r, g, o = sigmoid(z0), tanh(z1), sigmoid(z2)
         else:
             r, g, o = sigmoid(z1), tanh(z2), sigmoid(z3)
         s = 1.0 - r
         a = s * (a_prev + dt)
         f = tl.exp(-p * tl.log((a + 1.0) / (s * (a_prev + 1.0) + eps)))
-        if CELL == 1:
+        if COUPLED:
             i = 1.0 - f
         else:
             i = sigmoid(z0)
         act0, act1 = f, r
+    else:
+        i, f, g, o = sigmoid(z0), sigmoid(z1), tanh(z2), sigmoid(z3)
+        a = a_prev
+        act0, act1 = i, f
     c = f * c_prev + i * g
     return o * tanh(c), c, a, act0, act1, g, o, i
 
 
 @triton.jit
-def cell_backward(CELL: tl.constexpr, dh, dc, da, act0, act1, act2, act3, act4, c_prev, a_prev, c, a, p, dt, eps):
+def cell_backward(HAS_P: tl.constexpr, COUPLED: tl.constexpr, dh, dc, da, act0, act1, act2, act3, act4,
+                  c_prev, a_prev, c, a, p, dt, eps):
     """One step back: dh, dc, da = dL/dh_t, dL/dc_t, dL/da_t (from the future and the loss).
     Returns (dz0, dz1, dz2, dz3, dc', da', dp): dz in gate-row order (dz3 unused when G = 3),
     dL/dc_{t-1}, dL/da_{t-1}, and this step's dL/dp (pLSTM; da' and dp are placeholders for LSTM).
@@ -107,26 +145,23 @@ def cell_backward(CELL: tl.constexpr, dh, dc, da, act0, act1, act2, act3, act4, 
            dz_r = -ds r (1 - r), da' = (dN + dD)(1 - r).
     """
     tc = tanh(c)
-    if CELL == 0:
-        i, f, g, o = act0, act1, act2, act3
-    else:
+    if HAS_P:
         f, r, g, o = act0, act1, act2, act3
-        if CELL == 1:
+        if COUPLED:
             i = 1.0 - f
         else:
             i = act4
+    else:
+        i, f, g, o = act0, act1, act2, act3
     dc = dc + dh * o * (1.0 - tc * tc)
     dz_i = dc * g * i * (1.0 - i)
     dz_g = dc * i * (1.0 - g * g)
     dz_o = dh * tc * o * (1.0 - o)
-    if CELL == 0:
-        dz0, dz1, dz2, dz3 = dz_i, dc * c_prev * f * (1.0 - f), dz_g, dz_o
-        da_prev, dp = da, 0.0
-    else:
+    if HAS_P:
         s = 1.0 - r
         N = a + 1.0
         D = s * (a_prev + 1.0) + eps
-        if CELL == 1:
+        if COUPLED:
             df = dc * (c_prev - g)
         else:
             df = dc * c_prev
@@ -136,11 +171,51 @@ def cell_backward(CELL: tl.constexpr, dh, dc, da, act0, act1, act2, act3, act4, 
         dD = p * dlogf / D
         dz_r = -(dN * (a_prev + dt) + dD * (a_prev + 1.0)) * r * s
         da_prev = (dN + dD) * s
-        if CELL == 1:
+        if COUPLED:
             dz0, dz1, dz2, dz3 = dz_r, dz_g, dz_o, dz_o
         else:
             dz0, dz1, dz2, dz3 = dz_i, dz_r, dz_g, dz_o
+    else:
+        dz0, dz1, dz2, dz3 = dz_i, dc * c_prev * f * (1.0 - f), dz_g, dz_o
+        da_prev, dp = da, 0.0
     return dz0, dz1, dz2, dz3, dc * f, da_prev, dp
+
+
+@triton.jit
+def load_states(ptr, offsets, BH, mask, HAS_P: tl.constexpr, ACC: tl.constexpr):
+    """(c, a) at ptr + offsets and ptr + BH + offsets ([S, B, H] states) in ACC; for the LSTM,
+    which has no age, a is c (a placeholder the cell ignores)."""
+    c = tl.load(ptr + offsets, mask=mask, other=0.0).to(ACC)
+    a = c
+    if HAS_P:
+        a = tl.load(ptr + BH + offsets, mask=mask, other=0.0).to(ACC)
+    return c, a
+
+
+@triton.jit
+def store_states(ptr, offsets, BH, c, a, mask, HAS_P: tl.constexpr):
+    """The inverse of load_states (a only for the pLSTM)."""
+    tl.store(ptr + offsets, c, mask=mask)
+    if HAS_P:
+        tl.store(ptr + BH + offsets, a, mask=mask)
+
+
+@triton.jit
+def load_p(p_ptr, j, mask, HAS_P: tl.constexpr, ACC: tl.constexpr):
+    """p[j] in ACC (the pLSTM), or 0.0 (a placeholder the LSTM cell ignores)."""
+    p = 0.0
+    if HAS_P:
+        p = tl.load(p_ptr + j, mask=mask, other=0.0).to(ACC)
+    return p
+
+
+@triton.jit
+def load_dt(dt_ptr, rows, mask, HAS_DT: tl.constexpr, ACC: tl.constexpr):
+    """Δt of the batch rows (1.0 without dt)."""
+    dt = 1.0
+    if HAS_DT:
+        dt = tl.load(dt_ptr + rows, mask=mask, other=1.0).to(ACC)
+    return dt
 
 
 @triton.jit

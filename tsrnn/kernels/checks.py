@@ -1,0 +1,131 @@
+"""The operators' argument checks in Python, as csrc/recurrence_op.h and csrc/cpu/linear_scan.cpp
+check them in C++, with the same messages: ranks, shapes, dtypes and devices only, so they read
+no values, never synchronize, and trace with fake tensors. The fake kernels (tsrnn/ops.py) and
+the Triton drivers (this package) call them, so that a direct call of any operator namespace
+cannot read or write out of bounds.
+"""
+from __future__ import annotations
+
+import torch
+
+from tsrnn.cells import CELLS, Cell
+
+MATH_DTYPES = (torch.float32, torch.float64)  # what the kernels compute in (tsrnn.cells.math_dtype)
+
+
+def _require(cond, message):
+    """torch._check(cond, message): a RuntimeError, or on symbolic shapes a guard or runtime assert;
+    a plain True returns at once (all the checks of an eager call take ~20 us)."""
+    if cond is not True:
+        torch._check(cond, message)
+
+
+def _cell(name: str) -> Cell:
+    _require(name in CELLS, lambda: f"tsrnn: unknown cell '{name}', expected one of {', '.join(map(repr, CELLS))}")
+    return CELLS[name]
+
+
+def _tensor(t, name, dim, like):
+    """t has ``dim`` dimensions and the device and dtype of ``like``."""
+    _require(t.dim() == dim, lambda: f"tsrnn: {name} must have {dim} dimensions, got {list(t.shape)}")
+    _require(t.device == like.device, lambda: f"tsrnn: {name} is on {t.device}, expected {like.device}")
+    _require(t.dtype == like.dtype, lambda: f"tsrnn: {name} has dtype {t.dtype}, expected {like.dtype}")
+
+
+def _sizes(t, name, sizes, shown=None, hint=""):
+    """t (of len(sizes) dimensions) is ``sizes``; the message shows ``shown`` (default: sizes)."""
+    for size, want in zip(t.shape, sizes):
+        _require(size == want, lambda: f"tsrnn: {name} must be {shown or list(sizes)}, got {list(t.shape)}{hint}")
+
+
+def _nonempty(T, B, H, name, t):
+    for size in (T, B, H):
+        _require(size >= 1, lambda: f"tsrnn: empty input, {name} {list(t.shape)}")
+
+
+def _layer(cell: Cell, T, B, H, like, w_hh, h0, state0, p, dt):
+    """What both directions take besides their own tensors: w_hh (rank checked) [G*H, H], h0 [B, H],
+    state0 [S, B, H], p [H] (exactly for the cells with p), dt [T, B] (pLSTM, optional)."""
+    _sizes(w_hh, "w_hh", (cell.num_gates * H, H))
+    _tensor(h0, "h0", 2, like)
+    _sizes(h0, "h0", (B, H))
+    _tensor(state0, "state0", 3, like)
+    _sizes(state0, "state0", (cell.num_states, B, H))
+    _require((p is not None) == cell.has_p,
+             lambda: f"tsrnn: p is {'required' if cell.has_p else 'not used'} for this cell")
+    if p is not None:
+        _tensor(p, "p", 1, like)
+        _sizes(p, "p", (H,))
+    if dt is not None:
+        _require(cell.has_p, lambda: "tsrnn: dt is only used by the pLSTM cells")
+        _tensor(dt, "dt", 2, like)
+        _sizes(dt, "dt", (T, B))
+
+
+def recurrence_args(cell, xg, w_hh, h0, state0, p, dt):
+    """recurrence_forward's tensors against each other and the cell (csrc/recurrence_op.h's
+    check_inputs); returns (T, B, H)."""
+    described = _cell(cell)
+    _tensor(xg, "xg", 3, xg)
+    _tensor(w_hh, "w_hh", 2, xg)
+    T, B, H = xg.shape[0], xg.shape[1], w_hh.shape[1]
+    _nonempty(T, B, H, "xg", xg)
+    _layer(described, T, B, H, xg, w_hh, h0, state0, p, dt)
+    G = described.num_gates
+    _sizes(xg, "xg", (T, B, G * H), shown=f"[T, B, {G * H}]")
+    return T, B, H
+
+
+def recurrence_backward_args(cell, grad_h, grad_state_n, w_hh, h0, state0, h_all, state_all, saved, p, dt):
+    """recurrence_backward's tensors against each other, the cell and the forward's outputs
+    (csrc/recurrence_op.h's check_backward_inputs); returns (T, B, H)."""
+    described = _cell(cell)
+    _require(h_all.dim() == 3, lambda: f"tsrnn: h_all must be [T, B, H], got {list(h_all.shape)}")
+    T, B, H = h_all.shape
+    _nonempty(T, B, H, "h_all", h_all)
+    _tensor(w_hh, "w_hh", 2, h_all)
+    _layer(described, T, B, H, h_all, w_hh, h0, state0, p, dt)
+    S, KH = described.num_states, described.num_saved * H
+    _tensor(state_all, "state_all", 4, h_all)
+    _sizes(state_all, "state_all", (T, S, B, H), shown="[T, S, B, H]")
+    _tensor(saved, "saved", saved.dim(), h_all)
+    saved_hint = " (was the forward run with save=false?)"
+    _require(saved.dim() == 3, lambda: f"tsrnn: saved must be [T, B, {KH}], got {list(saved.shape)}{saved_hint}")
+    _sizes(saved, "saved", (T, B, KH), shown=f"[T, B, {KH}]", hint=saved_hint)
+    if grad_h is not None:
+        _tensor(grad_h, "grad_h", 3, h_all)
+        _sizes(grad_h, "grad_h", (T, B, H))
+    if grad_state_n is not None:
+        _tensor(grad_state_n, "grad_state_n", 3, h_all)
+        _sizes(grad_state_n, "grad_state_n", (S, B, H))
+    return T, B, H
+
+
+def math_dtype(t: torch.Tensor) -> None:
+    """The Triton recurrences take float32 or float64 tensors, as the compiled ones (the functional
+    layer runs bf16/fp16 layers in float32: states stored in bf16 would round c every step)."""
+    if t.dtype not in MATH_DTYPES:
+        raise TypeError(f"tsrnn: the Triton recurrence kernels take float32 or float64, got {t.dtype}")
+
+
+def scan_args(a, u, x0):
+    """linear_scan_forward's tensors (csrc/cpu/linear_scan.cpp's check_scan): u [T, N] with T >= 1,
+    a [T, N], x0 [N], one device, one float32 or float64 dtype; returns (T, N)."""
+    _require(u.dim() == 2 and u.shape[0] >= 1,
+             lambda: f"tsrnn: linear_scan u must be [T, N] with T >= 1, got {list(u.shape)}")
+    T, N = u.shape
+    _require(a.shape == u.shape, lambda: f"tsrnn: linear_scan a must match u {list(u.shape)}, got {list(a.shape)}")
+    _require(x0.dim() == 1 and x0.shape[0] == N, lambda: f"tsrnn: linear_scan x0 must be [{N}], got {list(x0.shape)}")
+    for t in (a, x0):
+        _require(t.device == u.device, lambda: f"tsrnn: linear_scan tensors on several devices: {t.device} vs {u.device}")
+        _require(t.dtype == u.dtype, lambda: f"tsrnn: linear_scan dtypes differ: {t.dtype} vs {u.dtype}")
+    _require(u.dtype in MATH_DTYPES, lambda: f"tsrnn: linear_scan takes float32 or float64, got {u.dtype}")
+    return T, N
+
+
+def scan_backward_args(grad_x, a, x, x0):
+    """linear_scan_backward's tensors: those of the forward, and grad_x like x."""
+    steps = scan_args(a, x, x0)
+    _require(grad_x.shape == x.shape and grad_x.dtype == x.dtype and grad_x.device == x.device,
+             lambda: "tsrnn: linear_scan grad_x must match x")
+    return steps

@@ -1,0 +1,138 @@
+"""Per-step fused recurrence in Triton: one launch per step computes h_{t-1} W_hh^T for a tile of
+(batch rows x hidden units) and applies the cell to it (no separate pointwise launch).
+
+The cells are the plug-in of cells.py (the same cells as csrc/cells.h), given as the constexprs
+HAS_P, COUPLED, G, S, K; the saved activations have the same layout, so this is a drop-in
+implementation of ``torch.ops.tsrnn.recurrence_forward/backward`` (the kernels of
+``torch.ops.tsrnn_triton_step.recurrence_*``, the path "triton_step" of tsrnn/backend.py; CUDA
+tensors, or CPU tensors through the Triton interpreter). Any H.
+Backward, from dL/d(c, a)_{T-1} = grad_state_n (zeros when None): one fused pointwise launch per
+step gives dz[t]; dh_{t-1} = dz[t] W_hh and dW_hh = dz^T [h_0 .. h_{T-2}] are cuBLAS GEMMs. Gate
+math and accumulation are float32 (float64 for float64 inputs).
+
+``recurrence_forward/backward`` check their arguments (tsrnn/kernels/checks.py, as the compiled
+ops do) before they launch.
+"""
+from __future__ import annotations
+
+import os
+
+import triton
+import triton.language as tl
+
+from .cells import (
+    backward_prologue,
+    cell_backward,
+    cell_forward,
+    forward_prologue,
+    gates_mm,
+    load_dt,
+    load_p,
+    load_rows,
+    load_states,
+    store_rows,
+    store_states,
+    weight_grad,
+)
+
+# (BLOCK_B, BLOCK_H, BLOCK_K, num_warps, num_stages): none spills registers in ptxas for sm_90
+# (fp32, fp64, bf16). The interpreter runs the first only (autotuning fails there).
+_FORWARD_CONFIGS = [(16, 32, 16, 4, 2)] + ([] if os.environ.get("TRITON_INTERPRET") == "1" else
+                                            [(16, 64, 8, 8, 2), (32, 32, 8, 8, 2), (32, 64, 8, 8, 2)])
+_BACKWARD_BLOCK = 256  # (row, unit) pairs per program of the pointwise backward
+
+
+@triton.autotune([triton.Config({"BLOCK_B": b, "BLOCK_H": h, "BLOCK_K": k}, num_warps=w, num_stages=s)
+                  for b, h, k, w, s in _FORWARD_CONFIGS], key=["B", "H"])
+@triton.jit
+def _forward_step(xg_ptr, hprev_ptr, w_ptr, prev_ptr, next_ptr, h_ptr, act_ptr, p_ptr, dt_ptr,
+                  B, H, eps_ptr,  # xg: [B, G*H], hprev/h: [B, H], w: [G*H, H], prev/next: [S, B, H],
+                  # act: [B, K*H], p: [H], dt: [B]
+                  HAS_P: tl.constexpr, COUPLED: tl.constexpr, G: tl.constexpr, S: tl.constexpr, K: tl.constexpr,
+                  HAS_DT: tl.constexpr, ACC_F64: tl.constexpr,
+                  BLOCK_B: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_K: tl.constexpr):
+    """z = xg + h_{t-1} W_hh^T (k-chunks of BLOCK_K), then the cell, for one (BLOCK_B x BLOCK_H) tile."""
+    ACC = tl.float64 if ACC_F64 else tl.float32
+    eps = tl.load(eps_ptr).to(ACC)  # a tensor: the interpreter would round a float argument to float32
+    rb = tl.program_id(0) * BLOCK_B + tl.arange(0, BLOCK_B)
+    rj = tl.program_id(1) * BLOCK_H + tl.arange(0, BLOCK_H)
+    mb, mj = rb < B, rj < H
+    m2 = mb[:, None] & mj[None, :]
+    z0, z1, z2, z3, _ = load_rows(xg_ptr + rb[:, None] * (G * H) + rj[None, :], H, G, m2, ACC)
+    for k0 in range(0, H, BLOCK_K):
+        rk = k0 + tl.arange(0, BLOCK_K)
+        h_tile = tl.load(hprev_ptr + rb[:, None] * H + rk[None, :], mask=mb[:, None] & (rk < H)[None, :], other=0.0)
+        z0, z1, z2, z3 = gates_mm(h_tile.to(ACC), w_ptr, rj, rk, H, G, z0, z1, z2, z3, ACC)
+    unit = rb[:, None] * H + rj[None, :]
+    c_prev, a_prev = load_states(prev_ptr, unit, B * H, m2, HAS_P, ACC)
+    p = load_p(p_ptr, rj[None, :], mj[None, :], HAS_P, ACC)
+    dt = load_dt(dt_ptr, rb[:, None], mb[:, None], HAS_DT, ACC)
+    h, c, a, act0, act1, act2, act3, act4 = cell_forward(HAS_P, COUPLED, z0, z1, z2, z3, c_prev, a_prev, p, dt, eps)
+    store_rows(act_ptr + rb[:, None] * (K * H) + rj[None, :], H, K, act0, act1, act2, act3, act4, m2)
+    store_states(next_ptr, unit, B * H, c, a, m2, HAS_P)
+    tl.store(h_ptr + unit, h, mask=m2)
+
+
+def recurrence_forward(cell, xg, w_hh, h0, state0, p, dt, eps, save):
+    """torch.ops.tsrnn_triton_step.recurrence_forward: h_all [T,B,H], state_n [S,B,H], state_all [T,S,B,H], saved."""
+    f = forward_prologue(cell, xg, w_hh, h0, state0, p, dt, eps, save)
+    act = f.saved if save else f.xg.new_empty(1, f.B, f.cell["K"] * f.H)  # written every step, kept if save
+
+    def grid(meta):
+        return triton.cdiv(f.B, meta["BLOCK_B"]), triton.cdiv(f.H, meta["BLOCK_H"])
+
+    for t in range(f.T):
+        _forward_step[grid](f.xg[t], f.h0 if t == 0 else f.h_all[t - 1], f.w_hh,
+                            f.state0 if t == 0 else f.state_all[t - 1], f.state_all[t], f.h_all[t],
+                            act[t if save else 0], f.p, f.placeholder if f.dt is None else f.dt[t], f.B, f.H, f.eps,
+                            **f.cell, HAS_DT=f.dt is not None, ACC_F64=f.acc_f64)
+    return f.h_all, f.state_all[f.T - 1].clone(), f.state_all, f.saved
+
+
+@triton.jit
+def _backward_step(act_ptr, prev_ptr, next_ptr, dh_ptr, gh_ptr, ds_ptr, dz_ptr, dp_ptr, p_ptr, dt_ptr,
+                   B, H, eps_ptr,  # act: [B, K*H], prev/next/ds: [S, B, H], dh/gh/dp: [B, H],
+                   # dz: [B, G*H], p: [H], dt: [B]
+                   HAS_P: tl.constexpr, COUPLED: tl.constexpr, G: tl.constexpr, S: tl.constexpr, K: tl.constexpr,
+                   HAS_GH: tl.constexpr, HAS_DT: tl.constexpr, ACC_F64: tl.constexpr, BLOCK: tl.constexpr):
+    """The cell backward for BLOCK (row, unit) pairs: dz[t], ds (in dL/d(c, a)_t, out dL/d(c, a)_{t-1})
+    and dp += dL/dp."""
+    ACC = tl.float64 if ACC_F64 else tl.float32
+    eps = tl.load(eps_ptr).to(ACC)  # a tensor: the interpreter would round a float argument to float32
+    n = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    BH = B * H
+    m = n < BH
+    b, j = n // H, n % H
+    dh = tl.load(dh_ptr + n, mask=m, other=0.0).to(ACC)
+    if HAS_GH:
+        dh += tl.load(gh_ptr + n, mask=m, other=0.0).to(ACC)
+    act0, act1, act2, act3, act4 = load_rows(act_ptr + b * (K * H) + j, H, K, m, ACC)
+    c_prev, a_prev = load_states(prev_ptr, n, BH, m, HAS_P, ACC)
+    c, a = load_states(next_ptr, n, BH, m, HAS_P, ACC)
+    dc, da = load_states(ds_ptr, n, BH, m, HAS_P, ACC)
+    p = load_p(p_ptr, j, m, HAS_P, ACC)
+    dt = load_dt(dt_ptr, b, m, HAS_DT, ACC)
+    dz0, dz1, dz2, dz3, dc, da, dp = cell_backward(HAS_P, COUPLED, dh, dc, da, act0, act1, act2, act3, act4,
+                                                   c_prev, a_prev, c, a, p, dt, eps)
+    store_rows(dz_ptr + b * (G * H) + j, H, G, dz0, dz1, dz2, dz3, dz3, m)
+    store_states(ds_ptr, n, BH, dc, da, m, HAS_P)
+    if HAS_P:
+        tl.store(dp_ptr + n, tl.load(dp_ptr + n, mask=m, other=0.0) + dp, mask=m)
+
+
+def recurrence_backward(cell, grad_h, grad_state_n, w_hh, h0, state0, h_all, state_all, saved, p, dt, eps):
+    """torch.ops.tsrnn_triton_step.recurrence_backward: grad_xg, grad_w_hh, grad_h0, grad_state0, grad_p."""
+    b = backward_prologue(cell, grad_h, grad_state_n, w_hh, h0, state0, h_all, state_all, saved, p, dt, eps)
+    # dL/d(c, a)_{T-1}, carried back in place
+    dstate = h_all.new_zeros(b.cell["S"], b.B, b.H) if b.grad_state_n is None else b.grad_state_n.clone()
+    dh = h_all.new_zeros(b.B, b.H)
+    dp = h_all.new_zeros(b.B, b.H)
+    grid = (triton.cdiv(b.B * b.H, _BACKWARD_BLOCK),)
+    for t in range(b.T - 1, -1, -1):
+        _backward_step[grid](b.saved[t], b.state0 if t == 0 else b.state_all[t - 1], b.state_all[t], dh,
+                             dh if b.grad_h is None else b.grad_h[t], dstate, b.dz[t], dp,
+                             dh if b.p is None else b.p, dh if b.dt is None else b.dt[t], b.B, b.H, b.eps,
+                             **b.cell, HAS_GH=b.grad_h is not None, HAS_DT=b.dt is not None, ACC_F64=b.acc_f64,
+                             BLOCK=_BACKWARD_BLOCK)
+        dh = b.dz[t] @ b.w_hh
+    return b.dz, weight_grad(b.dz, h0, h_all), dh, dstate, dp.sum(0) if p is not None else h_all.new_empty(0)
