@@ -14,7 +14,7 @@
 4. Times forward+backward (CUDA events, median of ``--repeats`` after warm-up) at the target
    shapes (T=70, B in {20, 80}, H in {400, 1150}; T=1000, B=128, H=128) in float32 and bf16:
    torch.nn.LSTM (cuDNN, as users run it: TF32 per torch's default), tsrnn.LSTM with MTS timescales and tsrnn.PowerLawLSTM on "auto" (recording the path it
-   measured fastest) and on every path by name, their reference loops, and FlashRNN's fused LSTM
+   measured fastest) and on every GPU path of the registry by name (``tsrnn.backend.paths_on``), their reference loops, and FlashRNN's fused LSTM
    when it imports; and the Triton linear scan against the device's measured copy bandwidth.
 5. Prints a table and writes JSON with the device, versions and every number.
 
@@ -33,8 +33,6 @@ import sys
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-# What a recurrence is timed on: "auto", then every GPU path by name (tsrnn.backend.PATHS).
-TIMED = ["auto", "cudnn", "cuda_coop", "triton_persistent", "triton_step"]
 # The pytest runs of step 2 (tests/test_gpu_report.py checks that every file exists and that each
 # run collects tests, so the list cannot name a deleted file): the GPU tests, then the CUDA ones
 # that compute-sanitizer repeats (its tools slow a kernel ~100x: a few shapes).
@@ -105,17 +103,18 @@ def timer(device):
 
 
 def check_scan(device, shapes) -> list[dict]:
-    """The Triton linear scan against its reference, forward and backward (float32)."""
+    """The GPU linear scans (the Triton one) against their reference, forward and backward (float32)."""
     import torch
 
-    from tsrnn import testing
+    from tsrnn import backend, testing
 
     rows = []
-    for shape in shapes:
-        result = testing.compare_scan("triton_scan", shape, torch.float32, device)
-        rows.append({"kernel": "linear_scan triton_scan", "shape": list(shape), "dtype": "float32",
-                     "worst": max(result.worst(False), result.worst(True)), "ok": result.ok,
-                     "failures": result.failures()})
+    for path in backend.paths_on("cuda", "linear_scan"):
+        for shape in shapes:
+            result = testing.compare_scan(path, shape, torch.float32, device)
+            rows.append({"kernel": f"linear_scan {path}", "shape": list(shape), "dtype": "float32",
+                         "worst": max(result.worst(False), result.worst(True)), "ok": result.ok,
+                         "failures": result.failures()})
     return rows
 
 
@@ -175,9 +174,9 @@ def time_recurrences(device, shapes, dtypes, repeats, flashrnn=True) -> list[dic
             torch.manual_seed(0)
             mts = [tsrnn.timescales.inverse_gamma_quantiles(H, 0.56)]
             models = {"torch.nn.LSTM": torch.nn.LSTM(H, H)}
-            for path in TIMED + ["reference"]:
+            for path in ["auto", *tsrnn.backend.paths_on("cuda", "recurrence"), "reference"]:  # by name
                 models[f"MTS-LSTM {path}"] = tsrnn.LSTM(H, H, timescales=mts, backend=path)
-                if path != "cudnn":
+                if path not in tsrnn.backend.REGISTRY or tsrnn.backend.REGISTRY[path].runs != "torch_lstm":
                     models[f"pLSTM {path}"] = tsrnn.PowerLawLSTM(H, H, backend=path)
             row = {"T": T, "B": B, "H": H, "dtype": str(dtype).replace("torch.", "")}
             for name, model in models.items():

@@ -5,7 +5,8 @@
 
 Shapes: the AWD-LSTM-like T=70, B=20, H=I=256 float32, and a sweep over T and H. "auto" is what users
 get: the dispatcher measures oneDNN against the compiled kernel on the first call of a shape
-(the benchmark's warm-up) and keeps the faster; "cpu" and "onednn" are the two paths by name.
+(the benchmark's warm-up) and keeps the faster; "cpu" and "onednn" (``tsrnn.backend.paths_on``)
+are the two paths by name.
 Target: LSTM and MTS-LSTM "auto" at most 1.0x torch.nn.LSTM at H = 64, 256 and 512.
 """
 import copy
@@ -17,6 +18,7 @@ import tsrnn
 from conftest import checked, fwd_bwd
 
 T, B, H = 70, 20, 256
+KINDS = ["torch.nn.LSTM", "auto", *tsrnn.backend.paths_on("cpu", "recurrence"), "reference"]
 
 
 def make_lstm(kind, hidden=H, inputs=H):
@@ -29,7 +31,7 @@ def make_lstm(kind, hidden=H, inputs=H):
     return ours, torch_lstm
 
 
-@pytest.mark.parametrize("kind", ["torch.nn.LSTM", "auto", "cpu", "onednn", "reference"])
+@pytest.mark.parametrize("kind", KINDS)
 def test_lstm(benchmark, kind):
     benchmark.group = f"lstm T={T} B={B} H={H} fwd+bwd"
     module, reference = make_lstm(kind)
@@ -48,7 +50,7 @@ def time_against_reference(benchmark, module, hidden=H):
 
 
 @pytest.mark.parametrize("hidden", [64, 256, 512])
-@pytest.mark.parametrize("kind", ["torch.nn.LSTM", "auto", "cpu", "onednn", "reference"])
+@pytest.mark.parametrize("kind", KINDS)
 def test_mts_lstm(benchmark, kind, hidden):
     """The multi-timescale LSTM against torch.nn.LSTM of the same size (which cannot fix biases)."""
     benchmark.group = f"mts-lstm T={T} B={B} H={hidden} fwd+bwd"
@@ -72,7 +74,7 @@ def test_plstm(benchmark, kind, input_gate):
 
 
 @pytest.mark.parametrize("steps,hidden", [(35, 256), (140, 256), (70, 64), (70, 512)])
-@pytest.mark.parametrize("kind", ["torch.nn.LSTM", "auto", "cpu", "onednn", "reference"])
+@pytest.mark.parametrize("kind", KINDS)
 def test_lstm_sweep(benchmark, kind, steps, hidden):
     benchmark.group = f"lstm sweep T={steps} B={B} H={hidden} fwd+bwd"
     module, reference = make_lstm(kind, hidden, hidden)

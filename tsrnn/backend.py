@@ -212,6 +212,12 @@ REGISTRY = {path.name: path for path in (
 PATHS = {op: tuple(name for name, path in REGISTRY.items() if op in path.ops) for op in ("recurrence", "linear_scan")}
 
 
+def paths_on(device_type: str, op: str) -> list[str]:
+    """The fused paths of ``op`` for tensors of ``device_type`` ("cpu", "cuda"), in registry order
+    (what the benchmarks, the self-test and the GPU report run by name)."""
+    return [name for name in PATHS[op] if REGISTRY[name].devices is not None and device_type in REGISTRY[name].devices]
+
+
 def why_not(path: str, call: Call) -> str | None:
     """None if ``path`` can serve ``call``, else the reason it cannot."""
     if path not in PATHS[call.op]:

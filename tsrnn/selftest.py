@@ -59,10 +59,9 @@ def _scan_case(path: str) -> Case:
 def cases() -> list[Case]:
     """Every (cell, path) of the registry that runs CPU tensors, then the scan's CPU paths."""
     cpu = torch.device("cpu")
-    paths = [p for p in backend.REGISTRY.values() if p.devices is not None and "cpu" in p.devices]
-    layers = [_layer_case(cell, p.name) for p in paths if "recurrence" in p.ops for cell in cells.CELLS
-              if backend.why_not(p.name, backend.Call("recurrence", cpu, torch.float32, (1, 1, 1, 1), cell)) is None]
-    return layers + [_scan_case(p.name) for p in paths if "linear_scan" in p.ops]
+    layers = [_layer_case(cell, path) for path in backend.paths_on("cpu", "recurrence") for cell in cells.CELLS
+              if backend.why_not(path, backend.Call("recurrence", cpu, torch.float32, (1, 1, 1, 1), cell)) is None]
+    return layers + [_scan_case(path) for path in backend.paths_on("cpu", "linear_scan")]
 
 
 def _time_ms(step: Callable[[], None], repeats: int) -> float:

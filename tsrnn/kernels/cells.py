@@ -10,9 +10,9 @@ Gate rows of z (and of W_hh, dz): LSTM (i, f, g, o), coupled (r, g, o), separate
 Saved rows: LSTM (i, f, g, o), pLSTM (f, r, g, o[, i]).
 The functions are elementwise with broadcasting: callers pass 2-D (batch x unit) tiles, 1-D
 flat vectors or scalars (p, dt; and placeholders for the arguments a cell ignores).
-Also shared by both kernel shapes: the state and p loads and stores (load_states, store_states,
-load_p), the row loads / stores of xg, saved and dz (load_rows, store_rows), the W_hh tiles and
-dots (w_tile, mm, gates_mm), and the drivers' host side (``forward_prologue``,
+Also shared by both kernel shapes: the state, p and Δt loads and stores (load_states, store_states,
+load_optional), the row loads / stores of xg, saved and dz (load_rows, store_rows), the W_hh tiles and
+dots (w_tile, w_tiles, mm, gates_mm), and the drivers' host side (``forward_prologue``,
 ``backward_prologue``, ``weight_grad``).
 """
 from __future__ import annotations
@@ -201,21 +201,13 @@ def store_states(ptr, offsets, BH, c, a, mask, HAS_P: tl.constexpr):
 
 
 @triton.jit
-def load_p(p_ptr, j, mask, HAS_P: tl.constexpr, ACC: tl.constexpr):
-    """p[j] in ACC (the pLSTM), or 0.0 (a placeholder the LSTM cell ignores)."""
-    p = 0.0
-    if HAS_P:
-        p = tl.load(p_ptr + j, mask=mask, other=0.0).to(ACC)
-    return p
-
-
-@triton.jit
-def load_dt(dt_ptr, rows, mask, HAS_DT: tl.constexpr, ACC: tl.constexpr):
-    """Δt of the batch rows (1.0 without dt)."""
-    dt = 1.0
-    if HAS_DT:
-        dt = tl.load(dt_ptr + rows, mask=mask, other=1.0).to(ACC)
-    return dt
+def load_optional(ptr, offsets, mask, PRESENT: tl.constexpr, default, ACC: tl.constexpr):
+    """The values at ptr + offsets in ACC (``default`` where masked) if the tensor is PRESENT, else
+    the scalar ``default``: p (0.0, which the LSTM cell ignores) and Δt (1.0 without dt)."""
+    value = default
+    if PRESENT:
+        value = tl.load(ptr + offsets, mask=mask, other=default).to(ACC)
+    return value
 
 
 @triton.jit
@@ -251,6 +243,19 @@ def w_tile(w_ptr, g, j, k, H, ACC: tl.constexpr):
     """W_hh[g H + j, k] in ACC (0 past H) for broadcastable index tensors j (unit of gate g) and
     k (input unit): j[None, :], k[:, None] give the tile of W_g^T, j[:, None], k[None, :] of W_g."""
     return tl.load(w_ptr + (g * H + j).to(tl.int64) * H + k, mask=(j < H) & (k < H), other=0.0).to(ACC)
+
+
+@triton.jit
+def w_tiles(w_ptr, j, k, H, G: tl.constexpr, ACC: tl.constexpr):
+    """The G tiles w_tile(g, j, k) held on chip by the persistent kernels; the fourth repeats the
+    third when G = 3 (and is not used)."""
+    w0 = w_tile(w_ptr, 0, j, k, H, ACC)
+    w1 = w_tile(w_ptr, 1, j, k, H, ACC)
+    w2 = w_tile(w_ptr, 2, j, k, H, ACC)
+    w3 = w2
+    if G == 4:
+        w3 = w_tile(w_ptr, 3, j, k, H, ACC)
+    return w0, w1, w2, w3
 
 
 @triton.jit

@@ -26,8 +26,7 @@ from .cells import (
     cell_forward,
     forward_prologue,
     gates_mm,
-    load_dt,
-    load_p,
+    load_optional,
     load_rows,
     load_states,
     store_rows,
@@ -65,8 +64,8 @@ def _forward_step(xg_ptr, hprev_ptr, w_ptr, prev_ptr, next_ptr, h_ptr, act_ptr, 
         z0, z1, z2, z3 = gates_mm(h_tile.to(ACC), w_ptr, rj, rk, H, G, z0, z1, z2, z3, ACC)
     unit = rb[:, None] * H + rj[None, :]
     c_prev, a_prev = load_states(prev_ptr, unit, B * H, m2, HAS_P, ACC)
-    p = load_p(p_ptr, rj[None, :], mj[None, :], HAS_P, ACC)
-    dt = load_dt(dt_ptr, rb[:, None], mb[:, None], HAS_DT, ACC)
+    p = load_optional(p_ptr, rj[None, :], mj[None, :], HAS_P, 0.0, ACC)
+    dt = load_optional(dt_ptr, rb[:, None], mb[:, None], HAS_DT, 1.0, ACC)
     h, c, a, act0, act1, act2, act3, act4 = cell_forward(HAS_P, COUPLED, z0, z1, z2, z3, c_prev, a_prev, p, dt, eps)
     store_rows(act_ptr + rb[:, None] * (K * H) + rj[None, :], H, K, act0, act1, act2, act3, act4, m2)
     store_states(next_ptr, unit, B * H, c, a, m2, HAS_P)
@@ -110,8 +109,8 @@ def _backward_step(act_ptr, prev_ptr, next_ptr, dh_ptr, gh_ptr, ds_ptr, dz_ptr, 
     c_prev, a_prev = load_states(prev_ptr, n, BH, m, HAS_P, ACC)
     c, a = load_states(next_ptr, n, BH, m, HAS_P, ACC)
     dc, da = load_states(ds_ptr, n, BH, m, HAS_P, ACC)
-    p = load_p(p_ptr, j, m, HAS_P, ACC)
-    dt = load_dt(dt_ptr, b, m, HAS_DT, ACC)
+    p = load_optional(p_ptr, j, m, HAS_P, 0.0, ACC)
+    dt = load_optional(dt_ptr, b, m, HAS_DT, 1.0, ACC)
     dz0, dz1, dz2, dz3, dc, da, dp = cell_backward(HAS_P, COUPLED, dh, dc, da, act0, act1, act2, act3, act4,
                                                    c_prev, a_prev, c, a, p, dt, eps)
     store_rows(dz_ptr + b * (G * H) + j, H, G, dz0, dz1, dz2, dz3, dz3, m)

@@ -33,14 +33,14 @@ from .cells import (
     cell_forward,
     forward_prologue,
     gates_mm,
-    load_dt,
-    load_p,
+    load_optional,
     load_rows,
     load_states,
     mm,
     store_rows,
     store_states,
     w_tile,
+    w_tiles,
     weight_grad,
 )
 
@@ -98,14 +98,10 @@ def _forward_kernel(xg_ptr, h0_ptr, s0_ptr, w_ptr, h_ptr, state_ptr, act_ptr, p_
     BH = B * H
     h = tl.load(h0_ptr + unit, mask=m2, other=0.0).to(ACC)
     c, a = load_states(s0_ptr, unit, BH, m2, HAS_P, ACC)
-    p = load_p(p_ptr, rj[None, :], (rj < H)[None, :], HAS_P, ACC)
+    p = load_optional(p_ptr, rj[None, :], (rj < H)[None, :], HAS_P, 0.0, ACC)
     if W_ON_CHIP:  # W_g^T: [HP (k), HP (j)]
         rk = tl.arange(0, HP)
-        w0 = w_tile(w_ptr, 0, rj[None, :], rk[:, None], H, ACC)
-        w1 = w_tile(w_ptr, 1, rj[None, :], rk[:, None], H, ACC)
-        w2 = w_tile(w_ptr, 2, rj[None, :], rk[:, None], H, ACC)
-        if G == 4:
-            w3 = w_tile(w_ptr, 3, rj[None, :], rk[:, None], H, ACC)
+        w0, w1, w2, w3 = w_tiles(w_ptr, rj[None, :], rk[:, None], H, G, ACC)
     else:
         hs_ptr = scratch_ptr + pid * (BLOCK_B * HP) + tl.arange(0, BLOCK_B)[:, None] * HP
     for t in range(T):
@@ -125,7 +121,7 @@ def _forward_kernel(xg_ptr, h0_ptr, s0_ptr, w_ptr, h_ptr, state_ptr, act_ptr, p_
                 rk = k0 + tl.arange(0, BLOCK_K)
                 h_chunk = tl.load(hs_ptr + rk[None, :], mask=(rk < H)[None, :], other=0.0)
                 z0, z1, z2, z3 = gates_mm(h_chunk, w_ptr, rj, rk, H, G, z0, z1, z2, z3, ACC)
-        dt = load_dt(dt_ptr + ts * B, rb[:, None], mb[:, None], HAS_DT, ACC)
+        dt = load_optional(dt_ptr + ts * B, rb[:, None], mb[:, None], HAS_DT, 1.0, ACC)
         h, c, a, act0, act1, act2, act3, act4 = cell_forward(HAS_P, COUPLED, z0, z1, z2, z3, c, a, p, dt, eps)
         tl.store(h_ptr + ts * BH + unit, h, mask=m2)
         store_states(state_ptr + ts * (S * BH), unit, BH, c, a, m2, HAS_P)
@@ -172,14 +168,10 @@ def _backward_kernel(act_ptr, s0_ptr, state_ptr, gh_ptr, gs_ptr, w_ptr, dz_ptr, 
     if HAS_GS:
         dc, da = load_states(gs_ptr, unit, BH, m2, HAS_P, ACC)
     c, a = load_states(state_ptr + tl.cast(T - 1, tl.int64) * (S * BH), unit, BH, m2, HAS_P, ACC)
-    p = load_p(p_ptr, rj[None, :], (rj < H)[None, :], HAS_P, ACC)
+    p = load_optional(p_ptr, rj[None, :], (rj < H)[None, :], HAS_P, 0.0, ACC)
     if W_ON_CHIP:  # W_g: [HP (j), HP (k)]
         rk = tl.arange(0, HP)
-        w0 = w_tile(w_ptr, 0, rj[:, None], rk[None, :], H, ACC)
-        w1 = w_tile(w_ptr, 1, rj[:, None], rk[None, :], H, ACC)
-        w2 = w_tile(w_ptr, 2, rj[:, None], rk[None, :], H, ACC)
-        if G == 4:
-            w3 = w_tile(w_ptr, 3, rj[:, None], rk[None, :], H, ACC)
+        w0, w1, w2, w3 = w_tiles(w_ptr, rj[:, None], rk[None, :], H, G, ACC)
     else:
         zs_ptr = scratch_ptr + pid * (G * BLOCK_B * HP) + tl.arange(0, BLOCK_B)[:, None] * HP
     for tt in range(T):
@@ -192,7 +184,7 @@ def _backward_kernel(act_ptr, s0_ptr, state_ptr, gh_ptr, gs_ptr, w_ptr, dz_ptr, 
         if ts == 0:
             prev = s0_ptr
         c_prev, a_prev = load_states(prev, unit, BH, m2, HAS_P, ACC)
-        dt = load_dt(dt_ptr + ts * B, rb[:, None], mb[:, None], HAS_DT, ACC)
+        dt = load_optional(dt_ptr + ts * B, rb[:, None], mb[:, None], HAS_DT, 1.0, ACC)
         dz0, dz1, dz2, dz3, dc, da, dp_t = cell_backward(HAS_P, COUPLED, dh, dc, da, act0, act1, act2, act3, act4,
                                                          c_prev, a_prev, c, a, p, dt, eps)
         c, a = c_prev, a_prev
