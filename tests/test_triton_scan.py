@@ -1,4 +1,4 @@
-"""The Triton linear scan (kernels/linear_scan.py) against the reference. Without a GPU it runs on
+"""The Triton linear scan (tsrnn/kernels/linear_scan.py) against the reference. Without a GPU it runs on
 CPU tensors through the Triton interpreter (TRITON_INTERPRET=1, set in conftest.py); with one, on
 CUDA."""
 import pytest
