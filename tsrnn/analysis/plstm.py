@@ -18,12 +18,13 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from tsrnn import plot, synthetic
+from tsrnn import plot
 from tsrnn.analysis.passes import progress, traces_of
 from tsrnn.analysis.routing import ZeroedOutput
+from tsrnn.data.copy import copy_task
 from tsrnn.modules import PowerLawLSTM
 
-N_COPY = 10  # symbols per copy sequence (tsrnn.synthetic.copy_task's default, seed 002)
+N_COPY = 10  # symbols per copy sequence (tsrnn.data.copy.copy_task's default, seed 002)
 STEP, LIMIT = 5, 100  # seed 002 §5.3: "We randomly sampled 100 of the 128 units and ablated 5 units at a time"
 
 
@@ -44,7 +45,7 @@ def copy_sample(task):
     """A batch of test copy sequences at the trained delay ``task.args.delay`` (fixed even for a
     variable-delay model), drawn from the task's test seed: x, y (T + 20, batch)."""
     g = torch.Generator().manual_seed(10_001 + task.args.seed)  # CopyTask.evaluate's test generator
-    return synthetic.copy_task(task.args.batch_size, task.args.delay, n_copy=N_COPY, generator=g)
+    return copy_task(task.args.batch_size, task.args.delay, n_copy=N_COPY, generator=g)
 
 
 @torch.no_grad()

@@ -1,4 +1,5 @@
-"""Corpora, vocabularies and batching for the language-model training CLI.
+"""The training tasks' data: corpora, vocabularies and batching, the digit and review loaders, and the
+synthetic tasks.
 
     from tsrnn.data import default_corpus, batchify, bptt_batches
     corpus = default_corpus()                      # embedded tiny-shakespeare, word level
@@ -9,6 +10,10 @@
 Loaders: ``load_text_corpus`` (PTB word/char, WikiText-2), ``load_brown`` (documents),
 ``load_mnist`` / ``load_small_digits`` (pixel sequences), ``load_imdb`` (reviews).
 Batching is time-major, like torch.nn.LSTM.
+
+The synthetic tasks' data stand in submodules of their own, imported by name:
+``tsrnn.data.dyck`` (Dyck-2), ``tsrnn.data.copy`` (the copy tasks) and ``tsrnn.data.sine_waves``
+(frequency discrimination).
 """
 from tsrnn.data.vocab import Vocabulary, frequency_bins
 from tsrnn.data.corpus import DocumentCorpus, TextCorpus

@@ -2,7 +2,7 @@
 class logits.
 
 Inputs are one-hot over n_symbols + 2 categories (the symbols to copy, the blank, the signal;
-``tsrnn.synthetic``), one layer of ``hidden_size`` units (128 in the seed) reads them, and a linear
+``tsrnn.data.copy``), one layer of ``hidden_size`` units (128 in the seed) reads them, and a linear
 layer gives logits over the same n_symbols + 2 classes (the targets are symbols or the blank).
 The cells are ``tsrnn.models.recurrent``'s; the seed uses chrono's t_max = 3T/2 for delay T (and
 3 T_2 / 2 for the variable task T ~ U[T_1, T_2]).
@@ -27,7 +27,7 @@ class CopyModel(nn.Module):
         generator: torch.Generator for the chrono draws (None: the global generator).
         backend: passed to the recurrent module.
 
-    ``logits = model(x)``: x (T, B) int64 category ids (``tsrnn.synthetic.copy_task``); logits
+    ``logits = model(x)``: x (T, B) int64 category ids (``tsrnn.data.copy.copy_task``); logits
     (T, B, n_symbols + 2). The state starts at zero (the seed backpropagates through whole
     sequences).
     """

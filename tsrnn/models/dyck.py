@@ -3,7 +3,7 @@
 Bracket symbols are one-hot encoded and read by one 256-unit LSTM layer; a linear layer to 2
 outputs and a sigmoid give, after each prefix, the predicted probability that each closing
 bracket (round, square) may come next. Training minimizes the mean squared error against
-``tsrnn.synthetic`` labels (Adam, lr 1e-4 in the seed).
+``tsrnn.data.dyck`` labels (Adam, lr 1e-4 in the seed).
 
 cell = "lstm": the baseline; "mts": the multi-timescale model, whose unit timescales are the
 Inverse-Gamma quantiles ``inverse_gamma_quantiles(hidden_size, alpha)`` with α = 1.5 and fixed
@@ -17,9 +17,9 @@ import torch.nn.functional as F
 from torch import nn
 
 from tsrnn import _validation as check
+from tsrnn.data.dyck import DYCK_PAD, DYCK_SYMBOLS
 from tsrnn.modules import LSTM
 from tsrnn.modules.lstm import FREEZE
-from tsrnn.synthetic import DYCK_PAD, DYCK_SYMBOLS
 from tsrnn.timescales import inverse_gamma_quantiles
 
 CELLS = ("lstm", "mts")
@@ -34,7 +34,7 @@ class DyckModel(nn.Module):
         backend: passed to ``tsrnn.LSTM``.
 
     ``probs = model(tokens)``: tokens (T, B) int64 with "(" 0, ")" 1, "[" 2, "]" 3 and the
-    padding id ``tsrnn.synthetic.DYCK_PAD`` (4), which enters as a zero vector (outputs at padded
+    padding id ``tsrnn.data.dyck.DYCK_PAD`` (4), which enters as a zero vector (outputs at padded
     steps are meaningless and must be masked by the sequence lengths). probs (T, B, 2) in (0, 1):
     (round, square) closing bracket allowed after each prefix.
     """

@@ -1,0 +1,221 @@
+"""The language-model tasks: AWD-LSTM (seed 000), the Averaging RNN-LM (seed 001) and the MLP LM
+(seed 004), over word- or character-level corpora, scored per token."""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+from tsrnn import data as datasets
+from tsrnn import models
+from tsrnn.training import schedules
+from tsrnn.training.tasks.base import Task, register
+
+
+def _unwrap(model):
+    return getattr(model, "module", model)
+
+
+class TextTask(Task):
+    """Word- or character-level corpora; the embedded default corpus when --data is not given."""
+
+    unit = "tok"
+    scoring = ""
+    validation_scoring: dict = {}
+
+    def __init__(self, args, device, vocab_state=None):
+        super().__init__(args, device)
+        self.corpus = self.load(args)
+        if vocab_state is not None and vocab_state != self.corpus.vocab.state_dict():
+            raise ValueError("the data's vocabulary differs from the one the checkpoint was trained with")
+
+    def load(self, args):
+        if args.data is None:
+            return datasets.default_corpus()
+        return datasets.load_text_corpus(args.data, level=args.level)
+
+    @property
+    def vocab(self):
+        return self.corpus.vocab
+
+    def vocab_state(self):
+        return self.vocab.state_dict()
+
+    def split(self, name):
+        return getattr(self.corpus, name)
+
+    def config(self) -> dict:
+        return {**super().config(), "vocab_size": len(self.vocab)}
+
+    @property
+    def char_level(self) -> bool:
+        return self.args.data is not None and self.args.level == "char"
+
+    def loss_metrics(self, loss: float) -> dict:
+        """loss (nats per token), perplexity, and bits per character (loss / ln 2) at character level."""
+        ppl = math.exp(loss) if loss < 700 else math.inf  # a diverged run reports inf, not OverflowError
+        return {"loss": loss, "ppl": ppl, **({"bpc": loss / math.log(2)} if self.char_level else {})}
+
+    def evaluate(self, model, split):
+        nll, _ = self.token_nll(model, split, **self.validation_scoring)
+        return self.loss_metrics(nll.double().mean().item())
+
+
+@register
+class LanguageModelTask(TextTask):
+    """AWD-LSTM-style LM (seed 000) with --cell lstm | mts | plstm, truncated BPTT."""
+
+    name = "lm"
+    scoring = " scored as one stream (batch size 1, the state carried across windows)"
+    validation_scoring = {"batch_size": 10}  # AWD-LSTM's validation batch size; test (tsrnn eval) uses 1
+    cells = ("lstm", "mts", "plstm")
+    defaults = {"cell": "mts", "emsize": 64, "nhid": "128,128,64", "dropout": 0.2, "dropouth": 0.1,
+                "dropouti": 0.2, "dropoute": 0.05, "wdrop": 0.2, "alpha": 2.0, "beta": 1.0, "mts_alpha": 0.56,
+                "freeze": "gates", "batch_size": 20, "bptt": 35, "random_bptt": False, "lr": 3e-3, "clip": 0.25,
+                "epochs": 20}
+    model_keys = ("cell", "emsize", "nhid", "dropout", "dropouth", "dropouti", "dropoute", "wdrop", "alpha", "beta",
+                  "mts_alpha", "freeze")
+
+    def build_model(self):
+        a = self.args
+        return models.AWDLSTMLM(len(self.vocab), embedding_size=a.emsize,
+                                hidden_sizes=tuple(int(h) for h in str(a.nhid).split(",")), cell=a.cell,
+                                dropout=a.dropout, dropouth=a.dropouth, dropouti=a.dropouti,
+                                dropoute=a.dropoute, wdrop=a.wdrop, alpha=a.alpha, beta=a.beta,
+                                mts_alpha=a.mts_alpha, mts_freeze=a.freeze, backend=a.backend)
+
+    def train_batches(self, epoch, rank, world):
+        """BPTT windows of --bptt steps, or with --random-bptt of AWD-LSTM's random lengths
+        (``schedules.random_bptt_length``, drawn from the seed, epoch and rank)."""
+        stream = datasets.batchify(datasets.shard(self.split("train"), rank, world), self.args.batch_size)
+        if not self.args.random_bptt:
+            return list(datasets.bptt_batches(stream, self.args.bptt))
+        g = self.epoch_generator(epoch, rank)
+        batches, i = [], 0
+        while i < stream.shape[0] - 2:  # AWD-LSTM: while i < len(train_data) - 1 - 1
+            length = min(schedules.random_bptt_length(self.args.bptt, g), stream.shape[0] - 1 - i)
+            batches.append((stream[i:i + length], stream[i + 1:i + 1 + length]))
+            i += length
+        return batches
+
+    def lr_scale(self, batch) -> float:
+        return batch[0].shape[0] / self.args.bptt if self.args.random_bptt else 1.0
+
+    def train_loss(self, model, batch, carry):
+        x, y = (t.to(self.device) for t in batch)
+        logits, carry, extras = model(x, carry)
+        loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
+        return loss + _unwrap(model).regularization(extras), carry, y.numel()
+
+    @torch.no_grad()
+    def token_nll(self, model, split, batch_size=1):
+        """Per-token negative log-likelihood and target of a split, read as ``batch_size`` streams
+        (1: every token after the first is a target, as seed 000 scores its test set)."""
+        model.eval()
+        stream = datasets.batchify(self.split(split), batch_size)
+        carry, nll, targets = None, [], []
+        for x, y in datasets.bptt_batches(stream, self.args.bptt):
+            logits, carry, _ = model(x.to(self.device), carry)
+            nll.append(F.cross_entropy(logits.transpose(1, 2), y.to(self.device), reduction="none").cpu())
+            targets.append(y)
+        return torch.cat(nll).T.reshape(-1), torch.cat(targets).T.reshape(-1)  # stream after stream
+
+
+class MaskedTextTask(TextTask):
+    """Text tasks whose batches are (x, y, reset, mask): a masked mean of the token losses."""
+
+    scoring = " scored in the training batches' layout, each counted target once"
+
+    def _batches(self, split, epoch=0, rank=0, world=1):
+        raise NotImplementedError
+
+    def train_batches(self, epoch, rank, world):
+        return self._batches("train", epoch, rank, world)
+
+    def _nll(self, model, batch):
+        """(T, B) token losses and the (T, B) mask of the targets that count."""
+        x, y, reset, mask = (None if t is None else t.to(self.device) for t in batch)
+        logits = model(x, reset=reset)
+        return F.cross_entropy(logits.transpose(1, 2), y, reduction="none"), mask
+
+    def train_loss(self, model, batch, carry):
+        nll, mask = self._nll(model, batch)
+        count = mask.sum()
+        return (nll * mask).sum() / count.clamp(min=1), None, int(count)
+
+    @torch.no_grad()
+    def token_nll(self, model, split):
+        """Per-token negative log-likelihood and target of the counted targets, column by column."""
+        model.eval()
+        nll, targets = [], []
+        for batch in self._batches(split):
+            values, mask = self._nll(model, batch)
+            keep = mask.T.cpu()
+            nll.append(values.T.cpu()[keep])
+            targets.append(batch[1].T[keep])
+        return torch.cat(nll), torch.cat(targets)
+
+
+@register
+class AveragingLanguageModelTask(MaskedTextTask):
+    """LSTM LM reading the running mean of its past states (seed 001), one sentence per column."""
+
+    name = "averaging-lm"
+    cells = ("lstm",)
+    defaults = {"cell": "lstm", "emsize": 64, "nhid": "128", "nlayers": 2, "dropout": 0.2,
+                "batch_size": 32, "bptt": 35, "order": "shuffled", "lr": 3e-3, "clip": 0.25, "epochs": 6,
+                "memory": True}
+    model_keys = ("emsize", "nhid", "nlayers", "dropout", "memory")
+
+    def build_model(self):
+        a = self.args
+        return models.AveragingLM(len(self.vocab), embedding_size=a.emsize, hidden_size=int(a.nhid),
+                                  num_layers=a.nlayers, dropout=a.dropout, memory=a.memory, backend=a.backend)
+
+    def _batches(self, split, epoch=0, rank=0, world=1):
+        """One sentence per column, padded to --bptt (35); for training in corpus order (seed 001:
+        "taken from the dataset in sequence", --order corpus) or shuffled per epoch."""
+        g = self.epoch_generator(epoch)
+        ids = datasets.shard(self.split(split), rank, world)
+        shuffle = split == "train" and self.args.order == "shuffled"
+        batches = datasets.sentence_batches(ids, self.vocab.eos_id, self.args.batch_size, length=self.args.bptt,
+                                            shuffle=shuffle, generator=g)
+        return [(x, y, None, mask) for x, y, mask in batches]
+
+
+@register
+class MLPLanguageModelTask(MaskedTextTask):
+    """Bengio MLP LM over a Buffer / TILT / TILT-Buffer context (seed 004), documents kept."""
+
+    name = "mlp-lm"
+    cells = ()
+    defaults = {"cell": None, "context": "tilt", "n": 5, "emsize": 30, "nhid": "100", "batch_size": 32,
+                "bptt": 128, "lr": 3e-3, "clip": 1.0, "epochs": 4, "vocab_from": "train"}
+    model_keys = ("context", "n", "emsize", "nhid", "vocab_from")
+
+    def load(self, args):
+        if args.data is not None and (Path(args.data).suffix == ".zip" or Path(args.data).name == "brown"):
+            return datasets.load_brown(args.data, vocab_from=args.vocab_from)
+        corpus = super().load(args)  # a text corpus, cut into equal "documents" (4 per batch column)
+        pieces = lambda ids: list(torch.tensor_split(ids, max(1, min(4 * args.batch_size, len(ids) // args.bptt))))  # noqa: E731
+        return datasets.DocumentCorpus(corpus.name, corpus.vocab, pieces(corpus.train), pieces(corpus.valid),
+                                       pieces(corpus.test))
+
+    def build_model(self):
+        a = self.args
+        return models.MLPLM(len(self.vocab), embedding_size=a.emsize, hidden_size=int(a.nhid),
+                            context=a.context, n=a.n)
+
+    def _batches(self, split, epoch=0, rank=0, world=1):
+        docs = datasets.shard(self.split(split), rank, world)
+        return list(datasets.document_batches(docs, self.args.batch_size, self.args.bptt))
+
+    def evaluate(self, model, split):
+        """Loss and perplexity, and the perplexity of the unigram model of the training counts
+        (add-one smoothed), the baseline seed 004 reports beside its MLPs."""
+        nll, targets = self.token_nll(model, split)
+        counts = self.vocab.counts.double() + 1
+        unigram = -(counts[targets] / counts.sum()).log().mean().item()
+        return {**self.loss_metrics(nll.double().mean().item()), "unigram_ppl": math.exp(unigram)}
