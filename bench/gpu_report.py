@@ -9,8 +9,9 @@
 2. Runs the GPU tests (``GPU_TESTS``: tests/test_cuda.py, the Triton tests) and the CUDA ones again under
    compute-sanitizer (memcheck, racecheck), recording each summary line.
 3. Checks every path of ``tsrnn.backend`` that runs on the device against the float64 reference
-   through the harness of ``tsrnn.testing`` (the tests' table of cells x shapes, float32 and
-   bf16, forward and backward), and the Triton linear scan.
+   through the harness of ``tsrnn.testing`` (the tests' table of cells x shapes and the timed
+   shapes, float32 and bf16, forward and backward), and the Triton linear scan on the tests'
+   scan shapes and a long one; every shape comes from ``tsrnn.testing``'s tables.
 4. Times forward+backward (CUDA events, median of ``--repeats`` after warm-up) at the target
    shapes (T=70, B in {20, 80}, H in {400, 1150}; T=1000, B=128, H=128) in float32 and bf16:
    torch.nn.LSTM (cuDNN, as users run it: TF32 per torch's default), tsrnn.LSTM with MTS timescales and tsrnn.PowerLawLSTM on "auto" (recording the path it
@@ -257,9 +258,9 @@ def main(argv=None) -> int:
         "extensions": {"tsrnn._C": tsrnn.backend.LOAD_ERROR or "loaded",
                        "tsrnn._cuda": tsrnn.backend.CUDA_LOAD_ERROR or "loaded"},
         "tests": run_tests(args.quick) if device.type == "cuda" else [],
-        "checks": check_scan(device, [(1, 7), (37, 70)] + ([] if args.quick else [(1000, 513)]))
-        + check_recurrences(device, [(5, 2, 3, 8)] if args.quick else testing.SHAPES + [(70, 20, 400, 400),
-                                                                                      (50, 128, 128, 128)],
+        "checks": check_scan(device, testing.QUICK_SCAN_SHAPES if args.quick else
+                             testing.SCAN_SHAPES + testing.TRITON_SCAN_SHAPES + testing.GPU_SCAN_SHAPES)
+        + check_recurrences(device, testing.QUICK_SHAPES if args.quick else testing.SHAPES + testing.TARGET_SHAPES,
                             [torch.float32] if args.quick else [torch.float32, torch.bfloat16]),
         "recurrences_fwd_bwd_ms": time_recurrences(device, shapes, dtypes, repeats, not args.no_flashrnn),
         "linear_scan": scan_bandwidth(device, (64, 256) if args.quick else (4096, 65536), repeats),

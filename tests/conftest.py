@@ -1,4 +1,5 @@
-"""Shared test helpers; the tolerance table and the random layer arguments are tsrnn.testing's."""
+"""Shared test helpers; the tolerance and shape tables and the random layer arguments are
+tsrnn.testing's (import them from there)."""
 from __future__ import annotations
 
 import os
@@ -11,7 +12,7 @@ if not torch.cuda.is_available():  # run the Triton kernels on CPU tensors; must
 
 from tsrnn import backend
 from tsrnn.cells import CELLS
-from tsrnn.testing import GRAD_TOLERANCE, TOLERANCE, layer_args  # noqa: F401  (the one tolerance table)
+from tsrnn.testing import _error, layer_args
 
 
 @pytest.fixture(autouse=True, scope="session")
@@ -28,11 +29,10 @@ needs_native = pytest.mark.skipif(not backend.native_available(), reason=f"tsrnn
 
 
 def assert_close(actual, expected, tol, what=""):
-    actual = actual.detach().double()
-    expected = expected.detach().double()
+    """max |actual - expected| <= atol + rtol * max |expected|: tsrnn.testing's rule, ``tol`` a row
+    of its TOLERANCE or GRAD_TOLERANCE."""
     assert actual.shape == expected.shape, f"{what}: shape {tuple(actual.shape)} != {tuple(expected.shape)}"
-    err = (actual - expected).abs().max().item() if expected.numel() else 0.0
-    bound = tol["atol"] + tol["rtol"] * (expected.abs().max().item() if expected.numel() else 0.0)
+    err, bound = _error(actual, expected, tol)
     assert err <= bound, f"{what}: max error {err:.3e} > {bound:.3e}"
 
 
@@ -44,10 +44,6 @@ def cast(args, dtype, requires_grad=False):
             value = value.detach().to(dtype).requires_grad_(requires_grad)
         out[name] = value
     return out
-
-
-def differentiable(args):
-    return {k: v for k, v in args.items() if isinstance(v, torch.Tensor) and v.requires_grad}
 
 
 def op_inputs(cell, T, B, I, H, dt, dtype=torch.float32, seed=None):

@@ -5,10 +5,11 @@ import torch
 
 import tsrnn
 from tsrnn.contexts import BufferContext, TILTBufferContext, TILTContext
-from conftest import TOLERANCE, assert_close
+from tsrnn.testing import TOLERANCE
+from conftest import assert_close
 
 T, B, D = 40, 3, 2  # T != B != D
-F64 = {"atol": 1e-12, "rtol": 1e-12}
+F64 = TOLERANCE["contexts float64"]
 CONTEXTS = {
     "buffer": lambda **kw: BufferContext(4, **kw),
     "tilt": lambda **kw: TILTContext(4, **kw),

@@ -6,7 +6,8 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from tsrnn import backend, cells, functional, ops, reference, testing
-from conftest import TOLERANCE, assert_close, cast, layer_args, needs_native
+from tsrnn.testing import TOLERANCE, layer_args
+from conftest import assert_close, cast, needs_native
 
 CELLS = list(cells.CELLS)
 
@@ -33,8 +34,8 @@ def test_long_sequence_keeps_age_precision(cell):
     args["dt"] = args["dt"] * 5
     out, (h, c, a) = functional.plstm(**cast(args, torch.float32), backend="cpu")
     out_r, (h_r, c_r, a_r), _ = reference.plstm(**args)
-    assert_close(out, out_r, {"atol": 1e-4, "rtol": 0}, "out")
-    assert_close(a, a_r, {"atol": 0, "rtol": 1e-5}, "age")
+    assert_close(out, out_r, TOLERANCE[torch.float32], "out")
+    assert_close(a, a_r, TOLERANCE["float32 age"], "age")
 
 
 @needs_native
@@ -54,7 +55,7 @@ def test_forget_gates_match_reference(cell, path):
 
 
 @needs_native
-@pytest.mark.parametrize("shape", [(1, 1), (7, 3), (17, 2, 5), (300, 4099)], ids=str)
+@pytest.mark.parametrize("shape", testing.SCAN_SHAPES + testing.CPU_SCAN_SHAPES, ids=str)
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32], ids=str)
 def test_linear_scan_matches_reference(shape, dtype):
     result = testing.compare_scan("cpu", shape, dtype, seed=11)

@@ -9,19 +9,17 @@ import torch
 
 import tsrnn
 from tsrnn import backend, cells, functional, reference, testing
-from conftest import GRAD_TOLERANCE, TOLERANCE, assert_close
+from tsrnn.testing import GRAD_TOLERANCE, TOLERANCE
+from conftest import assert_close
 
 pytestmark = [
     pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device"),
     pytest.mark.skipif(backend.CUDA_LOAD_ERROR is not None, reason=f"tsrnn._cuda not loaded: {backend.CUDA_LOAD_ERROR}"),
 ]
-# (T, B, I, H): T=1/B=1, odd sizes, H above the SM count so blocks own several units with an
-# uneven last block (H=301), the H=400 of docs/equations.md §2, a long sequence, a batch over the warps per block.
-SHAPES = [(1, 1, 2, 3), (6, 5, 4, 40), (4, 3, 5, 301), (3, 20, 8, 400), (300, 2, 3, 16), (5, 37, 4, 24)]
 
 
 @pytest.mark.parametrize("cell", list(cells.CELLS))
-@pytest.mark.parametrize("shape", SHAPES, ids=str)
+@pytest.mark.parametrize("shape", testing.GPU_SHAPES, ids=str)
 def test_cuda_coop_matches_the_reference(cell, shape):
     assert testing.why_not("cuda_coop", cell, shape, torch.float32, "cuda") is None
     result = testing.compare("cuda_coop", cell, shape, torch.float32, "cuda", dt=cells.get(cell).has_p and shape[0] > 1)

@@ -4,7 +4,8 @@ import torch
 
 import tsrnn
 from tsrnn import backend, reference
-from conftest import TOLERANCE, assert_close, needs_native
+from tsrnn.testing import TOLERANCE
+from conftest import assert_close, needs_native
 
 BACKENDS = ["reference", pytest.param("native", marks=needs_native)]
 
@@ -247,9 +248,9 @@ def test_torch_compile_full_graph_matches_eager(kernels, compile_backend):
     grads = torch.autograd.grad(loss, list(model.parameters()) + list(plstm.parameters()))
     loss_c = compiled(x)
     grads_c = torch.autograd.grad(loss_c, list(model.parameters()) + list(plstm.parameters()))
-    torch.testing.assert_close(loss_c, loss)
+    assert_close(loss_c, loss, TOLERANCE["compiled"], "loss")
     for g, g_c in zip(grads, grads_c):
-        torch.testing.assert_close(g_c, g, atol=1e-6, rtol=1e-5)
+        assert_close(g_c, g, TOLERANCE["compiled"], "grad")
 
 
 # --------------------------------------------------------------------------------------------

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from tsrnn import reference
-from conftest import layer_args
+from tsrnn.testing import layer_args
 
 
 @pytest.mark.parametrize("input_gate", ["coupled", "separate"])

@@ -7,10 +7,11 @@ import torch
 
 import tsrnn
 from tsrnn import laplace, reference
+from tsrnn.testing import TOLERANCE
 from conftest import assert_close
 
 PATHS = ["scan", "chunked", "fft"]
-F64 = {"atol": 0, "rtol": 1e-11}
+F64 = TOLERANCE["tilt float64"]
 
 
 def rel_err(y, y_ref):
@@ -119,7 +120,7 @@ def test_float32_error_of_the_kernel_paths_stays_near_1e7(k):
         tilt.method = method
         y32, _ = tilt(u.float())
         assert y32.dtype == torch.float32
-        assert rel_err(y32, y64) < 5e-7, method
+        assert_close(y32, y64, TOLERANCE["tilt float32"], method)
     tilt.method = "scan"
     assert rel_err(tilt(u.float())[0], y64) > 1e-6  # the loss the kernel form avoids
 

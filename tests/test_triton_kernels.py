@@ -32,7 +32,7 @@ def test_streamed_weights_match_the_reference(monkeypatch, cell, dtype):
     from tsrnn.kernels import persistent
 
     monkeypatch.setattr(persistent, "w_fits_on_chip", lambda *args: False)
-    for shape in [(1, 1, 2, 3), (3, 17, 4, 20)]:
+    for shape in testing.PERSISTENT_SHAPES:
         result = testing.compare("triton_persistent", cell, shape, dtype, DEVICE, dt=cells.get(cell).has_p)
         assert result.ok, result.failures()
 

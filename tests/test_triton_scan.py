@@ -5,14 +5,14 @@ import pytest
 import torch
 
 from tsrnn import backend, functional, reference, testing
-from conftest import TOLERANCE, assert_close
+from tsrnn.testing import TOLERANCE
+from conftest import assert_close
 
 pytestmark = pytest.mark.skipif(not backend.triton_available(), reason="triton is not installed")
 DEVICE = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-SHAPES = [(1, 1), (5, 3), (16, 64), (37, 70), (50, 2, 33)]  # T=1, odd sizes, N > BLOCK_N, T % CHUNK != 0
 
 
-@pytest.mark.parametrize("shape", SHAPES, ids=str)
+@pytest.mark.parametrize("shape", testing.SCAN_SHAPES + testing.TRITON_SCAN_SHAPES, ids=str)
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=str)
 def test_triton_linear_scan_matches_reference(shape, dtype):
     result = testing.compare_scan("triton_scan", shape, dtype, DEVICE, seed=len(shape) * 100 + shape[0])

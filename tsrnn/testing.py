@@ -8,7 +8,9 @@ the three judge a kernel by the same inputs, loss and tolerances:
   (``tsrnn.backend`` names) and the reference (``tsrnn.reference``) on the same rounded values in
   float64, and returns the errors of the outputs, the final states and the gradients of a loss
   that reaches all of them, each against ``TOLERANCE`` / ``GRAD_TOLERANCE``;
-- ``SHAPES`` is the table of (T, B, I, H) every path is checked on: T=1, B=1, odd sizes, H=301.
+- ``SHAPES`` is the table of (T, B, I, H) every path is checked on: T=1, B=1, odd sizes, H=301;
+  the named sets after it hold the edges of one kernel each (``GPU_SHAPES``, ``PERSISTENT_SHAPES``,
+  the scan's ``SCAN_SHAPES``...), each shape with the edge it crosses.
 """
 from __future__ import annotations
 
@@ -19,13 +21,38 @@ import torch
 
 from tsrnn import backend, cells, functional, reference
 
-# max |path - float64 reference| <= atol + rtol * max |reference|, per input dtype.
+# max |path - reference| <= atol + rtol * max |reference|: the rule of every row (compare,
+# compare_scan, tests/conftest.py's assert_close). A row per input dtype, for a path against the
+# float64 reference on the same rounded inputs:
 # float64: sums in another order only. float32: ~1e-7 per op, grown over the recurrence and the
 # backward's GEMMs. bf16: inputs and outputs rounded to 8 mantissa bits, gate math in float32.
+# Then named rows, for values and gradients alike: checks that ask for less error than their
+# dtype's row, each for the reason it gives, and TILT and its contexts, which are no recurrence.
 TOLERANCE = {
     torch.float64: {"atol": 1e-10, "rtol": 1e-10},
     torch.float32: {"atol": 2e-5, "rtol": 2e-5},
     torch.bfloat16: {"atol": 2e-2, "rtol": 2e-2},
+    # float64 at a few steps of small layers (|values| <~ 10): another order of the same sums moves
+    # the last bits only (measured <= 3e-13 up to H = 301).
+    "float64 reordered": {"atol": 1e-12, "rtol": 0},
+    # float32 against the reference run on the same float32 inputs, a few steps of layers with
+    # H <= 5: a few roundings apart, where the float32 row covers H = 301 and long backward GEMMs.
+    "float32 same inputs": {"atol": 1e-5, "rtol": 0},
+    # The pLSTM's age over 1000 float32 steps of large dt: each step adds one rounded dt, so the
+    # age stays within 1e-5 of the largest (measured 1e-7).
+    "float32 age": {"atol": 0, "rtol": 1e-5},
+    # torch.compile against eager in float32: the same kernels, only the ops around them fused.
+    "compiled": {"atol": 1e-6, "rtol": 0},
+    # averaging_context in float32 over 10,000 steps against float64: it accumulates in float64,
+    # so only the final rounding remains.
+    "averaging float32": {"atol": 1e-6, "rtol": 0},
+    # TILT's paths (scan, chunked, FFT) against reference.tilt and each other, float64.
+    "tilt float64": {"atol": 0, "rtol": 1e-11},
+    # TILT's kernel-form paths (chunked, FFT) in float32 against float64: the kernels are built in
+    # float64, so float32 keeps ~1e-7 for any k.
+    "tilt float32": {"atol": 0, "rtol": 5e-7},
+    # The seed-004 contexts (tsrnn.contexts) against tsrnn.TILT, their kernels and each other, float64.
+    "contexts float64": {"atol": 1e-12, "rtol": 1e-12},
 }
 GRAD_TOLERANCE = {
     torch.float64: {"atol": 1e-10, "rtol": 1e-10},
@@ -33,9 +60,42 @@ GRAD_TOLERANCE = {
     torch.bfloat16: {"atol": 5e-2, "rtol": 5e-2},
 }
 # (T, B, I, H): one step, one row, odd sizes, H over the CPU kernel's per-thread slice (67, 130)
-# and over the GPU's SM count with an uneven last block (301).
+# and over the GPU's SM count with an uneven last block (301). Every path is checked on these
+# (tests/test_paths.py, bench/gpu_report.py).
 SHAPES = [(1, 1, 1, 1), (1, 4, 3, 5), (7, 1, 5, 3), (13, 3, 7, 9), (5, 2, 33, 17), (3, 2, 5, 67),
           (4, 3, 7, 130), (3, 2, 4, 301)]
+# Those the Triton interpreter (Triton on CPU tensors, milliseconds a step) runs in seconds.
+INTERPRETED_SHAPES = [s for s in SHAPES if s[3] <= 67]
+# The persistent CUDA kernel's edges (tests/test_cuda.py, also under compute-sanitizer from
+# bench/gpu_report.py).
+GPU_SHAPES = [
+    (1, 1, 2, 3),  # one step, one row
+    (6, 5, 4, 40),  # odd sizes
+    (4, 3, 5, 301),  # H over the SM count: blocks own several units, the last block fewer
+    (3, 20, 8, 400),  # the H = 400 of docs/equations.md §2
+    (300, 2, 3, 16),  # a long sequence
+    (5, 37, 4, 24),  # a batch over the warps of a block
+]
+# The Triton persistent kernel's edges (kernels/persistent.py: 16 batch rows a program, H padded
+# to a power of two >= 16): one row; B = 17 over two programs, H = 20 padded to 32.
+PERSISTENT_SHAPES = [(1, 1, 2, 3), (3, 17, 4, 20)]
+# bench/gpu_report.py's timed shapes, checked before they are timed: T = 70, B = 20, H = 400, and
+# B = H = 128 at 50 steps.
+TARGET_SHAPES = [(70, 20, 400, 400), (50, 128, 128, 128)]
+# bench/gpu_report.py --quick, which the tests run on CPU (Triton through its interpreter).
+QUICK_SHAPES = [(5, 2, 3, 8)]
+# (T, N...) of the linear scan: one step and one channel, odd sizes, trailing dimensions that the
+# scan flattens into N (tests/test_cpu_kernels.py, tests/test_triton_scan.py, bench/gpu_report.py).
+SCAN_SHAPES = [(1, 1), (5, 3), (7, 3), (17, 2, 5)]
+# The compiled CPU scan's edge (csrc/cpu/linear_scan.cpp: 4096 channels an OpenMP task): N over one task.
+CPU_SCAN_SHAPES = [(300, 4099)]
+# The Triton scan's edges (kernels/linear_scan.py: 64 channels a program, chunks of 16 steps): one
+# chunk and one program exactly; T past a chunk and N past a program; the same with a trailing dimension.
+TRITON_SCAN_SHAPES = [(16, 64), (37, 70), (50, 2, 33)]
+# On a GPU only (the interpreter takes minutes): 1000 steps over 9 programs, the last with one channel.
+GPU_SCAN_SHAPES = [(1000, 513)]
+# bench/gpu_report.py --quick: one step; T past a chunk and N past a program.
+QUICK_SCAN_SHAPES = [(1, 7), (37, 70)]
 DTYPES = [torch.float64, torch.float32, torch.bfloat16]
 LAYER_PATHS = [p for p in backend.PATHS["recurrence"] if backend.REGISTRY[p].runs != "reference"]
 
