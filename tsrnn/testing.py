@@ -32,14 +32,14 @@ TOLERANCE = {
     torch.float64: {"atol": 1e-10, "rtol": 1e-10},
     torch.float32: {"atol": 2e-5, "rtol": 2e-5},
     torch.bfloat16: {"atol": 2e-2, "rtol": 2e-2},
-    # float64 at a few steps of small layers (|values| <~ 10): another order of the same sums moves
-    # the last bits only (measured <= 3e-13 up to H = 301).
+    # float64, tens of steps: another order of the same sums moves the last bits only (measured
+    # <= 3e-13, at H = 301).
     "float64 reordered": {"atol": 1e-12, "rtol": 0},
     # float32 against the reference run on the same float32 inputs, a few steps of layers with
     # H <= 5: a few roundings apart, where the float32 row covers H = 301 and long backward GEMMs.
     "float32 same inputs": {"atol": 1e-5, "rtol": 0},
-    # The pLSTM's age over 1000 float32 steps of large dt: each step adds one rounded dt, so the
-    # age stays within 1e-5 of the largest (measured 1e-7).
+    # The pLSTM's age over 1000 float32 steps of large dt: a running sum of dt (reset by the gate),
+    # one rounding a step, stays within 1e-5 of the largest age (measured 1e-7).
     "float32 age": {"atol": 0, "rtol": 1e-5},
     # torch.compile against eager in float32: the same kernels, only the ops around them fused.
     "compiled": {"atol": 1e-6, "rtol": 0},
@@ -76,8 +76,8 @@ GPU_SHAPES = [
     (300, 2, 3, 16),  # a long sequence
     (5, 37, 4, 24),  # a batch over the warps of a block
 ]
-# The Triton persistent kernel's edges (kernels/persistent.py: 16 batch rows a program, H padded
-# to a power of two >= 16): one row; B = 17 over two programs, H = 20 padded to 32.
+# The Triton persistent kernel's edges (tsrnn/kernels/persistent.py: 16 batch rows a program, H
+# padded to a power of two >= 16): one row; B = 17 over two programs, H = 20 padded to 32.
 PERSISTENT_SHAPES = [(1, 1, 2, 3), (3, 17, 4, 20)]
 # bench/gpu_report.py's timed shapes, checked before they are timed: T = 70, B = 20, H = 400, and
 # B = H = 128 at 50 steps.
@@ -87,10 +87,12 @@ QUICK_SHAPES = [(5, 2, 3, 8)]
 # (T, N...) of the linear scan: one step and one channel, odd sizes, trailing dimensions that the
 # scan flattens into N (tests/test_cpu_kernels.py, tests/test_triton_scan.py, bench/gpu_report.py).
 SCAN_SHAPES = [(1, 1), (5, 3), (7, 3), (17, 2, 5)]
-# The compiled CPU scan's edge (csrc/cpu/linear_scan.cpp: 4096 channels an OpenMP task): N over one task.
+# The compiled CPU scan's edge (csrc/cpu/linear_scan.cpp: 4096 channels an OpenMP task): N over
+# one task.
 CPU_SCAN_SHAPES = [(300, 4099)]
-# The Triton scan's edges (kernels/linear_scan.py: 64 channels a program, chunks of 16 steps): one
-# chunk and one program exactly; T past a chunk and N past a program; the same with a trailing dimension.
+# The Triton scan's edges (tsrnn/kernels/linear_scan.py: 64 channels a program, chunks of 16
+# steps): one chunk and one program exactly; T past a chunk and N past a program; the same with a
+# trailing dimension.
 TRITON_SCAN_SHAPES = [(16, 64), (37, 70), (50, 2, 33)]
 # On a GPU only (the interpreter takes minutes): 1000 steps over 9 programs, the last with one channel.
 GPU_SCAN_SHAPES = [(1000, 513)]
