@@ -80,7 +80,7 @@ def run(steps: int = 70, batch: int = 20, hidden: int = 256, repeats: int = 3, o
         out(f"tsrnn selftest: the compiled extension tsrnn._C did not load ({backend.LOAD_ERROR}).")
         out("Reinstall with `pip install --no-build-isolation -e .`; only the reference loops work now.")
         return 2
-    small = (9, 3, 5, 7)
+    small = testing.SELFTEST_SHAPE
     default = (steps, batch, hidden, hidden)
     out(f"tsrnn {tsrnn.__version__} selftest, torch {torch.__version__}, {torch.get_num_threads()} threads")
     out(f"errors: max|path - float64 reference| over outputs and over gradients, as a fraction of the "

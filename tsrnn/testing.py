@@ -84,6 +84,9 @@ PERSISTENT_SHAPES = [(1, 1, 2, 3), (3, 17, 4, 20)]
 TARGET_SHAPES = [(70, 20, 400, 400), (50, 128, 128, 128)]
 # bench/gpu_report.py --quick, which the tests run on CPU (Triton through its interpreter).
 QUICK_SHAPES = [(5, 2, 3, 8)]
+# ``tsrnn selftest``'s float64 check of every CPU path (its float32 check and timing run at the
+# size the command is given): a few steps of odd sizes.
+SELFTEST_SHAPE = (9, 3, 5, 7)
 # (T, N...) of the linear scan: one step and one channel, odd sizes, trailing dimensions that the
 # scan flattens into N (tests/test_cpu_kernels.py, tests/test_triton_scan.py, bench/gpu_report.py).
 SCAN_SHAPES = [(1, 1), (5, 3), (7, 3), (17, 2, 5)]
