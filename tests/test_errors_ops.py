@@ -1,6 +1,6 @@
-"""The compiled operators (torch.ops.tsrnn.recurrence_forward / recurrence_backward and
-linear_scan_forward / linear_scan_backward) called directly with bad arguments: each raises
-RuntimeError("tsrnn: ...") naming the argument, and none crashes the process.
+"""The operators (torch.ops.tsrnn.recurrence_forward / recurrence_backward and
+linear_scan_forward / linear_scan_backward, and the Triton scan's) called directly with bad
+arguments: each raises RuntimeError("tsrnn: ...") naming the argument, and none crashes the process.
 
 The checks of the public API in front of them: test_errors_modules.py, test_errors_functional.py.
 """
@@ -13,6 +13,7 @@ import pytest
 import torch
 
 import tsrnn
+from tsrnn import backend, ops
 from conftest import needs_native
 
 OT, OB, OH = 3, 2, 4
@@ -167,9 +168,12 @@ SCAN_OP_CASES = {
     "x0-2d": (lambda a, u, x0: (a, u, x0[None]), r"x0 must be \[5\]"),
     "a-dtype": (lambda a, u, x0: (a.float(), u, x0), r"dtypes differ"),
     "x0-dtype": (lambda a, u, x0: (a, u, x0.float()), r"dtypes differ"),
-    "int": (lambda a, u, x0: (a.long(), u.long(), x0.long()), r"takes float32 or float64, got Long"),
-    "half": (lambda a, u, x0: (a.half(), u.half(), x0.half()), r"takes float32 or float64, got Half"),
+    "int": (lambda a, u, x0: (a.long(), u.long(), x0.long()), r"takes float32 or float64, got (Long|torch.int64)"),
+    "half": (lambda a, u, x0: (a.half(), u.half(), x0.half()), r"takes float32 or float64, got (Half|torch.float16)"),
 }
+# Every operator path of the scan (the compiled one and the Triton one): each checks its arguments
+# alike (C++ spells a dtype Long where Python spells it torch.int64).
+SCAN_OPERATOR_PATHS = [p for p in backend.PATHS["linear_scan"] if backend.REGISTRY[p].runs == "operator"]
 
 
 def scan_args():
@@ -178,27 +182,37 @@ def scan_args():
             torch.randn(5, generator=g, dtype=F64))
 
 
-@needs_native
+def scan_ops(path):
+    """(forward, backward) scan operators of ``path``; skips where the path cannot run here."""
+    reason = backend.why_not(path, backend.Call("linear_scan", torch.device("cpu"), F64, (OT, 5)))
+    if reason:
+        pytest.skip(reason)
+    return ops.op(path, "linear_scan_forward"), ops.op(path, "linear_scan_backward")
+
+
+@pytest.mark.parametrize("path", SCAN_OPERATOR_PATHS)
 @pytest.mark.parametrize("case", SCAN_OP_CASES)
-def test_linear_scan_op_errors(case):
+def test_linear_scan_op_errors(case, path):
+    forward, backward = scan_ops(path)
     mutate, match = SCAN_OP_CASES[case]
     a, u, x0 = scan_args()
-    x = torch.ops.tsrnn.linear_scan_forward(a, u, x0)
-    torch.ops.tsrnn.linear_scan_backward(torch.ones_like(x), a, x, x0)  # valid as built
+    x = forward(a, u, x0)
+    backward(torch.ones_like(x), a, x, x0)  # valid as built
     with pytest.raises(RuntimeError, match=r"^tsrnn: linear_scan " + match):
-        torch.ops.tsrnn.linear_scan_forward(*mutate(a, u, x0))
+        forward(*mutate(a, u, x0))
     with pytest.raises(RuntimeError, match=r"^tsrnn: linear_scan " + match):
-        torch.ops.tsrnn.linear_scan_backward(torch.ones_like(x), *mutate(a, x, x0))
+        backward(torch.ones_like(x), *mutate(a, x, x0))
 
 
-@needs_native
+@pytest.mark.parametrize("path", SCAN_OPERATOR_PATHS)
 @pytest.mark.parametrize("bad", ["shape", "dtype"])
-def test_linear_scan_backward_grad_mismatch(bad):
+def test_linear_scan_backward_grad_mismatch(bad, path):
+    forward, backward = scan_ops(path)
     a, u, x0 = scan_args()
-    x = torch.ops.tsrnn.linear_scan_forward(a, u, x0)
+    x = forward(a, u, x0)
     grad = torch.ones_like(x)[:-1] if bad == "shape" else torch.ones_like(x, dtype=torch.float32)
     with pytest.raises(RuntimeError, match=r"^tsrnn: linear_scan grad_x must match x"):
-        torch.ops.tsrnn.linear_scan_backward(grad, a, x, x0)
+        backward(grad, a, x, x0)
 
 
 def outcome_in_child(fn, timeout=60.0):
