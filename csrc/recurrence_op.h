@@ -1,12 +1,15 @@
-// What the recurrence operator's CPU (csrc/cpu/recurrence.cpp) and CUDA (csrc/cuda/binding.cpp)
-// kernels share: the cell dispatch, the argument checks (one error message per wrong shape, dtype
-// or device; tsrnn/ops.py checks the same for the fake and the Triton kernels) and the recurrent
-// weight gradient.
+// The recurrence operator's entries, recurrence_forward and recurrence_backward (schemas in
+// tsrnn/ops.py), one template each over a backend policy: CpuRecurrence (csrc/cpu/recurrence.cpp)
+// runs the OpenMP time loop, CudaRecurrence (csrc/cuda/binding.cpp) the cooperative kernel
+// launch. Here is what they share: contiguity, the cell dispatch, the argument checks (one error
+// message per wrong shape, dtype or device; tsrnn/ops.py checks the same for the fake and the
+// Triton kernels), the outputs' allocation, the final states, the recurrent weight gradient and dp.
 #pragma once
 
 #include <ATen/ATen.h>
 
 #include <string>
+#include <tuple>
 
 #include "cells.h"
 
@@ -129,6 +132,107 @@ inline Tensor recurrent_weight_grad(const Tensor& dz, const Tensor& h0, const Te
                 h_all.narrow(0, 0, T - 1).reshape({(T - 1) * B, H}));
   }
   return grad;
+}
+
+// t made contiguous, or none.
+inline c10::optional<Tensor> contiguous_or_none(const c10::optional<Tensor>& t) {
+  if (!t) return {};
+  return t->contiguous();
+}
+
+// What a backend's forward reads (contiguous, checked by check_inputs) and fills: h_all
+// [T, B, H], state_all [T, S, B, H] and, when `save`, saved [T, B, K*H] (else saved is [0]).
+struct ForwardTensors {
+  const Shapes& s;
+  const Tensor &xg, &w_hh, &h0, &state0;
+  const c10::optional<Tensor> &p, &dt;
+  double eps;
+  bool save;
+  const Tensor &h_all, &state_all, &saved;
+};
+
+// What a backend's backward reads (contiguous, checked by check_backward_inputs) and fills:
+// dz [T, B, G*H] = dL/dxg; dh [B, H] zeros in, dL/dh0 out; dstate [S, B, H] dL/dstate_n in,
+// dL/dstate0 out; dp [B, H] zeros in, dL/dp per batch row out (undefined for cells without p).
+struct BackwardTensors {
+  const Shapes& s;
+  const c10::optional<Tensor>& grad_h;
+  const Tensor &w_hh, &state0, &state_all, &saved;
+  const c10::optional<Tensor> &p, &dt;
+  double eps;
+  const Tensor &dz, &dh, &dstate, &dp;
+};
+
+// The entries below take a backend policy `Backend` with what differs between devices:
+//   Backend::check_dtype(t)          the dtypes its kernels take, checked first (on xg or h_all)
+//   Backend::DeviceGuard(device)     held for the rest of the call (CUDA: the current device)
+//   Backend::plan<Cell>(w_hh, s)     after the argument checks and before any allocation: a
+//                                    Backend::Plan for the time loop, or an error for a shape the
+//                                    backend does not take
+//   Backend::forward<Cell>(plan, ForwardTensors), Backend::backward<Cell>(plan, BackwardTensors):
+//                                    the time loop (CPU) or the kernel launch (CUDA)
+//   Backend::ExactGemm               held around dW_hh's GEMMs (CUDA: no TF32)
+
+// recurrence_forward: h_all, state_n (the last step's states), state_all, saved.
+template <typename Backend>
+std::tuple<Tensor, Tensor, Tensor, Tensor> recurrence_forward(
+    const std::string& cell, const Tensor& xg_in, const Tensor& w_hh_in, const Tensor& h0_in,
+    const Tensor& state0_in, const c10::optional<Tensor>& p_in, const c10::optional<Tensor>& dt_in,
+    double eps, bool save) {
+  Backend::check_dtype(xg_in);
+  const Tensor xg = xg_in.contiguous(), w_hh = w_hh_in.contiguous(), h0 = h0_in.contiguous(),
+               state0 = state0_in.contiguous();
+  const c10::optional<Tensor> p = contiguous_or_none(p_in), dt = contiguous_or_none(dt_in);
+  const typename Backend::DeviceGuard guard(xg.device());
+  Tensor h_all, state_n, state_all, saved;
+  dispatch_cell(cell, [&](auto tag) {
+    using Cell = decltype(tag);
+    const Shapes s = check_inputs<Cell>(xg, w_hh, h0, state0, p, dt);
+    const typename Backend::Plan plan = Backend::template plan<Cell>(w_hh, s);
+    h_all = at::empty({s.T, s.B, s.H}, xg.options());
+    state_all = at::empty({s.T, Cell::kStates, s.B, s.H}, xg.options());
+    saved = save ? at::empty({s.T, s.B, Cell::kSaved * s.H}, xg.options())
+                 : at::empty({0}, xg.options());
+    Backend::template forward<Cell>(
+        plan, ForwardTensors{s, xg, w_hh, h0, state0, p, dt, eps, save, h_all, state_all, saved});
+    state_n = state_all[s.T - 1].clone();
+  });
+  return {h_all, state_n, state_all, saved};
+}
+
+// recurrence_backward: grad_xg (dz), grad_w_hh, grad_h0, grad_state0, grad_p ([0] without p).
+template <typename Backend>
+std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> recurrence_backward(
+    const std::string& cell, const c10::optional<Tensor>& grad_h_in,
+    const c10::optional<Tensor>& grad_state_n, const Tensor& w_hh_in, const Tensor& h0_in,
+    const Tensor& state0_in, const Tensor& h_all_in, const Tensor& state_all_in,
+    const Tensor& saved_in, const c10::optional<Tensor>& p_in, const c10::optional<Tensor>& dt_in,
+    double eps) {
+  Backend::check_dtype(h_all_in);
+  const Tensor w_hh = w_hh_in.contiguous(), h0 = h0_in.contiguous(),
+               state0 = state0_in.contiguous(), h_all = h_all_in.contiguous(),
+               state_all = state_all_in.contiguous(), saved = saved_in.contiguous();
+  const c10::optional<Tensor> p = contiguous_or_none(p_in), dt = contiguous_or_none(dt_in),
+                              grad_h = contiguous_or_none(grad_h_in);
+  const typename Backend::DeviceGuard guard(h_all.device());
+  Tensor dz, grad_w, dh, dstate, grad_p;
+  dispatch_cell(cell, [&](auto tag) {
+    using Cell = decltype(tag);
+    const Shapes s = check_backward_inputs<Cell>(grad_h, grad_state_n, w_hh, h0, state0, h_all,
+                                                 state_all, saved, p, dt);
+    const typename Backend::Plan plan = Backend::template plan<Cell>(w_hh, s);
+    dz = at::empty({s.T, s.B, Cell::kGates * s.H}, h_all.options());
+    dh = at::zeros({s.B, s.H}, h_all.options());
+    dstate = grad_state_n ? grad_state_n->clone(at::MemoryFormat::Contiguous)
+                          : at::zeros({Cell::kStates, s.B, s.H}, h_all.options());
+    const Tensor dp = p ? at::zeros({s.B, s.H}, h_all.options()) : Tensor();
+    Backend::template backward<Cell>(plan, BackwardTensors{s, grad_h, w_hh, state0, state_all,
+                                                           saved, p, dt, eps, dz, dh, dstate, dp});
+    const typename Backend::ExactGemm exact;
+    grad_w = recurrent_weight_grad(dz, h0, h_all);
+    grad_p = p ? dp.sum(0) : at::empty({0}, h_all.options());
+  });
+  return {dz, grad_w, dh, dstate, grad_p};
 }
 
 }  // namespace tsrnn

@@ -4,9 +4,9 @@
 // part over B x H in one OpenMP pass. Forward saves the gate activations and all states: the
 // backward then needs no recurrent GEMM to recompute them, only the one that carries dh.
 // Backward, per step t (reverse), from dL/d(states)_{T-1} = grad_state_n: the cell's pointwise
-// backward gives dz[t], then dh_{t-1} = dz[t] W_hh. After the loop: dW_hh = dz^T [h_0 .. h_{T-2}]
-// as two GEMMs that read the h's in place (recurrent_weight_grad, csrc/recurrence_op.h), and dp as
-// one reduction over B.
+// backward gives dz[t], then dh_{t-1} = dz[t] W_hh. After the loop, in the operator entry
+// (csrc/recurrence_op.h): dW_hh = dz^T [h_0 .. h_{T-2}] as two GEMMs that read the h's in place
+// (recurrent_weight_grad), and dp as one reduction over B.
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <torch/library.h>
@@ -18,9 +18,7 @@
 #include <atomic>
 #include <exception>
 #include <mutex>
-#include <string>
 #include <vector>
-#include <tuple>
 
 #include "cells.h"
 #include "recurrence_op.h"
@@ -33,11 +31,6 @@ namespace {
 using at::Tensor;
 
 constexpr int64_t kUnitsPerThread = 32;  // fewer hidden units per thread do not pay for a barrier
-
-void check_float_or_double(const Tensor& t) {
-  TORCH_CHECK(t.scalar_type() == at::kFloat || t.scalar_type() == at::kDouble,
-              "tsrnn: the CPU kernels take float32 or float64, got ", t.scalar_type());
-}
 
 // Hidden units [j0, j1) of slice `k` of `slices`, in multiples of 8 units (one AVX2 vector).
 struct UnitSlice {
@@ -145,8 +138,8 @@ Tensor rows_by_slice(const Tensor& w_hh, int gates, int64_t H, int slices) {
 // cache), adds the input projection, runs the cell, and meets the others at one barrier per step.
 template <typename Cell, typename T>
 void forward_loop(const Shapes& s, const Tensor& xg, const Tensor& w_hh, const Tensor& h0,
-                  const Tensor& state0, const T* p, const T* dt, T eps, Tensor& h_all,
-                  Tensor& state_all, Tensor& act) {
+                  const Tensor& state0, const T* p, const T* dt, T eps, const Tensor& h_all,
+                  const Tensor& state_all, const Tensor& act) {
   constexpr int G = Cell::kGates;
   const int64_t H = s.H, B = s.B, BH = B * H, GH = G * H, KH = Cell::kSaved * H;
   const bool save = act.size(0) == s.T;
@@ -203,34 +196,6 @@ void forward_loop(const Shapes& s, const Tensor& xg, const Tensor& w_hh, const T
   error.rethrow();
 }
 
-std::tuple<Tensor, Tensor, Tensor, Tensor> recurrence_forward(
-    const std::string& cell, const Tensor& xg_in, const Tensor& w_hh_in, const Tensor& h0_in,
-    const Tensor& state0_in, const c10::optional<Tensor>& p_in,
-    const c10::optional<Tensor>& dt_in, double eps, bool save) {
-  const Tensor xg = xg_in.contiguous(), w_hh = w_hh_in.contiguous(), h0 = h0_in.contiguous(),
-               state0 = state0_in.contiguous();
-  c10::optional<Tensor> p, dt;
-  if (p_in) p = p_in->contiguous();
-  if (dt_in) dt = dt_in->contiguous();
-  check_float_or_double(xg);
-  Tensor h_all, state_n, state_all, saved;
-  dispatch_cell(cell, [&](auto cell_tag) {
-    using Cell = decltype(cell_tag);
-    const Shapes s = check_inputs<Cell>(xg, w_hh, h0, state0, p, dt);
-    h_all = at::empty({s.T, s.B, s.H}, xg.options());
-    state_all = at::empty({s.T, Cell::kStates, s.B, s.H}, xg.options());
-    Tensor act = at::empty({save ? s.T : 1, s.B, Cell::kSaved * s.H}, xg.options());
-    AT_DISPATCH_FLOATING_TYPES(xg.scalar_type(), "tsrnn_recurrence_forward", [&] {
-      forward_loop<Cell, scalar_t>(s, xg, w_hh, h0, state0, optional_data<scalar_t>(p),
-                                   optional_data<scalar_t>(dt), static_cast<scalar_t>(eps), h_all,
-                                   state_all, act);
-    });
-    state_n = state_all[s.T - 1].clone();
-    saved = save ? act : at::empty({0}, xg.options());
-  });
-  return {h_all, state_n, state_all, saved};
-}
-
 // The backward time loop in one OpenMP region, sliced over hidden units like the forward: each
 // thread runs its units' cell backward (all gates of dz[t] for those units), meets the others at
 // one barrier per step, then forms its columns of dh_{t-1} = dz[t] W_hh[:, units]. Its next
@@ -239,8 +204,8 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> recurrence_forward(
 template <typename Cell, typename T>
 void backward_loop(const Shapes& s, const T* grad_h, const Tensor& w_hh,
                    const Tensor& state0, const Tensor& state_all, const Tensor& saved,
-                   const T* p, const T* dt, T eps, Tensor& dz_all, Tensor& dh, Tensor& dstate,
-                   T* dp) {
+                   const T* p, const T* dt, T eps, const Tensor& dz_all, const Tensor& dh,
+                   const Tensor& dstate, T* dp) {
   const int64_t H = s.H, B = s.B, BH = B * H, GH = Cell::kGates * H, KH = Cell::kSaved * H;
   const int64_t SBH = Cell::kStates * BH;
   const int slices = slices_for(H);
@@ -299,48 +264,56 @@ void backward_loop(const Shapes& s, const T* grad_h, const Tensor& w_hh,
   }
 }
 
-std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> recurrence_backward(
-    const std::string& cell, const c10::optional<Tensor>& grad_h_in,
-    const c10::optional<Tensor>& grad_state_n, const Tensor& w_hh_in, const Tensor& h0_in,
-    const Tensor& state0_in, const Tensor& h_all_in, const Tensor& state_all_in,
-    const Tensor& saved_in, const c10::optional<Tensor>& p_in, const c10::optional<Tensor>& dt_in,
-    double eps) {
-  const Tensor w_hh = w_hh_in.contiguous(), h0 = h0_in.contiguous(),
-               state0 = state0_in.contiguous(), h_all = h_all_in.contiguous(),
-               state_all = state_all_in.contiguous(), saved = saved_in.contiguous();
-  c10::optional<Tensor> p, dt, grad_h;
-  if (p_in) p = p_in->contiguous();
-  if (dt_in) dt = dt_in->contiguous();
-  if (grad_h_in) grad_h = grad_h_in->contiguous();
-  check_float_or_double(h_all);
-  Tensor dz_all, grad_w, dh, dstate, grad_p;
-  dispatch_cell(cell, [&](auto cell_tag) {
-    using Cell = decltype(cell_tag);
-    const Shapes s = check_backward_inputs<Cell>(grad_h, grad_state_n, w_hh, h0, state0, h_all,
-                                                 state_all, saved, p, dt);
-    const int64_t T = s.T, B = s.B, H = s.H;
-    dz_all = at::empty({T, B, Cell::kGates * H}, h_all.options());
-    dh = at::zeros({B, H}, h_all.options());
-    dstate = grad_state_n ? grad_state_n->clone(at::MemoryFormat::Contiguous)
-                          : at::zeros({Cell::kStates, B, H}, h_all.options());
-    Tensor dp = p ? at::zeros({B, H}, h_all.options()) : at::Tensor();
-    AT_DISPATCH_FLOATING_TYPES(h_all.scalar_type(), "tsrnn_recurrence_backward", [&] {
-      backward_loop<Cell, scalar_t>(s, optional_data<scalar_t>(grad_h), w_hh, state0, state_all,
-                                    saved, optional_data<scalar_t>(p), optional_data<scalar_t>(dt),
-                                    static_cast<scalar_t>(eps), dz_all, dh, dstate,
-                                    dp.defined() ? dp.data_ptr<scalar_t>() : nullptr);
+// The CPU side of the recurrence operator's entries (csrc/recurrence_op.h): float32 or float64,
+// no device to make current, no launch plan, ATen's exact GEMMs, and the time loops above.
+struct CpuRecurrence {
+  struct DeviceGuard {
+    explicit DeviceGuard(at::Device /*device*/) {}
+  };
+  struct ExactGemm {
+    ExactGemm() {}
+  };
+  struct Plan {};
+
+  static void check_dtype(const Tensor& t) {
+    TORCH_CHECK(t.scalar_type() == at::kFloat || t.scalar_type() == at::kDouble,
+                "tsrnn: the CPU kernels take float32 or float64, got ", t.scalar_type());
+  }
+
+  template <typename Cell>
+  static Plan plan(const Tensor& /*w_hh*/, const Shapes& /*s*/) {
+    return {};
+  }
+
+  // Without save, the activations of one step are written over at every step.
+  template <typename Cell>
+  static void forward(const Plan& /*plan*/, const ForwardTensors& io) {
+    const Tensor act = io.save ? io.saved
+                               : at::empty({1, io.s.B, Cell::kSaved * io.s.H}, io.xg.options());
+    AT_DISPATCH_FLOATING_TYPES(io.xg.scalar_type(), "tsrnn_recurrence_forward", [&] {
+      forward_loop<Cell, scalar_t>(io.s, io.xg, io.w_hh, io.h0, io.state0,
+                                   optional_data<scalar_t>(io.p), optional_data<scalar_t>(io.dt),
+                                   static_cast<scalar_t>(io.eps), io.h_all, io.state_all, act);
     });
-    grad_w = recurrent_weight_grad(dz_all, h0, h_all);
-    grad_p = p ? dp.sum(0) : at::empty({0}, h_all.options());
-  });
-  return {dz_all, grad_w, dh, dstate, grad_p};
-}
+  }
+
+  template <typename Cell>
+  static void backward(const Plan& /*plan*/, const BackwardTensors& io) {
+    AT_DISPATCH_FLOATING_TYPES(io.dz.scalar_type(), "tsrnn_recurrence_backward", [&] {
+      backward_loop<Cell, scalar_t>(io.s, optional_data<scalar_t>(io.grad_h), io.w_hh, io.state0,
+                                    io.state_all, io.saved, optional_data<scalar_t>(io.p),
+                                    optional_data<scalar_t>(io.dt), static_cast<scalar_t>(io.eps),
+                                    io.dz, io.dh, io.dstate,
+                                    io.dp.defined() ? io.dp.data_ptr<scalar_t>() : nullptr);
+    });
+  }
+};
 
 }  // namespace
 
 TORCH_LIBRARY_IMPL(tsrnn, CPU, m) {
-  m.impl("recurrence_forward", &recurrence_forward);
-  m.impl("recurrence_backward", &recurrence_backward);
+  m.impl("recurrence_forward", &recurrence_forward<CpuRecurrence>);
+  m.impl("recurrence_backward", &recurrence_backward<CpuRecurrence>);
 }
 
 }  // namespace tsrnn
