@@ -8,7 +8,6 @@
 //   kGates  rows of W per unit (gate pre-activations z, stride zs between gates)
 //   kStates states carried besides h (stride BH between states: c, then a for pLSTM)
 //   kSaved  activations saved per unit for backward (stride H, also the stride of dz)
-//   kForget slot of the forget gate f in the saved activations
 //   kHasP   whether the cell has a per-unit decay exponent p (and accumulates dL/dp)
 // and two static functions, forward() returning h_t and backward() writing dz.
 #pragma once
@@ -31,7 +30,7 @@ TSRNN_HOST_DEVICE inline T sigmoid(T x) {
 
 // (S1) i, f, g, o = σ(z_i), σ(z_f), tanh(z_g), σ(z_o); c = f c' + i g; h = o tanh(c).
 struct LSTMCell {
-  static constexpr int kGates = 4, kStates = 1, kSaved = 4, kForget = 1;
+  static constexpr int kGates = 4, kStates = 1, kSaved = 4;
   static constexpr bool kHasP = false;
 
   // z: [4] stride zs, act: [4] stride H (i, f, g, o), prev/next: [1] stride BH (c).
@@ -68,7 +67,7 @@ struct LSTMCell {
 //   c_t = f c' + i tanh(z_g),  h_t = σ(z_o) tanh(c_t).      States: (c, a).
 template <bool Coupled>
 struct PowerLawCell {
-  static constexpr int kGates = Coupled ? 3 : 4, kStates = 2, kSaved = Coupled ? 4 : 5, kForget = 0;
+  static constexpr int kGates = Coupled ? 3 : 4, kStates = 2, kSaved = Coupled ? 4 : 5;
   static constexpr bool kHasP = true;
   static constexpr int kR = Coupled ? 0 : 1;  // gate row of r; g and o follow it
 
