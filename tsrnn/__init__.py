@@ -7,8 +7,9 @@
 tsrnn/reference.py states the equations (S1-S12) as plain step loops; README.md covers the
 backends and benchmarks.
 
-``import tsrnn`` loads the kernels and the modules built on them only (backend, cells,
-functional, ops, reference, timescales, LSTM, PowerLawLSTM). The rest loads on first use
+``import tsrnn`` loads the kernels and the modules built on them only (extensions, backend,
+cells, functional, ops, reference, timescales, LSTM, PowerLawLSTM, and the kernels' checks and
+capacity; the Triton kernels themselves load on their first call). The rest loads on first use
 (PEP 562): the submodules analysis, data, models, training, synthetic, plot, convert, contexts,
 averaging, tilt, laplace, selftest and cli, and the names TILT, averaging_context,
 BufferContext, TILTContext and TILTBufferContext re-exported from them.

@@ -1,0 +1,107 @@
+"""Every Triton kernel variant compiles for sm_90 (Hopper) without a GPU.
+
+The interpreter runs the kernels' Python, not Triton's compiler: a kernel can pass every
+interpreted test and still fail to compile (a type that changes across a constexpr branch, an
+unsupported op). Triton compiles for a named target without a device (``GPUTarget("cuda", 90,
+32)``, its bundled ptxas), so CI compiles each (cell, dtype, W on chip or streamed, HP) variant
+the dispatcher can send to a GPU, and checks the persistent kernel's shared memory against the
+budget ``persistent.w_fits_on_chip`` assumes. The compiler must not see TRITON_INTERPRET (the
+kernels would be interpreter functions), so the compile runs in a child process: this file is
+also its script.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tsrnn import backend
+
+ARCH = 90
+
+
+def _variants():
+    """(name, kernel, pointer type, runtime int arguments, constexprs, options) of every variant."""
+    import torch
+
+    from tsrnn.cells import CELLS
+    from tsrnn.kernels import capacity, linear_scan, per_step, persistent
+    from tsrnn.kernels.cells import constexprs
+
+    for cell in CELLS:
+        c = constexprs(cell)
+        for dtype in (torch.float32, torch.float64):
+            f64, ptr = dtype == torch.float64, "*fp64" if dtype == torch.float64 else "*fp32"
+            step = {**c, "HAS_DT": c["HAS_P"], "ACC_F64": f64}
+            yield (f"per_step forward {cell} {dtype}", per_step._forward_step, ptr, {"B", "H"},
+                   {**step, "BLOCK_B": 16, "BLOCK_H": 32, "BLOCK_K": 16}, {"num_warps": 4})
+            yield (f"per_step backward {cell} {dtype}", per_step._backward_step, ptr, {"B", "H"},
+                   {**step, "HAS_GH": True, "BLOCK": per_step._BACKWARD_BLOCK}, {"num_warps": 4})
+            hps = [hp for hp in (16, 32, 64, 128) if hp <= capacity.PERSISTENT_MAX_HP[dtype]]
+            for hp in hps:
+                for on_chip in (True, False):
+                    if on_chip and not persistent.w_fits_on_chip(cell, hp, dtype):
+                        continue
+                    common = {**step, "W_ON_CHIP": on_chip, "BLOCK_B": persistent.BLOCK_B, "HP": hp,
+                              "BLOCK_K": persistent.BLOCK_K}
+                    _, _, options = persistent._launch(1, hp)
+                    variant = f"{cell} {dtype} HP={hp} {'W on chip' if on_chip else 'W streamed'}"
+                    yield (f"persistent forward {variant}", persistent._forward_kernel, ptr, {"T", "B", "H"},
+                           {**common, "SAVE": True}, options)
+                    yield (f"persistent backward {variant}", persistent._backward_kernel, ptr, {"T", "B", "H"},
+                           {**common, "HAS_GH": True, "HAS_GS": True}, options)
+    for f64 in (False, True):
+        yield (f"linear_scan f64={f64}", linear_scan._scan_kernel, "*fp64" if f64 else "*fp32", {"T", "N"},
+               {"HAS_X0": True, "REVERSE": False, "ACC_F64": f64, "CHUNK": 16, "BLOCK_N": 64}, {"num_warps": 4})
+
+
+def compile_all() -> list[dict]:
+    """Compile every variant; one record each: name, ok, error, shared memory bytes."""
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    target = GPUTarget("cuda", ARCH, 32)
+    records = []
+    for name, kernel, ptr, ints, constants, options in _variants():
+        fn = kernel if isinstance(kernel, triton.runtime.JITFunction) else kernel.fn  # an autotuner's kernel
+        signature = {a: "constexpr" if a in constants else "i32" if a in ints else ptr for a in fn.arg_names}
+        try:
+            compiled = triton.compile(ASTSource(fn, signature, constants), target=target, options=options)
+        except Exception as exc:  # noqa: BLE001  (every failure is reported, with its variant)
+            records.append({"name": name, "ok": False, "error": f"{type(exc).__name__}: {exc}"[:2000]})
+            continue
+        records.append({"name": name, "ok": True, "shared": compiled.metadata.shared})
+    return records
+
+
+def _nvidia_backend() -> str | None:
+    """Why Triton cannot compile for NVIDIA here, or None."""
+    if not backend.triton_available():
+        return "triton is not installed"
+    from triton.backends import backends
+
+    return None if "nvidia" in backends else "this triton has no NVIDIA backend"
+
+
+@pytest.mark.skipif(_nvidia_backend() is not None, reason=str(_nvidia_backend()))
+def test_every_triton_kernel_compiles_for_sm90():
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    done = subprocess.run([sys.executable, __file__], capture_output=True, text=True, env=env, timeout=1200)
+    assert done.returncode == 0, done.stderr[-3000:]
+    records = json.loads(done.stdout)
+    failed = [f"{r['name']}: {r['error']}" for r in records if not r["ok"]]
+    assert not failed, "\n".join(failed)
+    assert len(records) >= 60  # 3 cells x 2 dtypes x (2 per-step + the persistent variants) + 2 scans
+    from tsrnn.kernels import persistent
+
+    for r in records:  # W on chip stays within the budget w_fits_on_chip assumes
+        if "W on chip" in r["name"]:
+            assert r["shared"] <= persistent.W_ON_CHIP_BYTES + persistent.SHARED_OVERHEAD, r
+
+
+if __name__ == "__main__":
+    json.dump(compile_all(), sys.stdout)
