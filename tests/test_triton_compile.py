@@ -6,8 +6,9 @@ unsupported op). Triton compiles for a named target without a device (``GPUTarge
 32)``, its bundled ptxas), so CI compiles each (cell, dtype, W on chip or streamed, HP) variant
 the dispatcher can send to a GPU, and checks the persistent kernel's shared memory against the
 budget ``persistent.w_fits_on_chip`` assumes. The compiler must not see TRITON_INTERPRET (the
-kernels would be interpreter functions), so the compile runs in a child process: this file is
-also its script.
+kernels would be interpreter functions, and the per-step kernel's autotuner would hold one
+config), so the compile runs in a child process: this file is also its script. CI runs it under
+the newest triton and under 3.6.0, the GPU machine's, which refuses some dots the newest takes.
 """
 from __future__ import annotations
 
@@ -36,8 +37,10 @@ def _variants():
         for dtype in (torch.float32, torch.float64):
             f64, ptr = dtype == torch.float64, "*fp64" if dtype == torch.float64 else "*fp32"
             step = {**c, "HAS_DT": c["HAS_P"], "ACC_F64": f64}
-            yield (f"per_step forward {cell} {dtype}", per_step._forward_step, ptr, {"B", "H"},
-                   {**step, "BLOCK_B": 16, "BLOCK_H": 32, "BLOCK_K": 16}, {"num_warps": 4})
+            for config in per_step._forward_step.configs:  # every config the autotuner may pick
+                tiles = ", ".join(f"{k}={v}" for k, v in config.kwargs.items())
+                yield (f"per_step forward {cell} {dtype} {tiles}", per_step._forward_step, ptr, {"B", "H"},
+                       {**step, **config.kwargs}, {"num_warps": config.num_warps, "num_stages": config.num_stages})
             yield (f"per_step backward {cell} {dtype}", per_step._backward_step, ptr, {"B", "H"},
                    {**step, "HAS_GH": True, "BLOCK": per_step._BACKWARD_BLOCK}, {"num_warps": 4})
             hps = [hp for hp in (16, 32, 64, 128) if hp <= capacity.PERSISTENT_MAX_HP[dtype]]

@@ -35,9 +35,10 @@ from .cells import (
 )
 
 # (BLOCK_B, BLOCK_H, BLOCK_K, num_warps, num_stages): none spills registers in ptxas for sm_90
-# (fp32, fp64, bf16). The interpreter runs the first only (autotuning fails there).
+# (fp32, fp64). BLOCK_K >= 16: triton 3.6 (the GPU machine's) refuses a tl.dot with K < 16.
+# The interpreter runs the first only (autotuning fails there).
 _FORWARD_CONFIGS = [(16, 32, 16, 4, 2)] + ([] if os.environ.get("TRITON_INTERPRET") == "1" else
-                                            [(16, 64, 8, 8, 2), (32, 32, 8, 8, 2), (32, 64, 8, 8, 2)])
+                                            [(16, 64, 16, 8, 2), (32, 32, 16, 8, 2), (32, 64, 16, 8, 2)])
 _BACKWARD_BLOCK = 256  # (row, unit) pairs per program of the pointwise backward
 
 
