@@ -1,6 +1,10 @@
 """Which implementation runs a call: the one place that knows the paths.
 
-A *path* is one concrete implementation of an op:
+A *path* is one concrete implementation of an op, described by one record of ``REGISTRY``
+(``Path``: its ops, the devices it runs on, the requested backend that names it, how
+``tsrnn.functional`` runs it, its operator namespace and kernel module, and the rule that says
+why it cannot serve a call); the operators (tsrnn/ops.py), the functional layer, the modules, the
+test harness, the self-test and the benchmarks read it:
 
 ==================== ===================================================================
 ``reference``        the step loops of ``tsrnn.reference`` (any device)
