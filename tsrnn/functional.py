@@ -2,17 +2,18 @@
 
 Each public function has the signature and results of its reference in ``tsrnn.reference``,
 checks its arguments once (``tsrnn._validation``), then runs the path that ``tsrnn.backend``
-chooses for the call (``backend=`` a requested backend or a path name):
+chooses for the call (``backend=`` a requested backend or a path name), by the kind of path its
+registry record names (``Path.runs``):
 
-- a fused path (cpu, cuda_coop, triton_persistent, triton_step) computes the input projection of
+- "operator" (cpu, cuda_coop, triton_persistent, triton_step) computes the input projection of
   all steps as one GEMM, runs the recurrence in one operator call (``tsrnn.ops``), and lets
   autograd turn the projection's gradient into one GEMM for W_ih and one reduction for the bias;
-- a torch-LSTM path (onednn, cudnn) calls ``torch._VF.lstm`` with the effective bias as b_ih and
+- "torch_lstm" (onednn, cudnn) calls ``torch._VF.lstm`` with the effective bias as b_ih and
   b_hh = 0 (cuDNN with TF32 off, so float32 stays float32);
-- ``reference`` runs the step loop.
+- "reference" runs the cell's step loop (``Cell.reference_layer``).
 
-Gate math runs in float32 for bf16/fp16 inputs (float64 for float64): h and c come back in the
-input's dtype, the pLSTM age a in the math dtype. The modules call ``_layer`` directly: they
+Gate math runs in ``tsrnn.cells.math_dtype`` (float32 for bf16/fp16 inputs, float64 for
+float64): h and c come back in the input's dtype, the pLSTM age a in the math dtype. The modules call ``_layer`` directly: they
 check their inputs once in their own layout (batch_first, unbatched, stacked states).
 """
 from __future__ import annotations
