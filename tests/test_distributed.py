@@ -57,6 +57,7 @@ def worker(rank, world, port, out_dir):
     loss.backward()
     optimizer.step()
     torch.save({k: v.detach().clone() for k, v in model.state_dict().items()}, os.path.join(out_dir, f"rank{rank}.pt"))
+    distributed.finish()  # as the trainer does: a rank that leaves the gloo group first can abort its peer
     distributed.teardown()
 
 
