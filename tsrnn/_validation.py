@@ -248,13 +248,13 @@ def recurrent_layer(cell, x, h0, states: Sequence, w_ih, w_hh, bias, p=None, dt=
     for name, state in named.items():
         tensor(name, state, 2)
         shape(name, state, (batch, hidden))
-    in_math_dtype = {f"{s}0" for s in cell.math_states}
-    same_dtype("x", x, w_ih=w_ih, w_hh=w_hh, bias=bias, **{n: v for n, v in named.items() if n not in in_math_dtype})
+    same_dtype("x", x, w_ih=w_ih, w_hh=w_hh, bias=bias,
+               **{n: v for n, v in named.items() if n not in cell.initial_math_states})
     same_device("x", x, w_ih=w_ih, w_hh=w_hh, bias=bias, p=p, dt=dt, **named)
     if cell.has_p:
         tensor("p", p, 1)
         shape("p", p, (hidden,))
-    for name in sorted(in_math_dtype):
+    for name in cell.initial_math_states:
         nonnegative(name, named[name])
     if dt is not None:
         tensor("dt", dt, (2, 3))

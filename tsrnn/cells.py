@@ -69,6 +69,11 @@ class Cell:
         return tuple(f"{s}0" for s in ("h", *self.states))
 
     @property
+    def initial_math_states(self) -> tuple[str, ...]:
+        """The initial-state arguments of ``math_states``: ("a0",) for the pLSTM."""
+        return tuple(f"{s}0" for s in self.math_states)
+
+    @property
     def function(self) -> str:
         """The name of this cell's layer in ``tsrnn.functional`` and ``tsrnn.reference``."""
         return "plstm" if self.has_p else "lstm"

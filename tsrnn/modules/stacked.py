@@ -154,13 +154,12 @@ class StackedRNN(nn.Module):
             return [x.new_zeros(self.num_layers, batch, self.hidden_size) for _ in names]
         if not isinstance(given, (tuple, list)) or len(given) != len(names):
             raise TypeError(f"the initial state must be a tuple ({', '.join(names)}), got {type(given).__name__}")
-        in_math_dtype = {f"{s}0" for s in self.cell.math_states}
         states = []
         for name, state in zip(names, given):
             check.tensor(name, state)
             check.shape(name, state, shape)
             check.same_device("input", x, **{name: state})
-            if name in in_math_dtype:
+            if name in self.cell.initial_math_states:
                 check.nonnegative(name, state)
             else:
                 check.same_dtype("input", x, **{name: state})
