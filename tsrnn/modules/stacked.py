@@ -19,8 +19,6 @@ from tsrnn import functional
 from tsrnn.backend import BACKENDS, PATHS
 from tsrnn.cells import Cell
 
-REQUESTS = BACKENDS + tuple(p for p in PATHS["recurrence"] if p not in BACKENDS)  # a requested backend, or a path
-
 
 class StackedRNN(nn.Module):
     """Base of the stacked recurrent modules of ``cell`` (``cell.num_gates`` rows of W per unit)."""
@@ -34,7 +32,7 @@ class StackedRNN(nn.Module):
             check.count(name, value)
         if not 0 <= check.real("dropout", dropout) <= 1:
             raise ValueError(f"dropout must be in [0, 1], got {dropout!r}")
-        check.choice("backend", backend, REQUESTS)
+        check.choice("backend", backend, BACKENDS + tuple(p for p in PATHS["recurrence"] if p not in BACKENDS))
         self.input_size, self.hidden_size, self.num_layers = input_size, hidden_size, num_layers
         self.bias, self.batch_first, self.dropout = bias, batch_first, float(dropout)
         self.backend, self.cell = backend, cell

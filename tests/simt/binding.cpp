@@ -1,0 +1,46 @@
+// The SIMT emulation's operators: the CUDA binding's policy (csrc/cuda/cuda_recurrence.h) and the
+// kernels of csrc/cuda/recurrence.cu, compiled by g++ against tests/simt/simt.h, as the CPU kernels
+// of torch.ops.tsrnn_simt.recurrence_forward / recurrence_backward / recurrence_plan (schemas
+// defined from Python by tsrnn.ops, see tests/simt/emulation.py), and torch.ops.simt.* to choose
+// the emulated device and the thread-order seed.
+#include <torch/library.h>
+
+#include "cuda/cuda_recurrence.h"
+
+namespace {
+
+// A new emulated device with `multiprocessors` SMs and `shared_optin` bytes of shared memory per
+// block (the rest as an H100); returns its index.
+int64_t add_device(int64_t multiprocessors, int64_t shared_optin) {
+  TORCH_CHECK(multiprocessors >= 1 && shared_optin >= 0, "simt: bad device");
+  simt::Device device;
+  device.multiprocessors = static_cast<int>(multiprocessors);
+  device.shared_per_block_optin = static_cast<int>(shared_optin);
+  return simt::add_device(device);
+}
+
+// The device of the next launches and the seed of their thread order.
+void use(int64_t device, int64_t seed) {
+  simt::set_device(static_cast<int>(device));
+  simt::set_seed(static_cast<std::uint64_t>(seed));
+}
+
+int64_t launches() { return simt::launches(); }
+
+int64_t recurrence_plan(const std::string& cell, const at::Tensor& w_hh) {
+  return tsrnn::cuda_binding::plan_blocks(cell, w_hh);
+}
+
+}  // namespace
+
+TORCH_LIBRARY(simt, m) {
+  m.def("add_device(int multiprocessors, int shared_optin) -> int", &add_device);
+  m.def("use(int device, int seed) -> ()", &use);
+  m.def("launches() -> int", &launches);
+}
+
+TORCH_LIBRARY_IMPL(tsrnn_simt, CPU, m) {
+  m.impl("recurrence_forward", &tsrnn::recurrence_forward<tsrnn::cuda_binding::CudaRecurrence>);
+  m.impl("recurrence_backward", &tsrnn::recurrence_backward<tsrnn::cuda_binding::CudaRecurrence>);
+  m.impl("recurrence_plan", &recurrence_plan);
+}

@@ -1,0 +1,95 @@
+"""Compiles the SIMT emulation (tests/simt/simt.h) with g++ into a shared library of torch operators.
+
+Three objects: the kernels of csrc/cuda/recurrence.cu, compiled as C++ with tests/simt/include
+ahead of the system headers (its <cuda_runtime.h> and <cooperative_groups.h> are the emulation);
+the emulation's runtime (simt.cpp); and the torch binding (binding.cpp, the CUDA binding's own
+policy). ``sanitize`` builds the first two with AddressSanitizer and UndefinedBehaviorSanitizer (a
+process must preload libasan: see ``sanitizer_environment``); ``drop_barrier_line`` turns the
+barrier on that line of recurrence.cu into a no-op. Libraries are cached under
+``$TSRNN_SIMT_CACHE`` (default ~/.cache/tsrnn-simt) by the hash of every source, flag and version,
+so a rerun of the tests compiles nothing; the binding object (half a minute: the torch headers)
+is shared by every variant.
+"""
+from __future__ import annotations
+
+import concurrent.futures
+import fcntl
+import hashlib
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import torch
+from torch.utils import cpp_extension
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+KERNELS = ROOT / "csrc" / "cuda" / "recurrence.cu"
+SANITIZE = ["-fsanitize=address,undefined", "-fno-sanitize-recover=all", "-fno-omit-frame-pointer"]
+INCLUDES = [f"-I{HERE / 'include'}", f"-I{HERE}", f"-I{ROOT / 'csrc'}"]
+COMMON = ["g++", "-std=c++20", "-fPIC", "-O1", "-g0", "-w"]
+
+
+def _sources() -> list[Path]:
+    patterns = [(HERE, "*.h"), (HERE, "*.cpp"), (HERE / "include", "**/*.h"), (ROOT / "csrc", "**/*.h"),
+                (ROOT / "csrc" / "cuda", "*.cu")]
+    return sorted(p for base, pattern in patterns for p in base.glob(pattern))
+
+
+def _digest() -> str:
+    h = hashlib.sha256()
+    compiler = subprocess.run(["g++", "--version"], capture_output=True, text=True, check=True).stdout
+    h.update(f"{compiler}{torch.__version__}{COMMON}{SANITIZE}{sys.version}".encode())
+    for path in _sources():
+        h.update(str(path.relative_to(ROOT)).encode())
+        h.update(path.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def _compile(command: list[str]) -> None:
+    done = subprocess.run(command, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise RuntimeError(f"simt build failed: {' '.join(command)}\n{done.stderr[-4000:]}")
+
+
+def _binding_flags() -> list[str]:
+    abi = int(torch._C._GLIBCXX_USE_CXX11_ABI)
+    return [f"-I{p}" for p in cpp_extension.include_paths()] + [f"-D_GLIBCXX_USE_CXX11_ABI={abi}"]
+
+
+def library(sanitize: bool = False, drop_barrier_line: int = 0) -> Path:
+    """The emulation's shared library for this variant, compiled if not cached."""
+    cache = Path(os.environ.get("TSRNN_SIMT_CACHE", Path.home() / ".cache" / "tsrnn-simt")) / _digest()
+    cache.mkdir(parents=True, exist_ok=True)
+    variant = ("asan" if sanitize else "plain") + (f"-drop{drop_barrier_line}" if drop_barrier_line else "")
+    target = cache / f"tsrnn_simt_{variant}.so"
+    with open(cache / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # pytest-xdist workers build one at a time
+        if target.exists():
+            return target
+        flags = COMMON + (SANITIZE if sanitize else []) + INCLUDES
+        drop = [f"-DSIMT_DROP_BARRIER_LINE={drop_barrier_line}"] if drop_barrier_line else []
+        binding = cache / "binding.o"
+        jobs = {
+            cache / f"kernels_{variant}.o": flags + drop + ["-x", "c++", "-c", str(KERNELS)],
+            cache / f"simt_{'asan' if sanitize else 'plain'}.o": flags + ["-c", str(HERE / "simt.cpp")],
+            binding: COMMON + INCLUDES + _binding_flags() + ["-c", str(HERE / "binding.cpp")],
+        }
+        todo = [command + ["-o", str(out)] for out, command in jobs.items() if not out.exists()]
+        with concurrent.futures.ThreadPoolExecutor(max(1, len(todo))) as pool:
+            list(pool.map(_compile, todo))
+        torch_lib = Path(torch.__file__).parent / "lib"
+        partial = target.with_suffix(".tmp")
+        _compile(["g++", "-shared", "-o", str(partial), *map(str, jobs), *(SANITIZE if sanitize else []),
+                  f"-L{torch_lib}", "-lc10", "-ltorch_cpu", "-ltorch", f"-Wl,-rpath,{torch_lib}"])
+        partial.rename(target)
+        return target
+
+
+def sanitizer_environment() -> dict[str, str]:
+    """The environment of a process that loads a sanitized library: the ASan runtime preloaded (it
+    must come first), leak checks off (the interpreter's own), any report fatal."""
+    asan = subprocess.run(["g++", "-print-file-name=libasan.so"], capture_output=True, text=True, check=True).stdout.strip()
+    return {**os.environ, "LD_PRELOAD": asan, "ASAN_OPTIONS": "detect_leaks=0:abort_on_error=0:halt_on_error=1",
+            "UBSAN_OPTIONS": "halt_on_error=1:print_stacktrace=1"}

@@ -1,0 +1,3 @@
+// The SIMT emulation in place of CUDA's <cuda_runtime_api.h> (see tests/simt/simt.h).
+#pragma once
+#include "simt.h"

@@ -1,0 +1,251 @@
+// A SIMT emulation that runs the unmodified CUDA kernel source of csrc/cuda on the CPU, for the
+// tests (tests/test_simt.py); it is not part of the package.
+//
+// g++ compiles csrc/cuda/*.cu as C++ with tests/simt/include first on the include path, whose
+// <cuda_runtime.h>, <cooperative_groups.h> and c10/cuda headers include this file. Every CUDA
+// thread of a launch is a fiber with its own stack (simt.cpp). A fiber runs until it reaches a
+// block barrier (__syncthreads), the cooperative grid-wide sync, or a warp collective (shuffles,
+// votes, __syncwarp), and the scheduler then resumes another fiber picked by a seeded
+// pseudo-random draw: the progress of the threads between synchronisations runs in a random
+// order, so a missing barrier shows up as a read of memory not yet written (the tests fill fresh
+// memory with NaN) rather than passing by luck. The emulation is strict where CUDA leaves the
+// result undefined: the threads of a block must all reach the same barrier (an exited thread
+// never arrives), a warp collective waits for every lane of its mask, which must include the
+// calling lane and the lanes it reads, and a deadlock is reported with what each thread waits on.
+// Each block's dynamic shared memory is a heap buffer of exactly the launch's size, filled with
+// NaN bytes (0xff), so that AddressSanitizer sees any access past it.
+//
+// Compiling with -DSIMT_DROP_BARRIER_LINE=N turns the block barrier or grid sync on line N of the
+// kernel source into a no-op (the planted-bug test: the emulation must catch it).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+#include <utility>
+
+#define TSRNN_SIMT 1
+#define __global__
+#define __device__
+#define __host__
+#define __forceinline__ inline
+#define __launch_bounds__(...)
+
+#ifndef SIMT_DROP_BARRIER_LINE
+#define SIMT_DROP_BARRIER_LINE 0
+#endif
+
+struct uint3 {
+  unsigned x, y, z;
+};
+
+struct dim3 {
+  unsigned x, y, z;
+  dim3(unsigned x_ = 1, unsigned y_ = 1, unsigned z_ = 1) : x(x_), y(y_), z(z_) {}
+};
+
+// --- the runtime API's types (the subset the host code of csrc/cuda uses) ----------------------
+enum cudaError_t {
+  cudaSuccess = 0,
+  cudaErrorInvalidValue = 1,
+  cudaErrorInvalidConfiguration = 9,
+  cudaErrorInvalidDevice = 101,
+  cudaErrorLaunchFailure = 719,
+  cudaErrorCooperativeLaunchTooLarge = 720,
+};
+enum cudaDeviceAttr {
+  cudaDevAttrMultiProcessorCount = 16,
+  cudaDevAttrCooperativeLaunch = 95,
+  cudaDevAttrMaxSharedMemoryPerBlockOptin = 97,
+};
+enum cudaFuncAttribute { cudaFuncAttributeMaxDynamicSharedMemorySize = 8 };
+struct CUstream_st;
+using cudaStream_t = CUstream_st*;
+
+namespace simt {
+
+// One emulated GPU: what plan() and the occupancy query read.
+struct Device {
+  int multiprocessors = 4;
+  int shared_per_block_optin = 232448;       // bytes (an H100's 227 KiB)
+  int shared_per_multiprocessor = 233472;    // bytes (228 KiB)
+  int shared_reserved_per_block = 1024;      // bytes the hardware keeps per resident block
+  int threads_per_multiprocessor = 2048;
+  int registers_per_multiprocessor = 65536;
+  int registers_per_thread = 64;             // not known without nvcc: an assumption
+  int blocks_per_multiprocessor = 32;
+  bool cooperative = true;
+};
+
+// The devices the tests define (each a distinct index, so cached plans stay per device) and the
+// seed of the thread order of the next launches.
+int add_device(const Device& device);
+void set_device(int index);
+void set_seed(std::uint64_t seed);
+std::int64_t launches();              // kernels launched so far (each ran to completion)
+const char* last_error_message();     // what the last failed launch found, or ""
+
+// --- what the kernel code calls (through the CUDA names below) ---------------------------------
+const uint3& thread_idx();
+const uint3& block_idx();
+const dim3& block_dim();
+const dim3& grid_dim();
+void* dynamic_shared();
+void block_barrier(int line);
+void grid_barrier(int line);
+
+// A warp collective: every lane of `mask` contributes `value` (up to 8 bytes) and gets back the
+// values of all lanes (out[32], lanes outside the mask left untouched). kind names the call (for
+// the check that the lanes of a mask are in the same collective), line its source line.
+void warp_exchange(const char* kind, unsigned mask, std::uint64_t value, std::uint64_t* out, int line);
+unsigned lane();
+[[noreturn]] void fail(const char* what, int line);
+
+template <typename T>
+std::uint64_t bits_of(T v) {
+  static_assert(std::is_trivially_copyable<T>::value && sizeof(T) <= 8, "shuffles move up to 8 bytes");
+  std::uint64_t b = 0;
+  std::memcpy(&b, &v, sizeof(T));
+  return b;
+}
+
+template <typename T>
+T from_bits(std::uint64_t b) {
+  T v;
+  std::memcpy(&v, &b, sizeof(T));
+  return v;
+}
+
+// Lane `src` of the calling lane's width-segment, as the PTX shfl modes define it: a source lane
+// outside the segment returns the caller's own value; a source lane outside the mask is an error.
+template <typename T>
+T shuffle(const char* kind, unsigned mask, T v, int src, bool in_segment, int line) {
+  std::uint64_t all[32];
+  warp_exchange(kind, mask, bits_of(v), all, line);
+  if (!in_segment) return v;
+  if (!(mask >> src & 1u)) fail("a shuffle reads a lane outside its mask", line);
+  return from_bits<T>(all[src]);
+}
+
+unsigned vote(const char* kind, unsigned mask, bool predicate, int line);
+
+// A kernel run by cudaLaunchKernel / cudaLaunchCooperativeKernel: `body` runs once per thread.
+cudaError_t launch(void (*body)(void*), void* context, dim3 grid, dim3 block, std::size_t shared_bytes,
+                   bool cooperative, const void* kernel);
+
+template <typename... P, std::size_t... I>
+void call_kernel(void (*kernel)(P...), void** args, std::index_sequence<I...>) {
+  kernel(*static_cast<typename std::decay<P>::type*>(args[I])...);
+}
+
+template <typename... P>
+cudaError_t launch_kernel(void (*kernel)(P...), dim3 grid, dim3 block, void** args, std::size_t shared_bytes,
+                          bool cooperative) {
+  struct Context {
+    void (*kernel)(P...);
+    void** args;
+  } context{kernel, args};
+  auto body = [](void* c) {
+    auto* ctx = static_cast<Context*>(c);
+    call_kernel(ctx->kernel, ctx->args, std::index_sequence_for<P...>{});
+  };
+  return launch(body, &context, grid, block, shared_bytes, cooperative, reinterpret_cast<const void*>(kernel));
+}
+
+// cudaFuncSetAttribute's per-kernel limit, checked by the launches.
+cudaError_t set_max_dynamic_shared(const void* kernel, int bytes);
+cudaError_t occupancy(int* blocks, const void* kernel, int block_size, std::size_t shared_bytes);
+
+}  // namespace simt
+
+// --- CUDA's built-in variables and device functions ---------------------------------------------
+#define threadIdx (::simt::thread_idx())
+#define blockIdx (::simt::block_idx())
+#define blockDim (::simt::block_dim())
+#define gridDim (::simt::grid_dim())
+
+inline void __syncthreads(int line = __builtin_LINE()) {
+  if (line != SIMT_DROP_BARRIER_LINE) simt::block_barrier(line);
+}
+inline void __syncwarp(unsigned mask = 0xffffffffu, int line = __builtin_LINE()) {
+  simt::vote("__syncwarp", mask, true, line);
+}
+
+template <typename T>
+T __shfl_sync(unsigned mask, T v, int src, int width = 32, int line = __builtin_LINE()) {
+  const int base = static_cast<int>(simt::lane()) & ~(width - 1);
+  return simt::shuffle("__shfl_sync", mask, v, base + (src & (width - 1)), true, line);
+}
+template <typename T>
+T __shfl_xor_sync(unsigned mask, T v, int lane_mask, int width = 32, int line = __builtin_LINE()) {
+  const int lane = static_cast<int>(simt::lane()), src = lane ^ lane_mask;
+  return simt::shuffle("__shfl_xor_sync", mask, v, src, (src & ~(width - 1)) == (lane & ~(width - 1)), line);
+}
+template <typename T>
+T __shfl_down_sync(unsigned mask, T v, unsigned delta, int width = 32, int line = __builtin_LINE()) {
+  const int lane = static_cast<int>(simt::lane()), src = lane + static_cast<int>(delta);
+  return simt::shuffle("__shfl_down_sync", mask, v, src, (src & ~(width - 1)) == (lane & ~(width - 1)), line);
+}
+template <typename T>
+T __shfl_up_sync(unsigned mask, T v, unsigned delta, int width = 32, int line = __builtin_LINE()) {
+  const int lane = static_cast<int>(simt::lane()), src = lane - static_cast<int>(delta);
+  return simt::shuffle("__shfl_up_sync", mask, v, src, src >= (lane & ~(width - 1)), line);
+}
+inline unsigned __ballot_sync(unsigned mask, int predicate, int line = __builtin_LINE()) {
+  return simt::vote("__ballot_sync", mask, predicate != 0, line);
+}
+inline int __any_sync(unsigned mask, int predicate, int line = __builtin_LINE()) {
+  return simt::vote("__any_sync", mask, predicate != 0, line) != 0;
+}
+inline int __all_sync(unsigned mask, int predicate, int line = __builtin_LINE()) {
+  return (simt::vote("__all_sync", mask, predicate != 0, line) & mask) == mask;
+}
+
+// Cache-hinted loads are plain loads on one CPU thread.
+template <typename T>
+T __ldcg(const T* p) {
+  return *p;
+}
+
+inline int min(int a, int b) { return a < b ? a : b; }
+inline int max(int a, int b) { return a > b ? a : b; }
+
+// --- the host API ------------------------------------------------------------------------------
+cudaError_t cudaGetDevice(int* device);
+cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attr, int device);
+const char* cudaGetErrorString(cudaError_t error);
+
+template <typename... P>
+cudaError_t cudaFuncSetAttribute(void (*kernel)(P...), cudaFuncAttribute attr, int value) {
+  if (attr != cudaFuncAttributeMaxDynamicSharedMemorySize) return cudaErrorInvalidValue;
+  return simt::set_max_dynamic_shared(reinterpret_cast<const void*>(kernel), value);
+}
+
+template <typename... P>
+cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessor(int* blocks, void (*kernel)(P...), int block_size,
+                                                          std::size_t shared_bytes) {
+  return simt::occupancy(blocks, reinterpret_cast<const void*>(kernel), block_size, shared_bytes);
+}
+
+template <typename... P>
+cudaError_t cudaLaunchCooperativeKernel(void (*kernel)(P...), dim3 grid, dim3 block, void** args,
+                                        std::size_t shared_bytes = 0, cudaStream_t = nullptr) {
+  return simt::launch_kernel(kernel, grid, block, args, shared_bytes, true);
+}
+
+template <typename... P>
+cudaError_t cudaLaunchKernel(void (*kernel)(P...), dim3 grid, dim3 block, void** args, std::size_t shared_bytes = 0,
+                             cudaStream_t = nullptr) {
+  return simt::launch_kernel(kernel, grid, block, args, shared_bytes, false);
+}
+
+// --- cooperative groups: the grid of a cooperative launch ---------------------------------------
+namespace cooperative_groups {
+struct grid_group {
+  void sync(int line = __builtin_LINE()) const {
+    if (line != SIMT_DROP_BARRIER_LINE) simt::grid_barrier(line);
+  }
+};
+inline grid_group this_grid() { return {}; }
+}  // namespace cooperative_groups

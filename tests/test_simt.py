@@ -1,0 +1,122 @@
+"""The persistent CUDA kernels' own source (csrc/cuda/recurrence.cu), run on the CPU under the
+SIMT emulation of tests/simt: every cell, forward, backward and saved traces, against the float64
+reference with the float32 tolerances of tsrnn.testing, at the kernels' edge shapes and several
+thread orders; once more built with AddressSanitizer and UBSan; and with each barrier removed in
+turn, to show that the emulation catches a missing one."""
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+import tsrnn
+from tsrnn import backend, testing
+from conftest import assert_close
+
+pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="the SIMT emulation is built with g++")
+
+from simt import build, emulation  # noqa: E402
+
+RUN = Path(emulation.__file__).with_name("run.py")
+SEEDS = (0, 1)  # thread orders in this process; the sanitized run draws another
+SANITIZED_SEED = 2
+
+
+@pytest.fixture(scope="module")
+def simt():
+    emulation.load(build.library())
+    return emulation
+
+
+def run_table(library: Path, seeds, match: str = "", env=None) -> tuple[subprocess.CompletedProcess, list[dict]]:
+    done = subprocess.run([sys.executable, str(RUN), str(library), *map(str, seeds), "--match", match],
+                          capture_output=True, text=True, env=env, timeout=900)
+    rows = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    return done, rows
+
+
+@pytest.mark.parametrize("case", emulation.cases(SEEDS), ids=lambda c: c.id)
+def test_kernel_source_matches_the_reference(simt, case):
+    result = simt.check(case)
+    assert result.ok, f"{case.edge}: {result.failures()}"
+
+
+@pytest.mark.parametrize("case", [c for c in emulation.cases(SEEDS[:1]) if c.shape[0] > 1 and c.dt == (c.cell != "lstm")],
+                         ids=lambda c: c.id)
+def test_saved_activations_are_the_reference_traces(simt, case):
+    errors = simt.check_traces(case)
+    assert all(err <= bound for err, bound in errors.values()), errors
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_multi_timescale_lstm_module(simt, seed):
+    """The MTS-LSTM (fixed gate biases from the timescales) through tsrnn.LSTM: same kernel, its
+    own bias composition."""
+    simt.emulate(4, seed)
+    x = torch.randn(5, 18, 3, generator=torch.Generator().manual_seed(seed))
+    results = {}
+    with simt.registered() as path:
+        for name in (path, "reference"):
+            torch.manual_seed(0)
+            model = tsrnn.LSTM(3, 21, timescales=[torch.linspace(1, 30, 21)], backend=name)
+            out, (h, c) = model(x)
+            (out.square().sum() + c.sum()).backward()
+            results[name] = (out.detach(), c.detach(), model.weight_hh_l0.grad, model.weight_ih_l0.grad)
+    for got, want, what in zip(results[path], results["reference"], ("out", "c_n", "grad w_hh", "grad w_ih")):
+        tol = testing.GRAD_TOLERANCE if what.startswith("grad") else testing.TOLERANCE
+        assert_close(got, want, tol[torch.float32], what)
+
+
+def test_the_plan_refuses_what_the_kernel_cannot_take(simt):
+    """More than 16 units a block, or W_hh over the shared memory a block may opt in to: no plan,
+    so the path is not offered, and the operator itself refuses with the reason."""
+    with simt.registered() as path:
+        simt.emulate(4, 0)
+        assert "does not fit" in testing.why_not(path, "lstm", (2, 2, 3, 65), torch.float32, "cpu")
+        assert testing.why_not(path, "lstm", (2, 2, 3, 64), torch.float32, "cpu") is None
+        simt.emulate(4, 0, shared_optin=4 * 4 * 10 * 37 - 4)  # one float short of H = 37's tile
+        assert "does not fit" in testing.why_not(path, "lstm", (2, 2, 3, 37), torch.float32, "cpu")
+        xg, w_hh, h0 = torch.zeros(2, 2, 4 * 37), torch.zeros(4 * 37, 37), torch.zeros(2, 37)
+        with pytest.raises(RuntimeError, match="does not take H=37"):
+            torch.ops.tsrnn_simt.recurrence_forward("lstm", xg, w_hh, h0, h0[None], None, None, 0.0, False)
+
+
+def test_sanitized_run_of_the_whole_table():
+    """AddressSanitizer (every global and shared-memory access in bounds) and UBSan over the whole
+    table, in a process of its own (the ASan runtime must be preloaded)."""
+    done, rows = run_table(build.library(sanitize=True), [SANITIZED_SEED], env=build.sanitizer_environment())
+    assert done.returncode == 0 and "ERROR: AddressSanitizer" not in done.stderr and "runtime error" not in done.stderr, done.stderr[-6000:]
+    assert len(rows) == len(emulation.cases([SANITIZED_SEED])), done.stderr[-3000:]
+    assert all(row["ok"] for row in rows), [row for row in rows if not row["ok"]]
+
+
+def _barriers() -> dict[str, int]:
+    """The source line of each barrier whose removal must be caught, by what it orders."""
+    lines = build.KERNELS.read_text().splitlines()
+    forward = next(i for i, line in enumerate(lines) if "forward_kernel(ForwardArgs" in line)
+    backward = next(i for i, line in enumerate(lines) if "backward_kernel(BackwardArgs" in line)
+
+    def first(pattern, start):
+        return next(i for i in range(start, len(lines)) if re.search(pattern, lines[i])) + 1
+
+    return {
+        "forward: W_hh rows loaded into shared memory before the steps read them": first(r"__syncthreads\(\)", forward),
+        "forward: h_t of every block written before step t+1 reads it": first(r"grid\.sync\(\)", forward),
+        "backward: dz[t] of every block written before dL/dh_(t-1) reads it": first(r"grid\.sync\(\)", backward),
+        "backward: dL/dh_(t-1) written before the next step's cells read it":
+            max(i + 1 for i in range(backward, len(lines)) if "__syncthreads()" in lines[i]),
+    }
+
+
+@pytest.mark.parametrize("barrier", list(_barriers()))
+def test_a_missing_barrier_is_caught(barrier):
+    line = _barriers()[barrier]
+    done, rows = run_table(build.library(drop_barrier_line=line), [0], match="lstm-(3, 17, 3, 37)")
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert rows and not all(row["ok"] for row in rows), f"line {line} removed and every case still passed"
