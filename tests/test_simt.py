@@ -120,3 +120,22 @@ def test_a_missing_barrier_is_caught(barrier):
     done, rows = run_table(build.library(drop_barrier_line=line), [0], match="lstm-(3, 17, 3, 37)")
     assert done.returncode == 0, done.stderr[-3000:]
     assert rows and not all(row["ok"] for row in rows), f"line {line} removed and every case still passed"
+
+
+# -- the emulation itself ---------------------------------------------------------------------------
+def test_shuffles_and_votes_return_what_cuda_defines(simt):
+    for seed in SEEDS:
+        assert torch.ops.simt.probe("shuffles", seed) == "ok"
+
+
+@pytest.mark.parametrize("probe, message", [
+    ("skipped_barrier", r"exits while threads of its block wait at this __syncthreads \(line \d+\)|deadlock"),
+    ("two_barriers", r"reaches a __syncthreads while others wait at the one on line \d+ \(line \d+\)"),
+    ("shuffle_outside_mask", r"a shuffle reads a lane outside its mask"),
+    ("deadlock", r"deadlock: no thread can go on; .* waits at (__shfl_xor_sync|__syncthreads) on line \d+"),
+    ("grid_sync", r"grid\.sync\(\) in a kernel not launched cooperatively"),
+    ("racy_neighbours", r"race seen"),
+])
+def test_what_cuda_leaves_undefined_is_reported(simt, probe, message):
+    for seed in SEEDS:
+        assert re.search(message, torch.ops.simt.probe(probe, seed)), torch.ops.simt.probe(probe, seed)

@@ -2,10 +2,13 @@
 // kernels of csrc/cuda/recurrence.cu, compiled by g++ against tests/simt/simt.h, as the CPU kernels
 // of torch.ops.tsrnn_simt.recurrence_forward / recurrence_backward / recurrence_plan (schemas
 // defined from Python by tsrnn.ops, see tests/simt/emulation.py), and torch.ops.simt.* to choose
-// the emulated device and the thread-order seed.
+// the emulated device and the thread-order seed, and to run the emulation's own probes
+// (tests/simt/probes.cpp).
 #include <torch/library.h>
 
 #include "cuda/cuda_recurrence.h"
+
+std::string simt_probe(const std::string& name);
 
 namespace {
 
@@ -27,6 +30,12 @@ void use(int64_t device, int64_t seed) {
 
 int64_t launches() { return simt::launches(); }
 
+// "ok", what a probe kernel computed wrong, or the error its launch reported.
+std::string probe(const std::string& name, int64_t seed) {
+  simt::set_seed(static_cast<std::uint64_t>(seed));
+  return simt_probe(name);
+}
+
 int64_t recurrence_plan(const std::string& cell, const at::Tensor& w_hh) {
   return tsrnn::cuda_binding::plan_blocks(cell, w_hh);
 }
@@ -37,6 +46,7 @@ TORCH_LIBRARY(simt, m) {
   m.def("add_device(int multiprocessors, int shared_optin) -> int", &add_device);
   m.def("use(int device, int seed) -> ()", &use);
   m.def("launches() -> int", &launches);
+  m.def("probe(str name, int seed) -> str", &probe);
 }
 
 TORCH_LIBRARY_IMPL(tsrnn_simt, CPU, m) {

@@ -1,9 +1,9 @@
 """Compiles the SIMT emulation (tests/simt/simt.h) with g++ into a shared library of torch operators.
 
-Three objects: the kernels of csrc/cuda/recurrence.cu, compiled as C++ with tests/simt/include
+Four objects: the kernels of csrc/cuda/recurrence.cu, compiled as C++ with tests/simt/include
 ahead of the system headers (its <cuda_runtime.h> and <cooperative_groups.h> are the emulation);
-the emulation's runtime (simt.cpp); and the torch binding (binding.cpp, the CUDA binding's own
-policy). ``sanitize`` builds the first two with AddressSanitizer and UndefinedBehaviorSanitizer (a
+the emulation's runtime (simt.cpp); its probes (probes.cpp); and the torch binding (binding.cpp, the CUDA binding's own
+policy). ``sanitize`` builds the first three with AddressSanitizer and UndefinedBehaviorSanitizer (a
 process must preload libasan: see ``sanitizer_environment``); ``drop_barrier_line`` turns the
 barrier on that line of recurrence.cu into a no-op. Libraries are cached under
 ``$TSRNN_SIMT_CACHE`` (default ~/.cache/tsrnn-simt) by the hash of every source, flag and version,
@@ -74,6 +74,7 @@ def library(sanitize: bool = False, drop_barrier_line: int = 0) -> Path:
         jobs = {
             cache / f"kernels_{variant}.o": flags + drop + ["-x", "c++", "-c", str(KERNELS)],
             cache / f"simt_{'asan' if sanitize else 'plain'}.o": flags + ["-c", str(HERE / "simt.cpp")],
+            cache / f"probes_{'asan' if sanitize else 'plain'}.o": flags + ["-c", str(HERE / "probes.cpp")],
             binding: COMMON + INCLUDES + _binding_flags() + ["-c", str(HERE / "binding.cpp")],
         }
         todo = [command + ["-o", str(out)] for out, command in jobs.items() if not out.exists()]

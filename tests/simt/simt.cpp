@@ -145,8 +145,7 @@ void arrive(Launch& l, Barrier& barrier, unsigned members, const char* name, int
   if (barrier.arrived == 0) barrier.line = line;
   if (barrier.line != line) {
     std::ostringstream s;
-    s << where(*l.current) << " waits at the " << name << " on line " << line << " while others wait at the one on line "
-      << barrier.line;
+    s << "it reaches a " << name << " while others wait at the one on line " << barrier.line;
     fail(s.str().c_str(), line);
   }
   const unsigned me = static_cast<unsigned>(l.current - l.fibers.data());
@@ -166,13 +165,10 @@ void check_exit(Launch& l) {
   const Fiber& f = *l.current;
   const Barrier& block = l.block_barriers[f.block_index];
   if (block.arrived > 0) {
-    fail(("the thread exits while threads of its block wait at __syncthreads on line " + std::to_string(block.line))
-             .c_str(),
-         block.line);
+    fail("the thread exits while threads of its block wait at this __syncthreads", block.line);
   }
   if (l.grid_barrier.arrived > 0) {
-    fail(("the thread exits while threads wait at the grid sync on line " + std::to_string(l.grid_barrier.line)).c_str(),
-         l.grid_barrier.line);
+    fail("the thread exits while threads wait at this grid sync", l.grid_barrier.line);
   }
   for (const Collective& c : l.warps[f.warp]) {
     if (!c.complete && (c.mask >> f.lane & 1u) && !(c.arrived >> f.lane & 1u)) {
