@@ -6,7 +6,7 @@ the emulation's runtime (simt.cpp); its probes (probes.cpp); and the torch bindi
 policy). ``sanitize`` builds the first three with AddressSanitizer and UndefinedBehaviorSanitizer (a
 process must preload libasan: see ``sanitizer_environment``); ``drop_barrier_line`` turns the
 barrier on that line of recurrence.cu into a no-op. Libraries are cached under
-``$TSRNN_SIMT_CACHE`` (default ~/.cache/tsrnn-simt) by the hash of every source, flag and version,
+``$TSRNN_SIMT_CACHE`` (default ~/.cache/tsrnn-simt, else the temporary directory) by the hash of every source, flag and version,
 so a rerun of the tests compiles nothing; the binding object (half a minute: the torch headers)
 is shared by every variant.
 """
@@ -18,6 +18,7 @@ import hashlib
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import torch
@@ -58,9 +59,20 @@ def _binding_flags() -> list[str]:
     return [f"-I{p}" for p in cpp_extension.include_paths()] + [f"-D_GLIBCXX_USE_CXX11_ABI={abi}"]
 
 
+def _cache_root() -> Path:
+    if "TSRNN_SIMT_CACHE" in os.environ:
+        return Path(os.environ["TSRNN_SIMT_CACHE"])
+    home = Path.home() / ".cache" / "tsrnn-simt"
+    try:
+        home.mkdir(parents=True, exist_ok=True)
+        return home
+    except OSError:  # a read-only home: the temporary directory
+        return Path(tempfile.gettempdir()) / f"tsrnn-simt-{os.getuid()}"
+
+
 def library(sanitize: bool = False, drop_barrier_line: int = 0) -> Path:
     """The emulation's shared library for this variant, compiled if not cached."""
-    cache = Path(os.environ.get("TSRNN_SIMT_CACHE", Path.home() / ".cache" / "tsrnn-simt")) / _digest()
+    cache = _cache_root() / _digest()
     cache.mkdir(parents=True, exist_ok=True)
     variant = ("asan" if sanitize else "plain") + (f"-drop{drop_barrier_line}" if drop_barrier_line else "")
     target = cache / f"tsrnn_simt_{variant}.so"
