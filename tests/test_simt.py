@@ -47,6 +47,13 @@ def test_kernel_source_matches_the_reference(simt, case):
     assert result.ok, f"{case.edge}: {result.failures()}"
 
 
+@pytest.mark.parametrize("cell, dt", [("lstm", False), ("plstm_separate", True)])
+def test_an_h100s_launch_configuration(simt, cell, dt):
+    shape, sms, edge = emulation.H100_SHAPE
+    result = simt.check(emulation.Case(cell, shape, sms, dt, 0, edge))
+    assert result.ok, f"{edge}: {result.failures()}"
+
+
 @pytest.mark.parametrize("case", [c for c in emulation.cases(SEEDS[:1]) if c.shape[0] > 1 and c.dt == (c.cell != "lstm")],
                          ids=lambda c: c.id)
 def test_saved_activations_are_the_reference_traces(simt, case):

@@ -105,6 +105,9 @@ SHAPES = [
     ((4, 5, 4, 13), 1, "one block of 13 units"),
     ((2, 3, 2, 64), 4, "16 units a block, the most a block takes"),
 ]
+# An H100's own launch configuration (132 SMs): H = 301 takes 101 blocks of 3 units, the last
+# block 1 (51,712 emulated threads; seconds a case).
+H100_SHAPE = ((4, 3, 5, 301), 132, "an H100's plan: 101 blocks of 3 units, the last 1")
 # Every cell form: the LSTM (the MTS-LSTM runs the same kernel, checked through its module in
 # tests/test_simt.py), the pLSTM coupled and separate, unit and variable Δt.
 CELL_FORMS = [("lstm", False), ("plstm_coupled", False), ("plstm_coupled", True), ("plstm_separate", False),
