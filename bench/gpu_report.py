@@ -6,8 +6,8 @@
 1. Installs what ``--wheels DIR`` holds (``pip install --no-index --find-links DIR``, e.g. the
    flashrnn and triton wheels), since the GPU machine has no network; with ``--build``, builds
    tsrnn with its CUDA extension (``TSRNN_CUDA=1 pip install --no-build-isolation -e .``).
-2. Runs the GPU tests (``GPU_TESTS``: tests/test_cuda.py, the Triton tests) and the CUDA ones again under
-   compute-sanitizer (memcheck, racecheck), recording each summary line.
+2. Runs the GPU tests (``GPU_TESTS``: tests/test_cuda.py, the Triton tests), ``tsrnn selftest`` and
+   the CUDA tests again under compute-sanitizer (memcheck, racecheck), recording each summary line.
 3. Checks every path of ``tsrnn.backend`` that runs on the device against the float64 reference
    through the harness of ``tsrnn.testing`` (the tests' table of cells x shapes and the timed
    shapes, float32 and bf16, forward and backward), and the Triton linear scan on the tests'
@@ -58,11 +58,12 @@ def build() -> None:
 
 
 def run_tests(quick: bool) -> list[dict]:
-    """The GPU test files, then the CUDA ones under compute-sanitizer; one summary line each."""
+    """The GPU test files, ``tsrnn selftest`` (what the README asks GPU users to run first), then
+    the CUDA tests under compute-sanitizer; one summary line each."""
     import shutil
 
     pytest_cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"]
-    runs = [("pytest", pytest_cmd + GPU_TESTS)]
+    runs = [("pytest", pytest_cmd + GPU_TESTS), ("tsrnn selftest", [sys.executable, "-m", "tsrnn", "selftest"])]
     sanitizer = shutil.which("compute-sanitizer") or os.path.join(os.environ.get("CUDA_HOME", "/usr/local/cuda"),
                                                                   "bin", "compute-sanitizer")
     for tool in ("memcheck", "racecheck"):
