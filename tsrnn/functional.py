@@ -89,15 +89,20 @@ def _layer(cell, x, h0, states, w_ih, w_hh, bias, p=None, dt=None, eps=0.0, back
     call = _backend.Call("recurrence", x.device, x.dtype, (*x.shape, w_hh.shape[1]), cell.name,
                          bias is not None, grad, traces)
 
-    def run(path, x, h0, *rest):
+    def run(path, x, h0, *rest, dt=dt):
         *states, w_ih, w_hh, bias, p = rest
         return _LAYER[_backend.REGISTRY[path].runs](path, cell, x, h0, states, w_ih, w_hh, bias, p, dt, eps, traces)
 
-    def timed(path):
-        """The call on detached copies: the measurement joins no graph and fires no hooks."""
-        copies = [None if t is None else t.detach().requires_grad_(t.requires_grad) for t in tensors]
-        out, finals, _ = run(path, *copies)
-        return (out, *finals), [t for t in copies if t is not None and t.requires_grad]
+    def timed(path, dtype=None):
+        """The call on detached copies, cast to ``dtype`` if given (dt too: data, no gradient), for
+        the backend to time and verify: it joins no graph and fires no hooks. Returns the outputs
+        and the copies that need gradients, by name (``tsrnn.backend.Run``)."""
+        copies = [None if t is None else t.detach().to(dtype or t.dtype).requires_grad_(t.requires_grad)
+                  for t in tensors]
+        out, finals, _ = run(path, *copies, dt=dt if dt is None or dtype is None else dt.to(dtype))
+        outputs = dict(zip(("out", *(f"{s}_n" for s in ("h", *cell.states))), (out, *finals)))
+        names = ("x", *cell.initial_states, "w_ih", "w_hh", "bias", "p")
+        return outputs, {name: t for name, t in zip(names, copies) if t is not None and t.requires_grad}
 
     out, finals, per_step = run(_backend.choose(backend, call, timed), *tensors)
     return out, finals, per_step if traces else None
