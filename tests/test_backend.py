@@ -14,7 +14,7 @@ import torch
 import tsrnn
 from tsrnn import backend, cells, functional, reference, testing
 from tsrnn.testing import TOLERANCE
-from conftest import assert_close, needs_native
+from conftest import assert_close, cast, needs_native
 
 CPU = torch.device("cpu")
 META = torch.device("meta")
@@ -282,12 +282,13 @@ def test_auto_on_a_device_without_kernel_warns_once():
 
 def test_functional_on_meta_tensors_uses_the_reference_path(monkeypatch):
     # A stub instead of the real reference loop: running ops on meta tensors costs a second.
-    monkeypatch.setattr(reference, "lstm", lambda *args: ("out", ("h_n", "c_n"), None))
+    out, h_n, c_n = torch.empty(5, 2, 4, device=META), torch.empty(2, 4, device=META), torch.empty(2, 4, device=META)
+    monkeypatch.setattr(reference, "lstm", lambda *args: (out, (h_n, c_n), None))
     x = torch.empty(5, 2, 3, device=META)
     h = torch.empty(2, 4, device=META)
     w_ih, w_hh = torch.empty(16, 3, device=META), torch.empty(16, 4, device=META)
     result, caught = recorded(lambda: functional.lstm(x, h, h, w_ih, w_hh))
-    assert result == ("out", ("h_n", "c_n"))
+    assert result[0] is out and result[1][0] is h_n and result[1][1] is c_n
     assert len(caught) == 1 and "meta" in str(caught[0].message)
     with pytest.raises(RuntimeError, match=r"no kernel for meta"):
         functional.lstm(x, h, h, w_ih, w_hh, backend="native")
@@ -527,3 +528,17 @@ def test_torch_lstm_path_is_the_reference_lstm(with_bias, shape):
     grads_ref = torch.autograd.grad((want.sin().sum() + c_ref.sum()), inputs)
     for got, expected in zip((out, h, c, *grads), (want, h_ref, c_ref, *grads_ref)):
         assert_close(got, expected, TOLERANCE["float64 reordered"])
+
+
+@pytest.mark.parametrize("dtype, dt_dtype", [(torch.bfloat16, None), (torch.float16, torch.float32),
+                                             (torch.float32, torch.float64)], ids=str)
+def test_the_reference_path_computes_in_the_math_dtype(dtype, dt_dtype):
+    """As every path does: a bf16/fp16 pLSTM (its age in float32, as the modules keep it) and
+    float32 inputs with a float64 dt run on the reference loops, "auto"'s fallback; h and c come
+    back in the input dtype, the age in the math dtype."""
+    args = testing.layer_args("plstm_separate", 5, 2, 3, 4, dt=dt_dtype is not None)
+    ours = {**cast(args, dtype), "a0": args["a0"].float(), "dt": None if dt_dtype is None else args["dt"].to(dt_dtype)}
+    out, (h, c, a) = testing.run_layer("plstm_separate", ours, "reference")
+    assert out.dtype == h.dtype == c.dtype == dtype and a.dtype == torch.float32
+    want, _ = testing.reference_layer("plstm_separate", cast(ours, torch.float64))
+    assert_close(out, want, TOLERANCE[dtype], "out")
