@@ -173,6 +173,33 @@ def test_a_correct_path_passes_verification(monkeypatch, cell, dt, forget, dtype
     assert len(backend._verdicts) == len(testing.SHAPES) and set(backend._verdicts.values()) == {None}
 
 
+def frequency_task_like(grad):
+    """float32 pLSTM arguments of the frequency task's kind (ε = 1e-5, exponential sample gaps, the
+    sample time as x's second input) that ask more of float32 than its row: the float32 reference
+    loops are 1.1e-4 from float64, three times the row. And float64 reference's result."""
+    args = testing.layer_args("plstm_coupled", 40, 4, 2, 8, seed=9, dt=True)
+    g = torch.Generator().manual_seed(9)
+    args["dt"] = -torch.rand(40, 4, generator=g, dtype=torch.float64).log() + 1e-3
+    args["x"][..., 1] = args["dt"].cumsum(0)
+    ours = cast({**args, "eps": 1e-5}, torch.float32, requires_grad=grad)
+    return ours, testing.reference_layer("plstm_coupled", cast(ours, torch.float64))
+
+
+@pytest.mark.parametrize("grad", [False, True])
+def test_the_trusted_paths_own_error_in_the_calls_dtype_is_allowed(runs, grad):
+    """Where the trusted path in the call's dtype is beyond the row, a path as close as SLACK times
+    its error is kept (the cpu path is 1e-7 from it), a path further away still dropped."""
+    args, expected = frequency_task_like(grad)
+    err, bound = error_of(testing.run_layer("plstm_coupled", args, "reference"), expected)
+    assert err > bound  # the premise: float32 itself is beyond the float32 row here
+    assert recorded(lambda: run_auto("plstm_coupled", args))[1] == []
+    assert set(backend._verdicts.values()) == {None}
+    backend._verdicts.clear()
+    runs.plant(shift=10 * err)
+    _, messages = recorded(lambda: run_auto("plstm_coupled", args))
+    assert "the cpu path disagrees" in messages[0]
+
+
 def test_nan_where_the_trusted_path_has_nan_agrees(runs):
     """A NaN in x (a diverged model) gives NaN where the trusted path has NaN too: that agrees,
     and the finite values are still compared."""

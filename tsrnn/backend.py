@@ -41,10 +41,11 @@ it, the only candidate too: on the call's own inputs, the candidate's outputs an
 needs gradients, the gradients of a fixed pseudo-random loss over every output with respect to
 every input that requires grad, against the *trusted* path run in float64 on the same values
 (``trusted_path``: the device's torch-LSTM path where it serves the call, else the reference
-loops; these two are not verified), within ``tsrnn.tolerance``'s row for the call's dtype
-(``tsrnn.verification``). A candidate that disagrees, or raises, is dropped for that key with one
-warning naming it, the output or gradient, the error and the bound; if none is left, "auto" runs
-the trusted path (warned too). ``TSRNN_VERIFY=0`` turns verification off.
+loops; these two are not verified), within ``tsrnn.tolerance``'s row for the call's dtype or,
+where larger, ``tsrnn.verification.SLACK`` times the trusted path's own error in that dtype (run
+only when a result is beyond its row). A candidate that disagrees, or raises, is dropped for that
+key with one warning naming it, the output or gradient, the error and the bound; if none is
+left, "auto" runs the trusted path (warned too). ``TSRNN_VERIFY=0`` turns verification off.
 
 Where more than one candidate is left, the first call of each shape measures them on the call's
 own inputs (one warm-up, then ``TUNE_REPEATS`` runs of what the call will do: forward, and
@@ -59,6 +60,7 @@ capture decides what the graph runs), else the first candidate. If ``tsrnn._C`` 
 """
 from __future__ import annotations
 
+import functools
 import os
 import time
 import warnings
@@ -347,9 +349,10 @@ def _verified(paths: Sequence[str], call: Call, run: Run, measurable: bool) -> l
         except Exception as exc:
             raise RuntimeError(f"tsrnn: the trusted path {trusted} failed in float64 while 'auto' verified its "
                                f"candidates ({type(exc).__name__}: {exc}); name a backend, or set TSRNN_VERIFY=0") from exc
+        own = functools.cache(lambda: verification.results(run, trusted, call.grad))  # in the call's dtype
         for path in pending:
             try:
-                wrong = verification.disagreement(verification.results(run, path, call.grad), expected, call.dtype)
+                wrong = verification.disagreement(verification.results(run, path, call.grad), expected, call.dtype, own)
                 verdict = None if wrong is None else (
                     f"tsrnn: the {path} path disagrees with {trusted} (run in float64 on the same inputs) for "
                     f"{call.cell or call.op} {call.dtype} {call.shape}{' with gradients' if call.grad else ''}: {wrong}")
