@@ -338,33 +338,45 @@ def trusted_path(call: Call) -> str:
 
 
 def _verified(paths: Sequence[str], call: Call, run: Run, measurable: bool) -> list[str]:
-    """``paths`` less those that disagree with the trusted path for this call key, verifying those
-    not verified yet where ``measurable`` (the trusted kinds, reference and torch_lstm, are not
-    verified); the trusted path if none is left. Each verdict is kept, and a drop warned, once."""
-    key, trusted = call.key(), trusted_path(call)
+    """``paths`` less those found to disagree with the trusted path for this call key, verifying
+    those not verified yet where ``measurable`` (the trusted kinds, reference and torch_lstm, are
+    not verified); the trusted path, with a warning, if none is left."""
+    key = call.key()
     pending = [p for p in paths if REGISTRY[p].runs not in ("reference", "torch_lstm") and (key, p) not in _verdicts]
     if pending and measurable:
-        try:
-            expected = verification.results(run, trusted, call.grad, torch.float64)
-        except Exception as exc:
-            raise RuntimeError(f"tsrnn: the trusted path {trusted} failed in float64 while 'auto' verified its "
-                               f"candidates ({type(exc).__name__}: {exc}); name a backend, or set TSRNN_VERIFY=0") from exc
-        own = functools.cache(lambda: verification.results(run, trusted, call.grad))  # in the call's dtype
-        for path in pending:
-            try:
-                wrong = verification.disagreement(verification.results(run, path, call.grad), expected, call.dtype, own)
-                verdict = None if wrong is None else (
-                    f"tsrnn: the {path} path disagrees with {trusted} (run in float64 on the same inputs) for "
-                    f"{call.cell or call.op} {call.dtype} {call.shape}{' with gradients' if call.grad else ''}: {wrong}")
-            except Exception as exc:  # noqa: BLE001  (a broken path must not break "auto"; it is reported)
-                verdict = f"tsrnn: the {path} path failed while being verified ({type(exc).__name__}: {exc})"
+        for path, verdict in _verify(pending, call, run).items():
             _verdicts[key, path] = verdict
             if verdict:
                 _warn_once(f"{verdict}; 'auto' does not use it for this shape")
     kept = [p for p in paths if _verdicts.get((key, p)) is None]
-    if not kept:
-        _warn_once(f"tsrnn: no candidate of 'auto' agrees with {trusted} for this shape; using {trusted}")
-    return kept or [trusted]
+    if kept:
+        return kept
+    trusted = trusted_path(call)
+    _warn_once(f"tsrnn: no candidate of 'auto' agrees with {trusted} for this shape; using {trusted}")
+    return [trusted]
+
+
+def _verify(paths: Sequence[str], call: Call, run: Run) -> dict[str, str | None]:
+    """Each path's verdict, from its run and the trusted path's on the call's inputs: None (it
+    agrees), or why "auto" drops it."""
+    trusted = trusted_path(call)
+    try:
+        expected = verification.results(run, trusted, call.grad, torch.float64)
+    except Exception as exc:
+        raise RuntimeError(f"tsrnn: the trusted path {trusted} failed in float64 while 'auto' verified its "
+                           f"candidates ({type(exc).__name__}: {exc}); name a backend, or set TSRNN_VERIFY=0") from exc
+    own = functools.cache(lambda: verification.results(run, trusted, call.grad))  # in the call's dtype
+    verdicts = {}
+    for path in paths:
+        try:
+            wrong = verification.disagreement(verification.results(run, path, call.grad), expected, call.dtype, own)
+            verdict = None if wrong is None else (
+                f"tsrnn: the {path} path disagrees with {trusted} (run in float64 on the same inputs) for "
+                f"{call.cell or call.op} {call.dtype} {call.shape}{' with gradients' if call.grad else ''}: {wrong}")
+        except Exception as exc:  # noqa: BLE001  (a broken path must not break "auto"; it is reported)
+            verdict = f"tsrnn: the {path} path failed while being verified ({type(exc).__name__}: {exc})"
+        verdicts[path] = verdict
+    return verdicts
 
 
 def tuned_choices() -> dict[str, str]:
