@@ -14,7 +14,7 @@ import torch
 import tsrnn
 from tsrnn import backend, cells, functional, reference, testing
 from tsrnn.testing import TOLERANCE
-from conftest import assert_close, needs_native
+from conftest import assert_close, cast, needs_native
 
 CPU = torch.device("cpu")
 META = torch.device("meta")
@@ -23,11 +23,12 @@ FAKE_CAUSE = "ImportError: libfake.so: undefined symbol _ZN5tsrnn4fakeE"
 
 @pytest.fixture(autouse=True)
 def clean_backend_state(monkeypatch):
-    """No TSRNN_BACKEND from the caller's shell, and a fresh set of already-given warnings."""
-    monkeypatch.delenv("TSRNN_BACKEND", raising=False)
-    monkeypatch.delenv("TSRNN_AUTOTUNE", raising=False)
+    """No TSRNN_* variables from the caller's shell, and fresh warnings, choices and verdicts."""
+    for name in ("TSRNN_BACKEND", "TSRNN_AUTOTUNE", "TSRNN_VERIFY"):
+        monkeypatch.delenv(name, raising=False)
     monkeypatch.setattr(backend, "_warned", set())
     monkeypatch.setattr(backend, "_tuned", {})
+    monkeypatch.setattr(backend, "_verdicts", {})
 
 
 @pytest.fixture
@@ -111,8 +112,10 @@ def test_env_reference_runs_the_reference_loops(monkeypatch, spies, env):
     lstm(x)
     plstm(x)
     functional.linear_scan(torch.rand(5, 2), torch.randn(5, 2))
-    expected = 2 if env == "reference" else 0  # one call per layer on the reference path
-    assert spies == {"lstm": expected, "plstm": expected, "linear_scan": expected // 2}
+    if env == "reference":  # one call per layer on the reference path
+        assert spies == {"lstm": 2, "plstm": 2, "linear_scan": 1}
+    else:  # auto: the pLSTM's cpu path is verified against the reference in float64, once per layer
+        assert spies == {"lstm": 0, "plstm": 2, "linear_scan": 0}
 
 
 @pytest.mark.parametrize("value", ["cuda-magic", "fast", "onednn"])
@@ -279,12 +282,13 @@ def test_auto_on_a_device_without_kernel_warns_once():
 
 def test_functional_on_meta_tensors_uses_the_reference_path(monkeypatch):
     # A stub instead of the real reference loop: running ops on meta tensors costs a second.
-    monkeypatch.setattr(reference, "lstm", lambda *args: ("out", ("h_n", "c_n"), None))
+    out, h_n, c_n = torch.empty(5, 2, 4, device=META), torch.empty(2, 4, device=META), torch.empty(2, 4, device=META)
+    monkeypatch.setattr(reference, "lstm", lambda *args: (out, (h_n, c_n), None))
     x = torch.empty(5, 2, 3, device=META)
     h = torch.empty(2, 4, device=META)
     w_ih, w_hh = torch.empty(16, 3, device=META), torch.empty(16, 4, device=META)
     result, caught = recorded(lambda: functional.lstm(x, h, h, w_ih, w_hh))
-    assert result == ("out", ("h_n", "c_n"))
+    assert result[0] is out and result[1][0] is h_n and result[1][1] is c_n
     assert len(caught) == 1 and "meta" in str(caught[0].message)
     with pytest.raises(RuntimeError, match=r"no kernel for meta"):
         functional.lstm(x, h, h, w_ih, w_hh, backend="native")
@@ -369,18 +373,19 @@ def test_auto_on_cuda_candidates_in_order(fake_cuda):
 
 
 class FakePaths:
-    """run(path) for the measured choice: a forward that sleeps a path's cost and returns a
-    tensor whose backward sleeps the path's backward cost; counts the calls, may fail."""
+    """run(path, dtype) for the measured choice: a forward that sleeps a path's cost and returns a
+    tensor whose backward sleeps the path's backward cost (every path computes the same numbers, so
+    all pass verification); records the calls as (path, dtype), may fail."""
 
     def __init__(self, forward, backward=None, failing=()):
         self.forward, self.backward, self.failing, self.calls = forward, backward or {}, failing, []
 
-    def __call__(self, path):
-        self.calls.append(path)
+    def __call__(self, path, dtype=None):
+        self.calls.append((path, dtype))
         if path in self.failing:
             raise RuntimeError(f"{path} exploded")
-        time.sleep(self.forward[path])
-        w = torch.ones(1, requires_grad=True)
+        time.sleep(self.forward.get(path, 0.0))
+        w = torch.ones(1, dtype=dtype or torch.float32, requires_grad=True)
         seconds = self.backward.get(path, 0.0)
 
         class Slow(torch.autograd.Function):
@@ -393,17 +398,21 @@ class FakePaths:
                 time.sleep(seconds)
                 return g
 
-        return (Slow.apply(w),), (w,)
+        return {"out": Slow.apply(w)}, {"w": w}
 
 
 def test_measures_the_candidates_once_per_shape(fake_cuda):
     run = FakePaths({"cudnn": 0.03, "cuda_coop": 0.001, "triton_persistent": 0.015, "triton_step": 0.02})
     pick = lambda call: backend.choose("auto", call, run)  # noqa: E731
+    verified = 1 + 3  # first the trusted cudnn in float64, then each other candidate once
+    timed = 4 * (1 + backend.TUNE_REPEATS)  # one warm-up each, then the timed calls
     assert pick(lstm_call(CUDA)) == "cuda_coop"
-    assert len(run.calls) == 4 * (1 + backend.TUNE_REPEATS)  # one warm-up each, then the timed calls
+    assert run.calls[:verified] == [("cudnn", torch.float64), ("cuda_coop", None), ("triton_persistent", None),
+                                    ("triton_step", None)]
+    assert len(run.calls) == verified + timed
     assert [pick(lstm_call(CUDA)) for _ in range(3)] == ["cuda_coop"] * 3
-    assert len(run.calls) == 4 * (1 + backend.TUNE_REPEATS)  # cached: measured once per shape
-    assert pick(lstm_call(CUDA, T=6)) == "cuda_coop" and len(run.calls) == 4 * (1 + backend.TUNE_REPEATS)  # same bucket
+    assert len(run.calls) == verified + timed  # cached: verified and measured once per shape
+    assert pick(lstm_call(CUDA, T=6)) == "cuda_coop" and len(run.calls) == verified + timed  # same bucket
     run.forward["cuda_coop"] = 0.05
     assert pick(lstm_call(CUDA, T=9)) == "triton_persistent"  # another T bucket is measured on its own
 
@@ -431,21 +440,33 @@ def test_the_first_candidate_stays_within_the_margin(fake_cuda):
     assert backend.choose("auto", lstm_call(CUDA), run) == "cudnn"  # 2% faster is noise
 
 
-def test_a_failing_path_is_dropped_with_one_warning(fake_cuda):
+@pytest.mark.parametrize("verify, stage", [("1", "verified"), ("0", "timed")])
+def test_a_failing_path_is_dropped_with_one_warning(fake_cuda, monkeypatch, verify, stage):
+    monkeypatch.setenv("TSRNN_VERIFY", verify)
     run = FakePaths({"cudnn": 0.01, "triton_step": 0.001}, failing=("triton_step",))
     result, caught = recorded(lambda: backend.choose("auto", lstm_call(CUDA, H=200), run))
     assert result == "cudnn"
-    assert len(caught) == 1 and "triton_step path failed" in str(caught[0].message)
+    assert len(caught) == 1 and f"triton_step path failed while being {stage}" in str(caught[0].message)
     assert "exploded" in str(caught[0].message)
     everything_fails = FakePaths({}, failing=("cudnn", "triton_step"))
-    with pytest.raises(RuntimeError, match=r"every path failed"), pytest.warns(RuntimeWarning):
-        backend.choose("auto", lstm_call(CUDA, H=300), everything_fails)
+    if verify == "1":  # the trusted path failing leaves nothing to verify against: a clear error
+        with pytest.raises(RuntimeError, match=r"trusted path cudnn failed in float64 .*cudnn exploded"):
+            backend.choose("auto", lstm_call(CUDA, H=300), everything_fails)
+    else:
+        with pytest.raises(RuntimeError, match=r"every path failed"), pytest.warns(RuntimeWarning):
+            backend.choose("auto", lstm_call(CUDA, H=300), everything_fails)
 
 
 def test_autotune_off_uses_the_static_order(fake_cuda, monkeypatch):
+    """TSRNN_AUTOTUNE=0 times nothing but still verifies; TSRNN_VERIFY=0 too runs nothing."""
     monkeypatch.setenv("TSRNN_AUTOTUNE", "0")
     run = FakePaths({"cudnn": 0.01, "cuda_coop": 0.0, "triton_persistent": 0.0, "triton_step": 0.0})
     assert backend.choose("auto", lstm_call(CUDA), run) == "cudnn"
+    assert run.calls == [("cudnn", torch.float64), ("cuda_coop", None), ("triton_persistent", None),
+                         ("triton_step", None)]  # one verification run each, no timing
+    monkeypatch.setenv("TSRNN_VERIFY", "0")
+    run.calls.clear()
+    assert backend.choose("auto", lstm_call(CUDA, T=9), run) == "cudnn"
     assert run.calls == []
 
 
@@ -507,3 +528,17 @@ def test_torch_lstm_path_is_the_reference_lstm(with_bias, shape):
     grads_ref = torch.autograd.grad((want.sin().sum() + c_ref.sum()), inputs)
     for got, expected in zip((out, h, c, *grads), (want, h_ref, c_ref, *grads_ref)):
         assert_close(got, expected, TOLERANCE["float64 reordered"])
+
+
+@pytest.mark.parametrize("dtype, dt_dtype", [(torch.bfloat16, None), (torch.float16, torch.float32),
+                                             (torch.float32, torch.float64)], ids=str)
+def test_the_reference_path_computes_in_the_math_dtype(dtype, dt_dtype):
+    """As every path does: a bf16/fp16 pLSTM (its age in float32, as the modules keep it) and
+    float32 inputs with a float64 dt run on the reference loops, "auto"'s fallback; h and c come
+    back in the input dtype, the age in the math dtype."""
+    args = testing.layer_args("plstm_separate", 5, 2, 3, 4, dt=dt_dtype is not None)
+    ours = {**cast(args, dtype), "a0": args["a0"].float(), "dt": None if dt_dtype is None else args["dt"].to(dt_dtype)}
+    out, (h, c, a) = testing.run_layer("plstm_separate", ours, "reference")
+    assert out.dtype == h.dtype == c.dtype == dtype and a.dtype == torch.float32
+    want, _ = testing.reference_layer("plstm_separate", cast(ours, torch.float64))
+    assert_close(out, want, TOLERANCE[dtype], "out")

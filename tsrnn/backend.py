@@ -36,27 +36,41 @@ candidate paths, in order of preference:
 - ``"reference"``, or any path name above: that path alone (a path that cannot serve the call
   raises a ValueError that says why).
 
-Where more than one candidate serves a call, the first call of each shape measures them on the
-call's own inputs (one warm-up, then ``TUNE_REPEATS`` runs of what the call will do: forward,
-and backward when autograd will need it; a candidate's time is its fastest run) and keeps the
-fastest for that (shape, candidates) key; the first candidate stays unless another is ``TUNE_MARGIN`` faster, so timing noise does not
-flip a choice. ``TSRNN_AUTOTUNE=0``, tracing by ``torch.compile``, CUDA graph capture and the
-Triton interpreter measure nothing: they take the choice already measured for the key (so one
-eager step before a capture decides what the graph runs), else the first candidate. A candidate that raises while being timed
-is dropped with one warning naming the cause. If ``tsrnn._C`` is missing, ``"auto"`` on CPU
-falls back to the reference loops with one warning naming the cause.
+Before ``"auto"`` (the request after TSRNN_BACKEND) uses a candidate for a call key, it verifies
+it, the only candidate too: on the call's own inputs, the candidate's outputs and, when the call
+needs gradients, the gradients of a fixed pseudo-random loss over every output with respect to
+every input that requires grad, against the *trusted* path run in float64 on the same values
+(``trusted_path``: the device's torch-LSTM path where it serves the call, else the reference
+loops; these two are not verified), within ``tsrnn.tolerance``'s row for the call's dtype or,
+where larger, ``tsrnn.verification.SLACK`` times the trusted path's own error in that dtype (run
+only when a result is beyond its row). A candidate that disagrees, or raises, is dropped for that
+key with one warning naming it, the output or gradient, the error and the bound; if none is
+left, "auto" runs the trusted path (warned too). ``TSRNN_VERIFY=0`` turns verification off.
+
+Where more than one candidate is left, the first call of each shape measures them on the call's
+own inputs (one warm-up, then ``TUNE_REPEATS`` runs of what the call will do: forward, and
+backward when autograd will need it; a candidate's time is its fastest run) and keeps the fastest
+for that (shape, candidates) key; the first candidate stays unless another is ``TUNE_MARGIN``
+faster, so timing noise does not flip a choice. A candidate that raises while being timed is
+dropped with one warning naming the cause. ``TSRNN_AUTOTUNE=0`` times nothing (it still
+verifies); tracing by ``torch.compile``, CUDA graph capture and the Triton interpreter neither
+time nor verify: they take the choice already made for the key (so one eager step before a
+capture decides what the graph runs), else the first candidate. If ``tsrnn._C`` is missing,
+``"auto"`` on CPU falls back to the reference loops with one warning naming the cause.
 """
 from __future__ import annotations
 
+import functools
 import os
 import time
 import warnings
 from dataclasses import dataclass
-from typing import Callable, Hashable, Sequence
+from typing import Callable, Hashable, Mapping, Sequence
 
 import torch
 
 from tsrnn import _validation as check
+from tsrnn import verification
 from tsrnn.cells import math_dtype
 from tsrnn.extensions import CUDA_LOAD_ERROR, LOAD_ERROR
 from tsrnn.kernels import capacity
@@ -67,6 +81,7 @@ TUNE_MARGIN = 0.05  # another candidate replaces the first only when at least th
 
 _warned: set[str] = set()
 _tuned: dict[Hashable, str] = {}  # (call key, candidates) -> the measured choice
+_verdicts: dict[Hashable, str | None] = {}  # (call key, path) -> None (it agrees) or why "auto" drops it
 
 
 @dataclass(frozen=True)
@@ -242,13 +257,20 @@ def _family(requested: str, call: Call) -> list[str]:
     return [p.name for p in sorted(on_device, key=lambda p: p.runs != "torch_lstm")]  # auto (a stable sort)
 
 
+def _effective(requested: str) -> str:
+    """The request after TSRNN_BACKEND: the variable's value (default "auto") for "auto"."""
+    if requested != "auto":
+        return requested
+    requested = os.environ.get("TSRNN_BACKEND", "auto")
+    check.choice("TSRNN_BACKEND", requested, BACKENDS)
+    return requested
+
+
 def candidates(requested: str, call: Call) -> list[str]:
     """The paths that would serve ``call`` for ``requested`` ("auto" reads TSRNN_BACKEND), in
     order of preference; raises where the request cannot be met."""
     check.choice("backend", requested, BACKENDS + tuple(p for p in PATHS[call.op] if p != "reference"))
-    if requested == "auto":
-        requested = os.environ.get("TSRNN_BACKEND", "auto")
-        check.choice("TSRNN_BACKEND", requested, BACKENDS)
+    requested = _effective(requested)
     family = _family(requested, call)
     serving = [path for path in family if why_not(path, call) is None]
     if serving:
@@ -284,22 +306,77 @@ def candidates(requested: str, call: Call) -> list[str]:
     return ["reference"]
 
 
-Run = Callable[[str], tuple[Sequence[torch.Tensor], Sequence[torch.Tensor]]]
+# run(path, dtype=None): the call's forward on ``path`` on detached copies of its inputs (cast to
+# ``dtype`` if given); returns ({output name: tensor}, {input name: copy} of the inputs that need gradients).
+Run = Callable[..., tuple[Mapping[str, torch.Tensor], Mapping[str, torch.Tensor]]]
 
 
 def choose(requested: str, call: Call, run: Run | None = None) -> str:
-    """The path that runs ``call``. ``run(path)`` runs the call's forward on a path and returns
-    (outputs, the inputs that need gradients); with it, several candidates are measured once
-    per (shape, candidates) key (see the module docstring)."""
+    """The path that runs ``call``. With ``run``, "auto" verifies its candidates once per call key
+    and several candidates are measured once per (call key, candidates) (see the module docstring)."""
     paths = candidates(requested, call)
-    if len(paths) == 1 or run is None:
+    if run is None:
+        return paths[0]
+    measurable = _can_measure(call.device, paths)
+    if _effective(requested) == "auto" and _switch("TSRNN_VERIFY"):
+        paths = _verified(paths, call, run, measurable)
+    if len(paths) == 1:
         return paths[0]
     key = (call.key(), tuple(paths))
     if key not in _tuned:
-        if not _can_measure(call.device, paths):
+        if not measurable or os.environ.get("TSRNN_AUTOTUNE", "1") == "0":
             return paths[0]
         _tuned[key] = _fastest(paths, call, run)
     return _tuned[key]
+
+
+def trusted_path(call: Call) -> str:
+    """The path "auto"'s candidates are verified against, run in float64: the device's torch-LSTM
+    path (onednn, cudnn) where it serves ``call``, else the reference loops."""
+    torch_lstm = [p for p in PATHS[call.op] if REGISTRY[p].runs == "torch_lstm" and why_not(p, call) is None]
+    return (torch_lstm or ["reference"])[0]
+
+
+def _verified(paths: Sequence[str], call: Call, run: Run, measurable: bool) -> list[str]:
+    """``paths`` less those found to disagree with the trusted path for this call key, verifying
+    those not verified yet where ``measurable`` (the trusted kinds, reference and torch_lstm, are
+    not verified); the trusted path, with a warning, if none is left."""
+    key = call.key()
+    pending = [p for p in paths if REGISTRY[p].runs not in ("reference", "torch_lstm") and (key, p) not in _verdicts]
+    if pending and measurable:
+        for path, verdict in _verify(pending, call, run).items():
+            _verdicts[key, path] = verdict
+            if verdict:
+                _warn_once(f"{verdict}; 'auto' does not use it for this shape")
+    kept = [p for p in paths if _verdicts.get((key, p)) is None]
+    if kept:
+        return kept
+    trusted = trusted_path(call)
+    _warn_once(f"tsrnn: no candidate of 'auto' agrees with {trusted} for this shape; using {trusted}")
+    return [trusted]
+
+
+def _verify(paths: Sequence[str], call: Call, run: Run) -> dict[str, str | None]:
+    """Each path's verdict, from its run and the trusted path's on the call's inputs: None (it
+    agrees), or why "auto" drops it."""
+    trusted = trusted_path(call)
+    try:
+        expected = verification.results(run, trusted, call.grad, torch.float64)
+    except Exception as exc:
+        raise RuntimeError(f"tsrnn: the trusted path {trusted} failed in float64 while 'auto' verified its "
+                           f"candidates ({type(exc).__name__}: {exc}); name a backend, or set TSRNN_VERIFY=0") from exc
+    own = functools.cache(lambda: verification.results(run, trusted, call.grad))  # in the call's dtype
+    verdicts = {}
+    for path in paths:
+        try:
+            wrong = verification.disagreement(verification.results(run, path, call.grad), expected, call.dtype, own)
+            verdict = None if wrong is None else (
+                f"tsrnn: the {path} path disagrees with {trusted} (run in float64 on the same inputs) for "
+                f"{call.cell or call.op} {call.dtype} {call.shape}{' with gradients' if call.grad else ''}: {wrong}")
+        except Exception as exc:  # noqa: BLE001  (a broken path must not break "auto"; it is reported)
+            verdict = f"tsrnn: the {path} path failed while being verified ({type(exc).__name__}: {exc})"
+        verdicts[path] = verdict
+    return verdicts
 
 
 def tuned_choices() -> dict[str, str]:
@@ -313,8 +390,17 @@ def _warn_once(message: str) -> None:
         warnings.warn(message, RuntimeWarning, stacklevel=4)
 
 
+def _switch(name: str) -> bool:
+    """An on/off environment variable, "1" (the default) or "0"."""
+    value = os.environ.get(name, "1")
+    check.choice(name, value, ("0", "1"))
+    return value == "1"
+
+
 def _can_measure(device: torch.device, paths: Sequence[str]) -> bool:
-    if os.environ.get("TSRNN_AUTOTUNE", "1") == "0" or torch.compiler.is_compiling():
+    """Whether runs can be timed and verified here: not while torch.compile traces, nor during CUDA
+    graph capture, nor under the Triton interpreter."""
+    if torch.compiler.is_compiling():
         return False
     if device.type == "cpu" and any(p.startswith("triton") for p in paths):
         return False  # the Triton interpreter: seconds per call, and not the speed of a GPU
@@ -332,8 +418,8 @@ def _run_once(run: Run, path: str, grad: bool) -> None:
     with torch.set_grad_enabled(grad):
         outputs, inputs = run(path)
         if grad and inputs:
-            loss = sum(o.float().sum() for o in outputs if o is not None and o.requires_grad)
-            torch.autograd.grad(loss, list(inputs), allow_unused=True)
+            loss = sum(o.float().sum() for o in outputs.values() if o.requires_grad)
+            torch.autograd.grad(loss, list(inputs.values()), allow_unused=True)
 
 
 def _fastest(paths: Sequence[str], call: Call, run: Run) -> str:

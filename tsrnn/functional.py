@@ -10,7 +10,8 @@ registry record names (``Path.runs``):
   autograd turn the projection's gradient into one GEMM for W_ih and one reduction for the bias;
 - "torch_lstm" (onednn, cudnn) calls ``torch._VF.lstm`` with the effective bias as b_ih and
   b_hh = 0 (cuDNN with TF32 off, so float32 stays float32);
-- "reference" runs the cell's step loop (``Cell.reference_layer``).
+- "reference" runs the cell's step loop (``Cell.reference_layer``) on its arguments cast to the
+  math dtype.
 
 Gate math runs in ``tsrnn.cells.math_dtype`` (float32 for bf16/fp16 inputs, float64 for
 float64): h and c come back in the input's dtype, the pLSTM age a in the math dtype. The modules call ``_layer`` directly: they
@@ -70,8 +71,15 @@ def _operator(path, cell, x, h0, states, w_ih, w_hh, bias, p, dt, eps, traces):
 
 
 def _reference(path, cell, x, h0, states, w_ih, w_hh, bias, p, dt, eps, traces):
-    """One layer through the cell's step loop (``Cell.reference_layer``)."""
-    return cell.reference_layer(x, h0, states, w_ih, w_hh, bias, p, dt, eps)
+    """One layer through the cell's step loop (``Cell.reference_layer``) in the math dtype, as the
+    other paths compute: every argument cast to it (a bf16 layer's float32 age, a float64 dt with
+    float32 inputs); h and the states not in ``math_states`` come back in x's dtype."""
+    dtype, math = x.dtype, cells.math_dtype(x.dtype)
+    x, h0, w_ih, w_hh, bias, p, dt, *states = (None if t is None else t.to(math)
+                                                for t in (x, h0, w_ih, w_hh, bias, p, dt, *states))
+    out, finals, per_step = cell.reference_layer(x, h0, states, w_ih, w_hh, bias, p, dt, eps)
+    finals = [s if name in cell.math_states else s.to(dtype) for name, s in zip(("h", *cell.states), finals)]
+    return out.to(dtype), tuple(finals), per_step
 
 
 # How each kind of path of the registry (``tsrnn.backend.Path.runs``) runs one layer.
@@ -89,15 +97,20 @@ def _layer(cell, x, h0, states, w_ih, w_hh, bias, p=None, dt=None, eps=0.0, back
     call = _backend.Call("recurrence", x.device, x.dtype, (*x.shape, w_hh.shape[1]), cell.name,
                          bias is not None, grad, traces)
 
-    def run(path, x, h0, *rest):
+    def run(path, x, h0, *rest, dt=dt):
         *states, w_ih, w_hh, bias, p = rest
         return _LAYER[_backend.REGISTRY[path].runs](path, cell, x, h0, states, w_ih, w_hh, bias, p, dt, eps, traces)
 
-    def timed(path):
-        """The call on detached copies: the measurement joins no graph and fires no hooks."""
-        copies = [None if t is None else t.detach().requires_grad_(t.requires_grad) for t in tensors]
-        out, finals, _ = run(path, *copies)
-        return (out, *finals), [t for t in copies if t is not None and t.requires_grad]
+    def timed(path, dtype=None):
+        """The call on detached copies, cast to ``dtype`` if given (dt too: data, no gradient), for
+        the backend to time and verify: it joins no graph and fires no hooks. Returns the outputs
+        and the copies that need gradients, by name (``tsrnn.backend.Run``)."""
+        copies = [None if t is None else t.detach().to(dtype or t.dtype).requires_grad_(t.requires_grad)
+                  for t in tensors]
+        out, finals, _ = run(path, *copies, dt=dt if dt is None or dtype is None else dt.to(dtype))
+        outputs = dict(zip(("out", *(f"{s}_n" for s in ("h", *cell.states))), (out, *finals)))
+        names = ("x", *cell.initial_states, "w_ih", "w_hh", "bias", "p")
+        return outputs, {name: t for name, t in zip(names, copies) if t is not None and t.requires_grad}
 
     out, finals, per_step = run(_backend.choose(backend, call, timed), *tensors)
     return out, finals, per_step if traces else None

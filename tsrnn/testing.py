@@ -7,7 +7,8 @@ the three judge a kernel by the same inputs, loss and tolerances:
 - ``compare(path, cell, shape, dtype)`` rounds them to ``dtype``, runs the layer on ``path``
   (``tsrnn.backend`` names) and the reference (``tsrnn.reference``) on the same rounded values in
   float64, and returns the errors of the outputs, the final states and the gradients of a loss
-  that reaches all of them, each against ``TOLERANCE`` / ``GRAD_TOLERANCE``;
+  that reaches all of them, each against ``TOLERANCE`` / ``GRAD_TOLERANCE`` (``tsrnn.tolerance``'s
+  tables and rule, imported here);
 - ``SHAPES`` is the table of (T, B, I, H) every path is checked on: T=1, B=1, odd sizes, H=301;
   the named sets after it hold the edges of one kernel each (``GPU_SHAPES``, ``PERSISTENT_SHAPES``,
   the scan's ``SCAN_SHAPES``...), each shape with the edge it crosses.
@@ -20,45 +21,9 @@ from dataclasses import dataclass
 import torch
 
 from tsrnn import backend, cells, functional, reference
+from tsrnn.tolerance import GRAD_TOLERANCE, TOLERANCE  # the tests import the tables from here
+from tsrnn.tolerance import error as _error
 
-# max |path - reference| <= atol + rtol * max |reference|: the rule of every row (compare,
-# compare_scan, tests/conftest.py's assert_close). A row per input dtype, for a path against the
-# float64 reference on the same rounded inputs:
-# float64: sums in another order only. float32: ~1e-7 per op, grown over the recurrence and the
-# backward's GEMMs. bf16: inputs and outputs rounded to 8 mantissa bits, gate math in float32.
-# Then named rows, for values and gradients alike: checks that ask for less error than their
-# dtype's row, each for the reason it gives, and TILT and its contexts, which are no recurrence.
-TOLERANCE = {
-    torch.float64: {"atol": 1e-10, "rtol": 1e-10},
-    torch.float32: {"atol": 2e-5, "rtol": 2e-5},
-    torch.bfloat16: {"atol": 2e-2, "rtol": 2e-2},
-    # float64, tens of steps: another order of the same sums moves the last bits only (measured
-    # <= 3e-13, at H = 301).
-    "float64 reordered": {"atol": 1e-12, "rtol": 0},
-    # float32 against the reference run on the same float32 inputs, a few steps of layers with
-    # H <= 5: a few roundings apart, where the float32 row covers H = 301 and long backward GEMMs.
-    "float32 same inputs": {"atol": 1e-5, "rtol": 0},
-    # The pLSTM's age over 1000 float32 steps of large dt: a running sum of dt (reset by the gate),
-    # one rounding a step, stays within 1e-5 of the largest age (measured 1e-7).
-    "float32 age": {"atol": 0, "rtol": 1e-5},
-    # torch.compile against eager in float32: the same kernels, only the ops around them fused.
-    "compiled": {"atol": 1e-6, "rtol": 0},
-    # averaging_context in float32 over 10,000 steps against float64: it accumulates in float64,
-    # so only the final rounding remains.
-    "averaging float32": {"atol": 1e-6, "rtol": 0},
-    # TILT's paths (scan, chunked, FFT) against reference.tilt and each other, float64.
-    "tilt float64": {"atol": 0, "rtol": 1e-11},
-    # TILT's kernel-form paths (chunked, FFT) in float32 against float64: the kernels are built in
-    # float64, so float32 keeps ~1e-7 for any k.
-    "tilt float32": {"atol": 0, "rtol": 5e-7},
-    # The seed-004 contexts (tsrnn.contexts) against tsrnn.TILT, their kernels and each other, float64.
-    "contexts float64": {"atol": 1e-12, "rtol": 1e-12},
-}
-GRAD_TOLERANCE = {
-    torch.float64: {"atol": 1e-10, "rtol": 1e-10},
-    torch.float32: {"atol": 1e-4, "rtol": 1e-4},
-    torch.bfloat16: {"atol": 5e-2, "rtol": 5e-2},
-}
 # (T, B, I, H): one step, one row, odd sizes, H over the CPU kernel's per-thread slice (67, 130)
 # and over the GPU's SM count with an uneven last block (301). Every path is checked on these
 # (tests/test_paths.py, bench/gpu_report.py).
@@ -190,16 +155,6 @@ class Comparison:
 
     def failures(self) -> str:
         return "; ".join(f"{n}: {e:.3e} > {b:.3e}" for n, (e, b) in self.errors.items() if e > b)
-
-
-def _error(actual: torch.Tensor, expected: torch.Tensor, tol: dict) -> tuple[float, float]:
-    actual, expected = actual.detach().double().cpu(), expected.detach().double().cpu()
-    if actual.shape != expected.shape:
-        return math.inf, 0.0
-    if expected.numel() == 0:
-        return 0.0, tol["atol"]
-    err = (actual - expected).abs().max().item()
-    return err if math.isfinite(err) else math.inf, tol["atol"] + tol["rtol"] * expected.abs().max().item()
 
 
 def compare(path: str, cell: str, shape, dtype: torch.dtype = torch.float64, device="cpu", dt: bool = False,

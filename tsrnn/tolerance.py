@@ -1,0 +1,68 @@
+"""How far a path may be from the float64 truth: the tolerance tables and their one rule.
+
+Read by the test harness (``tsrnn.testing``, which re-exports them, and the tests) and by the
+verification of ``"auto"``'s candidates (``tsrnn.verification``), so a path is judged by the same
+bounds wherever it is judged.
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+
+# max |path - reference| <= atol + rtol * max |reference|: the rule of every row (``error``, read
+# by tsrnn.testing's compare and compare_scan, tests/conftest.py's assert_close and
+# tsrnn.verification). A row
+# per input dtype, for a path against the float64 reference on the same rounded inputs:
+# float64: sums in another order only. float32: ~1e-7 per op, grown over the recurrence and the
+# backward's GEMMs. bf16: inputs and outputs rounded to 8 mantissa bits, gate math in float32.
+# float16: 11 mantissa bits, gate math in float32 (the cpu path measured at most 4.4e-4 for the
+# values and 6.9e-4 for the gradients, times max(1, the largest), at the test shapes and T=70,
+# B=20, I=H=400: an eighth of these rows).
+# Then named rows, for values and gradients alike: checks that ask for less error than their
+# dtype's row, each for the reason it gives, and TILT and its contexts, which are no recurrence.
+TOLERANCE = {
+    torch.float64: {"atol": 1e-10, "rtol": 1e-10},
+    torch.float32: {"atol": 2e-5, "rtol": 2e-5},
+    torch.bfloat16: {"atol": 2e-2, "rtol": 2e-2},
+    torch.float16: {"atol": 2.5e-3, "rtol": 2.5e-3},
+    # float64, tens of steps: another order of the same sums moves the last bits only (measured
+    # <= 3e-13, at H = 301).
+    "float64 reordered": {"atol": 1e-12, "rtol": 0},
+    # float32 against the reference run on the same float32 inputs, a few steps of layers with
+    # H <= 5: a few roundings apart, where the float32 row covers H = 301 and long backward GEMMs.
+    "float32 same inputs": {"atol": 1e-5, "rtol": 0},
+    # The pLSTM's age over 1000 float32 steps of large dt: a running sum of dt (reset by the gate),
+    # one rounding a step, stays within 1e-5 of the largest age (measured 1e-7).
+    "float32 age": {"atol": 0, "rtol": 1e-5},
+    # torch.compile against eager in float32: the same kernels, only the ops around them fused.
+    "compiled": {"atol": 1e-6, "rtol": 0},
+    # averaging_context in float32 over 10,000 steps against float64: it accumulates in float64,
+    # so only the final rounding remains.
+    "averaging float32": {"atol": 1e-6, "rtol": 0},
+    # TILT's paths (scan, chunked, FFT) against reference.tilt and each other, float64.
+    "tilt float64": {"atol": 0, "rtol": 1e-11},
+    # TILT's kernel-form paths (chunked, FFT) in float32 against float64: the kernels are built in
+    # float64, so float32 keeps ~1e-7 for any k.
+    "tilt float32": {"atol": 0, "rtol": 5e-7},
+    # The seed-004 contexts (tsrnn.contexts) against tsrnn.TILT, their kernels and each other, float64.
+    "contexts float64": {"atol": 1e-12, "rtol": 1e-12},
+}
+GRAD_TOLERANCE = {
+    torch.float64: {"atol": 1e-10, "rtol": 1e-10},
+    torch.float32: {"atol": 1e-4, "rtol": 1e-4},
+    torch.bfloat16: {"atol": 5e-2, "rtol": 5e-2},
+    torch.float16: {"atol": 5e-3, "rtol": 5e-3},
+}
+
+
+def error(actual: torch.Tensor, expected: torch.Tensor, tol: dict) -> tuple[float, float]:
+    """(max |actual - expected|, its bound atol + rtol * max |expected|) for a row ``tol``: a NaN
+    or Inf error counts as inf, a shape mismatch as (inf, 0)."""
+    actual, expected = actual.detach().double().cpu(), expected.detach().double().cpu()
+    if actual.shape != expected.shape:
+        return math.inf, 0.0
+    if expected.numel() == 0:
+        return 0.0, tol["atol"]
+    err = (actual - expected).abs().max().item()
+    return err if math.isfinite(err) else math.inf, tol["atol"] + tol["rtol"] * expected.abs().max().item()
