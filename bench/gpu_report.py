@@ -267,6 +267,7 @@ def main(argv=None) -> int:
         "linear_scan": scan_bandwidth(device, (64, 256) if args.quick else (4096, 65536), repeats),
     }
     report["auto_choices"] = tsrnn.backend.tuned_choices()  # measured per (shape, candidates)
+    report["auto_verdicts"] = tsrnn.backend.verdicts()  # each candidate checked against the trusted path
     with open(args.json, "w") as f:
         json.dump(report, f, indent=2)
     print(f"{report['device']}, torch {torch.__version__}")
@@ -287,6 +288,10 @@ def main(argv=None) -> int:
     scan = report["linear_scan"]
     print(f"linear_scan T={scan['T']} N={scan['N']}: {scan['scan_GBps']:.1f} GB/s, "
           f"{100 * scan['fraction_of_copy']:.0f}% of copy ({scan['copy_GBps']:.1f} GB/s)")
+    dropped = {key: verdict for key, verdict in report["auto_verdicts"].items() if verdict != "agrees"}
+    print(f"auto verified {len(report['auto_verdicts'])} (shape, path) pairs; dropped {len(dropped)}")
+    for key, verdict in dropped.items():
+        print(f"  DROPPED {key}: {verdict}")
     print(f"wrote {args.json}")
     return 0 if all(r["ok"] for r in report["checks"] + report["tests"]) else 1
 

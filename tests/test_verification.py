@@ -254,3 +254,12 @@ def test_the_trusted_path_is_torch_lstm_where_it_serves_else_the_reference():
     assert backend.trusted_path(call) == "onednn"
     assert backend.trusted_path(dataclasses.replace(call, traces=True)) == "reference"
     assert backend.trusted_path(dataclasses.replace(call, cell="plstm_coupled")) == "reference"
+
+
+def test_verdicts_are_recorded(monkeypatch):
+    """What bench/gpu_report.py records: each verified (key, path) with "agrees" or the reason."""
+    monkeypatch.setattr(backend, "_verdicts", {})
+    functional.plstm(**{k: v.float() if isinstance(v, torch.Tensor) and k != "dt" else v
+                        for k, v in testing.layer_args("plstm_coupled", 3, 2, 4, 5).items()})
+    ((key, verdict),) = backend.verdicts().items()
+    assert "'cpu'" in key and verdict == "agrees"

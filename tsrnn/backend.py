@@ -384,6 +384,12 @@ def tuned_choices() -> dict[str, str]:
     return {repr(key): path for key, path in _tuned.items()}
 
 
+def verdicts() -> dict[str, str]:
+    """The verifications so far, as {repr((call key, path)): "agrees" or why "auto" drops it}
+    (recorded by bench/gpu_report.py)."""
+    return {repr(key): verdict or "agrees" for key, verdict in _verdicts.items()}
+
+
 def _warn_once(message: str) -> None:
     if message not in _warned:
         _warned.add(message)

@@ -57,12 +57,19 @@ GRAD_TOLERANCE = {
 
 
 def error(actual: torch.Tensor, expected: torch.Tensor, tol: dict) -> tuple[float, float]:
-    """(max |actual - expected|, its bound atol + rtol * max |expected|) for a row ``tol``: a NaN
-    or Inf error counts as inf, a shape mismatch as (inf, 0)."""
+    """(max |actual - expected|, its bound atol + rtol * max |expected|) for a row ``tol``, over
+    the finite elements of ``expected``; where ``expected`` is NaN or Inf (a diverged model's
+    values) ``actual`` must be the same, else the error is inf, as it is for a NaN or Inf of
+    ``actual`` elsewhere; a shape mismatch is (inf, 0)."""
     actual, expected = actual.detach().double().cpu(), expected.detach().double().cpu()
     if actual.shape != expected.shape:
         return math.inf, 0.0
     if expected.numel() == 0:
         return 0.0, tol["atol"]
-    err = (actual - expected).abs().max().item()
-    return err if math.isfinite(err) else math.inf, tol["atol"] + tol["rtol"] * expected.abs().max().item()
+    finite = torch.isfinite(expected)
+    same = (actual == expected) | (actual.isnan() & expected.isnan())
+    if not bool((finite | same).all()):
+        return math.inf, 0.0
+    err = (actual - expected).abs()[finite].max().item() if bool(finite.any()) else 0.0
+    scale = expected.abs()[finite].max().item() if bool(finite.any()) else 0.0
+    return err if math.isfinite(err) else math.inf, tol["atol"] + tol["rtol"] * scale

@@ -54,22 +54,9 @@ def disagreement(ours: dict[str, torch.Tensor], trusted: dict[str, torch.Tensor]
     worst = []
     for name, expected in trusted.items():
         tol = (GRAD_TOLERANCE if name.startswith("grad ") else TOLERANCE)[dtype]
-        err, bound = _error(ours[name], expected, tol)
+        err, bound = error(ours[name], expected, tol)
         if err > bound:
-            bound = max(bound, SLACK * _error(own()[name], expected, tol)[0])
+            bound = max(bound, SLACK * error(own()[name], expected, tol)[0])
         if err > bound:
             worst.append((err / bound if bound > 0 else math.inf, f"{name}: max error {err:.3g} > bound {bound:.3g}"))
     return max(worst)[1] if worst else None
-
-
-def _error(actual: torch.Tensor, expected: torch.Tensor, tol: dict) -> tuple[float, float]:
-    """``tsrnn.tolerance.error`` over the trusted value's finite elements; where it is NaN or Inf
-    (a diverged model's values), ``actual`` must be the same: that agrees, anything else is an
-    infinite error."""
-    actual, expected = actual.double(), expected.double()
-    if actual.shape == expected.shape:
-        nonfinite = ~torch.isfinite(expected)
-        same = (actual == expected) | (actual.isnan() & expected.isnan())
-        actual = actual.masked_fill(nonfinite, 0.0).masked_fill(nonfinite & ~same, math.inf)
-        expected = expected.masked_fill(nonfinite, 0.0)
-    return error(actual, expected, tol)
