@@ -25,6 +25,16 @@ def one_thread():
     torch.set_num_threads(before)
 
 
+@pytest.fixture
+def clean_backend_state(monkeypatch):
+    """No TSRNN_* variables from the caller's shell, and fresh warnings, choices and verdicts."""
+    for name in ("TSRNN_BACKEND", "TSRNN_AUTOTUNE", "TSRNN_VERIFY"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr(backend, "_warned", set())
+    monkeypatch.setattr(backend, "_tuned", {})
+    monkeypatch.setattr(backend, "_verdicts", {})
+
+
 needs_native = pytest.mark.skipif(not backend.native_available(), reason=f"tsrnn._C not loaded: {backend.LOAD_ERROR}")
 
 

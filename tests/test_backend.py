@@ -19,16 +19,7 @@ from conftest import assert_close, cast, needs_native
 CPU = torch.device("cpu")
 META = torch.device("meta")
 FAKE_CAUSE = "ImportError: libfake.so: undefined symbol _ZN5tsrnn4fakeE"
-
-
-@pytest.fixture(autouse=True)
-def clean_backend_state(monkeypatch):
-    """No TSRNN_* variables from the caller's shell, and fresh warnings, choices and verdicts."""
-    for name in ("TSRNN_BACKEND", "TSRNN_AUTOTUNE", "TSRNN_VERIFY"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setattr(backend, "_warned", set())
-    monkeypatch.setattr(backend, "_tuned", {})
-    monkeypatch.setattr(backend, "_verdicts", {})
+pytestmark = pytest.mark.usefixtures("clean_backend_state")
 
 
 @pytest.fixture

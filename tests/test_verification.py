@@ -12,17 +12,8 @@ from tsrnn import backend, functional, testing
 from tsrnn.testing import TOLERANCE, _error
 from conftest import cast, needs_native
 
-pytestmark = needs_native  # the planted wrong path is the compiled cpu path
-
-
-@pytest.fixture(autouse=True)
-def clean_backend_state(monkeypatch):
-    """No TSRNN_* variables from the caller's shell, and fresh warnings, choices and verdicts."""
-    for name in ("TSRNN_BACKEND", "TSRNN_AUTOTUNE", "TSRNN_VERIFY"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setattr(backend, "_warned", set())
-    monkeypatch.setattr(backend, "_tuned", {})
-    monkeypatch.setattr(backend, "_verdicts", {})
+pytestmark = [needs_native,  # the planted wrong path is the compiled cpu path
+              pytest.mark.usefixtures("clean_backend_state")]
 
 
 class ScaledGradient(torch.autograd.Function):
