@@ -21,21 +21,20 @@ from tsrnn import backend, cells, functional, ops, reference, testing
 NAME = "cuda_simt"
 NAMESPACE = "tsrnn_simt"
 H100_SHARED_OPTIN = 232448  # bytes of shared memory one block may opt in to on an H100
-_loaded: list[str] = []
 _devices: dict[tuple[int, int], int] = {}
-_library = []
+_loaded: dict[str, torch.library.Library] = {}  # the library file loaded -> the namespace's definitions
 
 
 def load(library) -> None:
     """Defines tsrnn_simt's schemas and loads the kernels of ``library`` (once per process)."""
     if _loaded:
-        if _loaded[0] != str(library):
-            raise RuntimeError(f"one emulation library per process: {_loaded[0]} is loaded, not {library}")
+        if str(library) not in _loaded:
+            raise RuntimeError(f"one emulation library per process: {next(iter(_loaded))} is loaded, not {library}")
         return
-    _library.append(ops._define(NAMESPACE, ("recurrence",)))
-    _library[0].define(ops.PLAN_SCHEMA)
+    definitions = ops._define(NAMESPACE, ("recurrence",))
+    definitions.define(ops.PLAN_SCHEMA)
     torch.ops.load_library(str(library))
-    _loaded.append(str(library))
+    _loaded[str(library)] = definitions
 
 
 def path() -> backend.Path:

@@ -65,7 +65,6 @@ struct Launch {
   dim3 grid, block;
   bool cooperative;
   unsigned threads_per_block = 0, blocks = 0, warps_per_block = 0;
-  std::size_t shared_bytes = 0;
   char* stacks = nullptr;
   std::size_t stacks_bytes = 0;
   std::vector<Fiber> fibers;
@@ -228,6 +227,12 @@ void run(Launch& l) {
   }
 }
 
+// The kernel's dynamic shared memory limit: cudaFuncSetAttribute's value, else CUDA's default.
+int max_dynamic(const void* kernel) {
+  auto found = max_dynamic_shared.find(kernel);
+  return found == max_dynamic_shared.end() ? kDefaultMaxDynamicShared : found->second;
+}
+
 cudaError_t check_launch(const Device& d, dim3 grid, dim3 block, std::size_t shared_bytes, bool cooperative,
                          const void* kernel, std::string* why) {
   const unsigned long long threads = 1ull * block.x * block.y * block.z;
@@ -236,8 +241,7 @@ cudaError_t check_launch(const Device& d, dim3 grid, dim3 block, std::size_t sha
     *why = "invalid configuration: " + std::to_string(blocks) + " blocks of " + std::to_string(threads) + " threads";
     return cudaErrorInvalidConfiguration;
   }
-  auto found = max_dynamic_shared.find(kernel);
-  const int limit = found == max_dynamic_shared.end() ? kDefaultMaxDynamicShared : found->second;
+  const int limit = max_dynamic(kernel);
   if (shared_bytes > static_cast<std::size_t>(limit)) {
     *why = std::to_string(shared_bytes) + " bytes of dynamic shared memory over the kernel's limit of " +
            std::to_string(limit) + " (cudaFuncSetAttribute)";
@@ -369,8 +373,7 @@ cudaError_t set_max_dynamic_shared(const void* kernel, int bytes) {
 cudaError_t occupancy(int* blocks, const void* kernel, int block_size, std::size_t shared_bytes) {
   const Device& d = devices[current_device];
   if (block_size < 1 || block_size > 1024) return cudaErrorInvalidValue;
-  auto found = max_dynamic_shared.find(kernel);
-  const int limit = found == max_dynamic_shared.end() ? kDefaultMaxDynamicShared : found->second;
+  const int limit = max_dynamic(kernel);
   if (shared_bytes > static_cast<std::size_t>(limit)) {
     *blocks = 0;
     return cudaSuccess;
@@ -401,7 +404,6 @@ cudaError_t launch(void (*body)(void*), void* context, dim3 grid, dim3 block, st
   l.threads_per_block = block.x * block.y * block.z;
   l.blocks = grid.x * grid.y * grid.z;
   l.warps_per_block = (l.threads_per_block + kWarpSize - 1) / kWarpSize;
-  l.shared_bytes = shared_bytes;
   l.rng.seed(seed * 0x9e3779b97f4a7c15ull + static_cast<std::uint64_t>(launched));
   const std::size_t total = static_cast<std::size_t>(l.threads_per_block) * l.blocks;
   l.stacks_bytes = total * kStackBytes;
