@@ -8,8 +8,10 @@
 
 #include <ATen/ATen.h>
 
+#include <algorithm>
 #include <string>
 #include <tuple>
+#include <vector>
 
 #include "cells.h"
 
@@ -46,13 +48,71 @@ struct Shapes {
   int64_t T, B, H;
 };
 
+// The rows each step runs. Padded (no batch_sizes): every step runs all B rows, row t*B + b of
+// xg, h_all, saved, dz. Packed (batch_sizes [T], torch's PackedSequence layout, the batch sorted
+// by length): step t runs rows b < rows(t), row first(t) + b of the packed tensors [N, ...];
+// state_all stays [T, S, B, H], its rows b >= rows(t) at step t unwritten.
+struct Steps {
+  bool packed = false;
+  std::vector<int64_t> offsets;  // [T + 1]: first(t) = offsets[t], offsets[T] = N
+  Tensor offsets_cpu;            // the same, an int64 CPU tensor (the CUDA kernels copy it over)
+
+  int64_t first(int64_t t) const { return offsets[t]; }
+  int64_t rows(int64_t t) const { return offsets[t + 1] - offsets[t]; }
+};
+
+// The Steps of a call of B rows and T steps whose packed tensors have n rows (n = T*B when
+// padded), after checking batch_sizes' values: each in [1, B], non-increasing, summing to n
+// (tsrnn/kernels/checks.py's packed_offsets, with the same messages).
+inline Steps steps_of(const c10::optional<Tensor>& batch_sizes, const Shapes& s, int64_t n) {
+  Steps steps;
+  steps.packed = batch_sizes.has_value();
+  steps.offsets.resize(s.T + 1);
+  for (int64_t t = 0; t <= s.T; ++t) steps.offsets[t] = t * s.B;
+  if (!steps.packed) return steps;
+  const Tensor sizes = batch_sizes->contiguous();
+  const int64_t* size = sizes.data_ptr<int64_t>();
+  for (int64_t t = 0; t < s.T; ++t) {
+    TORCH_CHECK(size[t] >= 1 && size[t] <= s.B, "tsrnn: batch_sizes must be in [1, B=", s.B, "], got ",
+                size[t]);
+    TORCH_CHECK(t == 0 || size[t] <= size[t - 1],
+                "tsrnn: batch_sizes must be non-increasing (the batch sorted by length, longest first)");
+    steps.offsets[t + 1] = steps.offsets[t] + size[t];
+  }
+  TORCH_CHECK(steps.offsets[s.T] == n, "tsrnn: the packed tensors have ", n, " rows, batch_sizes sums to ",
+              steps.offsets[s.T]);
+  steps.offsets_cpu = at::tensor(steps.offsets, at::kLong);
+  return steps;
+}
+
+// batch_sizes [T] int64 on the CPU; returns T.
+inline int64_t check_batch_sizes(const Tensor& batch_sizes) {
+  TORCH_CHECK(batch_sizes.dim() == 1 && batch_sizes.size(0) >= 1,
+              "tsrnn: batch_sizes must be [T] with T >= 1, got ", batch_sizes.sizes());
+  TORCH_CHECK(batch_sizes.scalar_type() == at::kLong, "tsrnn: batch_sizes must be int64, got ",
+              batch_sizes.scalar_type());
+  TORCH_CHECK(batch_sizes.device().is_cpu(), "tsrnn: batch_sizes must be on the CPU, got ",
+              batch_sizes.device());
+  return batch_sizes.size(0);
+}
+
+// t is [T, B, width] (padded) or [N, width] (packed), its rank checked by the caller.
+inline void check_rows(const Tensor& t, const char* name, const Shapes& s, int64_t width, bool packed) {
+  if (packed) {
+    TORCH_CHECK(t.size(1) == width, "tsrnn: ", name, " must be [N, ", width, "] (packed), got ", t.sizes());
+  } else {
+    TORCH_CHECK(t.size(0) == s.T && t.size(1) == s.B && t.size(2) == width, "tsrnn: ", name,
+                " must be [T, B, ", width, "], got ", t.sizes());
+  }
+}
+
 // What both directions take besides their own tensors, against s and the device and dtype of
 // `like`: w_hh (its rank checked by the caller) [G*H, H], h0 [B, H], state0 [S, B, H], p [H]
 // (exactly for the cells with p), dt [T, B] (pLSTM, optional).
 template <typename Cell>
 void check_layer(const Shapes& s, const Tensor& like, const Tensor& w_hh, const Tensor& h0,
                  const Tensor& state0, const c10::optional<Tensor>& p,
-                 const c10::optional<Tensor>& dt) {
+                 const c10::optional<Tensor>& dt, bool packed) {
   TORCH_CHECK(w_hh.size(0) == Cell::kGates * s.H && w_hh.size(1) == s.H, "tsrnn: w_hh must be [",
               Cell::kGates * s.H, ", ", s.H, "], got ", w_hh.sizes());
   check_tensor(h0, "h0", 2, like);
@@ -70,23 +130,31 @@ void check_layer(const Shapes& s, const Tensor& like, const Tensor& w_hh, const 
   }
   if (dt) {
     TORCH_CHECK(Cell::kHasP, "tsrnn: dt is only used by the pLSTM cells");
-    check_tensor(*dt, "dt", 2, like);
-    TORCH_CHECK(dt->size(0) == s.T && dt->size(1) == s.B, "tsrnn: dt must be [", s.T, ", ", s.B,
-                "], got ", dt->sizes());
+    if (packed) {
+      check_tensor(*dt, "dt", 1, like);
+      TORCH_CHECK(dt->size(0) == like.size(0), "tsrnn: dt must be [N], got ", dt->sizes());
+    } else {
+      check_tensor(*dt, "dt", 2, like);
+      TORCH_CHECK(dt->size(0) == s.T && dt->size(1) == s.B, "tsrnn: dt must be [", s.T, ", ", s.B,
+                  "], got ", dt->sizes());
+    }
   }
 }
 
 // The forward's arguments against each other and the cell; returns T, B, H.
 template <typename Cell>
 Shapes check_inputs(const Tensor& xg, const Tensor& w_hh, const Tensor& h0, const Tensor& state0,
-                    const c10::optional<Tensor>& p, const c10::optional<Tensor>& dt) {
-  check_tensor(xg, "xg", 3, xg);
+                    const c10::optional<Tensor>& p, const c10::optional<Tensor>& dt,
+                    const c10::optional<Tensor>& batch_sizes) {
+  const bool packed = batch_sizes.has_value();
+  check_tensor(xg, "xg", packed ? 2 : 3, xg);
   check_tensor(w_hh, "w_hh", 2, xg);
-  const Shapes s{xg.size(0), xg.size(1), w_hh.size(1)};
+  if (packed) check_tensor(h0, "h0", 2, xg);
+  const Shapes s = packed ? Shapes{check_batch_sizes(*batch_sizes), h0.size(0), w_hh.size(1)}
+                          : Shapes{xg.size(0), xg.size(1), w_hh.size(1)};
   TORCH_CHECK(s.T >= 1 && s.B >= 1 && s.H >= 1, "tsrnn: empty input, xg ", xg.sizes());
-  check_layer<Cell>(s, xg, w_hh, h0, state0, p, dt);
-  TORCH_CHECK(xg.size(2) == Cell::kGates * s.H, "tsrnn: xg must be [T, B, ", Cell::kGates * s.H,
-              "], got ", xg.sizes());
+  check_layer<Cell>(s, xg, w_hh, h0, state0, p, dt, packed);
+  check_rows(xg, "xg", s, Cell::kGates * s.H, packed);
   return s;
 }
 
@@ -96,23 +164,32 @@ Shapes check_backward_inputs(const c10::optional<Tensor>& grad_h,
                              const c10::optional<Tensor>& grad_state_n, const Tensor& w_hh,
                              const Tensor& h0, const Tensor& state0, const Tensor& h_all,
                              const Tensor& state_all, const Tensor& saved,
-                             const c10::optional<Tensor>& p, const c10::optional<Tensor>& dt) {
-  TORCH_CHECK(h_all.dim() == 3, "tsrnn: h_all must be [T, B, H], got ", h_all.sizes());
-  const Shapes s{h_all.size(0), h_all.size(1), h_all.size(2)};
+                             const c10::optional<Tensor>& p, const c10::optional<Tensor>& dt,
+                             const c10::optional<Tensor>& batch_sizes) {
+  const bool packed = batch_sizes.has_value();
+  TORCH_CHECK(h_all.dim() == (packed ? 2 : 3), "tsrnn: h_all must be ", packed ? "[N, H] (packed)" : "[T, B, H]",
+              ", got ", h_all.sizes());
+  if (packed) check_tensor(h0, "h0", 2, h_all);
+  const Shapes s = packed ? Shapes{check_batch_sizes(*batch_sizes), h0.size(0), h_all.size(1)}
+                          : Shapes{h_all.size(0), h_all.size(1), h_all.size(2)};
   TORCH_CHECK(s.T >= 1 && s.B >= 1 && s.H >= 1, "tsrnn: empty input, h_all ", h_all.sizes());
   check_tensor(w_hh, "w_hh", 2, h_all);
-  check_layer<Cell>(s, h_all, w_hh, h0, state0, p, dt);
+  check_layer<Cell>(s, h_all, w_hh, h0, state0, p, dt, packed);
   check_tensor(state_all, "state_all", 4, h_all);
   TORCH_CHECK(state_all.sizes() == at::IntArrayRef({s.T, Cell::kStates, s.B, s.H}),
               "tsrnn: state_all must be [T, S, B, H], got ", state_all.sizes());
   check_tensor(saved, "saved", saved.dim(), h_all);
-  TORCH_CHECK(saved.sizes() == at::IntArrayRef({s.T, s.B, Cell::kSaved * s.H}),
-              "tsrnn: saved must be [T, B, ", Cell::kSaved * s.H, "], got ", saved.sizes(),
-              " (was the forward run with save=false?)");
+  TORCH_CHECK(saved.dim() == h_all.dim(), "tsrnn: saved must be ", packed ? "[N, " : "[T, B, ",
+              Cell::kSaved * s.H, "], got ", saved.sizes(), " (was the forward run with save=false?)");
+  for (int64_t d = 0; d + 1 < h_all.dim(); ++d) {
+    TORCH_CHECK(saved.size(d) == h_all.size(d) && saved.size(-1) == Cell::kSaved * s.H, "tsrnn: saved must be ",
+                packed ? "[N, " : "[T, B, ", Cell::kSaved * s.H, "], got ", saved.sizes(),
+                " (was the forward run with save=false?)");
+  }
   if (grad_h) {
-    check_tensor(*grad_h, "grad_h", 3, h_all);
-    TORCH_CHECK(grad_h->sizes() == h_all.sizes(), "tsrnn: grad_h must be [", s.T, ", ", s.B, ", ",
-                s.H, "], got ", grad_h->sizes());
+    check_tensor(*grad_h, "grad_h", h_all.dim(), h_all);
+    TORCH_CHECK(grad_h->sizes() == h_all.sizes(), "tsrnn: grad_h must be ", h_all.sizes(), ", got ",
+                grad_h->sizes());
   }
   if (grad_state_n) {
     check_tensor(*grad_state_n, "grad_state_n", 3, h_all);
@@ -122,9 +199,22 @@ Shapes check_backward_inputs(const c10::optional<Tensor>& grad_h,
   return s;
 }
 
-// dW_hh = sum_t dz[t]^T h_{t-1} = dz[0]^T h0 + dz[1:]^T h_all[:-1] (two GEMMs, no copy of the h's).
-// dz: [T, B, G*H], h0: [B, H], h_all: [T, B, H].
-inline Tensor recurrent_weight_grad(const Tensor& dz, const Tensor& h0, const Tensor& h_all) {
+// dW_hh = sum_t dz[t]^T h_{t-1}. Padded: dz[0]^T h0 + dz[1:]^T h_all[:-1], dz: [T, B, G*H],
+// h0: [B, H], h_all: [T, B, H] (two GEMMs, no copy of the h's). Packed (dz: [N, G*H], h_all:
+// [N, H]): step t's rows of dz meet the first rows(t) rows of step t-1 (of h0 at t = 0), gathered
+// into one [N, H] operand of one GEMM.
+inline Tensor recurrent_weight_grad(const Tensor& dz, const Tensor& h0, const Tensor& h_all, const Steps& steps) {
+  if (steps.packed) {
+    const int64_t T = static_cast<int64_t>(steps.offsets.size()) - 1, B = h0.size(0);
+    std::vector<int64_t> rows;  // of cat(h0, h_all)
+    rows.reserve(steps.offsets[T]);
+    for (int64_t t = 0; t < T; ++t) {
+      const int64_t base = t == 0 ? 0 : B + steps.first(t - 1);
+      for (int64_t b = 0; b < steps.rows(t); ++b) rows.push_back(base + b);
+    }
+    const Tensor index = at::tensor(rows, at::kLong).to(h0.device());
+    return dz.t().mm(at::cat({h0, h_all}).index_select(0, index));
+  }
   const int64_t T = dz.size(0), B = dz.size(1), GH = dz.size(2), H = h0.size(1);
   Tensor grad = dz[0].t().mm(h0);
   if (T > 1) {
@@ -134,6 +224,20 @@ inline Tensor recurrent_weight_grad(const Tensor& dz, const Tensor& h0, const Te
   return grad;
 }
 
+// The final states [S, B, H]: row b's states after its last step, state_all[T-1] when padded.
+inline Tensor final_states(const Tensor& state_all, const Tensor& state0, const Steps& steps) {
+  const int64_t T = state_all.size(0), B = state_all.size(2);
+  if (!steps.packed) return state_all[T - 1].clone();
+  Tensor state_n = state0.clone();
+  int64_t b = 0;  // rows [b, rows(t)) end at step t
+  for (int64_t t = T - 1; t >= 0 && b < B; --t) {
+    const int64_t end = steps.rows(t);
+    if (end > b) state_n.narrow(1, b, end - b).copy_(state_all[t].narrow(1, b, end - b));
+    b = std::max(b, end);
+  }
+  return state_n;
+}
+
 // t made contiguous, or none.
 inline c10::optional<Tensor> contiguous_or_none(const c10::optional<Tensor>& t) {
   if (!t) return {};
@@ -141,9 +245,11 @@ inline c10::optional<Tensor> contiguous_or_none(const c10::optional<Tensor>& t) 
 }
 
 // What a backend's forward reads (contiguous, checked by check_inputs) and fills: h_all
-// [T, B, H], state_all [T, S, B, H] and, when `save`, saved [T, B, K*H] (else saved is [0]).
+// [T, B, H], state_all [T, S, B, H] and, when `save`, saved [T, B, K*H] (else saved is [0]);
+// packed (steps.packed): xg [N, G*H], dt [N], h_all [N, H], saved [N, K*H].
 struct ForwardTensors {
   const Shapes& s;
+  const Steps& steps;
   const Tensor &xg, &w_hh, &h0, &state0;
   const c10::optional<Tensor> &p, &dt;
   double eps;
@@ -151,11 +257,13 @@ struct ForwardTensors {
   const Tensor &h_all, &state_all, &saved;
 };
 
-// What a backend's backward reads (contiguous, checked by check_backward_inputs) and fills:
+// What a backend's backward reads (contiguous, checked by check_backward_inputs) and fills
+// (packed: grad_h [N, H], saved [N, K*H], dt [N], dz [N, G*H]):
 // dz [T, B, G*H] = dL/dxg; dh [B, H] zeros in, dL/dh0 out; dstate [S, B, H] dL/dstate_n in,
 // dL/dstate0 out; dp [B, H] zeros in, dL/dp per batch row out (undefined for cells without p).
 struct BackwardTensors {
   const Shapes& s;
+  const Steps& steps;
   const c10::optional<Tensor>& grad_h;
   const Tensor &w_hh, &state0, &state_all, &saved;
   const c10::optional<Tensor> &p, &dt;
@@ -178,7 +286,7 @@ template <typename Backend>
 std::tuple<Tensor, Tensor, Tensor, Tensor> recurrence_forward(
     const std::string& cell, const Tensor& xg_in, const Tensor& w_hh_in, const Tensor& h0_in,
     const Tensor& state0_in, const c10::optional<Tensor>& p_in, const c10::optional<Tensor>& dt_in,
-    double eps, bool save) {
+    double eps, bool save, const c10::optional<Tensor>& batch_sizes) {
   Backend::check_dtype(xg_in);
   const Tensor xg = xg_in.contiguous(), w_hh = w_hh_in.contiguous(), h0 = h0_in.contiguous(),
                state0 = state0_in.contiguous();
@@ -187,15 +295,18 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> recurrence_forward(
   Tensor h_all, state_n, state_all, saved;
   dispatch_cell(cell, [&](auto tag) {
     using Cell = decltype(tag);
-    const Shapes s = check_inputs<Cell>(xg, w_hh, h0, state0, p, dt);
+    const Shapes s = check_inputs<Cell>(xg, w_hh, h0, state0, p, dt, batch_sizes);
+    const Steps steps = steps_of(batch_sizes, s, batch_sizes ? xg.size(0) : s.T * s.B);
     const typename Backend::Plan plan = Backend::template plan<Cell>(w_hh, s);
-    h_all = at::empty({s.T, s.B, s.H}, xg.options());
+    std::vector<int64_t> rows(xg.sizes().begin(), xg.sizes().end() - 1);  // [T, B] or [N]
+    rows.push_back(s.H);
+    h_all = at::empty(rows, xg.options());
     state_all = at::empty({s.T, Cell::kStates, s.B, s.H}, xg.options());
-    saved = save ? at::empty({s.T, s.B, Cell::kSaved * s.H}, xg.options())
-                 : at::empty({0}, xg.options());
+    rows.back() = Cell::kSaved * s.H;
+    saved = save ? at::empty(rows, xg.options()) : at::empty({0}, xg.options());
     Backend::template forward<Cell>(
-        plan, ForwardTensors{s, xg, w_hh, h0, state0, p, dt, eps, save, h_all, state_all, saved});
-    state_n = state_all[s.T - 1].clone();
+        plan, ForwardTensors{s, steps, xg, w_hh, h0, state0, p, dt, eps, save, h_all, state_all, saved});
+    state_n = final_states(state_all, state0, steps);
   });
   return {h_all, state_n, state_all, saved};
 }
@@ -207,7 +318,7 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> recurrence_backward(
     const c10::optional<Tensor>& grad_state_n, const Tensor& w_hh_in, const Tensor& h0_in,
     const Tensor& state0_in, const Tensor& h_all_in, const Tensor& state_all_in,
     const Tensor& saved_in, const c10::optional<Tensor>& p_in, const c10::optional<Tensor>& dt_in,
-    double eps) {
+    double eps, const c10::optional<Tensor>& batch_sizes) {
   Backend::check_dtype(h_all_in);
   const Tensor w_hh = w_hh_in.contiguous(), h0 = h0_in.contiguous(),
                state0 = state0_in.contiguous(), h_all = h_all_in.contiguous(),
@@ -219,17 +330,20 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> recurrence_backward(
   dispatch_cell(cell, [&](auto tag) {
     using Cell = decltype(tag);
     const Shapes s = check_backward_inputs<Cell>(grad_h, grad_state_n, w_hh, h0, state0, h_all,
-                                                 state_all, saved, p, dt);
+                                                 state_all, saved, p, dt, batch_sizes);
+    const Steps steps = steps_of(batch_sizes, s, batch_sizes ? h_all.size(0) : s.T * s.B);
     const typename Backend::Plan plan = Backend::template plan<Cell>(w_hh, s);
-    dz = at::empty({s.T, s.B, Cell::kGates * s.H}, h_all.options());
+    std::vector<int64_t> rows(h_all.sizes().begin(), h_all.sizes().end() - 1);  // [T, B] or [N]
+    rows.push_back(Cell::kGates * s.H);
+    dz = at::empty(rows, h_all.options());
     dh = at::zeros({s.B, s.H}, h_all.options());
     dstate = grad_state_n ? grad_state_n->clone(at::MemoryFormat::Contiguous)
                           : at::zeros({Cell::kStates, s.B, s.H}, h_all.options());
     const Tensor dp = p ? at::zeros({s.B, s.H}, h_all.options()) : Tensor();
-    Backend::template backward<Cell>(plan, BackwardTensors{s, grad_h, w_hh, state0, state_all,
+    Backend::template backward<Cell>(plan, BackwardTensors{s, steps, grad_h, w_hh, state0, state_all,
                                                            saved, p, dt, eps, dz, dh, dstate, dp});
     const typename Backend::ExactGemm exact;
-    grad_w = recurrent_weight_grad(dz, h0, h_all);
+    grad_w = recurrent_weight_grad(dz, h0, h_all, steps);
     grad_p = p ? dp.sum(0) : at::empty({0}, h_all.options());
   });
   return {dz, grad_w, dh, dstate, grad_p};

@@ -1,7 +1,8 @@
 // One recurrent driver for every cell on the CPU (forward and backward).
 //
-// Forward, per step t: z = xg[t] + h_{t-1} W_hh^T (one ATen GEMM), then the cell's pointwise
-// part over B x H in one OpenMP pass. Forward saves the gate activations and all states: the
+// Forward, per step t: z = xg[t] + h_{t-1} W_hh^T (one GEMM), then the cell's pointwise
+// part over B x H in one OpenMP pass. A packed batch (csrc/recurrence_op.h's Steps) runs only the
+// rows still active at each step: the GEMM and the cell over rows(t) rows. Forward saves the gate activations and all states: the
 // backward then needs no recurrent GEMM to recompute them, only the one that carries dh.
 // Backward, per step t (reverse), from dL/d(states)_{T-1} = grad_state_n: the cell's pointwise
 // backward gives dz[t], then dh_{t-1} = dz[t] W_hh. After the loop, in the operator entry
@@ -137,12 +138,11 @@ Tensor rows_by_slice(const Tensor& w_hh, int gates, int64_t H, int slices) {
 // thread, which computes its units' recurrent product (its rows of W_hh stay in its core's
 // cache), adds the input projection, runs the cell, and meets the others at one barrier per step.
 template <typename Cell, typename T>
-void forward_loop(const Shapes& s, const Tensor& xg, const Tensor& w_hh, const Tensor& h0,
+void forward_loop(const Shapes& s, const Steps& steps, const Tensor& xg, const Tensor& w_hh, const Tensor& h0,
                   const Tensor& state0, const T* p, const T* dt, T eps, const Tensor& h_all,
-                  const Tensor& state_all, const Tensor& act) {
+                  const Tensor& state_all, const Tensor& act, bool save) {
   constexpr int G = Cell::kGates;
   const int64_t H = s.H, B = s.B, BH = B * H, GH = G * H, KH = Cell::kSaved * H;
-  const bool save = act.size(0) == s.T;
   const int slices = slices_for(H);
   const Tensor w_sliced = rows_by_slice(w_hh, G, H, slices);
   const int64_t chunk = unit_slice(H, 0, slices).n;
@@ -174,19 +174,20 @@ void forward_loop(const Shapes& s, const Tensor& xg, const Tensor& w_hh, const T
     });
     for (int64_t t = 0; t < s.T; ++t) {
       error.run([&] {
-        const T* h_prev = t == 0 ? h0_data : h_data + (t - 1) * BH;
+        const int64_t first = steps.first(t), rows = steps.rows(t);
+        const T* h_prev = t == 0 ? h0_data : h_data + steps.first(t - 1) * H;
         const T* prev = t == 0 ? state0_data : state_data + (t - 1) * Cell::kStates * BH;
         T* next = state_data + t * Cell::kStates * BH;
-        T* h = h_data + t * BH;
-        T* a = act_data + (save ? t : 0) * B * KH;
+        T* h = h_data + first * H;
+        T* a = act_data + (save ? first : 0) * KH;
         for (Work& w : mine) {
           const int64_t n = w.us.n, j0 = w.us.j0;
-          w.gemm(h_prev, H, w.z, G * n);
-          for (int64_t b = 0; b < B; ++b) {
+          w.gemm(rows, h_prev, H, w.z, G * n);
+          for (int64_t b = 0; b < rows; ++b) {
             const int64_t unit = b * H + j0;
-            forward_units<Cell, T>(w.z + b * G * n, n, xg_data + (t * B + b) * GH + j0,
+            forward_units<Cell, T>(w.z + b * G * n, n, xg_data + (first + b) * GH + j0,
                                    a + b * KH + j0, prev + unit, next + unit, h + unit,
-                                   offset_or_null(p, j0), dt ? dt[t * B + b] : T(1), eps, H, BH, n);
+                                   offset_or_null(p, j0), dt ? dt[first + b] : T(1), eps, H, BH, n);
           }
         }
       });
@@ -202,7 +203,7 @@ void forward_loop(const Shapes& s, const Tensor& xg, const Tensor& w_hh, const T
 // step reads only those columns, so no second barrier is needed. dstate: in dL/d(states)_{T-1},
 // out dL/dstate0.
 template <typename Cell, typename T>
-void backward_loop(const Shapes& s, const T* grad_h, const Tensor& w_hh,
+void backward_loop(const Shapes& s, const Steps& steps, const T* grad_h, const Tensor& w_hh,
                    const Tensor& state0, const Tensor& state_all, const Tensor& saved,
                    const T* p, const T* dt, T eps, const Tensor& dz_all, const Tensor& dh,
                    const Tensor& dstate, T* dp) {
@@ -235,25 +236,26 @@ void backward_loop(const Shapes& s, const T* grad_h, const Tensor& w_hh,
       }
     });
     for (int64_t t = s.T - 1; t >= 0; --t) {
+      const int64_t first = steps.first(t), rows = steps.rows(t);
       error.run([&] {
         const T* prev = t == 0 ? state0_data : state_data + (t - 1) * SBH;
         const T* next = state_data + t * SBH;
-        const T* a = saved_data + t * B * KH;
-        T* dz = dz_data + t * B * GH;
+        const T* a = saved_data + first * KH;
+        T* dz = dz_data + first * GH;
         for (Work& w : mine) {
           const int64_t n = w.us.n, j0 = w.us.j0;
-          for (int64_t b = 0; b < B; ++b) {
+          for (int64_t b = 0; b < rows; ++b) {
             const int64_t unit = b * H + j0;
             backward_units<Cell, T>(a + b * KH + j0, prev + unit, next + unit, w.dh + b * n,
-                                    offset_or_null(grad_h, t * BH + unit), ds + unit,
+                                    offset_or_null(grad_h, (first + b) * H + j0), ds + unit,
                                     dz + b * GH + j0, dp ? dp + unit : nullptr,
-                                    offset_or_null(p, j0), dt ? dt[t * B + b] : T(1), eps, H, BH, n);
+                                    offset_or_null(p, j0), dt ? dt[first + b] : T(1), eps, H, BH, n);
           }
         }
       });
 #pragma omp barrier
       error.run([&] {
-        for (Work& w : mine) w.gemm(dz_data + t * B * GH, GH, w.dh, w.us.n);
+        for (Work& w : mine) w.gemm(rows, dz_data + first * GH, GH, w.dh, w.us.n);
       });
     }
   }
@@ -291,16 +293,16 @@ struct CpuRecurrence {
     const Tensor act = io.save ? io.saved
                                : at::empty({1, io.s.B, Cell::kSaved * io.s.H}, io.xg.options());
     AT_DISPATCH_FLOATING_TYPES(io.xg.scalar_type(), "tsrnn_recurrence_forward", [&] {
-      forward_loop<Cell, scalar_t>(io.s, io.xg, io.w_hh, io.h0, io.state0,
+      forward_loop<Cell, scalar_t>(io.s, io.steps, io.xg, io.w_hh, io.h0, io.state0,
                                    optional_data<scalar_t>(io.p), optional_data<scalar_t>(io.dt),
-                                   static_cast<scalar_t>(io.eps), io.h_all, io.state_all, act);
+                                   static_cast<scalar_t>(io.eps), io.h_all, io.state_all, act, io.save);
     });
   }
 
   template <typename Cell>
   static void backward(const Plan& /*plan*/, const BackwardTensors& io) {
     AT_DISPATCH_FLOATING_TYPES(io.dz.scalar_type(), "tsrnn_recurrence_backward", [&] {
-      backward_loop<Cell, scalar_t>(io.s, optional_data<scalar_t>(io.grad_h), io.w_hh, io.state0,
+      backward_loop<Cell, scalar_t>(io.s, io.steps, optional_data<scalar_t>(io.grad_h), io.w_hh, io.state0,
                                     io.state_all, io.saved, optional_data<scalar_t>(io.p),
                                     optional_data<scalar_t>(io.dt), static_cast<scalar_t>(io.eps),
                                     io.dz, io.dh, io.dstate,

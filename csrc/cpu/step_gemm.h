@@ -40,7 +40,7 @@ class StepGemm {
   // B is K x N: b[k * ldb + n], or b[n * ldb + k] if trans_b. A is M x K, C is M x N (row-major).
   StepGemm(const T* b, bool trans_b, int64_t ldb, int64_t M, int64_t N, int64_t K,
            const at::TensorOptions& options)
-      : M_(M), N_(N), K_(K), options_(options) {
+      : N_(N), K_(K), options_(options) {
     if constexpr (std::is_same_v<T, float>) {
       if (mkl_packed_gemm_available()) {
         const size_t bytes = cblas_sgemm_pack_get_size(cblas::kBMatrix, M, N, K);
@@ -54,21 +54,22 @@ class StepGemm {
                        trans_b ? at::IntArrayRef{1, ldb} : at::IntArrayRef{ldb, 1}, options);
   }
 
-  // C = A op(B); a: [M, K] with row stride lda, c: [M, N] with row stride ldc.
-  void operator()(const T* a, int64_t lda, T* c, int64_t ldc) {
+  // C = A op(B) over the first m <= M rows of A and C (a packed batch runs fewer rows as its
+  // sequences end); a: [m, K] with row stride lda, c: [m, N] with row stride ldc.
+  void operator()(int64_t m, const T* a, int64_t lda, T* c, int64_t ldc) {
     if constexpr (std::is_same_v<T, float>) {
       if (packed_.defined()) {
-        cblas_sgemm_compute(cblas::kRowMajor, cblas::kNoTrans, cblas::kPacked, M_, N_, K_, a, lda,
+        cblas_sgemm_compute(cblas::kRowMajor, cblas::kNoTrans, cblas::kPacked, m, N_, K_, a, lda,
                             reinterpret_cast<const float*>(packed_.data_ptr()), N_, 0.0f, c, ldc);
         return;
       }
     }
-    at::Tensor out = at::from_blob(c, {M_, N_}, {ldc, 1}, options_);
-    at::mm_out(out, at::from_blob(const_cast<T*>(a), {M_, K_}, {lda, 1}, options_), b_);
+    at::Tensor out = at::from_blob(c, {m, N_}, {ldc, 1}, options_);
+    at::mm_out(out, at::from_blob(const_cast<T*>(a), {m, K_}, {lda, 1}, options_), b_);
   }
 
  private:
-  int64_t M_, N_, K_;
+  int64_t N_, K_;
   at::TensorOptions options_;
   at::Tensor packed_, b_;
 };
