@@ -202,16 +202,26 @@ def nonnegative_real(name: str, value) -> float:
     return value
 
 
-def lengths(name: str, value, steps: int, batch: int) -> torch.Tensor:
-    """Per-sequence lengths: a 1-D integer tensor of ``batch`` values in [1, ``steps``] (the value
-    check skipped under tracing)."""
+def lengths(name: str, value, steps: int, batch: int, minimum: int = 1) -> torch.Tensor:
+    """Per-sequence lengths: a 1-D integer tensor of ``batch`` values in [``minimum``, ``steps``]
+    (the value check skipped under tracing)."""
     if not isinstance(value, torch.Tensor) or value.is_floating_point() or value.dtype == torch.bool \
             or value.dim() != 1:
         raise TypeError(f"{name} must be a 1-D integer tensor")
     shape(name, value, (batch,))
-    if not _tracing() and (bool((value < 1).any()) or bool((value > steps).any())):
-        raise ValueError(f"{name} must be in [1, {steps}] (the steps of the sequence)")
+    if not _tracing() and (bool((value < minimum).any()) or bool((value > steps).any())):
+        raise ValueError(f"{name} must be in [{minimum}, {steps}] (the steps of the sequence)")
     return value
+
+
+def sequence_lengths(value, steps: int, batch: int) -> torch.Tensor:
+    """A recurrence's ``lengths=``: a 1-D integer tensor (on any device) or a list of ``batch``
+    ints in [0, ``steps``]; returned as int64 on the CPU (read on the host: a CUDA tensor
+    synchronizes once)."""
+    if isinstance(value, (list, tuple)) and all(isinstance(v, numbers.Integral) and not isinstance(v, bool)
+                                                for v in value):
+        value = torch.tensor(value, dtype=torch.int64)
+    return lengths("lengths", value, steps, batch, minimum=0).to("cpu", torch.int64)
 
 
 def sizes(name: str, value) -> tuple[int, ...]:

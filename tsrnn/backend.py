@@ -89,7 +89,8 @@ class Call:
     """What a dispatch decision depends on. ``shape``: (T, B, I, H) for a recurrence, (T, N) for
     a scan; ``cell``: a name of ``tsrnn.cells.CELLS`` or None; ``grad``: autograd will run the
     backward of this call; ``traces``: the caller wants per-step gate traces (the forget gates, the
-    pLSTM's reset gates and ages)."""
+    pLSTM's reset gates and ages); ``packed``: sequences of several lengths (``tsrnn.packing``),
+    T the longest."""
 
     op: str
     device: torch.device
@@ -99,6 +100,7 @@ class Call:
     bias: bool = True
     grad: bool = False
     traces: bool = False
+    packed: bool = False
 
     @property
     def math_dtype(self) -> torch.dtype:
@@ -109,7 +111,7 @@ class Call:
         """The tuning key: T enters as a power-of-two bucket, the other sizes exactly."""
         steps, *rest = self.shape
         return (self.op, self.device.type, self.device.index, self.dtype, self.cell, steps.bit_length(),
-                *rest, self.bias, self.grad, self.traces)
+                *rest, self.bias, self.grad, self.traces, self.packed)
 
 
 def native_available() -> bool:

@@ -78,15 +78,16 @@ class Cell:
         """The name of this cell's layer in ``tsrnn.functional`` and ``tsrnn.reference``."""
         return "plstm" if self.has_p else "lstm"
 
-    def reference_layer(self, x, h0, states, w_ih, w_hh, bias, p=None, dt=None, eps=0.0):
+    def reference_layer(self, x, h0, states, w_ih, w_hh, bias, p=None, dt=None, eps=0.0, lengths=None):
         """One layer through the step loop of ``tsrnn.reference``: (out, (h_n, *states_n), traces),
-        traces the per-step (T, B, H) forget gates "f" and, for the pLSTM, reset gates "r" and ages "a"."""
+        traces the per-step (T, B, H) forget gates "f" and, for the pLSTM, reset gates "r" and ages "a";
+        ``lengths`` (B,) or None, as the reference loops take it."""
         if not self.has_p:
-            out, finals, forget = reference.lstm(x, h0, *states, w_ih, w_hh, bias)
+            out, finals, forget = reference.lstm(x, h0, *states, w_ih, w_hh, bias, lengths=lengths)
             return out, finals, {"f": forget}
         traces = {}
         out, finals, forget = reference.plstm(x, h0, *states, w_ih, w_hh, bias, p, dt, eps, self.input_gate,
-                                              trace=traces)
+                                              trace=traces, lengths=lengths)
         return out, finals, {"f": forget, **traces}
 
 

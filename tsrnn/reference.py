@@ -4,6 +4,10 @@ They are the executable meaning of the equations and the oracle every fused kern
 against; readable first, not fast. Sequences are time-major: x (T, B, I), states (B, H).
 Every recurrent reference returns ``(out, state, forget)`` with ``forget`` the forget-gate
 values (T, B, H), the input of ``tsrnn.timescales.estimate_timescales`` (S6).
+
+``lengths`` (B,) of the recurrences (None: every row runs all T steps): row b runs its first
+lengths[b] steps only. Past them its output and traces are zero and its states stay those after
+its last step (the initial ones for a length of 0), as torch.nn.LSTM's packed sequences.
 """
 from __future__ import annotations
 
@@ -12,7 +16,14 @@ import math
 import torch
 
 
-def lstm(x, h0, c0, w_ih, w_hh, bias):
+def _running(lengths, t, like):
+    """(B, 1) bool: the rows that run step t (all of them without lengths)."""
+    if lengths is None:
+        return torch.ones(like.shape[0], 1, dtype=torch.bool, device=like.device)
+    return (lengths.to(like.device) > t).unsqueeze(-1)
+
+
+def lstm(x, h0, c0, w_ih, w_hh, bias, lengths=None):
     """(S1) LSTM with gate order (i, f, g, o) and one effective bias b (4H,) or None.
 
         z = W_ih x_t + W_hh h_{t-1} + b
@@ -21,16 +32,18 @@ def lstm(x, h0, c0, w_ih, w_hh, bias):
     """
     h, c = h0, c0
     outs, forgets = [], []
-    for x_t in x:
+    for t, x_t in enumerate(x):
         z = x_t @ w_ih.T + h @ w_hh.T
         if bias is not None:
             z = z + bias
         z_i, z_f, z_g, z_o = z.chunk(4, dim=-1)
         i, f, g, o = torch.sigmoid(z_i), torch.sigmoid(z_f), torch.tanh(z_g), torch.sigmoid(z_o)
-        c = f * c + i * g
-        h = o * torch.tanh(c)
-        outs.append(h)
-        forgets.append(f)
+        c_new = f * c + i * g
+        h_new = o * torch.tanh(c_new)
+        run = _running(lengths, t, h)
+        h, c = torch.where(run, h_new, h), torch.where(run, c_new, c)
+        outs.append(torch.where(run, h_new, 0))
+        forgets.append(torch.where(run, f, 0))
     return torch.stack(outs), (h, c), torch.stack(forgets)
 
 
@@ -43,7 +56,7 @@ def _plstm_gates(z, input_gate):
     return torch.sigmoid(z_i), torch.sigmoid(z_r), torch.tanh(z_g), torch.sigmoid(z_o)
 
 
-def plstm(x, h0, c0, a0, w_ih, w_hh, bias, p, dt=None, eps=1e-3, input_gate="coupled", trace=None):
+def plstm(x, h0, c0, a0, w_ih, w_hh, bias, p, dt=None, eps=1e-3, input_gate="coupled", trace=None, lengths=None):
     """(S9) Power-law forget-gate LSTM in age form, the state being (h, c, a).
 
         r = σ(z_r),  a_t = (1 - r)(a_{t-1} + Δt)
@@ -63,15 +76,17 @@ def plstm(x, h0, c0, a0, w_ih, w_hh, bias, p, dt=None, eps=1e-3, input_gate="cou
         i, r, g, o = _plstm_gates(z, input_gate)
         step = 1.0 if dt is None else dt[t].unsqueeze(-1)
         f = (((1 - r) * (a + step) + 1) / ((1 - r) * (a + 1) + eps)) ** -p
-        a = (1 - r) * (a + step)
+        a_new = (1 - r) * (a + step)
         if i is None:
             i = 1 - f
-        c = f * c + i * g
-        h = o * torch.tanh(c)
-        outs.append(h)
-        forgets.append(f)
-        resets.append(r)
-        ages.append(a)
+        c_new = f * c + i * g
+        h_new = o * torch.tanh(c_new)
+        run = _running(lengths, t, h)
+        h, c, a = torch.where(run, h_new, h), torch.where(run, c_new, c), torch.where(run, a_new, a)
+        outs.append(torch.where(run, h_new, 0))
+        forgets.append(torch.where(run, f, 0))
+        resets.append(torch.where(run, r, 0))
+        ages.append(torch.where(run, a_new, 0))
     if trace is not None:
         trace.update(r=torch.stack(resets), a=torch.stack(ages))
     return torch.stack(outs), (h, c, a), torch.stack(forgets)

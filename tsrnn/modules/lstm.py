@@ -36,7 +36,10 @@ class LSTM(StackedRNN):
             "onednn" or "triton_step" (see ``tsrnn.backend``).
 
     ``out, (h_n, c_n) = m(x, (h0, c0))`` with x (T, B, I), or (B, T, I) if batch_first, or
-    (T, I) unbatched.
+    (T, I) unbatched, or a ``PackedSequence`` (out is then one too), as torch.nn.LSTM takes them.
+    ``m(x, lengths=lengths)`` with x padded and lengths (B,) integers in [0, T] runs row b for
+    its first lengths[b] steps only: out is zero past them, h_n and c_n are each row's after its
+    last step (h0, c0 for a length of 0), and the fused paths do no work for rows that have ended.
     """
 
     def __init__(self, input_size, hidden_size, num_layers=1, bias=True, batch_first=False,

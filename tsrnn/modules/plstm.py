@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import torch
 from torch import nn
+from torch.nn.utils.rnn import PackedSequence
 
 from tsrnn import _validation as check
 from tsrnn import cells
@@ -29,8 +30,10 @@ class PowerLawLSTM(StackedRNN):
         fixed_p: one decay exponent p > 0 for every unit, kept fixed (buffers ``p_l{k}``, no
             p_logit): seed 002 §5.1 fixes p, including p >= 1, which σ(p_logit) cannot reach.
 
-    ``out, (h_n, c_n, a_n) = m(x, state=None, dt=None)``; dt (T, B) or (T, B, 1) step lengths
-    > 0 ((B, T) or (B, T, 1) if batch_first), None for Δt = 1.
+    ``out, (h_n, c_n, a_n) = m(x, state=None, dt=None, lengths=None)``; dt (T, B) or (T, B, 1)
+    step lengths > 0 ((B, T) or (B, T, 1) if batch_first), None for Δt = 1; x may be a
+    PackedSequence (dt then one of the same batch_sizes), or padded with ``lengths`` (B,): see
+    ``tsrnn.LSTM``. a_n is each row's age after its last step.
     """
 
     def __init__(self, input_size, hidden_size, num_layers=1, bias=True, batch_first=False,
@@ -81,11 +84,22 @@ class PowerLawLSTM(StackedRNN):
     def _layer_inputs(self, layer: int) -> dict:
         return {"bias": self.raw_bias(layer), "p": self.p(layer), "eps": self.eps}
 
-    def _call_inputs(self, x, unbatched, dt=None) -> dict:
+    def _call_inputs(self, x, unbatched, packing, dt=None) -> dict:
         """dt in the caller's layout ((T,), (T, B) or (B, T) if batch_first, optionally with a
-        trailing 1), checked there, passed on as (T, B) data (no gradient)."""
+        trailing 1; a PackedSequence like the input's for a PackedSequence input), checked there,
+        passed on as (T, B) data (no gradient), or packed (N,) with lengths or packed input."""
         if dt is None:
             return {"dt": None}
+        if packing is not None and x.dim() == 2:  # the rows of a PackedSequence
+            if not isinstance(dt, PackedSequence) or not torch.equal(dt.batch_sizes, packing.batch_sizes):
+                raise TypeError("with a PackedSequence input, dt must be a PackedSequence of the same batch_sizes "
+                                "(pack it as the input, e.g. with pack_padded_sequence and the same lengths)")
+            data = dt.data.squeeze(-1) if dt.data.dim() == 2 and dt.data.shape[-1] == 1 else dt.data
+            check.tensor("dt", data, 1)
+            check.shape("dt", data, (x.shape[0],))
+            check.same_device("input", x, dt=data)
+            check.positive("dt", data)
+            return {"dt": data.detach()}
         steps, batch = x.shape[0], x.shape[1]
         layout = (steps,) if unbatched else ((batch, steps) if self.batch_first else (steps, batch))
         check.tensor("dt", dt)
@@ -99,22 +113,22 @@ class PowerLawLSTM(StackedRNN):
             dt = dt.unsqueeze(1)
         elif self.batch_first:
             dt = dt.transpose(0, 1)
-        return {"dt": dt.detach()}
+        return {"dt": (dt if packing is None else packing.pack(dt)).detach()}
 
-    def forward(self, input, state=None, dt=None):
-        return super().forward(input, state, dt=dt)
+    def forward(self, input, state=None, dt=None, lengths=None):
+        return super().forward(input, state, lengths, dt=dt)
 
-    def forget_gates(self, input, state=None, dt=None) -> list[torch.Tensor]:
+    def forget_gates(self, input, state=None, dt=None, lengths=None) -> list[torch.Tensor]:
         """Forget-gate values (T, B, H) of every layer for this input (S6 data)."""
-        return super().forget_gates(input, state, dt=dt)
+        return super().forget_gates(input, state, lengths, dt=dt)
 
     @torch.no_grad()
-    def trace(self, input, state=None, dt=None) -> list[dict[str, torch.Tensor]]:
+    def trace(self, input, state=None, dt=None, lengths=None) -> list[dict[str, torch.Tensor]]:
         """The pLSTM's inner variables for this input (seed 002 §5.2's analyses), one dict per layer:
         "r" the reset gate, "a" the age t - k_t after the step (S9; the paper's reference time is
         k_t = t - a_t), "f" the forget gate, each (T, B, H) time-major in the math dtype, and "p"
         the decay exponents (H,). A fused path reads r and f from the activations it saves for
         the backward and rebuilds a from r and Δt with one linear scan; the reference records
         them in its step loop."""
-        traces = self._run(input, state, True, dt=dt)[2]
+        traces = self._run(input, state, True, lengths, dt=dt)[2]
         return [{"r": t["r"], "a": t["a"], "f": t["f"], "p": self.p(k).detach()} for k, t in enumerate(traces)]

@@ -1,5 +1,5 @@
 """What tsrnn.LSTM and tsrnn.PowerLawLSTM share: parameters named as in torch.nn.LSTM, input
-layout (time-major, batch_first, unbatched), initial states, the loop over layers with dropout
+layout (time-major, batch_first, unbatched; a PackedSequence, or padded with ``lengths=``), initial states, the loop over layers with dropout
 between them (``forward``, ``forget_gates``), and the traces handed to watchers. A subclass names
 its cell (``tsrnn.cells``) and says, per layer, what its layers take besides the weights
 (``_layer_inputs``: the effective bias, p, ε) and, per call, what its forward takes besides the
@@ -18,6 +18,7 @@ from tsrnn import _validation as check
 from tsrnn import functional
 from tsrnn.backend import BACKENDS, PATHS
 from tsrnn.cells import Cell
+from tsrnn.packing import Packing
 
 
 class StackedRNN(nn.Module):
@@ -114,12 +115,9 @@ class StackedRNN(nn.Module):
         return s + f", backend={self.backend!r}"
 
     # -- inputs and outputs -------------------------------------------------------------
-    def _time_major(self, x: torch.Tensor) -> tuple[torch.Tensor, bool]:
-        """x as (T, B, I) and whether it came unbatched ((T, I)). Checks the input once for every
-        layer: rank, features, at least one step and row, and the parameters' dtype and device."""
-        if isinstance(x, PackedSequence):
-            raise TypeError("PackedSequence input is not supported; pass a padded (T, B, I) tensor")
-        check.tensor("input", x, (2, 3))
+    def _check_input(self, x: torch.Tensor, ndims) -> None:
+        """The input's rank, features, at least one step and row, and the parameters' dtype and device."""
+        check.tensor("input", x, ndims)
         if x.shape[-1] != self.input_size:
             raise ValueError(f"input must have {self.input_size} features in its last dimension, "
                              f"got shape {tuple(x.shape)}")
@@ -132,21 +130,38 @@ class StackedRNN(nn.Module):
         if x.device != weight.device:
             raise ValueError(f"input is on {x.device} but the module's parameters are on {weight.device}; "
                              "move the input, or the module with .to(device)")
+
+    def _time_major(self, x, lengths=None) -> tuple[torch.Tensor, bool, Packing | None]:
+        """(x, unbatched, packing): x as (T, B, I), or as packed rows (N, I) with the ``Packing``
+        of a PackedSequence or of a padded input's ``lengths``; unbatched: it came as (T, I).
+        Checks the input once for every layer."""
+        if isinstance(x, PackedSequence):
+            if lengths is not None:
+                raise ValueError("lengths= is for a padded input; a PackedSequence carries its own lengths")
+            self._check_input(x.data, 2)
+            return x.data, False, Packing(x.batch_sizes, x.sorted_indices, x.batch_sizes.shape[0],
+                                          int(x.batch_sizes[0]), x.data.device)
+        self._check_input(x, (2, 3))
         if x.dim() == 2:
-            return x.unsqueeze(1), True
-        return (x.transpose(0, 1) if self.batch_first else x), False
+            if lengths is not None:
+                raise ValueError("lengths= needs a batched input (T, B, I) or (B, T, I); got an unbatched (T, I)")
+            return x.unsqueeze(1), True, None
+        x = x.transpose(0, 1) if self.batch_first else x
+        if lengths is None:
+            return x, False, None
+        lengths = check.sequence_lengths(lengths, x.shape[0], x.shape[1])
+        return x, False, Packing.from_lengths(lengths, x.shape[0]).to(x.device)
 
     def _layout_out(self, out: torch.Tensor, unbatched: bool) -> torch.Tensor:
         if unbatched:
             return out.squeeze(1)
         return out.transpose(0, 1) if self.batch_first else out
 
-    def _initial_states(self, given, x: torch.Tensor, unbatched: bool):
+    def _initial_states(self, given, x: torch.Tensor, batch: int, unbatched: bool):
         """Per-layer initial states (L, B, H), one per name of ``cell.initial_states``; zeros when
         ``given`` is None. The states of ``cell.math_states`` (the pLSTM age, which a bf16 layer
         carries in float32) may have another dtype and must be >= 0."""
         names = self.cell.initial_states
-        batch = x.shape[1]
         shape = (self.num_layers, self.hidden_size) if unbatched else (self.num_layers, batch, self.hidden_size)
         if given is None:
             return [x.new_zeros(self.num_layers, batch, self.hidden_size) for _ in names]
@@ -170,24 +185,36 @@ class StackedRNN(nn.Module):
         weights: at least ``bias`` (the effective bias or None)."""
         raise NotImplementedError
 
-    def _call_inputs(self, x: torch.Tensor, unbatched: bool) -> dict:
+    def _call_inputs(self, x: torch.Tensor, unbatched: bool, packing: Packing | None) -> dict:
         """Keyword arguments of ``functional._layer`` that one forward call adds for every layer,
-        from the forward's own keyword arguments (none here; the pLSTM's dt)."""
+        from the forward's own keyword arguments (none here; the pLSTM's dt), in the layout of x
+        (``_time_major``'s: packed rows for a PackedSequence, padded with ``lengths=``)."""
         return {}
 
     # -- the pass ------------------------------------------------------------------------------
-    def _run(self, input, state, traces: bool, **inputs):
+    def _run(self, input, state, traces: bool, lengths=None, **inputs):
         """Every layer in turn, with dropout between them in training: (out, final states, per-layer
         traces or Nones), in the caller's layout. The input and states are checked here once; each
-        layer runs ``functional._layer`` unchecked."""
-        x, unbatched = self._time_major(input)
-        initial = self._initial_states(state, x, unbatched)
-        per_call = self._call_inputs(x, unbatched, **inputs)
+        layer runs ``functional._layer`` unchecked, on packed rows for a PackedSequence or with
+        ``lengths`` (the rows sorted by length once, for all layers)."""
+        x, unbatched, packing = self._time_major(input, lengths)
+        batch = x.shape[1] if packing is None else packing.batch
+        initial = self._initial_states(state, x, batch, unbatched)
+        per_call = self._call_inputs(x, unbatched, packing, **inputs)
+        if packing is not None and packing.live == 0:
+            return self._no_step(x, initial, traces)
+        if packing is not None and not isinstance(input, PackedSequence):
+            x = packing.pack(x)  # padded with lengths: packed once for every layer
+        layers_in = [[s[k] if packing is None else packing.sort(s[k]) for s in initial] for k in range(self.num_layers)]
         finals, per_layer = [], []
         for k in range(self.num_layers):
             x, layer_finals, layer_traces = functional._layer(
-                self.cell, x, initial[0][k], [s[k] for s in initial[1:]], *self.weights(k), backend=self.backend,
-                traces=traces, **self._layer_inputs(k), **per_call)
+                self.cell, x, layers_in[k][0], layers_in[k][1:], *self.weights(k), backend=self.backend,
+                traces=traces, batch_sizes=None if packing is None else packing.batch_sizes,
+                **self._layer_inputs(k), **per_call)
+            if packing is not None:
+                layer_finals = [packing.unsort(f, s[k]) for f, s in zip(layer_finals, initial)]
+                layer_traces = layer_traces and {n: packing.reorder(v) for n, v in layer_traces.items()}
             finals.append(layer_finals)
             per_layer.append(layer_traces)
             if self.dropout and self.training and k < self.num_layers - 1:
@@ -195,16 +222,29 @@ class StackedRNN(nn.Module):
         finals = [torch.stack(s) for s in zip(*finals)]
         if unbatched:
             finals = [s.squeeze(1) for s in finals]
-        return self._layout_out(x, unbatched), tuple(finals), per_layer
+        if isinstance(input, PackedSequence):
+            return PackedSequence(x, input.batch_sizes, input.sorted_indices, input.unsorted_indices), \
+                tuple(finals), per_layer
+        return self._layout_out(x if packing is None else packing.unpack(x), unbatched), tuple(finals), per_layer
 
-    def forward(self, input, hx=None, **inputs):
-        """``out, state = m(input, hx)``: the torch.nn.LSTM convention; subclasses document their
-        state and keyword inputs."""
-        out, state, traces = self._run(input, hx, bool(self._watchers), **inputs)
+    def _no_step(self, x, initial, traces: bool):
+        """``_run``'s results where every length is 0: zero output and traces, the initial states."""
+        zeros = x.new_zeros(*x.shape[:2], self.hidden_size)
+        names = ("f", "r", "a") if self.cell.has_p else ("f",)
+        per_layer = [{n: zeros for n in names} if traces else None for _ in range(self.num_layers)]
+        return self._layout_out(zeros, False), tuple(initial), per_layer
+
+    def forward(self, input, hx=None, lengths=None, **inputs):
+        """``out, state = m(input, hx)``: the torch.nn.LSTM convention, input a tensor or a
+        PackedSequence (out is then one too); ``lengths`` (B,) integers in [0, T], for a padded
+        input: row b runs its first lengths[b] steps, out is zero past them and the final states are
+        each row's after its last step. Subclasses document their state and keyword inputs."""
+        out, state, traces = self._run(input, hx, bool(self._watchers), lengths, **inputs)
         self._notify(traces)
         return out, state
 
     @torch.no_grad()
-    def forget_gates(self, input, hx=None, **inputs) -> list[torch.Tensor]:
-        """Forget-gate values (T, B, H) of every layer for this input (S6 data)."""
-        return [traces["f"] for traces in self._run(input, hx, True, **inputs)[2]]
+    def forget_gates(self, input, hx=None, lengths=None, **inputs) -> list[torch.Tensor]:
+        """Forget-gate values (T, B, H) of every layer for this input (S6 data); with lengths or a
+        PackedSequence, zero past each row's end."""
+        return [traces["f"] for traces in self._run(input, hx, True, lengths, **inputs)[2]]
