@@ -67,6 +67,12 @@ GPU_SCAN_SHAPES = [(1000, 513)]
 # bench/gpu_report.py --quick: one step; T past a chunk and N past a program.
 QUICK_SCAN_SHAPES = [(1, 7), (37, 70)]
 DTYPES = [torch.float64, torch.float32, torch.bfloat16]
+# Variable-length batches (``lengths=``), each a pattern of B lengths in [0, T] (``lengths_for``):
+# rows in no order, all of length T, one of length T and the rest 1, all of length 1, and some of
+# length 0 (a row that runs no step).
+LENGTH_CASES = ("unsorted", "equal", "one long", "ones", "with zeros")
+# (T, B, I, H) of the lengths checks: several rows of odd sizes; one row.
+LENGTH_SHAPES = [(7, 5, 3, 6), (4, 1, 2, 3)]
 LAYER_PATHS = [p for p in backend.PATHS["recurrence"] if backend.REGISTRY[p].runs != "reference"]
 
 
@@ -95,9 +101,32 @@ def layer_args(cell: str, T: int, B: int, I: int, H: int, seed: int = 0, dt: boo
     return args
 
 
+def lengths_for(case: str, T: int, B: int, seed: int = 0) -> torch.Tensor:
+    """(B,) int64 lengths in [0, T] of one of ``LENGTH_CASES``; "unsorted" and "with zeros" draw
+    them (the longest is T; "with zeros" has a 0 where B > 1), "one long" puts its row of T in
+    the middle."""
+    g = torch.Generator().manual_seed(seed)
+    if case == "equal":
+        return torch.full((B,), T, dtype=torch.int64)
+    if case == "ones":
+        return torch.ones(B, dtype=torch.int64)
+    if case == "one long":
+        lengths = torch.ones(B, dtype=torch.int64)
+        lengths[B // 2] = T
+        return lengths
+    if case not in ("unsorted", "with zeros"):
+        raise ValueError(f"case must be one of {LENGTH_CASES}, got {case!r}")
+    low = 0 if case == "with zeros" else 1
+    lengths = torch.randint(low, T + 1, (B,), generator=g)
+    lengths[torch.randint(0, B, (1,), generator=g)] = T
+    if case == "with zeros" and B > 1:
+        lengths[(int(lengths.argmax()) + 1) % B] = 0
+    return lengths
+
+
 def differentiable(args: dict) -> list[str]:
-    """The names of the arguments that get gradients (dt is data)."""
-    return [k for k, v in args.items() if isinstance(v, torch.Tensor) and k != "dt"]
+    """The names of the arguments that get gradients (dt and lengths are data)."""
+    return [k for k, v in args.items() if isinstance(v, torch.Tensor) and v.is_floating_point() and k != "dt"]
 
 
 def run_layer(cell: str, args: dict, backend_name: str):
@@ -158,10 +187,13 @@ class Comparison:
 
 
 def compare(path: str, cell: str, shape, dtype: torch.dtype = torch.float64, device="cpu", dt: bool = False,
-            seed: int = 0, contiguous: bool = True, grads: bool = True) -> Comparison:
+            seed: int = 0, contiguous: bool = True, grads: bool = True, lengths: str | None = None) -> Comparison:
     """Run the layer on ``path`` in ``dtype`` on ``device`` and the reference in float64 on the
-    same rounded values; ``contiguous=False`` passes every tensor in a strided layout."""
+    same rounded values; ``contiguous=False`` passes every tensor in a strided layout; ``lengths``
+    a case of ``LENGTH_CASES``: the rows of that many steps (the reference's masked loop)."""
     args = layer_args(cell, *shape, seed=seed, dt=dt)
+    if lengths is not None:
+        args["lengths"] = lengths_for(lengths, shape[0], shape[1], seed)
     names = differentiable(args)
     rounded = {k: (v.to(dtype).double() if k in names else v) for k, v in args.items()}
     ours = {k: (v.to(device, dtype) if k in names else v.to(device) if isinstance(v, torch.Tensor) else v)
