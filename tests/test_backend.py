@@ -274,7 +274,7 @@ def test_auto_on_a_device_without_kernel_warns_once():
 def test_functional_on_meta_tensors_uses_the_reference_path(monkeypatch):
     # A stub instead of the real reference loop: running ops on meta tensors costs a second.
     out, h_n, c_n = torch.empty(5, 2, 4, device=META), torch.empty(2, 4, device=META), torch.empty(2, 4, device=META)
-    monkeypatch.setattr(reference, "lstm", lambda *args: (out, (h_n, c_n), None))
+    monkeypatch.setattr(reference, "lstm", lambda *args, **kwargs: (out, (h_n, c_n), None))
     x = torch.empty(5, 2, 3, device=META)
     h = torch.empty(2, 4, device=META)
     w_ih, w_hh = torch.empty(16, 3, device=META), torch.empty(16, 4, device=META)

@@ -33,8 +33,8 @@ def states(kind, shape=(L, B, H), **override):
 # --------------------------------------------------------------------------------------------
 # Modules: forward
 # --------------------------------------------------------------------------------------------
-def _packed():
-    return pack_padded_sequence(torch.randn(T, B, I), torch.tensor([T, T - 1]))
+def _packed_wrong_features():
+    return pack_padded_sequence(torch.randn(T, B, I + 1), torch.tensor([T, T - 1]))
 
 
 FORWARD_CASES = {
@@ -47,7 +47,7 @@ FORWARD_CASES = {
                   r"input must be a floating-point tensor"),
     "input-float64-vs-float32-weights": (lambda: torch.randn(T, B, I, dtype=torch.float64), None,
                                          TypeError, r"input has dtype torch.float64 but the module's parameters are torch.float32"),
-    "input-packed": (_packed, None, TypeError, r"PackedSequence"),
+    "input-packed-features": (_packed_wrong_features, None, ValueError, r"input must have 3 features"),
     "input-no-steps": (lambda: torch.randn(0, B, I), None, ValueError, r"input must have at least one step"),
     "input-no-batch": (lambda: torch.randn(T, 0, I), None, ValueError, r"input must have at least one step"),
     "state-is-a-tensor": (lambda: torch.randn(T, B, I), lambda kind: torch.zeros(L, B, H), TypeError,

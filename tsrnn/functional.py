@@ -14,8 +14,11 @@ registry record names (``Path.runs``):
   math dtype.
 
 Gate math runs in ``tsrnn.cells.math_dtype`` (float32 for bf16/fp16 inputs, float64 for
-float64): h and c come back in the input's dtype, the pLSTM age a in the math dtype. The modules call ``_layer`` directly: they
-check their inputs once in their own layout (batch_first, unbatched, stacked states).
+float64): h and c come back in the input's dtype, the pLSTM age a in the math dtype; the
+operator paths' input projection is a GEMM in the input's dtype. Under ``torch.autocast`` the
+public functions and the modules run the layer in the autocast dtype (``tsrnn.precision``).
+The modules call ``_layer`` directly: they check their inputs once in their own layout
+(batch_first, unbatched, stacked states, packed rows).
 """
 from __future__ import annotations
 
@@ -25,7 +28,7 @@ import torch
 
 from tsrnn import _validation as check
 from tsrnn import backend as _backend
-from tsrnn import cells, ops, reference
+from tsrnn import cells, ops, precision, reference
 from tsrnn.packing import Packing
 
 
@@ -54,9 +57,9 @@ def _operator(path, cell, x, h0, states, w_ih, w_hh, bias, p, dt, eps, traces, p
     """One layer through the recurrence operator of ``path``; returns (out, final states, traces)."""
     math = cells.math_dtype(x.dtype)
     hidden = w_hh.shape[1]
-    flat, w_ih_m = x.to(math).reshape(-1, x.shape[-1]), w_ih.to(math)
-    xg = flat @ w_ih_m.t() if bias is None else torch.addmm(bias.to(math), flat, w_ih_m.t())
-    xg = xg.view(*x.shape[:-1], cell.num_gates * hidden)
+    flat = x.reshape(-1, x.shape[-1])  # the input projection in the layer's dtype (a low-precision GEMM for bf16/fp16)
+    xg = flat @ w_ih.t() if bias is None else torch.addmm(bias, flat, w_ih.t())
+    xg = xg.to(math).view(*x.shape[:-1], cell.num_gates * hidden)
     state0 = torch.stack([s.to(math) for s in states])
     differentiable = (x, w_ih, w_hh, bias, h0, p, *states)
     save = traces or (torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in differentiable))
@@ -176,9 +179,11 @@ def lstm(x, h0, c0, w_ih, w_hh, bias=None, backend="auto", return_forget=False, 
     c_n are each row's after its last step (h0, c0 for a length of 0).
     """
     cell = cells.CELLS["lstm"]
-    check.recurrent_layer(cell, x, h0, (c0,), w_ih, w_hh, bias)
-    out, state, traces = _any_layer(cell, x, h0, (c0,), w_ih, w_hh, bias, None, None, 0.0, backend, return_forget,
-                                    lengths)
+    with precision.layer_region(x.device) as low:
+        x, h0, c0, w_ih, w_hh, bias = precision.cast(low, x, h0, c0, w_ih, w_hh, bias)
+        check.recurrent_layer(cell, x, h0, (c0,), w_ih, w_hh, bias)
+        out, state, traces = _any_layer(cell, x, h0, (c0,), w_ih, w_hh, bias, None, None, 0.0, backend,
+                                        return_forget, lengths)
     return (out, state, traces["f"]) if return_forget else (out, state)
 
 
@@ -192,10 +197,12 @@ def plstm(x, h0, c0, a0, w_ih, w_hh, bias, p, dt=None, eps=1e-3, input_gate="cou
     ``lengths`` as for ``lstm``: a_n too is each row's age after its last step.
     """
     cell = cells.plstm(input_gate)
-    dt = check.recurrent_layer(cell, x, h0, (c0, a0), w_ih, w_hh, bias, p, dt)
-    eps = check.positive_real("eps", eps)
-    out, state, traces = _any_layer(cell, x, h0, (c0, a0), w_ih, w_hh, bias, p,
-                                    None if dt is None else dt.detach(), eps, backend, return_forget, lengths)
+    with precision.layer_region(x.device) as low:
+        x, h0, c0, w_ih, w_hh, bias = precision.cast(low, x, h0, c0, w_ih, w_hh, bias)
+        dt = check.recurrent_layer(cell, x, h0, (c0, a0), w_ih, w_hh, bias, p, dt)
+        eps = check.positive_real("eps", eps)
+        out, state, traces = _any_layer(cell, x, h0, (c0, a0), w_ih, w_hh, bias, p,
+                                        None if dt is None else dt.detach(), eps, backend, return_forget, lengths)
     return (out, state, traces["f"]) if return_forget else (out, state)
 
 

@@ -89,12 +89,21 @@ def _recurrence_setup(ctx, inputs, output):
     ctx.set_materialize_grads(False)  # an unused output's gradient stays None, not a tensor of zeros
 
 
+def _without_autocast(like: torch.Tensor):
+    """Autocast off for ``like``'s device type: a backward run inside an autocast region computes
+    in the dtypes its forward saved, as the forward did (tsrnn.precision)."""
+    if like.device.type not in ("cpu", "cuda"):
+        return contextlib.nullcontext()
+    return torch.autocast(like.device.type, enabled=False)
+
+
 def _recurrence_autograd(backward_op):
     def recurrence_backward(ctx, grad_h, grad_state_n, _grad_state_all, _grad_saved):
         w_hh, h0, state0, h_all, state_all, saved, p, dt, *batch_sizes = ctx.saved_tensors
-        grad_xg, grad_w, grad_h0, grad_state0, grad_p = backward_op(
-            ctx.cell, grad_h, grad_state_n, w_hh, h0, state0, h_all, state_all, saved, p, dt, ctx.eps, *batch_sizes
-        )
+        with _without_autocast(h_all):
+            grad_xg, grad_w, grad_h0, grad_state0, grad_p = backward_op(
+                ctx.cell, grad_h, grad_state_n, w_hh, h0, state0, h_all, state_all, saved, p, dt, ctx.eps, *batch_sizes
+            )
         return (None, grad_xg, grad_w, grad_h0, grad_state0, grad_p if p is not None else None, None, None, None,
                 *(None for _ in batch_sizes))
 
@@ -119,7 +128,8 @@ def _scan_setup(ctx, inputs, output):
 def _scan_autograd(backward_op):
     def scan_backward(ctx, grad_x):
         a, x, x0 = ctx.saved_tensors
-        return backward_op(grad_x, a, x, x0)
+        with _without_autocast(x):
+            return backward_op(grad_x, a, x, x0)
 
     return scan_backward
 

@@ -15,7 +15,7 @@ from torch import nn
 from torch.nn.utils.rnn import PackedSequence
 
 from tsrnn import _validation as check
-from tsrnn import functional
+from tsrnn import functional, precision
 from tsrnn.backend import BACKENDS, PATHS
 from tsrnn.cells import Cell
 from tsrnn.packing import Packing
@@ -115,8 +115,9 @@ class StackedRNN(nn.Module):
         return s + f", backend={self.backend!r}"
 
     # -- inputs and outputs -------------------------------------------------------------
-    def _check_input(self, x: torch.Tensor, ndims) -> None:
-        """The input's rank, features, at least one step and row, and the parameters' dtype and device."""
+    def _check_input(self, x: torch.Tensor, ndims, low: torch.dtype | None) -> None:
+        """The input's rank, features, at least one step and row, and the parameters' dtype (as
+        autocast to ``low`` casts them) and device."""
         check.tensor("input", x, ndims)
         if x.shape[-1] != self.input_size:
             raise ValueError(f"input must have {self.input_size} features in its last dimension, "
@@ -124,24 +125,27 @@ class StackedRNN(nn.Module):
         if x.numel() == 0:
             raise ValueError(f"input must have at least one step and one batch row, got shape {tuple(x.shape)}")
         weight = self.weight_ih_l0
-        if x.dtype != weight.dtype:
-            raise TypeError(f"input has dtype {x.dtype} but the module's parameters are {weight.dtype}; "
+        (expected,) = precision.cast(low, weight)
+        if x.dtype != expected.dtype:
+            raise TypeError(f"input has dtype {x.dtype} but the module's parameters are {expected.dtype}; "
                             "cast the input, or the module with .to(dtype)")
         if x.device != weight.device:
             raise ValueError(f"input is on {x.device} but the module's parameters are on {weight.device}; "
                              "move the input, or the module with .to(device)")
 
-    def _time_major(self, x, lengths=None) -> tuple[torch.Tensor, bool, Packing | None]:
+    def _time_major(self, x, lengths, low) -> tuple[torch.Tensor, bool, Packing | None]:
         """(x, unbatched, packing): x as (T, B, I), or as packed rows (N, I) with the ``Packing``
-        of a PackedSequence or of a padded input's ``lengths``; unbatched: it came as (T, I).
-        Checks the input once for every layer."""
+        of a PackedSequence or of a padded input's ``lengths``; unbatched: it came as (T, I); cast
+        as autocast to ``low`` casts. Checks the input once for every layer."""
         if isinstance(x, PackedSequence):
             if lengths is not None:
                 raise ValueError("lengths= is for a padded input; a PackedSequence carries its own lengths")
-            self._check_input(x.data, 2)
-            return x.data, False, Packing(x.batch_sizes, x.sorted_indices, x.batch_sizes.shape[0],
-                                          int(x.batch_sizes[0]), x.data.device)
-        self._check_input(x, (2, 3))
+            (data,) = precision.cast(low, x.data)
+            self._check_input(data, 2, low)
+            return data, False, Packing(x.batch_sizes, x.sorted_indices, x.batch_sizes.shape[0],
+                                        int(x.batch_sizes[0]), data.device)
+        (x,) = precision.cast(low, x)
+        self._check_input(x, (2, 3), low)
         if x.dim() == 2:
             if lengths is not None:
                 raise ValueError("lengths= needs a batched input (T, B, I) or (B, T, I); got an unbatched (T, I)")
@@ -194,11 +198,20 @@ class StackedRNN(nn.Module):
     # -- the pass ------------------------------------------------------------------------------
     def _run(self, input, state, traces: bool, lengths=None, **inputs):
         """Every layer in turn, with dropout between them in training: (out, final states, per-layer
-        traces or Nones), in the caller's layout. The input and states are checked here once; each
-        layer runs ``functional._layer`` unchecked, on packed rows for a PackedSequence or with
-        ``lengths`` (the rows sorted by length once, for all layers)."""
-        x, unbatched, packing = self._time_major(input, lengths)
+        traces or Nones), in the caller's layout; under autocast, as a layer of its dtype
+        (``tsrnn.precision``). The input and states are checked here once; each layer runs
+        ``functional._layer`` unchecked, on packed rows for a PackedSequence or with ``lengths``
+        (the rows sorted by length once, for all layers)."""
+        with precision.layer_region((input.data if isinstance(input, PackedSequence) else input).device) as low:
+            return self._run_layers(input, state, traces, lengths, low, **inputs)
+
+    def _run_layers(self, input, state, traces: bool, lengths, low, **inputs):
+        """``_run``'s pass, ``low`` the autocast dtype (None outside autocast)."""
+        x, unbatched, packing = self._time_major(input, lengths, low)
         batch = x.shape[1] if packing is None else packing.batch
+        if isinstance(state, (tuple, list)):
+            state = tuple(s if name in self.cell.initial_math_states else precision.cast(low, s)[0]
+                          for name, s in zip(self.cell.initial_states, state))
         initial = self._initial_states(state, x, batch, unbatched)
         per_call = self._call_inputs(x, unbatched, packing, **inputs)
         if packing is not None and packing.live == 0:
@@ -208,10 +221,12 @@ class StackedRNN(nn.Module):
         layers_in = [[s[k] if packing is None else packing.sort(s[k]) for s in initial] for k in range(self.num_layers)]
         finals, per_layer = [], []
         for k in range(self.num_layers):
+            layer_inputs = self._layer_inputs(k)
+            layer_inputs["bias"] = precision.cast(low, layer_inputs["bias"])[0]
             x, layer_finals, layer_traces = functional._layer(
-                self.cell, x, layers_in[k][0], layers_in[k][1:], *self.weights(k), backend=self.backend,
-                traces=traces, batch_sizes=None if packing is None else packing.batch_sizes,
-                **self._layer_inputs(k), **per_call)
+                self.cell, x, layers_in[k][0], layers_in[k][1:], *precision.cast(low, *self.weights(k)),
+                backend=self.backend, traces=traces, batch_sizes=None if packing is None else packing.batch_sizes,
+                **layer_inputs, **per_call)
             if packing is not None:
                 layer_finals = [packing.unsort(f, s[k]) for f, s in zip(layer_finals, initial)]
                 layer_traces = layer_traces and {n: packing.reorder(v) for n, v in layer_traces.items()}

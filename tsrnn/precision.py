@@ -1,0 +1,44 @@
+"""Mixed precision: what ``torch.autocast`` means for a tsrnn recurrence, as for torch.nn.LSTM.
+
+Inside an autocast region of the input's device type (CPU: bfloat16 or float16; CUDA: float16
+or bfloat16), a recurrent layer runs as a layer of the autocast dtype would: its float32 input,
+initial states and parameters are cast to that dtype on entry (float64 ones are left alone, as
+autocast leaves them), and the layer then runs with autocast off, so its inner ops see the
+dtypes it chose and the tuner's choices for float32 calls do not apply. A layer of a 16-bit
+dtype computes as ``tsrnn.cells.math_dtype`` says: the input projection is a GEMM in the 16-bit
+dtype, the recurrent GEMM, the gate math and the cell state over the steps in float32; the
+output and the final h and c come back in the 16-bit dtype (the pLSTM's age in float32).
+"""
+from __future__ import annotations
+
+import contextlib
+
+import torch
+
+LOW_PRECISION = (torch.float16, torch.bfloat16)
+
+
+def autocast_dtype(device: torch.device) -> torch.dtype | None:
+    """The dtype autocast casts float32 to on ``device``'s type, or None outside autocast."""
+    if device.type not in ("cpu", "cuda") or not torch.is_autocast_enabled(device.type):
+        return None
+    return torch.get_autocast_dtype(device.type)
+
+
+def cast(dtype: torch.dtype | None, *tensors):
+    """The tensors with float32 ones cast to ``dtype`` (None: unchanged), as autocast casts."""
+    if dtype is None:
+        return tensors
+    return tuple(t.to(dtype) if isinstance(t, torch.Tensor) and t.dtype == torch.float32 else t for t in tensors)
+
+
+@contextlib.contextmanager
+def layer_region(device: torch.device):
+    """Yields the autocast dtype of ``device`` (None outside autocast) and runs the block with
+    autocast off for that device type, so a layer's own ops run in the dtypes it chose."""
+    dtype = autocast_dtype(device)
+    if dtype is None:
+        yield None
+        return
+    with torch.autocast(device.type, enabled=False):
+        yield dtype
