@@ -179,7 +179,7 @@ def lstm(x, h0, c0, w_ih, w_hh, bias=None, backend="auto", return_forget=False, 
     c_n are each row's after its last step (h0, c0 for a length of 0).
     """
     cell = cells.CELLS["lstm"]
-    with precision.layer_region(x.device) as low:
+    with precision.layer_region(x) as low:
         x, h0, c0, w_ih, w_hh, bias = precision.cast(low, x, h0, c0, w_ih, w_hh, bias)
         check.recurrent_layer(cell, x, h0, (c0,), w_ih, w_hh, bias)
         out, state, traces = _any_layer(cell, x, h0, (c0,), w_ih, w_hh, bias, None, None, 0.0, backend,
@@ -197,7 +197,7 @@ def plstm(x, h0, c0, a0, w_ih, w_hh, bias, p, dt=None, eps=1e-3, input_gate="cou
     ``lengths`` as for ``lstm``: a_n too is each row's age after its last step.
     """
     cell = cells.plstm(input_gate)
-    with precision.layer_region(x.device) as low:
+    with precision.layer_region(x) as low:
         x, h0, c0, w_ih, w_hh, bias = precision.cast(low, x, h0, c0, w_ih, w_hh, bias)
         dt = check.recurrent_layer(cell, x, h0, (c0, a0), w_ih, w_hh, bias, p, dt)
         eps = check.positive_real("eps", eps)

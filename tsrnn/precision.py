@@ -33,12 +33,13 @@ def cast(dtype: torch.dtype | None, *tensors):
 
 
 @contextlib.contextmanager
-def layer_region(device: torch.device):
-    """Yields the autocast dtype of ``device`` (None outside autocast) and runs the block with
-    autocast off for that device type, so a layer's own ops run in the dtypes it chose."""
-    dtype = autocast_dtype(device)
+def layer_region(like):
+    """Yields the autocast dtype of the device of ``like`` (None outside autocast, or if ``like``
+    is no tensor: the checks that follow say so) and runs the block with autocast off for that
+    device type, so a layer's own ops run in the dtypes it chose."""
+    dtype = autocast_dtype(like.device) if isinstance(like, torch.Tensor) else None
     if dtype is None:
         yield None
         return
-    with torch.autocast(device.type, enabled=False):
+    with torch.autocast(like.device.type, enabled=False):
         yield dtype

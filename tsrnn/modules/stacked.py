@@ -202,7 +202,7 @@ class StackedRNN(nn.Module):
         (``tsrnn.precision``). The input and states are checked here once; each layer runs
         ``functional._layer`` unchecked, on packed rows for a PackedSequence or with ``lengths``
         (the rows sorted by length once, for all layers)."""
-        with precision.layer_region((input.data if isinstance(input, PackedSequence) else input).device) as low:
+        with precision.layer_region(input.data if isinstance(input, PackedSequence) else input) as low:
             return self._run_layers(input, state, traces, lengths, low, **inputs)
 
     def _run_layers(self, input, state, traces: bool, lengths, low, **inputs):
@@ -210,8 +210,8 @@ class StackedRNN(nn.Module):
         x, unbatched, packing = self._time_major(input, lengths, low)
         batch = x.shape[1] if packing is None else packing.batch
         if isinstance(state, (tuple, list)):
-            state = tuple(s if name in self.cell.initial_math_states else precision.cast(low, s)[0]
-                          for name, s in zip(self.cell.initial_states, state))
+            math_states = [self.cell.initial_states.index(n) for n in self.cell.initial_math_states]
+            state = tuple(s if k in math_states else precision.cast(low, s)[0] for k, s in enumerate(state))
         initial = self._initial_states(state, x, batch, unbatched)
         per_call = self._call_inputs(x, unbatched, packing, **inputs)
         if packing is not None and packing.live == 0:
