@@ -26,6 +26,52 @@ def test_cuda_coop_matches_the_reference(cell, shape):
     assert result.ok, result.failures()
 
 
+# (batch_sizes, B): every row the same length, one row of length T and the rest 1, rows of no
+# step (batch_sizes[0] < B), T = 1, B = 1, and more rows than the 16 warps of a block; H = 301
+# spreads the units over the blocks of the device (101 blocks of 3 units on an H100).
+PACKED = [((4, 4, 4), 4), ((5, 1, 1, 1), 5), ((4, 3, 1), 6), ((2,), 3), ((1, 1, 1), 1), ((37, 37, 20, 2), 40)]
+
+
+def _packed_run(cell, args, batch_sizes, dtype, device):
+    """h_all, state_n and the gradients (xg, w_hh, h0, state0[, p]) of a random loss over both, of
+    torch.ops.tsrnn.recurrence_forward on ``args`` in ``dtype`` on ``device``."""
+    ours = {k: None if v is None else v.to(device, dtype).requires_grad_(k != "dt") for k, v in args.items()}
+    h_all, state_n, _, _ = torch.ops.tsrnn.recurrence_forward(cell, ours["xg"], ours["w_hh"], ours["h0"],
+                                                              ours["state0"], ours["p"], ours["dt"], 1e-3, True,
+                                                              batch_sizes)
+    g = torch.Generator().manual_seed(1)
+    loss = ((h_all.double().cpu() * torch.randn(h_all.shape, generator=g, dtype=torch.float64)).sum()
+            + (state_n.double().cpu() * torch.randn(state_n.shape, generator=g, dtype=torch.float64)).sum())
+    wrt = [v for k, v in ours.items() if v is not None and k != "dt"]
+    return h_all, state_n, torch.autograd.grad(loss, wrt)
+
+
+@pytest.mark.parametrize("cell", list(cells.CELLS))
+@pytest.mark.parametrize("batch_sizes, B", PACKED, ids=str)
+def test_cuda_coop_packed_steps_match_the_cpu_operator(cell, batch_sizes, B, H=301):
+    """Packed sequences (batch_sizes) on the persistent kernel in float32 against the CPU operator
+    in float64 on the same values (the CPU operator is checked by gradcheck)."""
+    described, g = cells.get(cell), torch.Generator().manual_seed(0)
+    N, G = sum(batch_sizes), described.num_gates
+    states = [torch.randn(B, H, generator=g, dtype=torch.float64)]
+    if described.has_p:
+        states.append(torch.rand(B, H, generator=g, dtype=torch.float64) * 3)
+    args = {"xg": torch.randn(N, G * H, generator=g, dtype=torch.float64),
+            "w_hh": torch.randn(G * H, H, generator=g, dtype=torch.float64) / H ** 0.5,
+            "h0": torch.randn(B, H, generator=g, dtype=torch.float64) * 0.5,
+            "state0": torch.stack(states),
+            "p": torch.rand(H, generator=g, dtype=torch.float64) * 0.9 + 0.05 if described.has_p else None,
+            "dt": torch.rand(N, generator=g, dtype=torch.float64) * 2 + 0.1 if described.has_p else None}
+    args = {k: None if v is None else v.float().double() for k, v in args.items()}
+    sizes = torch.tensor(batch_sizes, dtype=torch.int64)
+    h_all, state_n, grads = _packed_run(cell, args, sizes, torch.float32, "cuda")
+    h_ref, state_ref, grads_ref = _packed_run(cell, args, sizes, torch.float64, "cpu")
+    assert_close(h_all.cpu(), h_ref, TOLERANCE[torch.float32], "h_all")
+    assert_close(state_n.cpu(), state_ref, TOLERANCE[torch.float32], "state_n")
+    for got, want, what in zip(grads, grads_ref, ("xg", "w_hh", "h0", "state0", "p")):
+        assert_close(got.cpu(), want, GRAD_TOLERANCE[torch.float32], f"grad {what}")
+
+
 def test_forward_without_save_matches():
     result = testing.compare("cuda_coop", "plstm_separate", (7, 3, 4, 33), torch.float32, "cuda", dt=True, grads=False)
     assert result.ok, result.failures()

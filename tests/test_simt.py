@@ -1,8 +1,9 @@
 """The persistent CUDA kernels' own source (csrc/cuda/recurrence.cu), run on the CPU under the
 SIMT emulation of tests/simt: every cell, forward, backward and saved traces, against the float64
 reference with the float32 tolerances of tsrnn.testing, at the kernels' edge shapes and several
-thread orders; once more built with AddressSanitizer and UBSan; and with each barrier removed in
-turn, to show that the emulation catches a missing one."""
+thread orders; packed sequences (batch_sizes) against the CPU operator in float64; once more
+built with AddressSanitizer and UBSan; and with each barrier removed in turn, to show that the
+emulation catches a missing one."""
 from __future__ import annotations
 
 import json
@@ -44,6 +45,14 @@ def run_table(library: Path, seeds, match: str = "", env=None) -> tuple[subproce
 @pytest.mark.parametrize("case", emulation.cases(SEEDS), ids=lambda c: c.id)
 def test_kernel_source_matches_the_reference(simt, case):
     result = simt.check(case)
+    assert result.ok, f"{case.edge}: {result.failures()}"
+
+
+@pytest.mark.parametrize("case", emulation.packed_cases(SEEDS), ids=lambda c: c.id)
+def test_packed_steps_match_the_cpu_operator(simt, case):
+    """Packed sequences: each step runs only its active rows (h_all, state_n and the gradients of
+    xg, w_hh, h0, state0 and p against torch.ops.tsrnn in float64 on the same values)."""
+    result = simt.check_packed(case)
     assert result.ok, f"{case.edge}: {result.failures()}"
 
 
@@ -96,10 +105,10 @@ def test_the_plan_refuses_what_the_kernel_cannot_take(simt):
 
 def test_sanitized_run_of_the_whole_table():
     """AddressSanitizer (every global and shared-memory access in bounds) and UBSan over the whole
-    table, in a process of its own (the ASan runtime must be preloaded)."""
+    table, padded and packed, in a process of its own (the ASan runtime must be preloaded)."""
     done, rows = run_table(build.library(sanitize=True), [SANITIZED_SEED], env=build.sanitizer_environment())
     assert done.returncode == 0 and "ERROR: AddressSanitizer" not in done.stderr and "runtime error" not in done.stderr, done.stderr[-6000:]
-    assert len(rows) == len(emulation.cases([SANITIZED_SEED])), done.stderr[-3000:]
+    assert len(rows) == len(emulation.table([SANITIZED_SEED])), done.stderr[-3000:]
     assert all(row["ok"] for row in rows), [row for row in rows if not row["ok"]]
 
 

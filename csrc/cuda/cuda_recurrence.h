@@ -10,6 +10,7 @@
 #include <c10/cuda/CUDAStream.h>
 
 #include <climits>
+#include <cstdint>
 #include <map>
 #include <mutex>
 #include <string>
@@ -62,6 +63,26 @@ T* data_or_null(const c10::optional<Tensor>& t) {
   return t ? t->data_ptr<T>() : nullptr;
 }
 
+inline const std::int64_t* offsets_or_null(const Tensor& offsets) {
+  return offsets.defined() ? offsets.data_ptr<int64_t>() : nullptr;
+}
+
+// The step offsets of a packed call (csrc/recurrence_op.h's Steps, int64 [T+1]) on `device`, for
+// the kernels to read; undefined when the call is padded. The copy is ordered on the current
+// stream before the launch, and the caching allocator keeps the device copy's memory until the
+// work queued on that stream (the kernel) is done, so it may be freed when the caller returns.
+// On a real GPU the host side is staged in pinned memory and copied without blocking the host
+// (the pinned block is not reused before the copy completes); the SIMT emulation of the tests
+// runs on CPU tensors, where the offsets are used in place.
+inline Tensor device_offsets(const Steps& steps, const at::Device& device) {
+  if (!steps.packed) return Tensor();
+#ifdef TSRNN_SIMT
+  return steps.offsets_cpu.to(device);
+#else
+  return steps.offsets_cpu.pin_memory().to(device, at::kLong, /*non_blocking=*/true);
+#endif
+}
+
 // Thread blocks of the persistent kernel of `cell` for w_hh on the current device (0: no fit).
 inline int64_t plan_blocks(const std::string& cell, const Tensor& w_hh) {
   int64_t blocks = 0;
@@ -95,9 +116,10 @@ struct CudaRecurrence {
 
   template <typename Cell>
   static void forward(const Plan& plan, const ForwardTensors& io) {
+    const Tensor offsets = device_offsets(io.steps, io.xg.device());
     const cuda::ForwardArgs args{io.xg.data_ptr<float>(), io.w_hh.data_ptr<float>(), io.h0.data_ptr<float>(),
                                  io.state0.data_ptr<float>(), data_or_null<float>(io.p),
-                                 data_or_null<float>(io.dt), io.h_all.data_ptr<float>(),
+                                 data_or_null<float>(io.dt), offsets_or_null(offsets), io.h_all.data_ptr<float>(),
                                  io.state_all.data_ptr<float>(), io.save ? io.saved.data_ptr<float>() : nullptr,
                                  static_cast<int>(io.s.T), static_cast<int>(io.s.B), static_cast<int>(io.s.H),
                                  static_cast<float>(io.eps)};
@@ -107,10 +129,12 @@ struct CudaRecurrence {
 
   template <typename Cell>
   static void backward(const Plan& plan, const BackwardTensors& io) {
+    const Tensor offsets = device_offsets(io.steps, io.dz.device());
     const cuda::BackwardArgs args{data_or_null<float>(io.grad_h), io.w_hh.data_ptr<float>(),
                                   io.state0.data_ptr<float>(), io.state_all.data_ptr<float>(),
                                   io.saved.data_ptr<float>(), data_or_null<float>(io.p),
-                                  data_or_null<float>(io.dt), io.dz.data_ptr<float>(), io.dh.data_ptr<float>(),
+                                  data_or_null<float>(io.dt), offsets_or_null(offsets), io.dz.data_ptr<float>(),
+                                  io.dh.data_ptr<float>(),
                                   io.dstate.data_ptr<float>(), io.dp.defined() ? io.dp.data_ptr<float>() : nullptr,
                                   static_cast<int>(io.s.T), static_cast<int>(io.s.B), static_cast<int>(io.s.H),
                                   static_cast<float>(io.eps)};

@@ -10,7 +10,14 @@
 // cells' backward to its units (dz[t] from dL/dh_t, dL/dc_t, ...), a grid-wide sync, then one
 // warp per batch row reads dz[t,b,:] once and forms dL/dh_{t-1}[b,k] = sum_r dz[t,b,r] W_hh[r,k]
 // for the block's units k, with the block's columns of W_hh in shared memory.
-// dW_hh = dz^T [h_0..h_{T-2}] is two cuBLAS GEMMs after the kernel (csrc/recurrence_op.h).
+// dW_hh = dz^T [h_0..h_{T-2}] is two cuBLAS GEMMs after the kernel (csrc/recurrence_op.h; one
+// GEMM over the gathered rows of step t - 1 when packed).
+// Packed sequences (recurrence.h): step t runs its rows(t) active rows only, in both directions;
+// warps (and blocks) with no active row go straight to the step's barriers, which every block
+// still reaches. The reverse sweep meets a row first at its last step: the row's dL/dh in the dh
+// buffer is written only by the GEMVs of the steps that run it (steps after its last one do
+// not), so it is still the zeros it came in with, as it must be (no later h depends on it); its
+// dstate is still dL/dstate_n, and a row of no step passes dstate through and keeps dh = 0.
 // Everything is float32. The host functions are templates on the cell (recurrence.h),
 // instantiated at the end of this file.
 #include <cooperative_groups.h>
@@ -47,6 +54,18 @@ __device__ inline float* dynamic_shared() {
 #endif
 }
 
+// The first packed row of step t and how many rows it runs (padded: t*B and B).
+struct StepRows {
+  long long first;
+  int rows;
+};
+
+__device__ inline StepRows step_rows(const std::int64_t* offsets, int t, int B) {
+  if (!offsets) return {static_cast<long long>(t) * B, B};
+  const long long first = offsets[t];
+  return {first, static_cast<int>(offsets[t + 1] - first)};
+}
+
 // v[u] of lane u (u < kMaxUnits), with compile-time indices only (no local-memory array).
 __device__ inline float pick(const float (&v)[kMaxUnits], int u) {
   float out = 0.f;
@@ -70,14 +89,17 @@ __global__ void __launch_bounds__(kThreads) forward_kernel(ForwardArgs a, int un
   __syncthreads();
   cg::grid_group grid = cg::this_grid();
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  long long prev_first = 0;  // the first packed row of step t - 1 (of h0 at t = 0)
   for (int t = 0; t < a.T; ++t) {
-    const float* h_prev = t == 0 ? a.h0 : a.h_all + (t - 1) * BH;
+    const StepRows step = step_rows(a.offsets, t, B);
+    // Row b < step.rows of h_{t-1}: the active rows of step t - 1 include those of step t.
+    const float* h_prev = t == 0 ? a.h0 : a.h_all + prev_first * H;
     const float* prev = t == 0 ? a.state0 : a.state_all + (t - 1) * (S * BH);
     float* next = a.state_all + t * (S * BH);
-    for (int b = warp; b < B; b += kWarps) {  // a warp per batch row, all of the block's units
+    for (int b = warp; b < step.rows; b += kWarps) {  // a warp per active row, all of the block's units
       const int j = j0 + lane;  // the unit this lane applies the cell to, if lane < nj
-      const long long n = b * static_cast<long long>(H) + j;
-      const long long row = t * static_cast<long long>(B) + b;
+      const long long n = b * static_cast<long long>(H) + j;  // of the [S, B, H] states
+      const long long row = step.first + b;                   // of the packed (or [T, B]) rows
       float x[G], prev_l[S];  // loads that do not wait for h_{t-1}, issued before the dot products
       if (lane < nj) {
 #pragma unroll
@@ -120,14 +142,15 @@ __global__ void __launch_bounds__(kThreads) forward_kernel(ForwardArgs a, int un
       const float h = C::forward(zj, 1, act, prev_l, next_l, 1, 1, p, dt, a.eps);
 #pragma unroll
       for (int s = 0; s < S; ++s) next[s * BH + n] = next_l[s];
-      a.h_all[t * BH + n] = h;
+      a.h_all[row * H + j] = h;
       if (a.saved) {
         float* saved = a.saved + row * K * H + j;
 #pragma unroll
         for (int q = 0; q < K; ++q) saved[q * H] = act[q];
       }
     }
-    if (t + 1 < a.T) grid.sync();
+    prev_first = step.first;
+    if (t + 1 < a.T) grid.sync();  // every block, with active rows or not
   }
 }
 
@@ -147,14 +170,16 @@ __global__ void __launch_bounds__(kThreads) backward_kernel(BackwardArgs a, int 
   cg::grid_group grid = cg::this_grid();
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   for (int t = a.T - 1; t >= 0; --t) {
+    const StepRows step = step_rows(a.offsets, t, B);
     const float* prev = t == 0 ? a.state0 : a.state_all + (t - 1) * (S * BH);
     const float* next = a.state_all + t * (S * BH);
-    // The cells' backward for this block's units: dz[t] and the carried state gradients.
-    for (int idx = threadIdx.x; idx < B * nk; idx += blockDim.x) {
+    // The cells' backward for this block's units and the step's active rows: dz[t] and the
+    // carried state gradients (a row's dh and dstate wait untouched until its last step).
+    for (int idx = threadIdx.x; idx < step.rows * nk; idx += blockDim.x) {
       const int b = idx / nk, j = k0 + idx % nk;
-      const long long n = b * static_cast<long long>(H) + j;
-      const long long row = t * static_cast<long long>(B) + b;
-      const float dh = a.dh[n] + (a.grad_h ? a.grad_h[t * BH + n] : 0.f);
+      const long long n = b * static_cast<long long>(H) + j;  // of the [B, H] and [S, B, H] buffers
+      const long long row = step.first + b;                   // of the packed (or [T, B]) rows
+      const float dh = a.dh[n] + (a.grad_h ? a.grad_h[row * H + j] : 0.f);
       float act[K], prev_l[S], next_l[S], dstate[S], dz[G];
       const float* saved = a.saved + row * K * H + j;
 #pragma unroll
@@ -176,11 +201,11 @@ __global__ void __launch_bounds__(kThreads) backward_kernel(BackwardArgs a, int 
       for (int g = 0; g < G; ++g) dz_row[g * H] = dz[g];
       if (C::kHasP) a.dp[n] += dp;
     }
-    grid.sync();  // dz[t] is complete
-    // dL/dh_{t-1} for this block's units, a warp per batch row (dz[t, b] is read once); read by
+    grid.sync();  // dz[t] is complete (every block reaches it, with active rows or not)
+    // dL/dh_{t-1} for this block's units, a warp per active row (dz[t, b] is read once); read by
     // this block only, in the next step's cells.
-    for (int b = warp; b < B; b += kWarps) {
-      const float* dz_row = a.dz + (t * static_cast<long long>(B) + b) * GH;
+    for (int b = warp; b < step.rows; b += kWarps) {
+      const float* dz_row = a.dz + (step.first + b) * GH;
       float acc[kMaxUnits];
 #pragma unroll
       for (int u = 0; u < kMaxUnits; ++u) acc[u] = 0.f;

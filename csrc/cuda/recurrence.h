@@ -7,6 +7,7 @@
 #include <cuda_runtime_api.h>
 
 #include <cstddef>
+#include <cstdint>
 
 #include "cells.h"
 
@@ -31,30 +32,41 @@ struct Plan {
 template <class C>
 cudaError_t plan(int hidden, Plan* out);
 
+// Rows of a step. Padded (offsets null): step t runs all B rows, row t*B + b of xg, dt, h_all,
+// grad_h, saved and dz, which are [T, B, ...]. Packed (offsets non-null: a device copy of the
+// int64 [T+1] offsets of csrc/recurrence_op.h's Steps, torch's PackedSequence layout, the batch
+// sorted by length): step t runs the rows b < rows(t) = offsets[t+1] - offsets[t] only, row
+// offsets[t] + b of xg [N, G*H], dt [N], h_all and grad_h [N, H], saved [N, K*H] and dz
+// [N, G*H] (N = offsets[T]); h_{t-1} of row b is packed row offsets[t-1] + b (h0[b] at t = 0).
+// state_all keeps its full-B stride [T, S, B, H], rows b >= rows(t) of step t unwritten; h0, dh
+// [B, H] and state0, dstate [S, B, H] keep all B rows (a row's dh and dstate are left alone at
+// the steps it does not run).
 struct ForwardArgs {
-  const float* xg;      // [T, B, G*H] input projection plus bias
+  const float* xg;      // [T, B, G*H] (packed: [N, G*H]) input projection plus bias
   const float* w_hh;    // [G*H, H]
   const float* h0;      // [B, H]
   const float* state0;  // [S, B, H]
   const float* p;       // [H] (pLSTM) or null
-  const float* dt;      // [T, B] (pLSTM) or null for dt = 1
-  float* h_all;         // [T, B, H] out
-  float* state_all;     // [T, S, B, H] out
-  float* saved;         // [T, B, K*H] out, or null (no backward)
+  const float* dt;      // [T, B] (packed: [N]) (pLSTM) or null for dt = 1
+  const std::int64_t* offsets;  // [T+1] first packed row of each step, or null (padded)
+  float* h_all;         // [T, B, H] (packed: [N, H]) out
+  float* state_all;     // [T, S, B, H] out (packed: rows b >= rows(t) of step t unwritten)
+  float* saved;         // [T, B, K*H] (packed: [N, K*H]) out, or null (no backward)
   int T, B, H;
   float eps;
 };
 
 struct BackwardArgs {
-  const float* grad_h;     // [T, B, H] or null
+  const float* grad_h;     // [T, B, H] (packed: [N, H]) or null
   const float* w_hh;       // [G*H, H]
   const float* state0;     // [S, B, H]
   const float* state_all;  // [T, S, B, H]
-  const float* saved;      // [T, B, K*H]
+  const float* saved;      // [T, B, K*H] (packed: [N, K*H])
   const float* p;          // [H] or null
-  const float* dt;         // [T, B] or null
-  float* dz;               // [T, B, G*H] out: dL/dxg
-  float* dh;               // [B, H] in: zeros, out: dL/dh0
+  const float* dt;         // [T, B] (packed: [N]) or null
+  const std::int64_t* offsets;  // [T+1] first packed row of each step, or null (padded)
+  float* dz;               // [T, B, G*H] (packed: [N, G*H]) out: dL/dxg
+  float* dh;               // [B, H] in: zeros, out: dL/dh0 (zero for rows of no step)
   float* dstate;           // [S, B, H] in: dL/dstate_n (or zeros), out: dL/dstate0
   float* dp;               // [B, H] in: zeros, out: dL/dp per batch row (pLSTM)
   int T, B, H;

@@ -6,8 +6,9 @@ tests/simt/build.py compiled, and returns ``path()``, a registry record ("cuda_s
 tensors) for ``registered`` to add while a check runs: ``tsrnn.testing.compare("cuda_simt", ...)``
 then runs the persistent CUDA kernels' source through tsrnn.functional, exactly as it runs every
 other path. ``emulate(multiprocessors, seed)`` picks the emulated GPU and the thread order of the
-next launches. ``check(case)`` is one row of CASES: the table of the tests (tests/test_simt.py)
-and of the sanitized and planted-bug runs (tests/simt/run.py).
+next launches. ``check(case)`` is one row of ``cases(seeds)``, ``check_packed(case)`` one of
+``packed_cases(seeds)`` (packed sequences, against the CPU operator): the tables of the tests
+(tests/test_simt.py) and of the sanitized and planted-bug runs (tests/simt/run.py, ``table``).
 """
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from dataclasses import dataclass
 
 import torch
 
-from tsrnn import backend, cells, functional, ops, reference, testing
+from tsrnn import backend, cells, functional, ops, reference, testing, tolerance
 
 NAME = "cuda_simt"
 NAMESPACE = "tsrnn_simt"
@@ -53,22 +54,32 @@ def path() -> backend.Path:
 
 
 @contextlib.contextmanager
-def registered():
-    """The registry with the emulated path added (and the NaN fill of fresh memory on: an output
-    the kernels never wrote reads as NaN), as it was after."""
-    saved = dict(backend.REGISTRY), dict(backend.PATHS)
+def nan_filled():
+    """The NaN fill of fresh memory on (an output the kernels never wrote reads as NaN), as it was
+    after."""
     fill = torch.are_deterministic_algorithms_enabled()
-    backend.REGISTRY[NAME] = path()
-    backend.PATHS["recurrence"] = backend.PATHS["recurrence"] + (NAME,)
     torch.use_deterministic_algorithms(True)
     try:
-        yield NAME
+        yield
+    finally:
+        torch.use_deterministic_algorithms(fill)
+
+
+@contextlib.contextmanager
+def registered():
+    """The registry with the emulated path added (and the NaN fill of fresh memory on), as it was
+    after."""
+    saved = dict(backend.REGISTRY), dict(backend.PATHS)
+    backend.REGISTRY[NAME] = path()
+    backend.PATHS["recurrence"] = backend.PATHS["recurrence"] + (NAME,)
+    try:
+        with nan_filled():
+            yield NAME
     finally:
         backend.REGISTRY.clear()
         backend.REGISTRY.update(saved[0])
         backend.PATHS.clear()
         backend.PATHS.update(saved[1])
-        torch.use_deterministic_algorithms(fill)
 
 
 def emulate(multiprocessors: int, seed: int, shared_optin: int = H100_SHARED_OPTIN) -> None:
@@ -149,3 +160,114 @@ def check_traces(case: Case) -> dict[str, tuple[float, float]]:
         _, _, want["f"] = reference.lstm(**args)
     return {name: testing._error(traces[name], expected, testing.TOLERANCE[torch.float32])
             for name, expected in want.items()}
+
+
+# -- packed sequences (batch_sizes, torch's PackedSequence layout) ----------------------------------
+@dataclass(frozen=True)
+class PackedCase:
+    """One packed check: ``cell`` over ``batch_sizes`` (T = its length) of a batch of ``B`` rows
+    and ``H`` units, variable Δt or not, on ``multiprocessors`` SMs, threads ordered by ``seed``."""
+
+    cell: str
+    batch_sizes: tuple[int, ...]
+    B: int
+    H: int
+    multiprocessors: int
+    dt: bool
+    seed: int
+    edge: str
+
+    @property
+    def id(self) -> str:
+        sizes = ",".join(map(str, self.batch_sizes))
+        return (f"packed-{self.cell}{'-dt' if self.dt else ''}-[{sizes}]-B{self.B}-H{self.H}"
+                f"-sm{self.multiprocessors}-seed{self.seed}")
+
+
+# (batch_sizes, B, H, SMs): what the packed steps cross.
+PACKED_SHAPES = [
+    ((4, 4, 4), 4, 13, 4, "every row the same length (the padded steps)"),
+    ((5, 1, 1, 1), 5, 13, 4, "one row of length T, the rest of length 1"),
+    ((4, 3, 1), 6, 13, 4, "batch_sizes[0] < B: rows 4 and 5 of no step"),
+    ((2,), 3, 13, 4, "T = 1, row 2 of no step"),
+    ((1, 1, 1), 1, 5, 2, "B = 1"),
+    ((17, 17, 9, 2), 18, 37, 4, "17 rows over the 16 warps of a block, then fewer; row 17 of no step"),
+]
+PACKED_FORMS = [("lstm", False), ("plstm_coupled", True), ("plstm_separate", True)]
+
+
+def packed_cases(seeds) -> list[PackedCase]:
+    return [PackedCase(cell, sizes, B, H, sms, dt, seed, edge)
+            for sizes, B, H, sms, edge in PACKED_SHAPES for cell, dt in PACKED_FORMS for seed in seeds]
+
+
+def table(seeds) -> list:
+    """The whole table of tests/simt/run.py: ``cases(seeds)``, then ``packed_cases(seeds)``."""
+    return cases(seeds) + packed_cases(seeds)
+
+
+def packed_args(case: PackedCase) -> dict:
+    """Random float64 operator arguments of ``case`` (rounded to float32 values):
+    xg [N, G*H], w_hh, h0, state0 [S, B, H], p, dt [N], and batch_sizes."""
+    g = torch.Generator().manual_seed(case.seed)
+    cell = cells.get(case.cell)
+    N, B, H, G = sum(case.batch_sizes), case.B, case.H, cell.num_gates
+
+    def randn(*shape, scale=1.0):
+        return torch.randn(*shape, generator=g, dtype=torch.float64) * scale
+
+    states = [randn(B, H)]
+    if cell.has_p:
+        states.append(torch.rand(B, H, generator=g, dtype=torch.float64) * 3)  # the age a0
+    args = {
+        "xg": randn(N, G * H),
+        "w_hh": randn(G * H, H, scale=1 / H ** 0.5),
+        "h0": randn(B, H, scale=0.5),
+        "state0": torch.stack(states),
+        "p": torch.rand(H, generator=g, dtype=torch.float64) * 0.9 + 0.05 if cell.has_p else None,
+        "dt": torch.rand(N, generator=g, dtype=torch.float64) * 2 + 0.1 if case.dt else None,
+    }
+    args = {k: None if v is None else v.float().double() for k, v in args.items()}
+    args["batch_sizes"] = torch.tensor(case.batch_sizes, dtype=torch.int64)
+    return args
+
+
+DIFFERENTIABLE = ("xg", "w_hh", "h0", "state0", "p")
+
+
+def _packed_run(forward, case: PackedCase, args: dict, dtype: torch.dtype):
+    """h_all, state_n and the gradients of a random loss over both (DIFFERENTIABLE order, None
+    where the cell has no p) of ``forward`` on ``args`` in ``dtype``."""
+    ours = {k: (v.to(dtype).requires_grad_(k in DIFFERENTIABLE) if isinstance(v, torch.Tensor) and k != "batch_sizes"
+                else v) for k, v in args.items()}
+    h_all, state_n, _, _ = forward(case.cell, ours["xg"], ours["w_hh"], ours["h0"], ours["state0"], ours["p"],
+                                   ours["dt"], 1e-3, True, ours["batch_sizes"])
+    g = torch.Generator().manual_seed(case.seed + 1)
+    loss = ((h_all.double() * torch.randn(h_all.shape, generator=g, dtype=torch.float64)).sum()
+            + (state_n.double() * torch.randn(state_n.shape, generator=g, dtype=torch.float64)).sum())
+    wrt = [ours[k] for k in DIFFERENTIABLE if ours[k] is not None]
+    grads = iter(torch.autograd.grad(loss, wrt))
+    return h_all, state_n, [next(grads) if ours[k] is not None else None for k in DIFFERENTIABLE]
+
+
+def check_packed(case: PackedCase) -> testing.Comparison:
+    """``case`` on the emulated kernel in float32 against the CPU operator in float64 on the same
+    values (checked by gradcheck), h_all, state_n and the gradients of a random loss over both,
+    with tsrnn.tolerance's float32 rows; the kernel must have launched (forward, backward)."""
+    emulate(case.multiprocessors, case.seed)
+    args = packed_args(case)
+    before = torch.ops.simt.launches()
+    with nan_filled():
+        h_all, state_n, grads = _packed_run(torch.ops.tsrnn_simt.recurrence_forward, case, args, torch.float32)
+    launched = torch.ops.simt.launches() - before
+    h_ref, state_ref, grads_ref = _packed_run(torch.ops.tsrnn.recurrence_forward, case, args, torch.float64)
+    values, gradients = tolerance.TOLERANCE[torch.float32], tolerance.GRAD_TOLERANCE[torch.float32]
+    errors = {"h_all": tolerance.error(h_all, h_ref, values), "state_n": tolerance.error(state_n, state_ref, values)}
+    if h_all.dtype != torch.float32:
+        errors["h_all dtype"] = (float("inf"), 0.0)
+    errors.update({f"grad {k}": tolerance.error(got, want, gradients)
+                   for k, got, want in zip(DIFFERENTIABLE, grads, grads_ref) if want is not None})
+    if launched != 2:
+        errors["kernel launches (forward, backward)"] = (float("inf"), 2.0)
+    shape = (len(case.batch_sizes), case.B, 0, case.H)
+    return testing.Comparison(NAME, case.cell, shape, torch.float32, errors)

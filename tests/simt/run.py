@@ -4,9 +4,10 @@ libraries (one library per process).
 
     python tests/simt/run.py LIBRARY SEED [SEED ...] [--match TEXT]
 
-prints one JSON line per case of ``emulation.cases(seeds)`` (those whose id contains TEXT): its
-id, whether it passed, and its failures; the exit status is 0 when every case ran (passed or not), so a sanitizer's report, which
-ends the process, is told apart from a numerical failure.
+prints one JSON line per case of ``emulation.table(seeds)``, the padded cases then the packed
+ones (those whose id contains TEXT): its id, whether it passed, and its failures; the exit status
+is 0 when every case ran (passed or not), so a sanitizer's report, which ends the process, is
+told apart from a numerical failure.
 """
 from __future__ import annotations
 
@@ -30,8 +31,8 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(1)
     emulation.load(args.library)
-    for case in (c for c in emulation.cases(args.seeds) if args.match in c.id):
-        result = emulation.check(case)
+    for case in (c for c in emulation.table(args.seeds) if args.match in c.id):
+        result = emulation.check_packed(case) if isinstance(case, emulation.PackedCase) else emulation.check(case)
         print(json.dumps({"case": case.id, "ok": result.ok, "failures": result.failures()}), flush=True)
 
 
