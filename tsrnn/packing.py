@@ -18,6 +18,8 @@ from dataclasses import dataclass
 
 import torch
 
+from tsrnn import _validation as check
+
 
 @dataclass(frozen=True, eq=False)
 class Packing:
@@ -33,6 +35,12 @@ class Packing:
     steps: int
     batch: int
     device: torch.device
+
+    def __post_init__(self):
+        if torch.device(self.device).type == "cuda" and check.capturing():
+            raise RuntimeError("tsrnn: a variable-length batch (lengths= or a PackedSequence) cannot be captured in "
+                               "a CUDA graph: its step sizes are host data that each call reads; capture a padded "
+                               "batch without lengths")
 
     @classmethod
     def from_lengths(cls, lengths: torch.Tensor, steps: int) -> Packing:
