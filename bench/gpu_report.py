@@ -10,13 +10,14 @@
    the CUDA tests again under compute-sanitizer (memcheck, racecheck), recording each summary line.
 3. Checks every path of ``tsrnn.backend`` that runs on the device against the float64 reference
    through the harness of ``tsrnn.testing`` (the tests' table of cells x shapes and the timed
-   shapes, float32 and bf16, forward and backward), and the Triton linear scan on the tests'
+   shapes, float32 and bf16, forward and backward; with each of its ``LENGTH_CASES``), and the Triton linear scan on the tests'
    scan shapes and a long one; every shape comes from ``tsrnn.testing``'s tables.
 4. Times forward+backward (CUDA events, median of ``--repeats`` after warm-up) at the target
    shapes (T=70, B in {20, 80}, H in {400, 1150}; T=1000, B=128, H=128) in float32 and bf16:
    torch.nn.LSTM (cuDNN, as users run it: TF32 per torch's default), tsrnn.LSTM with MTS timescales and tsrnn.PowerLawLSTM on "auto" (recording the path it
    measured fastest) and on every GPU path of the registry by name (``tsrnn.backend.paths_on``), their reference loops, and FlashRNN's fused LSTM
-   when it imports; and the Triton linear scan against the device's measured copy bandwidth.
+   when it imports; the Triton linear scan against the device's measured copy bandwidth; and
+   ``lengths=`` against the same batch padded on every path (bench/lengths_vs_padded.py).
 5. Prints a table and writes JSON with the device, versions and every number.
 
 ``--quick --device cpu`` runs the same code on tiny shapes (Triton through its interpreter): the
@@ -25,6 +26,7 @@ test suite does that so this script keeps working between GPU sessions.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import platform
@@ -38,7 +40,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # run collects tests, so the list cannot name a deleted file): the GPU tests, then the CUDA ones
 # that compute-sanitizer repeats (its tools slow a kernel ~100x: a few shapes).
 GPU_TESTS = ["tests/test_cuda.py", "tests/test_paths.py", "tests/test_triton_kernels.py", "tests/test_triton_scan.py",
-             "tests/test_backend.py"]
+             "tests/test_backend.py", "tests/test_lengths.py", "tests/test_autocast.py"]
 SANITIZED_TESTS = ["tests/test_cuda.py", "-k", "forward_without_save or (cuda_coop_matches_the_reference and 400)"]
 
 
@@ -120,25 +122,26 @@ def check_scan(device, shapes) -> list[dict]:
     return rows
 
 
-def check_recurrences(device, shapes, dtypes) -> list[dict]:
-    """Every recurrence path that runs on the device, against the float64 reference (tsrnn.testing)."""
+def check_recurrences(device, shapes, dtypes, lengths=(None,)) -> list[dict]:
+    """Every recurrence path that runs on the device, against the float64 reference (tsrnn.testing),
+    padded or with each case of ``lengths`` (tsrnn.testing.LENGTH_CASES)."""
     from tsrnn import cells, testing
 
     rows = []
     for path in testing.LAYER_PATHS:
         for cell in cells.CELLS:
-            for shape in shapes:
-                for dtype in dtypes:
-                    if testing.why_not(path, cell, shape, dtype, device):
-                        continue
-                    row = {"kernel": f"{cell} {path}", "shape": list(shape), "dtype": str(dtype).replace("torch.", "")}
-                    try:
-                        result = testing.compare(path, cell, shape, dtype, device, dt=cells.get(cell).has_p)
-                    except Exception as exc:  # noqa: BLE001  (a failing path is reported, not fatal)
-                        rows.append({**row, "worst": None, "ok": False, "failures": f"{type(exc).__name__}: {exc}"[:300]})
-                        continue
-                    rows.append({**row, "worst": max(result.worst(False), result.worst(True)), "ok": result.ok,
-                                 "failures": result.failures()})
+            for shape, dtype, case in itertools.product(shapes, dtypes, lengths):
+                if testing.why_not(path, cell, shape, dtype, device):
+                    continue
+                row = {"kernel": f"{cell} {path}" + (f" lengths {case}" if case else ""), "shape": list(shape),
+                       "dtype": str(dtype).replace("torch.", "")}
+                try:
+                    result = testing.compare(path, cell, shape, dtype, device, dt=cells.get(cell).has_p, lengths=case)
+                except Exception as exc:  # noqa: BLE001  (a failing path is reported, not fatal)
+                    rows.append({**row, "worst": None, "ok": False, "failures": f"{type(exc).__name__}: {exc}"[:300]})
+                    continue
+                rows.append({**row, "worst": max(result.worst(False), result.worst(True)), "ok": result.ok,
+                             "failures": result.failures()})
     return rows
 
 
@@ -240,6 +243,9 @@ def main(argv=None) -> int:
         os.environ.setdefault("TRITON_INTERPRET", "1")  # before the kernels import
     import torch
 
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import lengths_vs_padded  # bench/, beside this script
+
     import tsrnn
     from tsrnn import testing
 
@@ -262,9 +268,14 @@ def main(argv=None) -> int:
         "checks": check_scan(device, testing.QUICK_SCAN_SHAPES if args.quick else
                              testing.SCAN_SHAPES + testing.TRITON_SCAN_SHAPES + testing.GPU_SCAN_SHAPES)
         + check_recurrences(device, testing.QUICK_SHAPES if args.quick else testing.SHAPES + testing.TARGET_SHAPES,
-                            [torch.float32] if args.quick else [torch.float32, torch.bfloat16]),
+                            [torch.float32] if args.quick else [torch.float32, torch.bfloat16])
+        + check_recurrences(device, testing.QUICK_SHAPES if args.quick else testing.LENGTH_SHAPES,
+                            [torch.float32], testing.LENGTH_CASES[:1] if args.quick else testing.LENGTH_CASES),
         "recurrences_fwd_bwd_ms": time_recurrences(device, shapes, dtypes, repeats, not args.no_flashrnn),
         "linear_scan": scan_bandwidth(device, (64, 256) if args.quick else (4096, 65536), repeats),
+        "lengths_vs_padded": lengths_vs_padded.measure(
+            device, ["auto", *tsrnn.backend.paths_on(device.type, "recurrence")], repeats,
+            {"quick T=6 B=3 I=2 H=4": (6, 3, 2, 4, 2)} if args.quick else lengths_vs_padded.SHAPES),
     }
     report["auto_choices"] = tsrnn.backend.tuned_choices()  # measured per (shape, candidates)
     report["auto_verdicts"] = tsrnn.backend.verdicts()  # each candidate checked against the trusted path
@@ -288,6 +299,10 @@ def main(argv=None) -> int:
     scan = report["linear_scan"]
     print(f"linear_scan T={scan['T']} N={scan['N']}: {scan['scan_GBps']:.1f} GB/s, "
           f"{100 * scan['fraction_of_copy']:.0f}% of copy ({scan['copy_GBps']:.1f} GB/s)")
+    for r in report["lengths_vs_padded"]:
+        print(f"lengths vs padded {r['shape']} {r['cell']} {r['path']}: padded {r['padded_ms']:.2f} ms, lengths "
+              f"{r['lengths_ms']:.2f} ms, speed-up {r['speedup']:.2f} (target {r['target']:.2f}, real steps "
+              f"{r['real_fraction']:.3f})")
     dropped = {key: verdict for key, verdict in report["auto_verdicts"].items() if verdict != "agrees"}
     print(f"auto verified {len(report['auto_verdicts'])} (shape, path) pairs; dropped {len(dropped)}")
     for key, verdict in dropped.items():

@@ -1,5 +1,5 @@
-"""Mixed precision: every cell under torch.autocast on the CPU (bf16, fp16) behaves as torch.nn.LSTM
-does, on every CPU path, before and after the tuner saw the float32 shape: outputs in the autocast
+"""Mixed precision: every cell under torch.autocast (on the CPU here, on CUDA where a GPU is
+visible: bf16, fp16) behaves as torch.nn.LSTM does, on every path of the device, before and after the tuner saw the float32 shape: outputs in the autocast
 dtype (the pLSTM's age in float32), values and gradients within the tolerance table's rows against
 the float64 layer on the same rounded values, equal to a layer of the autocast dtype, and
 torch.compile under autocast equal to eager."""
@@ -12,21 +12,24 @@ from tsrnn.testing import GRAD_TOLERANCE, TOLERANCE
 from conftest import assert_close
 
 pytestmark = pytest.mark.usefixtures("clean_backend_state")
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 KINDS = ["lstm", "mts", "plstm_coupled", "plstm_separate"]
-CPU_PATHS = ["auto", "reference", *backend.paths_on("cpu", "recurrence")]
+PATHS = ["auto", "reference", *backend.paths_on(DEVICE, "recurrence")]
+TORCH_LSTM = next(p for p in PATHS if backend.REGISTRY.get(p) and backend.REGISTRY[p].runs == "torch_lstm")
+FUSED = next(p for p in backend.paths_on(DEVICE, "recurrence") if backend.REGISTRY[p].runs == "operator")
 
 
 def _module(kind, path, dtype=torch.float32):
     torch.manual_seed(1)
     if kind in ("lstm", "mts"):
         timescales = [torch.linspace(1, 40, 6), None] if kind == "mts" else None
-        return tsrnn.LSTM(4, 6, num_layers=2, timescales=timescales, backend=path, dtype=dtype)
-    return tsrnn.PowerLawLSTM(4, 6, num_layers=2, input_gate=kind.split("_")[1], backend=path, dtype=dtype)
+        return tsrnn.LSTM(4, 6, num_layers=2, timescales=timescales, backend=path, dtype=dtype).to(DEVICE)
+    return tsrnn.PowerLawLSTM(4, 6, num_layers=2, input_gate=kind.split("_")[1], backend=path, dtype=dtype).to(DEVICE)
 
 
 def _skip_unless_runs(kind, path):
     cell = "lstm" if kind in ("lstm", "mts") else kind
-    reason = path not in ("auto", "reference") and testing.why_not(path, cell, (7, 3, 4, 6), torch.bfloat16, "cpu")
+    reason = path not in ("auto", "reference") and testing.why_not(path, cell, (7, 3, 4, 6), torch.bfloat16, DEVICE)
     if reason:
         pytest.skip(reason)
 
@@ -45,16 +48,16 @@ def _rounded_float64(module, dtype):
 
 @pytest.mark.parametrize("tuned_first", [False, True], ids=["first-call", "after-float32-tuning"])
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=str)
-@pytest.mark.parametrize("path", CPU_PATHS)
+@pytest.mark.parametrize("path", PATHS)
 @pytest.mark.parametrize("kind", KINDS)
 def test_autocast_runs_the_layer_in_the_autocast_dtype(kind, path, dtype, tuned_first):
     _skip_unless_runs(kind, path)
     module = _module(kind, path)
-    x = torch.randn(7, 3, 4, generator=torch.Generator().manual_seed(2))
+    x = torch.randn(7, 3, 4, generator=torch.Generator().manual_seed(2)).to(DEVICE)
     if tuned_first:
         module(x)[0].sum().backward()
         module.zero_grad()
-    with torch.autocast("cpu", dtype=dtype):
+    with torch.autocast(DEVICE, dtype=dtype):
         out, state = module(x)
         loss = testing.loss_of(out, state)
     grads = torch.autograd.grad(loss, list(module.parameters()))
@@ -64,7 +67,7 @@ def test_autocast_runs_the_layer_in_the_autocast_dtype(kind, path, dtype, tuned_
     assert all(g.dtype == torch.float32 for g in grads)
 
     expected_module = _rounded_float64(module, dtype)
-    x64 = x.to(dtype).double().requires_grad_()
+    x64 = x.to(dtype).double()
     out_e, state_e = expected_module(x64)
     grads_e = torch.autograd.grad(testing.loss_of(out_e, state_e), list(expected_module.parameters()))
     assert_close(out, out_e, TOLERANCE[dtype], "out")
@@ -74,14 +77,14 @@ def test_autocast_runs_the_layer_in_the_autocast_dtype(kind, path, dtype, tuned_
         assert_close(g, g_e, GRAD_TOLERANCE[dtype], f"grad {name}")
 
 
-@pytest.mark.parametrize("path", ["auto", "reference", "cpu", "onednn"])
+@pytest.mark.parametrize("path", ["auto", "reference", FUSED, TORCH_LSTM])
 def test_autocast_equals_a_layer_of_the_autocast_dtype(path):
     """Under autocast, tsrnn.LSTM computes what the same module cast to bf16 computes, up to the
     effective bias: autocast sums b_ih + b_hh in float32 before its one rounding to bf16."""
     _skip_unless_runs("lstm", path)
     module = _module("lstm", path)
-    x = torch.randn(6, 2, 4)
-    with torch.autocast("cpu", dtype=torch.bfloat16):
+    x = torch.randn(6, 2, 4, device=DEVICE)
+    with torch.autocast(DEVICE, dtype=torch.bfloat16):
         out, (h, c) = module(x)
     low = _module("lstm", path).to(torch.bfloat16)
     out_b, (h_b, c_b) = low(x.bfloat16())
@@ -90,14 +93,14 @@ def test_autocast_equals_a_layer_of_the_autocast_dtype(path):
         assert_close(a, b, TOLERANCE[torch.bfloat16], name)
 
 
-@pytest.mark.parametrize("path", ["auto", "reference", "cpu", "onednn"])
+@pytest.mark.parametrize("path", ["auto", "reference", FUSED, TORCH_LSTM])
 def test_autocast_matches_torch_lstm_under_autocast(path):
     _skip_unless_runs("lstm", path)
     module = _module("lstm", path)
-    theirs = torch.nn.LSTM(4, 6, num_layers=2)
+    theirs = torch.nn.LSTM(4, 6, num_layers=2).to(DEVICE)
     theirs.load_state_dict(module.state_dict())
-    x = torch.randn(9, 3, 4)
-    with torch.autocast("cpu", dtype=torch.bfloat16):
+    x = torch.randn(9, 3, 4, device=DEVICE)
+    with torch.autocast(DEVICE, dtype=torch.bfloat16):
         out, (h, c) = module(x)
         out_t, (h_t, c_t) = theirs(x)
     assert (out.dtype, h.dtype, c.dtype) == (out_t.dtype, h_t.dtype, c_t.dtype) == (torch.bfloat16,) * 3
@@ -107,8 +110,8 @@ def test_autocast_matches_torch_lstm_under_autocast(path):
 
 def test_autocast_takes_a_low_precision_input_and_lengths():
     module = _module("plstm_coupled", "auto")
-    x = torch.randn(5, 3, 4)
-    with torch.autocast("cpu", dtype=torch.bfloat16):
+    x = torch.randn(5, 3, 4, device=DEVICE)
+    with torch.autocast(DEVICE, dtype=torch.bfloat16):
         out, (h, c, a) = module(x.bfloat16(), lengths=[5, 2, 3])
         out_f, _ = module(x, lengths=[5, 2, 3])
     assert out.dtype == torch.bfloat16 and a.dtype == torch.float32
@@ -116,8 +119,9 @@ def test_autocast_takes_a_low_precision_input_and_lengths():
 
 
 def test_functional_under_autocast():
-    args = {k: (v.float() if isinstance(v, torch.Tensor) else v) for k, v in testing.layer_args("lstm", 5, 2, 3, 4).items()}
-    with torch.autocast("cpu", dtype=torch.bfloat16):
+    args = {k: (v.to(DEVICE, torch.float32) if isinstance(v, torch.Tensor) else v)
+            for k, v in testing.layer_args("lstm", 5, 2, 3, 4).items()}
+    with torch.autocast(DEVICE, dtype=torch.bfloat16):
         out, (h, c) = functional.lstm(**args)
     assert out.dtype == h.dtype == c.dtype == torch.bfloat16
     expected, _ = functional.lstm(**{k: v.bfloat16() for k, v in args.items()})
@@ -126,8 +130,8 @@ def test_functional_under_autocast():
 
 def test_float64_is_left_alone_by_autocast():
     module = _module("lstm", "auto", torch.float64)
-    x = torch.randn(4, 2, 4, dtype=torch.float64)
-    with torch.autocast("cpu", dtype=torch.bfloat16):
+    x = torch.randn(4, 2, 4, dtype=torch.float64, device=DEVICE)
+    with torch.autocast(DEVICE, dtype=torch.bfloat16):
         out, _ = module(x)
     assert out.dtype == torch.float64
     assert torch.equal(out, module(x)[0])
@@ -135,16 +139,16 @@ def test_float64_is_left_alone_by_autocast():
 
 @pytest.mark.parametrize("compile_backend", ["aot_eager", "inductor"])
 def test_torch_compile_under_autocast_matches_eager(compile_backend):
-    lstm = _module("mts", "cpu")
-    plstm = tsrnn.PowerLawLSTM(6, 3, backend="cpu")
+    lstm = _module("mts", FUSED)
+    plstm = tsrnn.PowerLawLSTM(6, 3, backend=FUSED).to(DEVICE)
 
     def step(x):
-        with torch.autocast("cpu", dtype=torch.bfloat16):
+        with torch.autocast(DEVICE, dtype=torch.bfloat16):
             out, _ = lstm(x)
             out, (h, c, a) = plstm(out)
         return out.float().square().mean() + a.mean()
 
-    x = torch.randn(5, 2, 4)
+    x = torch.randn(5, 2, 4, device=DEVICE)
     params = list(lstm.parameters()) + list(plstm.parameters())
     loss = step(x)
     grads = torch.autograd.grad(loss, params)
@@ -156,8 +160,8 @@ def test_torch_compile_under_autocast_matches_eager(compile_backend):
         assert_close(g_c, g, GRAD_TOLERANCE[torch.bfloat16], "grad")
 
 
-@pytest.mark.parametrize("path", ["reference", "cpu"])
+@pytest.mark.parametrize("path", ["reference", FUSED])
 @pytest.mark.parametrize("cell", ["lstm", "plstm_coupled", "plstm_separate"])
 def test_float16_layers_without_autocast(path, cell):
-    result = testing.compare(path, cell, (6, 3, 5, 7), torch.float16, dt=cell != "lstm", seed=3)
+    result = testing.compare(path, cell, (6, 3, 5, 7), torch.float16, DEVICE, dt=cell != "lstm", seed=3)
     assert result.ok, result.failures()
