@@ -3,9 +3,9 @@
 The interpreter runs the kernels' Python, not Triton's compiler: a kernel can pass every
 interpreted test and still fail to compile (a type that changes across a constexpr branch, an
 unsupported op). Triton compiles for a named target without a device (``GPUTarget("cuda", 90,
-32)``, its bundled ptxas), so CI compiles each (cell, dtype, W on chip or streamed, HP) variant
-the dispatcher can send to a GPU, and checks the persistent kernel's shared memory against the
-budget ``persistent.w_fits_on_chip`` assumes. The compiler must not see TRITON_INTERPRET (the
+32)``, its bundled ptxas), so CI compiles each (cell, dtype, W on chip or streamed, HP, padded or
+packed sequences) variant the dispatcher can send to a GPU, and checks the persistent kernel's
+shared memory against the budget ``persistent.w_fits_on_chip`` assumes. The compiler must not see TRITON_INTERPRET (the
 kernels would be interpreter functions, and the per-step kernel's autotuner would hold one
 config), so the compile runs in a child process: this file is also its script. CI runs it under
 the newest triton and under 3.6.0, the GPU machine's, which refuses some dots the newest takes.
@@ -22,6 +22,7 @@ import pytest
 from tsrnn import backend
 
 ARCH = 90
+INT64_POINTERS = {"plan_ptr"}  # the persistent kernels' packed plan; every other pointer is of the math dtype
 
 
 def _variants():
@@ -39,19 +40,20 @@ def _variants():
             step = {**c, "HAS_DT": c["HAS_P"], "ACC_F64": f64}
             for config in per_step._forward_step.configs:  # every config the autotuner may pick
                 tiles = ", ".join(f"{k}={v}" for k, v in config.kwargs.items())
-                yield (f"per_step forward {cell} {dtype} {tiles}", per_step._forward_step, ptr, {"B", "H"},
+                yield (f"per_step forward {cell} {dtype} {tiles}", per_step._forward_step, ptr, {"R", "B", "H"},
                        {**step, **config.kwargs}, {"num_warps": config.num_warps, "num_stages": config.num_stages})
-            yield (f"per_step backward {cell} {dtype}", per_step._backward_step, ptr, {"B", "H"},
+            yield (f"per_step backward {cell} {dtype}", per_step._backward_step, ptr, {"R", "B", "H"},
                    {**step, "HAS_GH": True, "BLOCK": per_step._BACKWARD_BLOCK}, {"num_warps": 4})
             hps = [hp for hp in (16, 32, 64, 128) if hp <= capacity.PERSISTENT_MAX_HP[dtype]]
             for hp in hps:
-                for on_chip in (True, False):
+                for on_chip, packed in ((True, False), (True, True), (False, False), (False, True)):
                     if on_chip and not persistent.w_fits_on_chip(cell, hp, dtype):
                         continue
-                    common = {**step, "W_ON_CHIP": on_chip, "BLOCK_B": persistent.BLOCK_B, "HP": hp,
-                              "BLOCK_K": persistent.BLOCK_K}
+                    common = {**step, "W_ON_CHIP": on_chip, "PACKED": packed, "BLOCK_B": persistent.BLOCK_B,
+                              "HP": hp, "BLOCK_K": persistent.BLOCK_K}
                     _, _, options = persistent._launch(1, hp)
-                    variant = f"{cell} {dtype} HP={hp} {'W on chip' if on_chip else 'W streamed'}"
+                    variant = (f"{cell} {dtype} HP={hp} {'W on chip' if on_chip else 'W streamed'}"
+                               + (" packed" if packed else ""))
                     yield (f"persistent forward {variant}", persistent._forward_kernel, ptr, {"T", "B", "H"},
                            {**common, "SAVE": True}, options)
                     yield (f"persistent backward {variant}", persistent._backward_kernel, ptr, {"T", "B", "H"},
@@ -71,7 +73,8 @@ def compile_all() -> list[dict]:
     records = []
     for name, kernel, ptr, ints, constants, options in _variants():
         fn = kernel if isinstance(kernel, triton.runtime.JITFunction) else kernel.fn  # an autotuner's kernel
-        signature = {a: "constexpr" if a in constants else "i32" if a in ints else ptr for a in fn.arg_names}
+        signature = {a: "constexpr" if a in constants else "i32" if a in ints
+                     else "*i64" if a in INT64_POINTERS else ptr for a in fn.arg_names}
         try:
             compiled = triton.compile(ASTSource(fn, signature, constants), target=target, options=options)
         except Exception as exc:  # noqa: BLE001  (every failure is reported, with its variant)
@@ -98,7 +101,8 @@ def test_every_triton_kernel_compiles_for_sm90():
     records = json.loads(done.stdout)
     failed = [f"{r['name']}: {r['error']}" for r in records if not r["ok"]]
     assert not failed, "\n".join(failed)
-    assert len(records) >= 60  # 3 cells x 2 dtypes x (2 per-step + the persistent variants) + 2 scans
+    # 3 cells x 2 dtypes x (2 per-step + the persistent variants, padded and packed) + 2 scans
+    assert len(records) >= 100
     from tsrnn.kernels import persistent
 
     for r in records:  # W on chip stays within the budget w_fits_on_chip assumes

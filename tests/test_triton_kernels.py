@@ -5,7 +5,7 @@ import pytest
 import torch
 from conftest import op_inputs
 
-from tsrnn import backend, cells, ops, testing
+from tsrnn import backend, cells, ops, testing, tolerance
 from tsrnn.kernels import capacity
 
 pytestmark = pytest.mark.skipif(not backend.triton_available(), reason="triton is not installed")
@@ -161,4 +161,121 @@ def test_the_fake_kernel_refuses_what_the_ops_refuse(case):
         with pytest.raises(RuntimeError, match=r"^tsrnn: " + match):
             call()
         with FakeTensorMode(allow_non_fake_inputs=True), pytest.raises(RuntimeError, match=r"^tsrnn: " + match):
+            call()
+
+
+# Packed sequences (batch_sizes, torch's PackedSequence layout): id: (B, batch_sizes). BLOCK_B = 16
+# rows a persistent program: the last two have a second program, which ends before the first does
+# or runs no step at all.
+PACKED = {
+    "equal-lengths": (3, [3, 3, 3]),
+    "one-long-row": (3, [3, 1, 1, 1]),
+    "rows-of-no-step": (4, [2, 2, 1]),
+    "one-step": (3, [3]),
+    "one-row": (1, [1, 1, 1]),
+    "second-program-ends-first": (20, [17, 17, 5, 2]),
+    "second-program-idle": (20, [14, 3]),
+}
+
+
+def _packed_inputs(cell, B, sizes, dtype):
+    """recurrence_forward's arguments (without save) for a random layer in the packed layout, and
+    batch_sizes: xg [N, G*H] and dt [N], the rows b < sizes[t] of each padded step."""
+    T = len(sizes)
+    cell, xg, w_hh, h0, state0, p, dt, eps = op_inputs(cell, T, B, 3, 5, dt=cells.get(cell).has_p, dtype=dtype,
+                                                       seed=T * 7 + B)
+    rows = torch.cat([t * B + torch.arange(s) for t, s in enumerate(sizes)])
+    dt = None if dt is None else dt.reshape(T * B)[rows].to(DEVICE)
+    xg = xg.reshape(T * B, -1)[rows]
+    return ((cell, *(v.to(DEVICE) for v in (xg, w_hh, h0, state0)), None if p is None else p.to(DEVICE), dt, eps),
+            torch.tensor(sizes, dtype=torch.int64))
+
+
+def _run_packed(forward, args, batch_sizes, weights):
+    """h_all, state_n and the gradients of xg, w_hh, h0, state0 (and p) of a loss weighting h_all
+    and state_n by ``weights`` (None: the loss does not use that output), through the operator
+    ``forward`` (its autograd formula)."""
+    cell, *tensors, dt, eps = args
+    inputs = [None if t is None else t.detach().clone().requires_grad_() for t in tensors]
+    outputs = forward(cell, *inputs, dt, eps, True, batch_sizes)[:2]
+    loss = sum((out * w.to(out)).sum() for out, w in zip(outputs, weights) if w is not None)
+    return outputs, torch.autograd.grad(loss, [t for t in inputs if t is not None], allow_unused=True)
+
+
+def _packed_matches_the_cpu_operator(monkeypatch, run, cell, dtype, B, sizes, uses=(True, True)):
+    """The Triton operator of ``run`` against the compiled CPU one, on a random layer of B rows and
+    batch_sizes ``sizes``, with a loss over h_all and state_n (as ``uses`` says)."""
+    if not backend.native_available():
+        pytest.skip(f"tsrnn._C not loaded: {backend.LOAD_ERROR}")
+    from tsrnn.kernels import persistent
+
+    if run != "per_step":
+        monkeypatch.setattr(persistent, "w_fits_on_chip", lambda *args: run == "w_on_chip")
+    args, batch_sizes = _packed_inputs(cell, B, sizes, dtype)
+    g = torch.Generator().manual_seed(len(sizes) + B)
+    S, N, H = cells.get(cell).num_states, sum(sizes), args[2].shape[1]
+    weights = [torch.randn(shape, generator=g, dtype=torch.float64) if used else None
+               for shape, used in zip(((N, H), (S, B, H)), uses)]
+    path = "triton_step" if run == "per_step" else "triton_persistent"
+    got = _run_packed(ops.op(path, "recurrence_forward"), args, batch_sizes, weights)
+    cpu_args = tuple(t.cpu() if isinstance(t, torch.Tensor) else t for t in args)
+    want = _run_packed(torch.ops.tsrnn.recurrence_forward, cpu_args, batch_sizes, weights)
+    names = ["grad_xg", "grad_w_hh", "grad_h0", "grad_state0"] + (["grad_p"] if cells.get(cell).has_p else [])
+    for tables, outputs, expected, what in ((tolerance.TOLERANCE, got[0], want[0], ["h_all", "state_n"]),
+                                            (tolerance.GRAD_TOLERANCE, got[1], want[1], names)):
+        for name, actual, wanted in zip(what, outputs, expected):
+            assert (actual is None) == (wanted is None), name
+            err, bound = (0.0, 0.0) if actual is None else tolerance.error(actual, wanted, tables[dtype])
+            assert err <= bound, f"{name}: max error {err:.3e} > {bound:.3e}"
+
+
+@pytest.mark.parametrize("case", PACKED)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=str)
+@pytest.mark.parametrize("cell", list(cells.CELLS))
+@pytest.mark.parametrize("run", RUNS)
+def test_packed_sequences_match_the_cpu_operator(monkeypatch, run, cell, dtype, case):
+    """batch_sizes through each Triton operator (forward and its autograd backward) against the
+    compiled CPU operator, which gradcheck verifies: h_all [N, H], state_n (each row's states after
+    its last step; state0 for a row of no step) and every gradient of a random loss."""
+    _packed_matches_the_cpu_operator(monkeypatch, run, cell, dtype, *PACKED[case])
+
+
+@pytest.mark.parametrize("uses", [(True, False), (False, True)], ids=["h_all-only", "state_n-only"])
+@pytest.mark.parametrize("cell", list(cells.CELLS))
+@pytest.mark.parametrize("run", RUNS)
+def test_packed_backward_without_grad_h_or_grad_state_n(monkeypatch, run, cell, uses):
+    """A loss over one output: the backward gets None for the other (grad_state_n None: the rows
+    start from dL/d(c, a) = 0; grad_h None: dh comes from the recurrence only)."""
+    _packed_matches_the_cpu_operator(monkeypatch, run, cell, torch.float64, *PACKED["second-program-ends-first"],
+                                     uses=uses)
+
+
+# Wrong batch_sizes values (read on the host: the checks of tsrnn/kernels/checks.py's packed_offsets,
+# the compiled operator's messages); B = 3 and N = 4 packed rows. id: (batch_sizes, message after "tsrnn: ").
+BAD_BATCH_SIZES = {
+    "zero": ([3, 0], r"batch_sizes must be in \[1, B=3\], got 0"),
+    "above-B": ([4], r"batch_sizes must be in \[1, B=3\], got 4"),
+    "increasing": ([1, 3], r"batch_sizes must be non-increasing \(the batch sorted by length, longest first\)"),
+    "sum": ([3, 2], r"the packed tensors have 4 rows, batch_sizes sums to 5"),
+}
+
+
+@pytest.mark.parametrize("run", RUNS)
+@pytest.mark.parametrize("case", BAD_BATCH_SIZES)
+def test_wrong_batch_sizes_are_refused_before_running(monkeypatch, run, case):
+    sizes, match = BAD_BATCH_SIZES[case]
+    args, _ = _packed_inputs("plstm_coupled", 3, [3, 1], torch.float32)
+    batch_sizes = torch.tensor(sizes, dtype=torch.int64)
+    xg = args[1]
+    h_all, state_all, saved = xg.new_zeros(4, 5), xg.new_zeros(len(sizes), 2, 3, 5), xg.new_zeros(4, 20)
+    backward_args = ("plstm_coupled", None, None, *args[2:5], h_all, state_all, saved, *args[5:], batch_sizes)
+    forward, backward = _drivers(run)
+    _no_launch(monkeypatch)
+    calls = [lambda: forward(*args, True, batch_sizes), lambda: backward(*backward_args)]
+    if backend.native_available():  # the compiled CPU operator says the same
+        cpu = [tuple(t.cpu() if isinstance(t, torch.Tensor) else t for t in a) for a in (args, backward_args)]
+        calls += [lambda: torch.ops.tsrnn.recurrence_forward(*cpu[0], True, batch_sizes),
+                  lambda: torch.ops.tsrnn.recurrence_backward(*cpu[1])]
+    for call in calls:
+        with pytest.raises(RuntimeError, match=r"^tsrnn: " + match):
             call()

@@ -6,7 +6,8 @@
 - ``checks``: every operator's argument checks (the fake kernels in tsrnn/ops.py call them too);
 - ``capacity``: what the persistent kernel holds (the dispatcher asks it; no triton import);
 - ``cells``: the cell plug-in both recurrences share (LSTM, pLSTM coupled and separate, as in
-  csrc/cells.h) and the drivers' host prologues;
+  csrc/cells.h) and the drivers' host side: the rows of each step (padded, or packed sequences in
+  torch's PackedSequence layout), the prologues, the final states and dW_hh;
 - ``per_step``: the per-step fused recurrence (one launch per step: the h_{t-1} W_hh^T tile and
   the cell together; any H);
 - ``persistent``: the persistent recurrence (one launch per sequence, the time loop and states on

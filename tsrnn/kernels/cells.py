@@ -12,8 +12,9 @@ The functions are elementwise with broadcasting: callers pass 2-D (batch x unit)
 flat vectors or scalars (p, dt; and placeholders for the arguments a cell ignores).
 Also shared by both kernel shapes: the state, p and Δt loads and stores (load_states, store_states,
 load_optional), the row loads / stores of xg, saved and dz (load_rows, store_rows), the W_hh tiles and
-dots (w_tile, w_tiles, mm, gates_mm), and the drivers' host side (``forward_prologue``,
-``backward_prologue``, ``weight_grad``).
+dots (w_tile, w_tiles, mm, gates_mm), and the drivers' host side: the rows of each step (``Steps``:
+padded, or packed sequences in torch's PackedSequence layout), ``forward_prologue``,
+``backward_prologue``, ``final_states`` and ``weight_grad``.
 """
 from __future__ import annotations
 
@@ -42,45 +43,105 @@ def eps_tensor(eps: float, like: torch.Tensor) -> torch.Tensor:
     return torch.full((1,), eps, dtype=like.dtype, device=like.device)
 
 
-def forward_prologue(cell, xg, w_hh, h0, state0, p, dt, eps, save):
+class Steps:
+    """The rows each step runs, as csrc/recurrence_op.h's ``Steps``. Padded (no batch_sizes): step
+    t runs all B rows, row t*B + b of the [T, B, ...] tensors seen as [T*B, ...]. Packed
+    (batch_sizes [T], torch's PackedSequence layout, the batch sorted by length, longest first):
+    step t runs rows b < rows(t), row first(t) + b of the packed [N, ...] tensors (xg, dt, h_all,
+    saved, grad_h, dz); state_all stays [T, S, B, H], its rows b >= rows(t) at step t unwritten.
+    ``offsets`` [T + 1], a list: first(t) = offsets[t], offsets[T] = N. Packed, batch_sizes' values
+    are checked here (checks.packed_offsets, with the compiled op's messages)."""
+
+    def __init__(self, batch_sizes, T: int, B: int, N: int):
+        self.packed = batch_sizes is not None
+        self.T, self.B = T, B
+        self.offsets = (checks.packed_offsets(batch_sizes, B, N).tolist() if self.packed
+                        else list(range(0, T * B + 1, B)))
+
+    def first(self, t: int) -> int:
+        return self.offsets[t]
+
+    def rows(self, t: int) -> int:
+        return self.offsets[t + 1] - self.offsets[t]
+
+    def lengths(self) -> torch.Tensor:
+        """How many steps each row runs, int64 [B] on the CPU: row b runs the steps t with rows(t) > b,
+        a prefix of 0 .. T-1 (all T when padded, none for a row b >= rows(0))."""
+        negated = -torch.tensor(self.offsets).diff()  # -rows(t), non-decreasing
+        return torch.searchsorted(negated, -torch.arange(self.B), side="left")
+
+
+def forward_prologue(cell, xg, w_hh, h0, state0, p, dt, eps, save, batch_sizes=None):
     """What both Triton forward drivers start from, after the operator's checks: T, B, H, the
-    cell's constexprs, contiguous inputs (``placeholder`` for the pointer of an absent one), ε as a
-    tensor, and the outputs h_all [T, B, H], state_all [T, S, B, H] and saved [T, B, K*H] (or [0])."""
-    checks.recurrence_args(cell, xg, w_hh, h0, state0, p, dt)
+    cell's constexprs, the ``Steps`` (batch_sizes' values checked), contiguous inputs
+    (``placeholder`` for the pointer of an absent one), ε as a tensor, and the outputs h_all,
+    state_all [T, S, B, H] and saved (or [0]): h_all [T, B, H] and saved [T, B, K*H] padded, [N, H]
+    and [N, K*H] packed (xg [N, G*H], dt [N])."""
+    T, B, H = checks.recurrence_args(cell, xg, w_hh, h0, state0, p, dt, batch_sizes)
     checks.math_dtype(xg)
     cell_args = constexprs(cell)
-    T, B, _ = xg.shape
-    H = w_hh.shape[1]
+    steps = Steps(batch_sizes, T, B, xg.shape[0] if batch_sizes is not None else T * B)
+    rows = xg.shape[:-1]  # (T, B) or, packed, (N,)
     h0 = h0.contiguous()
     return SimpleNamespace(
-        T=T, B=B, H=H, cell=cell_args, acc_f64=xg.dtype == torch.float64, eps=eps_tensor(eps, xg),
+        T=T, B=B, H=H, cell=cell_args, steps=steps, acc_f64=xg.dtype == torch.float64, eps=eps_tensor(eps, xg),
         xg=xg.contiguous(), w_hh=w_hh.contiguous(), h0=h0, state0=state0.contiguous(), placeholder=h0,
         p=h0 if p is None else p.contiguous(), dt=None if dt is None else dt.contiguous(),
-        h_all=xg.new_empty(T, B, H), state_all=xg.new_empty(T, cell_args["S"], B, H),
-        saved=xg.new_empty(T, B, cell_args["K"] * H) if save else xg.new_empty(0))
+        h_all=xg.new_empty(*rows, H), state_all=xg.new_empty(T, cell_args["S"], B, H),
+        saved=xg.new_empty(*rows, cell_args["K"] * H) if save else xg.new_empty(0))
 
 
-def backward_prologue(cell, grad_h, grad_state_n, w_hh, h0, state0, h_all, state_all, saved, p, dt, eps):
+def backward_prologue(cell, grad_h, grad_state_n, w_hh, h0, state0, h_all, state_all, saved, p, dt, eps,
+                      batch_sizes=None):
     """What both Triton backward drivers start from, after the operator's checks: T, B, H, the
-    cell's constexprs, the math dtype, contiguous inputs, ε as a tensor and dz [T, B, G*H]."""
-    checks.recurrence_backward_args(cell, grad_h, grad_state_n, w_hh, h0, state0, h_all, state_all, saved, p, dt)
+    cell's constexprs, the ``Steps``, the math dtype, contiguous inputs, ε as a tensor and dz
+    ([T, B, G*H] padded, [N, G*H] packed, as h_all)."""
+    T, B, H = checks.recurrence_backward_args(cell, grad_h, grad_state_n, w_hh, h0, state0, h_all, state_all, saved,
+                                              p, dt, batch_sizes)
     checks.math_dtype(h_all)
     cell_args = constexprs(cell)
-    T, B, H = h_all.shape
+    steps = Steps(batch_sizes, T, B, h_all.shape[0] if batch_sizes is not None else T * B)
 
     def contiguous(t):
         return None if t is None else t.contiguous()
 
     return SimpleNamespace(
-        T=T, B=B, H=H, cell=cell_args, acc=math_dtype(h_all.dtype), acc_f64=h_all.dtype == torch.float64,
+        T=T, B=B, H=H, cell=cell_args, steps=steps, acc=math_dtype(h_all.dtype), acc_f64=h_all.dtype == torch.float64,
         eps=eps_tensor(eps, h_all), grad_h=contiguous(grad_h), grad_state_n=contiguous(grad_state_n),
         w_hh=w_hh.contiguous(), state0=state0.contiguous(), state_all=state_all.contiguous(),
-        saved=saved.contiguous(), p=contiguous(p), dt=contiguous(dt), dz=h_all.new_empty(T, B, cell_args["G"] * H))
+        saved=saved.contiguous(), p=contiguous(p), dt=contiguous(dt),
+        dz=h_all.new_empty(*h_all.shape[:-1], cell_args["G"] * H))
 
 
-def weight_grad(dz, h0, h_all):
-    """dW_hh = sum_t dz[t]^T h_{t-1} = dz[0]^T h0 + dz[1:]^T h_all[:-1], dz: [T, B, G*H] (two GEMMs,
-    no copy of the h's; as csrc/recurrence_op.h)."""
+def final_states(state_all, state0, steps: Steps):
+    """state_n [S, B, H]: each row's states after its last step, as csrc/recurrence_op.h's
+    final_states: state_all[T-1] padded; packed, state_all[length(b) - 1, :, b] (state0[:, b] for
+    a row of no step), one copy per run of rows that end at the same step."""
+    if not steps.packed:
+        return state_all[steps.T - 1].clone()
+    state_n = state0.clone()
+    done = 0  # rows [done, rows(t)) end at step t
+    for t in range(steps.T - 1, -1, -1):
+        if done >= steps.B:
+            break
+        end = steps.rows(t)
+        if end > done:
+            state_n[:, done:end] = state_all[t, :, done:end]
+            done = end
+    return state_n
+
+
+def weight_grad(dz, h0, h_all, steps: Steps):
+    """dW_hh = sum_t dz[t]^T h_{t-1}, as csrc/recurrence_op.h's recurrent_weight_grad. Padded
+    (dz [T, B, G*H]): dz[0]^T h0 + dz[1:]^T h_all[:-1], two GEMMs, no copy of the h's. Packed
+    (dz [N, G*H], h_all [N, H]): step t's rows of dz meet the first rows(t) rows of step t-1 (of h0
+    at t = 0), gathered into one [N, H] operand of one GEMM."""
+    if steps.packed:
+        offsets = torch.tensor(steps.offsets)
+        step = torch.repeat_interleave(torch.arange(steps.T), offsets.diff())  # each packed row's step
+        within = torch.arange(offsets[-1].item()) - offsets[step]  # its row b in the step
+        base = torch.where(step == 0, 0, steps.B + offsets[(step - 1).clamp(min=0)])  # of cat(h0, h_all)
+        return dz.t() @ torch.cat([h0, h_all]).index_select(0, (base + within).to(h0.device))
     T, B, H = h_all.shape
     grad = dz[0].t() @ h0
     if T > 1:

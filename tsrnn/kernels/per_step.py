@@ -9,6 +9,11 @@ tensors, or CPU tensors through the Triton interpreter). Any H.
 Backward, from dL/d(c, a)_{T-1} = grad_state_n (zeros when None): one fused pointwise launch per
 step gives dz[t]; dh_{t-1} = dz[t] W_hh and dW_hh = dz^T [h_0 .. h_{T-2}] are cuBLAS GEMMs. Gate
 math and accumulation are float32 (float64 for float64 inputs).
+Packed sequences (batch_sizes, cells.Steps): step t launches over its rows(t) rows only, rows
+first(t) .. first(t) + rows(t) - 1 of the packed tensors [N, ...], h_{t-1} the first rows(t) rows
+of step t-1's block (h0 at t = 0), states the first rows(t) rows of state_all[t] [S, B, H]: the
+kernels take the rows launched (R) and the rows of the states (B, their stride B*H) apart. The
+backward's dh is a [B, H] buffer whose rows start at 0 until their last step is reached.
 
 ``recurrence_forward/backward`` check their arguments (tsrnn/kernels/checks.py, as the compiled
 ops do) before they launch.
@@ -17,6 +22,7 @@ from __future__ import annotations
 
 import os
 
+import torch
 import triton
 import triton.language as tl
 
@@ -24,6 +30,7 @@ from .cells import (
     backward_prologue,
     cell_backward,
     cell_forward,
+    final_states,
     forward_prologue,
     gates_mm,
     load_optional,
@@ -46,17 +53,19 @@ _BACKWARD_BLOCK = 256  # (row, unit) pairs per program of the pointwise backward
                   for b, h, k, w, s in _FORWARD_CONFIGS], key=["B", "H"])
 @triton.jit
 def _forward_step(xg_ptr, hprev_ptr, w_ptr, prev_ptr, next_ptr, h_ptr, act_ptr, p_ptr, dt_ptr,
-                  B, H, eps_ptr,  # xg: [B, G*H], hprev/h: [B, H], w: [G*H, H], prev/next: [S, B, H],
-                  # act: [B, K*H], p: [H], dt: [B]
+                  R, B, H, eps_ptr,  # R rows of xg: [R, G*H], hprev/h: [R, H], act: [R, K*H], dt: [R];
+                  # w: [G*H, H], prev/next: [S, B, H] (rows b < R read / written), p: [H]
                   HAS_P: tl.constexpr, COUPLED: tl.constexpr, G: tl.constexpr, S: tl.constexpr, K: tl.constexpr,
                   HAS_DT: tl.constexpr, ACC_F64: tl.constexpr,
                   BLOCK_B: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_K: tl.constexpr):
-    """z = xg + h_{t-1} W_hh^T (k-chunks of BLOCK_K), then the cell, for one (BLOCK_B x BLOCK_H) tile."""
+    """z = xg + h_{t-1} W_hh^T (k-chunks of BLOCK_K), then the cell, for one (BLOCK_B x BLOCK_H) tile
+    of the step's R rows (all B padded, rows(t) packed); the states' rows have stride H and their
+    S planes stride B*H."""
     ACC = tl.float64 if ACC_F64 else tl.float32
     eps = tl.load(eps_ptr).to(ACC)  # a tensor: the interpreter would round a float argument to float32
     rb = tl.program_id(0) * BLOCK_B + tl.arange(0, BLOCK_B)
     rj = tl.program_id(1) * BLOCK_H + tl.arange(0, BLOCK_H)
-    mb, mj = rb < B, rj < H
+    mb, mj = rb < R, rj < H
     m2 = mb[:, None] & mj[None, :]
     z0, z1, z2, z3, _ = load_rows(xg_ptr + rb[:, None] * (G * H) + rj[None, :], H, G, m2, ACC)
     for k0 in range(0, H, BLOCK_K):
@@ -73,35 +82,42 @@ def _forward_step(xg_ptr, hprev_ptr, w_ptr, prev_ptr, next_ptr, h_ptr, act_ptr, 
     tl.store(h_ptr + unit, h, mask=m2)
 
 
-def recurrence_forward(cell, xg, w_hh, h0, state0, p, dt, eps, save):
-    """torch.ops.tsrnn_triton_step.recurrence_forward: h_all [T,B,H], state_n [S,B,H], state_all [T,S,B,H], saved."""
-    f = forward_prologue(cell, xg, w_hh, h0, state0, p, dt, eps, save)
-    act = f.saved if save else f.xg.new_empty(1, f.B, f.cell["K"] * f.H)  # written every step, kept if save
+def recurrence_forward(cell, xg, w_hh, h0, state0, p, dt, eps, save, batch_sizes=None):
+    """torch.ops.tsrnn_triton_step.recurrence_forward: h_all [T,B,H] ([N,H] packed), state_n [S,B,H]
+    (each row's states after its last step), state_all [T,S,B,H], saved ([T,B,K*H], [N,K*H] packed)."""
+    f = forward_prologue(cell, xg, w_hh, h0, state0, p, dt, eps, save, batch_sizes)
+    G, K, H, steps = f.cell["G"], f.cell["K"], f.H, f.steps
+    xg_rows, h_rows = f.xg.view(-1, G * H), f.h_all.view(-1, H)  # [T*B or N, ...]
+    act = f.saved.view(-1, K * H) if save else f.xg.new_empty(f.B, K * H)  # written every step, kept if save
+    dt_rows = None if f.dt is None else f.dt.view(-1)
 
-    def grid(meta):
-        return triton.cdiv(f.B, meta["BLOCK_B"]), triton.cdiv(f.H, meta["BLOCK_H"])
+    def grid(rows):
+        return lambda meta: (triton.cdiv(rows, meta["BLOCK_B"]), triton.cdiv(H, meta["BLOCK_H"]))
 
     for t in range(f.T):
-        _forward_step[grid](f.xg[t], f.h0 if t == 0 else f.h_all[t - 1], f.w_hh,
-                            f.state0 if t == 0 else f.state_all[t - 1], f.state_all[t], f.h_all[t],
-                            act[t if save else 0], f.p, f.placeholder if f.dt is None else f.dt[t], f.B, f.H, f.eps,
-                            **f.cell, HAS_DT=f.dt is not None, ACC_F64=f.acc_f64)
-    return f.h_all, f.state_all[f.T - 1].clone(), f.state_all, f.saved
+        first, rows = steps.first(t), steps.rows(t)
+        _forward_step[grid(rows)](xg_rows[first:], f.h0 if t == 0 else h_rows[steps.first(t - 1):], f.w_hh,
+                                  f.state0 if t == 0 else f.state_all[t - 1], f.state_all[t], h_rows[first:],
+                                  act[first:] if save else act, f.p,
+                                  f.placeholder if dt_rows is None else dt_rows[first:], rows, f.B, H, f.eps,
+                                  **f.cell, HAS_DT=f.dt is not None, ACC_F64=f.acc_f64)
+    return f.h_all, final_states(f.state_all, f.state0, steps), f.state_all, f.saved
 
 
 @triton.jit
 def _backward_step(act_ptr, prev_ptr, next_ptr, dh_ptr, gh_ptr, ds_ptr, dz_ptr, dp_ptr, p_ptr, dt_ptr,
-                   B, H, eps_ptr,  # act: [B, K*H], prev/next/ds: [S, B, H], dh/gh/dp: [B, H],
-                   # dz: [B, G*H], p: [H], dt: [B]
+                   R, B, H, eps_ptr,  # R rows of act: [R, K*H], gh: [R, H], dz: [R, G*H], dt: [R];
+                   # prev/next/ds: [S, B, H], dh/dp: [B, H] (rows b < R read / written), p: [H]
                    HAS_P: tl.constexpr, COUPLED: tl.constexpr, G: tl.constexpr, S: tl.constexpr, K: tl.constexpr,
                    HAS_GH: tl.constexpr, HAS_DT: tl.constexpr, ACC_F64: tl.constexpr, BLOCK: tl.constexpr):
-    """The cell backward for BLOCK (row, unit) pairs: dz[t], ds (in dL/d(c, a)_t, out dL/d(c, a)_{t-1})
-    and dp += dL/dp."""
+    """The cell backward for BLOCK (row, unit) pairs of the step's R rows (all B padded, rows(t)
+    packed): dz[t], ds (in dL/d(c, a)_t, out dL/d(c, a)_{t-1}) and dp += dL/dp; the states' S
+    planes have stride B*H."""
     ACC = tl.float64 if ACC_F64 else tl.float32
     eps = tl.load(eps_ptr).to(ACC)  # a tensor: the interpreter would round a float argument to float32
     n = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     BH = B * H
-    m = n < BH
+    m = n < R * H
     b, j = n // H, n % H
     dh = tl.load(dh_ptr + n, mask=m, other=0.0).to(ACC)
     if HAS_GH:
@@ -120,19 +136,27 @@ def _backward_step(act_ptr, prev_ptr, next_ptr, dh_ptr, gh_ptr, ds_ptr, dz_ptr, 
         tl.store(dp_ptr + n, tl.load(dp_ptr + n, mask=m, other=0.0) + dp, mask=m)
 
 
-def recurrence_backward(cell, grad_h, grad_state_n, w_hh, h0, state0, h_all, state_all, saved, p, dt, eps):
-    """torch.ops.tsrnn_triton_step.recurrence_backward: grad_xg, grad_w_hh, grad_h0, grad_state0, grad_p."""
-    b = backward_prologue(cell, grad_h, grad_state_n, w_hh, h0, state0, h_all, state_all, saved, p, dt, eps)
-    # dL/d(c, a)_{T-1}, carried back in place
-    dstate = h_all.new_zeros(b.cell["S"], b.B, b.H) if b.grad_state_n is None else b.grad_state_n.clone()
-    dh = h_all.new_zeros(b.B, b.H)
-    dp = h_all.new_zeros(b.B, b.H)
-    grid = (triton.cdiv(b.B * b.H, _BACKWARD_BLOCK),)
+def recurrence_backward(cell, grad_h, grad_state_n, w_hh, h0, state0, h_all, state_all, saved, p, dt, eps,
+                        batch_sizes=None):
+    """torch.ops.tsrnn_triton_step.recurrence_backward: grad_xg ([T,B,G*H], [N,G*H] packed),
+    grad_w_hh, grad_h0, grad_state0, grad_p."""
+    b = backward_prologue(cell, grad_h, grad_state_n, w_hh, h0, state0, h_all, state_all, saved, p, dt, eps,
+                          batch_sizes)
+    G, K, H, steps = b.cell["G"], b.cell["K"], b.H, b.steps
+    dz_rows, saved_rows = b.dz.view(-1, G * H), b.saved.view(-1, K * H)  # [T*B or N, ...]
+    gh_rows = None if b.grad_h is None else b.grad_h.view(-1, H)
+    dt_rows = None if b.dt is None else b.dt.view(-1)
+    # dL/d(c, a)_{T-1}, carried back in place; a packed row's entries wait there for its last step
+    dstate = h_all.new_zeros(b.cell["S"], b.B, H) if b.grad_state_n is None else b.grad_state_n.clone()
+    dh = h_all.new_zeros(b.B, H)  # dL/dh_{t-1}, rows < rows(t) written; the rows after stay 0 until they start
+    dp = h_all.new_zeros(b.B, H)
     for t in range(b.T - 1, -1, -1):
-        _backward_step[grid](b.saved[t], b.state0 if t == 0 else b.state_all[t - 1], b.state_all[t], dh,
-                             dh if b.grad_h is None else b.grad_h[t], dstate, b.dz[t], dp,
-                             dh if b.p is None else b.p, dh if b.dt is None else b.dt[t], b.B, b.H, b.eps,
-                             **b.cell, HAS_GH=b.grad_h is not None, HAS_DT=b.dt is not None, ACC_F64=b.acc_f64,
-                             BLOCK=_BACKWARD_BLOCK)
-        dh = b.dz[t] @ b.w_hh
-    return b.dz, weight_grad(b.dz, h0, h_all), dh, dstate, dp.sum(0) if p is not None else h_all.new_empty(0)
+        first, rows = steps.first(t), steps.rows(t)
+        _backward_step[(triton.cdiv(rows * H, _BACKWARD_BLOCK),)](
+            saved_rows[first:], b.state0 if t == 0 else b.state_all[t - 1], b.state_all[t], dh,
+            dh if gh_rows is None else gh_rows[first:], dstate, dz_rows[first:], dp, dh if b.p is None else b.p,
+            dh if dt_rows is None else dt_rows[first:], rows, b.B, H, b.eps, **b.cell, HAS_GH=gh_rows is not None,
+            HAS_DT=dt_rows is not None, ACC_F64=b.acc_f64, BLOCK=_BACKWARD_BLOCK)
+        torch.mm(dz_rows[first:first + rows], b.w_hh, out=dh[:rows])
+    grad_p = dp.sum(0) if p is not None else h_all.new_empty(0)
+    return b.dz, weight_grad(b.dz, h0, h_all, steps), dh, dstate, grad_p
