@@ -29,7 +29,7 @@ def test_gpu_report_quick_cpu_run(tmp_path, capsys):
     for cell in ("lstm", "plstm_coupled", "plstm_separate"):  # a variable-length batch on every path
         assert {f"{cell} {path} lengths unsorted" for path in on_cpu} <= checked
     timed = {(r["cell"], r["path"]) for r in data["lengths_vs_padded"] if r["speedup"] > 0}
-    assert {("lstm", "cpu"), ("plstm", "cpu"), ("lstm", "triton_step"), ("plstm", "auto")} <= timed
+    assert {("lstm", "cpu"), ("plstm", "cpu"), ("lstm", "onednn"), ("plstm", "auto")} <= timed
     row = data["recurrences_fwd_bwd_ms"][0]
     for path in ("auto", "triton_persistent", "triton_step"):
         assert row[f"MTS-LSTM {path}"] > 0 and row[f"pLSTM {path}"] > 0
