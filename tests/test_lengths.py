@@ -87,17 +87,7 @@ def test_gradcheck_with_lengths(path):
     if not runs:
         pytest.skip(testing.why_not(path, "lstm", (4, 3, 2, 3), torch.float64, DEVICE))
     for cell in runs:
-        args = testing.layer_args(cell, 4, 3, 2, 3, seed=6, dt=cells.get(cell).has_p)
-        args = {k: (v.to(DEVICE) if isinstance(v, torch.Tensor) else v) for k, v in args.items()}
-        args["lengths"] = torch.tensor([2, 4, 1])
-        names = testing.differentiable(args)
-
-        def f(*tensors):
-            out, state = testing.run_layer(cell, {**args, **dict(zip(names, tensors))}, path)
-            return out, *state
-
-        inputs = tuple(args[k].clone().requires_grad_() for k in names)
-        assert torch.autograd.gradcheck(f, inputs, fast_mode=fast), (path, cell)
+        assert testing.gradcheck(path, cell, (4, 3, 2, 3), DEVICE, seed=6, lengths=[2, 4, 1], fast=fast), (path, cell)
 
 
 def _module(kind, backend, batch_first=False):

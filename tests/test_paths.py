@@ -57,16 +57,7 @@ def test_gradcheck(path):
     if not runs:
         pytest.skip(testing.why_not(path, "lstm", (3, 2, 2, 3), torch.float64, DEVICE))
     for cell in runs:
-        args = testing.layer_args(cell, 3, 2, 2, 3, seed=10, dt=cells.get(cell).has_p)
-        args = {k: (v.to(DEVICE) if isinstance(v, torch.Tensor) else v) for k, v in args.items()}
-        names = testing.differentiable(args)
-
-        def f(*tensors):
-            out, state = testing.run_layer(cell, {**args, **dict(zip(names, tensors))}, path)
-            return out, *state
-
-        inputs = tuple(args[k].clone().requires_grad_() for k in names)
-        assert torch.autograd.gradcheck(f, inputs, fast_mode=fast), (path, cell)
+        assert testing.gradcheck(path, cell, (3, 2, 2, 3), DEVICE, seed=10, fast=fast), (path, cell)
 
 
 def test_reference_gradcheck():

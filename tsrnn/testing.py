@@ -154,6 +154,24 @@ def why_not(path: str, cell: str, shape, dtype, device) -> str | None:
     return backend.why_not(path, call)
 
 
+def gradcheck(path: str, cell: str, shape, device="cpu", seed: int = 0, lengths: list[int] | None = None,
+              fast: bool = False) -> bool:
+    """``torch.autograd.gradcheck`` of the layer on ``path`` in float64 (out and every final state
+    against every differentiable argument), padded or with ``lengths``; ``fast``: its fast mode (a
+    random projection of the Jacobian, for the Triton interpreter)."""
+    args = layer_args(cell, *shape, seed=seed, dt=cells.get(cell).has_p)
+    args = {k: (v.to(device) if isinstance(v, torch.Tensor) else v) for k, v in args.items()}
+    if lengths is not None:
+        args["lengths"] = torch.tensor(lengths)
+    names = differentiable(args)
+
+    def layer(*tensors):
+        out, state = run_layer(cell, {**args, **dict(zip(names, tensors))}, path)
+        return out, *state
+
+    return torch.autograd.gradcheck(layer, tuple(args[k].clone().requires_grad_() for k in names), fast_mode=fast)
+
+
 def _strided(t: torch.Tensor) -> torch.Tensor:
     """The same values in a non-contiguous layout."""
     if t.dim() >= 2:
