@@ -51,7 +51,8 @@ struct Shapes {
 // The rows each step runs. Padded (no batch_sizes): every step runs all B rows, row t*B + b of
 // xg, h_all, saved, dz. Packed (batch_sizes [T], torch's PackedSequence layout, the batch sorted
 // by length): step t runs rows b < rows(t), row first(t) + b of the packed tensors [N, ...];
-// state_all stays [T, S, B, H], its rows b >= rows(t) at step t unwritten.
+// state_all stays [T, S, B, H], its rows b >= rows(t) at step t zero (allocated so; no kernel
+// writes them).
 struct Steps {
   bool packed = false;
   std::vector<int64_t> offsets;  // [T + 1]: first(t) = offsets[t], offsets[T] = N
@@ -301,7 +302,9 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> recurrence_forward(
     std::vector<int64_t> rows(xg.sizes().begin(), xg.sizes().end() - 1);  // [T, B] or [N]
     rows.push_back(s.H);
     h_all = at::empty(rows, xg.options());
-    state_all = at::empty({s.T, Cell::kStates, s.B, s.H}, xg.options());
+    // Packed, the rows a step does not run stay zero: an output of no uninitialized memory.
+    state_all = steps.packed ? at::zeros({s.T, Cell::kStates, s.B, s.H}, xg.options())
+                             : at::empty({s.T, Cell::kStates, s.B, s.H}, xg.options());
     rows.back() = Cell::kSaved * s.H;
     saved = save ? at::empty(rows, xg.options()) : at::empty({0}, xg.options());
     Backend::template forward<Cell>(

@@ -75,6 +75,20 @@ def test_linear_scan_constant_decay_and_gradcheck():
 TRITON = pytest.mark.skipif(not backend.triton_available(), reason="triton is not installed")
 
 
+def _opcheck_packed(path):
+    """opcheck of the packed layout (batch_sizes): xg [N, G*H], dt [N], h_all [N, H]."""
+    batch_sizes = torch.tensor([2, 2, 1, 1])
+    for cell in CELLS:
+        args = layer_args(cell, 4, 2, 3, 3, seed=14, dt=cell != "lstm")
+        xg = torch.randn(6, cells.get(cell).num_gates * 3, dtype=torch.float64, requires_grad=True)
+        state0 = torch.stack([args["c0"]] + ([args["a0"]] if cell != "lstm" else [])).requires_grad_()
+        p = None if args.get("p") is None else args["p"].clone().requires_grad_()
+        dt = None if cell == "lstm" else torch.rand(6, dtype=torch.float64) + 0.5
+        w_hh, h0 = args["w_hh"].clone().requires_grad_(), args["h0"].clone().requires_grad_()
+        torch.library.opcheck(ops.op(path, "recurrence_forward"),
+                              (cell, xg, w_hh, h0, state0, p, dt, 1e-3, True, batch_sizes))
+
+
 @pytest.mark.parametrize("path, scan", [pytest.param("cpu", "cpu", marks=needs_native),
                                         pytest.param("triton_step", "triton_scan", marks=TRITON),
                                         pytest.param("triton_persistent", None, marks=TRITON)])
@@ -101,6 +115,7 @@ def test_opcheck_registrations(path, scan):
             torch.library.opcheck(ops.op(path, "recurrence_backward"),
                                   (cell, grad_h, grad_state_n, w_hh.detach(), h0.detach(), state0.detach(), h_all,
                                    state_all, saved, None if p is None else p.detach(), args.get("dt"), 1e-3))
+    _opcheck_packed(path)
     if scan is None:
         return
     a, u, x0 = (torch.rand(5, 3, dtype=torch.float64, requires_grad=True),

@@ -191,10 +191,10 @@ def test_all_lengths_zero_runs_no_step():
 
 
 @pytest.mark.parametrize("path", testing.LAYER_PATHS)
-def test_operator_computes_no_step_of_an_ended_row(path):
-    """The packed operator leaves the states of ended rows unwritten: with fresh memory filled with
-    NaN, state_all[t, :, b] for b >= batch_sizes[t] stays NaN (no work was done there), while every
-    row it ran is finite."""
+def test_operator_packed_layout(path):
+    """The packed operator's outputs: h_all and saved of the N packed rows only, state_all with the
+    rows a step does not run left zero (no uninitialized memory, even with fresh memory filled with
+    NaN) and every row it ran finite, state_n each row's after its last step."""
     from tsrnn import backend
 
     if backend.REGISTRY[path].runs != "operator":
@@ -206,7 +206,7 @@ def test_operator_computes_no_step_of_an_ended_row(path):
     xg = torch.randn(n, 3 * hidden, generator=g, dtype=torch.float64).to(DEVICE)
     w_hh = torch.randn(3 * hidden, hidden, generator=g, dtype=torch.float64).to(DEVICE) * 0.3
     h0 = torch.zeros(4, hidden, dtype=torch.float64, device=DEVICE)
-    state0 = torch.zeros(2, 4, hidden, dtype=torch.float64, device=DEVICE)
+    state0 = torch.ones(2, 4, hidden, dtype=torch.float64, device=DEVICE)
     p = torch.full((hidden,), 0.5, dtype=torch.float64, device=DEVICE)
     before = torch.are_deterministic_algorithms_enabled(), torch.utils.deterministic.fill_uninitialized_memory
     torch.use_deterministic_algorithms(True)
@@ -218,10 +218,12 @@ def test_operator_computes_no_step_of_an_ended_row(path):
         torch.use_deterministic_algorithms(before[0])
         torch.utils.deterministic.fill_uninitialized_memory = before[1]
     assert h_all.shape == (n, hidden) and saved.shape == (n, 4 * hidden) and state_all.shape == (5, 2, 4, hidden)
-    assert torch.isfinite(h_all).all() and torch.isfinite(saved).all() and torch.isfinite(state_n).all()
+    assert torch.isfinite(h_all).all() and torch.isfinite(saved).all()
     for t, rows in enumerate(batch_sizes.tolist()):
-        assert torch.isfinite(state_all[t, :, :rows]).all()
-        assert torch.isnan(state_all[t, :, rows:]).all(), f"step {t}: an ended row was written"
+        assert torch.isfinite(state_all[t, :, :rows]).all() and (state_all[t, :, :rows] != 0).any()
+        assert (state_all[t, :, rows:] == 0).all(), f"step {t}: a row past its end is not zero"
+    for b, last in enumerate([4, 2, 2, 0]):
+        assert torch.equal(state_n[:, b], state_all[last, :, b])
 
 
 def test_packing_round_trip():

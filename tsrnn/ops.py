@@ -33,7 +33,7 @@ from tsrnn.kernels import checks
 # only (the batch sorted by length, longest first), row offsets[t] + b of the packed tensors, with
 # offsets[t] = batch_sizes[:t].sum() and N = batch_sizes.sum(). Then xg: [N,G*H], dt: [N],
 # h_all and grad_h: [N,H], saved: [N,K*H], grad_xg: [N,G*H]; state_all stays [T,S,B,H] (the rows
-# a step does not run are left unwritten) and state_n[:, b] holds row b's states after its last
+# a step does not run are zero) and state_n[:, b] holds row b's states after its last
 # step (state0[:, b] for a row of no step, b >= batch_sizes[0]).
 # linear_scan_forward: a, u: [T,N], x0: [N] -> x: [T,N]; backward -> grad_a, grad_u, grad_x0.
 SCHEMAS = {

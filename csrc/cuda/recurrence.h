@@ -38,9 +38,9 @@ cudaError_t plan(int hidden, Plan* out);
 // sorted by length): step t runs the rows b < rows(t) = offsets[t+1] - offsets[t] only, row
 // offsets[t] + b of xg [N, G*H], dt [N], h_all and grad_h [N, H], saved [N, K*H] and dz
 // [N, G*H] (N = offsets[T]); h_{t-1} of row b is packed row offsets[t-1] + b (h0[b] at t = 0).
-// state_all keeps its full-B stride [T, S, B, H], rows b >= rows(t) of step t unwritten; h0, dh
-// [B, H] and state0, dstate [S, B, H] keep all B rows (a row's dh and dstate are left alone at
-// the steps it does not run).
+// state_all keeps its full-B stride [T, S, B, H], rows b >= rows(t) of step t not written by the
+// kernels (zero: recurrence_op.h allocates them so); h0, dh [B, H] and state0, dstate [S, B, H]
+// keep all B rows (a row's dh and dstate are left alone at the steps it does not run).
 struct ForwardArgs {
   const float* xg;      // [T, B, G*H] (packed: [N, G*H]) input projection plus bias
   const float* w_hh;    // [G*H, H]
@@ -50,7 +50,7 @@ struct ForwardArgs {
   const float* dt;      // [T, B] (packed: [N]) (pLSTM) or null for dt = 1
   const std::int64_t* offsets;  // [T+1] first packed row of each step, or null (padded)
   float* h_all;         // [T, B, H] (packed: [N, H]) out
-  float* state_all;     // [T, S, B, H] out (packed: rows b >= rows(t) of step t unwritten)
+  float* state_all;     // [T, S, B, H] out (packed: rows b >= rows(t) of step t left as allocated, zero)
   float* saved;         // [T, B, K*H] (packed: [N, K*H]) out, or null (no backward)
   int T, B, H;
   float eps;

@@ -48,7 +48,8 @@ class Steps:
     t runs all B rows, row t*B + b of the [T, B, ...] tensors seen as [T*B, ...]. Packed
     (batch_sizes [T], torch's PackedSequence layout, the batch sorted by length, longest first):
     step t runs rows b < rows(t), row first(t) + b of the packed [N, ...] tensors (xg, dt, h_all,
-    saved, grad_h, dz); state_all stays [T, S, B, H], its rows b >= rows(t) at step t unwritten.
+    saved, grad_h, dz); state_all stays [T, S, B, H], its rows b >= rows(t) at step t zero (allocated
+    so; no kernel writes them).
     ``offsets`` [T + 1], a list: first(t) = offsets[t], offsets[T] = N. Packed, batch_sizes' values
     are checked here (checks.packed_offsets, with the compiled op's messages)."""
 
@@ -87,7 +88,7 @@ def forward_prologue(cell, xg, w_hh, h0, state0, p, dt, eps, save, batch_sizes=N
         T=T, B=B, H=H, cell=cell_args, steps=steps, acc_f64=xg.dtype == torch.float64, eps=eps_tensor(eps, xg),
         xg=xg.contiguous(), w_hh=w_hh.contiguous(), h0=h0, state0=state0.contiguous(), placeholder=h0,
         p=h0 if p is None else p.contiguous(), dt=None if dt is None else dt.contiguous(),
-        h_all=xg.new_empty(*rows, H), state_all=xg.new_empty(T, cell_args["S"], B, H),
+        h_all=xg.new_empty(*rows, H), state_all=(xg.new_zeros if steps.packed else xg.new_empty)(T, cell_args["S"], B, H),
         saved=xg.new_empty(*rows, cell_args["K"] * H) if save else xg.new_empty(0))
 
 
