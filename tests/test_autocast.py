@@ -19,12 +19,14 @@ TORCH_LSTM = next(p for p in PATHS if backend.REGISTRY.get(p) and backend.REGIST
 FUSED = next(p for p in backend.paths_on(DEVICE, "recurrence") if backend.REGISTRY[p].runs == "operator")
 
 
-def _module(kind, path, dtype=torch.float32):
+def _module(kind, path, dtype=torch.float32, sizes=(4, 6)):
     torch.manual_seed(1)
+    inputs, hidden = sizes
     if kind in ("lstm", "mts"):
-        timescales = [torch.linspace(1, 40, 6), None] if kind == "mts" else None
-        return tsrnn.LSTM(4, 6, num_layers=2, timescales=timescales, backend=path, dtype=dtype).to(DEVICE)
-    return tsrnn.PowerLawLSTM(4, 6, num_layers=2, input_gate=kind.split("_")[1], backend=path, dtype=dtype).to(DEVICE)
+        timescales = [torch.linspace(1, 40, hidden), None] if kind == "mts" else None
+        return tsrnn.LSTM(inputs, hidden, num_layers=2, timescales=timescales, backend=path, dtype=dtype).to(DEVICE)
+    return tsrnn.PowerLawLSTM(inputs, hidden, num_layers=2, input_gate=kind.split("_")[1], backend=path,
+                              dtype=dtype).to(DEVICE)
 
 
 def _skip_unless_runs(kind, path):
@@ -39,7 +41,7 @@ def _rounded_float64(module, dtype):
     (p_logit stays: the pLSTM's p enters the gate math in float32)."""
     copy = _module("lstm" if isinstance(module, tsrnn.LSTM) and not module.timescale_layers else
                    "mts" if isinstance(module, tsrnn.LSTM) else f"plstm_{module.input_gate}", "reference",
-                   torch.float64)
+                   torch.float64, (module.input_size, module.hidden_size))
     with torch.no_grad():
         for (name, mine), (_, theirs) in zip(module.named_parameters(), copy.named_parameters()):
             theirs.copy_(mine if name.startswith("p_logit") else mine.to(dtype))
@@ -52,8 +54,20 @@ def _rounded_float64(module, dtype):
 @pytest.mark.parametrize("kind", KINDS)
 def test_autocast_runs_the_layer_in_the_autocast_dtype(kind, path, dtype, tuned_first):
     _skip_unless_runs(kind, path)
-    module = _module(kind, path)
-    x = torch.randn(7, 3, 4, generator=torch.Generator().manual_seed(2)).to(DEVICE)
+    _check_autocast(kind, path, dtype, tuned_first, (7, 3, 4, 6))
+
+
+@pytest.mark.parametrize("shape", testing.SHAPES, ids=str)
+@pytest.mark.parametrize("kind", KINDS)
+def test_autocast_on_every_shape_of_the_table(kind, shape):
+    """``auto`` under bf16 autocast on each (T, B, I, H) of tsrnn.testing.SHAPES, after the float32 tuning."""
+    _check_autocast(kind, "auto", torch.bfloat16, True, shape)
+
+
+def _check_autocast(kind, path, dtype, tuned_first, shape):
+    T, B, I, H = shape
+    module = _module(kind, path, sizes=(I, H))
+    x = torch.randn(T, B, I, generator=torch.Generator().manual_seed(2)).to(DEVICE)
     if tuned_first:
         module(x)[0].sum().backward()
         module.zero_grad()

@@ -152,9 +152,11 @@ def test_packed_input_matches_torch_lstm(path, enforce_sorted):
 
 
 @pytest.mark.parametrize("input_gate", ["coupled", "separate"])
-def test_plstm_packed_input_with_dt_equals_lengths(input_gate):
+@pytest.mark.parametrize("path", testing.LAYER_PATHS)
+def test_plstm_packed_input_with_dt_equals_lengths(path, input_gate):
     """PowerLawLSTM on a PackedSequence (dt packed alike) equals the padded input with lengths."""
-    m = _module(f"plstm_{input_gate}", "auto")
+    _skip_unless_runs(path, f"plstm_{input_gate}", (6, 4, 3, 5))
+    m = _module(f"plstm_{input_gate}", path)
     g = torch.Generator().manual_seed(10)
     x = torch.randn(6, 4, 3, generator=g, dtype=torch.float64).to(DEVICE)
     dt = (torch.rand(6, 4, generator=g, dtype=torch.float64) + 0.5).to(DEVICE)
