@@ -227,16 +227,19 @@ inline Tensor recurrent_weight_grad(const Tensor& dz, const Tensor& h0, const Te
 
 // The final states [S, B, H]: row b's states after its last step, state_all[T-1] when padded.
 inline Tensor final_states(const Tensor& state_all, const Tensor& state0, const Steps& steps) {
-  const int64_t T = state_all.size(0), B = state_all.size(2);
+  const int64_t T = state_all.size(0), S = state_all.size(1), B = state_all.size(2), H = state_all.size(3);
   if (!steps.packed) return state_all[T - 1].clone();
-  Tensor state_n = state0.clone();
-  int64_t b = 0;  // rows [b, rows(t)) end at step t
-  for (int64_t t = T - 1; t >= 0 && b < B; --t) {
-    const int64_t end = steps.rows(t);
-    if (end > b) state_n.narrow(1, b, end - b).copy_(state_all[t].narrow(1, b, end - b));
-    b = std::max(b, end);
+  const int64_t live = steps.rows(0);  // the rows that run a step; the others keep state0
+  std::vector<int64_t> rows(S * live);  // of state_all seen as [T*S*B, H]: (last(b)*S + s)*B + b
+  int64_t b = 0;                        // rows [b, rows(t)) end at step t
+  for (int64_t t = T - 1; t >= 0; --t) {
+    for (; b < steps.rows(t); ++b) {
+      for (int64_t s = 0; s < S; ++s) rows[s * live + b] = (t * S + s) * B + b;
+    }
   }
-  return state_n;
+  const Tensor index = at::tensor(rows, at::kLong).to(state_all.device());
+  const Tensor ran = state_all.view({T * S * B, H}).index_select(0, index).view({S, live, H});
+  return live == B ? ran : at::cat({ran, state0.narrow(1, live, B - live)}, 1);
 }
 
 // t made contiguous, or none.

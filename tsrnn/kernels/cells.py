@@ -117,19 +117,16 @@ def backward_prologue(cell, grad_h, grad_state_n, w_hh, h0, state0, h_all, state
 def final_states(state_all, state0, steps: Steps):
     """state_n [S, B, H]: each row's states after its last step, as csrc/recurrence_op.h's
     final_states: state_all[T-1] padded; packed, state_all[length(b) - 1, :, b] (state0[:, b] for
-    a row of no step), one copy per run of rows that end at the same step."""
+    a row of no step), one gather."""
     if not steps.packed:
         return state_all[steps.T - 1].clone()
-    state_n = state0.clone()
-    done = 0  # rows [done, rows(t)) end at step t
-    for t in range(steps.T - 1, -1, -1):
-        if done >= steps.B:
-            break
-        end = steps.rows(t)
-        if end > done:
-            state_n[:, done:end] = state_all[t, :, done:end]
-            done = end
-    return state_n
+    T, S, B, H = state_all.shape
+    lengths = steps.lengths()
+    live = int((lengths > 0).sum())
+    last, row = lengths[:live] - 1, torch.arange(live)
+    index = ((last.unsqueeze(0) * S + torch.arange(S).unsqueeze(1)) * B + row).reshape(-1)
+    ran = state_all.reshape(T * S * B, H).index_select(0, index.to(state_all.device)).view(S, live, H)
+    return ran if live == B else torch.cat([ran, state0[:, live:]], 1)
 
 
 def weight_grad(dz, h0, h_all, steps: Steps):
