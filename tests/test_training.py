@@ -303,7 +303,7 @@ def test_dyck_sequences_correct_marks_each_word_in_split_order():
     class Oracle(torch.nn.Module):
         """Right on every step of words of at most 10 symbols; one wrong step in longer ones."""
 
-        def forward(self, tokens):
+        def forward(self, tokens, lengths=None):
             words = ["".join(synthetic.DYCK_SYMBOLS[i] for i in column if i != synthetic.DYCK_PAD)
                      for column in tokens.T.tolist()]
             split = synthetic.encode_dyck(words)
