@@ -252,6 +252,18 @@ def test_nt_asgd_switches_on_the_rule_and_resumes_averaging(tmp_path, monkeypatc
                  steps=0) == 0  # the averaged optimizer comes back with its averages
 
 
+def test_each_epoch_reports_its_training_time(tmp_path, capsys):
+    """An "epoch" record per epoch with its training seconds (validation not counted) and rate,
+    and the time on the per-epoch line."""
+    assert train(tmp_path, "dyck", "--epochs", "2", "--valid-every", "3", steps=0) == 0
+    epochs = [r for r in metrics(tmp_path) if r["event"] == "epoch"]
+    assert [(r["epoch"], r["step"]) for r in epochs] == [(1, 8), (2, 16)]  # 64 words in batches of 8
+    assert all(r["epoch_s"] > 0 and r["seq_per_s"] == pytest.approx(64 / r["epoch_s"], rel=0.1) for r in epochs)
+    lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("epoch ")]
+    assert [line.split(" s training: valid loss ")[0].rsplit(", ", 1)[0] for line in lines] == \
+        ["epoch 1, step 8", "epoch 2, step 16"]
+
+
 def test_pixels_without_the_mnist_directory_is_one_line(tmp_path, capsys):
     code = cli.main(["train", "--task", "pixels", "--data", str(tmp_path / "nowhere"), "--out", str(tmp_path / "run"),
                      "--quiet"])
@@ -291,7 +303,7 @@ def test_dyck_sequences_correct_marks_each_word_in_split_order():
     class Oracle(torch.nn.Module):
         """Right on every step of words of at most 10 symbols; one wrong step in longer ones."""
 
-        def forward(self, tokens):
+        def forward(self, tokens, lengths=None):
             words = ["".join(synthetic.DYCK_SYMBOLS[i] for i in column if i != synthetic.DYCK_PAD)
                      for column in tokens.T.tolist()]
             split = synthetic.encode_dyck(words)

@@ -6,7 +6,8 @@ n + T blanks, then the n symbols, so both have T + 2n steps and the reproduction
 step of the signal. A memoryless model predicts the blank, then uniform symbols, and scores
 the cross-entropy n log m / (T + 2n) (``copy_baseline_loss``). The variable copy task (A.3) draws
 T ~ U{T_1, ..., T_2} per sequence; sequences are padded at the end with blank inputs and the
-target ``IGNORE_INDEX`` (-100, ``torch.nn.functional.cross_entropy``'s default).
+target ``IGNORE_INDEX`` (-100, ``torch.nn.functional.cross_entropy``'s default); ``copy_lengths``
+gives each column's own steps, which the model passes to its recurrent layer.
 """
 from __future__ import annotations
 
@@ -18,8 +19,8 @@ import torch
 
 from tsrnn import _validation as check
 
-__all__ = ["IGNORE_INDEX", "copy_task", "variable_copy_task", "copy_baseline_loss", "copy_accuracy",
-           "copy_sequence_accuracy"]
+__all__ = ["IGNORE_INDEX", "copy_task", "variable_copy_task", "copy_lengths", "copy_baseline_loss",
+           "copy_accuracy", "copy_sequence_accuracy"]
 
 IGNORE_INDEX = -100
 
@@ -85,6 +86,15 @@ def variable_copy_task(batch_size: int, delay_range: tuple[int, int], n_copy: in
     generator = _generator(generator)
     delays = torch.randint(low, high + 1, (batch_size,), generator=generator)
     return _copy(delays, n_copy, n_symbols, generator)
+
+
+def copy_lengths(y: torch.Tensor) -> torch.Tensor:
+    """(B,) int64: the steps of each column of targets y (L, B) before its padding (the
+    ``IGNORE_INDEX`` targets at its end): T_b + 2 n_copy for ``variable_copy_task``, L for
+    ``copy_task``."""
+    if not isinstance(y, torch.Tensor) or y.dtype.is_floating_point or y.dim() != 2:
+        raise TypeError("y must be a 2-D integer tensor of targets (L, B)")
+    return (y != IGNORE_INDEX).sum(0)
 
 
 def copy_baseline_loss(delay, n_copy: int = 10, n_symbols: int = 8) -> float:

@@ -2,10 +2,12 @@
 last step, then a linear layer to the classes (seed 002 §4.2 pixels, §4.4 sentiment, §5.4
 frequencies).
 
-``logits = model(x, lengths=None, dt=None)``: x (T, B, input_size); lengths (B,) the steps of each
-sequence (None: all T), read at step lengths - 1, so padding after a sequence changes nothing;
-dt (T, B) step lengths > 0 for the pLSTM (S8), None for Δt = 1. Logits (B, n_classes). Dropout
-(seed 002 §4.4: 0.2) acts on the recurrent output before the linear layer.
+``logits = model(x, lengths=None, dt=None)``: x (T, B, input_size), padded after each sequence;
+lengths (B,) the steps of each sequence in [1, T] (None: all T); dt (T, B) step lengths > 0 for
+the pLSTM (S8), None for Δt = 1. Logits (B, n_classes). The model passes ``lengths`` to the
+recurrent layer, which runs each sequence's own steps only (no work on the padding) and returns
+its state after its last step, h_n: the output at step lengths - 1, so padding after a sequence
+changes nothing. Dropout (seed 002 §4.4: 0.2) acts on h_n before the linear layer.
 """
 from __future__ import annotations
 
@@ -17,7 +19,7 @@ from tsrnn.models.recurrent import recurrent_layer
 
 
 class SequenceClassifier(nn.Module):
-    """x → recurrent layer (hidden_size) → output at each sequence's last step → dropout → linear.
+    """x → recurrent layer → h_n, the state after each sequence's last step → dropout → linear.
 
     Args:
         cell: "lstm" | "chrono" | "plstm" (``tsrnn.models.recurrent``). t_max: chrono's T_max.
@@ -43,13 +45,11 @@ class SequenceClassifier(nn.Module):
         check.tensor("x", x, 3)
         check.same_device("output weight", self.output.weight, x=x, lengths=lengths, dt=dt)
         x = x.to(self.output.weight.dtype)
-        if self.cell == "plstm":
-            h, _ = self.rnn(x, dt=None if dt is None else dt.to(x.dtype))
-        else:
-            h, _ = self.rnn(x)
-        if lengths is None:
-            last = h[-1]
-        else:
+        if lengths is not None:
             check.lengths("lengths", lengths, x.shape[0], x.shape[1])
-            last = h[lengths - 1, torch.arange(x.shape[1], device=x.device)]
+        if self.cell == "plstm":
+            _, state = self.rnn(x, dt=None if dt is None else dt.to(x.dtype), lengths=lengths)
+        else:
+            _, state = self.rnn(x, lengths=lengths)
+        last = state[0][-1]  # h_n of the (one) layer: each sequence's output at its last step
         return self.output(self.dropout(last))

@@ -27,7 +27,11 @@ class CopyModel(nn.Module):
         generator: torch.Generator for the chrono draws (None: the global generator).
         backend: passed to the recurrent module.
 
-    ``logits = model(x)``: x (T, B) int64 category ids (``tsrnn.data.copy.copy_task``); logits
+    ``logits = model(x, lengths=None)``: x (T, B) int64 category ids (``tsrnn.data.copy.copy_task``);
+    lengths (B,) the steps of each column in [0, T] for a variable copy batch padded at the end
+    (``tsrnn.data.copy.copy_lengths``), None: all T. The model passes them to the recurrent layer,
+    which runs each column's own steps only (none on the padding, whose targets are ignored);
+    past a column's end its output is zero and its logits the output layer's bias. Logits
     (T, B, n_symbols + 2). The state starts at zero (the seed backpropagates through whole
     sequences).
     """
@@ -49,8 +53,8 @@ class CopyModel(nn.Module):
         return f"cell={self.cell!r}, n_symbols={self.n_symbols}" + (
             f", t_max={self.t_max}" if self.t_max is not None else "")
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, lengths: torch.Tensor | None = None) -> torch.Tensor:
         x = check.token_ids("x", x, 2, self.n_classes)
         check.same_device("output weight", self.output.weight, x=x)
-        h, _ = self.rnn(F.one_hot(x, self.n_classes).to(self.output.weight.dtype))
+        h, _ = self.rnn(F.one_hot(x, self.n_classes).to(self.output.weight.dtype), lengths=lengths)
         return self.output(h)

@@ -33,10 +33,12 @@ class DyckModel(nn.Module):
             timescales (1.5). freeze: which MTS biases are fixed ("gates" or "all").
         backend: passed to ``tsrnn.LSTM``.
 
-    ``probs = model(tokens)``: tokens (T, B) int64 with "(" 0, ")" 1, "[" 2, "]" 3 and the
-    padding id ``tsrnn.data.dyck.DYCK_PAD`` (4), which enters as a zero vector (outputs at padded
-    steps are meaningless and must be masked by the sequence lengths). probs (T, B, 2) in (0, 1):
-    (round, square) closing bracket allowed after each prefix.
+    ``probs = model(tokens, lengths=lengths)``: tokens (T, B) int64 with "(" 0, ")" 1, "[" 2,
+    "]" 3 and the padding id ``tsrnn.data.dyck.DYCK_PAD`` (4) after each word; lengths (B,) the
+    words' steps in [0, T], passed to the LSTM, which runs each word's own steps only (none on the
+    padding). probs (T, B, 2) in (0, 1): (round, square) closing bracket allowed after each
+    prefix; past a word's end they are meaningless (the LSTM's output there is zero) and the
+    scoring masks them. Without lengths every step runs, padding entering as a zero vector.
     """
 
     def __init__(self, cell: str = "lstm", hidden_size: int = 256, alpha: float = 1.5,
@@ -55,13 +57,15 @@ class DyckModel(nn.Module):
     def extra_repr(self) -> str:
         return f"cell={self.cell!r}" + (f", alpha={self.alpha}" if self.cell == "mts" else "")
 
-    def forward(self, tokens: torch.Tensor, state=None, return_state: bool = False):
+    def forward(self, tokens: torch.Tensor, state=None, return_state: bool = False, lengths=None):
         """Predictions (T, B, 2) from ``state`` (None: zeros); with ``return_state`` also the final
-        state, for the authors' stateful training on consecutive chunks of long sequences."""
+        state, for the authors' stateful training on consecutive chunks of long sequences: with
+        ``lengths``, each word's state after its last step (a word of length 0, one that ended in
+        an earlier chunk, keeps the state it came with)."""
         tokens = check.token_ids("tokens", tokens, 2, DYCK_PAD + 1)
         check.same_device("output weight", self.output.weight, tokens=tokens)
         # One column per symbol plus one for padding, which is then dropped: padding is all-zero.
         x = F.one_hot(tokens, DYCK_PAD + 1)[..., : self.n_symbols].to(self.output.weight.dtype)
-        h, state = self.rnn(x, state)
+        h, state = self.rnn(x, state, lengths=lengths)
         pred = torch.sigmoid(self.output(h))
         return (pred, state) if return_state else pred

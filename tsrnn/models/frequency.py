@@ -17,7 +17,9 @@ from tsrnn.models.classifier import SequenceClassifier
 
 
 class FrequencyModel(SequenceClassifier):
-    """``logits = model(batch)``: batch a ``tsrnn.data.sine_waves.SineBatch``; logits (B, 2)."""
+    """``logits = model(batch)``: batch a ``tsrnn.data.sine_waves.SineBatch``; logits (B, 2). The
+    batch's lengths go to the recurrent layer, which runs each sequence's own samples only and
+    is read after its last one (``SequenceClassifier``)."""
 
     def __init__(self, cell: str = "plstm", hidden_size: int = 110, time_input: bool = False,
                  t_max: float | None = None, generator: torch.Generator | None = None, backend: str = "auto"):

@@ -4,7 +4,8 @@ vectors are given), one recurrent layer read at each review's last word, dropout
 The seed uses frozen 100-d GloVe vectors and 128 units (LSTM, chrono) or 154 (pLSTM, matching
 ~118K parameters). Without a vectors file tsrnn trains the embedding from N(0, 1) instead (no
 download at run time). Where the seed reads the output is not stated; tsrnn reads it at the
-review's last word, not after the padding.
+review's last word, not after the padding: the model passes the reviews' lengths to the
+recurrent layer, which runs no step on the padding, and reads its final state h_n.
 """
 from __future__ import annotations
 
@@ -16,9 +17,10 @@ from tsrnn.models.classifier import SequenceClassifier
 
 
 class SentimentModel(SequenceClassifier):
-    """``logits = model(tokens, lengths)``: tokens (T, B) int64 word ids (0 is padding), lengths (B,);
-    logits (B, 2). ``vectors`` (V, E): pretrained embeddings, frozen; else ``vocab_size`` and
-    ``embedding_size`` give a trained embedding."""
+    """``logits = model(tokens, lengths)``: tokens (T, B) int64 word ids (0 is padding), lengths (B,)
+    in [1, T], passed to the recurrent layer (``SequenceClassifier``); logits (B, 2). ``vectors``
+    (V, E): pretrained embeddings, frozen; else ``vocab_size`` and ``embedding_size`` give a
+    trained embedding."""
 
     def __init__(self, cell: str, hidden_size: int, vocab_size: int | None = None, embedding_size: int = 100,
                  vectors: torch.Tensor | None = None, dropout: float = 0.2, t_max: float | None = None,

@@ -4,7 +4,9 @@ A task (``tsrnn.training.tasks``) says how to build its model and optimizer, whi
 an epoch, what a batch's loss is and how to evaluate a split; this loop does the rest:
 
 - tqdm progress (loss, items/s) on rank 0, validation every ``--valid-every`` steps and at the
-  end of each epoch, one JSON line per event in ``OUT/metrics.jsonl``;
+  end of each epoch, one JSON line per event in ``OUT/metrics.jsonl`` ("train" every
+  ``--log-every`` steps, "valid", "switch", and "epoch" with ``epoch_s``, the seconds the
+  epoch's training steps took, validation not counted; after ``--resume``, the steps since);
 - ``OUT/last.pt`` (and ``best.pt`` on a better validation loss), written atomically;
 - ``--resume``: model, optimizer, every RNG, the recurrent state carried between batches and the
   position in the epoch come back, so the run continues bit-identically;
@@ -136,7 +138,7 @@ def run(task, args, ctx: Context, log=print) -> dict:
         batches = batches[:ctx.min(len(batches))]  # shards can differ; DDP needs equal step counts
         bar = tqdm(total=len(batches), initial=progress.batch, desc=f"epoch {progress.epoch + 1}/{args.epochs}",
                    disable=not ctx.is_main or args.quiet, leave=False, dynamic_ncols=True, mininterval=1.0)
-        started, items = time.perf_counter(), 0
+        started, paused, items = time.perf_counter(), 0.0, 0  # paused: mid-epoch validation
         for index, batch in enumerate(batches):
             if index < progress.batch:
                 continue  # already trained on before the checkpoint we resumed from
@@ -154,24 +156,29 @@ def run(task, args, ctx: Context, log=print) -> dict:
                 group["lr"] = rate
             carry = _detach(carry)
             progress.step, progress.batch, items = progress.step + 1, index + 1, items + n
-            rate = items / max(time.perf_counter() - started, 1e-9)
+            rate = items / max(time.perf_counter() - started - paused, 1e-9)
             bar.update(1)
             bar.set_postfix(loss=f"{loss.item():.3f}", **{f"{task.unit}/s": f"{rate:.0f}"})
             if progress.step % args.log_every == 0:
                 metrics.write(event="train", step=progress.step, epoch=progress.epoch, loss=loss.item(),
                               **{f"{task.unit}_per_s": round(rate, 1)})
             if args.valid_every and progress.step % args.valid_every == 0:
+                valid_started = time.perf_counter()
                 last_valid = {"step": progress.step, **validate()}
+                paused += time.perf_counter() - valid_started
             if args.max_steps and progress.step >= args.max_steps:
                 done = True
                 break
         bar.close()
+        epoch_s = time.perf_counter() - started - paused
         if not done:
             progress.epoch, progress.batch, carry = progress.epoch + 1, 0, None
+        metrics.write(event="epoch", step=progress.step, epoch=progress.epoch, epoch_s=round(epoch_s, 3),
+                      **{f"{task.unit}_per_s": round(items / max(epoch_s, 1e-9), 1)})
         if not done or last_valid.get("step") != progress.step:
             last_valid = {"step": progress.step, **validate()}
             if ctx.is_main:
-                log(f"epoch {progress.epoch}, step {progress.step}: "
+                log(f"epoch {progress.epoch}, step {progress.step}, {epoch_s:.1f} s training: "
                     + ", ".join(f"valid {k} {v:.4g}" for k, v in last_valid.items() if k != "step"))
         if not done:
             done = end_of_epoch(last_valid)

@@ -48,9 +48,11 @@ class DyckTask(Task):
         return batches
 
     def train_batches(self, epoch, rank, world):
-        """Shuffled batches of whole sequences; with --chunk C, each batch cut into consecutive
-        chunks of C steps trained one optimizer step each with the state carried (the authors'
-        stateful training, seq_length 200)."""
+        """Shuffled batches of whole sequences, each (tokens, labels, lengths); with --chunk C, each
+        batch cut into consecutive chunks of C steps trained one optimizer step each with the
+        state carried (the authors' stateful training, seq_length 200), each chunk with the
+        lengths left from its first step (lengths - s, <= 0 for a word that has ended) and whether
+        it is its batch's first. The model runs each word's own steps only (``train_loss``)."""
         batches = self._batches("train", epoch, rank, world, shuffle=True)
         if not self.args.chunk:
             return batches
@@ -60,11 +62,14 @@ class DyckTask(Task):
     def train_loss(self, model, batch, carry):
         tokens, labels, lengths = (t.to(self.device) for t in batch[:3])
         if len(batch) == 3:
-            return dyck.dyck_mse(model(tokens), labels, lengths, self.args.dyck_loss), None, len(lengths)
-        pred, carry = model(tokens, None if batch[3] else carry, return_state=True)
+            pred = model(tokens, lengths=lengths)
+            return dyck.dyck_mse(pred, labels, lengths, self.args.dyck_loss), None, len(lengths)
+        # A chunk runs each word's steps in it: a word that ended in an earlier chunk runs none and
+        # keeps its state (the batch's state restarts at its first chunk).
+        lengths = lengths.clamp(0, tokens.shape[0])
+        pred, carry = model(tokens, None if batch[3] else carry, return_state=True, lengths=lengths)
         active = lengths > 0  # sequences that have not ended before this chunk
-        lengths = lengths.clamp(max=tokens.shape[0])[active]
-        loss = dyck.dyck_mse(pred[:, active], labels[:, active], lengths, self.args.dyck_loss)
+        loss = dyck.dyck_mse(pred[:, active], labels[:, active], lengths[active], self.args.dyck_loss)
         return loss, carry, int(active.sum())
 
     @torch.no_grad()
@@ -73,7 +78,7 @@ class DyckTask(Task):
         loss = correct = count = 0.0
         for tokens, labels, lengths in self._batches(split):
             tokens, labels, lengths = tokens.to(self.device), labels.to(self.device), lengths.to(self.device)
-            pred = model(tokens)
+            pred = model(tokens, lengths=lengths)
             n = len(lengths)
             loss += dyck.dyck_mse(pred, labels, lengths).item() * n
             correct += dyck.whole_sequence_correct(pred, labels, lengths) * n
@@ -85,9 +90,12 @@ class DyckTask(Task):
         """(N,) bool: whether each word of the split, in its order, has every output right (the
         words of ``self.data.<split>``, whose ``max_timescale`` is seed 000 Fig 2's x-axis)."""
         model.eval()
-        return torch.cat([dyck.sequences_correct(model(tokens.to(self.device)), labels.to(self.device),
-                                                 lengths.to(self.device)).cpu()
-                          for tokens, labels, lengths in self._batches(split)])
+        correct = []
+        for tokens, labels, lengths in self._batches(split):
+            lengths = lengths.to(self.device)
+            pred = model(tokens.to(self.device), lengths=lengths)
+            correct.append(dyck.sequences_correct(pred, labels.to(self.device), lengths).cpu())
+        return torch.cat(correct)
 
 
 @register
@@ -139,9 +147,14 @@ class CopyTask(Task):
     def solved(self, metrics: dict) -> bool:
         return bool(self.args.stop_accuracy) and schedules.copy_solved(metrics, self.args.stop_accuracy)
 
+    def _lengths(self, y):
+        """The variable task's columns' own steps (``copy.copy_lengths``), which the model runs
+        alone; None for the fixed task, whose columns have every step."""
+        return copy.copy_lengths(y) if self.args.variable else None
+
     def train_loss(self, model, batch, carry):
         x, y = (t.to(self.device) for t in batch)
-        return F.cross_entropy(model(x).transpose(1, 2), y), None, y.shape[1]
+        return F.cross_entropy(model(x, self._lengths(y)).transpose(1, 2), y), None, y.shape[1]
 
     @torch.no_grad()
     def evaluate(self, model, split):
@@ -159,7 +172,7 @@ class CopyTask(Task):
         loss = accuracy = sequences = 0.0
         for x, y in batches:
             x, y = x.to(self.device), y.to(self.device)
-            logits = model(x)
+            logits = model(x, self._lengths(y))
             loss += F.cross_entropy(logits.transpose(1, 2), y).item()
             accuracy += copy.copy_accuracy(logits, y)
             sequences += copy.copy_sequence_accuracy(logits, y)
