@@ -1,6 +1,7 @@
 """What tsrnn.LSTM and tsrnn.PowerLawLSTM share: parameters named as in torch.nn.LSTM, input
-layout (time-major, batch_first, unbatched; a PackedSequence, or padded with ``lengths=``), initial states, the loop over layers with dropout
-between them (``forward``, ``forget_gates``), and the traces handed to watchers. A subclass names
+layout (time-major, batch_first, unbatched; a PackedSequence, or padded with ``lengths=``),
+initial states, the loop over layers with dropout between them (``forward``, ``forget_gates``),
+autocast, and the traces handed to watchers. A subclass names
 its cell (``tsrnn.cells``) and says, per layer, what its layers take besides the weights
 (``_layer_inputs``: the effective bias, p, ε) and, per call, what its forward takes besides the
 input and state (``_call_inputs``: the pLSTM's Δt)."""
