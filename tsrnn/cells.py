@@ -74,6 +74,12 @@ class Cell:
         return tuple(f"{s}0" for s in self.math_states)
 
     @property
+    def traces(self) -> tuple[str, ...]:
+        """The per-step traces every path returns: the forget gate "f" and, for the pLSTM, the
+        reset gate "r" and the age "a" (a fused path adds its other saved activations)."""
+        return ("f", "r", "a") if self.has_p else ("f",)
+
+    @property
     def function(self) -> str:
         """The name of this cell's layer in ``tsrnn.functional`` and ``tsrnn.reference``."""
         return "plstm" if self.has_p else "lstm"

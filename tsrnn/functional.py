@@ -160,8 +160,7 @@ def _lengths_layer(cell, x, h0, states, w_ih, w_hh, bias, p, dt, eps, backend, t
     packed, run, and unpacked; (out, finals, traces) as ``_layer``'s, in the padded layout."""
     packing = Packing.from_lengths(lengths, x.shape[0]).to(x.device)
     if packing.live == 0:  # no row runs a step
-        names = ("f", "r", "a") if cell.has_p else ("f",)
-        zeros = {name: x.new_zeros(*x.shape[:2], w_hh.shape[1]) for name in names} if traces else None
+        zeros = {name: x.new_zeros(*x.shape[:2], w_hh.shape[1]) for name in cell.traces} if traces else None
         return x.new_zeros(*x.shape[:2], w_hh.shape[1]), (h0, *states), zeros
     x_p, (h0_p, *states_p), dt_p = _packed_inputs(packing, x, (h0, *states), dt)
     out, finals, per_step = _layer(cell, x_p, h0_p, states_p, w_ih, w_hh, bias, p, dt_p, eps, backend, traces,

@@ -16,11 +16,12 @@ import math
 import torch
 
 
-def _running(lengths, t, like):
-    """(B, 1) bool: the rows that run step t (all of them without lengths)."""
+def _advance(lengths, t, new, old=0):
+    """The values after step t: ``new`` for the rows that run it (all rows without lengths),
+    ``old`` for those that have ended (0: an output past a row's end)."""
     if lengths is None:
-        return torch.ones(like.shape[0], 1, dtype=torch.bool, device=like.device)
-    return (lengths.to(like.device) > t).unsqueeze(-1)
+        return new
+    return torch.where((lengths.to(new.device) > t).unsqueeze(-1), new, old)
 
 
 def lstm(x, h0, c0, w_ih, w_hh, bias, lengths=None):
@@ -40,10 +41,9 @@ def lstm(x, h0, c0, w_ih, w_hh, bias, lengths=None):
         i, f, g, o = torch.sigmoid(z_i), torch.sigmoid(z_f), torch.tanh(z_g), torch.sigmoid(z_o)
         c_new = f * c + i * g
         h_new = o * torch.tanh(c_new)
-        run = _running(lengths, t, h)
-        h, c = torch.where(run, h_new, h), torch.where(run, c_new, c)
-        outs.append(torch.where(run, h_new, 0))
-        forgets.append(torch.where(run, f, 0))
+        h, c = _advance(lengths, t, h_new, h), _advance(lengths, t, c_new, c)
+        outs.append(_advance(lengths, t, h_new))
+        forgets.append(_advance(lengths, t, f))
     return torch.stack(outs), (h, c), torch.stack(forgets)
 
 
@@ -81,12 +81,11 @@ def plstm(x, h0, c0, a0, w_ih, w_hh, bias, p, dt=None, eps=1e-3, input_gate="cou
             i = 1 - f
         c_new = f * c + i * g
         h_new = o * torch.tanh(c_new)
-        run = _running(lengths, t, h)
-        h, c, a = torch.where(run, h_new, h), torch.where(run, c_new, c), torch.where(run, a_new, a)
-        outs.append(torch.where(run, h_new, 0))
-        forgets.append(torch.where(run, f, 0))
-        resets.append(torch.where(run, r, 0))
-        ages.append(torch.where(run, a_new, 0))
+        h, c, a = _advance(lengths, t, h_new, h), _advance(lengths, t, c_new, c), _advance(lengths, t, a_new, a)
+        outs.append(_advance(lengths, t, h_new))
+        forgets.append(_advance(lengths, t, f))
+        resets.append(_advance(lengths, t, r))
+        ages.append(_advance(lengths, t, a_new))
     if trace is not None:
         trace.update(r=torch.stack(resets), a=torch.stack(ages))
     return torch.stack(outs), (h, c, a), torch.stack(forgets)

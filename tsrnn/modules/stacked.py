@@ -246,8 +246,7 @@ class StackedRNN(nn.Module):
     def _no_step(self, x, initial, traces: bool):
         """``_run``'s results where every length is 0: zero output and traces, the initial states."""
         zeros = x.new_zeros(*x.shape[:2], self.hidden_size)
-        names = ("f", "r", "a") if self.cell.has_p else ("f",)
-        per_layer = [{n: zeros for n in names} if traces else None for _ in range(self.num_layers)]
+        per_layer = [{n: zeros for n in self.cell.traces} if traces else None for _ in range(self.num_layers)]
         return self._layout_out(zeros, False), tuple(initial), per_layer
 
     def forward(self, input, hx=None, lengths=None, **inputs):
