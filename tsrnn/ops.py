@@ -48,6 +48,10 @@ SCHEMAS = {
 # Compiled only: how many thread blocks the persistent CUDA kernel would use for this cell and
 # w_hh (its device, dtype and H), 0 where it does not fit on chip or cannot launch cooperatively.
 PLAN_SCHEMA = "recurrence_plan(str cell, Tensor w_hh) -> int"
+# Compiled only, for the tests and benchmarks: the CPU time loops' per-step GEMM kernels
+# (csrc/cpu/panel_gemm.h), C = a op(b) with op(b) = b.t() if trans_b, through the kernel named
+# `kernel`, and the names of the kernels this CPU runs.
+CPU_GEMM_SCHEMAS = ("cpu_gemm(Tensor a, Tensor b, bool trans_b, str kernel) -> Tensor", "cpu_gemm_kernels() -> str[]")
 
 
 def op(path: str, name: str):
@@ -201,7 +205,8 @@ _LIBRARIES = {}
 for _namespace, (_ops, _module) in _namespaces().items():
     _LIBRARIES[_namespace] = _define(_namespace, _ops)
     if _module is None:  # compiled: the extensions register the kernels, and the planning op
-        _LIBRARIES[_namespace].define(PLAN_SCHEMA)
+        for _schema in (PLAN_SCHEMA, *CPU_GEMM_SCHEMAS):
+            _LIBRARIES[_namespace].define(_schema)
         continue
     for _name in (f"{o}_{d}" for o in _ops for d in ("forward", "backward")):
         for _device in ("CPU", "CUDA"):

@@ -168,8 +168,7 @@ void forward_loop(const Shapes& s, const Steps& steps, const Tensor& xg, const T
       for (int k = omp_get_thread_num(); k < slices; k += omp_get_num_threads()) {
         const UnitSlice us = unit_slice(H, k, slices);
         mine.push_back({us, z_buffer[k].data_ptr<T>(),
-                        StepGemm<T>(w_data + G * us.j0 * H, /*trans_b=*/true, H, B, G * us.n, H,
-                                    xg.options())});
+                        StepGemm<T>(w_data + G * us.j0 * H, /*trans_b=*/true, H, G * us.n, H, xg.options())});
       }
     });
     for (int64_t t = 0; t < s.T; ++t) {
@@ -232,7 +231,7 @@ void backward_loop(const Shapes& s, const Steps& steps, const T* grad_h, const T
       for (int k = omp_get_thread_num(); k < slices; k += omp_get_num_threads()) {
         const UnitSlice us = unit_slice(H, k, slices);
         mine.push_back({us, dh_buffer[k].data_ptr<T>(),
-                        StepGemm<T>(w_data + us.j0, /*trans_b=*/false, H, B, us.n, GH, dh.options())});
+                        StepGemm<T>(w_data + us.j0, /*trans_b=*/false, H, us.n, GH, dh.options())});
       }
     });
     for (int64_t t = s.T - 1; t >= 0; --t) {

@@ -1,0 +1,44 @@
+// The AVX2+FMA micro-kernel of csrc/cpu/panel_gemm.h: 8 floats per vector, NR = 16, MR <= 6
+// (12 accumulators, two panel vectors and one broadcast in 16 registers).
+#include "cpu/panel_gemm.h"
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#pragma GCC push_options
+#pragma GCC target("avx2,fma")
+#include <immintrin.h>
+
+#include "cpu/panel_tile.h"
+
+namespace tsrnn {
+namespace {
+
+struct Avx2 {
+  using Vec = __m256;
+  static constexpr int kWidth = 8, kMaxRows = 6;
+  static Vec zero() { return _mm256_setzero_ps(); }
+  static Vec load(const float* p) { return _mm256_loadu_ps(p); }
+  static Vec broadcast(float x) { return _mm256_set1_ps(x); }
+  static Vec fma(Vec a, Vec b, Vec acc) { return _mm256_fmadd_ps(a, b, acc); }
+  static void store(float* p, Vec v, int n) {
+    if (n == kWidth) {
+      _mm256_storeu_ps(p, v);
+    } else if (n > 0) {
+      const __m256i lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+      _mm256_maskstore_ps(p, _mm256_cmpgt_epi32(_mm256_set1_epi32(n), lanes), v);
+    }
+  }
+};
+
+constexpr PanelKernel kKernel = panel::make_kernel<Avx2>("avx2");
+
+}  // namespace
+
+const PanelKernel* avx2_panel_kernel() { return &kKernel; }
+
+}  // namespace tsrnn
+#pragma GCC pop_options
+#else
+namespace tsrnn {
+const PanelKernel* avx2_panel_kernel() { return nullptr; }
+}  // namespace tsrnn
+#endif

@@ -1,0 +1,67 @@
+// The per-step GEMM of the CPU time loops on weights packed once per call:
+//
+//   C[m, N] = A[m, K] B[K, N],  B packed into panels of NR columns, panel p = B[:, p*NR : p*NR + NR]
+//   stored [K][NR] (columns past N zero).
+//
+// Each step, a register-blocked micro-kernel computes C one MR x NR tile at a time: for each k,
+// NR/W vector loads of the panel row, MR broadcasts of A[r, k] and 2 MR fused multiply-adds into
+// MR x NR accumulators that stay in registers over the whole K, written once. A step's A (the
+// previous h or dz) has few rows (the batch), so a tile spans as many rows as the registers
+// hold: on AVX-512 NR = 32 (two 16-float vectors) and MR <= 14 (28 accumulators of 32 registers),
+// on AVX2+FMA NR = 16 and MR <= 6 (12 of 16). The rows of A are split into the fewest blocks of
+// at most MR rows, of near-equal size (20 rows: two tiles of 10). Each kernel is compiled for its
+// ISA in its own file (panel_avx512.cpp, panel_avx2.cpp) and chosen at run time by the CPU's
+// features; without either (another architecture or compiler), the caller falls back to ATen.
+//
+// Sums run over k in order, one FMA per term: the result differs from another GEMM's by rounding
+// only (tests/test_cpu_gemm.py compares every kernel with torch.mm on odd shapes).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace tsrnn {
+
+// One ISA's micro-kernels. tile[mr] computes C[0:mr, 0:cols] = A[0:mr, 0:K] panel (cols <= NR)
+// for 1 <= mr <= max_rows; a: row stride lda, c: row stride ldc, panel: [K][NR].
+struct PanelKernel {
+  using Tile = void (*)(int64_t K, const float* a, int64_t lda, const float* panel, float* c,
+                        int64_t ldc, int cols);
+  const char* name;
+  int panel_width;  // NR
+  int max_rows;     // MR's upper bound
+  Tile tile[15];    // tile[1..max_rows]
+};
+
+// The kernels this build has (per file, null where the compiler or architecture lacks the ISA).
+const PanelKernel* avx512_panel_kernel();
+const PanelKernel* avx2_panel_kernel();
+
+// The kernel named `name` ("avx512" or "avx2") if this build has it and this CPU runs it, else
+// null.
+const PanelKernel* panel_kernel_named(const std::string& name);
+
+// The kernel the CPU loops use: the widest this CPU runs, or as TSRNN_CPU_GEMM says ("avx512",
+// "avx2", or "aten" for ATen's GEMM: null); read once. An unknown value or a kernel this CPU
+// cannot run is an error.
+const PanelKernel* default_panel_kernel();
+
+// Names of the kernels this CPU runs, widest first.
+std::vector<std::string> panel_kernel_names();
+
+// Floats that pack_panels writes for N columns and K rows.
+inline int64_t packed_size(const PanelKernel& kernel, int64_t N, int64_t K) {
+  const int64_t nr = kernel.panel_width;
+  return (N + nr - 1) / nr * nr * K;
+}
+
+// Packs B [K, N] (b[k * ldb + n], or b[n * ldb + k] if trans_b) into out (packed_size floats).
+void pack_panels(const PanelKernel& kernel, const float* b, bool trans_b, int64_t ldb, int64_t N,
+                 int64_t K, float* out);
+
+// C[m, N] = A[m, K] B with B packed by pack_panels; a: row stride lda, c: row stride ldc.
+void panel_gemm(const PanelKernel& kernel, int64_t m, int64_t N, int64_t K, const float* a,
+                int64_t lda, const float* packed, float* c, int64_t ldc);
+
+}  // namespace tsrnn
