@@ -1,6 +1,11 @@
 """What is particular to the compiled CPU kernels (tsrnn._C) and the operators: any thread count,
 long sequences, forget traces, the scan, opcheck of every namespace, and the final-state
 gradient. Every path's results against the reference on the shared table: tests/test_paths.py."""
+import json
+import os
+import subprocess
+import sys
+
 import pytest
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -155,3 +160,37 @@ def test_backward_gets_the_final_state_gradient_only(cell):
         assert len(record.received) == 1
         got = record.received[0]
         assert (got if got is None else tuple(got.shape)) == expected
+
+
+def _profile_run(env_value, code):
+    env = {k: v for k, v in os.environ.items() if k != "TSRNN_CPU_PROFILE"}
+    if env_value is not None:
+        env["TSRNN_CPU_PROFILE"] = env_value
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.stdout
+
+
+@needs_native
+@pytest.mark.parametrize("setting", [None, "0", "1"])
+def test_loop_phase_clock_is_opt_in(setting):
+    """TSRNN_CPU_PROFILE=1 makes the loops time their phases; read once, the totals reset."""
+    code = ("import json, torch, tsrnn\n"
+            "m = tsrnn.PowerLawLSTM(64, 64, backend='cpu')\n"
+            "m(torch.randn(6, 3, 64))[0].sum().backward()\n"
+            "print(json.dumps([list(torch.ops.tsrnn.cpu_loop_profile()), list(torch.ops.tsrnn.cpu_loop_profile())]))\n")
+    first, second = json.loads(_profile_run(setting, code))
+    assert len(first) == 6 and second == [0.0] * 6
+    if setting == "1":
+        assert all(seconds > 0 for seconds in first), first
+    else:
+        assert first == [0.0] * 6
+
+
+@needs_native
+def test_profile_script_runs():
+    script = os.path.join(os.path.dirname(__file__), "..", "bench", "cpu_profile.py")
+    done = subprocess.run([sys.executable, script, "--shapes", "3,2,64", "--rounds", "1", "--cells", "plstm_separate"],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "per-step GEMM" in done.stdout and "plstm_separate T=3 B=2 H=64" in done.stdout

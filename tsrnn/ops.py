@@ -50,8 +50,10 @@ SCHEMAS = {
 PLAN_SCHEMA = "recurrence_plan(str cell, Tensor w_hh) -> int"
 # Compiled only, for the tests and benchmarks: the CPU time loops' per-step GEMM kernels
 # (csrc/cpu/panel_gemm.h), C = a op(b) with op(b) = b.t() if trans_b, through the kernel named
-# `kernel`, and the names of the kernels this CPU runs.
-CPU_GEMM_SCHEMAS = ("cpu_gemm(Tensor a, Tensor b, bool trans_b, str kernel) -> Tensor", "cpu_gemm_kernels() -> str[]")
+# `kernel`; the names of the kernels this CPU runs; and, with TSRNN_CPU_PROFILE=1, the seconds
+# the loops spent per phase since the last call (csrc/cpu/phase_clock.h, bench/cpu_profile.py).
+CPU_SCHEMAS = ("cpu_gemm(Tensor a, Tensor b, bool trans_b, str kernel) -> Tensor", "cpu_gemm_kernels() -> str[]",
+               "cpu_loop_profile() -> float[]")
 
 
 def op(path: str, name: str):
@@ -205,7 +207,7 @@ _LIBRARIES = {}
 for _namespace, (_ops, _module) in _namespaces().items():
     _LIBRARIES[_namespace] = _define(_namespace, _ops)
     if _module is None:  # compiled: the extensions register the kernels, and the planning op
-        for _schema in (PLAN_SCHEMA, *CPU_GEMM_SCHEMAS):
+        for _schema in (PLAN_SCHEMA, *CPU_SCHEMAS):
             _LIBRARIES[_namespace].define(_schema)
         continue
     for _name in (f"{o}_{d}" for o in _ops for d in ("forward", "backward")):

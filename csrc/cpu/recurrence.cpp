@@ -23,6 +23,7 @@
 
 #include "cells.h"
 #include "recurrence_op.h"
+#include "cpu/phase_clock.h"
 #include "cpu/step_gemm.h"
 #include "cpu/vector_math.h"
 
@@ -171,6 +172,7 @@ void forward_loop(const Shapes& s, const Steps& steps, const Tensor& xg, const T
                         StepGemm<T>(w_data + G * us.j0 * H, /*trans_b=*/true, H, G * us.n, H, xg.options())});
       }
     });
+    PhaseClock clock;
     for (int64_t t = 0; t < s.T; ++t) {
       error.run([&] {
         const int64_t first = steps.first(t), rows = steps.rows(t);
@@ -182,15 +184,18 @@ void forward_loop(const Shapes& s, const Steps& steps, const Tensor& xg, const T
         for (Work& w : mine) {
           const int64_t n = w.us.n, j0 = w.us.j0;
           w.gemm(rows, h_prev, H, w.z, G * n);
+          clock.lap(kForwardGemm);
           for (int64_t b = 0; b < rows; ++b) {
             const int64_t unit = b * H + j0;
             forward_units<Cell, T>(w.z + b * G * n, n, xg_data + (first + b) * GH + j0,
                                    a + b * KH + j0, prev + unit, next + unit, h + unit,
                                    offset_or_null(p, j0), dt ? dt[first + b] : T(1), eps, H, BH, n);
           }
+          clock.lap(kForwardCell);
         }
       });
 #pragma omp barrier
+      clock.lap(kForwardWait);
     }
   }
   error.rethrow();
@@ -234,6 +239,7 @@ void backward_loop(const Shapes& s, const Steps& steps, const T* grad_h, const T
                         StepGemm<T>(w_data + us.j0, /*trans_b=*/false, H, us.n, GH, dh.options())});
       }
     });
+    PhaseClock clock;
     for (int64_t t = s.T - 1; t >= 0; --t) {
       const int64_t first = steps.first(t), rows = steps.rows(t);
       error.run([&] {
@@ -252,10 +258,13 @@ void backward_loop(const Shapes& s, const Steps& steps, const T* grad_h, const T
           }
         }
       });
+      clock.lap(kBackwardCell);
 #pragma omp barrier
+      clock.lap(kBackwardWait);
       error.run([&] {
         for (Work& w : mine) w.gemm(rows, dz_data + first * GH, GH, w.dh, w.us.n);
       });
+      clock.lap(kBackwardGemm);
     }
   }
   error.rethrow();

@@ -1,0 +1,128 @@
+"""tsrnn's layers against torch.nn.LSTM on CPU, forward+backward, measured in pairs.
+
+    python bench/cpu_vs_torch.py                       # `auto`, LSTM and MTS-LSTM, T=70 B=20 H in {64, 256, 512}
+    python bench/cpu_vs_torch.py --set engine --backend cpu --rounds 20
+                                                       # the C++ engine, every cell, four shapes
+
+This machine's timings drift by tens of percent within minutes, so the modules of one shape are
+timed alternately (one fwd+bwd of each per round) and each ratio to torch.nn.LSTM is taken per
+round: drift then hits both sides of a ratio alike. Prints, per shape and layer, the median time
+and the median and interquartile range of the per-round ratios. Each layer is first checked to
+compute what it should: the LSTM and MTS-LSTM against a torch.nn.LSTM loaded with their
+effective biases, the pLSTM against its reference loop.
+
+Sets: "awd" (the default) times `tsrnn.LSTM` and the MTS-LSTM at the AWD-LSTM's T=70, B=20,
+H = I in {64, 256, 512}; "engine" times the LSTM, the MTS-LSTM with its gate traces recorded (as
+`tsrnn analyze` and `watch` run it), and the coupled and separate pLSTM at (T, B, H) = (70, 20,
+256), (70, 20, 1150), (200, 128, 128) and (70, 80, 400), H = I.
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import copy
+import platform
+import statistics
+import time
+
+import torch
+
+import tsrnn
+
+SETS = {
+    "awd": ([(70, 20, 64), (70, 20, 256), (70, 20, 512)], ["lstm", "mts-lstm"]),
+    "engine": ([(70, 20, 256), (70, 20, 1150), (200, 128, 128), (70, 80, 400)],
+               ["lstm", "mts-lstm+traces", "plstm-coupled", "plstm-separate"]),
+}
+
+
+def layer(kind: str, hidden: int, backend: str):
+    """A tsrnn layer of ``kind`` and a module computing the same function to check it against."""
+    torch.manual_seed(0)
+    if kind.startswith("plstm"):
+        ours = tsrnn.PowerLawLSTM(hidden, hidden, input_gate=kind.split("-")[1], backend=backend)
+        reference = copy.deepcopy(ours)
+        reference.backend = "reference"
+        return ours, reference
+    timescales = [tsrnn.timescales.inverse_gamma_quantiles(hidden, 0.56)] if kind.startswith("mts") else None
+    ours = tsrnn.LSTM(hidden, hidden, timescales=timescales, backend=backend)
+    theirs = torch.nn.LSTM(hidden, hidden)
+    theirs.load_state_dict(ours.state_dict(), strict=False)  # b_ih + b_hh = the effective bias
+    return ours, theirs
+
+
+def checked_layer(kind: str, x, backend: str):
+    """``layer(kind, ...)`` for x (T, B, H), checked against its check module on x; returns the
+    layer and whether its fwd+bwd records traces (``step``'s ``traces``)."""
+    ours, check = layer(kind, x.shape[-1], backend)
+    with torch.no_grad():
+        err = (ours(x)[0] - check(x)[0]).abs().max().item()
+    assert err < 1e-4, f"{kind} {tuple(x.shape)}: tsrnn and its check differ by {err:.2e}"
+    return ours, kind.endswith("+traces")
+
+
+def step(module, x, traces=False):
+    """One fwd+bwd; with ``traces``, inside ``watch`` (the gate traces computed and handed over)."""
+    with module.watch(lambda _: None) if traces else contextlib.nullcontext():
+        out = module(x)[0]
+    out.sum().backward()
+
+
+def cpu_name() -> str:
+    """The CPU model and the widest vector ISA of tsrnn's per-step GEMM kernels on it."""
+    model = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as f:
+            model = next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    kernels = list(torch.ops.tsrnn.cpu_gemm_kernels()) if tsrnn.backend.native_available() else []
+    return f"{model}, per-step GEMM kernels {kernels or ['ATen']}"
+
+
+def measure(shape, kinds, backend, rounds):
+    """{name: per-round times in ms} for torch.nn.LSTM and each kind at ``shape``, alternated."""
+    T, B, H = shape
+    x = torch.randn(T, B, H)
+    torch.manual_seed(0)
+    runs = {"torch.nn.LSTM": (torch.nn.LSTM(H, H), False)}
+    for kind in kinds:
+        runs[kind] = checked_layer(kind, x, backend)
+    for module, traces in runs.values():  # warm-up; the first call of auto measures its paths
+        for _ in range(2):
+            step(module, x, traces)
+    times = {name: [] for name in runs}
+    for _ in range(rounds):
+        for name, (module, traces) in runs.items():
+            start = time.perf_counter()
+            step(module, x, traces)
+            times[name].append((time.perf_counter() - start) * 1e3)
+    return times
+
+
+def main(argv=None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--set", choices=sorted(SETS), default="awd")
+    p.add_argument("--backend", default="auto", help="tsrnn's backend= for its layers (auto, cpu, ...)")
+    p.add_argument("--rounds", type=int, default=60)
+    p.add_argument("--threads", type=int, default=torch.get_num_threads())
+    args = p.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    shapes, kinds = SETS[args.set]
+    print(f"torch {torch.__version__}, {cpu_name()}, {args.threads} threads, {args.rounds} rounds, "
+          f"backend={args.backend}; fwd+bwd ms, ratio = tsrnn / torch.nn.LSTM per round")
+    for shape in shapes:
+        times = measure(shape, kinds, args.backend, args.rounds)
+        torchs = times.pop("torch.nn.LSTM")
+        print(f"T={shape[0]} B={shape[1]} H={shape[2]}: torch.nn.LSTM {statistics.median(torchs):.2f}")
+        for name, mine in times.items():
+            ratios = sorted(a / b for a, b in zip(mine, torchs))
+            q = len(ratios) // 4
+            chosen = sorted(set(tsrnn.backend.tuned_choices().values())) if args.backend == "auto" else ""
+            print(f"  {name:<16} {statistics.median(mine):8.2f}  ratio median {statistics.median(ratios):.3f} "
+                  f"(IQR {ratios[q]:.3f}-{ratios[-q - 1]:.3f}) {chosen}")
+        tsrnn.backend._tuned.clear()
+
+
+if __name__ == "__main__":
+    main()
