@@ -2,7 +2,7 @@
 // (28 accumulators, two panel vectors and one broadcast in 32 registers).
 #include "cpu/panel_gemm.h"
 
-#if defined(__x86_64__) && defined(__GNUC__)
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 #pragma GCC push_options
 #pragma GCC target("avx512f")
 #include <immintrin.h>

@@ -14,7 +14,7 @@ namespace {
 
 // Whether this CPU runs the kernel named `name`.
 bool cpu_runs(const std::string& name) {
-#if defined(__x86_64__) && defined(__GNUC__)
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
   if (name == "avx512") return __builtin_cpu_supports("avx512f");
   if (name == "avx2") return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
 #endif

@@ -11,7 +11,8 @@
 // on AVX2+FMA NR = 16 and MR <= 6 (12 of 16). The rows of A are split into the fewest blocks of
 // at most MR rows, of near-equal size (20 rows: two tiles of 10). Each kernel is compiled for its
 // ISA in its own file (panel_avx512.cpp, panel_avx2.cpp) and chosen at run time by the CPU's
-// features; without either (another architecture or compiler), the caller falls back to ATen.
+// features; without either (another architecture, clang, or an older CPU), the caller falls back
+// to ATen.
 //
 // Sums run over k in order, one FMA per term: the result differs from another GEMM's by rounding
 // only (tests/test_cpu_gemm.py compares every kernel with torch.mm on odd shapes).
