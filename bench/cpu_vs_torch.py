@@ -80,10 +80,11 @@ def cpu_name() -> str:
     return f"{model}, per-step GEMM kernels {kernels or ['ATen']}"
 
 
-def measure(shape, kinds, backend, rounds):
-    """{name: per-round times in ms} for torch.nn.LSTM and each kind at ``shape``, alternated."""
+def measure(shape, kinds, backend, rounds, input_grad=False):
+    """{name: per-round times in ms} for torch.nn.LSTM and each kind at ``shape``, alternated;
+    with ``input_grad`` the input needs a gradient too (dx, as in a stacked layer)."""
     T, B, H = shape
-    x = torch.randn(T, B, H)
+    x = torch.randn(T, B, H).requires_grad_(input_grad)
     torch.manual_seed(0)
     runs = {"torch.nn.LSTM": (torch.nn.LSTM(H, H), False)}
     for kind in kinds:
@@ -106,13 +107,14 @@ def main(argv=None) -> None:
     p.add_argument("--backend", default="auto", help="tsrnn's backend= for its layers (auto, cpu, ...)")
     p.add_argument("--rounds", type=int, default=60)
     p.add_argument("--threads", type=int, default=torch.get_num_threads())
+    p.add_argument("--input-grad", action="store_true", help="the input needs a gradient too (dx)")
     args = p.parse_args(argv)
     torch.set_num_threads(args.threads)
     shapes, kinds = SETS[args.set]
     print(f"torch {torch.__version__}, {cpu_name()}, {args.threads} threads, {args.rounds} rounds, "
-          f"backend={args.backend}; fwd+bwd ms, ratio = tsrnn / torch.nn.LSTM per round")
+          f"backend={args.backend}, input grad {args.input_grad}; fwd+bwd ms, ratio = tsrnn / torch.nn.LSTM per round")
     for shape in shapes:
-        times = measure(shape, kinds, args.backend, args.rounds)
+        times = measure(shape, kinds, args.backend, args.rounds, args.input_grad)
         torchs = times.pop("torch.nn.LSTM")
         print(f"T={shape[0]} B={shape[1]} H={shape[2]}: torch.nn.LSTM {statistics.median(torchs):.2f}")
         for name, mine in times.items():
