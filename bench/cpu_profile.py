@@ -31,7 +31,7 @@ import torch  # noqa: E402
 
 import tsrnn  # noqa: E402
 from tsrnn import cells  # noqa: E402
-from cpu_vs_torch import SETS  # noqa: E402
+from cpu_vs_torch import SETS, cpu_name, shape  # noqa: E402
 
 SHAPES = SETS["engine"][0]
 
@@ -128,17 +128,6 @@ def report(cell_name, T, B, H, m) -> None:
         print(f"  {name:<22} {ms:8.2f} ms  {100 * ms / total:5.1f}%  {note}")
 
 
-def shape(text: str) -> tuple[int, int, int]:
-    """"T,B,H" -> (T, B, H)."""
-    try:
-        T, B, H = (int(v) for v in text.split(","))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"a shape is T,B,H (three integers), got {text!r}") from None
-    if min(T, B, H) < 2:
-        raise argparse.ArgumentTypeError(f"T, B and H must be at least 2, got {text!r}")
-    return T, B, H
-
-
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--rounds", type=int, default=15)
@@ -147,8 +136,7 @@ def main(argv=None) -> None:
     p.add_argument("--shapes", nargs="+", type=shape, default=SHAPES, metavar="T,B,H")
     args = p.parse_args(argv)
     torch.set_num_threads(args.threads)
-    print(f"torch {torch.__version__}, {args.threads} threads, per-step GEMM kernels "
-          f"{list(torch.ops.tsrnn.cpu_gemm_kernels()) or ['ATen']}, GLIBC_TUNABLES="
+    print(f"torch {torch.__version__}, {cpu_name()}, {args.threads} threads, GLIBC_TUNABLES="
           f"{os.environ.get('GLIBC_TUNABLES', '(unset)')}; medians of {args.rounds} rounds")
     for T, B, H in args.shapes:
         for cell_name in args.cells:

@@ -3,6 +3,8 @@
     python bench/cpu_vs_torch.py                       # `auto`, LSTM and MTS-LSTM, T=70 B=20 H in {64, 256, 512}
     python bench/cpu_vs_torch.py --set engine --backend cpu --rounds 20
                                                        # the C++ engine, every cell, four shapes
+    python bench/cpu_vs_torch.py --set engine --backend cpu --shapes 70,1,1024 100,8,32
+                                                       # the same layers at other shapes
 
 This machine's timings drift by tens of percent within minutes, so the modules of one shape are
 timed alternately (one fwd+bwd of each per round) and each ratio to torch.nn.LSTM is taken per
@@ -69,15 +71,15 @@ def step(module, x, traces=False):
 
 
 def cpu_name() -> str:
-    """The CPU model and the widest vector ISA of tsrnn's per-step GEMM kernels on it."""
+    """The CPU model and the per-step GEMM kernel tsrnn's CPU loops use on it."""
     model = platform.processor() or platform.machine()
     try:
         with open("/proc/cpuinfo") as f:
             model = next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
     except (OSError, StopIteration):
         pass
-    kernels = list(torch.ops.tsrnn.cpu_gemm_kernels()) if tsrnn.backend.native_available() else []
-    return f"{model}, per-step GEMM kernels {kernels or ['ATen']}"
+    kernel = torch.ops.tsrnn.cpu_gemm_in_use() if tsrnn.backend.native_available() else "none (no tsrnn._C)"
+    return f"{model}, per-step GEMM kernel {kernel}"
 
 
 def measure(shape, kinds, backend, rounds, input_grad=False):
@@ -101,6 +103,17 @@ def measure(shape, kinds, backend, rounds, input_grad=False):
     return times
 
 
+def shape(text: str) -> tuple[int, int, int]:
+    """"T,B,H" -> (T, B, H), for --shapes."""
+    try:
+        T, B, H = (int(v) for v in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"a shape is T,B,H (three integers), got {text!r}") from None
+    if min(T, B, H) < 2:
+        raise argparse.ArgumentTypeError(f"T, B and H must be at least 2, got {text!r}")
+    return T, B, H
+
+
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--set", choices=sorted(SETS), default="awd")
@@ -108,15 +121,17 @@ def main(argv=None) -> None:
     p.add_argument("--rounds", type=int, default=60)
     p.add_argument("--threads", type=int, default=torch.get_num_threads())
     p.add_argument("--input-grad", action="store_true", help="the input needs a gradient too (dx)")
+    p.add_argument("--shapes", nargs="+", type=shape, metavar="T,B,H", help="in place of the set's shapes")
     args = p.parse_args(argv)
     torch.set_num_threads(args.threads)
     shapes, kinds = SETS[args.set]
+    shapes = args.shapes or shapes
     print(f"torch {torch.__version__}, {cpu_name()}, {args.threads} threads, {args.rounds} rounds, "
           f"backend={args.backend}, input grad {args.input_grad}; fwd+bwd ms, ratio = tsrnn / torch.nn.LSTM per round")
-    for shape in shapes:
-        times = measure(shape, kinds, args.backend, args.rounds, args.input_grad)
+    for T, B, H in shapes:
+        times = measure((T, B, H), kinds, args.backend, args.rounds, args.input_grad)
         torchs = times.pop("torch.nn.LSTM")
-        print(f"T={shape[0]} B={shape[1]} H={shape[2]}: torch.nn.LSTM {statistics.median(torchs):.2f}")
+        print(f"T={T} B={B} H={H}: torch.nn.LSTM {statistics.median(torchs):.2f}")
         for name, mine in times.items():
             ratios = sorted(a / b for a, b in zip(mine, torchs))
             q = len(ratios) // 4

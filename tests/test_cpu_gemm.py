@@ -14,9 +14,10 @@ from conftest import needs_native
 pytestmark = needs_native
 
 # (M, N, K): one element; M over a tile's rows (AVX-512 14, AVX2 6) into uneven blocks; N under,
-# at and over a panel (32, 16) by one; K of 0 (C = 0), 1 and the recurrent sizes.
+# at and over a panel (32, 16) by one, and none (a thread's empty slice); K of 0 (C = 0), 1 and the
+# recurrent sizes.
 GEMM_SHAPES = [(1, 1, 1), (6, 16, 3), (7, 17, 5), (14, 32, 8), (15, 33, 9), (20, 4 * 67, 67), (29, 31, 256),
-               (128, 100, 40), (3, 5, 0), (37, 2, 130)]
+               (128, 100, 40), (3, 5, 0), (5, 0, 3), (37, 2, 130)]
 
 
 def kernels():
@@ -60,11 +61,17 @@ def test_kernel_matches_a_float64_product(shape, trans_b):
         assert excess <= 0, f"{name} {shape} trans_b={trans_b}: past the rounding bound by {excess:.3e}"
 
 
-def test_kernel_takes_strided_operands():
+def test_kernel_takes_row_strides():
+    """A read with its own row stride and C written with one wider than N, as the loops call the
+    kernel on slices; a non-contiguous b is packed from a copy."""
+    if not kernels():
+        pytest.skip("this CPU runs none of the kernels (ATen's GEMM is used)")
     a = torch.randn(40, 9)[::2]  # 20 rows, row stride 18
     b = torch.randn(9, 70).t()  # op(b) = b.t() with b non-contiguous
     for name in kernels():
-        torch.testing.assert_close(torch.ops.tsrnn.cpu_gemm(a, b, True, name), a @ b.t(), rtol=1e-5, atol=1e-5)
+        c = torch.ops.tsrnn.cpu_gemm(a, b, True, name)
+        assert c.stride(0) > c.shape[1]
+        torch.testing.assert_close(c, a @ b.t(), rtol=1e-5, atol=1e-5)
 
 
 def test_bad_calls_say_what_is_wrong():
@@ -76,14 +83,17 @@ def test_bad_calls_say_what_is_wrong():
         torch.ops.tsrnn.cpu_gemm(torch.ones(2, 3), torch.ones(2, 2), False, "avx2")
 
 
+@pytest.mark.parametrize("lengths", [None, "unsorted"])
 @pytest.mark.parametrize("shape", testing.CPU_GEMM_SHAPES, ids=str)
 @pytest.mark.parametrize("cell", list(cells.CELLS))
-def test_recurrence_through_the_kernel(cell, shape):
-    """The cpu path in float32 (the kernel's dtype) on the tiles' and panels' edges, two threads."""
+def test_recurrence_through_the_kernel(cell, shape, lengths):
+    """The cpu path in float32 (the kernel's dtype) on the tiles' and panels' edges, with two
+    threads; with lengths, the rows of a step, and so its tiles, shrink as the rows end."""
     before = torch.get_num_threads()
     torch.set_num_threads(2)
     try:
-        result = testing.compare("cpu", cell, shape, torch.float32, dt=cells.get(cell).has_p, seed=shape[1])
+        result = testing.compare("cpu", cell, shape, torch.float32, dt=cells.get(cell).has_p, seed=shape[1],
+                                 lengths=lengths)
     finally:
         torch.set_num_threads(before)
     assert result.ok, result.failures()
@@ -91,22 +101,31 @@ def test_recurrence_through_the_kernel(cell, shape):
 
 def run_with(setting: str):
     """A fresh process whose CPU loops use TSRNN_CPU_GEMM=setting: the LSTM and the separate pLSTM
-    in float32 on the last of CPU_GEMM_SHAPES against the reference."""
-    code = ("from tsrnn import testing\n"
+    in float32 on the last of CPU_GEMM_SHAPES against the reference; prints the kernel in use."""
+    code = ("import torch\n"
+            "from tsrnn import testing\n"
             "for cell in ('lstm', 'plstm_separate'):\n"
             "    r = testing.compare('cpu', cell, testing.CPU_GEMM_SHAPES[-1], __import__('torch').float32,\n"
             "                        dt=cell != 'lstm')\n"
-            "    assert r.ok, r.failures()\n")
+            "    assert r.ok, r.failures()\n"
+            "print(torch.ops.tsrnn.cpu_gemm_in_use())\n")
     env = {**os.environ, "TSRNN_CPU_GEMM": setting}
     return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
 
 
-@pytest.mark.parametrize("setting", ["aten", "avx2"])
+@pytest.mark.parametrize("setting", ["aten", "avx2", "avx512"])
 def test_override_picks_the_kernel(setting):
     if setting != "aten" and setting not in kernels():
         pytest.skip(f"this CPU does not run {setting}")
     done = run_with(setting)
     assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split()[-1] == setting
+
+
+def test_the_loops_use_the_widest_kernel_by_default():
+    if os.environ.get("TSRNN_CPU_GEMM"):
+        pytest.skip("TSRNN_CPU_GEMM is set in this process")
+    assert torch.ops.tsrnn.cpu_gemm_in_use() == (kernels() or ["aten"])[0]
 
 
 def test_override_refuses_an_unknown_kernel():

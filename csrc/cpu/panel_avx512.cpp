@@ -3,6 +3,12 @@
 #include "cpu/panel_gemm.h"
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+// Every header but the intrinsics' and the tile's is included before the target pragma: a
+// library template first instantiated under it would carry the ISA into code other files share.
+#include <algorithm>
+#include <cstdint>
+#include <utility>
+
 #pragma GCC push_options
 #pragma GCC target("avx512f")
 #include <immintrin.h>
@@ -31,11 +37,12 @@ struct Avx512 {
 constexpr PanelKernel kKernel = panel::make_kernel<Avx512>("avx512");
 
 }  // namespace
-
-const PanelKernel* avx512_panel_kernel() { return &kKernel; }
-
 }  // namespace tsrnn
 #pragma GCC pop_options
+
+namespace tsrnn {
+const PanelKernel* avx512_panel_kernel() { return &kKernel; }
+}  // namespace tsrnn
 #else
 namespace tsrnn {
 const PanelKernel* avx512_panel_kernel() { return nullptr; }

@@ -1,16 +1,20 @@
 // Packing, the tile loop and the run-time choice of csrc/cpu/panel_gemm.h's kernels, and the
-// operators that expose them to the tests: torch.ops.tsrnn.cpu_gemm (C = A op(B) through one
-// named kernel) and cpu_gemm_kernels (the kernels this CPU runs); schemas in tsrnn/ops.py.
+// operators that expose them to the tests and benchmarks: torch.ops.tsrnn.cpu_gemm (C = A op(B)
+// through one named kernel), cpu_gemm_kernels (the kernels this CPU runs) and cpu_gemm_in_use
+// (the one the time loops use, or "aten"); schemas in tsrnn/ops.py.
 #include "cpu/panel_gemm.h"
 
 #include <ATen/ATen.h>
 #include <torch/library.h>
 
+#include <algorithm>
 #include <cstdlib>
 
 namespace tsrnn {
 
 namespace {
+
+constexpr const char* kNames[] = {"avx512", "avx2"};  // widest first
 
 // Whether this CPU runs the kernel named `name`.
 bool cpu_runs(const std::string& name) {
@@ -18,6 +22,7 @@ bool cpu_runs(const std::string& name) {
   if (name == "avx512") return __builtin_cpu_supports("avx512f");
   if (name == "avx2") return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
 #endif
+  (void)name;
   return false;
 }
 
@@ -30,10 +35,8 @@ const PanelKernel* compiled(const std::string& name) {
 const PanelKernel* choose_default() {
   const char* env = std::getenv("TSRNN_CPU_GEMM");
   if (env == nullptr || *env == '\0') {
-    for (const char* name : {"avx512", "avx2"}) {
-      if (const PanelKernel* kernel = panel_kernel_named(name)) return kernel;
-    }
-    return nullptr;
+    const std::vector<std::string> names = panel_kernel_names();
+    return names.empty() ? nullptr : panel_kernel_named(names.front());
   }
   const std::string wanted(env);
   if (wanted == "aten") return nullptr;
@@ -59,7 +62,7 @@ const PanelKernel* default_panel_kernel() {
 
 std::vector<std::string> panel_kernel_names() {
   std::vector<std::string> names;
-  for (const char* name : {"avx512", "avx2"}) {
+  for (const char* name : kNames) {
     if (panel_kernel_named(name)) names.emplace_back(name);
   }
   return names;
@@ -73,8 +76,12 @@ void pack_panels(const PanelKernel& kernel, const float* b, bool trans_b, int64_
     const int64_t cols = std::min(nr, N - n0);
     if (trans_b) {  // column n of B is row n of b: read it along k
       for (int64_t j = 0; j < nr; ++j) {
-        const float* column = b + (n0 + j) * ldb;
-        for (int64_t k = 0; k < K; ++k) panel[k * nr + j] = j < cols ? column[k] : 0.0f;
+        if (j < cols) {
+          const float* column = b + (n0 + j) * ldb;
+          for (int64_t k = 0; k < K; ++k) panel[k * nr + j] = column[k];
+        } else {
+          for (int64_t k = 0; k < K; ++k) panel[k * nr + j] = 0.0f;
+        }
       }
     } else {
       for (int64_t k = 0; k < K; ++k) {
@@ -112,21 +119,32 @@ at::Tensor cpu_gemm(const at::Tensor& a, const at::Tensor& b, bool trans_b, cons
   const PanelKernel* kernel = panel_kernel_named(name);
   TORCH_CHECK(kernel != nullptr, "tsrnn: this CPU or build does not run the '", name, "' kernel; it runs: ",
               c10::Join(", ", panel_kernel_names()));
-  const at::Tensor a_c = a.contiguous(), b_c = b.contiguous();
+  // A with its own row stride where its rows are contiguous; C a view of rows wider than N, so
+  // both strides differ from the widths as in the time loops' calls on slices.
+  const at::Tensor a_rows = a.stride(1) == 1 && a.stride(0) >= std::max<int64_t>(K, 1) ? a : a.contiguous();
+  const at::Tensor b_c = b.contiguous();
   const at::Tensor packed = at::empty({packed_size(*kernel, N, K)}, a.options());
   pack_panels(*kernel, b_c.data_ptr<float>(), trans_b, b_c.size(1), N, K, packed.data_ptr<float>());
-  at::Tensor c = at::empty({a.size(0), N}, a.options());
-  panel_gemm(*kernel, a.size(0), N, K, a_c.data_ptr<float>(), K, packed.data_ptr<float>(),
-             c.data_ptr<float>(), N);
+  const at::Tensor c = at::empty({a.size(0), N + 3}, a.options()).narrow(1, 0, N);
+  panel_gemm(*kernel, a.size(0), N, K, a_rows.data_ptr<float>(), a_rows.stride(0), packed.data_ptr<float>(),
+             c.data_ptr<float>(), c.stride(0));
   return c;
 }
 
 std::vector<std::string> cpu_gemm_kernels() { return panel_kernel_names(); }
 
+std::string cpu_gemm_in_use() {
+  const PanelKernel* kernel = default_panel_kernel();
+  return kernel ? kernel->name : "aten";
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(tsrnn, CPU, m) { m.impl("cpu_gemm", &cpu_gemm); }
 
-TORCH_LIBRARY_IMPL(tsrnn, CompositeExplicitAutograd, m) { m.impl("cpu_gemm_kernels", &cpu_gemm_kernels); }
+TORCH_LIBRARY_IMPL(tsrnn, CompositeExplicitAutograd, m) {
+  m.impl("cpu_gemm_kernels", &cpu_gemm_kernels);
+  m.impl("cpu_gemm_in_use", &cpu_gemm_in_use);
+}
 
 }  // namespace tsrnn

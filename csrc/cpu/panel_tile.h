@@ -3,11 +3,11 @@
 //   V::broadcast(x), V::fma(a, b, acc) = a * b + acc, V::store(p, v, n) (the first n <= kWidth
 //   lanes).
 // Included only by the files that compile it for one ISA (panel_avx512.cpp, panel_avx2.cpp),
-// after their `#pragma GCC target`, so each instantiation is built for its own ISA.
+// after their `#pragma GCC target`, so each instantiation is built for its own ISA; they include
+// the standard headers this uses (<algorithm>, <cstdint>, <utility>) before the pragma. GCC
+// gives a function template the target in force where it is defined, so its instantiations, which
+// it emits at the end of the file after `pop_options`, keep that ISA.
 #pragma once
-
-#include <algorithm>
-#include <cstdint>
 
 #include "cpu/panel_gemm.h"
 

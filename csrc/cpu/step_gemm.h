@@ -4,7 +4,7 @@
 // CPU (AVX-512 or AVX2+FMA), and each step runs its register-blocked micro-kernel. float64, or a
 // CPU or build with neither kernel (or TSRNN_CPU_GEMM=aten): each step calls at::mm_out.
 // Constructed and called on the thread that owns the weights' slice (csrc/cpu/recurrence.cpp),
-// so the packing is spread over the threads and each slice's panels stay in its core's cache.
+// so the packing is spread over the threads and each slice's panels are touched by one thread.
 #pragma once
 
 #include <ATen/ATen.h>

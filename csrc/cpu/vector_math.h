@@ -20,7 +20,7 @@ TSRNN_SIMD_DECL double tanh(double) noexcept;
 TSRNN_SIMD_DECL double log(double) noexcept;
 TSRNN_SIMD_DECL double pow(double, double) noexcept;
 }
-#define TSRNN_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#define TSRNN_CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))
 #else
 #define TSRNN_CLONES
 #endif
