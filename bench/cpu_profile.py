@@ -44,11 +44,6 @@ def timed(fn):
     return (time.perf_counter() - start) * 1e3
 
 
-def loop_threads(hidden: int) -> int:
-    """The threads of the time loops: one per 32 or more units (csrc/cpu/recurrence.cpp)."""
-    return max(1, min(hidden // 32, torch.get_num_threads()))
-
-
 def profile(cell_name: str, T: int, B: int, H: int, rounds: int) -> dict[str, float]:
     """Median ms per part over ``rounds`` of one layer's fwd+bwd (see the module docstring)."""
     cell = cells.CELLS[cell_name]
@@ -88,7 +83,6 @@ def profile(cell_name: str, T: int, B: int, H: int, rounds: int) -> dict[str, fl
     for fn in parts.values():  # warm-up
         fn()
     times = {name: [] for name in (*parts, *PHASES)}
-    threads = loop_threads(H)
     for _ in range(rounds):
         for name, fn in parts.items():
             torch.ops.tsrnn.cpu_loop_profile()  # reset
@@ -97,7 +91,7 @@ def profile(cell_name: str, T: int, B: int, H: int, rounds: int) -> dict[str, fl
                 phases = torch.ops.tsrnn.cpu_loop_profile()
                 for phase, seconds in zip(PHASES, phases):
                     if phase.startswith(name[0]):  # "f"wd, "b"wd
-                        times[phase].append(seconds * 1e3 / threads)
+                        times[phase].append(seconds * 1e3)
     return {name: statistics.median(v) for name, v in times.items()}
 
 
@@ -107,7 +101,7 @@ def report(cell_name, T, B, H, m) -> None:
     fwd_loop = m["fwd gemm"] + m["fwd cell"] + m["fwd wait"]
     bwd_loop = m["bwd gemm"] + m["bwd cell"] + m["bwd wait"]
     total = m["projection"] + m["forward op"] + m["backward op"] + m["projection backward"]
-    print(f"{cell_name} T={T} B={B} H={H} ({loop_threads(H)} loop threads): parts sum {total:.2f} ms, "
+    print(f"{cell_name} T={T} B={B} H={H}: parts sum {total:.2f} ms, "
           f"tsrnn layer {m['tsrnn layer']:.2f} ms, torch.nn.LSTM {m['torch.nn.LSTM']:.2f} ms "
           f"(ratio {m['tsrnn layer'] / m['torch.nn.LSTM']:.3f})")
     rows = [

@@ -51,8 +51,8 @@ PLAN_SCHEMA = "recurrence_plan(str cell, Tensor w_hh) -> int"
 # Compiled only, for the tests and benchmarks: the CPU time loops' per-step GEMM kernels
 # (csrc/cpu/panel_gemm.h), C = a op(b) with op(b) = b.t() if trans_b, through the kernel named
 # `kernel`; the names of the kernels this CPU runs; the one the time loops use ("aten" for ATen's
-# GEMM); and, with TSRNN_CPU_PROFILE=1, the seconds the loops spent per phase since the last call
-# (csrc/cpu/phase_clock.h, bench/cpu_profile.py).
+# GEMM); and, with TSRNN_CPU_PROFILE=1, the seconds per phase one thread of the loops spent since
+# the last call, on average (csrc/cpu/phase_clock.h, bench/cpu_profile.py).
 CPU_SCHEMAS = ("cpu_gemm(Tensor a, Tensor b, bool trans_b, str kernel) -> Tensor", "cpu_gemm_kernels() -> str[]",
                "cpu_gemm_in_use() -> str", "cpu_loop_profile() -> float[]")
 

@@ -172,7 +172,7 @@ void forward_loop(const Shapes& s, const Steps& steps, const Tensor& xg, const T
                         StepGemm<T>(w_data + G * us.j0 * H, /*trans_b=*/true, H, G * us.n, H, xg.options())});
       }
     });
-    PhaseClock clock;
+    PhaseClock clock(/*forward=*/true);
     for (int64_t t = 0; t < s.T; ++t) {
       error.run([&] {
         const int64_t first = steps.first(t), rows = steps.rows(t);
@@ -239,7 +239,7 @@ void backward_loop(const Shapes& s, const Steps& steps, const T* grad_h, const T
                         StepGemm<T>(w_data + us.j0, /*trans_b=*/false, H, us.n, GH, dh.options())});
       }
     });
-    PhaseClock clock;
+    PhaseClock clock(/*forward=*/false);
     for (int64_t t = s.T - 1; t >= 0; --t) {
       const int64_t first = steps.first(t), rows = steps.rows(t);
       error.run([&] {
