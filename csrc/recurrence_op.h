@@ -200,11 +200,31 @@ Shapes check_backward_inputs(const c10::optional<Tensor>& grad_h,
   return s;
 }
 
-// dW_hh = sum_t dz[t]^T h_{t-1}. Padded: dz[0]^T h0 + dz[1:]^T h_all[:-1], dz: [T, B, G*H],
-// h0: [B, H], h_all: [T, B, H] (two GEMMs, no copy of the h's). Packed (dz: [N, G*H], h_all:
-// [N, H]): step t's rows of dz meet the first rows(t) rows of step t-1 (of h0 at t = 0), gathered
-// into one [N, H] operand of one GEMM.
-inline Tensor recurrent_weight_grad(const Tensor& dz, const Tensor& h0, const Tensor& h_all, const Steps& steps) {
+// What a backend takes from ATen unless it has its own: at::empty for the large per-call buffers
+// (h_all, state_all, saved, dz) and ATen's GEMM for the weight gradient, out = a^T b (+ out if accumulate), a: [K, M],
+// b: [K, N], out: [M, N].
+struct AtenBuffersAndGemm {
+  static Tensor empty_large(at::IntArrayRef sizes, const at::TensorOptions& options) {
+    return at::empty(sizes, options);
+  }
+  static void weight_gemm(const Tensor& out, const Tensor& a, const Tensor& b, bool accumulate) {
+    if (accumulate) {
+      out.addmm_(a.t(), b);
+    } else {
+      Tensor result = out;  // the same storage: mm_out takes a non-const reference
+      at::mm_out(result, a.t(), b);
+    }
+  }
+};
+
+// dW_hh = sum_t dz[t]^T h_{t-1} through Backend::weight_gemm. Padded: dz[0]^T h0 + dz[1:]^T
+// h_all[:-1], dz: [T, B, G*H], h0: [B, H], h_all: [T, B, H] (two GEMMs, no copy of the h's).
+// Packed (dz: [N, G*H], h_all: [N, H]): step t's rows of dz meet the first rows(t) rows of step
+// t-1 (of h0 at t = 0), gathered into one [N, H] operand of one GEMM.
+template <typename Backend>
+Tensor recurrent_weight_grad(const Tensor& dz, const Tensor& h0, const Tensor& h_all, const Steps& steps) {
+  const int64_t GH = dz.size(-1), H = h0.size(1);
+  const Tensor grad = at::empty({GH, H}, dz.options());
   if (steps.packed) {
     const int64_t T = static_cast<int64_t>(steps.offsets.size()) - 1, B = h0.size(0);
     std::vector<int64_t> rows;  // of cat(h0, h_all)
@@ -214,13 +234,14 @@ inline Tensor recurrent_weight_grad(const Tensor& dz, const Tensor& h0, const Te
       for (int64_t b = 0; b < steps.rows(t); ++b) rows.push_back(base + b);
     }
     const Tensor index = at::tensor(rows, at::kLong).to(h0.device());
-    return dz.t().mm(at::cat({h0, h_all}).index_select(0, index));
+    Backend::weight_gemm(grad, dz, at::cat({h0, h_all}).index_select(0, index), false);
+    return grad;
   }
-  const int64_t T = dz.size(0), B = dz.size(1), GH = dz.size(2), H = h0.size(1);
-  Tensor grad = dz[0].t().mm(h0);
+  const int64_t T = dz.size(0), B = dz.size(1);
+  Backend::weight_gemm(grad, dz[0], h0, false);
   if (T > 1) {
-    grad.addmm_(dz.narrow(0, 1, T - 1).reshape({(T - 1) * B, GH}).t(),
-                h_all.narrow(0, 0, T - 1).reshape({(T - 1) * B, H}));
+    Backend::weight_gemm(grad, dz.narrow(0, 1, T - 1).view({(T - 1) * B, GH}),
+                         h_all.narrow(0, 0, T - 1).view({(T - 1) * B, H}), true);
   }
   return grad;
 }
@@ -284,6 +305,8 @@ struct BackwardTensors {
 //   Backend::forward<Cell>(plan, ForwardTensors), Backend::backward<Cell>(plan, BackwardTensors):
 //                                    the time loop (CPU) or the kernel launch (CUDA)
 //   Backend::ExactGemm               held around dW_hh's GEMMs (CUDA: no TF32)
+//   Backend::empty_large(sizes, options), Backend::weight_gemm(out, a, b, accumulate): the large
+//                                    buffers and dW_hh's GEMMs (AtenBuffersAndGemm's, or the CPU's)
 
 // recurrence_forward: h_all, state_n (the last step's states), state_all, saved.
 template <typename Backend>
@@ -304,12 +327,12 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> recurrence_forward(
     const typename Backend::Plan plan = Backend::template plan<Cell>(w_hh, s);
     std::vector<int64_t> rows(xg.sizes().begin(), xg.sizes().end() - 1);  // [T, B] or [N]
     rows.push_back(s.H);
-    h_all = at::empty(rows, xg.options());
+    h_all = Backend::empty_large(rows, xg.options());
     // Packed, the rows a step does not run stay zero: an output of no uninitialized memory.
     state_all = steps.packed ? at::zeros({s.T, Cell::kStates, s.B, s.H}, xg.options())
-                             : at::empty({s.T, Cell::kStates, s.B, s.H}, xg.options());
+                             : Backend::empty_large({s.T, Cell::kStates, s.B, s.H}, xg.options());
     rows.back() = Cell::kSaved * s.H;
-    saved = save ? at::empty(rows, xg.options()) : at::empty({0}, xg.options());
+    saved = save ? Backend::empty_large(rows, xg.options()) : at::empty({0}, xg.options());
     Backend::template forward<Cell>(
         plan, ForwardTensors{s, steps, xg, w_hh, h0, state0, p, dt, eps, save, h_all, state_all, saved});
     state_n = final_states(state_all, state0, steps);
@@ -341,7 +364,7 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> recurrence_backward(
     const typename Backend::Plan plan = Backend::template plan<Cell>(w_hh, s);
     std::vector<int64_t> rows(h_all.sizes().begin(), h_all.sizes().end() - 1);  // [T, B] or [N]
     rows.push_back(Cell::kGates * s.H);
-    dz = at::empty(rows, h_all.options());
+    dz = Backend::empty_large(rows, h_all.options());
     dh = at::zeros({s.B, s.H}, h_all.options());
     dstate = grad_state_n ? grad_state_n->clone(at::MemoryFormat::Contiguous)
                           : at::zeros({Cell::kStates, s.B, s.H}, h_all.options());
@@ -349,7 +372,7 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> recurrence_backward(
     Backend::template backward<Cell>(plan, BackwardTensors{s, steps, grad_h, w_hh, state0, state_all,
                                                            saved, p, dt, eps, dz, dh, dstate, dp});
     const typename Backend::ExactGemm exact;
-    grad_w = recurrent_weight_grad(dz, h0, h_all, steps);
+    grad_w = recurrent_weight_grad<Backend>(dz, h0, h_all, steps);
     grad_p = p ? dp.sum(0) : at::empty({0}, h_all.options());
   });
   return {dz, grad_w, dh, dstate, grad_p};

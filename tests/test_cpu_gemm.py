@@ -1,6 +1,8 @@
-"""The CPU time loops' per-step GEMM kernels (csrc/cpu/panel_gemm.h): each kernel this CPU runs
-against a float64 product on the edges of its tiles and panels, the run-time choice against the
-CPU's features, the TSRNN_CPU_GEMM override, and the recurrence through them in float32."""
+"""The CPU engine's GEMM kernels (csrc/cpu/panel_gemm.h) and their two drivers, the time loops'
+per step and the blocked one of the large GEMMs (csrc/cpu/blocked_gemm.h): each kernel this CPU
+runs against a float64 product on the edges of its tiles, panels and blocks, the run-time choice
+against the CPU's features, the TSRNN_CPU_GEMM override, and the recurrence through them in
+float32."""
 import os
 import subprocess
 import sys
@@ -41,46 +43,113 @@ def test_the_kernels_are_those_the_cpu_runs():
     assert kernels() == expected_kernels()
 
 
-@pytest.mark.parametrize("trans_b", [False, True], ids=["b", "b.t()"])
+# The blocked driver's edges besides GEMM_SHAPES': K over one 384-deep block (385, and 1000 in
+# three uneven ones), M over its 112-row blocks (AVX2: 48) and split between threads.
+BLOCKED_SHAPES = GEMM_SHAPES + [(113, 65, 385), (300, 47, 800), (2, 3, 1000), (250, 33, 20)]
+
+
+def operands(shape, a_transposed, b_transposed):
+    """a [M, K] and b [K, N], each a transposed view of a contiguous tensor if asked."""
+    M, N, K = shape
+    g = torch.Generator().manual_seed(M * 1000 + N * 10 + K)
+    a = torch.randn(K, M, generator=g).t() if a_transposed else torch.randn(M, K, generator=g)
+    b = torch.randn(N, K, generator=g).t() if b_transposed else torch.randn(K, N, generator=g)
+    return a, b
+
+
+def assert_within_rounding(got, want, bound, what):
+    """|got - want| <= bound elementwise (bound: a K-term float32 sum's, K u sum|terms|)."""
+    excess = ((got.double() - want).abs() - bound - 1e-30).max().item() if got.numel() else 0.0
+    assert excess <= 0, f"{what}: past the rounding bound by {excess:.3e}"
+
+
+@pytest.mark.parametrize("b_transposed", [False, True], ids=["b", "b.t()"])
 @pytest.mark.parametrize("shape", GEMM_SHAPES, ids=str)
-def test_kernel_matches_a_float64_product(shape, trans_b):
-    """|C - A op(B)| within the bound of a K-term float32 dot product, K u (|A| |op(B)|)."""
+def test_step_driver_matches_a_float64_product(shape, b_transposed):
+    """|C - A B| within the bound of a K-term float32 dot product, K u (|A| |B|)."""
+    if not kernels():
+        pytest.skip("this CPU runs none of the kernels (ATen's GEMM is used)")
+    a, b = operands(shape, False, b_transposed)
+    want = a.double() @ b.double()
+    bound = max(shape[2], 1) * 2.0**-24 * (a.double().abs() @ b.double().abs())
+    for name in kernels():
+        got, sums = torch.ops.tsrnn.cpu_gemm(a, b, name)
+        assert got.shape == shape[:2] and got.dtype == torch.float32 and sums.numel() == 0
+        assert_within_rounding(got, want, bound, f"{name} {shape} b_transposed={b_transposed}")
+
+
+@pytest.mark.parametrize("init", [None, "row", "matrix"])
+@pytest.mark.parametrize("a_transposed,b_transposed", [(False, False), (False, True), (True, False)],
+                         ids=["a b", "a b.t()", "a.t() b"])
+@pytest.mark.parametrize("shape", BLOCKED_SHAPES, ids=str)
+def test_blocked_driver_matches_a_float64_product(shape, a_transposed, b_transposed, init):
+    """C = init + A B (init: none, a bias row, or C itself added to) and A's row sums, each within
+    the rounding bound of its sum; operands transposed as the weight gradients' dz^T; two threads."""
     if not kernels():
         pytest.skip("this CPU runs none of the kernels (ATen's GEMM is used)")
     M, N, K = shape
-    g = torch.Generator().manual_seed(M * 1000 + N * 10 + K)
-    a = torch.randn(M, K, generator=g)
-    b = torch.randn(N, K, generator=g) if trans_b else torch.randn(K, N, generator=g)
-    op_b = (b.t() if trans_b else b).double()
-    want = a.double() @ op_b
-    bound = max(K, 1) * 2.0**-24 * (a.double().abs() @ op_b.abs()) + 1e-30
-    for name in kernels():
-        got = torch.ops.tsrnn.cpu_gemm(a, b, trans_b, name)
-        assert got.shape == (M, N) and got.dtype == torch.float32
-        excess = ((got.double() - want).abs() - bound).max().item() if M * N else 0.0
-        assert excess <= 0, f"{name} {shape} trans_b={trans_b}: past the rounding bound by {excess:.3e}"
+    a, b = operands(shape, a_transposed, b_transposed)
+    start = {None: None, "row": torch.randn(N), "matrix": torch.randn(M, N)}[init]
+    start64 = torch.zeros(()) if start is None else start.double()
+    want = start64 + a.double() @ b.double()
+    bound = max(K, 1) * 2.0**-24 * (start64.abs() + a.double().abs() @ b.double().abs())
+    sum_bound = max(K, 1) * 2.0**-24 * a.double().abs().sum(1)
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        for name in kernels():
+            got, sums = torch.ops.tsrnn.cpu_gemm(a, b, name, True, start)
+            assert got.shape == (M, N) and sums.shape == (M,)
+            assert_within_rounding(got, want, bound, f"{name} {shape} init={init}")
+            assert_within_rounding(sums, a.double().sum(1), sum_bound, f"{name} {shape} row sums")
+    finally:
+        torch.set_num_threads(before)
+
+
+def test_blocked_driver_gives_the_same_bits_on_any_thread_count():
+    """Each element adds its K products in order of k whoever computes it: one thread and two give
+    the same bits (so a result does not depend on the machine's core count)."""
+    if not kernels():
+        pytest.skip("this CPU runs none of the kernels (ATen's GEMM is used)")
+    a, b = operands((300, 47, 800), True, False)
+    before = torch.get_num_threads()
+    try:
+        results = []
+        for threads in (1, 2):
+            torch.set_num_threads(threads)
+            results.append(torch.ops.tsrnn.cpu_gemm(a, b, kernels()[0], True, torch.randn(47, generator=torch.Generator().manual_seed(1))))
+    finally:
+        torch.set_num_threads(before)
+    assert torch.equal(results[0][0], results[1][0]) and torch.equal(results[0][1], results[1][1])
 
 
 def test_kernel_takes_row_strides():
     """A read with its own row stride and C written with one wider than N, as the loops call the
-    kernel on slices; a non-contiguous b is packed from a copy."""
+    kernel on slices; a b with its columns contiguous is packed along them."""
     if not kernels():
         pytest.skip("this CPU runs none of the kernels (ATen's GEMM is used)")
     a = torch.randn(40, 9)[::2]  # 20 rows, row stride 18
-    b = torch.randn(9, 70).t()  # op(b) = b.t() with b non-contiguous
+    b = torch.randn(70, 9).t()  # b [9, 70] with column stride 9
     for name in kernels():
-        c = torch.ops.tsrnn.cpu_gemm(a, b, True, name)
-        assert c.stride(0) > c.shape[1]
-        torch.testing.assert_close(c, a @ b.t(), rtol=1e-5, atol=1e-5)
+        for blocked in (False, True):
+            c, _ = torch.ops.tsrnn.cpu_gemm(a, b, name, blocked)
+            assert c.stride(0) > c.shape[1]
+            torch.testing.assert_close(c, a @ b, rtol=1e-5, atol=1e-5)
 
 
 def test_bad_calls_say_what_is_wrong():
     with pytest.raises(RuntimeError, match="does not run the 'sse' kernel"):
-        torch.ops.tsrnn.cpu_gemm(torch.ones(2, 2), torch.ones(2, 2), False, "sse")
+        torch.ops.tsrnn.cpu_gemm(torch.ones(2, 2), torch.ones(2, 2), "sse")
     with pytest.raises(RuntimeError, match="takes float32"):
-        torch.ops.tsrnn.cpu_gemm(torch.ones(2, 2, dtype=torch.float64), torch.ones(2, 2), False, "avx2")
+        torch.ops.tsrnn.cpu_gemm(torch.ones(2, 2, dtype=torch.float64), torch.ones(2, 2), "avx2")
     with pytest.raises(RuntimeError, match="do not multiply"):
-        torch.ops.tsrnn.cpu_gemm(torch.ones(2, 3), torch.ones(2, 2), False, "avx2")
+        torch.ops.tsrnn.cpu_gemm(torch.ones(2, 3), torch.ones(2, 2), "avx2")
+    if kernels():
+        name = kernels()[0]
+        with pytest.raises(RuntimeError, match="init only with blocked=True"):
+            torch.ops.tsrnn.cpu_gemm(torch.ones(2, 2), torch.ones(2, 2), name, False, torch.ones(2))
+        with pytest.raises(RuntimeError, match=r"init must be float32 \[2\] or \[2, 2\]"):
+            torch.ops.tsrnn.cpu_gemm(torch.ones(2, 2), torch.ones(2, 2), name, True, torch.ones(3))
 
 
 @pytest.mark.parametrize("lengths", [None, "unsorted"])

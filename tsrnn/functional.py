@@ -6,8 +6,9 @@ chooses for the call (``backend=`` a requested backend or a path name), by the k
 registry record names (``Path.runs``):
 
 - "operator" (cpu, cuda_coop, triton_persistent, triton_step) computes the input projection of
-  all steps as one GEMM, runs the recurrence in one operator call (``tsrnn.ops``), and lets
-  autograd turn the projection's gradient into one GEMM for W_ih and one reduction for the bias;
+  all steps as one GEMM (``tsrnn.ops.projection``: the CPU engine's own on "cpu", torch.addmm
+  elsewhere), runs the recurrence in one operator call (``tsrnn.ops``), and turns the
+  projection's gradient into one GEMM for W_ih (with the bias's gradient) and one for x;
 - "torch_lstm" (onednn, cudnn) calls ``torch._VF.lstm`` with the effective bias as b_ih and
   b_hh = 0 (cuDNN with TF32 off, so float32 stays float32);
 - "reference" runs the cell's step loop (``Cell.reference_layer``) on its arguments cast to the
@@ -58,8 +59,7 @@ def _operator(path, cell, x, h0, states, w_ih, w_hh, bias, p, dt, eps, traces, p
     math = cells.math_dtype(x.dtype)
     hidden = w_hh.shape[1]
     flat = x.reshape(-1, x.shape[-1])  # the input projection in the layer's dtype (a low-precision GEMM for bf16/fp16)
-    xg = flat @ w_ih.t() if bias is None else torch.addmm(bias, flat, w_ih.t())
-    xg = xg.to(math).view(*x.shape[:-1], cell.num_gates * hidden)
+    xg = ops.projection(path, flat, w_ih, bias).to(math).view(*x.shape[:-1], cell.num_gates * hidden)
     state0 = torch.stack([s.to(math) for s in states])
     differentiable = (x, w_ih, w_hh, bias, h0, p, *states)
     save = traces or (torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in differentiable))

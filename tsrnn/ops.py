@@ -48,18 +48,57 @@ SCHEMAS = {
 # Compiled only: how many thread blocks the persistent CUDA kernel would use for this cell and
 # w_hh (its device, dtype and H), 0 where it does not fit on chip or cannot launch cooperatively.
 PLAN_SCHEMA = "recurrence_plan(str cell, Tensor w_hh) -> int"
-# Compiled only, for the tests and benchmarks: the CPU time loops' per-step GEMM kernels
-# (csrc/cpu/panel_gemm.h), C = a op(b) with op(b) = b.t() if trans_b, through the kernel named
-# `kernel`; the names of the kernels this CPU runs; the one the time loops use ("aten" for ATen's
+# Compiled only, for the tests and benchmarks: the CPU engine's GEMM kernels (csrc/cpu/panel_gemm.h),
+# C = init + a b through the kernel named `kernel` by the time loops' driver or, if `blocked`, by
+# the threaded one of the large GEMMs (csrc/cpu/blocked_gemm.h; init None, a row [N] or [M, N];
+# also returns a's row sums); the names of the kernels this CPU runs; the one the time loops use ("aten" for ATen's
 # GEMM); and, with TSRNN_CPU_PROFILE=1, the seconds per phase one thread of the loops spent since
 # the last call, on average (csrc/cpu/phase_clock.h, bench/cpu_profile.py).
-CPU_SCHEMAS = ("cpu_gemm(Tensor a, Tensor b, bool trans_b, str kernel) -> Tensor", "cpu_gemm_kernels() -> str[]",
+# The CPU engine's input projection x w^T + bias and its backward (csrc/cpu/projection.cpp), the
+# "cpu" path's in place of torch.addmm: x [M, I], w [N, I], bias [N] -> [M, N]; the backward takes
+# dL/d(result) and which of dx, dw, dbias to compute ([0] for the others).
+CPU_SCHEMAS = ("cpu_projection(Tensor x, Tensor w, Tensor? bias) -> Tensor",
+               "cpu_projection_backward(Tensor grad, Tensor x, Tensor w, bool[3] mask) -> (Tensor, Tensor, Tensor)",
+               "cpu_gemm(Tensor a, Tensor b, str kernel, bool blocked=False, Tensor? init=None) -> (Tensor, Tensor)", "cpu_gemm_kernels() -> str[]",
                "cpu_gemm_in_use() -> str", "cpu_loop_profile() -> float[]")
 
 
 def op(path: str, name: str):
     """The operator ``name`` (e.g. "recurrence_forward") of a path of tsrnn/backend.py's registry."""
     return getattr(getattr(torch.ops, backend.REGISTRY[path].namespace), name)
+
+
+def projection(path: str, x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+    """The input projection x w^T + bias of an operator path's layer: the CPU engine's own GEMM on
+    the "cpu" path (``cpu_projection``), torch's elsewhere."""
+    if path == "cpu":
+        return torch.ops.tsrnn.cpu_projection(x, w, bias)
+    return x @ w.t() if bias is None else torch.addmm(bias, x, w.t())
+
+
+def _projection_fake(x, w, bias):
+    torch._check(x.dim() == 2 and w.dim() == 2 and x.shape[1] == w.shape[1],
+                 lambda: f"tsrnn: cpu_projection takes x [M, I] and w [N, I], got {tuple(x.shape)} and {tuple(w.shape)}")
+    return x.new_empty(x.shape[0], w.shape[0])
+
+
+def _projection_backward_fake(grad, x, w, mask):
+    dx = torch.empty_like(x) if mask[0] else x.new_empty(0)
+    dw = torch.empty_like(w) if mask[1] else w.new_empty(0)
+    return dx, dw, grad.new_empty(w.shape[0] if mask[2] else 0)
+
+
+def _projection_setup(ctx, inputs, output):
+    x, w, bias = inputs
+    ctx.save_for_backward(x, w)
+    ctx.has_bias = bias is not None
+
+
+def _projection_backward(ctx, grad):
+    x, w = ctx.saved_tensors
+    needs = ctx.needs_input_grad
+    dx, dw, db = torch.ops.tsrnn.cpu_projection_backward(grad, x, w, [needs[0], needs[1], ctx.has_bias and needs[2]])
+    return dx if needs[0] else None, dw if needs[1] else None, db if ctx.has_bias and needs[2] else None
 
 
 def _recurrence_fake(cell, xg, w_hh, h0, state0, p, dt, eps, save, batch_sizes=None):
@@ -210,6 +249,11 @@ for _namespace, (_ops, _module) in _namespaces().items():
     if _module is None:  # compiled: the extensions register the kernels, and the planning op
         for _schema in (PLAN_SCHEMA, *CPU_SCHEMAS):
             _LIBRARIES[_namespace].define(_schema)
+        torch.library.register_fake(f"{_namespace}::cpu_projection", _projection_fake, lib=_LIBRARIES[_namespace])
+        torch.library.register_fake(f"{_namespace}::cpu_projection_backward", _projection_backward_fake,
+                                    lib=_LIBRARIES[_namespace])
+        torch.library.register_autograd(f"{_namespace}::cpu_projection", _projection_backward,
+                                        setup_context=_projection_setup, lib=_LIBRARIES[_namespace])
         continue
     for _name in (f"{o}_{d}" for o in _ops for d in ("forward", "backward")):
         for _device in ("CPU", "CUDA"):

@@ -23,15 +23,19 @@ struct Avx2 {
   static constexpr int kWidth = 8, kMaxRows = 6;
   static Vec zero() { return _mm256_setzero_ps(); }
   static Vec load(const float* p) { return _mm256_loadu_ps(p); }
+  static Vec load(const float* p, int n) { return n == kWidth ? _mm256_loadu_ps(p) : _mm256_maskload_ps(p, mask(n)); }
   static Vec broadcast(float x) { return _mm256_set1_ps(x); }
   static Vec fma(Vec a, Vec b, Vec acc) { return _mm256_fmadd_ps(a, b, acc); }
   static void store(float* p, Vec v, int n) {
     if (n == kWidth) {
       _mm256_storeu_ps(p, v);
     } else if (n > 0) {
-      const __m256i lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-      _mm256_maskstore_ps(p, _mm256_cmpgt_epi32(_mm256_set1_epi32(n), lanes), v);
+      _mm256_maskstore_ps(p, mask(n), v);
     }
+  }
+  // The first n of the 8 lanes set.
+  static __m256i mask(int n) {
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
   }
 };
 

@@ -23,6 +23,9 @@ struct Avx512 {
   static constexpr int kWidth = 16, kMaxRows = 14;
   static Vec zero() { return _mm512_setzero_ps(); }
   static Vec load(const float* p) { return _mm512_loadu_ps(p); }
+  static Vec load(const float* p, int n) {
+    return n == kWidth ? _mm512_loadu_ps(p) : _mm512_maskz_loadu_ps(static_cast<__mmask16>((1u << n) - 1), p);
+  }
   static Vec broadcast(float x) { return _mm512_set1_ps(x); }
   static Vec fma(Vec a, Vec b, Vec acc) { return _mm512_fmadd_ps(a, b, acc); }
   static void store(float* p, Vec v, int n) {

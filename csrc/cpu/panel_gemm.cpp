@@ -1,14 +1,17 @@
 // Packing, the tile loop and the run-time choice of csrc/cpu/panel_gemm.h's kernels, and the
-// operators that expose them to the tests and benchmarks: torch.ops.tsrnn.cpu_gemm (C = A op(B)
-// through one named kernel), cpu_gemm_kernels (the kernels this CPU runs) and cpu_gemm_in_use
+// operators that expose them to the tests and benchmarks: torch.ops.tsrnn.cpu_gemm (C = init + A B
+// through one named kernel, by the time loops' driver or csrc/cpu/blocked_gemm.h's), cpu_gemm_kernels (the kernels this CPU runs) and cpu_gemm_in_use
 // (the one the time loops use, or "aten"); schemas in tsrnn/ops.py.
 #include "cpu/panel_gemm.h"
+
+#include "cpu/blocked_gemm.h"
 
 #include <ATen/ATen.h>
 #include <torch/library.h>
 
 #include <algorithm>
 #include <cstdlib>
+#include <tuple>
 
 namespace tsrnn {
 
@@ -68,25 +71,18 @@ std::vector<std::string> panel_kernel_names() {
   return names;
 }
 
-void pack_panels(const PanelKernel& kernel, const float* b, bool trans_b, int64_t ldb, int64_t N,
-                 int64_t K, float* out) {
+void pack_panels(const PanelKernel& kernel, Strided b, int64_t k0, int64_t K, int64_t N, float* out) {
   const int64_t nr = kernel.panel_width;
   for (int64_t n0 = 0; n0 < N; n0 += nr) {
     float* panel = out + n0 * K;  // panel n0 / nr starts at (n0 / nr) * K * nr
     const int64_t cols = std::min(nr, N - n0);
-    if (trans_b) {  // column n of B is row n of b: read it along k
+    if (b.col_stride != 1 && b.row_stride == 1) {  // columns contiguous: read each along k
       for (int64_t j = 0; j < nr; ++j) {
-        if (j < cols) {
-          const float* column = b + (n0 + j) * ldb;
-          for (int64_t k = 0; k < K; ++k) panel[k * nr + j] = column[k];
-        } else {
-          for (int64_t k = 0; k < K; ++k) panel[k * nr + j] = 0.0f;
-        }
+        for (int64_t k = 0; k < K; ++k) panel[k * nr + j] = j < cols ? b(k0 + k, n0 + j) : 0.0f;
       }
     } else {
       for (int64_t k = 0; k < K; ++k) {
-        const float* row = b + k * ldb + n0;
-        for (int64_t j = 0; j < nr; ++j) panel[k * nr + j] = j < cols ? row[j] : 0.0f;
+        for (int64_t j = 0; j < nr; ++j) panel[k * nr + j] = j < cols ? b(k0 + k, n0 + j) : 0.0f;
       }
     }
   }
@@ -94,41 +90,63 @@ void pack_panels(const PanelKernel& kernel, const float* b, bool trans_b, int64_
 
 void panel_gemm(const PanelKernel& kernel, int64_t m, int64_t N, int64_t K, const float* a,
                 int64_t lda, const float* packed, float* c, int64_t ldc) {
-  const int64_t nr = kernel.panel_width, blocks = (m + kernel.max_rows - 1) / kernel.max_rows;
-  for (int64_t n0 = 0; n0 < N; n0 += nr) {
-    const int cols = static_cast<int>(std::min(nr, N - n0));
-    int64_t r0 = 0;
-    for (int64_t block = 0; block < blocks; ++block) {  // near-equal blocks of at most max_rows
-      const int64_t left = blocks - block, rows = (m - r0 + left - 1) / left;
-      kernel.tile[rows](K, a + r0 * lda, lda, packed + n0 * K, c + r0 * ldc + n0, ldc, cols);
-      r0 += rows;
-    }
+  for (int64_t n0 = 0; n0 < N; n0 += kernel.panel_width) {
+    const int cols = static_cast<int>(std::min<int64_t>(kernel.panel_width, N - n0));
+    for_row_tiles(kernel, m, [&](int64_t r0, int64_t rows) {
+      kernel.tile[rows](K, a + r0 * lda, lda, packed + n0 * K, c + r0 * ldc + n0, ldc, cols, nullptr, 0);
+    });
   }
 }
 
 namespace {
 
-at::Tensor cpu_gemm(const at::Tensor& a, const at::Tensor& b, bool trans_b, const std::string& name) {
+// C = init + a b through the kernel named `name`, by the time loops' driver (panel_gemm: a's rows
+// read in place, b packed once, init must be None) or, if `blocked`, by blocked_gemm (a and b any
+// strides; init None, a bias row [N], or [M, N], which C starts as and the driver then adds to in
+// place). Returns C and, from blocked_gemm, a's row sums ([0] otherwise).
+std::tuple<at::Tensor, at::Tensor> cpu_gemm(const at::Tensor& a, const at::Tensor& b, const std::string& name,
+                                            bool blocked, const c10::optional<at::Tensor>& init) {
   TORCH_CHECK(a.dim() == 2 && b.dim() == 2, "tsrnn: cpu_gemm takes 2-D a and b, got ", a.sizes(), " and ",
               b.sizes());
   TORCH_CHECK(a.scalar_type() == at::kFloat && b.scalar_type() == at::kFloat,
               "tsrnn: cpu_gemm takes float32, got ", a.scalar_type(), " and ", b.scalar_type());
-  const int64_t K = a.size(1), N = trans_b ? b.size(0) : b.size(1);
-  TORCH_CHECK((trans_b ? b.size(1) : b.size(0)) == K, "tsrnn: cpu_gemm: a ", a.sizes(), " and op(b) of ",
-              b.sizes(), " do not multiply");
+  const int64_t M = a.size(0), K = a.size(1), N = b.size(1);
+  TORCH_CHECK(b.size(0) == K, "tsrnn: cpu_gemm: a ", a.sizes(), " and b ", b.sizes(), " do not multiply");
   const PanelKernel* kernel = panel_kernel_named(name);
   TORCH_CHECK(kernel != nullptr, "tsrnn: this CPU or build does not run the '", name, "' kernel; it runs: ",
               c10::Join(", ", panel_kernel_names()));
-  // A with its own row stride where its rows are contiguous; C a view of rows wider than N, so
-  // both strides differ from the widths as in the time loops' calls on slices.
-  const at::Tensor a_rows = a.stride(1) == 1 && a.stride(0) >= std::max<int64_t>(K, 1) ? a : a.contiguous();
-  const at::Tensor b_c = b.contiguous();
-  const at::Tensor packed = at::empty({packed_size(*kernel, N, K)}, a.options());
-  pack_panels(*kernel, b_c.data_ptr<float>(), trans_b, b_c.size(1), N, K, packed.data_ptr<float>());
-  const at::Tensor c = at::empty({a.size(0), N + 3}, a.options()).narrow(1, 0, N);
-  panel_gemm(*kernel, a.size(0), N, K, a_rows.data_ptr<float>(), a_rows.stride(0), packed.data_ptr<float>(),
-             c.data_ptr<float>(), c.stride(0));
-  return c;
+  TORCH_CHECK(blocked || !init, "tsrnn: cpu_gemm takes init only with blocked=True");
+  const Strided b_view{b.data_ptr<float>(), b.stride(0), b.stride(1)};
+  // C a view of rows wider than N, so its row stride differs from its width as in the callers'.
+  const at::Tensor c = at::empty({M, N + 3}, a.options()).narrow(1, 0, N);
+  if (!blocked) {
+    const at::Tensor a_rows = a.stride(1) == 1 && a.stride(0) >= std::max<int64_t>(K, 1) ? a : a.contiguous();
+    const at::Tensor packed = at::empty({packed_size(*kernel, N, K)}, a.options());
+    pack_panels(*kernel, b_view, 0, K, N, packed.data_ptr<float>());
+    panel_gemm(*kernel, M, N, K, a_rows.data_ptr<float>(), a_rows.stride(0), packed.data_ptr<float>(),
+               c.data_ptr<float>(), c.stride(0));
+    return {c, at::empty({0}, a.options())};
+  }
+  const float* start = nullptr;
+  int64_t ld_start = 0;
+  at::Tensor bias;
+  if (init) {
+    TORCH_CHECK(init->scalar_type() == at::kFloat && (init->sizes() == at::IntArrayRef{N} ||
+                                                      init->sizes() == at::IntArrayRef{M, N}),
+                "tsrnn: cpu_gemm: init must be float32 [", N, "] or [", M, ", ", N, "], got ", init->sizes());
+    if (init->dim() == 1) {
+      bias = init->contiguous();
+      start = bias.data_ptr<float>();
+    } else {
+      c.copy_(*init);
+      start = c.data_ptr<float>();
+      ld_start = c.stride(0);
+    }
+  }
+  const at::Tensor sums = at::empty({M}, a.options());
+  blocked_gemm(*kernel, M, N, K, Strided{a.data_ptr<float>(), a.stride(0), a.stride(1)}, b_view,
+               c.data_ptr<float>(), c.stride(0), start, ld_start, sums.data_ptr<float>());
+  return {c, sums};
 }
 
 std::vector<std::string> cpu_gemm_kernels() { return panel_kernel_names(); }

@@ -24,11 +24,13 @@
 
 namespace tsrnn {
 
-// One ISA's micro-kernels. tile[mr] computes C[0:mr, 0:cols] = A[0:mr, 0:K] panel (cols <= NR)
-// for 1 <= mr <= max_rows; a: row stride lda, c: row stride ldc, panel: [K][NR].
+// One ISA's micro-kernels. tile[mr] computes C[0:mr, 0:cols] = init + A[0:mr, 0:K] panel
+// (cols <= NR) for 1 <= mr <= max_rows; a: row stride lda, c: row stride ldc, panel: [K][NR],
+// init: [mr, cols] with row stride ld_init (0: one row for all), or null for zero. Each sum
+// starts at init and adds the K products in order, one FMA each.
 struct PanelKernel {
   using Tile = void (*)(int64_t K, const float* a, int64_t lda, const float* panel, float* c,
-                        int64_t ldc, int cols);
+                        int64_t ldc, int cols, const float* init, int64_t ld_init);
   const char* name;
   int panel_width;  // NR
   int max_rows;     // MR's upper bound
@@ -51,15 +53,35 @@ const PanelKernel* default_panel_kernel();
 // Names of the kernels this CPU runs, widest first.
 std::vector<std::string> panel_kernel_names();
 
+// A float32 matrix view: element (i, j) at data[i * row_stride + j * col_stride].
+struct Strided {
+  const float* data;
+  int64_t row_stride, col_stride;
+  float operator()(int64_t i, int64_t j) const { return data[i * row_stride + j * col_stride]; }
+};
+
 // Floats that pack_panels writes for N columns and K rows.
 inline int64_t packed_size(const PanelKernel& kernel, int64_t N, int64_t K) {
   const int64_t nr = kernel.panel_width;
   return (N + nr - 1) / nr * nr * K;
 }
 
-// Packs B [K, N] (b[k * ldb + n], or b[n * ldb + k] if trans_b) into out (packed_size floats).
-void pack_panels(const PanelKernel& kernel, const float* b, bool trans_b, int64_t ldb, int64_t N,
-                 int64_t K, float* out);
+// Packs rows [k0, k0 + K) of B [., N] into out (packed_size(kernel, N, K) floats), reading along
+// B's unit stride.
+void pack_panels(const PanelKernel& kernel, Strided b, int64_t k0, int64_t K, int64_t N, float* out);
+
+// Calls f(r0, rows) over m rows split into the fewest tiles of at most kernel.max_rows rows, of
+// near-equal size (20 rows: two tiles of 10).
+template <typename F>
+void for_row_tiles(const PanelKernel& kernel, int64_t m, F&& f) {
+  const int64_t tiles = (m + kernel.max_rows - 1) / kernel.max_rows;
+  int64_t r0 = 0;
+  for (int64_t tile = 0; tile < tiles; ++tile) {
+    const int64_t rows = (m - r0 + tiles - tile - 1) / (tiles - tile);
+    f(r0, rows);
+    r0 += rows;
+  }
+}
 
 // C[m, N] = A[m, K] B with B packed by pack_panels; a: row stride lda, c: row stride ldc.
 void panel_gemm(const PanelKernel& kernel, int64_t m, int64_t N, int64_t K, const float* a,

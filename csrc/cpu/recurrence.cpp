@@ -23,6 +23,8 @@
 
 #include "cells.h"
 #include "recurrence_op.h"
+#include "cpu/blocked_gemm.h"
+#include "cpu/large_buffer.h"
 #include "cpu/phase_clock.h"
 #include "cpu/step_gemm.h"
 #include "cpu/vector_math.h"
@@ -275,7 +277,8 @@ void backward_loop(const Shapes& s, const Steps& steps, const T* grad_h, const T
 }
 
 // The CPU side of the recurrence operator's entries (csrc/recurrence_op.h): float32 or float64,
-// no device to make current, no launch plan, ATen's exact GEMMs, and the time loops above.
+// no device to make current, no launch plan, the large buffers on huge pages, dW_hh through the
+// blocked GEMM (float32 with a panel kernel; ATen's otherwise), and the time loops above.
 struct CpuRecurrence {
   struct DeviceGuard {
     explicit DeviceGuard(at::Device /*device*/) {}
@@ -293,6 +296,17 @@ struct CpuRecurrence {
   template <typename Cell>
   static Plan plan(const Tensor& /*w_hh*/, const Shapes& /*s*/) {
     return {};
+  }
+
+  static Tensor empty_large(at::IntArrayRef sizes, const at::TensorOptions& options) {
+    return tsrnn::empty_large(sizes, options);
+  }
+
+  static void weight_gemm(const Tensor& out, const Tensor& a, const Tensor& b, bool accumulate) {
+    const float* init = accumulate ? static_cast<const float*>(out.data_ptr()) : nullptr;  // read if float32
+    if (!blocked_gemm(out, a.t(), b, init, out.stride(0), nullptr)) {
+      AtenBuffersAndGemm::weight_gemm(out, a, b, accumulate);
+    }
   }
 
   // Without save, the activations of one step are written over at every step.

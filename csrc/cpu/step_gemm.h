@@ -26,7 +26,7 @@ class StepGemm {
       kernel_ = default_panel_kernel();
       if (kernel_ != nullptr) {
         packed_ = at::empty({packed_size(*kernel_, N, K)}, options);
-        pack_panels(*kernel_, b, trans_b, ldb, N, K, packed_.data_ptr<float>());
+        pack_panels(*kernel_, trans_b ? Strided{b, 1, ldb} : Strided{b, ldb, 1}, 0, K, N, packed_.data_ptr<float>());
         return;
       }
     }

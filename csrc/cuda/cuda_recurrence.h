@@ -93,7 +93,7 @@ inline int64_t plan_blocks(const std::string& cell, const Tensor& w_hh) {
 // The CUDA side of the recurrence operator's entries (csrc/recurrence_op.h): float32, the call's
 // device made current, the cached plan of the cell and H (refusing the shapes the kernel does not
 // take), one cooperative launch per direction, and exact float32 cuBLAS for dW_hh.
-struct CudaRecurrence {
+struct CudaRecurrence : AtenBuffersAndGemm {
   using DeviceGuard = c10::cuda::CUDAGuard;
   using ExactGemm = NoTF32;
   using Plan = cuda::Plan;

@@ -1,0 +1,38 @@
+// The large GEMMs around the CPU time loops (the input projection, dx, dW_ih, dW_hh), on all
+// threads, through csrc/cpu/panel_gemm.h's micro-kernels:
+//
+//   C[M, N] = init + A[M, K] B[K, N]        (init: C itself, a bias row, or zero)
+//
+// blocked as BLIS does (Van Zee & van de Geijn, 2015): K in blocks of at most kDepth, and per
+// block B packed into the kernel's panels and A, kRowBlocks tiles of rows at a time, into rows of
+// that depth, so a panel stays in L1/L2 while the tiles of an A block pass over it. The threads
+// split the rows of C; each packs the B block it reads. A and B are strided views (any row and
+// column strides), so a transposed operand (dz^T for the weight gradients) is read in place and
+// transposed by the packing. Each element of C starts at init and adds its K products in order of
+// k, one FMA each, whatever the thread count and blocking: the result is the same bits on every
+// run, within K·u·Σ|A||B| of the exact product.
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <cstdint>
+
+#include "cpu/panel_gemm.h"
+
+namespace tsrnn {
+
+// C[M, N] (row stride ldc) = init + A B. init: [M, N] with row stride ld_init (ld_init = 0: one
+// row broadcast to every row, e.g. a bias; init == c: C += A B), or null for zero. With row_sums
+// (M floats), also row_sums[i] = sum_k A[i, k] in order of k (a bias gradient from the same pass
+// over A).
+void blocked_gemm(const PanelKernel& kernel, int64_t M, int64_t N, int64_t K, Strided a, Strided b,
+                  float* c, int64_t ldc, const float* init, int64_t ld_init, float* row_sums);
+
+// The same on tensors through the time loops' kernel (default_panel_kernel()): out [M, N] (unit
+// column stride) = init + a [M, K] b [K, N] (any strides), init and row_sums as above. Returns
+// false, having done nothing, where that kernel is ATen's (float64, TSRNN_CPU_GEMM=aten, a CPU
+// with neither AVX2 nor AVX-512): the caller then uses ATen's GEMM.
+bool blocked_gemm(const at::Tensor& out, const at::Tensor& a, const at::Tensor& b, const float* init,
+                  int64_t ld_init, float* row_sums);
+
+}  // namespace tsrnn
