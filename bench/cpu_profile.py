@@ -4,13 +4,16 @@
 
 For each shape (by default bench/cpu_vs_torch.py's "engine" set; H = I) and cell, float32, the
 median over rounds of:
-- the input projection (one GEMM over all steps, xg = x W_ih^T + b);
+- the input projection (one GEMM over all steps, xg = x W_ih^T + b, the engine's
+  ``cpu_projection``);
 - the forward operator, and inside its time loop, per thread: the per-step recurrent GEMM, the
   cell (pointwise math and the writes of states and saved activations) and the wait at the step's
   barrier (the OpenMP split's imbalance); "outside" is the rest (allocation, packing W_hh);
 - the backward operator likewise (cell, wait, the per-step GEMM of dh), with dW_hh and the rest
-  outside the loop, and dW_hh's GEMM timed alone;
-- the projection's backward as autograd runs it (dx = dz W_ih, dW_ih = x^T dz, db = sum dz);
+  outside the loop, and dW_hh's GEMM (the engine's blocked GEMM, csrc/cpu/blocked_gemm.h) timed
+  alone;
+- the projection's backward (``cpu_projection_backward``: dx = dz W_ih, dW_ih = dz^T x with
+  db = sum dz from the same pass);
 - the whole tsrnn layer (module, backend="cpu") and torch.nn.LSTM, fwd+bwd.
 The loop's phases come from the loops' own clocks (TSRNN_CPU_PROFILE=1, set here before tsrnn is
 imported; csrc/cpu/phase_clock.h). GFLOP/s counts 2 B G H K per step and GEMM.
@@ -55,7 +58,8 @@ def profile(cell_name: str, T: int, B: int, H: int, rounds: int) -> dict[str, fl
     h0, state0 = torch.zeros(B, H), torch.zeros(S, B, H)
     p = torch.rand(H, generator=g) + 0.1 if cell.has_p else None
     forward, backward = torch.ops.tsrnn.recurrence_forward, torch.ops.tsrnn.recurrence_backward
-    xg = torch.addmm(bias, x, w_ih.t()).view(T, B, G * H)
+    project, project_backward = torch.ops.tsrnn.cpu_projection, torch.ops.tsrnn.cpu_projection_backward
+    xg = project(x, w_ih, bias).view(T, B, G * H)
     h_all, _, state_all, saved = forward(cell_name, xg, w_hh, h0, state0, p, None, 1e-3, True, None)
     grad_h = torch.randn(T, B, H, generator=g)
     dz = torch.randn(T * B, G * H, generator=g)
@@ -63,20 +67,20 @@ def profile(cell_name: str, T: int, B: int, H: int, rounds: int) -> dict[str, fl
               else tsrnn.LSTM(H, H, backend="cpu"))
     theirs, x3 = torch.nn.LSTM(H, H), x.view(T, B, H).clone().requires_grad_()  # dx too, as in the parts
 
-    def projection_backward():  # what autograd runs for addmm(bias, x, w_ih.t())
-        dz.mm(w_ih), x.t().mm(dz), dz.sum(0)
+    h_prev, kernel = torch.cat([h0[None], h_all[:-1]]).view(T * B, H), torch.ops.tsrnn.cpu_gemm_in_use()
 
-    def w_hh_grad():  # csrc/recurrence_op.h's recurrent_weight_grad, padded
-        dz3 = dz.view(T, B, G * H)
-        dz3[0].t().mm(h0).addmm_(dz3[1:].reshape(-1, G * H).t(), h_all[:-1].reshape(-1, H))
+    def w_hh_grad():  # dz^T [h0, h_1 .. h_{T-1}] on the engine's GEMM, in one call (the op: two, h0's first)
+        if kernel == "aten":
+            return dz.t().mm(h_prev)
+        return torch.ops.tsrnn.cpu_gemm(dz.t(), h_prev, kernel, True)
 
     parts = {
-        "projection": lambda: torch.addmm(bias, x, w_ih.t()),
+        "projection": lambda: project(x, w_ih, bias),
         "forward op": lambda: forward(cell_name, xg, w_hh, h0, state0, p, None, 1e-3, True, None),
         "backward op": lambda: backward(cell_name, grad_h, None, w_hh, h0, state0, h_all, state_all, saved, p,
                                         None, 1e-3, None),
         "dW_hh alone": w_hh_grad,
-        "projection backward": projection_backward,
+        "projection backward": lambda: project_backward(dz, x, w_ih, [True, True, True]),
         "tsrnn layer": lambda: module(x3)[0].sum().backward(),
         "torch.nn.LSTM": lambda: theirs(x3)[0].sum().backward(),
     }

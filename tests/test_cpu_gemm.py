@@ -43,16 +43,19 @@ def test_the_kernels_are_those_the_cpu_runs():
     assert kernels() == expected_kernels()
 
 
-# The blocked driver's edges besides GEMM_SHAPES': K over one 384-deep block (385, and 1000 in
-# three uneven ones), M over its 112-row blocks (AVX2: 48) and split between threads.
-BLOCKED_SHAPES = GEMM_SHAPES + [(113, 65, 385), (300, 47, 800), (2, 3, 1000), (250, 33, 20)]
+# The blocked driver's edges besides GEMM_SHAPES': K over one 1024-deep block (1025, and 2100 in
+# three of 700), M over its 112-row blocks (AVX2: 48) and split between threads.
+BLOCKED_SHAPES = GEMM_SHAPES + [(113, 65, 1025), (300, 47, 800), (2, 3, 2100), (250, 33, 20)]
 
 
-def operands(shape, a_transposed, b_transposed):
-    """a [M, K] and b [K, N], each a transposed view of a contiguous tensor if asked."""
+def operands(shape, a_layout, b_transposed):
+    """a [M, K] ("rows", "transposed": a view of a [K, M] tensor, or "strided": every other column
+    of a [M, 2K] one, neither stride 1) and b [K, N], a transposed view if asked."""
     M, N, K = shape
     g = torch.Generator().manual_seed(M * 1000 + N * 10 + K)
-    a = torch.randn(K, M, generator=g).t() if a_transposed else torch.randn(M, K, generator=g)
+    a = {"rows": lambda: torch.randn(M, K, generator=g),
+         "transposed": lambda: torch.randn(K, M, generator=g).t(),
+         "strided": lambda: torch.randn(M, 2 * K, generator=g)[:, ::2]}[a_layout]()
     b = torch.randn(N, K, generator=g).t() if b_transposed else torch.randn(K, N, generator=g)
     return a, b
 
@@ -69,7 +72,7 @@ def test_step_driver_matches_a_float64_product(shape, b_transposed):
     """|C - A B| within the bound of a K-term float32 dot product, K u (|A| |B|)."""
     if not kernels():
         pytest.skip("this CPU runs none of the kernels (ATen's GEMM is used)")
-    a, b = operands(shape, False, b_transposed)
+    a, b = operands(shape, "rows", b_transposed)
     want = a.double() @ b.double()
     bound = max(shape[2], 1) * 2.0**-24 * (a.double().abs() @ b.double().abs())
     for name in kernels():
@@ -79,16 +82,18 @@ def test_step_driver_matches_a_float64_product(shape, b_transposed):
 
 
 @pytest.mark.parametrize("init", [None, "row", "matrix"])
-@pytest.mark.parametrize("a_transposed,b_transposed", [(False, False), (False, True), (True, False)],
-                         ids=["a b", "a b.t()", "a.t() b"])
+@pytest.mark.parametrize("a_layout,b_transposed", [("rows", False), ("rows", True), ("transposed", False),
+                                                   ("strided", False)],
+                         ids=["a b", "a b.t()", "a.t() b", "a[:, ::2] b"])
 @pytest.mark.parametrize("shape", BLOCKED_SHAPES, ids=str)
-def test_blocked_driver_matches_a_float64_product(shape, a_transposed, b_transposed, init):
+def test_blocked_driver_matches_a_float64_product(shape, a_layout, b_transposed, init):
     """C = init + A B (init: none, a bias row, or C itself added to) and A's row sums, each within
-    the rounding bound of its sum; operands transposed as the weight gradients' dz^T; two threads."""
+    the rounding bound of its sum; A read in place by rows or, as the weight gradients' dz^T, by
+    columns, or copied (neither stride 1); two threads."""
     if not kernels():
         pytest.skip("this CPU runs none of the kernels (ATen's GEMM is used)")
     M, N, K = shape
-    a, b = operands(shape, a_transposed, b_transposed)
+    a, b = operands(shape, a_layout, b_transposed)
     start = {None: None, "row": torch.randn(N), "matrix": torch.randn(M, N)}[init]
     start64 = torch.zeros(()) if start is None else start.double()
     want = start64 + a.double() @ b.double()
@@ -111,7 +116,7 @@ def test_blocked_driver_gives_the_same_bits_on_any_thread_count():
     the same bits (so a result does not depend on the machine's core count)."""
     if not kernels():
         pytest.skip("this CPU runs none of the kernels (ATen's GEMM is used)")
-    a, b = operands((300, 47, 800), True, False)
+    a, b = operands((300, 47, 2100), "transposed", False)
     before = torch.get_num_threads()
     try:
         results = []
@@ -201,3 +206,42 @@ def test_override_refuses_an_unknown_kernel():
     done = run_with("avx1024")
     assert done.returncode != 0
     assert "TSRNN_CPU_GEMM must be 'avx512', 'avx2' or 'aten', got 'avx1024'" in done.stderr
+
+
+@pytest.mark.parametrize("bias", [True, False], ids=["bias", "no bias"])
+@pytest.mark.parametrize("shape", [(1, 1, 1), (37, 130, 21), (1110, 36, 9)], ids=str)
+def test_projection_matches_addmm_forward_and_backward(shape, bias):
+    """cpu_projection (the "cpu" path's x W^T + b) and its backward against torch.addmm's in
+    float64, within the rounding bounds in float32, on a non-contiguous x (every other row)."""
+    M, N, I = shape
+    g = torch.Generator().manual_seed(M + N + I)
+    x64 = torch.randn(2 * M, I, generator=g, dtype=torch.float64)[::2]
+    w64, b64 = torch.randn(N, I, generator=g, dtype=torch.float64), torch.randn(N, generator=g, dtype=torch.float64)
+    grad64 = torch.randn(M, N, generator=g, dtype=torch.float64)
+    args64 = [t.clone().requires_grad_() for t in (x64, w64, b64)]
+    want = torch.addmm(args64[2], args64[0], args64[1].t()) if bias else args64[0] @ args64[1].t()
+    want.backward(grad64)
+    x, w, b = (t.float().requires_grad_() for t in (x64, w64, b64))
+    got = torch.ops.tsrnn.cpu_projection(x, w, b if bias else None)
+    got.backward(grad64.float())
+    bound_y = I * 2.0**-24 * ((b64.abs() if bias else 0) + x64.abs() @ w64.abs().t()) + 1e-6
+    bound_dx = N * 2.0**-24 * (grad64.abs() @ w64.abs()) + 1e-6
+    bound_dw = M * 2.0**-24 * (grad64.abs().t() @ x64.abs()) + 1e-6
+    for name, value, expected, bound in [("y", got, want, bound_y), ("dx", x.grad, args64[0].grad, bound_dx),
+                                         ("dW", w.grad, args64[1].grad, bound_dw)]:
+        assert_within_rounding(value, expected.detach(), bound + 2.0**-24 * expected.detach().abs(), name)
+    if bias:
+        assert_within_rounding(b.grad, args64[2].grad, M * 2.0**-24 * grad64.abs().sum(0) + 1e-6, "db")
+    else:
+        assert b.grad is None
+
+
+def test_projection_gradcheck_and_its_checks():
+    """float64 runs ATen's GEMMs behind the same op: gradcheck; a wrong shape is a one-line error."""
+    g = torch.Generator().manual_seed(3)
+    args = [torch.randn(*s, generator=g, dtype=torch.float64, requires_grad=True) for s in ((5, 3), (4, 3), (4,))]
+    assert torch.autograd.gradcheck(torch.ops.tsrnn.cpu_projection, args)
+    with pytest.raises(RuntimeError, match=r"takes x \[M, I\] and w \[N, I\]"):
+        torch.ops.tsrnn.cpu_projection(torch.ones(5, 3), torch.ones(4, 2), None)
+    with pytest.raises(RuntimeError, match=r"bias must be \[4\]"):
+        torch.ops.tsrnn.cpu_projection(torch.ones(5, 3), torch.ones(4, 3), torch.ones(5))

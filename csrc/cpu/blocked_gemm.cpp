@@ -10,30 +10,43 @@ namespace tsrnn {
 
 namespace {
 
-constexpr int64_t kDepth = 384;  // K per block: an A block of kRowBlocks * 14 rows is 168 KB, in L2
-constexpr int64_t kRowBlocks = 8;
+// K per block: a 32-column panel of B is then 128 KB, in L2 while a block's row tiles pass over
+// it; 384 gave up to 25% less at the engine's shapes (bench/RESULTS.md), C being read and written
+// once per block.
+constexpr int64_t kDepth = 1024;
+constexpr int64_t kRowBlocks = 8;  // row tiles per block of A
 
-// A[i0:i0+mc, k0:k0+kc] into out as mc rows of kc floats; row_sums[i0 + i] += A[i0 + i, k] over
-// the block in order of k. Reads along A's unit stride: a transposed A (row_stride 1) by columns.
-void pack_rows(Strided a, int64_t i0, int64_t mc, int64_t k0, int64_t kc, float* out, float* row_sums) {
-  if (a.row_stride == 1 && a.col_stride != 1) {
+// The block A[i0:i0+mc, k0:k0+kc] as the tile reads it, A[i0 + r, k0 + k] at
+// data[r * lda + k * step]: in place where a stride of A is 1 (x's rows, or dz^T's columns),
+// else copied into `scratch` as mc rows of kc floats.
+struct Block {
+  const float* data;
+  int64_t lda, step;
+};
+
+Block a_block(Strided a, int64_t i0, int64_t mc, int64_t k0, int64_t kc, float* scratch) {
+  const float* corner = a.data + i0 * a.row_stride + k0 * a.col_stride;
+  if (a.col_stride == 1) return {corner, a.row_stride, 1};
+  if (a.row_stride == 1) return {corner, 1, a.col_stride};
+  for (int64_t i = 0; i < mc; ++i) {
+    for (int64_t k = 0; k < kc; ++k) scratch[i * kc + k] = a(i0 + i, k0 + k);
+  }
+  return {scratch, kc, 1};
+}
+
+// sums[i] += A[i, k] over the block's mc rows and kc columns, in order of k for each row.
+void add_row_sums(Block block, int64_t mc, int64_t kc, float* sums) {
+  if (block.lda == 1) {  // a row of the block's columns at a time (dz^T: a row of dz)
     for (int64_t k = 0; k < kc; ++k) {
-      const float* column = a.data + (k0 + k) * a.col_stride + i0;
-      for (int64_t i = 0; i < mc; ++i) out[i * kc + k] = column[i];
-      if (row_sums) {
-        for (int64_t i = 0; i < mc; ++i) row_sums[i0 + i] += column[i];
-      }
+      const float* column = block.data + k * block.step;
+      for (int64_t i = 0; i < mc; ++i) sums[i] += column[i];
     }
     return;
   }
   for (int64_t i = 0; i < mc; ++i) {
-    float* row = out + i * kc;
-    for (int64_t k = 0; k < kc; ++k) row[k] = a(i0 + i, k0 + k);
-    if (row_sums) {
-      float sum = row_sums[i0 + i];
-      for (int64_t k = 0; k < kc; ++k) sum += row[k];
-      row_sums[i0 + i] = sum;
-    }
+    float sum = sums[i];
+    for (int64_t k = 0; k < kc; ++k) sum += block.data[i * block.lda + k * block.step];
+    sums[i] = sum;
   }
 }
 
@@ -47,20 +60,23 @@ void blocked_gemm(const PanelKernel& kernel, int64_t M, int64_t N, int64_t K, St
   const int64_t nr = kernel.panel_width, rows_per_block = kRowBlocks * kernel.max_rows;
   at::parallel_for(0, M, rows_per_block, [&](int64_t m0, int64_t m1) {
     const std::unique_ptr<float[]> panels(new float[packed_size(kernel, N, depth)]);
-    const std::unique_ptr<float[]> rows(new float[rows_per_block * depth]);
+    std::unique_ptr<float[]> scratch;  // for an A with neither stride 1
+    if (a.row_stride != 1 && a.col_stride != 1) scratch.reset(new float[rows_per_block * depth]);
     for (int64_t kb = 0; kb < blocks; ++kb) {
       const int64_t k0 = K * kb / blocks, kc = K * (kb + 1) / blocks - k0;
       pack_panels(kernel, b, k0, kc, N, panels.get());
-      for (int64_t i0 = m0; i0 < m1; i0 += rows_per_block) {
-        const int64_t mc = std::min(rows_per_block, m1 - i0);
-        pack_rows(a, i0, mc, k0, kc, rows.get(), row_sums);
+      const int64_t row_blocks = (m1 - m0 + rows_per_block - 1) / rows_per_block;  // near-equal
+      for (int64_t ib = 0; ib < row_blocks; ++ib) {
+        const int64_t i0 = m0 + (m1 - m0) * ib / row_blocks, mc = m0 + (m1 - m0) * (ib + 1) / row_blocks - i0;
+        const Block block = a_block(a, i0, mc, k0, kc, scratch.get());
+        if (row_sums) add_row_sums(block, mc, kc, row_sums + i0);
         for (int64_t n0 = 0; n0 < N; n0 += nr) {
           const int cols = static_cast<int>(std::min(nr, N - n0));
           for_row_tiles(kernel, mc, [&](int64_t r0, int64_t mr) {
             float* out = c + (i0 + r0) * ldc + n0;
             const float* start = kb > 0 ? out : init ? init + (i0 + r0) * ld_init + n0 : nullptr;
-            kernel.tile[mr](kc, rows.get() + r0 * kc, kc, panels.get() + n0 * kc, out, ldc, cols, start,
-                            kb > 0 ? ldc : ld_init);
+            kernel.tile[mr](kc, block.data + r0 * block.lda, block.lda, block.step, panels.get() + n0 * kc, out,
+                            ldc, cols, start, kb > 0 ? ldc : ld_init);
           });
         }
       }

@@ -93,7 +93,7 @@ void panel_gemm(const PanelKernel& kernel, int64_t m, int64_t N, int64_t K, cons
   for (int64_t n0 = 0; n0 < N; n0 += kernel.panel_width) {
     const int cols = static_cast<int>(std::min<int64_t>(kernel.panel_width, N - n0));
     for_row_tiles(kernel, m, [&](int64_t r0, int64_t rows) {
-      kernel.tile[rows](K, a + r0 * lda, lda, packed + n0 * K, c + r0 * ldc + n0, ldc, cols, nullptr, 0);
+      kernel.tile[rows](K, a + r0 * lda, lda, 1, packed + n0 * K, c + r0 * ldc + n0, ldc, cols, nullptr, 0);
     });
   }
 }

@@ -25,11 +25,12 @@
 namespace tsrnn {
 
 // One ISA's micro-kernels. tile[mr] computes C[0:mr, 0:cols] = init + A[0:mr, 0:K] panel
-// (cols <= NR) for 1 <= mr <= max_rows; a: row stride lda, c: row stride ldc, panel: [K][NR],
+// (cols <= NR) for 1 <= mr <= max_rows; A[r, k] at a[r * lda + k * a_step] (a_step 1: A's rows
+// in place; lda 1, a_step mr: packed k-major), c: row stride ldc, panel: [K][NR],
 // init: [mr, cols] with row stride ld_init (0: one row for all), or null for zero. Each sum
 // starts at init and adds the K products in order, one FMA each.
 struct PanelKernel {
-  using Tile = void (*)(int64_t K, const float* a, int64_t lda, const float* panel, float* c,
+  using Tile = void (*)(int64_t K, const float* a, int64_t lda, int64_t a_step, const float* panel, float* c,
                         int64_t ldc, int cols, const float* init, int64_t ld_init);
   const char* name;
   int panel_width;  // NR

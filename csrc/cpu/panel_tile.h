@@ -14,10 +14,11 @@
 namespace tsrnn {
 namespace panel {
 
-// C[0:MR, 0:cols] = init + A[0:MR, 0:K] panel, panel [K][2 W]: two vectors of accumulators per
-// row, which start at init's rows (row r at init + r * ld_init; zero where init is null).
+// C[0:MR, 0:cols] = init + A[0:MR, 0:K] panel, A[r, k] at a[r * lda + k * a_step], panel
+// [K][2 W]: two vectors of accumulators per row, which start at init's rows (row r at
+// init + r * ld_init; zero where init is null).
 template <typename V, int MR>
-void tile(int64_t K, const float* a, int64_t lda, const float* panel, float* c, int64_t ldc,
+void tile(int64_t K, const float* a, int64_t lda, int64_t a_step, const float* panel, float* c, int64_t ldc,
           int cols, const float* init, int64_t ld_init) {
   constexpr int W = V::kWidth;
   const int first = std::min(cols, W), second = std::max(cols - W, 0);
@@ -31,7 +32,7 @@ void tile(int64_t K, const float* a, int64_t lda, const float* panel, float* c, 
     const typename V::Vec b0 = V::load(panel + k * 2 * W), b1 = V::load(panel + k * 2 * W + W);
 #pragma GCC unroll 16
     for (int r = 0; r < MR; ++r) {
-      const typename V::Vec x = V::broadcast(a[r * lda + k]);
+      const typename V::Vec x = V::broadcast(a[r * lda + k * a_step]);
       acc[r][0] = V::fma(x, b0, acc[r][0]);
       acc[r][1] = V::fma(x, b1, acc[r][1]);
     }
