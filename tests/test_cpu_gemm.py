@@ -44,8 +44,9 @@ def test_the_kernels_are_those_the_cpu_runs():
 
 
 # The blocked driver's edges besides GEMM_SHAPES': K over one 1024-deep block (1025, and 2100 in
-# three of 700), M over its 112-row blocks (AVX2: 48) and split between threads.
-BLOCKED_SHAPES = GEMM_SHAPES + [(113, 65, 1025), (300, 47, 800), (2, 3, 2100), (250, 33, 20)]
+# three of 700), M over its 112-row blocks (AVX2: 48) and split between threads, B's packing split
+# over (k block, panel) units ((40, 300, 1030): 2 x 10).
+BLOCKED_SHAPES = GEMM_SHAPES + [(113, 65, 1025), (300, 47, 800), (2, 3, 2100), (250, 33, 20), (40, 300, 1030)]
 
 
 def operands(shape, a_layout, b_transposed):
@@ -111,18 +112,20 @@ def test_blocked_driver_matches_a_float64_product(shape, a_layout, b_transposed,
         torch.set_num_threads(before)
 
 
-def test_blocked_driver_gives_the_same_bits_on_any_thread_count():
+@pytest.mark.parametrize("shape", [(300, 47, 2100), (40, 300, 2100)], ids=str)
+def test_blocked_driver_gives_the_same_bits_on_any_thread_count(shape):
     """Each element adds its K products in order of k whoever computes it: one thread and two give
     the same bits (so a result does not depend on the machine's core count)."""
     if not kernels():
         pytest.skip("this CPU runs none of the kernels (ATen's GEMM is used)")
-    a, b = operands((300, 47, 2100), "transposed", False)
+    a, b = operands(shape, "transposed", False)
+    bias = torch.randn(shape[1], generator=torch.Generator().manual_seed(1))
     before = torch.get_num_threads()
     try:
         results = []
         for threads in (1, 2):
             torch.set_num_threads(threads)
-            results.append(torch.ops.tsrnn.cpu_gemm(a, b, kernels()[0], True, torch.randn(47, generator=torch.Generator().manual_seed(1))))
+            results.append(torch.ops.tsrnn.cpu_gemm(a, b, kernels()[0], True, bias))
     finally:
         torch.set_num_threads(before)
     assert torch.equal(results[0][0], results[1][0]) and torch.equal(results[0][1], results[1][1])

@@ -1,6 +1,8 @@
 // The blocked, threaded driver of csrc/cpu/blocked_gemm.h.
 #include "cpu/blocked_gemm.h"
 
+#include "cpu/large_buffer.h"
+
 #include <ATen/Parallel.h>
 
 #include <algorithm>
@@ -56,26 +58,37 @@ void blocked_gemm(const PanelKernel& kernel, int64_t M, int64_t N, int64_t K, St
                   float* c, int64_t ldc, const float* init, int64_t ld_init, float* row_sums) {
   if (row_sums) std::fill(row_sums, row_sums + M, 0.0f);
   const int64_t blocks = std::max<int64_t>(1, (K + kDepth - 1) / kDepth);
-  const int64_t depth = (K + blocks - 1) / blocks;  // the deepest of near-equal blocks
-  const int64_t nr = kernel.panel_width, rows_per_block = kRowBlocks * kernel.max_rows;
+  const int64_t nr = kernel.panel_width, panels = (N + nr - 1) / nr, rows_per_block = kRowBlocks * kernel.max_rows;
+  auto k_begin = [&](int64_t kb) { return K * kb / blocks; };  // near-equal blocks
+  // All of B packed once, by all threads: block kb's panels at k_begin(kb) * panels * nr, panel p
+  // of it p * kc * nr further.
+  const at::Tensor packed = empty_large({std::max<int64_t>(1, K * panels * nr)}, at::TensorOptions(at::kFloat));
+  float* const packed_b = packed.data_ptr<float>();
+  at::parallel_for(0, blocks * panels, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t unit = begin; unit < end; ++unit) {
+      const int64_t kb = unit / panels, p = unit % panels, k0 = k_begin(kb), kc = k_begin(kb + 1) - k0;
+      pack_panels(kernel, Strided{b.data + p * nr * b.col_stride, b.row_stride, b.col_stride}, k0, kc,
+                  std::min(nr, N - p * nr), packed_b + k0 * panels * nr + p * kc * nr);
+    }
+  });
+  // The threads split C's rows; each element's sum runs in order of k, whoever computes it.
   at::parallel_for(0, M, rows_per_block, [&](int64_t m0, int64_t m1) {
-    const std::unique_ptr<float[]> panels(new float[packed_size(kernel, N, depth)]);
     std::unique_ptr<float[]> scratch;  // for an A with neither stride 1
-    if (a.row_stride != 1 && a.col_stride != 1) scratch.reset(new float[rows_per_block * depth]);
+    if (a.row_stride != 1 && a.col_stride != 1) scratch.reset(new float[rows_per_block * kDepth]);
+    const int64_t row_blocks = (m1 - m0 + rows_per_block - 1) / rows_per_block;  // near-equal
     for (int64_t kb = 0; kb < blocks; ++kb) {
-      const int64_t k0 = K * kb / blocks, kc = K * (kb + 1) / blocks - k0;
-      pack_panels(kernel, b, k0, kc, N, panels.get());
-      const int64_t row_blocks = (m1 - m0 + rows_per_block - 1) / rows_per_block;  // near-equal
+      const int64_t k0 = k_begin(kb), kc = k_begin(kb + 1) - k0;
+      const float* block_b = packed_b + k0 * panels * nr;
       for (int64_t ib = 0; ib < row_blocks; ++ib) {
         const int64_t i0 = m0 + (m1 - m0) * ib / row_blocks, mc = m0 + (m1 - m0) * (ib + 1) / row_blocks - i0;
         const Block block = a_block(a, i0, mc, k0, kc, scratch.get());
         if (row_sums) add_row_sums(block, mc, kc, row_sums + i0);
-        for (int64_t n0 = 0; n0 < N; n0 += nr) {
-          const int cols = static_cast<int>(std::min(nr, N - n0));
+        for (int64_t p = 0; p < panels; ++p) {
+          const int cols = static_cast<int>(std::min(nr, N - p * nr));
           for_row_tiles(kernel, mc, [&](int64_t r0, int64_t mr) {
-            float* out = c + (i0 + r0) * ldc + n0;
-            const float* start = kb > 0 ? out : init ? init + (i0 + r0) * ld_init + n0 : nullptr;
-            kernel.tile[mr](kc, block.data + r0 * block.lda, block.lda, block.step, panels.get() + n0 * kc, out,
+            float* out = c + (i0 + r0) * ldc + p * nr;
+            const float* start = kb > 0 ? out : init ? init + (i0 + r0) * ld_init + p * nr : nullptr;
+            kernel.tile[mr](kc, block.data + r0 * block.lda, block.lda, block.step, block_b + p * kc * nr, out,
                             ldc, cols, start, kb > 0 ? ldc : ld_init);
           });
         }
