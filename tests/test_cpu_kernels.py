@@ -194,3 +194,17 @@ def test_profile_script_runs():
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     assert "per-step GEMM" in done.stdout and "plstm_separate T=3 B=2 H=64" in done.stdout
+
+
+@needs_native
+def test_gemm_benchmark_script_runs():
+    """bench/cpu_gemms.py checks each of the engine's large GEMMs against ATen's, then times them
+    (or says that the engine runs ATen's, where no panel kernel runs)."""
+    script = os.path.join(os.path.dirname(__file__), "..", "bench", "cpu_gemms.py")
+    done = subprocess.run([sys.executable, script, "--shapes", "3,5,40", "--rounds", "1"],
+                          capture_output=True, text=True, timeout=300)
+    if torch.ops.tsrnn.cpu_gemm_in_use() == "aten":
+        assert done.returncode != 0 and "runs ATen's GEMMs" in done.stderr
+        return
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert all(name in done.stdout for name in ("projection", "dx", "dW_ih + db", "dW_hh"))
