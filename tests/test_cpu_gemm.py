@@ -89,8 +89,8 @@ def test_step_driver_matches_a_float64_product(shape, b_transposed):
 @pytest.mark.parametrize("shape", BLOCKED_SHAPES, ids=str)
 def test_blocked_driver_matches_a_float64_product(shape, a_layout, b_transposed, init):
     """C = init + A B (init: none, a bias row, or C itself added to) and A's row sums, each within
-    the rounding bound of its sum; A read in place by rows or, as the weight gradients' dz^T, by
-    columns, or copied (neither stride 1); two threads."""
+    the rounding bound of its sum; A read in place as the weight gradients' dz^T, or copied by
+    blocks (its rows contiguous or neither stride 1); two threads."""
     if not kernels():
         pytest.skip("this CPU runs none of the kernels (ATen's GEMM is used)")
     M, N, K = shape

@@ -13,27 +13,30 @@ namespace tsrnn {
 namespace {
 
 // K per block: a 32-column panel of B is then 128 KB, in L2 while a block's row tiles pass over
-// it; 384 gave up to 25% less at the engine's shapes (bench/RESULTS.md), C being read and written
-// once per block.
+// it; with 384, C being read and written once per block, dx at T=200, B=128, H=128 took 19.8 ms
+// against 16.1.
 constexpr int64_t kDepth = 1024;
 constexpr int64_t kRowBlocks = 8;  // row tiles per block of A
+constexpr int64_t kPad = 16;       // floats between the rows of a copied block of A
 
 // The block A[i0:i0+mc, k0:k0+kc] as the tile reads it, A[i0 + r, k0 + k] at
-// data[r * lda + k * step]: in place where a stride of A is 1 (x's rows, or dz^T's columns),
-// else copied into `scratch` as mc rows of kc floats.
+// data[r * lda + k * step]: in place where A's rows are its unit stride (dz^T: a tile's 14 rows
+// are adjacent floats of a row of dz), else copied into `scratch` as mc rows of kc floats, kPad
+// floats apart beyond kc. A's own rows are not read in place: at row pitches of a multiple of 4 KB
+// (dz's rows at H = 256) a tile's rows fall in the same L1 sets, and dx at T=70, B=20, H=256 took
+// 3.9 ms in place against 3.5 copied.
 struct Block {
   const float* data;
   int64_t lda, step;
 };
 
 Block a_block(Strided a, int64_t i0, int64_t mc, int64_t k0, int64_t kc, float* scratch) {
-  const float* corner = a.data + i0 * a.row_stride + k0 * a.col_stride;
-  if (a.col_stride == 1) return {corner, a.row_stride, 1};
-  if (a.row_stride == 1) return {corner, 1, a.col_stride};
+  if (a.row_stride == 1) return {a.data + i0 + k0 * a.col_stride, 1, a.col_stride};
+  const int64_t pitch = kc + kPad;
   for (int64_t i = 0; i < mc; ++i) {
-    for (int64_t k = 0; k < kc; ++k) scratch[i * kc + k] = a(i0 + i, k0 + k);
+    for (int64_t k = 0; k < kc; ++k) scratch[i * pitch + k] = a(i0 + i, k0 + k);
   }
-  return {scratch, kc, 1};
+  return {scratch, pitch, 1};
 }
 
 // sums[i] += A[i, k] over the block's mc rows and kc columns, in order of k for each row.
@@ -73,8 +76,8 @@ void blocked_gemm(const PanelKernel& kernel, int64_t M, int64_t N, int64_t K, St
   });
   // The threads split C's rows; each element's sum runs in order of k, whoever computes it.
   at::parallel_for(0, M, rows_per_block, [&](int64_t m0, int64_t m1) {
-    std::unique_ptr<float[]> scratch;  // for an A with neither stride 1
-    if (a.row_stride != 1 && a.col_stride != 1) scratch.reset(new float[rows_per_block * kDepth]);
+    std::unique_ptr<float[]> scratch;  // a block of A, unless A is read in place
+    if (a.row_stride != 1) scratch.reset(new float[rows_per_block * (kDepth + kPad)]);
     const int64_t row_blocks = (m1 - m0 + rows_per_block - 1) / rows_per_block;  // near-equal
     for (int64_t kb = 0; kb < blocks; ++kb) {
       const int64_t k0 = k_begin(kb), kc = k_begin(kb + 1) - k0;

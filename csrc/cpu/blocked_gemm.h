@@ -6,9 +6,9 @@
 // blocked as BLIS does (Van Zee & van de Geijn, 2015): K in blocks of at most 1024, B packed into
 // the kernel's panels once, by all threads, and each panel stays in L2 while the row tiles of a
 // block of A pass over it; the threads then split the rows of C. A and B are strided views (any
-// row and column strides): A is read in place where one of its strides is 1 (x's rows; dz^T's
-// columns for the weight gradients, a tile's rows being 14 adjacent floats of a row of dz), else
-// copied by blocks; B is packed along its unit stride. Each element of C starts at init and adds its K products in order of
+// row and column strides): A is read in place where its rows are its unit stride (dz^T for the
+// weight gradients, a tile's rows being 14 adjacent floats of a row of dz), else copied by blocks
+// into rows that do not alias in L1; B is packed along its unit stride. Each element of C starts at init and adds its K products in order of
 // k, one FMA each, whatever the thread count and blocking: the result is the same bits on every
 // run, within K·u·Σ|A||B| of the exact product.
 #pragma once
