@@ -240,10 +240,14 @@ def test_projection_matches_addmm_forward_and_backward(shape, bias):
 
 
 def test_projection_gradcheck_and_its_checks():
-    """float64 runs ATen's GEMMs behind the same op: gradcheck; a wrong shape is a one-line error."""
+    """float64 runs ATen's GEMMs behind the same op: gradcheck; opcheck in both dtypes; a wrong
+    shape is a one-line error."""
     g = torch.Generator().manual_seed(3)
     args = [torch.randn(*s, generator=g, dtype=torch.float64, requires_grad=True) for s in ((5, 3), (4, 3), (4,))]
     assert torch.autograd.gradcheck(torch.ops.tsrnn.cpu_projection, args)
+    for dtype in (torch.float32, torch.float64):  # the fake kernel and the autograd formula against the kernel
+        torch.library.opcheck(torch.ops.tsrnn.cpu_projection, [a.detach().to(dtype).requires_grad_() for a in args])
+        torch.library.opcheck(torch.ops.tsrnn.cpu_projection, [a.detach().to(dtype) for a in args[:2]] + [None])
     with pytest.raises(RuntimeError, match=r"takes x \[M, I\] and w \[N, I\]"):
         torch.ops.tsrnn.cpu_projection(torch.ones(5, 3), torch.ones(4, 2), None)
     with pytest.raises(RuntimeError, match=r"bias must be \[4\]"):

@@ -100,13 +100,14 @@ void blocked_gemm(const PanelKernel& kernel, int64_t M, int64_t N, int64_t K, St
   });
 }
 
+bool runs_blocked(at::ScalarType dtype) { return dtype == at::kFloat && default_panel_kernel() != nullptr; }
+
 bool blocked_gemm(const at::Tensor& out, const at::Tensor& a, const at::Tensor& b, const float* init,
                   int64_t ld_init, float* row_sums) {
-  const PanelKernel* kernel = default_panel_kernel();
-  if (kernel == nullptr || out.scalar_type() != at::kFloat || a.scalar_type() != at::kFloat ||
-      b.scalar_type() != at::kFloat) {
+  if (!runs_blocked(out.scalar_type()) || !runs_blocked(a.scalar_type()) || !runs_blocked(b.scalar_type())) {
     return false;
   }
+  const PanelKernel* kernel = default_panel_kernel();
   TORCH_INTERNAL_ASSERT(out.size(1) <= 1 || out.stride(1) == 1, "blocked_gemm: out's columns must be contiguous");
   blocked_gemm(*kernel, a.size(0), b.size(1), a.size(1), Strided{a.data_ptr<float>(), a.stride(0), a.stride(1)},
                Strided{b.data_ptr<float>(), b.stride(0), b.stride(1)}, out.data_ptr<float>(), out.stride(0), init,

@@ -28,6 +28,10 @@ namespace tsrnn {
 void blocked_gemm(const PanelKernel& kernel, int64_t M, int64_t N, int64_t K, Strided a, Strided b,
                   float* c, int64_t ldc, const float* init, int64_t ld_init, float* row_sums);
 
+// Whether the tensor form below runs for tensors of `dtype` (float32, where the time loops have a
+// panel kernel), so that a caller allocates its output for the blocked GEMM or ATen's, not both.
+bool runs_blocked(at::ScalarType dtype);
+
 // The same on tensors through the time loops' kernel (default_panel_kernel()): out [M, N] (unit
 // column stride) = init + a [M, K] b [K, N] (any strides), init and row_sums as above. Returns
 // false, having done nothing, where that kernel is ATen's (float64, TSRNN_CPU_GEMM=aten, a CPU

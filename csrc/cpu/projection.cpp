@@ -13,6 +13,7 @@
 #include <torch/library.h>
 
 #include <array>
+#include <initializer_list>
 #include <tuple>
 
 #include "cpu/blocked_gemm.h"
@@ -23,11 +24,17 @@ namespace {
 
 using at::Tensor;
 
-bool is_float(const c10::optional<Tensor>& t) { return !t || t->scalar_type() == at::kFloat; }
-
 void check_projection(const Tensor& x, const Tensor& w) {
-  TORCH_CHECK(x.dim() == 2 && w.dim() == 2 && x.size(1) == w.size(1), "tsrnn: cpu_projection takes x [M, I] and w [N, I], got ",
-              x.sizes(), " and ", w.sizes());
+  TORCH_CHECK(x.dim() == 2 && w.dim() == 2 && x.size(1) == w.size(1),
+              "tsrnn: cpu_projection takes x [M, I] and w [N, I], got ", x.sizes(), " and ", w.sizes());
+}
+
+// Whether all of `tensors` (undefined ones aside) take the blocked GEMM.
+bool blocked(std::initializer_list<Tensor> tensors) {
+  for (const Tensor& t : tensors) {
+    if (t.defined() && !runs_blocked(t.scalar_type())) return false;
+  }
+  return true;
 }
 
 Tensor cpu_projection(const Tensor& x, const Tensor& w, const c10::optional<Tensor>& bias) {
@@ -35,9 +42,10 @@ Tensor cpu_projection(const Tensor& x, const Tensor& w, const c10::optional<Tens
   const Tensor b = bias ? bias->contiguous() : Tensor();
   TORCH_CHECK(!bias || (b.dim() == 1 && b.size(0) == w.size(0)), "tsrnn: cpu_projection's bias must be [", w.size(0),
               "], got ", b.sizes());
+  if (!blocked({x, w, b})) return bias ? at::addmm(b, x, w.t()) : at::mm(x, w.t());
   const Tensor xg = empty_large({x.size(0), w.size(0)}, x.options());
-  if (is_float(bias) && blocked_gemm(xg, x, w.t(), bias ? b.data_ptr<float>() : nullptr, 0, nullptr)) return xg;
-  return bias ? at::addmm(b, x, w.t()) : at::mm(x, w.t());
+  blocked_gemm(xg, x, w.t(), bias ? b.data_ptr<float>() : nullptr, 0, nullptr);
+  return xg;
 }
 
 std::tuple<Tensor, Tensor, Tensor> cpu_projection_backward(const Tensor& grad, const Tensor& x, const Tensor& w,
@@ -45,22 +53,24 @@ std::tuple<Tensor, Tensor, Tensor> cpu_projection_backward(const Tensor& grad, c
   check_projection(x, w);
   TORCH_CHECK(grad.dim() == 2 && grad.size(0) == x.size(0) && grad.size(1) == w.size(0),
               "tsrnn: cpu_projection_backward's grad must be [", x.size(0), ", ", w.size(0), "], got ", grad.sizes());
+  const bool ours = blocked({grad, x, w});
   Tensor dx = at::empty({0}, x.options()), dw = at::empty({0}, w.options()), db = at::empty({0}, grad.options());
   if (mask[0]) {
-    dx = empty_large({x.size(0), x.size(1)}, x.options());
-    if (!blocked_gemm(dx, grad, w, nullptr, 0, nullptr)) dx = at::mm(grad, w);
+    if (ours) {
+      dx = empty_large({x.size(0), x.size(1)}, x.options());
+      blocked_gemm(dx, grad, w, nullptr, 0, nullptr);
+    } else {
+      dx = at::mm(grad, w);
+    }
   }
-  if (mask[1]) {
+  if (mask[1] && ours) {
     dw = at::empty({w.size(0), w.size(1)}, w.options());
     if (mask[2]) db = at::empty({w.size(0)}, grad.options());
-    const bool blocked = blocked_gemm(dw, grad.t(), x, nullptr, 0, mask[2] ? static_cast<float*>(db.data_ptr()) : nullptr);
-    if (!blocked) {
-      dw = at::mm(grad.t(), x);
-      if (mask[2]) db = grad.sum(0);
-    }
-  } else if (mask[2]) {
-    db = grad.sum(0);
+    blocked_gemm(dw, grad.t(), x, nullptr, 0, mask[2] ? db.data_ptr<float>() : nullptr);
+    return {dx, dw, db};
   }
+  if (mask[1]) dw = at::mm(grad.t(), x);
+  if (mask[2]) db = grad.sum(0);
   return {dx, dw, db};
 }
 
