@@ -9,7 +9,8 @@ median ms over rounds of, alternately, the engine's op and ATen's calls that com
 - dx = dz W_ih (``cpu_projection_backward`` for dx; ATen: mm);
 - dW_ih and db = dz^T x and the column sums of dz (the same op for dW and db in one pass; ATen:
   mm and sum);
-- dW_hh = dz^T h_prev (``cpu_gemm``, blocked, as the recurrence's backward calls it; ATen: mm).
+- dW_hh = dz^T h_prev (``cpu_gemm``, blocked, over all T B rows in one call: the recurrence's
+  backward makes two, h0's rows first; ATen: mm).
 Each engine result is first checked against ATen's. GFLOP/s counts 2 (T B) (4 H) H per GEMM.
 """
 from __future__ import annotations

@@ -104,7 +104,7 @@ def test_blocked_driver_matches_a_float64_product(shape, a_layout, b_transposed,
     torch.set_num_threads(2)
     try:
         for name in kernels():
-            got, sums = torch.ops.tsrnn.cpu_gemm(a, b, name, True, start)
+            got, sums = torch.ops.tsrnn.cpu_gemm(a, b, name, True, start, True)
             assert got.shape == (M, N) and sums.shape == (M,)
             assert_within_rounding(got, want, bound, f"{name} {shape} init={init}")
             assert_within_rounding(sums, a.double().sum(1), sum_bound, f"{name} {shape} row sums")
@@ -125,7 +125,7 @@ def test_blocked_driver_gives_the_same_bits_on_any_thread_count(shape):
         results = []
         for threads in (1, 2):
             torch.set_num_threads(threads)
-            results.append(torch.ops.tsrnn.cpu_gemm(a, b, kernels()[0], True, bias))
+            results.append(torch.ops.tsrnn.cpu_gemm(a, b, kernels()[0], True, bias, True))
     finally:
         torch.set_num_threads(before)
     assert torch.equal(results[0][0], results[1][0]) and torch.equal(results[0][1], results[1][1])
@@ -154,8 +154,10 @@ def test_bad_calls_say_what_is_wrong():
         torch.ops.tsrnn.cpu_gemm(torch.ones(2, 3), torch.ones(2, 2), "avx2")
     if kernels():
         name = kernels()[0]
-        with pytest.raises(RuntimeError, match="init only with blocked=True"):
+        with pytest.raises(RuntimeError, match="init and row_sums only with blocked=True"):
             torch.ops.tsrnn.cpu_gemm(torch.ones(2, 2), torch.ones(2, 2), name, False, torch.ones(2))
+        with pytest.raises(RuntimeError, match="init and row_sums only with blocked=True"):
+            torch.ops.tsrnn.cpu_gemm(torch.ones(2, 2), torch.ones(2, 2), name, False, None, True)
         with pytest.raises(RuntimeError, match=r"init must be float32 \[2\] or \[2, 2\]"):
             torch.ops.tsrnn.cpu_gemm(torch.ones(2, 2), torch.ones(2, 2), name, True, torch.ones(3))
 
@@ -214,29 +216,32 @@ def test_override_refuses_an_unknown_kernel():
 @pytest.mark.parametrize("bias", [True, False], ids=["bias", "no bias"])
 @pytest.mark.parametrize("shape", [(1, 1, 1), (37, 130, 21), (1110, 36, 9)], ids=str)
 def test_projection_matches_addmm_forward_and_backward(shape, bias):
-    """cpu_projection (the "cpu" path's x W^T + b) and its backward against torch.addmm's in
-    float64, within the rounding bounds in float32, on a non-contiguous x (every other row)."""
+    """cpu_projection (the "cpu" path's x W^T + b; ATen's GEMM below one tile of rows) and its
+    backward against torch.addmm's in float64, within the rounding bounds in float32, on a
+    non-contiguous x (every other row of a float32 tensor)."""
     M, N, I = shape
     g = torch.Generator().manual_seed(M + N + I)
-    x64 = torch.randn(2 * M, I, generator=g, dtype=torch.float64)[::2]
-    w64, b64 = torch.randn(N, I, generator=g, dtype=torch.float64), torch.randn(N, generator=g, dtype=torch.float64)
-    grad64 = torch.randn(M, N, generator=g, dtype=torch.float64)
+    x = torch.randn(2 * M, I, generator=g)[::2]
+    w, b = torch.randn(N, I, generator=g), torch.randn(N, generator=g)
+    grad = torch.randn(M, N, generator=g)
+    assert M == 1 or not x.is_contiguous()
+    x64, w64, b64, grad64 = (t.double() for t in (x, w, b, grad))
     args64 = [t.clone().requires_grad_() for t in (x64, w64, b64)]
     want = torch.addmm(args64[2], args64[0], args64[1].t()) if bias else args64[0] @ args64[1].t()
     want.backward(grad64)
-    x, w, b = (t.float().requires_grad_() for t in (x64, w64, b64))
-    got = torch.ops.tsrnn.cpu_projection(x, w, b if bias else None)
-    got.backward(grad64.float())
-    bound_y = I * 2.0**-24 * ((b64.abs() if bias else 0) + x64.abs() @ w64.abs().t()) + 1e-6
-    bound_dx = N * 2.0**-24 * (grad64.abs() @ w64.abs()) + 1e-6
-    bound_dw = M * 2.0**-24 * (grad64.abs().t() @ x64.abs()) + 1e-6
-    for name, value, expected, bound in [("y", got, want, bound_y), ("dx", x.grad, args64[0].grad, bound_dx),
-                                         ("dW", w.grad, args64[1].grad, bound_dw)]:
-        assert_within_rounding(value, expected.detach(), bound + 2.0**-24 * expected.detach().abs(), name)
+    args = [t.requires_grad_() for t in (x, w, b)]
+    got = torch.ops.tsrnn.cpu_projection(args[0], args[1], args[2] if bias else None)
+    got.backward(grad)
+    u = 2.0**-24
+    bounds = {"y": I * u * ((b64.abs() if bias else 0) + x64.abs() @ w64.abs().t()),
+              "dx": N * u * (grad64.abs() @ w64.abs()), "dW": M * u * (grad64.abs().t() @ x64.abs()),
+              "db": M * u * grad64.abs().sum(0)}
+    pairs = {"y": (got, want), "dx": (args[0].grad, args64[0].grad), "dW": (args[1].grad, args64[1].grad)}
     if bias:
-        assert_within_rounding(b.grad, args64[2].grad, M * 2.0**-24 * grad64.abs().sum(0) + 1e-6, "db")
-    else:
-        assert b.grad is None
+        pairs["db"] = (args[2].grad, args64[2].grad)
+    for name, (value, expected) in pairs.items():
+        expected = expected.detach()
+        assert_within_rounding(value, expected, bounds[name] + u * expected.abs() + 1e-6, name)
 
 
 def test_projection_gradcheck_and_its_checks():

@@ -51,7 +51,7 @@ PLAN_SCHEMA = "recurrence_plan(str cell, Tensor w_hh) -> int"
 # Compiled only, for the tests and benchmarks: the CPU engine's GEMM kernels (csrc/cpu/panel_gemm.h),
 # C = init + a b through the kernel named `kernel` by the time loops' driver or, if `blocked`, by
 # the threaded one of the large GEMMs (csrc/cpu/blocked_gemm.h; init None, a row [N] or [M, N];
-# also returns a's row sums); the names of the kernels this CPU runs; the one the time loops use ("aten" for ATen's
+# with row_sums, also a's row sums, else [0]); the names of the kernels this CPU runs; the one the time loops use ("aten" for ATen's
 # GEMM); and, with TSRNN_CPU_PROFILE=1, the seconds per phase one thread of the loops spent since
 # the last call, on average (csrc/cpu/phase_clock.h, bench/cpu_profile.py).
 # The CPU engine's input projection x w^T + bias and its backward (csrc/cpu/projection.cpp), the
@@ -59,7 +59,7 @@ PLAN_SCHEMA = "recurrence_plan(str cell, Tensor w_hh) -> int"
 # dL/d(result) and which of dx, dw, dbias to compute ([0] for the others).
 CPU_SCHEMAS = ("cpu_projection(Tensor x, Tensor w, Tensor? bias) -> Tensor",
                "cpu_projection_backward(Tensor grad, Tensor x, Tensor w, bool[3] mask) -> (Tensor, Tensor, Tensor)",
-               "cpu_gemm(Tensor a, Tensor b, str kernel, bool blocked=False, Tensor? init=None) -> (Tensor, Tensor)", "cpu_gemm_kernels() -> str[]",
+               "cpu_gemm(Tensor a, Tensor b, str kernel, bool blocked=False, Tensor? init=None, bool row_sums=False) -> (Tensor, Tensor)", "cpu_gemm_kernels() -> str[]",
                "cpu_gemm_in_use() -> str", "cpu_loop_profile() -> float[]")
 
 
@@ -82,9 +82,9 @@ def _projection_fake(x, w, bias):
     return x.new_empty(x.shape[0], w.shape[0])
 
 
-def _projection_backward_fake(grad, x, w, mask):
-    dx = torch.empty_like(x) if mask[0] else x.new_empty(0)
-    dw = torch.empty_like(w) if mask[1] else w.new_empty(0)
+def _projection_backward_fake(grad, x, w, mask):  # contiguous, as the kernel returns them
+    dx = x.new_empty(x.shape) if mask[0] else x.new_empty(0)
+    dw = w.new_empty(w.shape) if mask[1] else w.new_empty(0)
     return dx, dw, grad.new_empty(w.shape[0] if mask[2] else 0)
 
 

@@ -74,8 +74,9 @@ void blocked_gemm(const PanelKernel& kernel, int64_t M, int64_t N, int64_t K, St
                   std::min(nr, N - p * nr), packed_b + k0 * panels * nr + p * kc * nr);
     }
   });
-  // The threads split C's rows; each element's sum runs in order of k, whoever computes it.
-  at::parallel_for(0, M, rows_per_block, [&](int64_t m0, int64_t m1) {
+  // The threads split C's rows, a tile's worth at least each (so dW's 4H rows feed up to 4H / 14
+  // threads); each element's sum runs in order of k, whoever computes it.
+  at::parallel_for(0, M, kernel.max_rows, [&](int64_t m0, int64_t m1) {
     std::unique_ptr<float[]> scratch;  // a block of A, unless A is read in place
     if (a.row_stride != 1) scratch.reset(new float[rows_per_block * (kDepth + kPad)]);
     const int64_t row_blocks = (m1 - m0 + rows_per_block - 1) / rows_per_block;  // near-equal
@@ -100,11 +101,15 @@ void blocked_gemm(const PanelKernel& kernel, int64_t M, int64_t N, int64_t K, St
   });
 }
 
-bool runs_blocked(at::ScalarType dtype) { return dtype == at::kFloat && default_panel_kernel() != nullptr; }
+bool runs_blocked(at::ScalarType dtype, int64_t rows) {
+  const PanelKernel* kernel = default_panel_kernel();
+  return dtype == at::kFloat && kernel != nullptr && rows >= kernel->max_rows;
+}
 
 bool blocked_gemm(const at::Tensor& out, const at::Tensor& a, const at::Tensor& b, const float* init,
                   int64_t ld_init, float* row_sums) {
-  if (!runs_blocked(out.scalar_type()) || !runs_blocked(a.scalar_type()) || !runs_blocked(b.scalar_type())) {
+  const int64_t M = a.size(0);
+  if (!runs_blocked(out.scalar_type(), M) || !runs_blocked(a.scalar_type(), M) || !runs_blocked(b.scalar_type(), M)) {
     return false;
   }
   const PanelKernel* kernel = default_panel_kernel();

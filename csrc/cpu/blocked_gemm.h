@@ -10,7 +10,7 @@
 // weight gradients, a tile's rows being 14 adjacent floats of a row of dz), else copied by blocks
 // into rows that do not alias in L1; B is packed along its unit stride. Each element of C starts at init and adds its K products in order of
 // k, one FMA each, whatever the thread count and blocking: the result is the same bits on every
-// run, within K·u·Σ|A||B| of the exact product.
+// run, within K·u·(|init| + Σ|A||B|) of the exact sum.
 #pragma once
 
 #include <ATen/ATen.h>
@@ -28,9 +28,11 @@ namespace tsrnn {
 void blocked_gemm(const PanelKernel& kernel, int64_t M, int64_t N, int64_t K, Strided a, Strided b,
                   float* c, int64_t ldc, const float* init, int64_t ld_init, float* row_sums);
 
-// Whether the tensor form below runs for tensors of `dtype` (float32, where the time loops have a
-// panel kernel), so that a caller allocates its output for the blocked GEMM or ATen's, not both.
-bool runs_blocked(at::ScalarType dtype);
+// Whether the tensor form below runs for tensors of `dtype` and A of `rows` rows: float32, where
+// the time loops have a panel kernel, and at least one tile of rows (fewer would pack all of B for
+// a product that reads each of its elements fewer than 14 times: ATen's GEMM packs nothing). A
+// caller asks first, to allocate its output for one GEMM or the other, not both.
+bool runs_blocked(at::ScalarType dtype, int64_t rows);
 
 // The same on tensors through the time loops' kernel (default_panel_kernel()): out [M, N] (unit
 // column stride) = init + a [M, K] b [K, N] (any strides), init and row_sums as above. Returns

@@ -103,9 +103,9 @@ namespace {
 // C = init + a b through the kernel named `name`, by the time loops' driver (panel_gemm: a's rows
 // read in place, b packed once, init must be None) or, if `blocked`, by blocked_gemm (a and b any
 // strides; init None, a bias row [N], or [M, N], which C starts as and the driver then adds to in
-// place). Returns C and, from blocked_gemm, a's row sums ([0] otherwise).
+// place). Returns C and, from blocked_gemm with `row_sums`, a's row sums ([0] otherwise).
 std::tuple<at::Tensor, at::Tensor> cpu_gemm(const at::Tensor& a, const at::Tensor& b, const std::string& name,
-                                            bool blocked, const c10::optional<at::Tensor>& init) {
+                                            bool blocked, const c10::optional<at::Tensor>& init, bool row_sums) {
   TORCH_CHECK(a.dim() == 2 && b.dim() == 2, "tsrnn: cpu_gemm takes 2-D a and b, got ", a.sizes(), " and ",
               b.sizes());
   TORCH_CHECK(a.scalar_type() == at::kFloat && b.scalar_type() == at::kFloat,
@@ -115,7 +115,7 @@ std::tuple<at::Tensor, at::Tensor> cpu_gemm(const at::Tensor& a, const at::Tenso
   const PanelKernel* kernel = panel_kernel_named(name);
   TORCH_CHECK(kernel != nullptr, "tsrnn: this CPU or build does not run the '", name, "' kernel; it runs: ",
               c10::Join(", ", panel_kernel_names()));
-  TORCH_CHECK(blocked || !init, "tsrnn: cpu_gemm takes init only with blocked=True");
+  TORCH_CHECK(blocked || (!init && !row_sums), "tsrnn: cpu_gemm takes init and row_sums only with blocked=True");
   const Strided b_view{b.data_ptr<float>(), b.stride(0), b.stride(1)};
   // C a view of rows wider than N, so its row stride differs from its width as in the callers'.
   const at::Tensor c = at::empty({M, N + 3}, a.options()).narrow(1, 0, N);
@@ -143,9 +143,9 @@ std::tuple<at::Tensor, at::Tensor> cpu_gemm(const at::Tensor& a, const at::Tenso
       ld_start = c.stride(0);
     }
   }
-  const at::Tensor sums = at::empty({M}, a.options());
+  const at::Tensor sums = at::empty({row_sums ? M : 0}, a.options());
   blocked_gemm(*kernel, M, N, K, Strided{a.data_ptr<float>(), a.stride(0), a.stride(1)}, b_view,
-               c.data_ptr<float>(), c.stride(0), start, ld_start, sums.data_ptr<float>());
+               c.data_ptr<float>(), c.stride(0), start, ld_start, row_sums ? sums.data_ptr<float>() : nullptr);
   return {c, sums};
 }
 

@@ -29,10 +29,10 @@ void check_projection(const Tensor& x, const Tensor& w) {
               "tsrnn: cpu_projection takes x [M, I] and w [N, I], got ", x.sizes(), " and ", w.sizes());
 }
 
-// Whether all of `tensors` (undefined ones aside) take the blocked GEMM.
-bool blocked(std::initializer_list<Tensor> tensors) {
+// Whether all of `tensors` (undefined ones aside) take the blocked GEMM, for an A of `rows` rows.
+bool blocked(int64_t rows, std::initializer_list<Tensor> tensors) {
   for (const Tensor& t : tensors) {
-    if (t.defined() && !runs_blocked(t.scalar_type())) return false;
+    if (t.defined() && !runs_blocked(t.scalar_type(), rows)) return false;
   }
   return true;
 }
@@ -42,7 +42,7 @@ Tensor cpu_projection(const Tensor& x, const Tensor& w, const c10::optional<Tens
   const Tensor b = bias ? bias->contiguous() : Tensor();
   TORCH_CHECK(!bias || (b.dim() == 1 && b.size(0) == w.size(0)), "tsrnn: cpu_projection's bias must be [", w.size(0),
               "], got ", b.sizes());
-  if (!blocked({x, w, b})) return bias ? at::addmm(b, x, w.t()) : at::mm(x, w.t());
+  if (!blocked(x.size(0), {x, w, b})) return bias ? at::addmm(b, x, w.t()) : at::mm(x, w.t());
   const Tensor xg = empty_large({x.size(0), w.size(0)}, x.options());
   blocked_gemm(xg, x, w.t(), bias ? b.data_ptr<float>() : nullptr, 0, nullptr);
   return xg;
@@ -53,17 +53,17 @@ std::tuple<Tensor, Tensor, Tensor> cpu_projection_backward(const Tensor& grad, c
   check_projection(x, w);
   TORCH_CHECK(grad.dim() == 2 && grad.size(0) == x.size(0) && grad.size(1) == w.size(0),
               "tsrnn: cpu_projection_backward's grad must be [", x.size(0), ", ", w.size(0), "], got ", grad.sizes());
-  const bool ours = blocked({grad, x, w});
+  const bool ours_dx = blocked(grad.size(0), {grad, x, w}), ours_dw = blocked(grad.size(1), {grad, x, w});
   Tensor dx = at::empty({0}, x.options()), dw = at::empty({0}, w.options()), db = at::empty({0}, grad.options());
   if (mask[0]) {
-    if (ours) {
+    if (ours_dx) {
       dx = empty_large({x.size(0), x.size(1)}, x.options());
       blocked_gemm(dx, grad, w, nullptr, 0, nullptr);
     } else {
       dx = at::mm(grad, w);
     }
   }
-  if (mask[1] && ours) {
+  if (mask[1] && ours_dw) {
     dw = at::empty({w.size(0), w.size(1)}, w.options());
     if (mask[2]) db = at::empty({w.size(0)}, grad.options());
     blocked_gemm(dw, grad.t(), x, nullptr, 0, mask[2] ? db.data_ptr<float>() : nullptr);
