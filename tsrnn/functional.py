@@ -8,7 +8,8 @@ registry record names (``Path.runs``):
 - "operator" (cpu, cuda_coop, triton_persistent, triton_step) computes the input projection of
   all steps as one GEMM (``tsrnn.ops.projection``: the CPU engine's own on "cpu", torch.addmm
   elsewhere), runs the recurrence in one operator call (``tsrnn.ops``), and turns the
-  projection's gradient into one GEMM for W_ih (with the bias's gradient) and one for x;
+  projection's gradient into one GEMM for W_ih, one for x and a sum for the bias (on "cpu", the
+  bias's from the same pass over the gradient as W_ih's);
 - "torch_lstm" (onednn, cudnn) calls ``torch._VF.lstm`` with the effective bias as b_ih and
   b_hh = 0 (cuDNN with TF32 off, so float32 stays float32);
 - "reference" runs the cell's step loop (``Cell.reference_layer``) on its arguments cast to the
