@@ -101,17 +101,18 @@ void blocked_gemm(const PanelKernel& kernel, int64_t M, int64_t N, int64_t K, St
   });
 }
 
-bool runs_blocked(at::ScalarType dtype, int64_t rows) {
+bool runs_blocked(int64_t rows, std::initializer_list<at::Tensor> tensors) {
   const PanelKernel* kernel = default_panel_kernel();
-  return dtype == at::kFloat && kernel != nullptr && rows >= kernel->max_rows;
+  if (kernel == nullptr || rows < kernel->max_rows) return false;
+  for (const at::Tensor& t : tensors) {
+    if (t.defined() && t.scalar_type() != at::kFloat) return false;
+  }
+  return true;
 }
 
 bool blocked_gemm(const at::Tensor& out, const at::Tensor& a, const at::Tensor& b, const float* init,
                   int64_t ld_init, float* row_sums) {
-  const int64_t M = a.size(0);
-  if (!runs_blocked(out.scalar_type(), M) || !runs_blocked(a.scalar_type(), M) || !runs_blocked(b.scalar_type(), M)) {
-    return false;
-  }
+  if (!runs_blocked(a.size(0), {out, a, b})) return false;
   const PanelKernel* kernel = default_panel_kernel();
   TORCH_INTERNAL_ASSERT(out.size(1) <= 1 || out.stride(1) == 1, "blocked_gemm: out's columns must be contiguous");
   blocked_gemm(*kernel, a.size(0), b.size(1), a.size(1), Strided{a.data_ptr<float>(), a.stride(0), a.stride(1)},

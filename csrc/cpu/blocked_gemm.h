@@ -16,6 +16,7 @@
 #include <ATen/ATen.h>
 
 #include <cstdint>
+#include <initializer_list>
 
 #include "cpu/panel_gemm.h"
 
@@ -28,11 +29,12 @@ namespace tsrnn {
 void blocked_gemm(const PanelKernel& kernel, int64_t M, int64_t N, int64_t K, Strided a, Strided b,
                   float* c, int64_t ldc, const float* init, int64_t ld_init, float* row_sums);
 
-// Whether the tensor form below runs for tensors of `dtype` and A of `rows` rows: float32, where
-// the time loops have a panel kernel, and at least one tile of rows (fewer would pack all of B for
-// a product that reads each of its elements fewer than 14 times: ATen's GEMM packs nothing). A
-// caller asks first, to allocate its output for one GEMM or the other, not both.
-bool runs_blocked(at::ScalarType dtype, int64_t rows);
+// Whether the tensor form below runs for `tensors` (undefined ones aside) and an A of `rows`
+// rows: all float32, where the time loops have a panel kernel, and at least one tile of rows
+// (fewer would pack all of B for a product that reads each of its elements fewer than 14 times:
+// ATen's GEMM packs nothing). A caller asks first, to allocate its output for one GEMM or the
+// other, not both.
+bool runs_blocked(int64_t rows, std::initializer_list<at::Tensor> tensors);
 
 // The same on tensors through the time loops' kernel (default_panel_kernel()): out [M, N] (unit
 // column stride) = init + a [M, K] b [K, N] (any strides), init and row_sums as above. Returns

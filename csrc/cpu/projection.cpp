@@ -13,7 +13,6 @@
 #include <torch/library.h>
 
 #include <array>
-#include <initializer_list>
 #include <tuple>
 
 #include "cpu/blocked_gemm.h"
@@ -29,20 +28,12 @@ void check_projection(const Tensor& x, const Tensor& w) {
               "tsrnn: cpu_projection takes x [M, I] and w [N, I], got ", x.sizes(), " and ", w.sizes());
 }
 
-// Whether all of `tensors` (undefined ones aside) take the blocked GEMM, for an A of `rows` rows.
-bool blocked(int64_t rows, std::initializer_list<Tensor> tensors) {
-  for (const Tensor& t : tensors) {
-    if (t.defined() && !runs_blocked(t.scalar_type(), rows)) return false;
-  }
-  return true;
-}
-
 Tensor cpu_projection(const Tensor& x, const Tensor& w, const c10::optional<Tensor>& bias) {
   check_projection(x, w);
   const Tensor b = bias ? bias->contiguous() : Tensor();
   TORCH_CHECK(!bias || (b.dim() == 1 && b.size(0) == w.size(0)), "tsrnn: cpu_projection's bias must be [", w.size(0),
               "], got ", b.sizes());
-  if (!blocked(x.size(0), {x, w, b})) return bias ? at::addmm(b, x, w.t()) : at::mm(x, w.t());
+  if (!runs_blocked(x.size(0), {x, w, b})) return bias ? at::addmm(b, x, w.t()) : at::mm(x, w.t());
   const Tensor xg = empty_large({x.size(0), w.size(0)}, x.options());
   blocked_gemm(xg, x, w.t(), bias ? b.data_ptr<float>() : nullptr, 0, nullptr);
   return xg;
@@ -53,7 +44,7 @@ std::tuple<Tensor, Tensor, Tensor> cpu_projection_backward(const Tensor& grad, c
   check_projection(x, w);
   TORCH_CHECK(grad.dim() == 2 && grad.size(0) == x.size(0) && grad.size(1) == w.size(0),
               "tsrnn: cpu_projection_backward's grad must be [", x.size(0), ", ", w.size(0), "], got ", grad.sizes());
-  const bool ours_dx = blocked(grad.size(0), {grad, x, w}), ours_dw = blocked(grad.size(1), {grad, x, w});
+  const bool ours_dx = runs_blocked(grad.size(0), {grad, x, w}), ours_dw = runs_blocked(grad.size(1), {grad, x, w});
   Tensor dx = at::empty({0}, x.options()), dw = at::empty({0}, w.options()), db = at::empty({0}, grad.options());
   if (mask[0]) {
     if (ours_dx) {
