@@ -95,10 +95,16 @@ def _projection_setup(ctx, inputs, output):
 
 
 def _projection_backward(ctx, grad):
+    """dx = grad w, dw = grad^T x, dbias = the column sums of grad: the engine's kernel, or torch's
+    differentiable ops when the backward itself is differentiated (``create_graph=True``)."""
     x, w = ctx.saved_tensors
     needs = ctx.needs_input_grad
-    dx, dw, db = torch.ops.tsrnn.cpu_projection_backward(grad, x, w, [needs[0], needs[1], ctx.has_bias and needs[2]])
-    return dx if needs[0] else None, dw if needs[1] else None, db if ctx.has_bias and needs[2] else None
+    wanted = (needs[0], needs[1], ctx.has_bias and needs[2])
+    if torch.is_grad_enabled():
+        dx, dw, db = grad @ w, grad.t() @ x, grad.sum(0)
+    else:
+        dx, dw, db = torch.ops.tsrnn.cpu_projection_backward(grad, x, w, list(wanted))
+    return tuple(g if want else None for g, want in zip((dx, dw, db), wanted))
 
 
 def _recurrence_fake(cell, xg, w_hh, h0, state0, p, dt, eps, save, batch_sizes=None):
@@ -143,15 +149,54 @@ def _without_autocast(like: torch.Tensor):
     return torch.autocast(like.device.type, enabled=False)
 
 
+DOUBLE_BACKWARD = ("tsrnn: the fused {op} kernels compute first derivatives only, and this backward was "
+                   "differentiated again (create_graph=True: a gradient penalty, a Hessian-vector product); run "
+                   "this layer with backend='reference' (or, for the LSTM on CPU, 'onednn'), whose step loops "
+                   "torch differentiates to any order")
+
+
+class _FirstOrderOnly(torch.autograd.Function):
+    """``tensors`` unchanged, as results that depend on ``anchors``, whose backward raises
+    ``message``: a fused kernel's backward run under create_graph=True. Without it torch would
+    treat the kernel's results as constants, and a second derivative would silently miss every
+    term through them. The anchors, the forward's saved output and the incoming gradients, put
+    this node on every path from the results back to what the forward or the gradients depend on."""
+
+    @staticmethod
+    def forward(ctx, message, num_anchors, *tensors):
+        ctx.message = message
+        return tuple(t.view_as(t) for t in tensors[num_anchors:])
+
+    @staticmethod
+    def backward(ctx, *grads):
+        raise RuntimeError(ctx.message)
+
+
+def _first_order_only(op: str, anchors, results: tuple) -> tuple:
+    """``results`` (tensors or None) as they are or, when the backward that computed them is itself
+    being recorded (create_graph=True), as results whose own backward raises DOUBLE_BACKWARD."""
+    if not torch.is_grad_enabled():
+        return results
+    present = [i for i, r in enumerate(results) if r is not None]
+    anchors = [a for a in anchors if a is not None and a.requires_grad]
+    marked = _FirstOrderOnly.apply(DOUBLE_BACKWARD.format(op=op), len(anchors), *anchors,
+                                   *(results[i] for i in present))
+    results = list(results)
+    for i, r in zip(present, marked):
+        results[i] = r
+    return tuple(results)
+
+
 def _recurrence_autograd(backward_op):
     def recurrence_backward(ctx, grad_h, grad_state_n, _grad_state_all, _grad_saved):
         w_hh, h0, state0, h_all, state_all, saved, p, dt, *batch_sizes = ctx.saved_tensors
-        with _without_autocast(h_all):
+        with _without_autocast(h_all), torch.no_grad():
             grad_xg, grad_w, grad_h0, grad_state0, grad_p = backward_op(
                 ctx.cell, grad_h, grad_state_n, w_hh, h0, state0, h_all, state_all, saved, p, dt, ctx.eps, *batch_sizes
             )
-        return (None, grad_xg, grad_w, grad_h0, grad_state0, grad_p if p is not None else None, None, None, None,
-                *(None for _ in batch_sizes))
+        grads = _first_order_only("recurrence", (h_all, grad_h, grad_state_n),
+                                  (grad_xg, grad_w, grad_h0, grad_state0, grad_p if p is not None else None))
+        return (None, *grads, None, None, None, *(None for _ in batch_sizes))
 
     return recurrence_backward
 
@@ -174,8 +219,9 @@ def _scan_setup(ctx, inputs, output):
 def _scan_autograd(backward_op):
     def scan_backward(ctx, grad_x):
         a, x, x0 = ctx.saved_tensors
-        with _without_autocast(x):
-            return backward_op(grad_x, a, x, x0)
+        with _without_autocast(x), torch.no_grad():
+            grads = backward_op(grad_x, a, x, x0)
+        return _first_order_only("linear scan", (x, grad_x), grads)
 
     return scan_backward
 
