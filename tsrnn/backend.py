@@ -36,6 +36,11 @@ candidate paths, in order of preference:
 - ``"reference"``, or any path name above: that path alone (a path that cannot serve the call
   raises a ValueError that says why).
 
+Inside torch.func transforms (vmap, grad, jacrev, jvp, functional_call under them) every call
+runs the reference loops: "auto" takes them without timing or verifying, and any other request
+raises a ValueError or RuntimeError that says so. The fused kernels are first-order autograd
+ops with no batching or forward-mode rules.
+
 Before ``"auto"`` (the request after TSRNN_BACKEND) uses a candidate for a call key, it verifies
 it, the only candidate too: on the call's own inputs, the candidate's outputs and, when the call
 needs gradients, the gradients of a fixed pseudo-random loss over every output with respect to
@@ -112,6 +117,15 @@ class Call:
         steps, *rest = self.shape
         return (self.op, self.device.type, self.device.index, self.dtype, self.cell, steps.bit_length(),
                 *rest, self.bias, self.grad, self.traces, self.packed)
+
+
+TRANSFORMS = ("torch.func transforms (vmap, grad, jacrev, jvp, ...) run the reference loops only: the fused "
+              "kernels have no batching or forward-mode rules; use backend='auto' or 'reference'")
+
+
+def under_transforms() -> bool:
+    """True inside a torch.func transform (vmap, grad, jacrev, functional_call under them...)."""
+    return torch._C._are_functorch_transforms_active()
 
 
 def native_available() -> bool:
@@ -273,6 +287,10 @@ def candidates(requested: str, call: Call) -> list[str]:
     order of preference; raises where the request cannot be met."""
     check.choice("backend", requested, BACKENDS + tuple(p for p in PATHS[call.op] if p != "reference"))
     requested = _effective(requested)
+    if requested != "reference" and under_transforms():
+        if requested == "auto":
+            return ["reference"]
+        raise ValueError(f"backend={requested!r} cannot run this call: {TRANSFORMS}")
     family = _family(requested, call)
     serving = [path for path in family if why_not(path, call) is None]
     if serving:
