@@ -277,7 +277,7 @@ def main(argv=None) -> int:
             device, ["auto", *tsrnn.backend.paths_on(device.type, "recurrence")], repeats,
             {"quick T=6 B=3 I=2 H=4": (6, 3, 2, 4, 2)} if args.quick else lengths_vs_padded.SHAPES),
     }
-    report["auto_choices"] = tsrnn.backend.tuned_choices()  # measured per (shape, candidates)
+    report["auto_choices"] = tsrnn.backend.tuned_choices()  # per call key
     report["auto_verdicts"] = tsrnn.backend.verdicts()  # each candidate checked against the trusted path
     with open(args.json, "w") as f:
         json.dump(report, f, indent=2)

@@ -33,6 +33,7 @@ def clean_backend_state(monkeypatch):
     monkeypatch.setattr(backend, "_warned", set())
     monkeypatch.setattr(backend, "_tuned", {})
     monkeypatch.setattr(backend, "_verdicts", {})
+    monkeypatch.setattr(backend, "_reused", {})
 
 
 needs_native = pytest.mark.skipif(not backend.native_available(), reason=f"tsrnn._C not loaded: {backend.LOAD_ERROR}")

@@ -461,6 +461,38 @@ def test_autotune_off_uses_the_static_order(fake_cuda, monkeypatch):
     assert run.calls == []
 
 
+def test_deterministic_algorithms_take_the_first_verified_candidate(fake_cuda, monkeypatch):
+    """Under torch.use_deterministic_algorithms(True) nothing is timed: the order of preference
+    decides (after verification), the same in every process, and the choice is recorded."""
+    monkeypatch.setattr(backend, "_fastest", lambda *a: pytest.fail("timed under deterministic algorithms"))
+    run = FakePaths({"cudnn": 0.01, "cuda_coop": 0.0, "triton_persistent": 0.0, "triton_step": 0.0})
+    before = torch.are_deterministic_algorithms_enabled()
+    torch.use_deterministic_algorithms(True)
+    try:
+        assert backend.choose("auto", lstm_call(CUDA), run) == "cudnn"
+    finally:
+        torch.use_deterministic_algorithms(before)
+    assert list(backend.tuned_choices().values()) == ["cudnn"]
+
+
+def test_reused_choices_replace_measuring(fake_cuda, monkeypatch):
+    """reuse_choices (a checkpoint's recorded choices) decides without timing where its path is a
+    candidate; a recorded path that cannot serve here is warned about once and the call is tuned."""
+    call = lstm_call(CUDA)
+    run = FakePaths({"cudnn": 0.01, "cuda_coop": 0.0, "triton_persistent": 0.0, "triton_step": 0.0})
+    backend.reuse_choices({repr(call.key()): "triton_step"})
+    monkeypatch.setattr(backend, "_fastest", lambda *a: pytest.fail("timed a reused choice"))
+    assert backend.choose("auto", call, run) == "triton_step"
+    assert backend.tuned_choices() == {repr(call.key()): "triton_step"}
+    other = lstm_call(CUDA, T=9)
+    backend.reuse_choices({repr(other.key()): "cpu"})
+    monkeypatch.setattr(backend, "_fastest", lambda paths, call, run: paths[1])
+    with pytest.warns(RuntimeWarning, match="recorded choice 'cpu' .* cannot serve this call here"):
+        assert backend.choose("auto", other, run) == "cuda_coop"
+    with pytest.raises(ValueError, match="map call keys to path names"):
+        backend.reuse_choices({"key": "warp_drive"})
+
+
 def test_the_triton_interpreter_is_not_measured(monkeypatch):
     monkeypatch.setenv("TRITON_INTERPRET", "1")
     monkeypatch.setattr(backend, "triton_available", lambda: True)

@@ -102,6 +102,38 @@ def test_resume_is_bit_identical(tmp_path):
     assert train_losses("straight") == train_losses("split")
 
 
+# One `tsrnn train` in a fresh process whose autotuner (tsrnn.backend._fastest) always picks the
+# candidate at index sys.argv[1]: two processes whose timings came out differently.
+TUNED_RUN = """
+import sys
+from tsrnn import backend, cli
+backend._fastest = lambda paths, call, run: paths[int(sys.argv[1])]
+sys.exit(cli.main(sys.argv[2:]))
+"""
+
+
+def test_resume_in_a_fresh_process_reuses_the_kernels(tmp_path):
+    """The checkpoint records the kernels "auto" chose; a resumed process whose own timings would
+    pick others (here: the first candidate, onednn, where the run had the last, cpu) reuses them,
+    and continues bit for bit."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TSRNN_")}
+    base = ["train", "--task", "lm", *TINY["lm"], "--cell", "lstm", "--quiet", "--valid-every", "2"]
+
+    def run(pick, steps, out, *extra):
+        argv = [sys.executable, "-c", TUNED_RUN, str(pick), *base, "--max-steps", str(steps),
+                "--out", str(tmp_path / out), *extra]
+        subprocess.run(argv, env=env, check=True, capture_output=True)
+        return checkpoint.load(tmp_path / out / "last.pt")
+
+    straight = run(-1, 6, "straight")
+    assert "'cpu'" not in straight["backend_choices"] and set(straight["backend_choices"].values()) == {"cpu"}
+    run(-1, 3, "split")
+    resumed = run(0, 6, "split", "--resume", str(tmp_path / "split" / "last.pt"))
+    for name, value in straight["model"].items():
+        assert torch.equal(value, resumed["model"][name]), name
+    assert resumed["backend_choices"] == straight["backend_choices"]
+
+
 def test_eval_reports_frequency_bins_and_paired_interval(tmp_path, capsys):
     assert train(tmp_path, "lm", "--cell", "lstm", steps=4, out="model") == 0
     assert train(tmp_path, "lm", "--cell", "lstm", steps=1, out="baseline") == 0

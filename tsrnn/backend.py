@@ -58,7 +58,11 @@ backward when autograd will need it; a candidate's time is its fastest run) and 
 for that (shape, candidates) key; the first candidate stays unless another is ``TUNE_MARGIN``
 faster, so timing noise does not flip a choice. A candidate that raises while being timed is
 dropped with one warning naming the cause. ``TSRNN_AUTOTUNE=0`` times nothing (it still
-verifies); tracing by ``torch.compile``, CUDA graph capture and the Triton interpreter neither
+verifies). Under ``torch.use_deterministic_algorithms(True)`` nothing is timed either: "auto" takes
+the first verified candidate in the order above, the same in every process (timing noise could
+otherwise pick another kernel in another process, and other bits). ``reuse_choices`` takes the
+choices an earlier run recorded (``tuned_choices``, which a training checkpoint stores) in place of
+measuring, so ``tsrnn train --resume`` runs the kernels the checkpoint's run used; tracing by ``torch.compile``, CUDA graph capture and the Triton interpreter neither
 time nor verify: they take the choice already made for the key (so one eager step before a
 capture decides what the graph runs), else the first candidate. If ``tsrnn._C`` is missing,
 ``"auto"`` on CPU falls back to the reference loops with one warning naming the cause.
@@ -87,6 +91,7 @@ TUNE_MARGIN = 0.05  # another candidate replaces the first only when at least th
 _warned: set[str] = set()
 _tuned: dict[Hashable, str] = {}  # (call key, candidates) -> the measured choice
 _verdicts: dict[Hashable, str | None] = {}  # (call key, path) -> None (it agrees) or why "auto" drops it
+_reused: dict[str, str] = {}  # repr(call key) -> the path an earlier run used (reuse_choices)
 
 
 @dataclass(frozen=True)
@@ -344,10 +349,30 @@ def choose(requested: str, call: Call, run: Run | None = None) -> str:
         return paths[0]
     key = (call.key(), tuple(paths))
     if key not in _tuned:
-        if not measurable or os.environ.get("TSRNN_AUTOTUNE", "1") == "0":
+        reused = _reused.get(repr(call.key()))
+        if reused is not None and reused not in paths:
+            _warn_once(f"tsrnn: the recorded choice {reused!r} for {call.cell or call.op} {call.shape} cannot serve "
+                       f"this call here (candidates: {', '.join(paths)}); choosing again, so results may differ "
+                       "from the recorded run's in the last bits")
+        if reused in paths:
+            _tuned[key] = reused
+        elif torch.are_deterministic_algorithms_enabled():
+            _tuned[key] = paths[0]
+        elif not measurable or os.environ.get("TSRNN_AUTOTUNE", "1") == "0":
             return paths[0]
-        _tuned[key] = _fastest(paths, call, run)
+        else:
+            _tuned[key] = _fastest(paths, call, run)
     return _tuned[key]
+
+
+def reuse_choices(choices: Mapping[str, str]) -> None:
+    """Make "auto" take, for each key of ``choices`` (``tuned_choices()`` of an earlier run: a
+    checkpoint records them), the path that run used instead of measuring again, where that path
+    is still a candidate here; a resumed run then computes with the same kernels, bit for bit."""
+    for key, path in choices.items():
+        if not isinstance(key, str) or path not in REGISTRY:
+            raise ValueError(f"recorded backend choices map call keys to path names, got {key!r}: {path!r}")
+    _reused.update(choices)
 
 
 def trusted_path(call: Call) -> str:
@@ -400,8 +425,10 @@ def _verify(paths: Sequence[str], call: Call, run: Run) -> dict[str, str | None]
 
 
 def tuned_choices() -> dict[str, str]:
-    """The measured choices so far, as {repr(key): path} (recorded by bench/gpu_report.py)."""
-    return {repr(key): path for key, path in _tuned.items()}
+    """The choices so far, measured, taken by rule under deterministic algorithms, or reused, as
+    {repr(call key): path} (recorded by training checkpoints and bench/gpu_report.py; see
+    ``reuse_choices``)."""
+    return {repr(key): path for (key, _), path in _tuned.items()}
 
 
 def verdicts() -> dict[str, str]:

@@ -8,8 +8,9 @@ an epoch, what a batch's loss is and how to evaluate a split; this loop does the
   ``--log-every`` steps, "valid", "switch", and "epoch" with ``epoch_s``, the seconds the
   epoch's training steps took, validation not counted; after ``--resume``, the steps since);
 - ``OUT/last.pt`` (and ``best.pt`` on a better validation loss), written atomically;
-- ``--resume``: model, optimizer, every RNG, the recurrent state carried between batches and the
-  position in the epoch come back, so the run continues bit-identically;
+- ``--resume``: model, optimizer, every RNG, the recurrent state carried between batches, the
+  position in the epoch and the kernels "auto" chose (``tsrnn.backend.reuse_choices``) come back,
+  so the run continues bit-identically, in a fresh process too;
 - the seeds' schedules (``tsrnn.training.schedules``): a per-step learning-rate factor from the
   task (AWD-LSTM's random BPTT), per-epoch decay (--lr-decay-after/--lr-decay-factor), NT-ASGD
   (--nonmono with --optimizer sgd; validation and best.pt then use the averaged weights),
@@ -26,6 +27,7 @@ from pathlib import Path
 import torch
 from tqdm import tqdm
 
+from tsrnn import backend
 from tsrnn.training import checkpoint, schedules
 from tsrnn.training.distributed import Context
 
@@ -78,6 +80,7 @@ def run(task, args, ctx: Context, log=print) -> dict:
         optimizer.load_state_dict(state["optimizer"])
         carry = state["carry"]
         checkpoint.set_rng_state(state["rng"])
+        backend.reuse_choices(state.get("backend_choices", {}))
         log(f"resumed from {args.resume} at step {progress.step} (epoch {progress.epoch}, batch {progress.batch})")
     else:
         optimizer = task.make_optimizer(model)
@@ -93,7 +96,8 @@ def run(task, args, ctx: Context, log=print) -> dict:
             checkpoint.save(out / name, {
                 "task": task.name, "config": task.config(), "args": vars(args), "model": model.state_dict(),
                 "optimizer": optimizer.state_dict(), "progress": asdict(progress), "carry": carry,
-                "rng": checkpoint.rng_state(), "vocab": task.vocab_state()})
+                "rng": checkpoint.rng_state(), "vocab": task.vocab_state(),
+                "backend_choices": backend.tuned_choices()})
 
     def validate() -> dict:
         with schedules.averaged_weights(model, optimizer):  # NT-ASGD: the averaged weights
