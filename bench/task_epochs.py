@@ -125,7 +125,7 @@ def first_batches(trees: dict, argv: list[str], runs: Path) -> tuple[float, floa
         code = FIRST_BATCHES.replace("ARGV", repr(argv)).replace("OUT", repr(str(out)))
         subprocess.run([sys.executable, "-c", code], cwd=tree, check=True, capture_output=True, text=True,
                        env={**os.environ, "PYTHONPATH": str(tree)})
-        results.append(torch.load(out))
+        results.append(torch.load(out, weights_only=True))
     first, other = results[0], results[-1]
     loss = ((first["loss"] - other["loss"]).abs() / first["loss"].abs()).max().item()
     grad = max(((g - other["grads"][k]).abs().max() / g.abs().max().clamp(min=1e-30)).item()

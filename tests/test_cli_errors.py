@@ -139,3 +139,4 @@ def test_missing_checkpoint(tmp_path, capsys):
     assert "does not exist" in error(capsys, "eval", str(tmp_path / "nope.pt"))
     assert "does not exist" in error(capsys, "train", "--resume", str(tmp_path / "nope.pt"),
                                      "--out", str(tmp_path / "run"))
+

@@ -134,6 +134,31 @@ def test_resume_in_a_fresh_process_reuses_the_kernels(tmp_path):
     assert resumed["backend_choices"] == straight["backend_choices"]
 
 
+class _Planted:
+    """A pickle payload that writes a file when unpickled."""
+
+    def __init__(self, target):
+        self.target = str(target)
+
+    def __reduce__(self):
+        return exec, (f"open({self.target!r}, 'w').write('ran')",)
+
+
+@pytest.mark.parametrize("command", ["eval", "analyze", "resume"])
+def test_a_checkpoint_holding_code_is_refused_unread(tmp_path, capsys, command):
+    """Checkpoints are read with torch.load(weights_only=True): a planted payload never runs."""
+    target = tmp_path / "written_by_the_payload"
+    planted = tmp_path / "planted.pt"
+    torch.save({"format": 2, "task": "lm", "model": {}, "payload": _Planted(target)}, planted)
+    argv = {"eval": ["eval", str(planted)], "analyze": ["analyze", str(planted), "--out", str(tmp_path / "a")],
+            "resume": ["train", "--resume", str(planted), "--out", str(tmp_path / "run")]}[command]
+    assert cli.main(argv) == 2
+    line = capsys.readouterr().err.strip()
+    assert "Traceback" not in line and len(line.splitlines()) == 1
+    assert "holds an object other than tensors and plain values (exec)" in line and "refused" in line
+    assert not target.exists()
+
+
 def test_eval_reports_frequency_bins_and_paired_interval(tmp_path, capsys):
     assert train(tmp_path, "lm", "--cell", "lstm", steps=4, out="model") == 0
     assert train(tmp_path, "lm", "--cell", "lstm", steps=1, out="baseline") == 0

@@ -1,14 +1,18 @@
 """Training checkpoints: written atomically, checked on load.
 
 A checkpoint is one ``torch.save`` file holding the task name, its configuration, the model and
-optimizer states, every RNG state and the position in the data, so that ``--resume`` continues
-bit-identically. It is written to a temporary file in the same directory, flushed to disk and
-renamed over the target: an interrupted save never leaves a half-written checkpoint.
+optimizer states, every RNG state, the position in the data and the kernels "auto" chose, so
+that ``--resume`` continues bit-identically. It holds tensors and plain Python values only and is
+read with ``torch.load(weights_only=True)``. It is written to a temporary file in the same
+directory, flushed to disk and renamed over the target: an interrupted save never leaves a
+half-written checkpoint.
 """
 from __future__ import annotations
 
 import os
+import pickle
 import random
+import re
 import tempfile
 from pathlib import Path
 
@@ -17,7 +21,7 @@ import torch
 
 import tsrnn
 
-FORMAT = 1
+FORMAT = 2  # 2: numpy's RNG state as plain values, read with weights_only=True
 
 
 class CheckpointError(ValueError):
@@ -55,11 +59,20 @@ def check_file(path) -> Path:
 
 
 def load(path, task: str | None = None) -> dict:
-    """Read a checkpoint; ``task`` (if given) must match the one that wrote it."""
+    """Read a checkpoint; ``task`` (if given) must match the one that wrote it.
+
+    Read with ``torch.load(weights_only=True)``: a checkpoint holds tensors and plain Python values
+    only (dicts, lists, tuples, strings, numbers, None), and a file holding anything else, which
+    unpickling could run code for, is refused unread."""
     path = check_file(path)
     try:
-        payload = torch.load(path, map_location="cpu", weights_only=False)
-    except Exception as exc:  # truncated file, not a torch file, pickle error
+        payload = torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as exc:
+        found = re.search(r"Unsupported global: GLOBAL (\S+)", str(exc))
+        what = f" ({found.group(1)})" if found else ""
+        raise CheckpointError(f"checkpoint {path} holds an object other than tensors and plain values{what}; "
+                              "refused: loading it could run arbitrary code") from None
+    except Exception as exc:  # truncated file, not a torch file
         raise CheckpointError(f"checkpoint {path} cannot be read ({type(exc).__name__}: {exc})") from None
     if not isinstance(payload, dict) or payload.get("format") != FORMAT:
         raise CheckpointError(f"{path} is not a tsrnn checkpoint of format {FORMAT}")
@@ -69,10 +82,14 @@ def load(path, task: str | None = None) -> dict:
 
 
 def rng_state() -> dict:
-    return {"torch": torch.get_rng_state(), "python": random.getstate(), "numpy": np.random.get_state()}
+    """Every RNG's state in plain values and tensors (numpy's key as an int64 tensor)."""
+    name, key, pos, has_gauss, cached = np.random.get_state()
+    return {"torch": torch.get_rng_state(), "python": random.getstate(),
+            "numpy": (name, torch.from_numpy(key.astype(np.int64)), int(pos), int(has_gauss), float(cached))}
 
 
 def set_rng_state(state: dict) -> None:
     torch.set_rng_state(state["torch"])
     random.setstate(state["python"])
-    np.random.set_state(state["numpy"])
+    name, key, pos, has_gauss, cached = state["numpy"]
+    np.random.set_state((name, key.numpy().astype(np.uint32), pos, has_gauss, cached))
