@@ -10,7 +10,6 @@ half-written checkpoint.
 from __future__ import annotations
 
 import os
-import pickle
 import random
 import re
 import tempfile
@@ -67,13 +66,15 @@ def load(path, task: str | None = None) -> dict:
     path = check_file(path)
     try:
         payload = torch.load(path, map_location="cpu", weights_only=True)
-    except pickle.UnpicklingError as exc:
-        found = re.search(r"Unsupported global: GLOBAL (\S+)", str(exc))
-        what = f" ({found.group(1)})" if found else ""
-        raise CheckpointError(f"checkpoint {path} holds an object other than tensors and plain values{what}; "
-                              "refused: loading it could run arbitrary code") from None
-    except Exception as exc:  # truncated file, not a torch file
-        raise CheckpointError(f"checkpoint {path} cannot be read ({type(exc).__name__}: {exc})") from None
+    except Exception as exc:  # a global the weights-only unpickler refuses, a truncated file, not a torch file
+        text = str(exc)
+        refused = re.search(r"Unsupported global: GLOBAL (\S+)", text)
+        if refused:
+            raise CheckpointError(f"checkpoint {path} holds an object other than tensors and plain values "
+                                  f"({refused.group(1)}); refused: loading it could run arbitrary code") from None
+        detail = re.search(r"WeightsUnpickler error:\s*(\S[^\n]*)", text)
+        reason = detail.group(1) if detail else text.strip().splitlines()[0] if text.strip() else ""
+        raise CheckpointError(f"checkpoint {path} cannot be read ({type(exc).__name__}: {reason})") from None
     if not isinstance(payload, dict) or payload.get("format") != FORMAT:
         raise CheckpointError(f"{path} is not a tsrnn checkpoint of format {FORMAT}")
     if task is not None and payload.get("task") != task:
