@@ -11,8 +11,8 @@ fake kernels), so that a direct call of any tsrnn operator cannot write out of b
 Checks that read tensor values (finite, positive, non-negative) run on the host for CPU tensors;
 on CUDA tensors they run on the device (``torch._assert_async``: no host synchronization, a
 violation stops the program at the next synchronization with a device-side assert naming the
-argument); they are skipped while ``torch.compile`` traces and during CUDA graph capture, and for
-meta tensors.
+argument); they are skipped while ``torch.compile``, ``torch.export`` or ``torch.jit.trace`` traces
+and during CUDA graph capture, and for meta tensors.
 """
 from __future__ import annotations
 
@@ -22,8 +22,9 @@ from typing import Sequence
 import torch
 
 
-def _tracing() -> bool:
-    return torch.compiler.is_compiling()
+def tracing() -> bool:
+    """torch.compile (and torch.export) or torch.jit.trace is tracing: values cannot be read."""
+    return torch.compiler.is_compiling() or torch.jit.is_tracing()
 
 
 def capturing() -> bool:
@@ -33,7 +34,7 @@ def capturing() -> bool:
 
 def _values_unreadable(value: torch.Tensor) -> bool:
     """Whether a value check must be skipped: tracing, graph capture, or no data (meta)."""
-    if _tracing() or value.device.type == "meta":
+    if tracing() or value.device.type == "meta":
         return True
     return value.device.type == "cuda" and capturing()
 
@@ -179,7 +180,7 @@ def token_ids(name: str, value, ndim: int, num_classes: int | None = None) -> to
     if num_classes is not None:
         if value.numel() == 0:
             raise ValueError(f"{name} must hold at least one step and one batch row, got shape {tuple(value.shape)}")
-        if not _tracing():
+        if not tracing():
             low, high = int(value.min()), int(value.max())
             if low < 0 or high >= num_classes:
                 raise ValueError(f"{name} must hold ids in [0, {num_classes}), got values in [{low}, {high}]")
@@ -209,7 +210,7 @@ def lengths(name: str, value, steps: int, batch: int, minimum: int = 1) -> torch
             or value.dim() != 1:
         raise TypeError(f"{name} must be a 1-D integer tensor")
     shape(name, value, (batch,))
-    if not _tracing() and (bool((value < minimum).any()) or bool((value > steps).any())):
+    if not tracing() and (bool((value < minimum).any()) or bool((value > steps).any())):
         raise ValueError(f"{name} must be in [{minimum}, {steps}] (the steps of the sequence)")
     return value
 

@@ -62,9 +62,12 @@ verifies). Under ``torch.use_deterministic_algorithms(True)`` nothing is timed e
 the first verified candidate in the order above, the same in every process (timing noise could
 otherwise pick another kernel in another process, and other bits). ``reuse_choices`` takes the
 choices an earlier run recorded (``tuned_choices``, which a training checkpoint stores) in place of
-measuring, so ``tsrnn train --resume`` runs the kernels the checkpoint's run used; tracing by ``torch.compile``, CUDA graph capture and the Triton interpreter neither
-time nor verify: they take the choice already made for the key (so one eager step before a
-capture decides what the graph runs), else the first candidate. If ``tsrnn._C`` is missing,
+measuring, so ``tsrnn train --resume`` runs the kernels the checkpoint's run used. Tracing (by
+``torch.compile``, ``torch.export``, ``torch.jit.trace``), CUDA graph capture and the Triton
+interpreter neither time nor verify: they take the choice already made for the key (so one eager
+step before a capture or a compilation decides what the graph runs), else the first candidate;
+``torch.jit.trace`` records the first candidate, whatever was chosen before, so that a module
+traces to the same graph with and without gradients. If ``tsrnn._C`` is missing,
 ``"auto"`` on CPU falls back to the reference loops with one warning naming the cause.
 """
 from __future__ import annotations
@@ -111,6 +114,13 @@ class Call:
     grad: bool = False
     traces: bool = False
     packed: bool = False
+
+    def __post_init__(self):
+        # Sizes as ints: torch.jit.trace hands sizes over as tensors. The choice of path is what
+        # depends on them, not the traced graph, so its warning about freezing them does not apply.
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", torch.jit.TracerWarning)
+            object.__setattr__(self, "shape", tuple(int(s) for s in self.shape))
 
     @property
     def math_dtype(self) -> torch.dtype:
@@ -340,7 +350,7 @@ def choose(requested: str, call: Call, run: Run | None = None) -> str:
     """The path that runs ``call``. With ``run``, "auto" verifies its candidates once per call key
     and several candidates are measured once per (call key, candidates) (see the module docstring)."""
     paths = candidates(requested, call)
-    if run is None:
+    if run is None or torch.jit.is_tracing():
         return paths[0]
     measurable = _can_measure(call.device, paths)
     if _effective(requested) == "auto" and _switch("TSRNN_VERIFY"):
@@ -453,7 +463,7 @@ def _switch(name: str) -> bool:
 def _can_measure(device: torch.device, paths: Sequence[str]) -> bool:
     """Whether runs can be timed and verified here: not while torch.compile traces, nor during CUDA
     graph capture, nor under the Triton interpreter."""
-    if torch.compiler.is_compiling():
+    if check.tracing():
         return False
     if device.type == "cpu" and any(p.startswith("triton") for p in paths):
         return False  # the Triton interpreter: seconds per call, and not the speed of a GPU

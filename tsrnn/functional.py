@@ -42,8 +42,9 @@ def _torch_lstm(path, cell, x, h0, states, w_ih, w_hh, bias, p, dt, eps, traces,
     (c0,) = states
     weights = [w_ih, w_hh] if bias is None else [w_ih, w_hh, bias, torch.zeros_like(bias)]
     data = (x.to(math),) if packing is None else (x.to(math), packing.batch_sizes)
+    train = torch.is_grad_enabled() or torch.jit.is_tracing()  # a traced graph serves training and inference
     args = (*data, (h0.to(math)[None], c0.to(math)[None]), [w.to(math) for w in weights], bias is not None,
-            1, 0.0, torch.is_grad_enabled(), False)
+            1, 0.0, train, False)
     if packing is None:
         args += (False,)  # batch_first
     if x.device.type == "cuda":
@@ -63,7 +64,8 @@ def _operator(path, cell, x, h0, states, w_ih, w_hh, bias, p, dt, eps, traces, p
     xg = ops.projection(path, flat, w_ih, bias).to(math).view(*x.shape[:-1], cell.num_gates * hidden)
     state0 = torch.stack([s.to(math) for s in states])
     differentiable = (x, w_ih, w_hh, bias, h0, p, *states)
-    save = traces or (torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in differentiable))
+    save = traces or torch.jit.is_tracing() or (  # a traced graph serves training and inference
+        torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in differentiable))
     h_all, state_n, _, saved = ops.op(path, "recurrence_forward")(
         cell.name, xg, w_hh.to(math), h0.to(math), state0, None if p is None else p.to(math),
         None if dt is None else dt.to(math), eps, save, None if packing is None else packing.batch_sizes)

@@ -171,7 +171,12 @@ class StackedRNN(nn.Module):
         if given is None:
             return [x.new_zeros(self.num_layers, batch, self.hidden_size) for _ in names]
         if not isinstance(given, (tuple, list)) or len(given) != len(names):
-            raise TypeError(f"the initial state must be a tuple ({', '.join(names)}), got {type(given).__name__}")
+            got = type(given).__name__
+            if isinstance(given, (tuple, list)):
+                missing = names[len(given):]
+                got = f"{len(given)} {'entry' if len(given) == 1 else 'entries'}" + (f": {', '.join(missing)} {'is' if len(missing) == 1 else 'are'} "
+                                                 "missing" if missing else "")
+            raise TypeError(f"the initial state must be a tuple ({', '.join(names)}), got {got}")
         states = []
         for name, state in zip(names, given):
             check.tensor(name, state)
@@ -248,6 +253,15 @@ class StackedRNN(nn.Module):
         zeros = x.new_zeros(*x.shape[:2], self.hidden_size)
         per_layer = [{n: zeros for n in self.cell.traces} if traces else None for _ in range(self.num_layers)]
         return self._layout_out(zeros, False), tuple(initial), per_layer
+
+    def flatten_parameters(self) -> None:
+        """A no-op, as torch.nn.LSTM's on CPU: each layer's weights are separate tensors that every
+        path reads as they are (code written for cuDNN, such as AWD-LSTM's, calls it)."""
+
+    def __prepare_scriptable__(self):
+        raise RuntimeError(f"torch.jit.script cannot compile {type(self).__name__} (its forward takes keyword inputs "
+                           "and dispatches to kernels in Python); use torch.jit.trace, torch.compile or "
+                           "torch.onnx.export(..., dynamo=True)")
 
     def forward(self, input, hx=None, lengths=None, **inputs):
         """``out, state = m(input, hx)``: the torch.nn.LSTM convention, input a tensor or a
