@@ -3,7 +3,7 @@ with absolute and reference times, closed forms, and gradcheck."""
 import pytest
 import torch
 
-from tsrnn import reference
+from tsrnn import cells, reference, scan_layer, testing
 from tsrnn.testing import layer_args
 
 
@@ -81,3 +81,20 @@ def test_reference_gradcheck(cell):
 
     inputs = tuple(args[k].clone().requires_grad_() for k in names)
     assert torch.autograd.gradcheck(f, inputs)
+
+
+@pytest.mark.parametrize("cell", list(cells.CELLS))
+@pytest.mark.parametrize("dt", [False, True])
+def test_the_scan_layer_is_the_reference_loop(cell, dt):
+    """tsrnn.scan_layer (what torch.export records) runs the reference step: equal in float64."""
+    args = testing.layer_args(cell, 7, 3, 4, 6, seed=5, dt=dt)
+    described = cells.get(cell)
+    states = (args["c0"], args["a0"]) if described.has_p else (args["c0"],)
+    extra = (args["p"], args["dt"], 1e-3) if described.has_p else ()
+    out, finals = scan_layer.layer(described, args["x"], args["h0"], states, args["w_ih"], args["w_hh"], args["bias"],
+                                   *extra)
+    expected, expected_finals, _ = described.reference_layer(args["x"], args["h0"], states, args["w_ih"],
+                                                             args["w_hh"], args["bias"], *extra)
+    torch.testing.assert_close(out, expected, rtol=1e-12, atol=1e-12)
+    for a, b in zip(finals, expected_finals):
+        torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-12)

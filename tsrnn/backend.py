@@ -36,6 +36,14 @@ candidate paths, in order of preference:
 - ``"reference"``, or any path name above: that path alone (a path that cannot serve the call
   raises a ValueError that says why).
 
+While torch.export traces (``torch.onnx.export(..., dynamo=True)`` too), "auto" runs the paths
+whose operators export: torch's LSTM kernel for the LSTM cell of a static sequence length (an
+ONNX LSTM node, the fixed biases folded into its bias; torch.export specializes that kernel's
+length, as for torch.nn.LSTM), else the reference path, which records the time loop as one scan
+operator (``tsrnn.scan_layer``: an ONNX Scan, for any length; the pLSTM always, the LSTM where
+``dynamic_shapes`` make T dynamic). A named path records its own operator (the fused ones as
+tsrnn operators, which ONNX cannot translate).
+
 Inside torch.func transforms (vmap, grad, jacrev, jvp, functional_call under them) every call
 runs the reference loops: "auto" takes them without timing or verifying, and any other request
 raises a ValueError or RuntimeError that says so. The fused kernels are first-order autograd
@@ -120,7 +128,7 @@ class Call:
         # depends on them, not the traced graph, so its warning about freezing them does not apply.
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", torch.jit.TracerWarning)
-            object.__setattr__(self, "shape", tuple(int(s) for s in self.shape))
+            object.__setattr__(self, "shape", tuple(int(s) if isinstance(s, torch.Tensor) else s for s in self.shape))
 
     @property
     def math_dtype(self) -> torch.dtype:
@@ -190,7 +198,7 @@ def _torch_lstm(call: Call) -> str | None:
         return f"torch's LSTM kernel runs the LSTM cell only, not {call.cell}"
     if call.traces:
         return "torch's LSTM kernel returns no forget-gate traces"
-    if torch.compiler.is_compiling():
+    if torch.compiler.is_compiling() and not torch.compiler.is_exporting():
         return "torch.compile does not trace torch's LSTM kernel"
     return None
 
@@ -306,6 +314,8 @@ def candidates(requested: str, call: Call) -> list[str]:
         if requested == "auto":
             return ["reference"]
         raise ValueError(f"backend={requested!r} cannot run this call: {TRANSFORMS}")
+    if requested == "auto" and torch.compiler.is_exporting():
+        return _exportable(call)
     family = _family(requested, call)
     serving = [path for path in family if why_not(path, call) is None]
     if serving:
@@ -341,6 +351,17 @@ def candidates(requested: str, call: Call) -> list[str]:
     return ["reference"]
 
 
+def _exportable(call: Call) -> list[str]:
+    """What "auto" runs while torch.export traces: torch's LSTM kernel for an LSTM of a static
+    length (torch.export specializes its length: an ONNX LSTM node for that T), else the reference
+    path, whose time loop exports as one scan operator (an ONNX Scan, for any T)."""
+    if not isinstance(call.shape[0], torch.SymInt):
+        lstm = [p for p in _family("auto", call) if REGISTRY[p].runs == "torch_lstm" and why_not(p, call) is None]
+        if lstm:
+            return lstm[:1]
+    return ["reference"]
+
+
 # run(path, dtype=None): the call's forward on ``path`` on detached copies of its inputs (cast to
 # ``dtype`` if given); returns ({output name: tensor}, {input name: copy} of the inputs that need gradients).
 Run = Callable[..., tuple[Mapping[str, torch.Tensor], Mapping[str, torch.Tensor]]]
@@ -350,7 +371,7 @@ def choose(requested: str, call: Call, run: Run | None = None) -> str:
     """The path that runs ``call``. With ``run``, "auto" verifies its candidates once per call key
     and several candidates are measured once per (call key, candidates) (see the module docstring)."""
     paths = candidates(requested, call)
-    if run is None or torch.jit.is_tracing():
+    if run is None or torch.jit.is_tracing() or torch.compiler.is_exporting():
         return paths[0]
     measurable = _can_measure(call.device, paths)
     if _effective(requested) == "auto" and _switch("TSRNN_VERIFY"):

@@ -30,7 +30,7 @@ import torch
 
 from tsrnn import _validation as check
 from tsrnn import backend as _backend
-from tsrnn import cells, ops, precision, reference
+from tsrnn import cells, ops, precision, reference, scan_layer
 from tsrnn.packing import Packing
 
 
@@ -90,14 +90,19 @@ def _reference(path, cell, x, h0, states, w_ih, w_hh, bias, p, dt, eps, traces, 
     """One layer through the cell's step loop (``Cell.reference_layer``) in the math dtype, as the
     other paths compute: every argument cast to it (a bf16 layer's float32 age, a float64 dt with
     float32 inputs); h and the states not in ``math_states`` come back in x's dtype. Packed data
-    runs as a padded batch in the loop masked by the rows' lengths."""
+    runs as a padded batch in the loop masked by the rows' lengths. While torch.export traces, a
+    full-length call without traces runs the loop as one scan operator (``tsrnn.scan_layer``)."""
     dtype, math = x.dtype, cells.math_dtype(x.dtype)
     x, h0, w_ih, w_hh, bias, p, dt, *states = (None if t is None else t.to(math)
                                                 for t in (x, h0, w_ih, w_hh, bias, p, dt, *states))
-    lengths = None
-    if packing is not None:
-        x, dt, lengths = packing.unpack(x), None if dt is None else packing.unpack(dt), packing.lengths
-    out, finals, per_step = cell.reference_layer(x, h0, states, w_ih, w_hh, bias, p, dt, eps, lengths)
+    if torch.compiler.is_exporting() and packing is None and not traces:  # the time loop as one scan operator
+        out, finals = scan_layer.layer(cell, x, h0, states, w_ih, w_hh, bias, p, dt, eps)
+        per_step = None
+    else:
+        lengths = None
+        if packing is not None:
+            x, dt, lengths = packing.unpack(x), None if dt is None else packing.unpack(dt), packing.lengths
+        out, finals, per_step = cell.reference_layer(x, h0, states, w_ih, w_hh, bias, p, dt, eps, lengths)
     finals = [s if name in cell.math_states else s.to(dtype) for name, s in zip(("h", *cell.states), finals)]
     return (out if packing is None else packing.pack(out)).to(dtype), tuple(finals), per_step
 

@@ -45,6 +45,7 @@ class Packing:
     @classmethod
     def from_lengths(cls, lengths: torch.Tensor, steps: int) -> Packing:
         """The layout of rows of ``lengths`` (B,) int64 on the CPU, each in [0, steps]."""
+        _not_exporting()
         order = torch.sort(lengths, descending=True, stable=True).indices
         longest = int(lengths.max()) if lengths.numel() else 0
         batch_sizes = (lengths.unsqueeze(0) > torch.arange(longest).unsqueeze(1)).sum(1)
@@ -53,6 +54,7 @@ class Packing:
     @classmethod
     def in_order(cls, batch_sizes: torch.Tensor, device: torch.device) -> Packing:
         """The layout of ``batch_sizes`` with its rows already sorted (a PackedSequence's data)."""
+        _not_exporting()
         return cls(batch_sizes, None, batch_sizes.shape[0], int(batch_sizes[0]), device)
 
     def to(self, device: torch.device) -> Packing:
@@ -127,3 +129,11 @@ class Packing:
         if self.live < self.batch:
             final = torch.cat([final, initial.index_select(0, self.order[self.live:]).to(final.dtype)])
         return final.index_select(0, torch.argsort(self.order))
+
+
+def _not_exporting() -> None:
+    """A clear error where torch.export (or ONNX export) traces a variable-length batch."""
+    if torch.compiler.is_exporting():
+        raise ValueError("tsrnn: torch.export and ONNX export take full-length sequences: lengths= and "
+                         "PackedSequence inputs are not exported (their layout is computed from the lengths' "
+                         "values); export the padded call and mask the outputs past each row's end")

@@ -24,6 +24,15 @@ def _advance(lengths, t, new, old=0):
     return torch.where((lengths.to(new.device) > t).unsqueeze(-1), new, old)
 
 
+def lstm_step(z, c):
+    """(S1)'s pointwise part: the gates from the pre-activations z (B, 4H) and c_{t-1}; returns
+    (h_t, c_t, f)."""
+    z_i, z_f, z_g, z_o = z.chunk(4, dim=-1)
+    i, f, g, o = torch.sigmoid(z_i), torch.sigmoid(z_f), torch.tanh(z_g), torch.sigmoid(z_o)
+    c_new = f * c + i * g
+    return o * torch.tanh(c_new), c_new, f
+
+
 def lstm(x, h0, c0, w_ih, w_hh, bias, lengths=None):
     """(S1) LSTM with gate order (i, f, g, o) and one effective bias b (4H,) or None.
 
@@ -37,10 +46,7 @@ def lstm(x, h0, c0, w_ih, w_hh, bias, lengths=None):
         z = x_t @ w_ih.T + h @ w_hh.T
         if bias is not None:
             z = z + bias
-        z_i, z_f, z_g, z_o = z.chunk(4, dim=-1)
-        i, f, g, o = torch.sigmoid(z_i), torch.sigmoid(z_f), torch.tanh(z_g), torch.sigmoid(z_o)
-        c_new = f * c + i * g
-        h_new = o * torch.tanh(c_new)
+        h_new, c_new, f = lstm_step(z, c)
         h, c = _advance(lengths, t, h_new, h), _advance(lengths, t, c_new, c)
         outs.append(_advance(lengths, t, h_new))
         forgets.append(_advance(lengths, t, f))
@@ -54,6 +60,18 @@ def _plstm_gates(z, input_gate):
         return None, torch.sigmoid(z_r), torch.tanh(z_g), torch.sigmoid(z_o)
     z_i, z_r, z_g, z_o = z.chunk(4, dim=-1)
     return torch.sigmoid(z_i), torch.sigmoid(z_r), torch.tanh(z_g), torch.sigmoid(z_o)
+
+
+def plstm_step(z, c, a, p, step, eps, input_gate):
+    """(S9)'s pointwise part: the gates from the pre-activations z (B, G*H), c_{t-1} and the age
+    a_{t-1}, with Δt ``step`` (a number or (B, 1)); returns (h_t, c_t, a_t, f, r)."""
+    i, r, g, o = _plstm_gates(z, input_gate)
+    f = (((1 - r) * (a + step) + 1) / ((1 - r) * (a + 1) + eps)) ** -p
+    a_new = (1 - r) * (a + step)
+    if i is None:
+        i = 1 - f
+    c_new = f * c + i * g
+    return o * torch.tanh(c_new), c_new, a_new, f, r
 
 
 def plstm(x, h0, c0, a0, w_ih, w_hh, bias, p, dt=None, eps=1e-3, input_gate="coupled", trace=None, lengths=None):
@@ -73,14 +91,8 @@ def plstm(x, h0, c0, a0, w_ih, w_hh, bias, p, dt=None, eps=1e-3, input_gate="cou
         z = x_t @ w_ih.T + h @ w_hh.T
         if bias is not None:
             z = z + bias
-        i, r, g, o = _plstm_gates(z, input_gate)
         step = 1.0 if dt is None else dt[t].unsqueeze(-1)
-        f = (((1 - r) * (a + step) + 1) / ((1 - r) * (a + 1) + eps)) ** -p
-        a_new = (1 - r) * (a + step)
-        if i is None:
-            i = 1 - f
-        c_new = f * c + i * g
-        h_new = o * torch.tanh(c_new)
+        h_new, c_new, a_new, f, r = plstm_step(z, c, a, p, step, eps, input_gate)
         h, c, a = _advance(lengths, t, h_new, h), _advance(lengths, t, c_new, c), _advance(lengths, t, a_new, a)
         outs.append(_advance(lengths, t, h_new))
         forgets.append(_advance(lengths, t, f))
