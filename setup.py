@@ -1,14 +1,21 @@
 """Builds tsrnn and its extensions: ``tsrnn._C`` (CPU kernels of torch.ops.tsrnn.*) and, with a
 CUDA build of torch and nvcc, ``tsrnn._cuda`` (the persistent CUDA kernels).
 
-Install against the torch already in the environment (an isolated build would pull another torch):
+``pip install .`` builds in an isolated environment against the torch version installed where
+tsrnn goes (build_backend.py); ``pip install --no-build-isolation -e .`` against the torch already
+in the environment, without a second download.
 
-    pip install --no-build-isolation -e .
+Both extensions are optional: one that cannot be built (no CUDA torch or no nvcc, or a compiler
+error) is left out with one line saying why, and the install is the pure-PyTorch package for it
+(``backend="auto"`` falls back to the reference loops with one warning naming the cause, which
+``tsrnn/_built_with.py`` records with the torch version the extensions were built against).
 
 Environment:
-- TSRNN_CUDA=1 requires the CUDA extension (fails without nvcc or a CUDA torch), TSRNN_CUDA=0
-  skips it; unset, it is built when torch has CUDA and nvcc is found. TORCH_CUDA_ARCH_LIST picks
-  the GPU architectures (torch's default: the visible GPUs, else a list of common ones).
+- TSRNN_CUDA=1 requires the CUDA extension (fails without nvcc or a CUDA torch, and on a compiler
+  error), TSRNN_CUDA=0 skips it; unset, it is built when torch has CUDA and nvcc is found.
+  TORCH_CUDA_ARCH_LIST picks the GPU architectures: by default the visible GPUs', else
+  DEFAULT_CUDA_ARCHS.
+- TSRNN_STRICT_BUILD=1 makes any extension's build failure an error.
 - TSRNN_NO_EXTENSION=1 installs the pure-PyTorch package; ``backend="auto"`` then falls back to
   the reference loops with one warning.
 """
@@ -21,6 +28,28 @@ from setuptools import find_packages, setup
 
 ROOT = os.path.dirname(os.path.abspath(__file__))
 PACKAGES = find_packages(include=["tsrnn", "tsrnn.*"])
+LIMITED_API = ("cp310", "-DPy_LIMITED_API=0x030A0000")  # the wheel's abi3 tag: requires-python's oldest
+DEFAULT_CUDA_ARCHS = "8.0;9.0"  # A100, H100/H200: where no GPU is visible and TORCH_CUDA_ARCH_LIST is unset
+BUILT_WITH = "tsrnn/_built_with.py"
+NOT_BUILT = {}  # extension name -> why it is not built
+
+
+def say(message: str) -> None:
+    """One line of the build's output (pip shows it with -v, or when the build fails)."""
+    print(f"tsrnn: {message}", file=sys.stderr, flush=True)
+
+
+def write_built_with(torch_version: str, *roots: str) -> None:
+    """tsrnn/_built_with.py under each root: the torch the extensions were built against, and why
+    any of them was not built (tsrnn/extensions.py reads it before loading them)."""
+    text = ('"""Written by setup.py: the torch the compiled extensions were built against, and why any of\n'
+            'them was not built."""\n'
+            f"TORCH_VERSION = {torch_version!r}\nNOT_BUILT = {NOT_BUILT!r}\n")
+    for root in roots:
+        path = os.path.join(root, BUILT_WITH)
+        if os.path.isdir(os.path.dirname(path)):
+            with open(path, "w") as f:
+                f.write(text)
 
 
 def libmvec():
@@ -43,22 +72,54 @@ def cuda_extension():
         problem = f"torch {torch.__version__} is a CPU build"
     elif cpp_extension.CUDA_HOME is None:
         problem = "nvcc was not found (set CUDA_HOME)"
-    if wanted == "0" or (wanted == "auto" and problem):
+    if wanted == "0":
+        NOT_BUILT["tsrnn._cuda"] = "TSRNN_CUDA=0"
         return None
     if problem:
-        raise SystemExit(f"TSRNN_CUDA=1 but {problem}")
+        if wanted == "1":
+            raise SystemExit(f"TSRNN_CUDA=1 but {problem}")
+        NOT_BUILT["tsrnn._cuda"] = problem
+        say(f"not building the CUDA extension: {problem}")
+        return None
+    if not os.environ.get("TORCH_CUDA_ARCH_LIST") and not torch.cuda.is_available():
+        os.environ["TORCH_CUDA_ARCH_LIST"] = DEFAULT_CUDA_ARCHS
+        say(f"no GPU visible and TORCH_CUDA_ARCH_LIST unset: building the CUDA extension for {DEFAULT_CUDA_ARCHS}")
     return cpp_extension.CUDAExtension(
         "tsrnn._cuda",
         ["csrc/cuda/binding.cpp", "csrc/cuda/recurrence.cu"],
         include_dirs=[os.path.join(ROOT, "csrc")],
-        extra_compile_args={"cxx": ["-O3", "-g0", "-DPy_LIMITED_API=0x03090000"], "nvcc": ["-O3", "-std=c++17"]},
+        extra_compile_args={"cxx": ["-O3", "-g0", LIMITED_API[1]], "nvcc": ["-O3", "-std=c++17"]},
         py_limited_api=True,
+        optional=wanted != "1",
     )
+
+
+def optional_build(base):
+    """``base`` (torch's BuildExtension) where an optional extension's failed build leaves it out
+    with one line saying why, recorded in tsrnn/_built_with.py (TSRNN_STRICT_BUILD=1: an error)."""
+
+    class OptionalBuild(base):
+        def build_extension(self, ext):
+            try:
+                super().build_extension(ext)
+            except Exception as exc:  # a compiler or linker error, a missing tool
+                if not ext.optional or os.environ.get("TSRNN_STRICT_BUILD") == "1":
+                    raise
+                lines = [line for line in str(exc).splitlines() if line.strip()]
+                NOT_BUILT[ext.name] = f"its build failed ({type(exc).__name__}: {lines[0] if lines else ''})"
+                say(f"{ext.name} is not built: {NOT_BUILT[ext.name]}; installing without it "
+                    "(TSRNN_STRICT_BUILD=1 makes this an error)")
+                import torch
+
+                write_built_with(torch.__version__, ROOT, self.build_lib)
+
+    return OptionalBuild
 
 
 def extensions():
     if os.environ.get("TSRNN_NO_EXTENSION") == "1":
         return [], {}
+    import torch
     from torch.utils.cpp_extension import BuildExtension, CppExtension
 
     sources = sorted(glob.glob("csrc/*.cpp") + glob.glob("csrc/cpu/*.cpp"))
@@ -66,12 +127,15 @@ def extensions():
         "tsrnn._C",
         sources,
         include_dirs=[os.path.join(ROOT, "csrc")],
-        extra_compile_args=["-O3", "-fopenmp", "-fno-math-errno", "-g0", "-DPy_LIMITED_API=0x03090000"],
+        extra_compile_args=["-O3", "-fopenmp", "-fno-math-errno", "-g0", LIMITED_API[1]],
         extra_link_args=["-fopenmp"] + libmvec(),
         py_limited_api=True,
+        optional=True,
     )
     cuda = cuda_extension()
-    return [ext] + ([cuda] if cuda else []), {"build_ext": BuildExtension.with_options(use_ninja=True)}
+    write_built_with(torch.__version__, ROOT)
+    build = optional_build(BuildExtension).with_options(use_ninja=True)
+    return [ext] + ([cuda] if cuda else []), {"build_ext": build}
 
 
 ext_modules, cmdclass = extensions()
@@ -80,5 +144,5 @@ setup(
     package_data={"tsrnn.data": ["*.txt"]},
     ext_modules=ext_modules,
     cmdclass=cmdclass,
-    options={"bdist_wheel": {"py_limited_api": "cp39"}} if ext_modules else {},
+    options={"bdist_wheel": {"py_limited_api": LIMITED_API[0]}} if ext_modules else {},
 )

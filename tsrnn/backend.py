@@ -126,9 +126,10 @@ class Call:
     def __post_init__(self):
         # Sizes as ints: torch.jit.trace hands sizes over as tensors. The choice of path is what
         # depends on them, not the traced graph, so its warning about freezing them does not apply.
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", torch.jit.TracerWarning)
-            object.__setattr__(self, "shape", tuple(int(s) if isinstance(s, torch.Tensor) else s for s in self.shape))
+        if any(isinstance(s, torch.Tensor) for s in self.shape):
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", torch.jit.TracerWarning)
+                object.__setattr__(self, "shape", tuple(int(s) for s in self.shape))
 
     @property
     def math_dtype(self) -> torch.dtype:

@@ -2,14 +2,38 @@
 ``torch.ops.tsrnn.*`` and ``tsrnn._cuda`` their CUDA kernels. A missing or broken extension is
 recorded (why it did not load), never raised: the dispatcher (tsrnn/backend.py) then falls back
 with a one-time warning or says why a path cannot run.
+
+``tsrnn/_built_with.py``, written by setup.py, names the torch the extensions were built against
+and why any of them was not built. An extension built against another torch is not imported at
+all: libtorch's C++ ABI changes between releases, and loading it could fail in obscure ways or
+crash.
 """
 from __future__ import annotations
 
 import importlib
 
+import torch
+
+REBUILD = "reinstall tsrnn against this torch: pip install --no-build-isolation ."
+
+
+def _built_with() -> tuple[str | None, dict]:
+    """(the torch version the extensions were built against, {extension: why not built}), or
+    (None, {}) where setup.py did not record them (a source tree that was never built)."""
+    try:
+        from tsrnn import _built_with
+    except ImportError:
+        return None, {}
+    return _built_with.TORCH_VERSION, _built_with.NOT_BUILT
+
 
 def _load(module: str) -> str | None:
     """Import a compiled extension (which registers its kernels); None, or why it did not load."""
+    built_against, not_built = _built_with()
+    if module in not_built:
+        return f"{module} was not built: {not_built[module]}"
+    if built_against is not None and built_against != torch.__version__:
+        return f"{module} was built against torch {built_against}, but torch {torch.__version__} is running; {REBUILD}"
     try:
         importlib.import_module(module)
     except (ImportError, OSError) as exc:  # not built, or built against another torch

@@ -1,0 +1,38 @@
+"""tsrnn's PEP 517 build backend: setuptools', building against the torch it will run with.
+
+The compiled extensions link against libtorch's C++ API, whose ABI changes between torch
+releases, so they must be built against the torch that will import them. An isolated build
+(plain ``pip install .``) gets a fresh build environment, where setuptools alone would install
+the newest torch: here the build asks for ``torch==<the version installed where tsrnn is being
+installed>``. pip runs this backend with the target environment's interpreter, whose
+``sysconfig`` paths still name that environment's site-packages. Without torch there, the build
+takes the newest torch, as the install's own dependency will.
+"""
+from __future__ import annotations
+
+import importlib.metadata
+import sysconfig
+
+from setuptools import build_meta
+from setuptools.build_meta import *  # noqa: F401,F403  (the hooks this module does not change)
+
+
+def _torch_requirement() -> str:
+    """``torch==X`` for the torch installed in the target environment, else ``torch``."""
+    paths = sorted({sysconfig.get_paths()[key] for key in ("purelib", "platlib")})
+    for dist in importlib.metadata.distributions(path=paths):
+        if (dist.metadata["Name"] or "").lower() == "torch":
+            return f"torch=={dist.version}"
+    return "torch"
+
+
+def get_requires_for_build_wheel(config_settings=None):
+    return [*build_meta.get_requires_for_build_wheel(config_settings), _torch_requirement()]
+
+
+def get_requires_for_build_editable(config_settings=None):
+    return [*build_meta.get_requires_for_build_editable(config_settings), _torch_requirement()]
+
+
+def get_requires_for_build_sdist(config_settings=None):
+    return [*build_meta.get_requires_for_build_sdist(config_settings), _torch_requirement()]
