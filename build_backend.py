@@ -13,7 +13,6 @@ from __future__ import annotations
 import importlib.metadata
 import sysconfig
 
-from setuptools import build_meta
 from setuptools.build_meta import *  # noqa: F401,F403  (the hooks this module does not change)
 
 
@@ -26,13 +25,15 @@ def _torch_requirement() -> str:
     return "torch"
 
 
+# The extra requirements of each build: torch only. setuptools' own hooks would run setup.py to ask
+# for setup_requires, and setup.py imports torch, which is not in the build environment yet.
 def get_requires_for_build_wheel(config_settings=None):
-    return [*build_meta.get_requires_for_build_wheel(config_settings), _torch_requirement()]
+    return [_torch_requirement()]
 
 
 def get_requires_for_build_editable(config_settings=None):
-    return [*build_meta.get_requires_for_build_editable(config_settings), _torch_requirement()]
+    return [_torch_requirement()]
 
 
 def get_requires_for_build_sdist(config_settings=None):
-    return [*build_meta.get_requires_for_build_sdist(config_settings), _torch_requirement()]
+    return [_torch_requirement()]

@@ -95,23 +95,38 @@ def cuda_extension():
 
 
 def optional_build(base):
-    """``base`` (torch's BuildExtension) where an optional extension's failed build leaves it out
-    with one line saying why, recorded in tsrnn/_built_with.py (TSRNN_STRICT_BUILD=1: an error)."""
+    """``base`` (torch's BuildExtension) where an optional extension that fails to build, in its
+    own compile or in the checks before any (the compiler's ABI), is left out with one line saying
+    why, recorded in tsrnn/_built_with.py (TSRNN_STRICT_BUILD=1: an error)."""
 
     class OptionalBuild(base):
+        def run(self):
+            import torch
+
+            super().run()
+            in_place = self.inplace or getattr(self, "editable_mode", False)  # editable: the source tree's copy
+            write_built_with(torch.__version__, self.build_lib, *([ROOT] if in_place else []))
+
+        def build_extensions(self):
+            try:
+                super().build_extensions()
+            except Exception as exc:  # before any extension: no usable compiler
+                self._leave_out([e for e in self.extensions if e.name not in NOT_BUILT], exc)
+
         def build_extension(self, ext):
             try:
                 super().build_extension(ext)
             except Exception as exc:  # a compiler or linker error, a missing tool
-                if not ext.optional or os.environ.get("TSRNN_STRICT_BUILD") == "1":
-                    raise
-                lines = [line for line in str(exc).splitlines() if line.strip()]
+                self._leave_out([ext], exc)
+
+        def _leave_out(self, exts, exc):
+            if os.environ.get("TSRNN_STRICT_BUILD") == "1" or not all(e.optional for e in exts):
+                raise exc
+            lines = [line for line in str(exc).splitlines() if line.strip()]
+            for ext in exts:
                 NOT_BUILT[ext.name] = f"its build failed ({type(exc).__name__}: {lines[0] if lines else ''})"
                 say(f"{ext.name} is not built: {NOT_BUILT[ext.name]}; installing without it "
                     "(TSRNN_STRICT_BUILD=1 makes this an error)")
-                import torch
-
-                write_built_with(torch.__version__, ROOT, self.build_lib)
 
     return OptionalBuild
 
@@ -119,7 +134,6 @@ def optional_build(base):
 def extensions():
     if os.environ.get("TSRNN_NO_EXTENSION") == "1":
         return [], {}
-    import torch
     from torch.utils.cpp_extension import BuildExtension, CppExtension
 
     sources = sorted(glob.glob("csrc/*.cpp") + glob.glob("csrc/cpu/*.cpp"))
@@ -133,7 +147,6 @@ def extensions():
         optional=True,
     )
     cuda = cuda_extension()
-    write_built_with(torch.__version__, ROOT)
     build = optional_build(BuildExtension).with_options(use_ninja=True)
     return [ext] + ([cuda] if cuda else []), {"build_ext": build}
 

@@ -1,0 +1,63 @@
+"""What the install promises, checked without installing (CI runs the isolated ``pip install .``,
+a build with a failing compiler and the strict switch, .ci/run): the build backend asks for the
+torch it will run with, an extension built against another torch or not built at all is never
+imported and says why, the wheel's abi3 tag is requires-python's oldest Python, and the declared
+torch range is the one CI tests."""
+import importlib
+import re
+from pathlib import Path
+
+import pytest
+import torch
+
+from tsrnn import extensions
+
+ROOT = Path(__file__).resolve().parents[1]
+tomllib = pytest.importorskip("tomllib")
+
+
+def _pyproject():
+    return tomllib.loads((ROOT / "pyproject.toml").read_text())
+
+
+def test_the_build_asks_for_the_running_torch(monkeypatch):
+    monkeypatch.syspath_prepend(str(ROOT))
+    backend = importlib.import_module("build_backend")
+    assert backend.get_requires_for_build_wheel() == [f"torch=={torch.__version__}"]
+    assert backend.get_requires_for_build_editable() == [f"torch=={torch.__version__}"]
+    build = _pyproject()["build-system"]
+    assert build["build-backend"] == "build_backend" and not any(r.startswith("torch") for r in build["requires"])
+
+
+def test_an_extension_built_against_another_torch_is_not_imported(monkeypatch):
+    monkeypatch.setattr(extensions, "_built_with", lambda: ("1.0.0", {}))
+    monkeypatch.setattr(importlib, "import_module", lambda name: pytest.fail(f"imported {name}"))
+    error = extensions._load("tsrnn._C")
+    assert f"built against torch 1.0.0, but torch {torch.__version__} is running" in error
+    assert "pip install --no-build-isolation ." in error
+
+
+def test_a_recorded_build_failure_is_the_load_error(monkeypatch):
+    monkeypatch.setattr(extensions, "_built_with", lambda: (torch.__version__, {"tsrnn._C": "its build failed (x)"}))
+    monkeypatch.setattr(importlib, "import_module", lambda name: pytest.fail(f"imported {name}"))
+    assert extensions._load("tsrnn._C") == "tsrnn._C was not built: its build failed (x)"
+
+
+def test_the_abi3_tag_is_the_oldest_python_supported():
+    oldest = re.fullmatch(r">=3\.(\d+)", _pyproject()["project"]["requires-python"]).group(1)
+    setup = (ROOT / "setup.py").read_text()
+    tag, macro = re.search(r'LIMITED_API = \("cp3(\d+)", "-DPy_LIMITED_API=0x03(\w\w)0000"\)', setup).groups()
+    assert tag == oldest and int(macro, 16) == int(oldest)
+    assert "0x0309" not in setup
+
+
+def test_the_torch_range_is_the_one_ci_tests():
+    (torch_requirement,) = [d for d in _pyproject()["project"]["dependencies"] if d.startswith("torch")]
+    low, high = re.fullmatch(r"torch>=(\d+\.\d+),<(\d+\.\d+)", torch_requirement).groups()
+    tested = sorted({tuple(int(p) for p in v.split(".")[:2])
+                     for v in re.findall(r"torch==(\d+\.\d+\.\d+)", (ROOT / ".ci" / "run").read_text())})
+    assert len(tested) >= 2, "CI tests the lowest and the newest torch of the range"
+    assert tested[0] == tuple(int(p) for p in low.split("."))
+    major, minor = tested[-1]
+    assert (major, minor + 1) == tuple(int(p) for p in high.split("."))
+
