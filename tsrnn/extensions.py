@@ -21,10 +21,10 @@ def _built_with() -> tuple[str | None, dict]:
     """(the torch version the extensions were built against, {extension: why not built}), or
     (None, {}) where setup.py did not record them (a source tree that was never built)."""
     try:
-        from tsrnn import _built_with
+        from tsrnn._built_with import NOT_BUILT, TORCH_VERSION
     except ImportError:
         return None, {}
-    return _built_with.TORCH_VERSION, _built_with.NOT_BUILT
+    return TORCH_VERSION, NOT_BUILT
 
 
 def _load(module: str) -> str | None:
