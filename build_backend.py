@@ -1,12 +1,16 @@
 """tsrnn's PEP 517 build backend: setuptools', building against the torch it will run with.
 
 The compiled extensions link against libtorch's C++ API, whose ABI changes between torch
-releases, so they must be built against the torch that will import them. An isolated build
-(plain ``pip install .``) gets a fresh build environment, where setuptools alone would install
-the newest torch: here the build asks for ``torch==<the version installed where tsrnn is being
-installed>``. pip runs this backend with the target environment's interpreter, whose
+releases, so they must be built against the torch release that will import them. An isolated
+build (plain ``pip install .``) gets a fresh build environment, where setuptools alone would
+install the newest torch: here the build asks for ``torch==<the release installed where tsrnn is
+being installed>``. pip runs this backend with the target environment's interpreter, whose
 ``sysconfig`` paths still name that environment's site-packages. Without torch there, the build
 takes the newest torch, as the install's own dependency will.
+
+The requirement names the public release (2.13.0 for 2.13.0+cpu): a local variant such as +cpu
+lives on PyTorch's own index, which the build environment may not see, and variants of one
+release share the C++ API tsrnn._C uses (tsrnn/extensions.py compares releases the same way).
 """
 from __future__ import annotations
 
@@ -17,11 +21,11 @@ from setuptools.build_meta import *  # noqa: F401,F403  (the hooks this module d
 
 
 def _torch_requirement() -> str:
-    """``torch==X`` for the torch installed in the target environment, else ``torch``."""
+    """``torch==X`` for the release of the torch installed in the target environment, else ``torch``."""
     paths = sorted({sysconfig.get_paths()[key] for key in ("purelib", "platlib")})
     for dist in importlib.metadata.distributions(path=paths):
         if (dist.metadata["Name"] or "").lower() == "torch":
-            return f"torch=={dist.version}"
+            return f"torch=={dist.version.split('+')[0]}"
     return "torch"
 
 

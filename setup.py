@@ -39,7 +39,7 @@ def say(message: str) -> None:
     print(f"tsrnn: {message}", file=sys.stderr, flush=True)
 
 
-def write_built_with(torch_version: str, *roots: str) -> None:
+def write_built_with(torch_version: str | None, *roots: str) -> None:
     """tsrnn/_built_with.py under each root: the torch the extensions were built against, and why
     any of them was not built (tsrnn/extensions.py reads it before loading them)."""
     text = ('"""Written by setup.py: the torch the compiled extensions were built against, and why any of\n'
@@ -132,7 +132,9 @@ def optional_build(base):
 
 
 def extensions():
-    if os.environ.get("TSRNN_NO_EXTENSION") == "1":
+    if os.environ.get("TSRNN_NO_EXTENSION") == "1":  # recorded in the tree, so no earlier build's record ships
+        NOT_BUILT.update({name: "TSRNN_NO_EXTENSION=1" for name in ("tsrnn._C", "tsrnn._cuda")})
+        write_built_with(None, ROOT)
         return [], {}
     from torch.utils.cpp_extension import BuildExtension, CppExtension
 

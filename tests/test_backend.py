@@ -465,14 +465,17 @@ def test_deterministic_algorithms_take_the_first_verified_candidate(fake_cuda, m
     """Under torch.use_deterministic_algorithms(True) nothing is timed: the order of preference
     decides (after verification), the same in every process, and the choice is recorded."""
     monkeypatch.setattr(backend, "_fastest", lambda *a: pytest.fail("timed under deterministic algorithms"))
-    run = FakePaths({"cudnn": 0.01, "cuda_coop": 0.0, "triton_persistent": 0.0, "triton_step": 0.0})
+    run = FakePaths({"cudnn": 0.01, "cuda_coop": 0.0, "triton_persistent": 0.0, "triton_step": 0.0},
+                    failing=("cuda_coop",))
     before = torch.are_deterministic_algorithms_enabled()
     torch.use_deterministic_algorithms(True)
     try:
-        assert backend.choose("auto", lstm_call(CUDA), run) == "cudnn"
+        with pytest.warns(RuntimeWarning, match="cuda_coop path failed while being verified"):
+            assert backend.choose("auto", lstm_call(CUDA), run) == "cudnn"
+            assert backend.choose("auto", lstm_call(CUDA, forget=True), run) == "triton_persistent"  # no cudnn
     finally:
         torch.use_deterministic_algorithms(before)
-    assert list(backend.tuned_choices().values()) == ["cudnn"]
+    assert sorted(backend.tuned_choices().values()) == ["cudnn", "triton_persistent"]
 
 
 def test_reused_choices_replace_measuring(fake_cuda, monkeypatch):
@@ -480,17 +483,20 @@ def test_reused_choices_replace_measuring(fake_cuda, monkeypatch):
     candidate; a recorded path that cannot serve here is warned about once and the call is tuned."""
     call = lstm_call(CUDA)
     run = FakePaths({"cudnn": 0.01, "cuda_coop": 0.0, "triton_persistent": 0.0, "triton_step": 0.0})
-    backend.reuse_choices({repr(call.key()): "triton_step"})
+    backend.reuse_choices({call.recorded_key(): "triton_step"})
     monkeypatch.setattr(backend, "_fastest", lambda *a: pytest.fail("timed a reused choice"))
     assert backend.choose("auto", call, run) == "triton_step"
-    assert backend.tuned_choices() == {repr(call.key()): "triton_step"}
+    assert backend.tuned_choices() == {call.recorded_key(): "triton_step"}
     other = lstm_call(CUDA, T=9)
-    backend.reuse_choices({repr(other.key()): "cpu"})
+    backend.reuse_choices({other.recorded_key(): "cpu"})
     monkeypatch.setattr(backend, "_fastest", lambda paths, call, run: paths[1])
     with pytest.warns(RuntimeWarning, match="recorded choice 'cpu' .* cannot serve this call here"):
         assert backend.choose("auto", other, run) == "cuda_coop"
     with pytest.raises(ValueError, match="map call keys to path names"):
         backend.reuse_choices({"key": "warp_drive"})
+    on_another_gpu = backend.Call("recurrence", torch.device("cuda", 1), torch.float32, (5, 2, 3, 4), "lstm")
+    assert on_another_gpu.recorded_key() == backend.Call("recurrence", torch.device("cuda", 0), torch.float32,
+                                                         (5, 2, 3, 4), "lstm").recorded_key()
 
 
 def test_the_triton_interpreter_is_not_measured(monkeypatch):

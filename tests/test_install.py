@@ -23,8 +23,9 @@ def _pyproject():
 def test_the_build_asks_for_the_running_torch(monkeypatch):
     monkeypatch.syspath_prepend(str(ROOT))
     backend = importlib.import_module("build_backend")
-    assert backend.get_requires_for_build_wheel() == [f"torch=={torch.__version__}"]
-    assert backend.get_requires_for_build_editable() == [f"torch=={torch.__version__}"]
+    release = torch.__version__.split("+")[0]
+    assert backend.get_requires_for_build_wheel() == [f"torch=={release}"]
+    assert backend.get_requires_for_build_editable() == [f"torch=={release}"]
     build = _pyproject()["build-system"]
     assert build["build-backend"] == "build_backend" and not any(r.startswith("torch") for r in build["requires"])
 
@@ -35,6 +36,13 @@ def test_an_extension_built_against_another_torch_is_not_imported(monkeypatch):
     error = extensions._load("tsrnn._C")
     assert f"built against torch 1.0.0, but torch {torch.__version__} is running" in error
     assert "pip install --no-build-isolation ." in error
+
+
+def test_another_variant_of_the_same_release_is_imported(monkeypatch):
+    imported = []
+    monkeypatch.setattr(extensions, "_built_with", lambda: (torch.__version__.split("+")[0] + "+cu130", {}))
+    monkeypatch.setattr(importlib, "import_module", imported.append)
+    assert extensions._load("tsrnn._C") is None and imported == ["tsrnn._C"]
 
 
 def test_a_recorded_build_failure_is_the_load_error(monkeypatch):

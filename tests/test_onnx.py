@@ -43,6 +43,7 @@ def _check(session, module, *inputs):
     got = session.run(None, {n: t.numpy() for n, t in zip(names, inputs)})
     with torch.no_grad():
         out, state = module(*inputs)
+    assert len(got) == 1 + len(state)
     for value, expected in zip(got, (out, *state)):
         np.testing.assert_allclose(value, expected.numpy(), rtol=1e-5, atol=1e-6)
 

@@ -126,7 +126,7 @@ def test_resume_in_a_fresh_process_reuses_the_kernels(tmp_path):
         return checkpoint.load(tmp_path / out / "last.pt")
 
     straight = run(-1, 6, "straight")
-    assert "'cpu'" not in straight["backend_choices"] and set(straight["backend_choices"].values()) == {"cpu"}
+    assert straight["backend_choices"] and set(straight["backend_choices"].values()) == {"cpu"}
     run(-1, 3, "split")
     resumed = run(0, 6, "split", "--resume", str(tmp_path / "split" / "last.pt"))
     for name, value in straight["model"].items():
@@ -157,6 +157,27 @@ def test_a_checkpoint_holding_code_is_refused_unread(tmp_path, capsys, command):
     assert "Traceback" not in line and len(line.splitlines()) == 1
     assert "holds an object other than tensors and plain values (exec)" in line and "refused" in line
     assert not target.exists()
+
+
+def test_a_format_1_checkpoint_is_refused_with_the_way_to_upgrade_it(tmp_path):
+    """Format 1 stored numpy's RNG state as an array, which weights_only loading refuses."""
+    import numpy as np
+
+    assert train(tmp_path, "lm", steps=1) == 0
+    path = tmp_path / "run" / "last.pt"
+    state = checkpoint.load(path)
+    np.random.seed(7)
+    state["format"], state["rng"]["numpy"] = 1, np.random.get_state()
+    torch.save(state, path)
+    with pytest.raises(checkpoint.CheckpointError, match=r"format 1 .*checkpoint\.upgrade\("):
+        checkpoint.load(path)
+    checkpoint.upgrade(path)
+    upgraded = checkpoint.load(path)
+    assert upgraded["format"] == checkpoint.FORMAT and upgraded["progress"] == state["progress"]
+    expected = np.random.rand(3)
+    np.random.seed(0)
+    checkpoint.set_rng_state(upgraded["rng"])
+    assert np.array_equal(np.random.rand(3), expected)
 
 
 def test_eval_reports_frequency_bins_and_paired_interval(tmp_path, capsys):

@@ -56,3 +56,15 @@ def test_a_fused_backend_under_transforms_is_a_clear_error(backend):
     params = {k: v.detach() for k, v in module.named_parameters()}
     with pytest.raises(ValueError, match="torch.func transforms .* reference loops only"):
         grad(_loss(module))(params, torch.randn(T, B, I, dtype=torch.float64))
+
+
+def test_vmap_over_step_lengths():
+    """vmap over the pLSTM's Δt (the value checks are skipped inside transforms): each row as its
+    own call."""
+    torch.manual_seed(1)
+    module = tsrnn.PowerLawLSTM(I, H).double()
+    x = torch.randn(T, B, I, dtype=torch.float64)
+    dt = torch.rand(3, T, B, dtype=torch.float64) + 0.1
+    batched = vmap(lambda d: module(x, dt=d)[0])(dt)
+    for k in range(3):
+        torch.testing.assert_close(batched[k], module(x, dt=dt[k])[0])

@@ -11,8 +11,8 @@ fake kernels), so that a direct call of any tsrnn operator cannot write out of b
 Checks that read tensor values (finite, positive, non-negative) run on the host for CPU tensors;
 on CUDA tensors they run on the device (``torch._assert_async``: no host synchronization, a
 violation stops the program at the next synchronization with a device-side assert naming the
-argument); they are skipped while ``torch.compile``, ``torch.export`` or ``torch.jit.trace`` traces
-and during CUDA graph capture, and for meta tensors.
+argument); they are skipped while ``torch.compile``, ``torch.export`` or ``torch.jit.trace`` traces,
+inside torch.func transforms and during CUDA graph capture, and for meta tensors.
 """
 from __future__ import annotations
 
@@ -33,8 +33,9 @@ def capturing() -> bool:
 
 
 def _values_unreadable(value: torch.Tensor) -> bool:
-    """Whether a value check must be skipped: tracing, graph capture, or no data (meta)."""
-    if tracing() or value.device.type == "meta":
+    """Whether a value check must be skipped: tracing, graph capture, torch.func transforms (their
+    batched values cannot steer Python), or no data (meta)."""
+    if tracing() or value.device.type == "meta" or torch._C._are_functorch_transforms_active():
         return True
     return value.device.type == "cuda" and capturing()
 

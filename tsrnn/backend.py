@@ -67,8 +67,9 @@ for that (shape, candidates) key; the first candidate stays unless another is ``
 faster, so timing noise does not flip a choice. A candidate that raises while being timed is
 dropped with one warning naming the cause. ``TSRNN_AUTOTUNE=0`` times nothing (it still
 verifies). Under ``torch.use_deterministic_algorithms(True)`` nothing is timed either: "auto" takes
-the first verified candidate in the order above, the same in every process (timing noise could
-otherwise pick another kernel in another process, and other bits). ``reuse_choices`` takes the
+the first verified candidate in the order above, the same in every process whose verification
+agrees (it runs on each process's first inputs of a key; timing noise, by contrast, could pick
+another kernel in another process, and other bits). ``reuse_choices`` takes the
 choices an earlier run recorded (``tuned_choices``, which a training checkpoint stores) in place of
 measuring, so ``tsrnn train --resume`` runs the kernels the checkpoint's run used. Tracing (by
 ``torch.compile``, ``torch.export``, ``torch.jit.trace``), CUDA graph capture and the Triton
@@ -102,7 +103,7 @@ TUNE_MARGIN = 0.05  # another candidate replaces the first only when at least th
 _warned: set[str] = set()
 _tuned: dict[Hashable, str] = {}  # (call key, candidates) -> the measured choice
 _verdicts: dict[Hashable, str | None] = {}  # (call key, path) -> None (it agrees) or why "auto" drops it
-_reused: dict[str, str] = {}  # repr(call key) -> the path an earlier run used (reuse_choices)
+_reused: dict[str, str] = {}  # Call.recorded_key() -> the path an earlier run used (reuse_choices)
 
 
 @dataclass(frozen=True)
@@ -141,6 +142,12 @@ class Call:
         steps, *rest = self.shape
         return (self.op, self.device.type, self.device.index, self.dtype, self.cell, steps.bit_length(),
                 *rest, self.bias, self.grad, self.traces, self.packed)
+
+    def recorded_key(self) -> str:
+        """The key as ``tuned_choices`` and ``reuse_choices`` write it: without the device index,
+        so that every rank of a distributed run, or a resume on another GPU, finds the choice."""
+        key = self.key()
+        return repr(key[:2] + key[3:])
 
 
 TRANSFORMS = ("torch.func transforms (vmap, grad, jacrev, jvp, ...) run the reference loops only: the fused "
@@ -310,11 +317,12 @@ def candidates(requested: str, call: Call) -> list[str]:
     """The paths that would serve ``call`` for ``requested`` ("auto" reads TSRNN_BACKEND), in
     order of preference; raises where the request cannot be met."""
     check.choice("backend", requested, BACKENDS + tuple(p for p in PATHS[call.op] if p != "reference"))
-    requested = _effective(requested)
+    given, requested = requested, _effective(requested)
     if requested != "reference" and under_transforms():
         if requested == "auto":
             return ["reference"]
-        raise ValueError(f"backend={requested!r} cannot run this call: {TRANSFORMS}")
+        named = f"backend={requested!r}" if given == requested else f"TSRNN_BACKEND={requested!r}"
+        raise ValueError(f"{named} cannot run this call: {TRANSFORMS}")
     if requested == "auto" and torch.compiler.is_exporting():
         return _exportable(call)
     family = _family(requested, call)
@@ -381,7 +389,7 @@ def choose(requested: str, call: Call, run: Run | None = None) -> str:
         return paths[0]
     key = (call.key(), tuple(paths))
     if key not in _tuned:
-        reused = _reused.get(repr(call.key()))
+        reused = _reused.get(call.recorded_key())
         if reused is not None and reused not in paths:
             _warn_once(f"tsrnn: the recorded choice {reused!r} for {call.cell or call.op} {call.shape} cannot serve "
                        f"this call here (candidates: {', '.join(paths)}); choosing again, so results may differ "
@@ -458,9 +466,9 @@ def _verify(paths: Sequence[str], call: Call, run: Run) -> dict[str, str | None]
 
 def tuned_choices() -> dict[str, str]:
     """The choices so far, measured, taken by rule under deterministic algorithms, or reused, as
-    {repr(call key): path} (recorded by training checkpoints and bench/gpu_report.py; see
-    ``reuse_choices``)."""
-    return {repr(key): path for (key, _), path in _tuned.items()}
+    {``Call.recorded_key()``: path}, the last for a key whose candidates changed (recorded by
+    training checkpoints and bench/gpu_report.py; see ``reuse_choices``)."""
+    return {repr(key[:2] + key[3:]): path for (key, _), path in _tuned.items()}
 
 
 def verdicts() -> dict[str, str]:

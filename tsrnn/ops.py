@@ -101,8 +101,9 @@ def _projection_backward(ctx, grad):
     needs = ctx.needs_input_grad
     wanted = (needs[0], needs[1], ctx.has_bias and needs[2])
     if torch.is_grad_enabled():
-        return (grad @ w if wanted[0] else None, grad.t() @ x if wanted[1] else None,
-                grad.sum(0) if wanted[2] else None)
+        with _without_autocast(x):
+            return (grad @ w if wanted[0] else None, grad.t() @ x if wanted[1] else None,
+                    grad.sum(0) if wanted[2] else None)
     dx, dw, db = torch.ops.tsrnn.cpu_projection_backward(grad, x, w, list(wanted))
     return tuple(g if want else None for g, want in zip((dx, dw, db), wanted))
 

@@ -16,14 +16,14 @@ then specialized T to the first one's length (seen with torch 2.13).
 """
 from __future__ import annotations
 
-from torch._higher_order_ops.scan import scan_op
-
 from tsrnn import reference
 
 
 def layer(cell, x, h0, states, w_ih, w_hh, bias, p=None, dt=None, eps=0.0):
     """One layer of ``cell`` (a ``tsrnn.cells.Cell``) over x (T, B, I) from h0 and ``states`` (the
     cell's states after h, each (B, H)); dt (T, B) or None. Returns (out (T, B, H), (h_n, *states_n))."""
+    from torch._higher_order_ops.scan import scan_op  # a private module: imported where export needs it
+
     xg = x @ w_ih.T if bias is None else x @ w_ih.T + bias
     scanned = [xg] if dt is None else [xg, dt.unsqueeze(-1)]
     weights = (w_hh,) if p is None else (w_hh, p)

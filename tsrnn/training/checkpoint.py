@@ -70,8 +70,12 @@ def load(path, task: str | None = None) -> dict:
         text = str(exc)
         refused = re.search(r"Unsupported global: GLOBAL (\S+)", text)
         if refused:
+            hint = ""
+            if refused.group(1).startswith("numpy"):
+                hint = (" (a checkpoint of format 1 held numpy's RNG state as an array: if you wrote it yourself, "
+                        f"tsrnn.training.checkpoint.upgrade({str(path)!r}) rewrites it in format {FORMAT})")
             raise CheckpointError(f"checkpoint {path} holds an object other than tensors and plain values "
-                                  f"({refused.group(1)}); refused: loading it could run arbitrary code") from None
+                                  f"({refused.group(1)}); refused: loading it could run arbitrary code{hint}") from None
         detail = re.search(r"WeightsUnpickler error:\s*(\S[^\n]*)", text)
         reason = detail.group(1) if detail else text.strip().splitlines()[0] if text.strip() else ""
         raise CheckpointError(f"checkpoint {path} cannot be read ({type(exc).__name__}: {reason})") from None
@@ -80,6 +84,20 @@ def load(path, task: str | None = None) -> dict:
     if task is not None and payload.get("task") != task:
         raise CheckpointError(f"{path} was written by task {payload.get('task')!r}, not {task!r}")
     return payload
+
+
+def upgrade(path) -> Path:
+    """Rewrite a checkpoint of format 1 (numpy's RNG state as an array) in place in this format.
+    It unpickles the file without restriction: only for a checkpoint you wrote yourself."""
+    path = check_file(path)
+    payload = torch.load(path, map_location="cpu", weights_only=False)
+    if not isinstance(payload, dict) or payload.get("format") != 1:
+        raise CheckpointError(f"{path} is not a tsrnn checkpoint of format 1")
+    name, key, pos, has_gauss, cached = payload["rng"]["numpy"]
+    payload["rng"]["numpy"] = (name, torch.from_numpy(np.asarray(key).astype(np.int64)), int(pos), int(has_gauss),
+                               float(cached))
+    del payload["format"], payload["tsrnn_version"]
+    return save(path, payload)
 
 
 def rng_state() -> dict:
