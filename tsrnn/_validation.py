@@ -27,6 +27,11 @@ def tracing() -> bool:
     return torch.compiler.is_compiling() or torch.jit.is_tracing()
 
 
+def under_transforms() -> bool:
+    """True inside a torch.func transform (vmap, grad, jacrev, functional_call under them...)."""
+    return torch._C._are_functorch_transforms_active()
+
+
 def capturing() -> bool:
     """Whether the current CUDA stream is capturing a graph (False without CUDA)."""
     return torch.cuda.is_available() and torch.cuda.is_current_stream_capturing()
@@ -35,7 +40,7 @@ def capturing() -> bool:
 def _values_unreadable(value: torch.Tensor) -> bool:
     """Whether a value check must be skipped: tracing, graph capture, torch.func transforms (their
     batched values cannot steer Python), or no data (meta)."""
-    if tracing() or value.device.type == "meta" or torch._C._are_functorch_transforms_active():
+    if tracing() or value.device.type == "meta" or under_transforms():
         return True
     return value.device.type == "cuda" and capturing()
 

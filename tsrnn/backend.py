@@ -144,19 +144,18 @@ class Call:
                 *rest, self.bias, self.grad, self.traces, self.packed)
 
     def recorded_key(self) -> str:
-        """The key as ``tuned_choices`` and ``reuse_choices`` write it: without the device index,
-        so that every rank of a distributed run, or a resume on another GPU, finds the choice."""
-        key = self.key()
-        return repr(key[:2] + key[3:])
+        """The key as ``tuned_choices`` and ``reuse_choices`` write it (``_recorded``)."""
+        return _recorded(self.key())
+
+
+def _recorded(key: tuple) -> str:
+    """A call key without its device index, as text: every rank of a distributed run, or a resume
+    on another GPU, finds the choice recorded under it."""
+    return repr(key[:2] + key[3:])
 
 
 TRANSFORMS = ("torch.func transforms (vmap, grad, jacrev, jvp, ...) run the reference loops only: the fused "
               "kernels have no batching or forward-mode rules; use backend='auto' or 'reference'")
-
-
-def under_transforms() -> bool:
-    """True inside a torch.func transform (vmap, grad, jacrev, functional_call under them...)."""
-    return torch._C._are_functorch_transforms_active()
 
 
 def native_available() -> bool:
@@ -318,7 +317,7 @@ def candidates(requested: str, call: Call) -> list[str]:
     order of preference; raises where the request cannot be met."""
     check.choice("backend", requested, BACKENDS + tuple(p for p in PATHS[call.op] if p != "reference"))
     given, requested = requested, _effective(requested)
-    if requested != "reference" and under_transforms():
+    if requested != "reference" and check.under_transforms():
         if requested == "auto":
             return ["reference"]
         named = f"backend={requested!r}" if given == requested else f"TSRNN_BACKEND={requested!r}"
@@ -468,7 +467,7 @@ def tuned_choices() -> dict[str, str]:
     """The choices so far, measured, taken by rule under deterministic algorithms, or reused, as
     {``Call.recorded_key()``: path}, the last for a key whose candidates changed (recorded by
     training checkpoints and bench/gpu_report.py; see ``reuse_choices``)."""
-    return {repr(key[:2] + key[3:]): path for (key, _), path in _tuned.items()}
+    return {_recorded(key): path for (key, _), path in _tuned.items()}
 
 
 def verdicts() -> dict[str, str]:

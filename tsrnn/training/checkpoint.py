@@ -93,18 +93,21 @@ def upgrade(path) -> Path:
     payload = torch.load(path, map_location="cpu", weights_only=False)
     if not isinstance(payload, dict) or payload.get("format") != 1:
         raise CheckpointError(f"{path} is not a tsrnn checkpoint of format 1")
-    name, key, pos, has_gauss, cached = payload["rng"]["numpy"]
-    payload["rng"]["numpy"] = (name, torch.from_numpy(np.asarray(key).astype(np.int64)), int(pos), int(has_gauss),
-                               float(cached))
+    payload["rng"]["numpy"] = _plain_numpy_state(payload["rng"]["numpy"])
     del payload["format"], payload["tsrnn_version"]
     return save(path, payload)
 
 
 def rng_state() -> dict:
     """Every RNG's state in plain values and tensors (numpy's key as an int64 tensor)."""
-    name, key, pos, has_gauss, cached = np.random.get_state()
     return {"torch": torch.get_rng_state(), "python": random.getstate(),
-            "numpy": (name, torch.from_numpy(key.astype(np.int64)), int(pos), int(has_gauss), float(cached))}
+            "numpy": _plain_numpy_state(np.random.get_state())}
+
+
+def _plain_numpy_state(state) -> tuple:
+    """numpy's legacy RNG state with its key as an int64 tensor, which weights_only loading reads."""
+    name, key, pos, has_gauss, cached = state
+    return name, torch.from_numpy(np.asarray(key).astype(np.int64)), int(pos), int(has_gauss), float(cached)
 
 
 def set_rng_state(state: dict) -> None:
