@@ -26,14 +26,39 @@ def test_read_idx_round_trip(tmp_path):
     assert np.array_equal(digits.read_idx(write_idx(tmp_path / "f", floats, type_byte=0x0D)), floats)
 
 
+def one_line_error(error, *parts):
+    """The ValueError/FileNotFoundError text, checked to be one line holding every part."""
+    text = str(error.value)
+    assert "\n" not in text and all(str(part) in text for part in parts), text
+    return text
+
+
 def test_read_idx_rejects_bad_files(tmp_path):
     (tmp_path / "text").write_text("not an idx file")
-    with pytest.raises(ValueError, match="not an IDX file"):
+    with pytest.raises(ValueError, match="not an IDX file") as err:
         digits.read_idx(tmp_path / "text")
+    one_line_error(err, tmp_path / "text")
     path = write_idx(tmp_path / "short", np.zeros((4, 2, 2), np.uint8))
     path.write_bytes(path.read_bytes()[:-3])
-    with pytest.raises(ValueError, match="needs"):
+    with pytest.raises(ValueError, match="needs") as err:
         digits.read_idx(path)
+    one_line_error(err, path)
+    (tmp_path / "header").write_bytes(bytes([0, 0, 8, 3, 0, 0]))
+    with pytest.raises(ValueError, match="truncated: its header needs 16 bytes") as err:
+        digits.read_idx(tmp_path / "header")
+    one_line_error(err, tmp_path / "header")
+
+
+def test_read_idx_rejects_bad_gzip_files(tmp_path):
+    (tmp_path / "junk.gz").write_bytes(b"junk, not gzip")
+    with pytest.raises(ValueError, match="not a readable gzip file") as err:
+        digits.read_idx(tmp_path / "junk.gz")
+    one_line_error(err, tmp_path / "junk.gz")
+    path = write_idx(tmp_path / "cut.gz", np.zeros((40, 2, 2), np.uint8), compress=True)
+    path.write_bytes(path.read_bytes()[:-10])
+    with pytest.raises(ValueError, match="not a readable gzip file") as err:
+        digits.read_idx(path)
+    one_line_error(err, path)
 
 
 def fake_mnist(directory, n_train=10_006, n_test=7, side=2, compress=False):
@@ -65,6 +90,57 @@ def test_missing_mnist_file_is_named(tmp_path):
         digits.load_mnist(directory)
     with pytest.raises(FileNotFoundError, match="does not exist"):
         digits.load_mnist(tmp_path / "nowhere")
+
+
+@pytest.mark.parametrize("fault, message", [
+    ("count", "holds 5 labels but {images} holds 7 images"),
+    ("range", "label 12 at index 3 is outside the classes 0..9 (2 of the 7 labels are)"),
+    ("negative", "label -1 at index 0 is outside the classes 0..9"),
+    ("float_labels", "holds >f4 of shape (7,), not labels"),
+    ("flat_images", "holds uint8 of shape (7, 4), not images"),
+    ("empty", "holds no images: the test split is empty")])
+def test_bad_mnist_test_files_are_named(tmp_path, fault, message):
+    directory = fake_mnist(tmp_path / "mnist")
+    images, labels = (directory / name for name in digits.MNIST_FILES["test"])
+    if fault == "count":
+        write_idx(labels, np.zeros(5))
+    elif fault == "range":
+        write_idx(labels, [0, 1, 2, 12, 4, 5, 10])
+    elif fault == "negative":
+        write_idx(labels, [-1, 1, 2, 3, 4, 5, 6], type_byte=0x09)
+    elif fault == "float_labels":
+        write_idx(labels, np.zeros(7), type_byte=0x0D)
+    elif fault == "flat_images":
+        write_idx(images, np.zeros((7, 4)))
+    else:
+        write_idx(images, np.zeros((0, 2, 2)))
+        write_idx(labels, np.zeros(0))
+    with pytest.raises(ValueError) as err:
+        digits.load_mnist(directory)
+    named = images if fault in ("flat_images", "empty") else labels
+    one_line_error(err, named, message.format(images=images))
+
+
+def test_mnist_training_files_need_more_than_the_validation_images(tmp_path):
+    directory = fake_mnist(tmp_path / "mnist", n_train=10_000)
+    with pytest.raises(ValueError, match="leaves the train split empty") as err:
+        digits.load_mnist(directory)
+    one_line_error(err, directory / "train-images-idx3-ubyte", "holds 10000 images", "more than 10,000")
+
+
+def test_bad_mnist_data_is_one_line_from_the_cli(tmp_path, capsys):
+    from tsrnn import cli
+    directory = fake_mnist(tmp_path / "mnist", compress=True)
+    (directory / "train-labels-idx1-ubyte.gz").write_bytes(b"junk")
+    argv = ["train", "--task", "pixels", "--data", str(directory), "--max-steps", "1", "--quiet",
+            "--out", str(tmp_path / "run")]
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("tsrnn train: error: ") and "train-labels-idx1-ubyte.gz" in err[0]
+    write_idx(directory / "train-labels-idx1-ubyte.gz", np.full(10_006, 12), compress=True)
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "label 12 at index 0 is outside the classes 0..9" in err[0]
 
 
 def test_small_digits_and_permutation():

@@ -112,7 +112,7 @@ class PixelsTask(ClassificationTask):
     def build_model(self):
         a = self.args
         t_max = float(self.splits.steps) if a.cell == "chrono" else None
-        return models.SequenceClassifier(a.cell, 1, int(a.nhid), 10, t_max=t_max,
+        return models.SequenceClassifier(a.cell, 1, int(a.nhid), datasets.digits.CLASSES, t_max=t_max,
                                          generator=torch.Generator().manual_seed(a.seed), backend=a.backend)
 
     def _batches(self, split, order=None):
