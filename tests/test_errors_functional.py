@@ -52,6 +52,11 @@ FUNCTIONAL_CASES = {
     "p-length": ("plstm", _replace("p", lambda v: v[:-1]), ValueError, r"p must have shape \(6,\), got \(5,\)"),
     "p-2d": ("plstm", _replace("p", lambda v: v[None]), ValueError, r"p must have 1 dimensions"),
     "p-device": ("plstm", _replace("p", lambda v: v.to("meta")), ValueError, r"p is on meta"),
+    "p-negative": ("plstm", _replace("p", lambda v: v - 2), ValueError, r"p must be > 0, got minimum -"),
+    "p-zero": ("plstm", _replace("p", lambda v: torch.zeros_like(v)), ValueError, r"p must be > 0, got minimum 0"),
+    "p-nan": ("plstm", _replace("p", lambda v: torch.full_like(v, NAN)), ValueError, r"p must be finite"),
+    "p-inf": ("plstm", _replace("p", lambda v: v.index_fill(0, torch.tensor([2]), INF)), ValueError,
+              r"p must be finite"),
     "dt-shape": ("plstm", lambda a: {**a, "dt": torch.ones(FT, FB + 1, dtype=torch.float64)}, ValueError,
                  r"dt must have shape \(4, 3\), got \(4, 4\)"),
     "dt-3d-shape": ("plstm", lambda a: {**a, "dt": torch.ones(FT, FB, 2, dtype=torch.float64)}, ValueError,
@@ -110,6 +115,16 @@ def test_functional_state_dtype_must_match_x(cell, backend):
     args["c0"] = args["c0"].float()
     with pytest.raises(TypeError, match=r"c0"):
         call_layer(cell, {**args, "backend": backend})
+
+
+def test_functional_plstm_p_value_check_is_skipped_inside_transforms():
+    """p > 0 is a value check: inside torch.func transforms (vmap over p here) it is skipped, as
+    for dt, and each row gives what its own call gives."""
+    args = layer_args("plstm_coupled", FT, FB, FI, FH)
+    ps = torch.stack([args["p"], args["p"].flip(0)])
+    batched = torch.func.vmap(lambda p: functional.plstm(**{**args, "p": p})[0])(ps)
+    for k in range(2):
+        torch.testing.assert_close(batched[k], functional.plstm(**{**args, "p": ps[k]})[0])
 
 
 @pytest.mark.parametrize("eps", [INF, "1e-3"])

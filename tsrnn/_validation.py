@@ -243,7 +243,7 @@ def sizes(name: str, value) -> tuple[int, ...]:
 def recurrent_layer(cell, x, h0, states: Sequence, w_ih, w_hh, bias, p=None, dt=None):
     """One recurrent layer's arguments (``tsrnn.functional.lstm`` / ``plstm``): x (T, B, I),
     h0 and each state (B, H) in the cell's order (``cell.initial_states``), w_ih (G*H, I), w_hh
-    (G*H, H), bias (G*H,) or None, p (H,) for the pLSTM, dt (T, B) or (T, B, 1) > 0 or None;
+    (G*H, H), bias (G*H,) or None, p (H,) > 0 for the pLSTM, dt (T, B) or (T, B, 1) > 0 or None;
     ``cell`` a ``tsrnn.cells.Cell``. The states of ``cell.math_states`` (the age) may have another
     dtype and must be >= 0. Returns dt as (T, B) or None."""
     tensor("x", x, 3)
@@ -271,6 +271,7 @@ def recurrent_layer(cell, x, h0, states: Sequence, w_ih, w_hh, bias, p=None, dt=
     if cell.has_p:
         tensor("p", p, 1)
         shape("p", p, (hidden,))
+        positive("p", p)
     for name in cell.initial_math_states:
         nonnegative(name, named[name])
     if dt is not None:

@@ -199,7 +199,7 @@ def plstm(x, h0, c0, a0, w_ih, w_hh, bias, p, dt=None, eps=1e-3, input_gate="cou
     """(S9) over a sequence: ``out, (h_n, c_n, a_n) = plstm(x, h0, c0, a0, w_ih, w_hh, bias, p)``.
 
     w_ih (G*H, I), w_hh (G*H, H), bias (G*H,) or None with G = 3 (coupled: r, g, o) or 4
-    (separate: i, r, g, o); p (H,) the decay exponent; a0 (B, H) the age (zeros at the start);
+    (separate: i, r, g, o); p (H,) the decay exponents, finite and > 0; a0 (B, H) the age (zeros at the start);
     dt (T, B) or (T, B, 1) step lengths > 0, or None for Δt = 1. dt is data: it gets no gradient.
     ``lengths`` as for ``lstm``: a_n too is each row's age after its last step.
     """
