@@ -50,6 +50,32 @@ def test_missing_folders_are_named(tmp_path):
         imdb.load_imdb(root)
 
 
+def one_line(text, *parts):
+    assert "\n" not in text.strip() and all(str(part) in text for part in parts), text
+
+
+def test_empty_splits_are_named(tmp_path, capsys):
+    root = write_aclimdb(tmp_path / "aclImdb", copies=1)
+    for path in [*(root / "train" / "pos").iterdir(), *(root / "train" / "neg").iterdir()][2:]:
+        path.unlink()                                       # 2 training reviews: 10% of them is none
+    with pytest.raises(ValueError, match=r"the valid split is empty: valid takes 0.1 of the 2 reviews") as err:
+        imdb.load_imdb(root)
+    one_line(str(err.value), root)
+    with pytest.raises(ValueError, match=r"the train split is empty: valid takes 1 of the 2 reviews") as err:
+        imdb.load_imdb(root, valid_fraction=1.0)
+    one_line(str(err.value), root)
+    argv = ["train", "--task", "imdb", "--data", str(root), "--max-steps", "1", "--quiet", "--out", str(tmp_path / "r")]
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("tsrnn train: error: ") and "the valid split is empty" in err
+    one_line(err, root)
+    for path in [*(root / "test" / "pos").iterdir(), *(root / "test" / "neg").iterdir()]:
+        path.unlink()
+    with pytest.raises(ValueError, match="holds no reviews") as err:
+        imdb.load_imdb(root, valid_fraction=0.5)
+    one_line(str(err.value), root / "test")
+
+
 def test_load_vectors(tmp_path):
     path = tmp_path / "vectors.txt"
     path.write_text("great 1 2 3\nawful -1 -2 -3\nunused 9 9 9\n")

@@ -65,6 +65,10 @@ def load_imdb(directory, vocab_size: int = 25_000, max_length: int = 400, valid_
     order = torch.randperm(len(train_texts), generator=torch.Generator().manual_seed(0)).tolist()
     n_valid = round(valid_fraction * len(order))
     valid_idx, train_idx = order[:n_valid], order[n_valid:]
+    for split, idx in (("valid", valid_idx), ("train", train_idx)):
+        if not idx:
+            raise ValueError(f"IMDB directory {directory}: the {split} split is empty: valid takes {valid_fraction:g} "
+                             f"of the {len(order)} reviews in train/ ({n_valid}), train the rest")
     counts = Counter(word for i in train_idx for word in train_texts[i])
     words = ["<pad>", "<unk>"] + [w for w, _ in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:vocab_size]]
     ids = {w: i for i, w in enumerate(words)}
