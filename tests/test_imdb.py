@@ -76,6 +76,35 @@ def test_empty_splits_are_named(tmp_path, capsys):
     one_line(str(err.value), root / "test")
 
 
+@pytest.mark.parametrize("line, message", [
+    ("awful 1 x", "value 2 of 'awful' is 'x', not a finite number"),
+    ("awful nan 2", "value 1 of 'awful' is 'nan', not a finite number"),
+    ("awful 1 inf", "value 2 of 'awful' is 'inf', not a finite number"),
+    ("awful -Infinity 2", "value 1 of 'awful' is '-Infinity', not a finite number"),
+    ("awful 1 2 3", "3 numbers, expected 2 (as on line 2)"),
+    ("awful", "'awful' has no numbers")])
+def test_bad_vector_lines_name_the_file_and_line(tmp_path, line, message):
+    path = tmp_path / "vectors.txt"
+    path.write_text(f"unused 1 2 3\ngreat 1 2\nother x y\n{line}\n")   # lines of other words are not read
+    with pytest.raises(ValueError, match="^" + str(path) + ":4: ") as err:
+        imdb.load_vectors(path, ["<pad>", "great", "awful"])
+    one_line(str(err.value), message)
+
+
+def test_vectors_file_must_be_utf8(tmp_path, capsys):
+    path = tmp_path / "vectors.txt"
+    path.write_bytes("great 1 2\ncaf\u00e9 3 4\n".encode("latin-1"))
+    with pytest.raises(ValueError, match=r"not UTF-8 text \(byte 3 of the line is b'\\xe9'\)") as err:
+        imdb.load_vectors(path, ["<pad>", "great"])
+    one_line(str(err.value), f"{path}:2: ")
+    argv = ["train", "--task", "imdb", "--data", str(write_aclimdb(tmp_path / "aclImdb")), "--embeddings", str(path),
+            "--max-steps", "1", "--quiet", "--out", str(tmp_path / "run")]
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("tsrnn train: error: ") and "not UTF-8 text" in err
+    one_line(err, f"{path}:2: ")
+
+
 def test_load_vectors(tmp_path):
     path = tmp_path / "vectors.txt"
     path.write_text("great 1 2 3\nawful -1 -2 -3\nunused 9 9 9\n")

@@ -10,6 +10,7 @@ breaks removed, words (with inner apostrophes) and each punctuation mark as toke
 """
 from __future__ import annotations
 
+import math
 import re
 from collections import Counter
 from dataclasses import dataclass
@@ -82,23 +83,48 @@ def load_imdb(directory, vocab_size: int = 25_000, max_length: int = 400, valid_
                 encode(test_texts, test_labels, range(len(test_texts))))
 
 
+def _numbers(where: str, word: str, text: str) -> list[float]:
+    """The finite numbers of a vector line's ``text``; ValueError at ``where`` naming a bad value."""
+    values = []
+    for i, value in enumerate(text.split(), 1):
+        try:
+            number = float(value)
+        except ValueError:
+            number = math.nan
+        if not math.isfinite(number):
+            raise ValueError(f"{where}: value {i} of {word!r} is {value!r}, not a finite number")
+        values.append(number)
+    if not values:
+        raise ValueError(f"{where}: {word!r} has no numbers")
+    return values
+
+
 def load_vectors(path, words: list, dim: int | None = None) -> tuple[torch.Tensor, int]:
-    """Word vectors for ``words`` from a GloVe-format text file (a word, then its numbers, per line).
+    """Word vectors for ``words`` from a GloVe-format UTF-8 text file (a word, then its numbers, per line).
     Returns (vectors (len(words), dim) float32, how many words were found); words the file lacks
-    get N(0, 0.1²) draws (seed 0), ``<pad>`` zeros."""
+    get N(0, 0.1²) draws (seed 0), ``<pad>`` zeros. The lines of those words must hold ``dim``
+    (else the first such line's count of) finite numbers: ValueError naming the file and line."""
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"embeddings file {path} not found (GloVe text format, e.g. glove.6B.100d.txt)")
     wanted = {w: i for i, w in enumerate(words)}
     found: dict[int, list[float]] = {}
-    with path.open(encoding="utf-8", errors="replace") as f:
-        for line_number, line in enumerate(f, 1):
+    width = "" if dim is None else f"{dim}"
+    with path.open("rb") as f:
+        for line_number, raw in enumerate(f, 1):
+            where = f"{path}:{line_number}"
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as err:
+                raise ValueError(f"{where}: not UTF-8 text (byte {err.start} of the line is "
+                                 f"{raw[err.start:err.start + 1]!r})") from None
             word, _, rest = line.rstrip().partition(" ")
             if word in wanted:
-                values = [float(v) for v in rest.split()]
-                dim = dim or len(values)
+                values = _numbers(where, word, rest)
+                if dim is None:
+                    dim, width = len(values), f"{len(values)} (as on line {line_number})"
                 if len(values) != dim:
-                    raise ValueError(f"{path}:{line_number}: {len(values)} numbers, expected {dim}")
+                    raise ValueError(f"{where}: {len(values)} numbers, expected {width}")
                 found[wanted[word]] = values
     if not found:
         raise ValueError(f"{path} holds a vector for none of the {len(words)} words")
