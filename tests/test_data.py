@@ -230,6 +230,29 @@ def test_load_brown_errors(tmp_path):
         load_brown(_write(tmp_path / "dir2", {"README": "x"}))
 
 
+def test_brown_too_small_for_a_split_names_it(tmp_path, monkeypatch, capsys):
+    from tsrnn import cli
+    import tsrnn.data.brown as brown
+    archive = tmp_path / "brown.zip"
+    with zipfile.ZipFile(archive, "w") as z:
+        for name, text in _brown_docs().items():
+            z.writestr(f"brown/{name}", text)
+    with pytest.raises(ValueError, match=r"is too small: its 3 documents \(13 tokens\) leave the valid split empty; "
+                                         r"valid takes the documents starting from token 800,000") as err:
+        load_brown(archive)
+    assert str(err.value).startswith(f"{archive} ") and "\n" not in str(err.value)
+    argv = ["train", "--task", "mlp-lm", "--data", str(archive), "--max-steps", "1", "--quiet",
+            "--out", str(tmp_path / "run")]
+    assert cli.main(argv) == 2
+    out = capsys.readouterr().err.strip().splitlines()
+    assert len(out) == 1 and out[0].startswith(f"tsrnn train: error: {archive} is too small") and "valid split" in out[0]
+    monkeypatch.setattr(brown, "TRAIN_TOKENS", 7)
+    with pytest.raises(ValueError, match=r"leave the test split empty; test takes the documents starting from token "
+                                         r"200,007, so the corpus needs more than 200,007 tokens") as err:
+        load_brown(archive)
+    assert str(err.value).startswith(f"{archive} ")
+
+
 @_needs(BROWN)
 def test_brown_real_counts_split_and_document_batches():
     c = load_brown(BROWN)

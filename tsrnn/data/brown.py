@@ -70,7 +70,8 @@ def load_brown(path, min_count: int = 6, lowercase: bool = False, vocab_from: st
     min_count: a word is kept if seen at least this often (6: "more than 5 times").
     lowercase: lower-case the words first (default False, as Bengio et al.).
     vocab_from: ``"train"`` counts the train documents, ``"all"`` all 500 (seed 004).
-    Returns a DocumentCorpus named "brown": per split a list of 1-D LongTensors.
+    Returns a DocumentCorpus named "brown": per split a list of 1-D LongTensors; ValueError if
+    the corpus is too small for a valid or test split.
     """
     min_count = check.count("min_count", min_count)
     check.choice("vocab_from", vocab_from, ("train", "all"))
@@ -81,6 +82,12 @@ def load_brown(path, min_count: int = 6, lowercase: bool = False, vocab_from: st
         split = "train" if start < TRAIN_TOKENS else "valid" if start < TRAIN_TOKENS + VALID_TOKENS else "test"
         splits[split].append(words)
         start += len(words)
+    for split, first in (("valid", TRAIN_TOKENS), ("test", TRAIN_TOKENS + VALID_TOKENS)):
+        if not splits[split]:
+            raise ValueError(f"{os.fspath(path)} is too small: its {len(docs)} documents ({start:,} tokens) leave the "
+                             f"{split} split empty; {split} takes the documents starting from token {first:,}, so "
+                             f"the corpus needs more than {first:,} tokens (NLTK's brown.zip: 500 documents, "
+                             f"1,161,192 tokens)")
     counted = splits["train"] if vocab_from == "train" else docs
     vocab = Vocabulary.build((w for words in counted for w in words), min_count=min_count, specials=(UNK,))
     if vocab_from == "all":  # counts stay training counts (frequency bins, unigram baselines)
