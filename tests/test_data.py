@@ -172,6 +172,29 @@ def test_wikitext2_vocab_and_counts():
 
 # ---------------------------------------------------------------------------------- Brown
 
+@pytest.mark.parametrize("split", ["train", "valid", "test"])
+def test_an_empty_split_file_is_named(tmp_path, split):
+    d = _write(tmp_path / "toy", {"train.txt": "a b\n", "valid.txt": "a\n", "test.txt": "b\n", f"{split}.txt": "\n"})
+    with pytest.raises(ValueError, match="is empty: it holds no token") as err:
+        load_text_corpus(d)
+    assert str(err.value).startswith(os.path.join(str(d), f"{split}.txt")) and "\n" not in str(err.value)
+
+
+def test_lm_splits_too_short_for_their_streams_are_named(tmp_path, capsys):
+    from tsrnn import cli
+    d = _write(tmp_path / "toy", {"train.txt": "a b c d\n" * 20, "valid.txt": "a b\n", "test.txt": "b\n"})
+    argv = ["train", "--task", "lm", "--data", str(d), "--max-steps", "1", "--quiet", "--out", str(tmp_path / "run")]
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"tsrnn train: error: {d}: the valid split holds 3 tokens (with <eos>), too few for its 10 streams "
+                   f"of 2 tokens or more (20)"]
+    _write(d, {"valid.txt": "a b\n" * 10})
+    assert cli.main(argv + ["--batch-size", "60"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"tsrnn train: error: {d}: the train split holds 100 tokens (with <eos>), too few for its 60 streams "
+                   f"of 2 tokens or more (120)"]
+
+
 def _brown_docs():
     return {"ca01": "The/at cat/nn sat/vbd ./.\n\n\tThe/at dog/nn ./.\n",
             "ca02": "A/at cat/nn and/or/cc dog/nn\n",

@@ -86,6 +86,16 @@ class LanguageModelTask(TextTask):
                                 dropoute=a.dropoute, wdrop=a.wdrop, alpha=a.alpha, beta=a.beta,
                                 mts_alpha=a.mts_alpha, mts_freeze=a.freeze, backend=a.backend)
 
+    def load(self, args):
+        """The corpus, checked when read: train fills --batch-size streams, valid the validation's, 2+ tokens each."""
+        corpus = super().load(args)
+        for split, streams in (("train", args.batch_size), ("valid", self.validation_scoring["batch_size"])):
+            tokens = getattr(corpus, split).numel()
+            if tokens < 2 * streams:
+                raise ValueError(f"{args.data}: the {split} split holds {tokens} tokens (with <eos>), too few for "
+                                 f"its {streams} streams of 2 tokens or more ({2 * streams})")
+        return corpus
+
     def train_batches(self, epoch, rank, world):
         """BPTT windows of --bptt steps, or with --random-bptt of AWD-LSTM's random lengths
         (``schedules.random_bptt_length``, drawn from the seed, epoch and rank)."""
