@@ -6,6 +6,8 @@ names the argument.
 The functional API's errors: test_errors_functional.py; the compiled operators':
 test_errors_ops.py; tsrnn.timescales': test_timescales.py.
 """
+import warnings
+
 import pytest
 import torch
 from torch.nn.utils.rnn import pack_padded_sequence
@@ -134,6 +136,8 @@ CTOR_CASES = {
     "dropout-neg": ({"dropout": -0.1}, ValueError, r"dropout must be in \[0, 1\]"),
     "dropout-nan": ({"dropout": NAN}, ValueError, r"dropout must be in \[0, 1\]"),
     "dropout-str": ({"dropout": "0.5"}, TypeError, r"dropout must be a real number"),
+    "dropout-inf": ({"dropout": INF}, ValueError, r"dropout must be in \[0, 1\], got inf"),
+    "dropout-bool": ({"dropout": True}, TypeError, r"dropout must be a real number, got bool"),
     "backend": ({"backend": "cuda-magic"}, ValueError,
                 r"backend must be one of \['auto', 'reference', 'native', 'triton', 'cpu', 'onednn'.*\], got 'cuda-magic'"),
     "lstm:freeze": ({"freeze": "x"}, ValueError, r"freeze must be one of \['gates', 'all'\], got 'x'"),
@@ -143,6 +147,9 @@ CTOR_CASES = {
     "plstm:eps-nan": ({"eps": NAN}, ValueError, r"eps must be finite"),
     "plstm:eps-inf": ({"eps": INF}, ValueError, r"eps must be finite"),
     "plstm:eps-str": ({"eps": "1e-3"}, TypeError, r"eps must be a real number"),
+    "plstm:learn_p-and-fixed_p": ({"learn_p": True, "fixed_p": 0.5}, ValueError,
+                                  r"^learn_p=True and fixed_p=0.5 contradict each other: a fixed p is not learned$"),
+    "plstm:learn_p-str": ({"learn_p": "no"}, ValueError, r"learn_p must be one of \[None, True, False\], got 'no'"),
 }
 
 
@@ -158,6 +165,35 @@ def test_constructor_errors(kind, kw, exc, match):
     args = {"input_size": I, "hidden_size": H, **kw}
     with pytest.raises(exc, match=match):
         MODULES[kind](**args)
+
+
+@pytest.mark.parametrize("kind", list(MODULES))
+def test_dropout_with_one_layer_warns_as_torch_does(kind):
+    """dropout > 0 with num_layers == 1 warns with torch.nn.LSTM's own text, once, at construction."""
+    for dropout, layers in ((0.3, 1), (1, 1)):
+        with pytest.warns(UserWarning) as torch_warned:
+            torch.nn.LSTM(I, H, layers, dropout=dropout)
+        with pytest.warns(UserWarning) as ours:
+            module = MODULES[kind](I, H, layers, dropout=dropout)
+        assert [str(w.message) for w in ours] == [str(w.message) for w in torch_warned]
+        assert ours[0].filename == __file__  # points at the caller's line
+    assert str(ours[0].message) == ("dropout option adds dropout after all but last recurrent layer, so non-zero "
+                                    "dropout expects num_layers greater than 1, but got dropout=1 and num_layers=1")
+    with warnings.catch_warnings():
+        warnings.filterwarnings("error", message="dropout option")
+        MODULES[kind](I, H, 2, dropout=0.3)
+        MODULES[kind](I, H, 1, dropout=0.0)
+        module(torch.randn(T, B, I))  # nothing per call
+
+
+def test_plstm_learns_p_unless_it_is_fixed():
+    """learn_p=None (the default) learns p unless fixed_p is given; learn_p=False with fixed_p agrees."""
+    assert tsrnn.PowerLawLSTM(I, H).learn_p and "p_logit_l0" in dict(tsrnn.PowerLawLSTM(I, H).named_parameters())
+    for kw in ({"fixed_p": 0.5}, {"fixed_p": 0.5, "learn_p": False}):
+        m = tsrnn.PowerLawLSTM(I, H, **kw)
+        assert not m.learn_p and not any("p_" in name for name, _ in m.named_parameters())
+    frozen = tsrnn.PowerLawLSTM(I, H, learn_p=False)
+    assert not frozen.learn_p and "p_logit_l0" in dict(frozen.named_buffers())
 
 
 # --------------------------------------------------------------------------------------------

@@ -67,7 +67,8 @@ def test_dropout_between_layers_only():
     torch.testing.assert_close(out_eval, ours(x)[0])  # eval: deterministic
     ours.train()
     assert not torch.allclose(ours(x)[0], out_eval)
-    single = tsrnn.LSTM(5, 7, num_layers=1, dropout=0.5, dtype=torch.float64).train()
+    with pytest.warns(UserWarning, match="non-zero dropout expects num_layers greater than 1"):
+        single = tsrnn.LSTM(5, 7, num_layers=1, dropout=0.5, dtype=torch.float64).train()
     torch.testing.assert_close(single(x)[0], single(x)[0])  # no dropout after the last layer
 
 

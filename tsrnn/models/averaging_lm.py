@@ -57,8 +57,8 @@ class AveragingLM(nn.Module):
         self.tie_weights = bool(tie_weights)
         self.memory = bool(memory)
         self.encoder = nn.Embedding(self.vocab_size, self.embedding_size)
-        self.rnn = LSTM(self.embedding_size, self.hidden_size, num_layers=self.num_layers,
-                        dropout=self.dropout, backend=backend)
+        self.rnn = LSTM(self.embedding_size, self.hidden_size, num_layers=self.num_layers,  # between layers only
+                        dropout=self.dropout if self.num_layers > 1 else 0.0, backend=backend)
         self.concat = nn.Linear((2 if self.memory else 1) * self.hidden_size, self.embedding_size)
         self.decoder = nn.Linear(self.embedding_size, self.vocab_size)
         self.reset_parameters()

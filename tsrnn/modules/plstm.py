@@ -26,7 +26,8 @@ class PowerLawLSTM(StackedRNN):
         eps: ε of the forget gate (S7), > 0.
         input_gate: "coupled" (i = 1 - f, gates r, g, o: the paper's choice) or "separate"
             (i = σ(z_i), gates i, r, g, o).
-        learn_p: train p_logit (a Parameter) or keep it fixed (a buffer of the same name).
+        learn_p: train p_logit (a Parameter) or keep it fixed (a buffer of the same name); None
+            (the default): learn p unless fixed_p is given. learn_p=True with fixed_p is an error.
         fixed_p: one decay exponent p > 0 for every unit, kept fixed (buffers ``p_l{k}``, no
             p_logit): seed 002 §5.1 fixes p, including p >= 1, which σ(p_logit) cannot reach.
 
@@ -38,12 +39,15 @@ class PowerLawLSTM(StackedRNN):
 
     def __init__(self, input_size, hidden_size, num_layers=1, bias=True, batch_first=False,
                  dropout=0.0, bidirectional=False, proj_size=0, device=None, dtype=None, *,
-                 eps=1e-3, input_gate="coupled", learn_p=True, fixed_p=None, backend="auto"):
+                 eps=1e-3, input_gate="coupled", learn_p=None, fixed_p=None, backend="auto"):
         cell = cells.plstm(input_gate)
         check.positive_real("eps", eps)
+        check.choice("learn_p", learn_p, (None, True, False))
         if fixed_p is not None:
             fixed_p = check.positive_real("fixed_p", fixed_p)
-            learn_p = False
+            if learn_p:
+                raise ValueError(f"learn_p=True and fixed_p={fixed_p!r} contradict each other: a fixed p is not learned")
+        learn_p = fixed_p is None if learn_p is None else bool(learn_p)
         super().__init__(input_size, hidden_size, num_layers, bias, batch_first, dropout, backend, cell,
                          device=device, dtype=dtype, bidirectional=bidirectional, proj_size=proj_size)
         self.eps, self.input_gate, self.learn_p = float(eps), input_gate, learn_p

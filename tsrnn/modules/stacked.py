@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import math
 import numbers
+import warnings
 
 import torch
 from torch import nn
@@ -34,6 +35,10 @@ class StackedRNN(nn.Module):
             check.count(name, value)
         if not 0 <= check.real("dropout", dropout) <= 1:
             raise ValueError(f"dropout must be in [0, 1], got {dropout!r}")
+        if dropout > 0 and num_layers == 1:  # torch.nn.LSTM's warning, word for word
+            warnings.warn("dropout option adds dropout after all but last recurrent layer, so non-zero dropout "
+                          f"expects num_layers greater than 1, but got dropout={dropout} and num_layers={num_layers}",
+                          stacklevel=3)
         check.choice("backend", backend, BACKENDS + tuple(p for p in PATHS["recurrence"] if p not in BACKENDS))
         self.input_size, self.hidden_size, self.num_layers = input_size, hidden_size, num_layers
         self.bias, self.batch_first, self.dropout = bias, batch_first, float(dropout)
