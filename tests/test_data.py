@@ -249,6 +249,12 @@ def test_load_brown_errors(tmp_path):
         load_brown(tmp_path / "bad.zip")
     with pytest.raises(ValueError, match=r"ca01 is empty"):
         load_brown(_write(tmp_path / "dir", {"ca01": "\n"}))
+    with zipfile.ZipFile(tmp_path / "damaged.zip", "w") as z:
+        z.writestr("brown/ca01", "The/at cat/nn\n")
+    raw = (tmp_path / "damaged.zip").read_bytes()
+    (tmp_path / "damaged.zip").write_bytes(raw.replace(b"cat/nn", b"bat/nn", 1))
+    with pytest.raises(ValueError, match=r"damaged.zip:brown/ca01 cannot be read, the archive is damaged: Bad CRC-32"):
+        load_brown(tmp_path / "damaged.zip")
     with pytest.raises(FileNotFoundError, match="no Brown document"):
         load_brown(_write(tmp_path / "dir2", {"README": "x"}))
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 import os
 import re
 import zipfile
+import zlib
 
 from tsrnn import _validation as check
 from tsrnn.data.corpus import DocumentCorpus
@@ -60,7 +61,14 @@ def _read_documents(path: str) -> list[tuple[str, str]]:
                          key=lambda m: m.rsplit("/", 1)[-1])
         if not members:
             raise FileNotFoundError(f"{path} holds no Brown document (members brown/ca01 .. brown/cr09)")
-        return [(m.rsplit("/", 1)[-1], decode_text(archive.read(m), f"{path}:{m}")) for m in members]
+        out = []
+        for m in members:
+            try:
+                data = archive.read(m)
+            except (zipfile.BadZipFile, zlib.error, EOFError) as err:
+                raise ValueError(f"{path}:{m} cannot be read, the archive is damaged: {err}") from None
+            out.append((m.rsplit("/", 1)[-1], decode_text(data, f"{path}:{m}")))
+        return out
 
 
 def load_brown(path, min_count: int = 6, lowercase: bool = False, vocab_from: str = "train") -> DocumentCorpus:
