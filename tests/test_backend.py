@@ -109,6 +109,28 @@ def test_env_reference_runs_the_reference_loops(monkeypatch, spies, env):
         assert spies == {"lstm": 0, "plstm": 2, "linear_scan": 0}
 
 
+@pytest.mark.parametrize("name", ["TSRNN_AUTOTUNE", "TSRNN_VERIFY", pytest.param("TSRNN_CPU_PROFILE", marks=needs_native)])
+def test_a_switch_takes_0_or_1_only(monkeypatch, name):
+    """Every on/off variable is "0" or "1", empty meaning unset: anything else is a one-line
+    ValueError naming it, the value and the accepted values, on the first call that reads it."""
+    model = tsrnn.PowerLawLSTM(3, 4)  # one candidate on CPU: "auto" still reads every switch
+    x = torch.randn(5, 2, 3)
+    for bad in ("maybe", "true", "yes", " 1"):
+        monkeypatch.setenv(name, bad)
+        with pytest.raises(ValueError) as error:
+            model(x)
+        assert str(error.value) == (f"the environment variable {name} must be one of ['0', '1'], "
+                                    f"got {bad!r} (unset or empty: {'0' if name == 'TSRNN_CPU_PROFILE' else '1'!r})")
+    for good in ("0", ""):  # not "1": TSRNN_CPU_PROFILE=1 would turn the loops' clock on for this process
+        monkeypatch.setenv(name, good)
+        model(x)
+
+
+def test_an_empty_backend_variable_is_unset(monkeypatch):
+    monkeypatch.setenv("TSRNN_BACKEND", "")
+    assert backend._effective("auto") == "auto"
+
+
 @pytest.mark.parametrize("value", ["cuda-magic", "fast", "onednn"])
 def test_invalid_env_value_names_the_variable(monkeypatch, value):
     monkeypatch.setenv("TSRNN_BACKEND", value)

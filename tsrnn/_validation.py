@@ -17,6 +17,7 @@ inside torch.func transforms and during CUDA graph capture, and for meta tensors
 from __future__ import annotations
 
 import numbers
+import os
 from typing import Sequence
 
 import torch
@@ -149,6 +150,15 @@ def reset_mask(reset, steps: int, batch: int, batch_first: bool, like_name: str,
 def choice(name: str, value, options: Sequence) -> None:
     if value not in options:
         raise ValueError(f"{name} must be one of {list(options)}, got {value!r}")
+
+
+def environment(name: str, options: Sequence[str], default: str) -> str:
+    """The environment variable ``name``: one of ``options``, ``default`` where unset or empty."""
+    value = os.environ.get(name) or default
+    if value not in options:
+        raise ValueError(f"the environment variable {name} must be one of {list(options)}, got {value!r} "
+                         f"(unset or empty: {default!r})")
+    return value
 
 
 def real(name: str, value) -> float:

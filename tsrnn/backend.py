@@ -78,6 +78,11 @@ step before a capture or a compilation decides what the graph runs), else the fi
 ``torch.jit.trace`` records the first candidate, whatever was chosen before, so that a module
 traces to the same graph with and without gradients. If ``tsrnn._C`` is missing,
 ``"auto"`` on CPU falls back to the reference loops with one warning naming the cause.
+
+The variables take their documented values only: TSRNN_BACKEND a requested backend, the switches
+TSRNN_VERIFY, TSRNN_AUTOTUNE (default "1") and TSRNN_CPU_PROFILE (the compiled loops', default
+"0") "0" or "1", empty meaning unset; another value raises a ValueError naming the variable on the
+first call that reads it ("auto" reads TSRNN_BACKEND, TSRNN_VERIFY and TSRNN_AUTOTUNE on every call).
 """
 from __future__ import annotations
 
@@ -197,6 +202,7 @@ def _always(call: Call) -> str | None:
 def _compiled_cpu(call: Call) -> str | None:
     if LOAD_ERROR is not None:
         return f"the compiled extension tsrnn._C did not load ({LOAD_ERROR})"
+    _switch("TSRNN_CPU_PROFILE", default="0")  # read by the compiled loops (csrc/cpu/phase_clock.cpp), checked here
     return None
 
 
@@ -307,9 +313,7 @@ def _effective(requested: str) -> str:
     """The request after TSRNN_BACKEND: the variable's value (default "auto") for "auto"."""
     if requested != "auto":
         return requested
-    requested = os.environ.get("TSRNN_BACKEND", "auto")
-    check.choice("TSRNN_BACKEND", requested, BACKENDS)
-    return requested
+    return check.environment("TSRNN_BACKEND", BACKENDS, "auto")
 
 
 def candidates(requested: str, call: Call) -> list[str]:
@@ -382,7 +386,9 @@ def choose(requested: str, call: Call, run: Run | None = None) -> str:
     if run is None or torch.jit.is_tracing() or torch.compiler.is_exporting():
         return paths[0]
     measurable = _can_measure(call.device, paths)
-    if _effective(requested) == "auto" and _switch("TSRNN_VERIFY"):
+    auto = _effective(requested) == "auto"
+    tune = (auto or len(paths) > 1) and _switch("TSRNN_AUTOTUNE")  # "auto" reads both switches on every call
+    if auto and _switch("TSRNN_VERIFY"):
         paths = _verified(paths, call, run, measurable)
     if len(paths) == 1:
         return paths[0]
@@ -397,7 +403,7 @@ def choose(requested: str, call: Call, run: Run | None = None) -> str:
             _tuned[key] = reused
         elif torch.are_deterministic_algorithms_enabled():
             _tuned[key] = paths[0]
-        elif not measurable or os.environ.get("TSRNN_AUTOTUNE", "1") == "0":
+        elif not measurable or not tune:
             return paths[0]
         else:
             _tuned[key] = _fastest(paths, call, run)
@@ -482,11 +488,9 @@ def _warn_once(message: str) -> None:
         warnings.warn(message, RuntimeWarning, stacklevel=4)
 
 
-def _switch(name: str) -> bool:
-    """An on/off environment variable, "1" (the default) or "0"."""
-    value = os.environ.get(name, "1")
-    check.choice(name, value, ("0", "1"))
-    return value == "1"
+def _switch(name: str, default: str = "1") -> bool:
+    """An on/off environment variable, "1" or "0" (``default`` where unset or empty)."""
+    return check.environment(name, ("0", "1"), default) == "1"
 
 
 def _can_measure(device: torch.device, paths: Sequence[str]) -> bool:
