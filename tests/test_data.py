@@ -191,8 +191,8 @@ def test_lm_splits_too_short_for_their_streams_are_named(tmp_path, capsys):
     _write(d, {"valid.txt": "a b\n" * 10})
     assert cli.main(argv + ["--batch-size", "60"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert err == [f"tsrnn train: error: {d}: the train split holds 100 tokens (with <eos>), too few for its 60 streams "
-                   f"of 2 tokens or more (120)"]
+    assert err == [f"tsrnn train: error: {d}: the train split holds 100 tokens (with <eos>), too few for its 60 "
+                   f"streams of 2 tokens or more (120)"]
 
 
 def _brown_docs():
@@ -274,7 +274,8 @@ def test_brown_too_small_for_a_split_names_it(tmp_path, monkeypatch, capsys):
             "--out", str(tmp_path / "run")]
     assert cli.main(argv) == 2
     out = capsys.readouterr().err.strip().splitlines()
-    assert len(out) == 1 and out[0].startswith(f"tsrnn train: error: {archive} is too small") and "valid split" in out[0]
+    assert len(out) == 1 and out[0].startswith(f"tsrnn train: error: {archive} is too small")
+    assert "valid split" in out[0]
     monkeypatch.setattr(brown, "TRAIN_TOKENS", 7)
     with pytest.raises(ValueError, match=r"leave the test split empty; test takes the documents starting from token "
                                          r"200,007, so the corpus needs more than 200,007 tokens") as err:
