@@ -75,7 +75,8 @@ def test_out_is_a_file(tmp_path, capsys):
 def test_default_out_root_is_a_file(tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
     (tmp_path / "runs").write_text("not a directory")
-    assert "default --out runs/TASK cannot be created" in error(capsys, "train")
+    line = error(capsys, "train")
+    assert "--out runs/lm (the default) is inside runs, an existing file" in line
 
 
 @pytest.mark.parametrize("value", ["abc", "1150,,400", "1150,0", "-5", "12.5", ""])

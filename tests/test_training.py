@@ -209,7 +209,7 @@ def test_errors_are_one_clear_line(tmp_path, capsys):
     assert "--cell 'gru'" in capsys.readouterr().err
     assert train(tmp_path, "averaging-lm", steps=1, out="avg") == 0
     assert train(tmp_path, "lm", "--resume", str(tmp_path / "avg" / "last.pt")) == 2
-    assert "task 'averaging-lm'" in capsys.readouterr().err
+    assert "--task lm differs from the checkpoint's averaging-lm" in capsys.readouterr().err
     assert train(tmp_path, "lm", "--nhid", "32,16", "--resume", str(tmp_path / "avg" / "last.pt")) == 2
     (tmp_path / "broken.pt").write_bytes(b"not a checkpoint")
     assert cli.main(["eval", str(tmp_path / "broken.pt")]) == 2
@@ -221,19 +221,20 @@ def test_resume_rejects_another_model(tmp_path, capsys):
     argv = ["--nhid", "32,16", "--resume", str(tmp_path / "a" / "last.pt")]
     assert cli.main(["train", "--task", "lm", "--emsize", "16", "--bptt", "8", "--batch-size", "4", "--max-steps", "2",
                      "--out", str(tmp_path / "a"), "--quiet", *argv]) == 2
-    assert "another model" in capsys.readouterr().err
+    assert "--nhid 32,16 differs from the checkpoint's 24,16" in capsys.readouterr().err
 
 
 def test_checkpoint_save_is_atomic(tmp_path, monkeypatch):
     target = tmp_path / "ckpt.pt"
-    checkpoint.save(target, {"task": "x", "value": 1})
+    payload = {**dict.fromkeys(checkpoint.KEYS), "model": {}, "optimizer": {}, "task": "x"}
+    checkpoint.save(target, {**payload, "value": 1})
 
     def explode(*args, **kwargs):
         raise OSError("disk full")
 
     monkeypatch.setattr(torch, "save", explode)
     with pytest.raises(OSError):
-        checkpoint.save(target, {"task": "x", "value": 2})
+        checkpoint.save(target, {**payload, "value": 2})
     assert checkpoint.load(target)["value"] == 1  # the old checkpoint is intact
     assert [p.name for p in tmp_path.iterdir()] == ["ckpt.pt"]  # no temporary file left
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from tsrnn import cli_checks
 from tsrnn.training.recipes import RECIPES
 
 
@@ -21,7 +22,12 @@ def _train_parser(commands):
                                   "corpus, scikit-learn's 8x8 digits for pixels")
     p.add_argument("--level", default="word", choices=["word", "char"], help="PTB word or character files")
     p.add_argument("--out", help="directory for checkpoints and metrics.jsonl (default runs/TASK)")
-    p.add_argument("--resume", help="checkpoint to continue from (bit-identical continuation)")
+    p.add_argument("--resume", help="checkpoint to continue from (bit-identical continuation), with its settings; "
+                   "only --lr, --clip, --epochs, --max-steps, --patience, --stop-accuracy, --valid-every, --log-every, "
+                   "--save-every, --save-minutes, --device, --backend, --quiet and --data may change (default --out: "
+                   "the checkpoint's directory)")
+    p.add_argument("--overwrite", action="store_true", help="replace the run --out holds (its checkpoints and "
+                   "metrics); without it such an --out is refused")
     p.add_argument("--seed", type=int, help="default 0")
     p.add_argument("--epochs", type=int)
     p.add_argument("--max-steps", type=int, default=0, help="stop after this many optimizer steps (0: no limit)")
@@ -81,6 +87,10 @@ def _train_parser(commands):
                    "frozen (default: a trained embedding)")
     p.add_argument("--valid-every", type=int, default=0, help="validate every N steps (and after each epoch)")
     p.add_argument("--log-every", type=int, default=10, help="write a train metrics line every N steps")
+    p.add_argument("--save-every", type=int, default=0, help="write last.pt every N steps (0: only by time, at "
+                   "epoch ends and on SIGINT/SIGTERM)")
+    p.add_argument("--save-minutes", type=float, default=10.0, help="write last.pt when this many minutes have "
+                   "passed since the last write (0: never by time; default 10)")
     p.add_argument("--device", help="cpu, cuda, cuda:1 (default: cuda if available)")
     p.add_argument("--backend", choices=["auto", "reference", "native", "triton"])
     p.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -127,109 +137,46 @@ def _selftest_parser(commands):
     p.add_argument("--repeats", type=int, default=3, help="timed repeats (default 3)")
 
 
-def _positive(parser, args, names):
-    for name in names:
-        value = getattr(args, name, None)
-        if value is not None and value < 1:
-            parser.error(f"--{name.replace('_', '-')} must be >= 1")
+def _parser(defaults: bool = True) -> tuple[argparse.ArgumentParser, dict]:
+    """The ``tsrnn`` parser and its commands' parsers by name; ``defaults=False``: a parser whose
+    namespace holds only the options given."""
+    parser = argparse.ArgumentParser(prog="tsrnn", description="Fused timescale-aware RNN kernels, models and training.")
+    commands = parser.add_subparsers(dest="command")
+    for add in (_train_parser, _eval_parser, _analyze_parser, _selftest_parser):
+        add(commands)
+    if not defaults:
+        for command in commands.choices.values():
+            for action in command._actions:
+                action.default = argparse.SUPPRESS
+    return parser, commands.choices
 
 
-def _counts(flag, value, expect, example, n=None):
-    """A one-line error if ``value`` is not comma-separated positive integers (``n`` of them if given)."""
-    parts = [part.strip() for part in str(value).split(",")]
-    if len(parts) == (n or len(parts)) and all(p.isascii() and p.isdigit() and int(p) > 0 for p in parts):
-        return None
-    return f"{flag} expects {expect}, e.g. {example} (got {value!r})"
-
-
-def _out_error(out):
-    """A one-line error if ``out`` cannot be the run directory (it, or a parent of it, is not a directory)."""
-    from pathlib import Path
-
-    path = Path(out)
-    for existing in (path, *path.parents):
-        if existing.exists():
-            if existing.is_dir():
-                return None
-            what = "is an existing file" if existing == path else f"is inside {existing}, an existing file"
-            return f"--out {out} {what}; --out must be a directory (it is created if missing)"
-    return None
-
-
-def _check_args(args):
-    """The first problem with train / eval arguments as one line (None if none), found before any data
-    is read or model built, so that a typo costs no time and prints no traceback."""
-    from pathlib import Path
-
-    from tsrnn.training import checkpoint, distributed, recipes
-
-    try:
-        distributed.check_device(args.device)
-        if args.command == "analyze":
-            checkpoint.check_file(args.checkpoint)
-            args.out = args.out or str(Path(args.checkpoint).parent / "analysis")
-            return _out_error(args.out)
-        if args.command == "eval":
-            for path in (args.checkpoint, args.baseline):
-                if path is not None:
-                    checkpoint.check_file(path)
-            if args.delays is not None:
-                return _counts("--delays", args.delays, "comma-separated delays T >= 1", "50,200,1000")
-            return None
-        if args.resume is not None:
-            checkpoint.check_file(args.resume)
-    except ValueError as exc:
-        return str(exc)
-    if args.out is not None:
-        problem = _out_error(args.out)
-    else:  # the default runs/TASK (the task may come from --recipe later)
-        runs = Path("runs")
-        problem = None if runs.is_dir() or not runs.exists() else \
-            "runs is an existing file, so the default --out runs/TASK cannot be created; give --out DIR"
-    if problem is None and args.nhid is not None:
-        problem = _counts("--nhid", args.nhid, "comma-separated positive integers", "1150,1150,400")
-    if problem is None and args.nhid is not None and "," in args.nhid:
-        try:
-            task = recipes.task(args)
-        except ValueError as exc:
-            return str(exc)
-        if task != "lm":
-            problem = f"--task {task} takes one --nhid size, got {args.nhid!r} (per-layer sizes are for --task lm)"
-    if problem is None and args.freq_size is not None:
-        problem = _counts("--freq-size", args.freq_size, "two comma-separated positive integers (training "
-                          "sequences per epoch, validation sequences)", "5000,500", n=2)
-    if problem is None and args.fixed_p is not None and not 0 < args.fixed_p < float("inf"):
-        problem = f"--fixed-p must be a finite exponent > 0, got {args.fixed_p}"
-    if problem is None and args.resolution is not None and not 0 < args.resolution < float("inf"):
-        problem = f"--resolution must be a finite time > 0, got {args.resolution}"
-    if problem is None and args.dyck_size is not None:
-        problem = _counts("--dyck-size", args.dyck_size, "three comma-separated positive integers "
-                          "(train,valid,test sequence counts)", "10000,2000,5000", n=3)
-    return problem
+def _given(argv, command: str) -> dict:
+    """The options ``argv`` gives, dest -> its flag (e.g. ``batch_size`` -> ``--batch-size``)."""
+    parser, commands = _parser(defaults=False)
+    flags = {action.dest: action.option_strings[-1] for action in commands[command]._actions if action.option_strings}
+    return {dest: flags[dest] for dest in vars(parser.parse_args(argv)) if dest in flags}
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="tsrnn", description="Fused timescale-aware RNN kernels, models and training.")
-    commands = parser.add_subparsers(dest="command")
-    _train_parser(commands)
-    _eval_parser(commands)
-    _analyze_parser(commands)
-    _selftest_parser(commands)
-    args = parser.parse_args(["train"] if argv is None and len(sys.argv) == 1 else argv)
+    argv = (["train"] if len(sys.argv) == 1 else sys.argv[1:]) if argv is None else list(argv)
+    parser = _parser()[0]
+    args = parser.parse_args(argv)
     if args.command is None:
         parser.print_help()
         return 2
-    _positive(parser, args, ("steps", "batch", "hidden", "repeats", "epochs", "batch_size", "bptt", "block",
-                             "resamples", "log_every", "windows"))
+    problem = cli_checks.problem(args)
+    if problem is not None:
+        print(f"tsrnn {args.command}: error: {problem}", file=sys.stderr)
+        return 2
     if args.command == "selftest":
         from tsrnn import selftest
 
         return selftest.run(args.steps, args.batch, args.hidden, args.repeats)
-    problem = _check_args(args)
-    if problem is not None:
-        print(f"tsrnn {args.command}: error: {problem}", file=sys.stderr)
-        return 2
+    if args.command == "train":
+        args.given = _given(argv, "train")
     from tsrnn.training import commands as run
+    from tsrnn.training.trainer import Diverged
 
     try:
         if args.command == "analyze":
@@ -237,9 +184,26 @@ def main(argv=None) -> int:
 
             return command.run(args)
         return run.train(args) if args.command == "train" else run.evaluate(args)
-    except (FileNotFoundError, ValueError) as exc:  # bad data, checkpoint or option: one clear line
-        print(f"tsrnn {args.command}: error: {exc}", file=sys.stderr)
+    except (OSError, ValueError) as exc:  # bad data, checkpoint, option, or a file that cannot be written
+        print(f"tsrnn {args.command}: error: {_one_line(exc)}", file=sys.stderr)
         return 2
+    except Diverged as exc:
+        print(f"tsrnn {args.command}: error: {exc}", file=sys.stderr)
+        return 1
+    except (MemoryError, RuntimeError) as exc:  # an allocator's failure (torch.OutOfMemoryError is one)
+        if not isinstance(exc, MemoryError) and "allocate" not in str(exc) and "out of memory" not in str(exc):
+            raise
+        print(f"tsrnn {args.command}: error: out of memory ({_one_line(exc)}); use smaller sizes", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print(f"tsrnn {args.command}: interrupted; stopped without saving (a checkpoint written before is intact)",
+              file=sys.stderr)
+        return 130
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
 
 
 if __name__ == "__main__":

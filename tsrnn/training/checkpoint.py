@@ -4,15 +4,21 @@ A checkpoint is one ``torch.save`` file holding the task name, its configuration
 optimizer states, every RNG state, the position in the data and the kernels "auto" chose, so
 that ``--resume`` continues bit-identically. It holds tensors and plain Python values only and is
 read with ``torch.load(weights_only=True)``. It is written to a temporary file in the same
-directory, flushed to disk and renamed over the target: an interrupted save never leaves a
-half-written checkpoint.
+directory (mode 0666 less the umask, as every other file of a run), flushed to disk and renamed
+over the target: an interrupted save never leaves a half-written checkpoint, and a save killed
+before the rename leaves a ``.NAME.*.tmp`` file that ``remove_orphans`` deletes.
+
+Loading verifies what it reads: a BLAKE2b digest of every value (tensors byte for byte) written
+with the checkpoint must match (a flipped bit or an edit is refused), and the model and
+optimizer tensors must be finite.
 """
 from __future__ import annotations
 
+import hashlib
 import os
 import random
 import re
-import tempfile
+import secrets
 from pathlib import Path
 
 import numpy as np
@@ -20,7 +26,13 @@ import torch
 
 import tsrnn
 
-FORMAT = 2  # 2: numpy's RNG state as plain values, read with weights_only=True
+FORMAT = 3  # 2: numpy's RNG state as plain values, read with weights_only=True; 3: with a checksum
+
+
+# What `tsrnn train` writes besides format, version and checksum; "metrics_records": the lines
+# metrics.jsonl held when it was written, to which a resume in the same directory cuts the file.
+KEYS = ("task", "config", "args", "model", "optimizer", "progress", "carry", "rng", "vocab", "backend_choices",
+        "metrics_records")
 
 
 class CheckpointError(ValueError):
@@ -31,7 +43,9 @@ def save(path, payload: dict) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     payload = {"format": FORMAT, "tsrnn_version": tsrnn.__version__, **payload}
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    payload["checksum"] = checksum(payload)
+    tmp = path.parent / f".{path.name}.{secrets.token_hex(4)}.tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)  # the umask applies, as for metrics.jsonl
     try:
         with os.fdopen(fd, "wb") as f:
             torch.save(payload, f)
@@ -42,6 +56,55 @@ def save(path, payload: dict) -> Path:
         Path(tmp).unlink(missing_ok=True)
         raise
     return path
+
+
+def remove_orphans(directory) -> list[Path]:
+    """Delete the temporary files of saves that were killed before their rename (``.NAME.*.tmp``)."""
+    orphans = sorted(Path(directory).glob(".*.pt.*.tmp"))
+    for orphan in orphans:
+        orphan.unlink(missing_ok=True)
+    return orphans
+
+
+def checksum(payload: dict) -> str:
+    """BLAKE2b of every value of ``payload`` but its "checksum": tensors by dtype, shape and bytes,
+    other values by their repr, in order, with their keys."""
+    digest = hashlib.blake2b(digest_size=16)
+
+    def feed(value):
+        if isinstance(value, torch.Tensor):
+            t = value.detach().cpu().contiguous()
+            digest.update(f"T{t.dtype}{tuple(t.shape)}".encode())
+            digest.update(t.reshape(-1).view(torch.uint8).numpy())
+        elif isinstance(value, dict):
+            digest.update(b"{")
+            for key, item in value.items():
+                digest.update(repr(key).encode())
+                feed(item)
+            digest.update(b"}")
+        elif isinstance(value, (list, tuple)):
+            digest.update(b"[" if isinstance(value, list) else b"(")
+            for item in value:
+                feed(item)
+            digest.update(b"]")
+        else:
+            digest.update(repr(value).encode())
+
+    feed({key: value for key, value in payload.items() if key != "checksum"})
+    return digest.hexdigest()
+
+
+def _non_finite(payload: dict) -> str | None:
+    """The first model or optimizer tensor holding NaN or inf, described; None if all are finite."""
+    named = [(f"weight {name!r}", t) for name, t in payload.get("model", {}).items()]
+    for index, state in payload.get("optimizer", {}).get("state", {}).items():
+        named += [(f"optimizer state {key!r} of parameter {index}", t) for key, t in state.items()]
+    for name, t in named:
+        if isinstance(t, torch.Tensor) and t.is_floating_point():
+            bad = int((~torch.isfinite(t)).sum())
+            if bad:
+                return f"its {name} holds {bad} non-finite value{'s' if bad > 1 else ''} (NaN or inf)"
+    return None
 
 
 def check_file(path) -> Path:
@@ -79,21 +142,37 @@ def load(path, task: str | None = None) -> dict:
         detail = re.search(r"WeightsUnpickler error:\s*(\S[^\n]*)", text)
         reason = detail.group(1) if detail else text.strip().splitlines()[0] if text.strip() else ""
         raise CheckpointError(f"checkpoint {path} cannot be read ({type(exc).__name__}: {reason})") from None
-    if not isinstance(payload, dict) or payload.get("format") != FORMAT:
-        raise CheckpointError(f"{path} is not a tsrnn checkpoint of format {FORMAT}")
+    if not isinstance(payload, dict) or "format" not in payload:
+        raise CheckpointError(f"{path} is not a tsrnn checkpoint")
+    if payload["format"] != FORMAT:
+        hint = f"; tsrnn.training.checkpoint.upgrade({str(path)!r}) rewrites it" if payload["format"] in (1, 2) else ""
+        raise CheckpointError(f"{path} is a tsrnn checkpoint of format {payload['format']}, not {FORMAT}{hint}")
+    if payload.get("checksum") != checksum(payload):
+        raise CheckpointError(f"checkpoint {path} is corrupt: its contents do not match the checksum saved with "
+                              "them (a changed bit or an edit); refused")
+    missing = [key for key in KEYS if key not in payload]
+    if missing:
+        raise CheckpointError(f"{path} lacks {', '.join(map(repr, missing))}: not a checkpoint `tsrnn train` wrote")
+    problem = _non_finite(payload)
+    if problem:
+        raise CheckpointError(f"checkpoint {path}: {problem}; refused (the run had diverged, or the file was "
+                              "altered)")
     if task is not None and payload.get("task") != task:
         raise CheckpointError(f"{path} was written by task {payload.get('task')!r}, not {task!r}")
     return payload
 
 
 def upgrade(path) -> Path:
-    """Rewrite a checkpoint of format 1 (numpy's RNG state as an array) in place in this format.
-    It unpickles the file without restriction: only for a checkpoint you wrote yourself."""
+    """Rewrite a checkpoint of format 1 (numpy's RNG state as an array) or 2 (no checksum) in place
+    in this format. It unpickles the file without restriction: only for a checkpoint you wrote
+    yourself."""
     path = check_file(path)
     payload = torch.load(path, map_location="cpu", weights_only=False)
-    if not isinstance(payload, dict) or payload.get("format") != 1:
-        raise CheckpointError(f"{path} is not a tsrnn checkpoint of format 1")
+    if not isinstance(payload, dict) or payload.get("format") not in (1, 2):
+        raise CheckpointError(f"{path} is not a tsrnn checkpoint of format 1 or 2")
     payload["rng"]["numpy"] = _plain_numpy_state(payload["rng"]["numpy"])
+    metrics = path.parent / "metrics.jsonl"  # the lines it has now: more precise is not known
+    payload.setdefault("metrics_records", len(metrics.read_bytes().splitlines()) if metrics.exists() else 0)
     del payload["format"], payload["tsrnn_version"]
     return save(path, payload)
 
@@ -110,8 +189,12 @@ def _plain_numpy_state(state) -> tuple:
     return name, torch.from_numpy(np.asarray(key).astype(np.int64)), int(pos), int(has_gauss), float(cached)
 
 
-def set_rng_state(state: dict) -> None:
-    torch.set_rng_state(state["torch"])
-    random.setstate(state["python"])
-    name, key, pos, has_gauss, cached = state["numpy"]
-    np.random.set_state((name, key.numpy().astype(np.uint32), pos, has_gauss, cached))
+def set_rng_state(state: dict, path="the checkpoint") -> None:
+    """Restore the states ``rng_state`` saved; a CheckpointError naming ``path`` if one is not valid."""
+    try:
+        torch.set_rng_state(state["torch"])
+        random.setstate(tuple(state["python"]))
+        name, key, pos, has_gauss, cached = state["numpy"]
+        np.random.set_state((name, key.numpy().astype(np.uint32), pos, has_gauss, cached))
+    except (KeyError, TypeError, ValueError, RuntimeError) as exc:
+        raise CheckpointError(f"{path}: its random-number generator state is not valid ({exc})") from None

@@ -2,22 +2,41 @@
 from __future__ import annotations
 
 import argparse
+import sys
 
 import torch
 
-from tsrnn.training import checkpoint, distributed, evaluation, recipes, trainer
+from tsrnn.training import checkpoint, distributed, evaluation, interrupts, recipes, resume, trainer
 from tsrnn.training.tasks import TASKS
 
 
 def train(args) -> int:
+    """Run ``tsrnn train``: 0 when it finished, ``Interrupted.code`` when a signal stopped it after saving."""
+    state = None
+    if args.resume:
+        state = checkpoint.load(args.resume)
+        args = resume.merged_args(state, args, getattr(args, "given", {}))
+        finished = resume.finished_error(state, args)
+        if finished:
+            raise checkpoint.CheckpointError(finished)
     recipes.apply(args)
     ctx = distributed.setup(args.device)
     try:
         args.out = args.out or f"runs/{args.task}"
         task = TASKS[args.task](args, ctx.device)
+        if state is not None and state["config"] != task.config():
+            raise checkpoint.CheckpointError(f"{args.resume} holds another model: {state['config']} != {task.config()}")
+        if state is not None and task.vocab_state() != state["vocab"]:
+            raise checkpoint.CheckpointError(f"--data {args.data} gives another vocabulary than the one "
+                                             f"{args.resume} was trained with")
         if ctx.is_main:
             print(f"tsrnn train: task {args.task}, config {task.config()}, {ctx.world} process(es) on {ctx.device}")
-        result = trainer.run(task, args, ctx)
+        try:
+            result = trainer.run(task, args, ctx, state)
+        except interrupts.Interrupted as stop:
+            if ctx.is_main:
+                print(f"tsrnn train: {stop}", file=sys.stderr)
+            return stop.code
         if ctx.is_main:
             print("final validation: " + ", ".join(f"{k} {v:.4g}" for k, v in result.items()))
             print(f"checkpoints and metrics.jsonl in {args.out}")
@@ -47,6 +66,9 @@ def evaluate(args) -> int:
     task, model = restore(args.checkpoint, args.data, device)
     if args.delays is not None:
         return _copy_generalization(task, model, args)
+    if args.baseline and not hasattr(task, "token_nll"):
+        raise ValueError(f"a baseline is compared by token perplexity, for language models; {args.checkpoint} is a "
+                         f"{task.name} model")
     if not hasattr(task, "token_nll"):
         print(", ".join(f"{k} {v:.4g}" for k, v in task.evaluate(model, args.split).items()))
         return 0
@@ -54,6 +76,9 @@ def evaluate(args) -> int:
     baseline = None
     if args.baseline:
         base_task, base_model = restore(args.baseline, args.data, device)
+        if base_task.name != task.name:
+            raise ValueError(f"the baseline {args.baseline} is a {base_task.name} model and {args.checkpoint} a "
+                             f"{task.name} model; a paired comparison needs two models of the same task")
         if base_task.vocab_state() != task.vocab_state():
             raise checkpoint.CheckpointError("the two checkpoints were trained with different vocabularies")
         baseline, base_targets = base_task.token_nll(base_model, args.split)

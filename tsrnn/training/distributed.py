@@ -32,10 +32,17 @@ class Context:
 
     def min(self, value: int) -> int:
         """The smallest of an integer over all processes (ranks must agree on the step count)."""
+        return self._reduce_int(value, dist.ReduceOp.MIN)
+
+    def max(self, value: int) -> int:
+        """The largest of an integer over all processes (one process's signal or divergence stops all)."""
+        return self._reduce_int(value, dist.ReduceOp.MAX)
+
+    def _reduce_int(self, value: int, op) -> int:
         if self.world == 1:
-            return value
-        t = torch.tensor([value], dtype=torch.int64, device=self.device)
-        dist.all_reduce(t, op=dist.ReduceOp.MIN)
+            return int(value)
+        t = torch.tensor([int(value)], dtype=torch.int64, device=self.device)
+        dist.all_reduce(t, op=op)
         return int(t.item())
 
     def mean(self, value: float) -> float:

@@ -58,6 +58,11 @@ def decayed_lr(lr: float, epoch: int, after: int, factor: float) -> float:
     return lr / factor ** max(0, epoch - after)
 
 
+def epoch_lr(args, epoch: int) -> float:
+    """The base rate of epoch ``epoch`` (1-based): ``decayed_lr`` with --lr-decay-after, else --lr."""
+    return decayed_lr(args.lr, epoch, args.lr_decay_after, args.lr_decay_factor) if args.lr_decay_after else args.lr
+
+
 def copy_solved(metrics: dict, threshold: float = 0.999) -> bool:
     """Both accuracies of a copy-task validation at or above ``threshold``."""
     return metrics.get("accuracy", 0.0) >= threshold and metrics.get("sequence_accuracy", 0.0) >= threshold
