@@ -141,3 +141,60 @@ def test_missing_checkpoint(tmp_path, capsys):
     assert "does not exist" in error(capsys, "train", "--resume", str(tmp_path / "nope.pt"),
                                      "--out", str(tmp_path / "run"))
 
+
+
+BAD_VALUES = [
+    (["--clip", "-1"], "--clip must be a finite number >= 0, got -1.0"),
+    (["--clip", "nan"], "--clip must be a finite number >= 0, got nan"),
+    (["--max-steps", "-1"], "--max-steps must be >= 0, got -1"),
+    (["--valid-every", "-1"], "--valid-every must be >= 0, got -1"),
+    (["--patience", "-1"], "--patience must be >= 0, got -1"),
+    (["--task", "copy", "--stop-accuracy", "-1"], "--stop-accuracy must be a finite number in (0, 1], got -1.0"),
+    (["--task", "copy", "--stop-accuracy", "nan"], "--stop-accuracy must be a finite number in (0, 1], got nan"),
+    (["--lr", "inf"], "--lr must be a finite number > 0, got inf"),
+    (["--lr", "0"], "--lr must be a finite number > 0, got 0.0"),
+    (["--lr-decay-factor", "0"], "--lr-decay-factor must be a finite number (the lr is divided by it each epoch) "
+                                 ">= 1, got 0.0"),
+    (["--lr-decay-factor", "-2"], "--lr-decay-factor must be a finite number (the lr is divided by it each epoch) "
+                                  ">= 1, got -2.0"),
+    (["--task", "dyck", "--chunk", "-1"], "--chunk must be >= 0, got -1"),
+    (["--nonmono", "-2"], "--nonmono must be >= 0, got -2"),
+    (["--seed", str(10**25)], f"--seed must be in [0, 4294967295], got {10**25}"),
+    (["--seed", "-1"], "--seed must be in [0, 4294967295], got -1"),
+    (["--task", "copy", "--copy-size", "64"], "--copy-size expects two comma-separated positive integers"),
+    (["--task", "copy", "--copy-size", "a,b"], "--copy-size expects two comma-separated positive integers"),
+    (["--task", "copy", "--copy-size", "0,0"], "--copy-size expects two comma-separated positive integers"),
+    (["--dropout", "1.5"], "--dropout must be a finite number in [0, 1), got 1.5"),
+    (["--weight-decay", "-0.1"], "--weight-decay must be a finite number >= 0, got -0.1"),
+    (["--mts-alpha", "0"], "--mts-alpha must be a finite number > 0, got 0.0"),
+    (["--save-every", "-3"], "--save-every must be >= 0, got -3"),
+    (["--save-minutes", "inf"], "--save-minutes must be a finite number of minutes >= 0, got inf"),
+    (["--epochs", "0"], "--epochs must be >= 1, got 0"),
+    (["--log-every", "0"], "--log-every must be >= 1, got 0"),
+    (["--task", "copy", "--delay", "10", "--delay-min", "20"], "--delay-min 20 is larger than --delay 10"),
+    (["--backend", "triton", "--device", "cpu"], "--backend triton runs on CUDA GPUs; this run is on the CPU"),
+]
+
+
+@pytest.mark.parametrize("argv,message", BAD_VALUES, ids=lambda v: " ".join(v) if isinstance(v, list) else "")
+def test_every_bad_train_value_is_one_line_naming_it(tmp_path, capsys, argv, message):
+    line = error(capsys, "train", *argv, "--out", str(tmp_path / "run"))
+    assert message in line
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["--block", "0"], "--block must be >= 1, got 0"), (["--resamples", "-5"], "--resamples must be >= 1, got -5"),
+    (["--seed", "-1"], "--seed must be in [0, 4294967295], got -1"),
+])
+def test_every_bad_eval_value_is_one_line_naming_it(tmp_path, capsys, argv, message):
+    (tmp_path / "ckpt.pt").write_bytes(b"")
+    assert message in error(capsys, "eval", str(tmp_path / "ckpt.pt"), *argv)
+
+
+def test_out_that_cannot_be_written(tmp_path, capsys, monkeypatch):
+    """Checked with os.access (tests may run as root, who may write anywhere)."""
+    from tsrnn.training import run_dir
+
+    monkeypatch.setattr(run_dir.os, "access", lambda path, mode: False)
+    line = error(capsys, "train", "--out", str(tmp_path / "a" / "run"))
+    assert f"--out {tmp_path / 'a' / 'run'}: {tmp_path} is not writable (it would be created in {tmp_path})" in line

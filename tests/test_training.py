@@ -396,3 +396,15 @@ def test_dyck_sequences_correct_marks_each_word_in_split_order():
     assert right.shape == (70,) and 0 < int(right.sum()) < 70
     assert torch.equal(right, lengths <= 10)
     assert right.double().mean().item() == pytest.approx(task.evaluate(Oracle(), "test")["accuracy"])
+
+
+def test_eval_baseline_of_another_task_is_one_line(tmp_path, capsys):
+    assert train(tmp_path, "lm", "--cell", "lstm", steps=1, out="lm") == 0
+    assert train(tmp_path, "copy", "--cell", "lstm", steps=1, out="copy") == 0
+    lm, copy = str(tmp_path / "lm" / "last.pt"), str(tmp_path / "copy" / "last.pt")
+    capsys.readouterr()
+    assert cli.main(["eval", lm, copy]) == 2
+    assert f"the baseline {copy} is a copy model and {lm} a lm model" in capsys.readouterr().err
+    assert cli.main(["eval", copy, lm]) == 2
+    assert f"a baseline is compared by token perplexity, for language models; {copy} is a copy model" in \
+        capsys.readouterr().err

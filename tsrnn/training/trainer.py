@@ -48,6 +48,9 @@ class Progress:
     stopped: str = ""  # why training stopped early: "patience" or "solved" ("" while it goes on)
 
 
+clock = time.monotonic  # seconds, for --save-minutes
+
+
 class Diverged(RuntimeError):
     """The training loss became NaN or inf; the step that would have used it was not taken."""
 
@@ -85,7 +88,7 @@ def run(task, args, ctx: Context, state: dict | None = None, log=print) -> dict:
     if ctx.is_main:
         run_dir.prepare(out, records, args.overwrite)
     metrics = run_dir.Metrics(out / "metrics.jsonl" if ctx.is_main else None)
-    saved_at = time.monotonic()
+    saved_at = clock()
 
     def save(name: str) -> None:
         nonlocal saved_at
@@ -97,13 +100,13 @@ def run(task, args, ctx: Context, state: dict | None = None, log=print) -> dict:
                 "rng": checkpoint.rng_state(), "vocab": task.vocab_state(),
                 "backend_choices": backend.tuned_choices(), "metrics_records": metrics.records})
         if name == "last.pt":
-            saved_at = time.monotonic()
+            saved_at = clock()
 
     def save_due() -> bool:
         """--save-every steps or --save-minutes minutes since the last save of last.pt."""
         if args.save_every and progress.step % args.save_every == 0:
             return True
-        return bool(args.save_minutes) and time.monotonic() - saved_at >= 60 * args.save_minutes
+        return bool(args.save_minutes) and clock() - saved_at >= 60 * args.save_minutes
 
     def validate() -> dict:
         with schedules.averaged_weights(model, optimizer):  # NT-ASGD: the averaged weights
@@ -201,7 +204,7 @@ def run(task, args, ctx: Context, state: dict | None = None, log=print) -> dict:
                 if args.max_steps and progress.step >= args.max_steps:
                     done = True
                     break
-                if save_due():
+                if save_due() and progress.batch < len(batches):  # the epoch's end saves anyway
                     save("last.pt")
             bar.close()
             epoch_s = time.perf_counter() - started - paused
