@@ -34,7 +34,7 @@ def drawn(fig):
 def test_writes_a_png(tmp_path):
     backend = matplotlib.get_backend()
     path = tmp_path / "fields.png"
-    result = tilt_receptive_fields(path, tsrnn.TILT(n_taus=12), figsize=(5.0, 3.0), dpi=80)
+    result = tilt_receptive_fields(path, tsrnn.TILT(n_taus=12, k=2), figsize=(5.0, 3.0), dpi=80)
     assert result == path
     assert path.stat().st_size > 5000
     assert png_size(path) == (400, 240)
@@ -101,4 +101,4 @@ def test_bad_arguments(tmp_path, kwargs, exception, match):
 
 def test_missing_folder(tmp_path):
     with pytest.raises(FileNotFoundError):
-        tilt_receptive_fields(tmp_path / "no" / "such" / "folder.png", tsrnn.TILT(n_taus=3), dpi=30)
+        tilt_receptive_fields(tmp_path / "no" / "such" / "folder.png", tsrnn.TILT(n_taus=3, tau_max=2.0, k=2), dpi=30)

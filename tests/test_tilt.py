@@ -1,6 +1,7 @@
 """TILT (docs/equations.md §5): the grid, every fast path against the literal S11-S12 reference, resets,
 streaming state, the one-hot equivalence, float32 error by k, and the parameter errors."""
 import math
+import warnings
 
 import pytest
 import torch
@@ -12,6 +13,9 @@ from conftest import assert_close
 
 PATHS = ["scan", "chunked", "fft"]
 F64 = TOLERANCE["tilt float64"]
+# The path tests use small, coarse grids on purpose (exact filters all the same): TILT's warning
+# that k is too large for them is tested below, not repeated here.
+pytestmark = pytest.mark.filterwarnings(r"ignore:tsrnn\.TILT. k=\d+ is too large for:UserWarning")
 
 
 def rel_err(y, y_ref):
@@ -168,6 +172,69 @@ def test_batch_first_and_module_casts():
 def test_parameter_errors(kwargs, error, match):
     with pytest.raises(error, match=match):
         tsrnn.TILT(**kwargs)
+
+
+def test_the_default_and_the_papers_grids_are_silent():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for k in (1, 4, 5):  # 30 τ* over [1, 50]: mass 1.02, 1.22, 1.39
+            tsrnn.TILT(k=k)
+        tsrnn.TILTContext(5)  # seed 004: c = 0.1, k = 4 (mass 1.11)
+        tsrnn.TILTBufferContext(3)
+
+
+def test_k_too_large_for_the_grid_warns_once_with_the_largest_stable_k():
+    """k = 16 on the default grid: receptive fields of mass 193 instead of 1, warned once at
+    construction (not per call), naming the largest k within the tolerance (5 on this grid)."""
+    with pytest.warns(UserWarning) as warned:
+        tilt = tsrnn.TILT(k=16)
+    assert len(warned) == 1 and warned[0].filename == __file__
+    assert str(warned[0].message) == (
+        "tsrnn.TILT: k=16 is too large for the τ* grid n_taus=30, tau_min=1.0, tau_max=50.0 (growth c=0.144 "
+        "per τ*): its receptive fields have mass 192.9 instead of 1; the largest stable k for this grid is 5 "
+        "(receptive-field mass within 50% of 1), or use a finer grid (more n_taus)")
+    assert torch.allclose(tilt.kernels(5000).sum(1), torch.full((30,), 192.9, dtype=torch.float64), rtol=1e-3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        tilt(torch.randn(20, 2, 3))
+    with pytest.warns(UserWarning, match=r"mass 192.9 τ\*\^g instead of 1 τ\*\^g"):  # relative to τ*^g
+        tsrnn.TILT(k=16, g=1.0)
+    with pytest.warns(UserWarning, match=r"mass 1.761e\+04 instead of 1; no k is stable on this grid"):
+        tsrnn.TILT(n_taus=4)  # growth c = 2.68: even k = 1 gives mass 2.96
+
+
+@pytest.mark.parametrize("grid, largest", [
+    ({}, 5),  # c = 0.144
+    ({"n_taus": 12}, 2),  # c = 0.427
+    ({"n_taus": 8}, 1),  # c = 0.749
+    ({"n_taus": 100}, 14),  # c = 0.040
+    ({"n_taus": 25, "tau_max": 1.1 ** 24}, 7),  # seed 004's fine grid, c = 0.1
+])
+def test_the_largest_stable_k_is_computed_for_the_grid(grid, largest):
+    """The named k is the grid's: it is silent and its receptive fields' mass is within 50% of 1;
+    one more warns and names it."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        stable = tsrnn.TILT(**grid, k=largest)
+    assert ((stable.kernels(20000).sum(1) - 1).abs() <= laplace.MASS_TOLERANCE).all()
+    with pytest.warns(UserWarning, match=rf"k={largest + 1} is too large .* the largest stable k for this grid is "
+                                         rf"{largest} "):
+        tsrnn.TILT(**grid, k=largest + 1)
+
+
+@pytest.mark.parametrize("kwargs, why", [
+    ({"k": 60}, r"its receptive fields have mass 2.43e\+60, beyond float32's range .*; the largest stable k for "
+                r"this grid is 5 "),  # float32 outputs were NaN
+    ({"tau_max": 1.0 + 1e-9}, r"float64 rounding swamps Post's k-th difference \(the τ\* are too close together\); "
+                              r"the largest stable k for this grid is 1 "),  # outputs were ~4e24
+    ({"tau_max": 1.0 + 1e-9, "k": 2}, r"float64 rounding swamps"),
+    ({"n_taus": 2, "tau_max": 1000.0, "k": 60}, r"Post's k-th difference is not finite in float64; no k is stable"),
+])
+def test_unusable_receptive_fields_are_refused(kwargs, why):
+    k = kwargs.get("k", 4)
+    with pytest.raises(ValueError, match=rf"^tsrnn\.TILT cannot use k={k} on the τ\* grid .*: {why}"):
+        tsrnn.TILT(**kwargs)
+    tsrnn.TILT(**{**kwargs, "k": 1})  # k = 1 is fine on each of these grids (warned on the coarse one)
 
 
 def test_input_errors():

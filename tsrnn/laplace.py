@@ -7,10 +7,15 @@ Post's inverse operator and the receptive-field kernels. Everything is built in 
 
 Because (S11)-(S12) are linear, f~ = L F_t with L = diag(...) (D^k)[central rows] (N x (N+2k)), and
 f~_t = Σ_j g(j) u_{t-j} with the kernel g_τ*(j) = Σ_s L[τ*, s] β(s) e^{-s j Δ}.
+
+With β exact, Σ_j β(s) e^{-s j Δ} = 1/s for any Δ, so a receptive field's mass is Σ_j g_τ*(j) = (L 1/s)_τ*,
+which the exact k-th derivative ((-1)^k k! / s^{k+1}) makes τ*^g. The finite difference departs from it
+as k grows or the grid coarsens, and on a grid of growth c the mass depends on c and k only.
 """
 from __future__ import annotations
 
 import math
+import warnings
 from typing import NamedTuple
 
 import torch
@@ -48,15 +53,16 @@ def grid(n_taus: int, tau_min: float, tau_max: float, k: int) -> Grid:
 
 
 def derivative_matrix(s: torch.Tensor) -> torch.Tensor:
-    """D (R x R): three-point d/ds on the non-uniform grid s; first and last rows zero (S12)."""
+    """D (R x R): three-point d/ds on the non-uniform grid s; first and last rows zero (S12).
+    Points that coincide in float64 give non-finite rows (``check_post`` refuses them)."""
     R = s.shape[0]
     D = torch.zeros(R, R, dtype=torch.float64)
-    for i in range(1, R - 1):
-        h1, h2 = (s[i] - s[i - 1]).item(), (s[i + 1] - s[i]).item()
-        H = h1 + h2
-        D[i, i - 1] = -h2 / (h1 * H)
-        D[i, i] = h2 / (h1 * H) - h1 / (h2 * H)
-        D[i, i + 1] = h1 / (h2 * H)
+    h1, h2 = s[1:-1] - s[:-2], s[2:] - s[1:-1]
+    H = h1 + h2
+    i = torch.arange(1, R - 1)
+    D[i, i - 1] = -h2 / (h1 * H)
+    D[i, i] = h2 / (h1 * H) - h1 / (h2 * H)
+    D[i, i + 1] = h1 / (h2 * H)
     return D
 
 
@@ -80,3 +86,62 @@ def kernels(L: torch.Tensor, s: torch.Tensor, beta: torch.Tensor, dt: float, len
     """g_τ*(j) = Σ_s L[τ*, s] β(s) e^{-s j Δ} for j = 0 .. length-1: (N, length), float64."""
     j = torch.arange(length, dtype=torch.float64)
     return L @ (beta[:, None] * torch.exp(-s[:, None] * j[None, :] * dt))
+
+
+MASS_TOLERANCE = 0.5  # |mass / τ*^g - 1| a receptive field may reach before TILT warns (``check_post``)
+
+
+def field_mass(L: torch.Tensor, grid_: Grid, n_taus: int, k: int, g: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """(mass, rounding), (N,) each, relative to τ*^g: the mass (L 1/s) / τ*^g of each central τ*'s
+    receptive field (1 for the exact derivative) and float64's bound on its rounding error,
+    eps (|L| 1/s) / τ*^g."""
+    inverse, norm = 1 / grid_.s, grid_.tau[k:k + n_taus] ** g
+    return L @ inverse / norm, torch.finfo(torch.float64).eps * (L.abs() @ inverse) / norm
+
+
+def _unusable(mass: torch.Tensor, rounding: torch.Tensor) -> str | None:
+    """Why receptive fields of this mass cannot be used at all, or None."""
+    if not (torch.isfinite(mass).all() and torch.isfinite(rounding).all()):
+        return "Post's k-th difference is not finite in float64"
+    if (rounding > MASS_TOLERANCE * mass.abs()).any():
+        return "float64 rounding swamps Post's k-th difference (the τ* are too close together)"
+    if (mass.abs() > torch.finfo(torch.float32).max).any():
+        return (f"its receptive fields have mass {mass.abs().max().item():.3g}, beyond float32's range "
+                "(float32 or lower-precision inputs would give inf or NaN)")
+    return None
+
+
+def _stable(mass: torch.Tensor, rounding: torch.Tensor) -> bool:
+    return _unusable(mass, rounding) is None and bool(((mass - 1).abs() <= MASS_TOLERANCE).all())
+
+
+def largest_stable_k(c: float, below: int) -> int:
+    """The largest k < ``below`` such that every order 1..k gives receptive fields of mass within
+    MASS_TOLERANCE of τ*^g on a grid of growth c (computed on two τ*: the mass depends on c and k
+    only); 0 if k = 1 does not."""
+    for order in range(1, below):
+        small = grid(2, 1.0, 1.0 + c, order)
+        if not _stable(*field_mass(post_operator(2, order, 0.0, small), small, 2, order, 0.0)):
+            return order - 1
+    return below - 1
+
+
+def check_post(L: torch.Tensor, grid_: Grid, n_taus: int, tau_min: float, tau_max: float, k: int, g: float) -> None:
+    """TILT's receptive fields, once at construction: a ValueError where they cannot be used at all
+    (not finite, float64 rounding noise, or a mass beyond float32's range), a UserWarning where their
+    mass departs from τ*^g by more than MASS_TOLERANCE; both name the largest stable k of the grid."""
+    mass, rounding = field_mass(L, grid_, n_taus, k, g)
+    if _stable(mass, rounding):
+        return
+    best = largest_stable_k(grid_.c, k)
+    where = (f"the τ* grid n_taus={n_taus}, tau_min={tau_min!r}, tau_max={tau_max!r} "
+             f"(growth c={grid_.c:.3g} per τ*)")
+    advice = (f"the largest stable k for this grid is {best}" if best else "no k is stable on this grid") + \
+        f" (receptive-field mass within {MASS_TOLERANCE:.0%} of 1)"
+    unusable = _unusable(mass, rounding)
+    if unusable is not None:
+        raise ValueError(f"tsrnn.TILT cannot use k={k} on {where}: {unusable}; {advice}")
+    unit = "" if g == 0 else " τ*^g"
+    worst = mass[(mass - 1).abs().argmax()].item()
+    warnings.warn(f"tsrnn.TILT: k={k} is too large for {where}: its receptive fields have mass {worst:.4g}{unit} "
+                  f"instead of 1{unit}; {advice}, or use a finer grid (more n_taus)", stacklevel=3)

@@ -44,6 +44,16 @@ class TILT(nn.Module):
     (large c) moves the peaks later than τ*: with 30 τ* over [1, 50] (c = 0.144) they sit near
     τ*, with 8 τ* over [1, 50] (c = 0.75) near 2.5 τ*. For few wide fields, use a fine grid and
     keep every m-th τ*, as ``tsrnn.TILTContext`` does (seed 004).
+
+    Checked once at construction (``laplace.check_post``): each receptive field's mass Σ_j g(j) (β exact)
+    is τ*^g for Post's exact derivative, and the k-th difference makes it heavier as k grows or the grid
+    coarsens (30 τ* over [1, 50]: 1.22 at k = 4, 193 at k = 16). Beyond ±50%
+    (``laplace.MASS_TOLERANCE``) TILT warns, once, naming the largest k within it for the grid (5
+    there): it does not refuse, because such fields are still exact causal filters that every path
+    computes, like the coarse grids above, which a study of k or of coarse grids may want. Fields
+    that cannot be used at all raise a ValueError: not finite, float64 rounding noise (τ* so close
+    together that the k-th difference cancels, e.g. tau_max = tau_min (1 + 1e-9)), or a mass beyond
+    float32's range (k = 60 there: float32 outputs inf and NaN).
     """
 
     def __init__(self, n_taus=30, tau_min=1.0, tau_max=50.0, k=4, g=0.0, dt=1.0,
@@ -56,9 +66,11 @@ class TILT(nn.Module):
         self.g, self.dt, self.integrate = float(g), float(dt), integrate
         self.batch_first, self.method, self.chunk = batch_first, method, chunk
         grid = laplace.grid(n_taus, self.tau_min, self.tau_max, k)
+        post = laplace.post_operator(n_taus, k, self.g, grid)
+        laplace.check_post(post, grid, n_taus, self.tau_min, self.tau_max, k, self.g)
         decay, beta = laplace.decay_and_input_weight(grid.s, self.dt, integrate)
         for name, value in (("tau_star", grid.tau[k:k + n_taus]), ("s", grid.s), ("decay", decay),
-                            ("beta", beta), ("post", laplace.post_operator(n_taus, k, self.g, grid))):
+                            ("beta", beta), ("post", post)):
             self.register_buffer(name, value, persistent=False)
 
     def extra_repr(self) -> str:
