@@ -109,7 +109,8 @@ def test_env_reference_runs_the_reference_loops(monkeypatch, spies, env):
         assert spies == {"lstm": 0, "plstm": 2, "linear_scan": 0}
 
 
-@pytest.mark.parametrize("name", ["TSRNN_AUTOTUNE", "TSRNN_VERIFY", pytest.param("TSRNN_CPU_PROFILE", marks=needs_native)])
+@pytest.mark.parametrize("name", ["TSRNN_AUTOTUNE", "TSRNN_VERIFY",
+                                  pytest.param("TSRNN_CPU_PROFILE", marks=needs_native)])
 def test_a_switch_takes_0_or_1_only(monkeypatch, name):
     """Every on/off variable is "0" or "1", empty meaning unset: anything else is a one-line
     ValueError naming it, the value and the accepted values, on the first call that reads it."""

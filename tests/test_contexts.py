@@ -183,7 +183,8 @@ def test_bad_n(cls, n, exception, match):
     ({"tau_min": -1.0}, ValueError, r"tau_min must be > 0"),
     ({"k": 0}, ValueError, r"k must be >= 1"),
     ({"integrate": "euler"}, ValueError, r"integrate must be one of"),
-    ({"c": 1e-9}, ValueError, r"cannot use k=4 on the τ\* grid .* \(growth c=1e-09 per τ\*\): float64 rounding swamps"),
+    ({"c": 1e-9}, ValueError,
+     r"cannot use k=4 on the τ\* grid .* \(growth c=1e-09 per τ\*\): float64 rounding swamps"),
 ])
 def test_bad_tilt_arguments(kwargs, exception, match):
     with pytest.raises(exception, match=match):
@@ -199,7 +200,8 @@ def test_k_too_large_for_the_papers_grid_warns(context):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         context(3, k=7)
-    with pytest.warns(UserWarning, match=r"k=8 is too large .*growth c=0.1 per τ\*.* largest stable k for this grid is 7 "):
+    with pytest.warns(UserWarning,
+                      match=r"k=8 is too large .*growth c=0.1 per τ\*.* largest stable k for this grid is 7 "):
         context(3, k=8)
 
 

@@ -46,7 +46,8 @@ class PowerLawLSTM(StackedRNN):
         if fixed_p is not None:
             fixed_p = check.positive_real("fixed_p", fixed_p)
             if learn_p:
-                raise ValueError(f"learn_p=True and fixed_p={fixed_p!r} contradict each other: a fixed p is not learned")
+                raise ValueError(f"learn_p=True and fixed_p={fixed_p!r} contradict each other: "
+                                 "a fixed p is not learned")
         learn_p = fixed_p is None if learn_p is None else bool(learn_p)
         super().__init__(input_size, hidden_size, num_layers, bias, batch_first, dropout, backend, cell,
                          device=device, dtype=dtype, bidirectional=bidirectional, proj_size=proj_size)
