@@ -111,3 +111,25 @@ def test_an_interrupt_outside_training_is_one_line(monkeypatch, capsys, tmp_path
     assert cli.main([*BASE, "--out", str(tmp_path / "run")]) == 130
     err = capsys.readouterr().err.strip()
     assert err == "tsrnn train: interrupted; stopped without saving (a checkpoint written before is intact)"
+
+
+def test_torchrun_forwards_the_signal_and_every_rank_stops_at_the_same_step(tmp_path):
+    """torchrun passes SIGINT on to its workers; they agree on the step to stop after (an all-reduce),
+    rank 0 saves and reports. The launcher's own traceback is torch's."""
+    run = tmp_path / "ddp"
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", "-m", "tsrnn",
+               *BASE, "--device", "cpu", "--max-steps", "1000000", "--out", str(run)]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               start_new_session=True)
+    try:
+        wait_for_step(run, 3, process)
+        process.send_signal(signal.SIGINT)
+        _, stderr = process.communicate(timeout=120)
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+    stopped = checkpoint.load(run / "last.pt")["progress"]["step"]
+    assert stopped >= 3 and train_steps(run)[-1] == stopped
+    reports = [line for line in stderr.splitlines() if line.startswith("tsrnn train: interrupted by SIGINT")]
+    assert reports == [f"tsrnn train: interrupted by SIGINT after step {stopped} (epoch 1, batch {stopped}); saved "
+                       f"{run / 'last.pt'}; continue with --resume {run / 'last.pt'}"]

@@ -254,3 +254,9 @@ def test_a_full_disk_is_one_line_and_leaves_no_temporary_file(tmp_path, capsys, 
     assert train(tmp_path / "run", "--max-steps", "1") == 2
     assert "No space left on device" in one_line(capsys)
     assert sorted(p.name for p in (tmp_path / "run").iterdir()) == ["metrics.jsonl"]
+
+
+def test_sizes_too_large_for_memory_are_one_line(tmp_path, capsys):
+    assert train(tmp_path / "run", "--nhid", str(10**9), "--max-steps", "1") == 1
+    line = one_line(capsys)
+    assert line.startswith("tsrnn train: error: out of memory (") and line.endswith("; use smaller sizes")
