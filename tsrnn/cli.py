@@ -140,7 +140,8 @@ def _selftest_parser(commands):
 def _parser(defaults: bool = True) -> tuple[argparse.ArgumentParser, dict]:
     """The ``tsrnn`` parser and its commands' parsers by name; ``defaults=False``: a parser whose
     namespace holds only the options given."""
-    parser = argparse.ArgumentParser(prog="tsrnn", description="Fused timescale-aware RNN kernels, models and training.")
+    parser = argparse.ArgumentParser(prog="tsrnn",
+                                     description="Fused timescale-aware RNN kernels, models and training.")
     commands = parser.add_subparsers(dest="command")
     for add in (_train_parser, _eval_parser, _analyze_parser, _selftest_parser):
         add(commands)

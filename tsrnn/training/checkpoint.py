@@ -120,8 +120,8 @@ def check_file(path) -> Path:
     return path
 
 
-def load(path, task: str | None = None) -> dict:
-    """Read a checkpoint; ``task`` (if given) must match the one that wrote it.
+def load(path) -> dict:
+    """Read and verify a checkpoint `tsrnn train` wrote (a CheckpointError saying why if it cannot).
 
     Read with ``torch.load(weights_only=True)``: a checkpoint holds tensors and plain Python values
     only (dicts, lists, tuples, strings, numbers, None), and a file holding anything else, which
@@ -157,8 +157,6 @@ def load(path, task: str | None = None) -> dict:
     if problem:
         raise CheckpointError(f"checkpoint {path}: {problem}; refused (the run had diverged, or the file was "
                               "altered)")
-    if task is not None and payload.get("task") != task:
-        raise CheckpointError(f"{path} was written by task {payload.get('task')!r}, not {task!r}")
     return payload
 
 
@@ -173,6 +171,7 @@ def upgrade(path) -> Path:
     payload["rng"]["numpy"] = _plain_numpy_state(payload["rng"]["numpy"])
     metrics = path.parent / "metrics.jsonl"  # the lines it has now: more precise is not known
     payload.setdefault("metrics_records", len(metrics.read_bytes().splitlines()) if metrics.exists() else 0)
+    payload.setdefault("backend_choices", {})  # format 1 did not record them
     del payload["format"], payload["tsrnn_version"]
     return save(path, payload)
 

@@ -169,9 +169,10 @@ def run(task, args, ctx: Context, state: dict | None = None, log=print) -> dict:
                 value = loss.item()
                 if ctx.max(not math.isfinite(value)):  # on any rank
                     bar.close()
-                    raise Diverged(f"the training loss is {value if not math.isfinite(value) else 'not finite'} "
-                                   f"at step {progress.step + 1} (epoch {progress.epoch + 1}); stopped before that "
-                                   f"step. {out / 'last.pt'} holds the last checkpoint; a lower --lr or a --clip may help")
+                    shown = value if not math.isfinite(value) else "not finite on another process"
+                    raise Diverged(f"the training loss is {shown} at step {progress.step + 1} (epoch "
+                                   f"{progress.epoch + 1}); stopped before that step. {out / 'last.pt'} holds the "
+                                   "last checkpoint; a lower --lr or a --clip may help")
                 carry = carry_next
                 optimizer.zero_grad(set_to_none=True)
                 loss.backward()
