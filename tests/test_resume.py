@@ -11,6 +11,8 @@ from tsrnn import cli
 from tsrnn.training import checkpoint, run_dir, trainer
 from tsrnn.training.tasks import TASKS
 
+from test_interrupts import assert_same_weights
+
 COPY = ["train", "--task", "copy", "--nhid", "8", "--batch-size", "8", "--delay", "6", "--copy-size", "16,8",
         "--quiet", "--log-every", "1"]
 
@@ -178,12 +180,8 @@ def test_a_format_2_checkpoint_names_the_upgrade(tmp_path):
     checkpoint.upgrade(run / "old.pt")
     upgraded = checkpoint.load(run / "old.pt")
     assert upgraded["metrics_records"] == len((run / "metrics.jsonl").read_text().splitlines())
-    assert_equal_models(upgraded, state)
-
-
-def assert_equal_models(a, b):
-    assert a["model"].keys() == b["model"].keys()
-    assert all(torch.equal(a["model"][k], b["model"][k]) for k in a["model"])
+    assert upgraded["model"].keys() == state["model"].keys()
+    assert_same_weights(upgraded, state)
 
 
 def test_every_file_of_a_run_gets_the_same_mode(tmp_path):

@@ -4,7 +4,10 @@ from __future__ import annotations
 import argparse
 import sys
 
+import torch
+
 from tsrnn import cli_checks
+from tsrnn.training import resume
 from tsrnn.training.recipes import RECIPES
 
 
@@ -23,8 +26,7 @@ def _train_parser(commands):
     p.add_argument("--level", default="word", choices=["word", "char"], help="PTB word or character files")
     p.add_argument("--out", help="directory for checkpoints and metrics.jsonl (default runs/TASK)")
     p.add_argument("--resume", help="checkpoint to continue from (bit-identical continuation), with its settings; "
-                   "only --lr, --clip, --epochs, --max-steps, --patience, --stop-accuracy, --valid-every, --log-every, "
-                   "--save-every, --save-minutes, --device, --backend, --quiet and --data may change (default --out: "
+                   f"only {', '.join(cli_checks.flag(dest) for dest in resume.APPLIED)} may change (default --out: "
                    "the checkpoint's directory)")
     p.add_argument("--overwrite", action="store_true", help="replace the run --out holds (its checkpoints and "
                    "metrics); without it such an --out is refused")
@@ -191,8 +193,8 @@ def main(argv=None) -> int:
     except Diverged as exc:
         print(f"tsrnn {args.command}: error: {exc}", file=sys.stderr)
         return 1
-    except (MemoryError, RuntimeError) as exc:  # an allocator's failure (torch.OutOfMemoryError is one)
-        if not isinstance(exc, MemoryError) and "allocate" not in str(exc) and "out of memory" not in str(exc):
+    except (MemoryError, RuntimeError) as exc:  # torch.OutOfMemoryError (a RuntimeError), or the CPU allocator's
+        if not isinstance(exc, (MemoryError, torch.OutOfMemoryError)) and "can't allocate memory" not in str(exc):
             raise
         print(f"tsrnn {args.command}: error: out of memory ({_one_line(exc)}); use smaller sizes", file=sys.stderr)
         return 1

@@ -32,7 +32,8 @@ REAL_MEANING = {"fixed_p": "exponent", "resolution": "time", "save_minutes": "nu
                 "lr_decay_factor": "number (the lr is divided by it each epoch)"}
 
 
-def _flag(dest: str) -> str:
+def flag(dest: str) -> str:
+    """The option of an argument's dest (``batch_size`` -> ``--batch-size``)."""
     return "--" + dest.replace("_", "-")
 
 
@@ -41,7 +42,7 @@ def _range_problem(args) -> str | None:
         value = getattr(args, dest, None)
         if value is not None and not (low <= value and (high is None or value <= high)):
             bound = f">= {low}" if high is None else f"in [{low}, {high}]"
-            return f"{_flag(dest)} must be {bound}, got {value}"
+            return f"{flag(dest)} must be {bound}, got {value}"
     for dest, (low, high, low_in, high_in) in REALS.items():
         value = getattr(args, dest, None)
         if value is None:
@@ -52,7 +53,7 @@ def _range_problem(args) -> str | None:
             meaning = REAL_MEANING.get(dest, "number")
             bound = (f"{'>=' if low_in else '>'} {low}" if high == math.inf else
                      f"in {'[' if low_in else '('}{low}, {high}{']' if high_in else ')'}")
-            return f"{_flag(dest)} must be a finite {meaning} {bound}, got {value}"
+            return f"{flag(dest)} must be a finite {meaning} {bound}, got {value}"
     delay, delay_min = getattr(args, "delay", None), getattr(args, "delay_min", None)
     if delay is not None and delay_min is not None and delay_min > delay:
         return f"--delay-min {delay_min} is larger than --delay {delay}"
@@ -81,7 +82,7 @@ COUNT_LISTS = {  # dest: (what it expects, an example, how many)
 def _list_problem(args) -> str | None:
     for dest, (expect, example, n) in COUNT_LISTS.items():
         value = getattr(args, dest, None)
-        problem = None if value is None else _counts(_flag(dest), value, expect, example, n)
+        problem = None if value is None else _counts(flag(dest), value, expect, example, n)
         if problem:
             return problem
     return None
@@ -120,10 +121,10 @@ def problem(args) -> str | None:
             return None
         if args.resume is not None:
             checkpoint.check_file(args.resume)
-        if args.backend == "triton" and not str(args.device or "").startswith("cuda"):
+        if args.backend == "triton" and (args.device or "cpu").split(":")[0] != "cuda":
             import torch
 
-            if args.device is not None or not torch.cuda.is_available():
+            if args.device is not None or not torch.cuda.is_available():  # no --device: cuda if available
                 return "--backend triton runs on CUDA GPUs; this run is on the CPU (use --backend auto or native)"
         found = _out_problem(args)
         if found is None and args.nhid is not None and "," in args.nhid and recipes.task(args) != "lm":

@@ -56,7 +56,7 @@ def finished_error(state: dict, args: argparse.Namespace) -> str | None:
     if progress["stopped"] == "patience" and args.patience and progress["bad_epochs"] >= args.patience:
         return (f"{path} has finished its run: it stopped early after {progress['bad_epochs']} epochs without a "
                 f"better validation loss (--patience {args.patience}); give a larger --patience (0: never) to train on")
-    if progress["stopped"] == "solved" and args.stop_accuracy == state["args"].get("stop_accuracy"):
+    if progress["stopped"] == "solved" and args.stop_accuracy <= state["args"]["stop_accuracy"]:
         return (f"{path} has finished its run: it stopped when the task's stopping rule held (--stop-accuracy "
                 f"{args.stop_accuracy}); give a higher --stop-accuracy to train on")
     return None
