@@ -7,7 +7,9 @@ one ``summary.json`` holding every number the figures show.
 - copy: unit ablation (random order; for the pLSTM also later-reset units first), and for the
   pLSTM the reset traces, later-reset units and learned p.
 - mlp-lm with a TILT or TILT-Buffer context: the receptive fields.
-- freq, pixels, imdb with the pLSTM: the learned p.
+- imdb (every cell): test accuracy by review length (seed 002 Figure 4); with the pLSTM also the learned p.
+- freq, pixels with the pLSTM: the learned p.
+- ``--compare-p B.pt`` (any pLSTM checkpoint): seed 002 §5.2's t-test of this checkpoint's p against B's.
 """
 from __future__ import annotations
 
@@ -18,7 +20,7 @@ from pathlib import Path
 import torch
 
 from tsrnn import plot
-from tsrnn.analysis import forget_map, passes, plstm, receptive_fields, routing, timescales, word_ablation
+from tsrnn.analysis import by_length, forget_map, passes, plstm, receptive_fields, routing, timescales, word_ablation
 from tsrnn.modules import PowerLawLSTM
 from tsrnn.training import checkpoint
 from tsrnn.training.commands import restore
@@ -80,8 +82,25 @@ def _tilt(task, model, args, out: Path) -> dict:
     return {"receptive_fields": {**summary, "figures": ["receptive_fields.png"]}}
 
 
-RUNNERS = {"lm": _lm, "copy": _copy, "mlp-lm": _tilt}
-P_ONLY = ("freq", "pixels", "imdb")
+def _imdb(task, model, args, out: Path) -> dict:
+    summary = by_length.imdb_by_length(task, model, args.split, args.length_bins)
+    by_length.figure({task.args.cell: summary}, out / "accuracy_by_length.png")
+    print("accuracy by review length: " + ", ".join(f"{b['label']} {b['accuracy']:.3f} (n {b['count']})"
+                                                    for b in summary["bins"]))
+    return {"by_length": {**summary, "figures": ["accuracy_by_length.png"]}}
+
+
+def _p_ttest(summary: dict, out: Path) -> dict:
+    plstm.compare_figure(summary, out / "p_compare.png")
+    for e in summary["layers"]:
+        print(f"p t-test ({e['test']}), layer {e['layer']}: mean {e['mean_a']:.3f} (sd {e['sd_a']:.3f}, n {e['n_a']}) "
+              f"vs {e['mean_b']:.3f} (sd {e['sd_b']:.3f}, n {e['n_b']}), t = {e['t']:.3f}, df = {e['df']:g}, "
+              f"p = {e['p_value']:.3g}, Cohen's d = {e['cohens_d']:.3f}")
+    return {**summary, "figures": ["p_compare.png"]}
+
+
+RUNNERS = {"lm": _lm, "copy": _copy, "mlp-lm": _tilt, "imdb": _imdb}
+P_ONLY = ("freq", "pixels")
 
 
 def strict_json(value):
@@ -106,14 +125,20 @@ def run(args) -> int:
     has_p = state["config"].get("cell") == "plstm"
     if name not in RUNNERS and not (name in P_ONLY and has_p):
         raise ValueError(f"tsrnn analyze has no analysis for a {name!r} checkpoint with cell "
-                         f"{state['config'].get('cell')!r}: it analyzes lm, copy and mlp-lm (TILT) checkpoints, "
+                         f"{state['config'].get('cell')!r}: it analyzes lm, copy, imdb and mlp-lm (TILT) checkpoints, "
                          f"and the pLSTM's learned p of {', '.join(P_ONLY)}")
+    if args.length_bins is not None and name != "imdb":
+        raise ValueError(f"--length-bins applies to imdb checkpoints; {args.checkpoint} is a {name!r} checkpoint")
+    args.length_bins = by_length.parse_boundaries(args.length_bins) if args.length_bins else by_length.BOUNDARIES
+    compared = plstm.compare_p(args.checkpoint, args.compare_p) if args.compare_p else None
     task, model = restore(args.checkpoint, args.data, device)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     analyses = RUNNERS[name](task, model, args, out) if name in RUNNERS else {}
     if any(isinstance(m, PowerLawLSTM) for m in model.modules()):
         analyses["learned_p"] = _learned_p(model, out, analyses.get("copy", {}).get("later_reset"))
+    if compared is not None:
+        analyses["p_ttest"] = _p_ttest(compared, out)
     summary = {"checkpoint": str(args.checkpoint), "task": name, "config": state["config"], "split": args.split,
                "tsrnn_version": state.get("tsrnn_version"), "analyses": analyses}
     (out / "summary.json").write_text(json.dumps(strict_json(summary), indent=1) + "\n")

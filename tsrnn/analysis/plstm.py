@@ -1,6 +1,11 @@
 """The pLSTM's own analyses (seed 002 §5.2-5.3, Figure 5 and Figure A.4).
 
 - **Learned p**: the distribution of the decay exponents p of every pLSTM layer (A.4 B, D).
+- **p t-test** (§5.2): "p learned in the T = 200 condition is significantly larger than p learned
+  in the T = 500 condition (μ_T200 = 0.41, μ_T500 = 0.19, t = 6.9, p < 0.001, Cohen's d = 0.87)":
+  an unpaired two-sample t-test between the units of two trained models, layer by layer (the seed
+  does not say Student or Welch; with 128 units each its t matches d √(n/2) = 0.87 · 8, Student's
+  pooled form, tsrnn's default).
 - **Reset traces**: on a sample of copy-task sequences, the reset gate r_t and the age
   a_t = t - k_t of every unit (the paper draws the reference time k_t; S9). A unit is
   *later-reset* when it keeps its reference time through the delay: its age at the last blank
@@ -15,6 +20,10 @@
 """
 from __future__ import annotations
 
+import math
+import re
+from pathlib import Path
+
 import numpy as np
 import torch
 
@@ -23,6 +32,7 @@ from tsrnn.analysis.passes import progress, traces_of
 from tsrnn.analysis.routing import ZeroedOutput
 from tsrnn.data.copy import copy_task
 from tsrnn.modules import PowerLawLSTM
+from tsrnn.training import checkpoint
 
 N_COPY = 10  # symbols per copy sequence (tsrnn.data.copy.copy_task's default, seed 002)
 STEP, LIMIT = 5, 100  # seed 002 §5.3: "We randomly sampled 100 of the 128 units and ablated 5 units at a time"
@@ -39,6 +49,73 @@ def learned_p(model) -> list[dict]:
                         "quartiles": torch.quantile(p, torch.tensor([0.25, 0.5, 0.75], dtype=p.dtype)).tolist(),
                         "fixed": module.fixed_p is not None})
     return out
+
+
+def p_ttest(a, b, equal_var: bool = True) -> dict:
+    """Two-sided unpaired two-sample t-test of the decay exponents ``a`` against ``b`` (seed 002
+    §5.2), scipy.stats.ttest_ind. Student's (``equal_var``, the default):
+
+        t = (mean_a - mean_b) / (s √(1/n_a + 1/n_b)),  s² = ((n_a - 1) s_a² + (n_b - 1) s_b²) / (n_a + n_b - 2),
+
+    df = n_a + n_b - 2; Welch's: t = (mean_a - mean_b) / √(s_a²/n_a + s_b²/n_b), Welch-Satterthwaite
+    df. Cohen's d = (mean_a - mean_b) / s (pooled s either way); s_a, s_b sample sds (n - 1)."""
+    import scipy.stats  # here, not at import time: it costs ~0.7 s
+
+    a, b = (np.asarray(torch.as_tensor(v, dtype=torch.float64).cpu()).ravel() for v in (a, b))
+    if min(a.size, b.size) < 2:
+        raise ValueError(f"a t-test needs at least 2 values per sample, got {a.size} and {b.size}")
+    sd_a, sd_b = float(a.std(ddof=1)), float(b.std(ddof=1))
+    if sd_a == 0 and sd_b == 0:
+        raise ValueError(f"both samples of p are constant ({a[0]:g} and {b[0]:g}; p fixed?): no t-test")
+    result = scipy.stats.ttest_ind(a, b, equal_var=equal_var)
+    n_a, n_b = a.size, b.size
+    pooled = math.sqrt(((n_a - 1) * sd_a ** 2 + (n_b - 1) * sd_b ** 2) / (n_a + n_b - 2))
+    return {"test": "Student" if equal_var else "Welch", "n_a": n_a, "n_b": n_b, "mean_a": float(a.mean()),
+            "mean_b": float(b.mean()), "sd_a": sd_a, "sd_b": sd_b, "t": float(result.statistic),
+            "df": float(result.df), "p_value": float(result.pvalue),
+            "cohens_d": (float(a.mean()) - float(b.mean())) / pooled}
+
+
+_P_KEY = re.compile(r"(?:^|\.)p(?:_logit)?_l\d+$")
+
+
+def checkpoint_p(path) -> list[torch.Tensor]:
+    """The decay exponents p (H,) float64 of every pLSTM layer in a checkpoint, read from its weights
+    (no data needed), in ``learned_p``'s order; ValueError if it has none."""
+    weights = checkpoint.load(path)["model"]
+    layers = [torch.sigmoid(v).double() if "p_logit_l" in k else v.double()
+              for k, v in weights.items() if _P_KEY.search(k)]
+    if not layers:
+        raise ValueError(f"{path} has no pLSTM layer: no learned p to compare")
+    return layers
+
+
+def compare_p(path_a, path_b, equal_var: bool = True) -> dict:
+    """``p_ttest`` of two pLSTM checkpoints' p, layer by layer (seed 002 §5.2: T = 200 vs T = 500)."""
+    a, b = checkpoint_p(path_a), checkpoint_p(path_b)
+    if len(a) != len(b):
+        raise ValueError(f"{path_a} has {len(a)} pLSTM layers and {path_b} {len(b)}: the p t-test pairs layers")
+    return {"a": str(path_a), "b": str(path_b),
+            "layers": [{"layer": k + 1, "p_a": pa.tolist(), "p_b": pb.tolist(), **p_ttest(pa, pb, equal_var)}
+                       for k, (pa, pb) in enumerate(zip(a, b))]}
+
+
+def compare_figure(summary: dict, path) -> None:
+    """Histograms of the two checkpoints' p per layer, with the t-test in each title."""
+    layers = summary["layers"]
+    names = [f"{Path(summary[key]).parent.name}/{Path(summary[key]).name}" for key in ("a", "b")]
+    fig = plot.new_figure(figsize=(5.0 * len(layers), 3.8))
+    for ax, entry in zip(fig.subplots(1, len(layers), squeeze=False)[0], layers):
+        values = [np.asarray(entry["p_a"]), np.asarray(entry["p_b"])]
+        bins = np.linspace(min(0.0, *(v.min() for v in values)), max(1.0, *(v.max() for v in values)), 21)
+        for v, name, key, colour in zip(values, names, ("a", "b"), ("tab:blue", "tab:orange")):
+            ax.hist(v, bins=bins, color=colour, alpha=0.5, label=f"{name}: mean {entry['mean_' + key]:.3f}")
+        ax.set_xlabel("decay exponent p")
+        ax.set_ylabel("units")
+        ax.set_title(f"layer {entry['layer']}: t({entry['df']:g}) = {entry['t']:.2f}, p = {entry['p_value']:.2g}",
+                     fontsize="small")
+        ax.legend(fontsize="x-small")
+    plot.save(fig, path)
 
 
 def copy_sample(task):

@@ -29,9 +29,11 @@ def tokenize(text: str) -> list[str]:
 
 @dataclass(frozen=True)
 class Reviews:
-    """tokens: one int64 tensor of ids per review (at most max_length); labels (N,) int64, 1 positive."""
+    """tokens: one int64 tensor of ids per review (at most max_length); labels (N,) int64, 1 positive;
+    lengths (N,) int64, each review's number of tokens before the cut (seed 002 Figure 4's length)."""
     tokens: list
     labels: torch.Tensor
+    lengths: torch.Tensor
 
 
 @dataclass(frozen=True)
@@ -77,7 +79,8 @@ def load_imdb(directory, vocab_size: int = 25_000, max_length: int = 400, valid_
     def encode(texts, labels, idx):
         tokens = [torch.tensor([ids.get(w, UNK) for w in texts[i][:max_length]] or [UNK], dtype=torch.int64)
                   for i in idx]
-        return Reviews(tokens, torch.tensor([labels[i] for i in idx], dtype=torch.int64))
+        return Reviews(tokens, torch.tensor([labels[i] for i in idx], dtype=torch.int64),
+                       torch.tensor([len(texts[i]) for i in idx], dtype=torch.int64))
 
     return IMDB(words, encode(train_texts, train_labels, train_idx), encode(train_texts, train_labels, valid_idx),
                 encode(test_texts, test_labels, range(len(test_texts))))
