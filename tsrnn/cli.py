@@ -127,6 +127,10 @@ def _analyze_parser(commands):
     p.add_argument("--split", default="test", choices=["valid", "test"])
     p.add_argument("--windows", type=int, help="lm: use the first N test windows of 70 tokens for the timescales, "
                    "forget gates and word ablation (default: all, as the authors)")
+    p.add_argument("--length-bins", help="imdb: review-length bin boundaries in tokens, comma-separated (default "
+                   "50,100,150,200,250,300,350,400: bins 0-49, ..., 350-399, 400+)")
+    p.add_argument("--compare-p", metavar="CHECKPOINT", help="pLSTM: two-sample t-test of this checkpoint's learned p "
+                   "against another pLSTM checkpoint's, layer by layer (seed 002 §5.2)")
     p.add_argument("--device")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
 
@@ -140,10 +144,6 @@ def _selftest_parser(commands):
 
 
 def _parser(defaults: bool = True) -> tuple[argparse.ArgumentParser, dict]:
-    p.add_argument("--length-bins", help="imdb: review-length bin boundaries in tokens, comma-separated (default "
-                   "50,100,150,200,250,300,350,400: bins 0-49, ..., 350-399, 400+)")
-    p.add_argument("--compare-p", metavar="CHECKPOINT", help="pLSTM: two-sample t-test of this checkpoint's learned p "
-                   "against another pLSTM checkpoint's, layer by layer (seed 002 §5.2)")
     """The ``tsrnn`` parser and its commands' parsers by name; ``defaults=False``: a parser whose
     namespace holds only the options given."""
     parser = argparse.ArgumentParser(prog="tsrnn",
