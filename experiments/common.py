@@ -30,22 +30,25 @@ from tsrnn.analysis.command import strict_json
 
 RESULTS = Path(__file__).parent / "results"
 DONE = "finished.json"  # written into a run's directory when its training ended without error
+STARTED = "started.json"  # the run's arguments and its training seconds so far, kept up to date while it trains
 COLOURS = {"mts": "tab:red", "plstm": "tab:red", "lstm": "tab:blue", "chrono": "tab:green", "tilt": "tab:red",
            "buffer": "tab:blue", "tilt-buffer": "tab:purple", "averaging": "tab:red"}  # one colour per model
 
 
-def arguments(module: str, doc: str, argv=None, data: str | None = None) -> argparse.Namespace:
+def arguments(module: str, doc: str, argv=None, data: str | None = None,
+              sizes: tuple[str, ...] = ("small", "toy")) -> argparse.Namespace:
     """The common options of the script ``experiments.<module>`` (docstring ``doc``), parsed from
     ``argv`` (default: the command line); ``data`` names its corpus option (``--ptb`` or
-    ``--brown``). The default folders depend on the size: a toy run never writes over the
-    reported results or the small runs' checkpoints."""
+    ``--brown``); ``sizes``: the script's sizes, the reported one first. The default folders
+    depend on the size: only the reported size writes into experiments/results and
+    runs/experiments, so a toy run never writes over the reported results or their checkpoints."""
     p = argparse.ArgumentParser(prog=f"python -m experiments.{module}", description=doc.splitlines()[0])
-    p.add_argument("--size", choices=("toy", "small"), default="small",
-                   help="small: the reported CPU run; toy: seconds, to check the script works")
-    p.add_argument("--out", help="where NAME.json and NAME.png go (default: experiments/results for small, "
-                                 "RUNS/results for toy)")
-    p.add_argument("--runs", help="checkpoints and logs of the training runs (default: runs/experiments for small, "
-                                  "runs/experiments/toy for toy)")
+    p.add_argument("--size", choices=sizes, default=sizes[0],
+                   help=f"{sizes[0]}: the reported CPU run; toy: seconds, to check the script works")
+    p.add_argument("--out", help="where NAME.json and NAME.png go (default: experiments/results for the reported size, "
+                                 "RUNS/results otherwise)")
+    p.add_argument("--runs", help="checkpoints and logs of the training runs (default: runs/experiments for the "
+                                  "reported size, runs/experiments/SIZE otherwise)")
     p.add_argument("--jobs", type=int, default=2, help="training runs at once")
     p.add_argument("--threads", type=int, default=1, help="torch threads per training run")
     if data == "ptb":
@@ -54,8 +57,9 @@ def arguments(module: str, doc: str, argv=None, data: str | None = None) -> argp
         p.add_argument("--brown", required=True, help="NLTK's brown.zip, or a text corpus directory")
     args = p.parse_args(argv)
     args.module, args.argv = module, list(sys.argv[1:] if argv is None else argv)
-    args.runs = args.runs or ("runs/experiments" if args.size == "small" else "runs/experiments/toy")
-    args.out = args.out or (str(RESULTS) if args.size == "small" else f"{args.runs}/results")
+    reported = args.size == sizes[0]
+    args.runs = args.runs or ("runs/experiments" if reported else f"runs/experiments/{args.size}")
+    args.out = args.out or (str(RESULTS) if reported else f"{args.runs}/results")
     return args
 
 
@@ -97,39 +101,90 @@ def _finished(run_dir: Path, argv: list[str]) -> bool:
         return False
 
 
+def _started(run_dir: Path) -> dict:
+    """What ``train`` recorded when it started the run: its arguments and the seconds trained so far."""
+    try:
+        return json.loads((run_dir / STARTED).read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def _trained_out(last: Path) -> bool:
+    """Whether the checkpoint's run has ended (its epochs, steps or stopping rule), so that only
+    ``finished.json`` was missing when the call that trained it was cut off."""
+    from tsrnn.training import checkpoint, resume
+
+    state = checkpoint.load(last)
+    return resume.finished_error(state, argparse.Namespace(**{**state["args"], "resume": str(last)})) is not None
+
+
+def _command(run_dir: Path, argv: list[str]) -> list[str] | None:
+    """The ``tsrnn train`` arguments that train the run in ``run_dir``: ``--resume`` its
+    ``last.pt`` when an earlier call with the same arguments was cut off, ``--overwrite`` when
+    the folder holds a run of other arguments; None when the run has trained out already."""
+    last = run_dir / "last.pt"
+    if _started(run_dir).get("argv") == argv and last.exists():
+        return None if _trained_out(last) else [*argv, "--resume", str(last)]
+    from tsrnn.training.run_dir import held_run
+
+    return [*argv, "--overwrite"] if held_run(run_dir) else argv
+
+
+def _record_time(run_dir: Path, argv: list[str], seconds: float) -> None:
+    (run_dir / STARTED).write_text(json.dumps({"argv": argv, "wall_s": round(seconds, 1)}))
+
+
 def train(name: str, runs: dict[str, list[str]], args) -> dict[str, Path]:
     """Train every run of ``runs`` (run name -> ``tsrnn train`` arguments) into
     ``args.runs/name/RUN``, ``args.jobs`` at a time; return each run's directory. A run that
-    already finished with the same arguments is not trained again. Raises RuntimeError, with the
-    end of its log, if a run fails."""
+    already finished with the same arguments is not trained again, and one whose training was
+    cut off (the script killed, the machine stopped) goes on from its ``last.pt``: the runs save
+    every few minutes, so a long experiment can be spread over several calls. The training time
+    recorded is the sum over the calls. Raises RuntimeError, with the end of its log, if a run
+    fails."""
     root = Path(args.runs) / name
     dirs = {run: root / run for run in runs}
     pending = [run for run in runs if not _finished(dirs[run], runs[run])]
     env = {**os.environ, "OMP_NUM_THREADS": str(args.threads), "MKL_NUM_THREADS": str(args.threads)}
-    active: dict[str, tuple[subprocess.Popen, float]] = {}
+    active: dict[str, tuple[subprocess.Popen, float, float]] = {}  # run -> (process, started, seconds before)
+    recorded = time.time()
     while pending or active:
         while pending and len(active) < max(1, args.jobs):
             run = pending.pop(0)
             dirs[run].mkdir(parents=True, exist_ok=True)
-            command = [sys.executable, "-m", "tsrnn", "train", *runs[run], "--out", str(dirs[run]), "--quiet"]
-            with (dirs[run] / "train.log").open("w") as log:
-                active[run] = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env), time.time()
-            print(f"[{name}] training {run}: tsrnn train {shlex.join(runs[run])}", flush=True)
+            before = _started(dirs[run]).get("wall_s", 0.0) if _started(dirs[run]).get("argv") == runs[run] else 0.0
+            argv = _command(dirs[run], runs[run])
+            if argv is None:
+                _finish(name, run, dirs[run], runs[run], before, args)
+                continue
+            _record_time(dirs[run], runs[run], before)
+            command = [sys.executable, "-m", "tsrnn", "train", *argv, "--out", str(dirs[run]), "--quiet"]
+            with (dirs[run] / "train.log").open("a" if "--resume" in argv else "w") as log:
+                active[run] = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env), time.time(), before
+            print(f"[{name}] training {run}: tsrnn train {shlex.join(argv)}", flush=True)
         time.sleep(0.5)
-        for run, (process, started) in list(active.items()):
+        keep_time = time.time() - recorded > 30  # the training seconds so far, saved twice a minute
+        if keep_time:
+            recorded = time.time()
+        for run, (process, started, before) in list(active.items()):
             if process.poll() is None:
+                if keep_time:
+                    _record_time(dirs[run], runs[run], before + time.time() - started)
                 continue
             del active[run]
             if process.returncode != 0:
-                for other, _ in active.values():
+                for other, _, _ in active.values():
                     other.kill()
                 tail = (dirs[run] / "train.log").read_text().splitlines()[-15:]
                 raise RuntimeError(f"[{name}] run {run} failed (exit {process.returncode}):\n" + "\n".join(tail))
-            seconds = time.time() - started
-            (dirs[run] / DONE).write_text(json.dumps({"argv": runs[run], "wall_s": round(seconds, 1),
-                                                      "jobs": args.jobs}))
-            print(f"[{name}] {run} finished in {seconds:.0f} s", flush=True)
+            _finish(name, run, dirs[run], runs[run], before + time.time() - started, args)
     return dirs
+
+
+def _finish(name: str, run: str, run_dir: Path, argv: list[str], seconds: float, args) -> None:
+    _record_time(run_dir, argv, seconds)
+    (run_dir / DONE).write_text(json.dumps({"argv": argv, "wall_s": round(seconds, 1), "jobs": args.jobs}))
+    print(f"[{name}] {run} finished after {seconds:.0f} s of training", flush=True)
 
 
 def finished(run_dir: Path) -> dict:
@@ -179,6 +234,52 @@ def mean_std(values) -> tuple[float, float]:
     return mean, math.sqrt(var)
 
 
+def interval(values, level: float = 0.95) -> dict:
+    """Mean, sample sd and the two-sided Student-t interval of the mean of ``values`` (one per
+    training seed): mean -+ t_{(1+level)/2, n-1} sd / sqrt(n); NaN bounds for fewer than 2."""
+    import scipy.stats
+
+    values = [float(v) for v in values]
+    mean, sd = mean_std(values)
+    n = len(values)
+    half = float(scipy.stats.t.ppf((1 + level) / 2, n - 1)) * sd / math.sqrt(n) if n > 1 else float("nan")
+    return {"n": n, "mean": mean, "sd": sd, "low": mean - half, "high": mean + half, "level": level}
+
+
+def paired(better: dict, other: dict, level: float = 0.95) -> dict:
+    """The seed-by-seed differences ``better[seed] - other[seed]`` over the seeds both have
+    (the same seed gives both models the same data and data order) and their ``interval``."""
+    seeds = sorted(set(better) & set(other), key=str)
+    diffs = [float(better[s]) - float(other[s]) for s in seeds]
+    return {"seeds": seeds, "diffs": diffs, **interval(diffs, level)}
+
+
+def verdict(stats: dict, like_for_like: bool = True) -> str:
+    """What a seed-level interval of (the model the claim favours - the other) says of the claim:
+    "reproduced" only on like-for-like data with an interval above 0; "reversed" when it is below
+    0 ("reversed at this size" on other data or sizes); otherwise "consistent" when the mean
+    points the claim's way and "not reproduced at this size" when it does not, saying why
+    (one seed, or an interval that includes 0)."""
+    if stats["n"] > 1 and stats["low"] > 0:
+        return "reproduced" if like_for_like else "consistent (not like-for-like data)"
+    if stats["n"] > 1 and stats["high"] < 0:
+        return "reversed" if like_for_like else "reversed at this size"
+    if stats["n"] < 2:
+        return "consistent, one seed" if stats["mean"] > 0 else "not reproduced at this size, one seed"
+    why = f"the {100 * stats['level']:.0f}% interval includes 0"
+    return f"consistent ({why})" if stats["mean"] > 0 else f"not reproduced at this size ({why})"
+
+
+def described(stats: dict, unit: str = "", scale: float = 1.0, digits: int = 1) -> str:
+    """``stats`` (an ``interval``) as text: "+2.1 [0.4, 3.8] points (95% t interval, 3 seeds)", or
+    "+2.1 points (one seed)"."""
+    mean = f"{scale * stats['mean']:+.{digits}f}"
+    if stats["n"] < 2:
+        return f"{mean}{unit} (one seed)"
+    low, high = (f"{scale * stats[k]:.{digits}f}" for k in ("low", "high"))
+    return f"{mean} [{low}, {high}]{unit} ({100 * stats['level']:.0f}% t interval, {stats['n']} seeds)"
+
+
 def curves_figure(curves: dict[str, list[tuple]], xlabel: str, ylabel: str, title: str, labels=None):
     """One axes with a line per model (colour from COLOURS): ``curves`` model -> [(x, y), ...];
     ``labels`` model -> legend text (default: the model's name)."""
@@ -194,11 +295,14 @@ def curves_figure(curves: dict[str, list[tuple]], xlabel: str, ylabel: str, titl
     return fig
 
 
-def report(name: str, args, row: dict, results: dict, figure, dirs: dict[str, Path], started: float) -> Path:
+def report(name: str, args, row: dict, results: dict, figure, dirs: dict[str, Path], started: float,
+           detail: str | None = None) -> Path:
     """Write ``OUT/NAME.json`` and the figure ``OUT/NAME.png``; return the JSON's path.
 
     row: the table's columns for this claim: "claim", "seed" (the seed's number), "ours",
-    "model" (model size), "epochs", "seeds", and "gpu" (the seed's full-size command); added
+    "verdict" (``verdict`` of the claim's comparison), "model" (model size), "epochs", "seeds",
+    and "gpu" (the seed's full-size command); ``detail``: a markdown table shown below the
+    claims' table (every number behind "ours", beside the seed's); added
     here: the command, "train_min" (the runs' training times added up; ``jobs`` of them ran at
     once), "wall_min" (this call, training skipped for runs that had finished), machine and
     date. results: every number behind ``ours`` and the figure.
@@ -212,7 +316,7 @@ def report(name: str, args, row: dict, results: dict, figure, dirs: dict[str, Pa
               "train_min": round(sum(finished(d)["wall_s"] for d in dirs.values()) / 60, 1),
               "jobs": max(finished(d)["jobs"] for d in dirs.values()),
               "wall_min": round((time.time() - started) / 60, 1), "machine": machine(),
-              "date": datetime.date.today().isoformat(), "results": results}
+              "date": datetime.date.today().isoformat(), "results": results, **({"detail": detail} if detail else {})}
     path = out / f"{name}.json"
     path.write_text(json.dumps(strict_json(record), indent=1) + "\n")
     print(f"[{name}] {row['ours']}\n[{name}] wrote {path} and {out / f'{name}.png'}", flush=True)

@@ -22,6 +22,17 @@ SIZES = {"small": {"args": ["--epochs", "20"], "seeds": (0, 1, 2)},
 SEED = {"sequential": {"plstm": 99.1, "lstm": 98.7}, "permuted": {"plstm": 94.4, "lstm": 91.3}}
 
 
+def verdict(results: dict) -> str:
+    """The claim's status in each pixel order from the seed-paired 95% interval of pLSTM - LSTM
+    test accuracy; not like-for-like: 64-step 8x8 digits, not 784-step MNIST."""
+    parts = []
+    for order, by_cell in results["test_accuracy"].items():
+        gap = common.paired(by_cell["plstm"], by_cell["lstm"])
+        parts.append(f"{order}: {common.verdict(gap, like_for_like=False)}, plstm - lstm "
+                     f"{common.described(gap, ' points', 100)}")
+    return "; ".join(parts)
+
+
 def _figure(test, seeds):
     from tsrnn import plot
 
@@ -60,6 +71,7 @@ def main(argv=None) -> int:
            "seed": "; ".join(f"{order} MNIST: " + ", ".join(f"{cell} {SEED[order][cell]}%" for cell in CELLS)
                              for order in ORDERS),
            "ours": ours + f" (test, mean +- sd of {len(size['seeds'])} seeds)",
+           "verdict": verdict({"test_accuracy": test}),
            "model": "1 layer, 128 units (seed: 256)",
            "epochs": f"{common.option(size['args'], '--epochs')} (Adam 3e-3)",
            "seeds": ", ".join(map(str, size["seeds"])) + " (seed: 3)",

@@ -13,8 +13,8 @@ from experiments import common
 
 DOCUMENT = Path(__file__).parent / "REPRODUCTION.md"
 BEGIN, END = "<!-- table: written by python -m experiments.table -->", "<!-- end of table -->"
-COLUMNS = ("claim", "the seed reports", "measured here", "command", "model", "training", "seeds", "time", "machine",
-           "the seed's size (GPU)")
+COLUMNS = ("claim", "the seed reports", "measured here", "verdict", "command", "model", "training", "seeds", "time",
+           "machine", "the seed's size (GPU)")
 
 
 def load(results: Path = common.RESULTS) -> list[dict]:
@@ -32,7 +32,7 @@ def render(records: list[dict]) -> str:
     lines = ["| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
     for r in records:
         time_spent = f"{r['train_min']} min of training ({r['jobs']} at once), {r['wall_min']} min wall"
-        cells = (r["claim"], r["seed"], r["ours"], f"`{r['command']}`", r["model"], r["epochs"], r["seeds"],
+        cells = (r["claim"], r["seed"], r["ours"], r["verdict"], f"`{r['command']}`", r["model"], r["epochs"], r["seeds"],
                  time_spent, f"{r['machine']}, {r['date']}", f"`{r['gpu']}`")
         lines.append("| " + " | ".join(_cell(c) for c in cells) + " |")
     return "\n".join(lines)
@@ -57,9 +57,12 @@ def bins_table(rows: list[dict], seed: dict) -> str:
 
 
 def render_all(records: list[dict]) -> str:
-    """The claims' table, then the PTB frequency-bin table when its record is there."""
+    """The claims' table, then each record's own table (``detail``) and the PTB frequency-bin
+    table when its record is there."""
     parts = [render(records)]
     for r in records:
+        if "detail" in r:
+            parts.append(f"Claim {r['claim'].split('.')[0]}, every number behind it (`{r['command']}`):\n\n{r['detail']}")
         if r["name"] == "ptb_lm":
             parts.append(f"Claim 5, test perplexity by word frequency (`{r['command']}`):\n\n"
                          + bins_table(r["results"]["table"], r["results"]["seed_table"]["bins"]))

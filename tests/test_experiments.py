@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import os
 from importlib import resources
 
 import pytest
@@ -13,7 +14,7 @@ from experiments import common, table
 
 SCRIPTS = {"dyck": [], "copy_task": [], "frequency": [], "pixels": [], "ptb_lm": ["--ptb"],
            "brown_mlp": ["--brown"], "averaging_lm": ["--ptb"], "char_ptb": ["--ptb"]}
-ROW = ("claim", "seed", "ours", "command", "model", "epochs", "seeds", "train_min", "jobs", "wall_min", "machine",
+ROW = ("claim", "seed", "ours", "verdict", "command", "model", "epochs", "seeds", "train_min", "jobs", "wall_min", "machine",
        "date")
 
 
@@ -36,7 +37,7 @@ def test_script_runs_at_toy_size_and_writes_its_record(name, corpus, tmp_path):
     assert script.main(["--size", "toy", "--runs", str(tmp_path / "runs"), *data]) == 0
     out = tmp_path / "runs" / "results"
     record = json.loads((out / f"{name}.json").read_text())
-    assert set(ROW) <= set(record) and record["size"] == "toy" and record["results"]
+    assert set(ROW) <= set(record) and record["size"] == "toy" and record["results"] and record["verdict"]
     assert record["command"].startswith(f"python -m experiments.{name} --size toy")
     assert corpus not in json.dumps(record)  # corpus paths appear as placeholders
     assert (out / f"{name}.png").stat().st_size > 0
@@ -51,13 +52,115 @@ def test_a_finished_run_is_not_trained_again(tmp_path, capsys):
     script = importlib.import_module("experiments.frequency")
     argv = ["--size", "toy", "--runs", str(tmp_path)]
     assert script.main(argv) == 0
-    first = (tmp_path / "frequency" / "plstm" / "metrics.jsonl").read_text()
+    first = (tmp_path / "frequency" / "plstm_async_seed0" / "metrics.jsonl").read_text()
     capsys.readouterr()
     assert script.main([*argv, "--jobs", "3"]) == 0
     assert "training" not in capsys.readouterr().out
     record = json.loads((tmp_path / "results" / "frequency.json").read_text())
     assert record["jobs"] == 2  # the training's --jobs, not the re-scoring call's
-    assert (tmp_path / "frequency" / "plstm" / "metrics.jsonl").read_text() == first
+    assert (tmp_path / "frequency" / "plstm_async_seed0" / "metrics.jsonl").read_text() == first
+
+
+TINY = ["--task", "freq", "--freq-size", "64,32", "--batch-size", "8", "--nhid", "4", "--seed", "3",
+        "--log-every", "1"]
+
+
+def test_a_run_cut_off_goes_on_from_its_last_checkpoint(tmp_path, capsys, monkeypatch):
+    """A call stopped while a run trains leaves last.pt and started.json but no finished.json: the
+    next call resumes the run (training only what is missing) and adds the training times."""
+    import signal
+
+    from tsrnn import cli
+    from tsrnn.training.tasks import classification
+
+    args = common.arguments("frequency", "doc", ["--size", "toy", "--runs", str(tmp_path)])
+    run = tmp_path / "cut" / "r"
+    wanted = [*TINY, "--epochs", "2"]
+    loss, calls = classification.FrequencyTask.train_loss, []
+
+    def interrupted_at_the_third_step(self, *a):
+        calls.append(1)
+        if len(calls) == 3:
+            os.kill(os.getpid(), signal.SIGINT)  # the trainer saves last.pt before the next step and stops
+        return loss(self, *a)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(classification.FrequencyTask, "train_loss", interrupted_at_the_third_step)
+        assert cli.main(["train", *wanted, "--out", str(run), "--quiet"]) == 128 + signal.SIGINT
+    (run / common.STARTED).write_text(json.dumps({"argv": wanted, "wall_s": 100.0}))
+    first = (run / "metrics.jsonl").read_text()
+    dirs = common.train("cut", {"r": wanted}, args)
+    assert "--resume" in capsys.readouterr().out
+    records = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    assert (run / "metrics.jsonl").read_text().startswith(first)
+    assert [r["step"] for r in records if r["event"] == "train"][:3] == [1, 2, 3]
+    assert sorted({r["epoch"] for r in records if r["event"] == "valid"}) == [1, 2]
+    done = common.finished(dirs["r"])
+    assert done["argv"] == wanted and done["wall_s"] > 100.0
+
+
+def test_a_run_trained_out_before_the_cut_is_only_marked_finished(tmp_path, capsys):
+    from tsrnn import cli
+
+    args = common.arguments("frequency", "doc", ["--size", "toy", "--runs", str(tmp_path)])
+    run = tmp_path / "cut" / "r"
+    wanted = [*TINY, "--epochs", "1"]
+    assert cli.main(["train", *wanted, "--out", str(run), "--quiet"]) == 0
+    (run / common.STARTED).write_text(json.dumps({"argv": wanted, "wall_s": 7.0}))
+    before = (run / "metrics.jsonl").read_text()
+    common.train("cut", {"r": wanted}, args)
+    assert "training r" not in capsys.readouterr().out
+    assert (run / "metrics.jsonl").read_text() == before and common.finished(run)["wall_s"] == 7.0
+
+
+def test_a_folder_holding_another_run_is_trained_over(tmp_path):
+    from tsrnn import cli
+
+    args = common.arguments("frequency", "doc", ["--size", "toy", "--runs", str(tmp_path)])
+    run = tmp_path / "other" / "r"
+    assert cli.main(["train", *TINY, "--epochs", "1", "--max-steps", "1", "--out", str(run), "--quiet"]) == 0
+    common.train("other", {"r": [*TINY, "--epochs", "1"]}, args)
+    records = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in records if r["event"] == "train"] == list(range(1, 9))  # the old run's record is gone
+    assert common.finished(run)["argv"] == [*TINY, "--epochs", "1"]
+
+
+def test_interval_is_students_t_and_paired_differences_pair_by_seed():
+    import scipy.stats
+
+    values = [0.61, 0.74, 0.69, 0.66]
+    stats = common.interval(values)
+    low, high = scipy.stats.t.interval(0.95, 3, loc=sum(values) / 4, scale=scipy.stats.sem(values))
+    assert stats["n"] == 4 and stats["low"] == pytest.approx(low) and stats["high"] == pytest.approx(high)
+    gap = common.paired({"0": 0.9, "1": 0.8, "2": 0.85, "9": 0.1}, {"0": 0.7, "1": 0.7, "2": 0.6})
+    assert gap["seeds"] == ["0", "1", "2"] and gap["diffs"] == pytest.approx([0.2, 0.1, 0.25])
+    one = common.interval([0.3])
+    assert one["sd"] == 0.0 and one["low"] != one["low"]  # NaN bounds: no interval from one seed
+
+
+@pytest.mark.parametrize("diffs, like, expected", [
+    ([0.2, 0.15, 0.25], True, "reproduced"),
+    ([0.2, 0.15, 0.25], False, "consistent (not like-for-like data)"),
+    ([-0.2, -0.15, -0.25], True, "reversed"),
+    ([-0.2, -0.15, -0.25], False, "reversed at this size"),
+    ([0.2, -0.1, 0.25], True, "consistent (the 95% interval includes 0)"),
+    ([-0.2, 0.1, -0.25], True, "not reproduced at this size (the 95% interval includes 0)"),
+    ([0.2], True, "consistent, one seed"),
+    ([-0.2], True, "not reproduced at this size, one seed"),
+])
+def test_verdict_follows_the_seed_level_interval(diffs, like, expected):
+    assert common.verdict(common.interval(diffs), like) == expected
+
+
+def test_described_gives_the_interval_in_the_claims_unit():
+    stats = common.interval([0.02, 0.04, 0.03])
+    assert common.described(stats, " points", 100) == "+3.0 [0.5, 5.5] points (95% t interval, 3 seeds)"
+    assert common.described(common.interval([0.5]), " ppl") == "+0.5 ppl (one seed)"
+
+
+def test_every_committed_record_has_its_verdict_in_the_table():
+    rendered = table.render(table.load())
+    assert all(r["verdict"] and r["verdict"] in rendered for r in table.load())
 
 
 def test_a_failed_run_raises_with_its_log(tmp_path):
@@ -77,6 +180,6 @@ def test_reproduction_table_is_the_committed_records():
     assert table.main(["--check"]) == 0
     records = table.load()
     assert {r["name"] for r in records} <= set(SCRIPTS)
-    assert all(r["size"] == "small" for r in records)
+    assert all(r["size"] != "toy" for r in records)
     rendered = table.render(records)
     assert all(r["ours"].replace("|", "\\|") in rendered for r in records)
