@@ -17,7 +17,7 @@ INTEGERS = {
     "lr_decay_after": (0, None), "patience": (0, None), "emsize": (1, None), "nlayers": (1, None), "n": (1, None),
     "delay": (1, None), "delay_min": (1, None), "chunk": (0, None), "valid_every": (0, None),
     "log_every": (1, None), "save_every": (0, None), "block": (1, None), "resamples": (1, None),
-    "windows": (1, None), "seed": (0, 2**32 - 1),
+    "windows": (1, None), "seed": (0, 2**32 - 1), "ahead": (1, None),
 }
 # dest: (lower, upper, lower included, upper included): finite real numbers.
 REALS = {
@@ -88,6 +88,38 @@ def _list_problem(args) -> str | None:
     return None
 
 
+def _mlp_lm_problem(args) -> str | None:
+    """--ahead and --drop-taus are mlp-lm options; --drop-taus names distinct τ* slots of --context
+    tilt in 0..n-1, not all of them (n and the context as given, else the recipe's or the task's),
+    and is rewritten sorted (``0,1``) so that a checkpoint records one spelling."""
+    from tsrnn.training import recipes
+    from tsrnn.training.tasks import TASKS
+
+    task = recipes.task(args)
+    given = [flag(dest) for dest in ("ahead", "drop_taus") if getattr(args, dest, None) is not None]
+    if task != "mlp-lm":
+        return f"{given[0]} is an option of --task mlp-lm, not of --task {task}" if given else None
+    if args.drop_taus is None:
+        return None
+    preset = {**TASKS[task].defaults, **(recipes.RECIPES[args.recipe][task] if args.recipe else {})}
+    context, n = args.context or preset["context"], args.n or preset["n"]
+    if context != "tilt":
+        return (f"--drop-taus removes τ* slots of --context tilt (seed 004 Experiment 4); --context {context} "
+                "has no τ* to drop")
+    parts = [part.strip() for part in args.drop_taus.split(",")]
+    if not all(part.isascii() and part.isdigit() for part in parts):
+        return f"--drop-taus expects comma-separated slot indices in 0..{n - 1}, e.g. 0,1 (got {args.drop_taus!r})"
+    drop = [int(part) for part in parts]
+    if max(drop) >= n:
+        return f"--drop-taus {args.drop_taus}: slot {max(drop)} is outside 0..{n - 1} (--n {n})"
+    if len(set(drop)) < len(drop):
+        return f"--drop-taus {args.drop_taus} names a slot twice"
+    if len(drop) == n:
+        return f"--drop-taus {args.drop_taus} drops all {n} slots of --n {n}; keep at least one"
+    args.drop_taus = ",".join(str(i) for i in sorted(drop))
+    return None
+
+
 def _out_problem(args) -> str | None:
     """Resolve the default --out (the resumed checkpoint's directory, else runs/TASK) and check it."""
     from tsrnn.training import recipes, run_dir
@@ -126,7 +158,7 @@ def problem(args) -> str | None:
 
             if args.device is not None or not torch.cuda.is_available():  # no --device: cuda if available
                 return "--backend triton runs on CUDA GPUs; this run is on the CPU (use --backend auto or native)"
-        found = _out_problem(args)
+        found = (None if args.resume is not None else _mlp_lm_problem(args)) or _out_problem(args)
         if found is None and args.nhid is not None and "," in args.nhid and recipes.task(args) != "lm":
             found = (f"--task {recipes.task(args)} takes one --nhid size, got {args.nhid!r} (per-layer sizes are "
                      "for --task lm)")

@@ -4,7 +4,8 @@ Each maps word embeddings u (T, B, D) to a context (T, B, n, D) of n slots, so t
 reads it (flatten the slots, tanh hidden layer, softmax) does not care which one it gets:
 
 - ``BufferContext(n)``: the FIFO buffer, slot i = u_{t-i} (seed 004 Figure 2);
-- ``TILTContext(n)``: the first n τ* of TILT, slot i = f~_t(τ*_i) (Figure 3);
+- ``TILTContext(n)``: the first n τ* of TILT, slot i = f~_t(τ*_i) (Figure 3); ``drop`` removes
+  some of them (Experiment 4);
 - ``TILTBufferContext(n)``: a buffer of TILT's first τ*, slot i = f~_{t-i}(τ*_0) (Figure 4).
 
 All three are fixed causal convolutions, slot_i(t) = Σ_j K[i, j] u_{t-j}; ``kernels(length)``
@@ -61,6 +62,19 @@ def _buffer(x, n, reset):
     return torch.stack(slots, dim=2)
 
 
+def _kept(n, drop):
+    """The slots 0..n-1 not in ``drop`` (a sequence of distinct slot indices, not all of them)."""
+    if isinstance(drop, (str, bytes)) or not hasattr(drop, "__iter__"):
+        raise TypeError(f"drop must be a sequence of slot indices, got {type(drop).__name__}")
+    drop = [check.index(f"drop[{j}]", i, n) for j, i in enumerate(drop)]
+    if len(set(drop)) != len(drop):
+        raise ValueError(f"drop names a slot twice: {drop}")
+    keep = [i for i in range(n) if i not in drop]
+    if not keep:
+        raise ValueError(f"drop removes all {n} slots; keep at least one")
+    return keep
+
+
 def _batch_layout(y, batch_first):
     return y.transpose(0, 1) if batch_first else y
 
@@ -77,6 +91,11 @@ class BufferContext(nn.Module):
         super().__init__()
         self.n = check.count("n", n)
         self.batch_first = bool(batch_first)
+
+    @property
+    def slots(self) -> int:
+        """The number of slots the context outputs: n."""
+        return self.n
 
     def extra_repr(self) -> str:
         return f"n={self.n}, batch_first={self.batch_first}"
@@ -101,19 +120,28 @@ class TILTContext(nn.Module):
     steps back with a 4x larger height; on the fine grid it peaks 5 steps back, as in the seed.
     Defaults are the seed's (see ``PAPER``): τ* = 1, 1.77, 3.14, 5.56, 9.85, 17.4, 30.9, 54.8, ...
 
-    Args: n slots; tau_min, c, every: the grid above; k, g, dt, integrate, method: as in
-    ``tsrnn.TILT``; batch_first: layout of u, reset and the result.
+    ``drop`` (seed 004, Experiment 4) removes the τ*_i, i in drop, from the context: it outputs
+    the m = n - len(drop) slots [f~_t(τ*_i) for i in 0..n-1, i not in drop], in order, and the MLP
+    reading it has m D inputs. The seed trains such models "using only the longer time-scale τ*s",
+    "removing the most recent τ*s" of n = 5 (drop = (0,), (0, 1), ... up to "the fifth τ* on its
+    own"); any subset may be dropped here. The kept τ* are those of the full grid: dropping
+    τ*_0 does not shift the others.
 
-    ``forward(u, reset=None)``: u (T, B, D) -> (T, B, n, D); reset (T, B) marks document starts,
-    where TILT's history restarts. ``tau_star`` (n,) float64 are the slots' τ*, ``tilt`` the
+    Args: n τ* (slots before dropping); tau_min, c, every: the grid above; k, g, dt, integrate,
+    method: as in ``tsrnn.TILT``; batch_first: layout of u, reset and the result; drop: indices
+    in 0..n-1 of τ* to remove (distinct, not all; default none).
+
+    ``forward(u, reset=None)``: u (T, B, D) -> (T, B, m, D); reset (T, B) marks document starts,
+    where TILT's history restarts. ``tau_star`` (m,) float64 are the kept slots' τ*, ``tilt`` the
     wrapped ``tsrnn.TILT`` (with every·(n-1)+1 τ*, at least 2).
     """
 
     def __init__(self, n: int, tau_min: float = PAPER["tau_min"], c: float = PAPER["c"],
                  every: int = PAPER["every"], k: int = PAPER["k"], g: float = PAPER["g"], dt: float = 1.0,
-                 integrate: str = "exact", batch_first: bool = False, method: str = "auto"):
+                 integrate: str = "exact", batch_first: bool = False, method: str = "auto", drop=()):
         super().__init__()
         self.n = check.count("n", n)
+        self.keep = _kept(self.n, drop)
         self.every = check.count("every", every)
         self.c = check.positive_real("c", c)
         tau_min = check.positive_real("tau_min", tau_min)
@@ -122,21 +150,33 @@ class TILTContext(nn.Module):
                          k=k, g=g, dt=dt, integrate=integrate, method=method)
         self.batch_first = bool(batch_first)
 
+    @property
+    def slots(self) -> int:
+        """The number of slots the context outputs: n less the dropped τ*."""
+        return len(self.keep)
+
     def extra_repr(self) -> str:
-        return f"n={self.n}, c={self.c}, every={self.every}, batch_first={self.batch_first}"
+        dropped = [i for i in range(self.n) if i not in self.keep]
+        return (f"n={self.n}, c={self.c}, every={self.every}, batch_first={self.batch_first}"
+                + (f", drop={dropped}" if dropped else ""))
+
+    @property
+    def _rows(self) -> list[int]:
+        """The kept slots' rows in the wrapped TILT's fine grid."""
+        return [self.every * i for i in self.keep]
 
     @property
     def tau_star(self) -> torch.Tensor:
-        return self.tilt.tau_star[:: self.every][: self.n]
+        return self.tilt.tau_star[self._rows]
 
     def kernels(self, length: int) -> torch.Tensor:
-        """K (n, length) float64: the receptive fields g_τ*(j) of the n slots."""
-        return self.tilt.kernels(length)[:: self.every][: self.n]
+        """K (m, length) float64: the receptive fields g_τ*(j) of the kept slots."""
+        return self.tilt.kernels(length)[self._rows]
 
     def forward(self, u: torch.Tensor, reset: torch.Tensor | None = None) -> torch.Tensor:
         u, reset = _time_major(u, reset, self.batch_first)
         y, _ = self.tilt(u, reset=reset)  # (T, B, N, D)
-        return _batch_layout(y[:, :, :: self.every][:, :, : self.n], self.batch_first)
+        return _batch_layout(y[:, :, self._rows], self.batch_first)
 
 
 class TILTBufferContext(nn.Module):
@@ -159,6 +199,11 @@ class TILTBufferContext(nn.Module):
         self.tilt = TILT(n_taus=2, tau_min=tau_min, tau_max=tau_min * (1.0 + self.c), k=k, g=g, dt=dt,
                          integrate=integrate, method=method)
         self.batch_first = bool(batch_first)
+
+    @property
+    def slots(self) -> int:
+        """The number of slots the context outputs: n."""
+        return self.n
 
     def extra_repr(self) -> str:
         return f"n={self.n}, c={self.c}, batch_first={self.batch_first}"

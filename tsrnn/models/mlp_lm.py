@@ -33,11 +33,13 @@ class MLPLM(nn.Module):
         context: "buffer" | "tilt" | "tilt-buffer". n: context slots, the seed's "input size" (5).
         direct: Bengio's direct connections W from the context to the output (False, as MLP9).
         context_kwargs: extra arguments of the context module (e.g. ``tau_min``, ``c``, ``k`` of
-            the TILT contexts; their defaults are the seed's grid).
+            the TILT contexts; their defaults are the seed's grid; ``drop`` of the TILT context removes
+            τ* slots, seed 004's Experiment 4, and the MLP then reads ``context.slots`` < n slots).
 
     ``logits = model(tokens, reset=None)``: tokens (T, B) int64; logits (T, B, V) at step t
-    predict token t + 1 from tokens <= t. reset (T, B) bool or 0/1 marks document starts, where
-    the context forgets everything before (the seed clears it at each document).
+    predict token t + 1 from tokens <= t (token t + K when trained K words ahead, seed 004's
+    Experiment 2: ``tsrnn.training.tasks.language.ahead_targets``). reset (T, B) bool or 0/1 marks
+    document starts, where the context forgets everything before (the seed clears it at each document).
     """
 
     def __init__(self, vocab_size: int, embedding_size: int = 30, hidden_size: int = 100,
@@ -52,7 +54,7 @@ class MLPLM(nn.Module):
         self.direct = bool(direct)
         self.embedding = nn.Embedding(self.vocab_size, self.embedding_size)
         self.context = CONTEXTS[context](self.n, **(context_kwargs or {}))
-        width = self.n * self.embedding_size
+        width = self.context.slots * self.embedding_size
         self.hidden = nn.Linear(width, self.hidden_size)
         self.output = nn.Linear(self.hidden_size, self.vocab_size)
         self.direct_output = nn.Linear(width, self.vocab_size, bias=False) if self.direct else None
@@ -64,8 +66,8 @@ class MLPLM(nn.Module):
         tokens = check.token_ids("tokens", tokens, 2, self.vocab_size)
         check.same_device("embedding weight", self.embedding.weight, tokens=tokens)
         u = self.embedding(tokens)                                     # (T, B, D)
-        ctx = self.context(u, reset)                                   # (T, B, n, D)
-        x = ctx.flatten(2).to(u.dtype)                                 # (T, B, n D)
+        ctx = self.context(u, reset)                                   # (T, B, slots, D)
+        x = ctx.flatten(2).to(u.dtype)                                 # (T, B, slots D)
         logits = self.output(torch.tanh(self.hidden(x)))
         if self.direct_output is not None:
             logits = logits + self.direct_output(x)

@@ -195,15 +195,59 @@ class AveragingLanguageModelTask(MaskedTextTask):
         return [(x, y, None, mask) for x, y, mask in batches]
 
 
+def ahead_targets(batches, ahead: int) -> list:
+    """Seed 004's Experiment 2, "trained to predict what word would occur some number of words into
+    the future": ``document_batches`` windows (x, y, reset, mask) with the target of step t moved from
+    the next word to the word K = ``ahead`` steps on, in the same document:
+
+        y_t = x_{t+K},   counted (mask) iff x_t, ..., x_{t+K} lie in one document,
+                         i.e. mask^1_t and mask^1_{t+K-1} and no document starts in t+1 .. t+K-1
+
+    (mask^1, the next-word mask, is true on a document's words but its last), so a document of L words
+    has max(0, L - K) targets. x, reset and the window sizes are unchanged, so the context of step t
+    still holds words <= t only; a target may lie in a later window. K = 1 returns ``batches`` itself."""
+    if ahead == 1:
+        return batches
+    x, _, reset, mask = (torch.cat([b[i] for b in batches]) for i in range(4))
+    steps, last = x.shape[0], ahead - 1
+    counted = torch.zeros_like(mask)
+    if last < steps:
+        document = reset.long().cumsum(0)
+        counted[: steps - last] = mask[: steps - last] & mask[last:] & (document[: steps - last] == document[last:])
+    shifted = torch.cat([x[ahead:], x.new_zeros((min(ahead, steps),) + x.shape[1:])])
+    y = torch.where(counted, shifted, torch.zeros_like(x))
+    sizes = [b[0].shape[0] for b in batches]
+    return list(zip(*(t.split(sizes) for t in (x, y, reset, counted))))
+
+
 @register
 class MLPLanguageModelTask(MaskedTextTask):
-    """Bengio MLP LM over a Buffer / TILT / TILT-Buffer context (seed 004), documents kept."""
+    """Bengio MLP LM over a Buffer / TILT / TILT-Buffer context (seed 004), documents kept.
+
+    --ahead K predicts the word K steps on (Experiment 2, ``ahead_targets``); --drop-taus removes
+    τ* slots of the TILT context (Experiment 4, ``tsrnn.contexts.TILTContext``'s drop). Both change
+    the model the checkpoint holds, so its config records them when set (K > 1, a non-empty list).
+    """
 
     name = "mlp-lm"
     cells = ()
     defaults = {"cell": None, "context": "tilt", "n": 5, "emsize": 30, "nhid": "100", "batch_size": 32,
-                "bptt": 128, "lr": 3e-3, "clip": 1.0, "epochs": 4, "vocab_from": "train"}
+                "bptt": 128, "lr": 3e-3, "clip": 1.0, "epochs": 4, "vocab_from": "train", "ahead": 1}
     model_keys = ("context", "n", "emsize", "nhid", "vocab_from")
+
+    def config(self) -> dict:
+        """The model keys, and ``ahead`` / ``drop_taus`` when set: a run without them keeps the config
+        (and so the checkpoints) of before they existed."""
+        extra = {"ahead": self.args.ahead} if self.args.ahead != 1 else {}
+        if getattr(self.args, "drop_taus", None):
+            extra["drop_taus"] = self.args.drop_taus
+        return {**super().config(), **extra}
+
+    @property
+    def dropped_taus(self) -> tuple:
+        """--drop-taus as a tuple of slot indices (empty when not given)."""
+        value = getattr(self.args, "drop_taus", None)
+        return tuple(int(i) for i in value.split(",")) if value else ()
 
     def load(self, args):
         if args.data is not None and (Path(args.data).suffix == ".zip" or Path(args.data).name == "brown"):
@@ -215,16 +259,23 @@ class MLPLanguageModelTask(MaskedTextTask):
 
     def build_model(self):
         a = self.args
+        drop = {"context_kwargs": {"drop": self.dropped_taus}} if self.dropped_taus else {}
         return models.MLPLM(len(self.vocab), embedding_size=a.emsize, hidden_size=int(a.nhid),
-                            context=a.context, n=a.n)
+                            context=a.context, n=a.n, **drop)
 
     def _batches(self, split, epoch=0, rank=0, world=1):
         docs = datasets.shard(self.split(split), rank, world)
-        return list(datasets.document_batches(docs, self.args.batch_size, self.args.bptt))
+        batches = ahead_targets(list(datasets.document_batches(docs, self.args.batch_size, self.args.bptt)),
+                                self.args.ahead)
+        if self.args.ahead > 1 and not any(batch[3].any() for batch in batches):
+            raise ValueError(f"--ahead {self.args.ahead} leaves the {split} split no target: its documents are "
+                             f"shorter than {self.args.ahead + 1} words")
+        return batches
 
     def evaluate(self, model, split):
         """Loss and perplexity, and the perplexity of the unigram model of the training counts
-        (add-one smoothed), the baseline seed 004 reports beside its MLPs."""
+        (add-one smoothed), the baseline seed 004 reports beside its MLPs; both over the same
+        targets (with --ahead K, the words K steps on)."""
         nll, targets = self.token_nll(model, split)
         counts = self.vocab.counts.double() + 1
         unigram = -(counts[targets] / counts.sum()).log().mean().item()
