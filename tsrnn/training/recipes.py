@@ -64,7 +64,8 @@ NOTES = {
                "hidden-state gradient at 10 (Lasagne's grad_clipping), which tsrnn does not do. pixels: the paper "
                "states neither batch size nor epochs (128 and 100 here); --permute is pMNIST. imdb: batch size "
                "unstated (64 here); without --embeddings the embedding is trained, not GloVe.",
-    "seed004": "the paper does not state the batch size; tsrnn's default (32) is kept.",
+    "seed004": "the paper does not state the batch size; tsrnn's default (32) is kept. Experiment 2: --ahead K; "
+               "Experiment 4: --drop-taus 0 (0,1 / 0,1,2 / 0,1,2,3).",
 }
 
 
