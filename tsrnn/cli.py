@@ -62,11 +62,11 @@ def _train_parser(commands):
                    "in train or in the whole corpus (seed 004)")
     p.add_argument("--context", choices=["buffer", "tilt", "tilt-buffer"], help="mlp-lm context")
     p.add_argument("--n", type=int, help="mlp-lm context slots (input size)")
-    p.add_argument("--ahead", type=int, help="mlp-lm: predict the word K steps ahead, y_t = w_{t+K} (seed 004 "
-                   "Experiment 2; default 1, the next word); validation and eval score the same targets")
-    p.add_argument("--drop-taus", help="mlp-lm --context tilt: train without these τ* slots, comma-separated "
-                   "indices in 0..n-1 (seed 004 Experiment 4 drops the most recent: 0 / 0,1 / 0,1,2 / 0,1,2,3 "
-                   "of --n 5); recorded in the checkpoint, so eval scores the same model")
+    p.add_argument("--ahead", type=int, metavar="K", help="mlp-lm: predict the word K steps ahead, y_t = w_{t+K} "
+                   "(seed 004 Experiment 2; default 1, the next word); validation and eval score the same targets")
+    p.add_argument("--drop-taus", metavar="SLOTS", help="mlp-lm --context tilt: train without these τ* slots, "
+                   "comma-separated indices in 0..n-1 (seed 004 Experiment 4 drops the most recent: 0 / 0,1 / "
+                   "0,1,2 / 0,1,2,3 of --n 5); recorded in the checkpoint, so eval scores the same model")
     p.add_argument("--delay", type=int, help="copy task delay T")
     p.add_argument("--variable", action="store_true", help="copy task: delay drawn per sequence from "
                    "[--delay-min, --delay]")
