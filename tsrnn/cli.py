@@ -136,6 +136,12 @@ def _analyze_parser(commands):
                    "50,100,150,200,250,300,350,400: bins 0-49, ..., 350-399, 400+)")
     p.add_argument("--compare-p", metavar="CHECKPOINT", help="pLSTM: two-sample t-test of this checkpoint's learned p "
                    "against another pLSTM checkpoint's, layer by layer (seed 002 §5.2)")
+    p.add_argument("--compare-timescales", metavar="CHECKPOINT", help="lm: seed 000 Figure 1, this LM's unit "
+                   "timescale distribution and its Inverse-Gamma / narrow-Gaussian KS fits beside another lm "
+                   "checkpoint's (e.g. the same model trained on Markov-PTB: python -m tsrnn.data.markov), each on "
+                   "its own corpus (timescale_comparison.png)")
+    p.add_argument("--compare-data", metavar="DIR", help="the corpus of the --compare-timescales checkpoint "
+                   "(default: as recorded)")
     p.add_argument("--device")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
 

@@ -2,7 +2,8 @@
 checkpoint and writes their figures and a JSON summary).
 
 - ``timescales``: unit timescales from the mean forget gate (seed 000 Eq. 3), Inverse-Gamma and
-  narrow-Gaussian fits by KS statistic (Figure 1), assigned vs estimated (Figure 4).
+  narrow-Gaussian fits by KS statistic (Figure 1), assigned vs estimated (Figure 4), and two LMs'
+  distributions side by side (Figure 1: PTB vs Markov-PTB, ``comparison``).
 - ``forget_map``: forget gates over a test window, units sorted and grouped by 10 (Figure 5).
 - ``word_ablation``: the cell-state change after ablating a word k steps back (A.4, Figures 6-8).
 - ``routing``: perplexity by word frequency with chunks of layer 2 zeroed (§3.2.4, Figure 3).

@@ -10,6 +10,11 @@ one ``summary.json`` holding every number the figures show.
 - imdb (every cell): test accuracy by review length (seed 002 Figure 4); with the pLSTM also the learned p.
 - freq, pixels with the pLSTM: the learned p.
 - ``--compare-p B.pt`` (any pLSTM checkpoint): seed 002 §5.2's t-test of this checkpoint's p against B's.
+- ``--compare-timescales B.pt`` (lm): seed 000 Figure 1, this LM's timescale distribution and fits
+  beside B's (the paper: an LM trained on PTB beside the same model trained on Markov-PTB).
+
+Analyses that need an MTS layer's fixed timescales (assigned vs estimated) are skipped for an
+LSTM or pLSTM LM, with the reason in the analysis's "skipped" entry and on the terminal.
 """
 from __future__ import annotations
 
@@ -35,6 +40,8 @@ def _lm(task, model, args, out: Path) -> dict:
     figures = ["timescales.png"]
     if timescales.assigned_figure(results["timescales"], out / "assigned_vs_estimated.png"):
         figures.append("assigned_vs_estimated.png")
+    else:
+        results["timescales"]["skipped"] = {"assigned_vs_estimated.png": NO_ASSIGNED}
     results["timescales"]["figures"] = figures
 
     results["forget_gates"] = forget_map.lm_forget_maps(model, windows, device, task.vocab)
@@ -55,6 +62,31 @@ def _lm(task, model, args, out: Path) -> dict:
     routing.figure(results["routing"], out / "routing.png")
     results["routing"]["figures"] = ["routing.png"]
     return results
+
+
+NO_ASSIGNED = ("no layer has fixed (assigned) timescales, so there is nothing to compare the estimates with "
+               "(an MTS LM's layers 1-2 have them: train --cell mts)")
+
+
+def _compare_timescales(task, first: dict, args, out: Path, device) -> dict:
+    """Seed 000 Figure 1: this LM's timescales (``first``, its summary) beside those of the LM
+    ``args.compare_timescales``, each estimated on its own corpus's ``args.split`` stream."""
+    other_task, other = restore(args.compare_timescales, args.compare_data, device)
+    windows = passes.lm_windows(other_task.split(args.split), passes.WINDOW, args.windows)
+    second = timescales.summarize(timescales.lm_layer_timescales(other, windows, device, args.quiet))
+    labels = [task.corpus.name, other_task.corpus.name]
+    if labels[0] == labels[1]:
+        labels = [str(args.checkpoint), str(args.compare_timescales)]
+    summary = timescales.comparison([
+        {"label": labels[0], "checkpoint": str(args.checkpoint), "corpus": task.corpus.name, "summary": first},
+        {"label": labels[1], "checkpoint": str(args.compare_timescales), "corpus": other_task.corpus.name,
+         "summary": second}])
+    timescales.comparison_figure(summary, out / "timescale_comparison.png")
+    for m in summary["models"]:
+        gamma, gauss = m["inverse_gamma"], m["gaussian"]
+        print(f"timescales of {m['label']}: Inverse Gamma α = {gamma['alpha']:.2f} (KS {gamma['ks']:.3f}), "
+              f"Gaussian μ = {gauss['mu']:.2f} (KS {gauss['ks']:.3f}), best fit {m['best_fit']}")
+    return {**summary, "figures": ["timescale_comparison.png"]}
 
 
 def _learned_p(model, out: Path, later_reset=None) -> dict:
@@ -131,6 +163,13 @@ def run(args) -> int:
         raise ValueError(f"--length-bins applies to imdb checkpoints; {args.checkpoint} is a {name!r} checkpoint")
     args.length_bins = by_length.parse_boundaries(args.length_bins) if args.length_bins else by_length.BOUNDARIES
     compared = plstm.compare_p(args.checkpoint, args.compare_p) if args.compare_p else None
+    if args.compare_data is not None and args.compare_timescales is None:
+        raise ValueError("--compare-data names the corpus of --compare-timescales, which is not given")
+    if args.compare_timescales is not None:
+        other = checkpoint.load(checkpoint.check_file(args.compare_timescales))["task"]
+        if name != "lm" or other != "lm":
+            raise ValueError(f"--compare-timescales compares two lm checkpoints; {args.checkpoint} is a {name!r} "
+                             f"and {args.compare_timescales} a {other!r} checkpoint")
     task, model = restore(args.checkpoint, args.data, device)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -139,10 +178,15 @@ def run(args) -> int:
         analyses["learned_p"] = _learned_p(model, out, analyses.get("copy", {}).get("later_reset"))
     if compared is not None:
         analyses["p_ttest"] = _p_ttest(compared, out)
+    if args.compare_timescales is not None:
+        analyses["timescale_comparison"] = _compare_timescales(task, analyses["timescales"], args, out, device)
     summary = {"checkpoint": str(args.checkpoint), "task": name, "config": state["config"], "split": args.split,
                "tsrnn_version": state.get("tsrnn_version"), "analyses": analyses}
     (out / "summary.json").write_text(json.dumps(strict_json(summary), indent=1) + "\n")
     figures = [f for entry in analyses.values() for f in entry.get("figures", [])]
     print(f"tsrnn analyze: {', '.join(analyses)} of {args.checkpoint}")
     print(f"wrote {', '.join(figures)} and summary.json in {out}")
+    for entry in analyses.values():
+        for figure, why in entry.get("skipped", {}).items():
+            print(f"skipped {figure}: {why}")
     return 0

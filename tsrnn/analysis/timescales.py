@@ -11,6 +11,14 @@ are fitted by the Kolmogorov-Smirnov statistic (``tsrnn.timescales``); for layer
 (assigned) timescales the assigned and estimated ones are compared (Figure 4), by the Pearson
 correlation of their logarithms and the Spearman rank correlation. Layers are numbered from 1,
 as in the papers.
+
+Figure 1 of seed 000 compares two LMs: "we trained an LSTM language model on a natural language
+corpus (PTB), and then trained the same model on a Markovian dataset generated with the bigram
+statistics of PTB (Markov-PTB)" (§3.2.1; ``tsrnn.data.markov``); the Inverse Gamma should fit the
+first, a narrow Gaussian (σ = 0.1, "an approximate delta function") the second. ``comparison``
+and ``comparison_figure`` put the pooled timescales of such LMs, each estimated on its own
+corpus's test stream, and their KS curves side by side. Mahto's thesis Figure 1 is the same
+distribution for the baseline LSTM LM alone ("most having timescale less than 20").
 """
 from __future__ import annotations
 
@@ -71,6 +79,7 @@ def _fits(values: torch.Tensor, sigma: float) -> dict:
         "median": float(values.median()),
         "max_finite": float(finite.max()),
         "fraction_below_10": float((values < 10).double().mean()),
+        "fraction_below_20": float((values < 20).double().mean()),
         "inverse_gamma": {"alpha": gamma.alpha, "ks": gamma.statistic,
                           "curve": {"alpha": gamma.alphas.tolist(), "ks": gamma.statistics.tolist()}},
         "gaussian": {"mu": gauss.mu, "sigma": gauss.sigma, "ks": gauss.statistic,
@@ -160,3 +169,67 @@ def assigned_figure(summary: dict, path) -> bool:
         ax.legend(fontsize="x-small")
     plot.save(fig, path)
     return True
+
+
+def comparison(models: list[dict]) -> dict:
+    """Seed 000 Figure 1: the pooled timescales of several LMs and their fits. ``models``: one dict
+    per LM with "label", "checkpoint", "corpus" and "summary" (its ``summarize``); returns
+    {"models": [...]}, each model its label, checkpoint, corpus, pooled ``estimated`` timescales,
+    the pooled fits of ``summarize``'s "all" (best α, μ, KS statistics and curves, best_fit) and
+    per layer the best α, μ, their KS statistics and best_fit."""
+    out = []
+    for model in models:
+        summary = model["summary"]
+        layers = [{"layer": e["layer"], "median": e["median"], "best_fit": e["best_fit"],
+                   "inverse_gamma": {k: e["inverse_gamma"][k] for k in ("alpha", "ks")},
+                   "gaussian": {k: e["gaussian"][k] for k in ("mu", "sigma", "ks")}} for e in summary["layers"]]
+        pooled = [t for e in summary["layers"] for t in e["estimated"]]
+        out.append({"label": model["label"], "checkpoint": model["checkpoint"], "corpus": model["corpus"],
+                    **summary["all"], "estimated": pooled, "layers": layers})
+    return {"protocol": "each LM's units pooled over its layers, T_est on its own corpus's test stream (seed 000 "
+                        "Eq. 3, Figure 1)", "models": out}
+
+
+def comparison_figure(summary: dict, path) -> None:
+    """Seed 000 Figure 1: left, each LM's histogram of log10 T_est (all layers) with its best fit
+    (Inverse Gamma or narrow Gaussian, whichever has the smaller KS statistic); middle and right,
+    the KS statistic against α (Inverse Gamma) and μ (narrow Gaussian) for each LM."""
+    import scipy.stats
+
+    models = summary["models"]
+    colours = ["tab:blue", "tab:red", *plot.colours(max(0, len(models) - 2))]  # the paper: PTB blue, Markov red
+    finite = [np.asarray([t for t in m["estimated"] if t is not None and math.isfinite(t)]) for m in models]
+    everything = np.concatenate(finite)
+    bins = np.linspace(np.log10(everything.min()), np.log10(everything.max()) + 1e-9, 41)
+    grid = np.logspace(bins[0], bins[-1], 400)
+    fig = plot.new_figure(figsize=(14.0, 4.2))
+    hist, by_alpha, by_mu = fig.subplots(1, 3)
+    top = 0.0
+    for model, values, colour in zip(models, finite, colours):
+        counts, _, _ = hist.hist(np.log10(values), bins=bins, density=True, histtype="step", color=colour,
+                                 linewidth=1.5, label=f"{model['label']} ({values.size} units)")
+        top = max(top, counts.max())
+        gamma, gauss = model["inverse_gamma"], model["gaussian"]
+        if model["best_fit"] == "inverse-gamma":
+            pdf, text = scipy.stats.invgamma(gamma["alpha"]).pdf, f"Inverse Gamma α = {gamma['alpha']:.2f}"
+        else:
+            pdf, text = scipy.stats.norm(gauss["mu"], gauss["sigma"]).pdf, f"Gaussian μ = {gauss['mu']:.2f}"
+        best = min(gamma["ks"], gauss["ks"])
+        hist.plot(np.log10(grid), _log_density(grid, pdf), ":", color=colour, linewidth=2.0,
+                  label=f"{model['label']} best fit: {text} (KS {best:.3f})")
+        for ax, family, key, symbol in ((by_alpha, "inverse_gamma", "alpha", "α"), (by_mu, "gaussian", "mu", "μ")):
+            curve = model[family]["curve"]
+            ax.plot(curve[key], curve["ks"], color=colour,
+                    label=f"{model['label']}: best {symbol} = {model[family][key]:.2f} (KS {model[family]['ks']:.3f})")
+            ax.axvline(model[family][key], color=colour, linewidth=0.8, linestyle="--")
+    hist.set_ylim(0, 1.3 * top)  # a narrow Gaussian's peak would dwarf the histograms
+    hist.set_xlabel("log10 estimated timescale T_est (steps)")
+    hist.set_ylabel("density of log10 T_est")
+    hist.set_title("timescale distributions (all layers)")
+    hist.legend(fontsize="x-small")
+    for ax, name in ((by_alpha, "α (Inverse Gamma shape)"), (by_mu, "μ (narrow Gaussian mean, steps)")):
+        ax.set_xlabel(name)
+        ax.set_ylabel("KS statistic (lower is better)")
+        ax.set_title("fit by KS statistic")
+        ax.legend(fontsize="x-small")
+    plot.save(fig, path)
