@@ -6,7 +6,11 @@ trained with the same training seeds (141, the authors', and two more). The test
 as the authors' evaluation script does (``tsrnn eval``: one stream, frequency bins over train +
 valid + test, 10,000 bootstrap draws of 100-target blocks, paired difference baseline - MTS) for
 the first seed, and the verdict comes from the seed-paired 95% interval of the overall
-difference; ``tsrnn analyze`` runs on the first seed's MTS model.
+difference; ``tsrnn analyze`` runs on the first seed's MTS model and on its LSTM baseline (seed
+003's Figs 1 and 4 are the baseline's timescales and forget gates). Seed 000's Fig 1 control: the
+same LSTM LM trained on Markov-PTB (a corpus as long as PTB sampled from PTB's bigram chain,
+``tsrnn.data.markov``), whose unit timescales ``tsrnn analyze --compare-timescales`` sets beside
+the PTB model's, with the Inverse-Gamma and narrow-Gaussian fits of each.
 
 Deviation from the seed, to fit about an hour on 2 CPU cores: layers 256/256/128 over 128-d
 embeddings (the seed: 1150/1150/400 over 400), a few epochs of Adam instead of 1000 epochs of
@@ -15,10 +19,13 @@ NT-ASGD from lr 30, plain BPTT windows of 70 and lighter dropout. The seed's own
 """
 from __future__ import annotations
 
+import json
 import time
+from pathlib import Path
 
 from experiments import common
 from tsrnn import cli
+from tsrnn.data import markov
 from tsrnn.training import evaluation
 
 NAME = "ptb_lm"
@@ -62,13 +69,33 @@ def verdict(results: dict) -> str:
     return f"{common.verdict(gap, like_for_like=False)}: LSTM - MTS {common.described(gap, ' ppl', 1, 2)}"
 
 
+def _analyze(checkpoint, out: str, window: str, *extra: str) -> dict:
+    """Run ``tsrnn analyze`` on a checkpoint into ``out``; its summary."""
+    code = cli.main(["analyze", str(checkpoint), "--out", out, "--windows", window, "--quiet", *extra])
+    if code != 0:
+        raise RuntimeError(f"tsrnn analyze exited with {code}")
+    return json.loads(Path(out, "summary.json").read_text())
+
+
+def _fits(comparison: dict) -> dict:
+    """Each corpus's pooled timescale fits, from analyze's timescale_comparison."""
+    return {m["label"]: {"best_fit": m["best_fit"], "alpha": m["inverse_gamma"]["alpha"],
+                         "alpha_ks": m["inverse_gamma"]["ks"], "mu": m["gaussian"]["mu"], "mu_ks": m["gaussian"]["ks"],
+                         "median": m["median"]} for m in comparison["models"]}
+
+
 def main(argv=None) -> int:
     args = common.arguments(NAME, __doc__, argv, data="ptb")
     started = time.time()
     seeds = SEEDS[args.size]
-    shared = ["--task", "lm", "--data", args.ptb, "--freeze", "all", *SIZES[args.size]]
-    dirs = common.train(NAME, {f"{cell}_seed{seed}": [*shared, "--seed", str(seed), "--cell", cell]
-                               for seed in seeds for cell in ("mts", "lstm")}, args)
+    shared = ["--task", "lm", "--freeze", "all", *SIZES[args.size]]
+    runs = {f"{cell}_seed{seed}": [*shared, "--data", args.ptb, "--seed", str(seed), "--cell", cell] for seed in seeds
+            for cell in ("mts", "lstm")}
+    chain = Path(args.runs) / "corpora" / f"markov_ptb_seed{seeds[0]}"  # seed 000 §3.1.1: PTB's bigram chain
+    if not (chain / "markov.json").exists():
+        markov.write_markov_corpus(args.ptb, chain, seed=seeds[0], overwrite=True)
+    runs["lstm_markov"] = [*shared, "--data", str(chain), "--seed", str(seeds[0]), "--cell", "lstm"]
+    dirs = common.train(NAME, runs, args)
     per_seed = {}
     for seed in seeds:
         (task, mts), (_, lstm) = common.restore(dirs[f"mts_seed{seed}"]), common.restore(dirs[f"lstm_seed{seed}"])
@@ -78,11 +105,11 @@ def main(argv=None) -> int:
             rows = evaluation.perplexity_table(nll, targets, evaluation.word_counts(task.corpus, "all"), base_nll)
             print(evaluation.format_table(rows))
         per_seed[seed] = {"lstm": base_nll.mean().exp().item(), "mts": nll.mean().exp().item()}
-    analysis = f"{args.out}/{NAME}_analysis"
-    code = cli.main(["analyze", str(dirs[f"mts_seed{seeds[0]}"] / "best.pt"), "--out", analysis, "--windows",
-                     WINDOWS[args.size], "--quiet"])
-    if code != 0:
-        raise RuntimeError(f"tsrnn analyze exited with {code}")
+    window = WINDOWS[args.size]
+    _analyze(dirs[f"mts_seed{seeds[0]}"] / "best.pt", f"{args.out}/{NAME}_analysis", window)
+    baseline = _analyze(dirs[f"lstm_seed{seeds[0]}"] / "best.pt", f"{args.out}/{NAME}_analysis_lstm", window,
+                        "--compare-timescales", str(dirs["lstm_markov"] / "best.pt"), "--compare-data", str(chain))
+    fits = _fits(baseline["analyses"]["timescale_comparison"])
     curves = {cell: [(r["epoch"], r["ppl"]) for r in common.metrics(dirs[f"{cell}_seed{seeds[0]}"])]
               for cell in ("mts", "lstm")}
     every = {r["bin"]: r for r in rows}
@@ -95,7 +122,8 @@ def main(argv=None) -> int:
             f"LSTM {whole['baseline_ppl']:.2f}, MTS {whole['ppl']:.2f}: diff {whole['diff']:.2f} "
             f"(95% CI [{whole['diff_low95']:.2f}, {whole['diff_high95']:.2f}]); <100 bin diff {rare['diff']:.1f} "
             f"([{rare['diff_low95']:.1f}, {rare['diff_high95']:.1f}]); "
-            + bootstrap + f" (seed {seeds[0]}'s test-set bootstrap)")
+            + bootstrap + f" (seed {seeds[0]}'s test-set bootstrap); LSTM unit timescales, best fit: " + ", ".join(
+                f"{label} {fit['best_fit']} (alpha {fit['alpha']}, mu {fit['mu']})" for label, fit in fits.items()))
     epochs = common.option(SIZES[args.size], "--epochs")
     row = {"claim": "5. MTS vs LSTM LM on PTB, by word frequency (seed 000 Table 1)",
            "seed": "test ppl LSTM 61.40, MTS 59.69: diff 1.71 (95% CI [1.41, 2.02]); <100 bin diff 152.0 "
@@ -107,7 +135,8 @@ def main(argv=None) -> int:
            "gpu": "tsrnn train --recipe seed000 --data PTB_DIR --out mts; tsrnn train --recipe seed000 --cell lstm "
                   "--data PTB_DIR --out lstm; tsrnn eval mts/best.pt lstm/best.pt; tsrnn analyze mts/best.pt"}
     results = {"table": rows, "per_seed": per_seed, "seed_table": SEED, "valid_ppl": curves, "bootstrap": bootstrap,
-               "analysis": f"{NAME}_analysis/summary.json"}
+               "analysis": f"{NAME}_analysis/summary.json", "analysis_lstm": f"{NAME}_analysis_lstm/summary.json",
+               "markov_fits": fits}
     common.report(NAME, args, row, results, _figure(rows, curves), dirs, started)
     return 0
 
