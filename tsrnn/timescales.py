@@ -313,8 +313,8 @@ def fit_narrow_gaussian(timescales, mus=None, sigma: float = 0.1) -> GaussianFit
 
     Seed 000 compares the Inverse-Gamma fit with a "narrow Gaussian distribution" (an approximate
     delta function: every unit at one timescale), varying μ only; it reports μ = 0.5 for an LSTM
-    trained on a Markovian corpus and does not state σ. tsrnn fixes σ = 0.1 by default (a stated
-    choice). D(μ) = sup_T |F_n(T) - Φ((T - μ)/σ)| on the grid, the fit the μ of smallest D.
+    trained on a Markovian corpus, with σ = 0.1 (§3.2.1: "a delta function, which can be
+    approximated as a narrow Gaussian with σ = 0.1"), tsrnn's default. D(μ) = sup_T |F_n(T) - Φ((T - μ)/σ)| on the grid, the fit the μ of smallest D.
     timescales: as ``fit_inverse_gamma`` (+inf kept, Φ(inf) = 1). mus: the grid (1-D, finite,
     > 0); default 0.01, 0.02, ..., 5.00. sigma: finite, > 0.
     """
