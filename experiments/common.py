@@ -152,7 +152,8 @@ def train(name: str, runs: dict[str, list[str]], args) -> dict[str, Path]:
         while pending and len(active) < max(1, args.jobs):
             run = pending.pop(0)
             dirs[run].mkdir(parents=True, exist_ok=True)
-            before = _started(dirs[run]).get("wall_s", 0.0) if _started(dirs[run]).get("argv") == runs[run] else 0.0
+            earlier = _started(dirs[run])
+            before = earlier.get("wall_s", 0.0) if earlier.get("argv") == runs[run] else 0.0
             argv = _command(dirs[run], runs[run])
             if argv is None:
                 _finish(name, run, dirs[run], runs[run], before, args)
@@ -160,7 +161,8 @@ def train(name: str, runs: dict[str, list[str]], args) -> dict[str, Path]:
             _record_time(dirs[run], runs[run], before)
             command = [sys.executable, "-m", "tsrnn", "train", *argv, "--out", str(dirs[run]), "--quiet"]
             with (dirs[run] / "train.log").open("a" if "--resume" in argv else "w") as log:
-                active[run] = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env), time.time(), before
+                process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env)
+            active[run] = process, time.time(), before
             print(f"[{name}] training {run}: tsrnn train {shlex.join(argv)}", flush=True)
         time.sleep(0.5)
         keep_time = time.time() - recorded > 30  # the training seconds so far, saved twice a minute

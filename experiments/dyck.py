@@ -101,7 +101,8 @@ def main(argv=None) -> int:
     results = {"edges": EDGES, **summary}
     row = {"claim": "1. Dyck-2: MTS (alpha 1.5) vs LSTM, whole words right (seed 000 §3.2.3, Fig 2)",
            "seed": "LSTM 91.66%, MTS 93.82%; MTS 5-10 points better at longest dependency > 75",
-           "ours": ours, "verdict": verdict(results), "model": f"1 layer, {common.option(size['args'], '--nhid')} units (seed: 256)",
+           "ours": ours, "verdict": verdict(results),
+           "model": f"1 layer, {common.option(size['args'], '--nhid')} units (seed: 256)",
            "epochs": f"{epochs} of 10K words (Adam 1e-2; seed: 2000, Adam 1e-4)",
            "seeds": ", ".join(map(str, size["seeds"])) + " (seed: 20)",
            "gpu": "tsrnn train --recipe seed000 --task dyck --seed S (and --cell lstm), S = 0..19"}

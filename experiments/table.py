@@ -32,7 +32,8 @@ def render(records: list[dict]) -> str:
     lines = ["| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
     for r in records:
         time_spent = f"{r['train_min']} min of training ({r['jobs']} at once), {r['wall_min']} min wall"
-        cells = (r["claim"], r["seed"], r["ours"], r["verdict"], f"`{r['command']}`", r["model"], r["epochs"], r["seeds"],
+        cells = (r["claim"], r["seed"], r["ours"], r["verdict"], f"`{r['command']}`", r["model"], r["epochs"],
+                 r["seeds"],
                  time_spent, f"{r['machine']}, {r['date']}", f"`{r['gpu']}`")
         lines.append("| " + " | ".join(_cell(c) for c in cells) + " |")
     return "\n".join(lines)
@@ -62,7 +63,8 @@ def render_all(records: list[dict]) -> str:
     parts = [render(records)]
     for r in records:
         if "detail" in r:
-            parts.append(f"Claim {r['claim'].split('.')[0]}, every number behind it (`{r['command']}`):\n\n{r['detail']}")
+            number = r["claim"].split(".")[0]
+            parts.append(f"Claim {number}, every number behind it (`{r['command']}`):\n\n{r['detail']}")
         if r["name"] == "ptb_lm":
             parts.append(f"Claim 5, test perplexity by word frequency (`{r['command']}`):\n\n"
                          + bins_table(r["results"]["table"], r["results"]["seed_table"]["bins"]))

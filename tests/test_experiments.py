@@ -14,8 +14,8 @@ from experiments import common, table
 
 SCRIPTS = {"dyck": [], "copy_task": [], "frequency": [], "pixels": [], "ptb_lm": ["--ptb"],
            "brown_mlp": ["--brown"], "averaging_lm": ["--ptb"], "char_ptb": ["--ptb"]}
-ROW = ("claim", "seed", "ours", "verdict", "command", "model", "epochs", "seeds", "train_min", "jobs", "wall_min", "machine",
-       "date")
+ROW = ("claim", "seed", "ours", "verdict", "command", "model", "epochs", "seeds", "train_min", "jobs", "wall_min",
+       "machine", "date")
 
 
 @pytest.fixture(scope="module")
