@@ -14,6 +14,20 @@ reset (T, B) marks document starts: the context forgets everything before them (
 the context at the start of each document), and slots that reach before the start hold zeros.
 Because the maps are linear, feeding embeddings is the same as feeding one-hot words and then
 embedding the context (docs/equations.md §5). No module here has learnable parameters.
+
+A stream read in windows (truncated BPTT) carries the context's recurrent state from one window to
+the next: ``context(u, reset, state=state, return_state=True)`` returns ``(output, state)``, and
+the windows of a stream fed in order, each with the state the previous one returned (None for the
+first), give the output of the whole stream at once, to float rounding. The state is
+
+- Buffer: P (B, n-1, D), the last n-1 inputs, newest first, zeros where they lie before the last
+  reset (P = the slots 0..n-2 of the last step's output), so that u_{t-i} with t - i < 0 reads P;
+- TILT: TILT's integrators F (B, N + 2k, D) float64 (S11), F_t = e^{-sΔ} F_{t-1} + β u_t. Post's
+  operator (S12) is a difference across the rates s, not across time: f~_t = L F_t depends on the
+  step's F only, so carrying F is exact;
+- TILT-Buffer: the pair (F, P) of both, P buffering f~(τ*_0).
+
+A reset clears the carried state at its step like any earlier history.
 """
 from __future__ import annotations
 
@@ -46,9 +60,24 @@ def _time_major(u, reset, batch_first):
     return u, reset
 
 
-def _buffer(x, n, reset):
-    """(T, B, D) -> (T, B, n, D): slot i at step t holds x[t - i], zero before the sequence start
-    and before the last reset at or before t."""
+def _check_past(past, n, x):
+    """The buffer's carried state: None or (B, n-1, D) on x's device (x time-major (T, B, D))."""
+    if past is not None:
+        check.tensor("state", past, 3)
+        check.shape("state", past, (x.shape[1], n - 1, x.shape[2]))
+        check.same_device("u", x, state=past)
+        check.finite("state", past)
+    return past
+
+
+def _buffer(x, n, reset, past=None):
+    """(T, B, D) -> (T, B, n, D) and the state P (B, n-1, D) after the last step: slot i at step t
+    holds x[t - i], zero before the last reset at or before t; x[t - i] with t - i < 0 is
+    past[:, i - t - 1] (P of the step before x[0]; None: zeros, the sequence start)."""
+    if past is not None:
+        x = torch.cat([past.to(x.dtype).flip(1).transpose(0, 1), x])
+        if reset is not None:
+            reset = torch.cat([reset.new_zeros((n - 1,) + reset.shape[1:]), reset])
     steps, batch, _ = x.shape
     start = _segment_starts(reset, steps, batch, x.device)  # (T, B)
     t = torch.arange(steps, device=x.device)[:, None]
@@ -59,7 +88,10 @@ def _buffer(x, n, reset):
         if reset is not None:
             shifted = torch.where((t - i >= start)[:, :, None], shifted, torch.zeros_like(shifted))
         slots.append(shifted)
-    return torch.stack(slots, dim=2)
+    y = torch.stack(slots, dim=2)
+    if past is not None:
+        y = y[n - 1:]
+    return y, y[-1, :, :n - 1]
 
 
 def _kept(n, drop):
@@ -82,9 +114,11 @@ def _batch_layout(y, batch_first):
 class BufferContext(nn.Module):
     """The FIFO buffer of the last n embeddings (seed 004, Buffer-MLP): slot i = u_{t-i}.
 
-    ``forward(u, reset=None)``: u (T, B, D) (``(B, T, D)`` if ``batch_first``), reset (T, B)
-    bool or 0/1 marking document starts -> (T, B, n, D) (``(B, T, n, D)``). Slots before the
-    sequence start or before the last reset hold zeros.
+    ``forward(u, reset=None, state=None, return_state=False)``: u (T, B, D) (``(B, T, D)`` if
+    ``batch_first``), reset (T, B) bool or 0/1 marking document starts -> (T, B, n, D)
+    (``(B, T, n, D)``). Slots before the last reset hold zeros, and so do slots before the
+    sequence start unless ``state`` P (B, n-1, D), the last n-1 inputs before u (newest first,
+    zeros before their last reset), fills them. With ``return_state``, returns (output, P after u).
     """
 
     def __init__(self, n: int, batch_first: bool = False):
@@ -105,9 +139,12 @@ class BufferContext(nn.Module):
         check.count("length", length)
         return torch.eye(self.n, length, dtype=torch.float64)
 
-    def forward(self, u: torch.Tensor, reset: torch.Tensor | None = None) -> torch.Tensor:
+    def forward(self, u: torch.Tensor, reset: torch.Tensor | None = None, state: torch.Tensor | None = None,
+                return_state: bool = False):
         u, reset = _time_major(u, reset, self.batch_first)
-        return _batch_layout(_buffer(u, self.n, reset), self.batch_first)
+        y, state = _buffer(u, self.n, reset, _check_past(state, self.n, u))
+        y = _batch_layout(y, self.batch_first)
+        return (y, state) if return_state else y
 
 
 class TILTContext(nn.Module):
@@ -131,9 +168,12 @@ class TILTContext(nn.Module):
     method: as in ``tsrnn.TILT``; batch_first: layout of u, reset and the result; drop: indices
     in 0..n-1 of τ* to remove (distinct, not all; default none).
 
-    ``forward(u, reset=None)``: u (T, B, D) -> (T, B, m, D); reset (T, B) marks document starts,
-    where TILT's history restarts. ``tau_star`` (m,) float64 are the kept slots' τ*, ``tilt`` the
-    wrapped ``tsrnn.TILT`` (with every·(n-1)+1 τ*, at least 2).
+    ``forward(u, reset=None, state=None, return_state=False)``: u (T, B, D) -> (T, B, m, D);
+    reset (T, B) marks document starts, where TILT's history restarts; state: TILT's integrators F
+    (B, N + 2k, D) float64 after the input before u (None: zeros, no history). With
+    ``return_state``, returns (output, F after u); dropped τ* do not change F. ``tau_star`` (m,)
+    float64 are the kept slots' τ*, ``tilt`` the wrapped ``tsrnn.TILT`` (with every·(n-1)+1 τ*,
+    at least 2).
     """
 
     def __init__(self, n: int, tau_min: float = PAPER["tau_min"], c: float = PAPER["c"],
@@ -173,10 +213,12 @@ class TILTContext(nn.Module):
         """K (m, length) float64: the receptive fields g_τ*(j) of the kept slots."""
         return self.tilt.kernels(length)[self._rows]
 
-    def forward(self, u: torch.Tensor, reset: torch.Tensor | None = None) -> torch.Tensor:
+    def forward(self, u: torch.Tensor, reset: torch.Tensor | None = None, state: torch.Tensor | None = None,
+                return_state: bool = False):
         u, reset = _time_major(u, reset, self.batch_first)
-        y, _ = self.tilt(u, reset=reset)  # (T, B, N, D)
-        return _batch_layout(y[:, :, self._rows], self.batch_first)
+        y, state = self.tilt(u, state=state, reset=reset)  # (T, B, N, D)
+        y = _batch_layout(y[:, :, self._rows], self.batch_first)
+        return (y, state) if return_state else y
 
 
 class TILTBufferContext(nn.Module):
@@ -186,6 +228,11 @@ class TILTBufferContext(nn.Module):
     Args: n slots; tau_min (τ*_0), c, k, g, dt, integrate, method: the TILT whose first τ* is
     buffered (defaults as in ``TILTContext``, so slot 0 equals TILTContext's slot 0);
     batch_first: layout of u, reset and the result.
+
+    ``forward(u, reset=None, state=None, return_state=False)``: u (T, B, D) -> (T, B, n, D);
+    state: the pair (F, P) after the input before u, TILT's integrators F (B, N + 2k, D) float64
+    and the buffer P (B, n-1, D) of the last n-1 f~(τ*_0), newest first (None: zeros, no history).
+    With ``return_state``, returns (output, (F, P) after u).
     """
 
     def __init__(self, n: int, tau_min: float = PAPER["tau_min"], c: float = PAPER["c"], k: int = PAPER["k"],
@@ -221,7 +268,12 @@ class TILTBufferContext(nn.Module):
             K[i, i:] = g0[: length - i]
         return K
 
-    def forward(self, u: torch.Tensor, reset: torch.Tensor | None = None) -> torch.Tensor:
+    def forward(self, u: torch.Tensor, reset: torch.Tensor | None = None, state=None, return_state: bool = False):
         u, reset = _time_major(u, reset, self.batch_first)
-        y, _ = self.tilt(u, reset=reset)  # (T, B, 2, D)
-        return _batch_layout(_buffer(y[:, :, 0], self.n, reset), self.batch_first)
+        if state is not None and (not isinstance(state, (tuple, list)) or len(state) != 2):
+            raise TypeError(f"state must be the pair (F, P) or None, got {type(state).__name__}")
+        F, past = (None, None) if state is None else state
+        y, F = self.tilt(u, state=F, reset=reset)  # (T, B, 2, D)
+        y, past = _buffer(y[:, :, 0], self.n, reset, _check_past(past, self.n, u))
+        y = _batch_layout(y, self.batch_first)
+        return (y, (F, past)) if return_state else y

@@ -40,6 +40,15 @@ class MLPLM(nn.Module):
     predict token t + 1 from tokens <= t (token t + K when trained K words ahead, seed 004's
     Experiment 2: ``tsrnn.training.tasks.language.ahead_targets``). reset (T, B) bool or 0/1 marks
     document starts, where the context forgets everything before (the seed clears it at each document).
+
+    ``logits, state = model(tokens, reset, state=state, return_state=True)`` reads a stream in
+    windows: ``state`` is the context's recurrent state after the stream's previous window (None at
+    its start; ``tsrnn.contexts``: the last n-1 embeddings of the buffer, TILT's integrators F, or
+    both), and the windows fed in order give the logits of the whole stream at once, to float
+    rounding, so the context reaches back over the whole document as in the seed. Training on
+    windows detaches the state between them (truncated BPTT: the trainer's carry): the loss of a
+    window then sends no gradient to the embeddings of earlier windows, whose words still shape its
+    context.
     """
 
     def __init__(self, vocab_size: int, embedding_size: int = 30, hidden_size: int = 100,
@@ -62,13 +71,14 @@ class MLPLM(nn.Module):
     def extra_repr(self) -> str:
         return f"context={self.context_name!r}, n={self.n}, direct={self.direct}"
 
-    def forward(self, tokens: torch.Tensor, reset: torch.Tensor | None = None) -> torch.Tensor:
+    def forward(self, tokens: torch.Tensor, reset: torch.Tensor | None = None, state=None,
+                return_state: bool = False):
         tokens = check.token_ids("tokens", tokens, 2, self.vocab_size)
         check.same_device("embedding weight", self.embedding.weight, tokens=tokens)
         u = self.embedding(tokens)                                     # (T, B, D)
-        ctx = self.context(u, reset)                                   # (T, B, slots, D)
+        ctx, state = self.context(u, reset, state=state, return_state=True)  # (T, B, slots, D)
         x = ctx.flatten(2).to(u.dtype)                                 # (T, B, slots D)
         logits = self.output(torch.tanh(self.hidden(x)))
         if self.direct_output is not None:
             logits = logits + self.direct_output(x)
-        return logits
+        return (logits, state) if return_state else logits

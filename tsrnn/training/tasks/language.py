@@ -227,6 +227,12 @@ class MLPLanguageModelTask(MaskedTextTask):
     --ahead K predicts the word K steps on (Experiment 2, ``ahead_targets``); --drop-taus removes
     τ* slots of the TILT context (Experiment 4, ``tsrnn.contexts.TILTContext``'s drop). Both change
     the model the checkpoint holds, so its config records them when set (K > 1, a non-empty list).
+    The --bptt windows of a split are consecutive in each of its streams, and the context's state is
+    carried across them (``MLPLM``'s state): training (the trainer's carry, detached between windows,
+    cleared at each epoch) and scoring see the context of the whole document, as the seed's TILT
+    integrates over the document's whole past; the reset at each document start clears it. Checkpoints
+    and results made before this carry scored (and trained) each window from an empty context.
+
     """
 
     name = "mlp-lm"
@@ -271,6 +277,33 @@ class MLPLanguageModelTask(MaskedTextTask):
             raise ValueError(f"--ahead {self.args.ahead} leaves the {split} split no target: its documents are "
                              f"shorter than {self.args.ahead + 1} words")
         return batches
+
+    def _carried_nll(self, model, batch, state=None):
+        """(T, B) token losses, the (T, B) mask of the targets that count, and the context's state
+        after the window, read from ``state``, the state after the stream's previous window (None
+        at the start of the streams)."""
+        x, y, reset, mask = (t.to(self.device) for t in batch)
+        logits, state = model(x, reset=reset, state=state, return_state=True)
+        return F.cross_entropy(logits.transpose(1, 2), y, reduction="none"), mask, state
+
+    def train_loss(self, model, batch, carry):
+        """The mean loss over the window's targets; ``carry``, the context's state, goes on to the next window."""
+        nll, mask, carry = self._carried_nll(model, batch, carry)
+        count = mask.sum()
+        return (nll * mask).sum() / count.clamp(min=1), carry, int(count)
+
+    @torch.no_grad()
+    def token_nll(self, model, split):
+        """Per-token negative log-likelihood and target of the counted targets, window after window,
+        column by column, the context carried from each window to the next."""
+        model.eval()
+        state, nll, targets = None, [], []
+        for batch in self._batches(split):
+            values, mask, state = self._carried_nll(model, batch, state)
+            keep = mask.T.cpu()
+            nll.append(values.T.cpu()[keep])
+            targets.append(batch[1].T[keep])
+        return torch.cat(nll), torch.cat(targets)
 
     def evaluate(self, model, split):
         """Loss and perplexity, and the perplexity of the unigram model of the training counts
