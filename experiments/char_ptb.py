@@ -6,6 +6,10 @@ the pLSTM (3 gate rows per unit) wider than the LSTM (4) so both have about the 
 recurrent-layer parameters, as the seed's 716 / 828 units. Test bits per character of the
 checkpoint with the best validation loss.
 
+The seed's size is ``tsrnn train --recipe seed002 --task lm --data PTB_DIR --cell plstm`` (and
+``--cell lstm``): 594 / 515 units, which give the seed's ~2.15M parameters in this tied model
+(716 / 828 tied units would be 4.1M / 4.2M; see tsrnn/training/recipes.py).
+
 Deviation from the seed, to fit about an hour on 2 CPU cores: 128 / 148 units (seed: 716 / 828),
 batch 32 (seed: 128), windows of 150 characters (as the seed's shorter setting), one epoch of
 Adam 3e-3 (seed: 50 epochs), one seed (seed: 5), tsrnn's AWD-LSTM LM with its light default
@@ -44,8 +48,8 @@ def main(argv=None) -> int:
            "seed": "pLSTM 1.420, LSTM 1.426 (sequence length 150; 5 seeds)",
            "ours": ours, "model": "1 layer, LSTM 128 / pLSTM 148 units (seed: 716 / 828)",
            "epochs": f"{common.option(SIZES[args.size], '--epochs')} (Adam 3e-3; seed: 50)", "seeds": "0",
-           "gpu": "tsrnn train --task lm --level char --data PTB_DIR --cell plstm --nhid 828 --emsize 828 "
-                  "--batch-size 128 --bptt 150 --epochs 50 (and --cell lstm --nhid 716 --emsize 716)"}
+           "gpu": "tsrnn train --recipe seed002 --task lm --data PTB_DIR --cell plstm (and --cell lstm): 594 / 515 "
+                  "units, ~2.15M parameters each, batch 128, --bptt 150, 50 epochs of Adam 1e-3"}
     figure = common.curves_figure(curves, "training step", "validation bits per character", "character-level PTB")
     common.report(NAME, args, row, {"test": test, "recurrent_parameters": params, "valid_bpc": curves, "seed": SEED},
                   figure, dirs, started)

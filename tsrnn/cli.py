@@ -23,7 +23,7 @@ def _train_parser(commands):
     p.add_argument("--data", help="corpus directory (PTB / WikiText-2 layout), brown.zip (mlp-lm) or an MNIST "
                                   "directory of IDX files (pixels), the aclImdb folder (imdb); default: the embedded tiny-shakespeare "
                                   "corpus, scikit-learn's 8x8 digits for pixels")
-    p.add_argument("--level", default="word", choices=["word", "char"], help="PTB word or character files")
+    p.add_argument("--level", choices=["word", "char"], help="PTB word or character files (default word)")
     p.add_argument("--out", help="directory for checkpoints and metrics.jsonl (default runs/TASK)")
     p.add_argument("--resume", help="checkpoint to continue from (bit-identical continuation), with its settings; "
                    f"only {', '.join(cli_checks.flag(dest) for dest in resume.APPLIED)} may change (default --out: "
@@ -43,6 +43,8 @@ def _train_parser(commands):
                    "than the best of the epochs more than N before (AWD-LSTM's NT-ASGD; 0: never)")
     p.add_argument("--random-bptt", action="store_true", help="lm: AWD-LSTM's random window lengths, lr scaled by "
                    "length / bptt")
+    p.add_argument("--bptt-std", type=float, help="lm with --random-bptt: the window is --bptt (p 0.95) or --bptt / 2, "
+                   "plus N(0, this) (default 5: AWD-LSTM, the seed-000 authors' code; 0: seed 000's text, 70 or 35)")
     p.add_argument("--lr-decay-after", type=int, help="divide the lr by --lr-decay-factor each epoch after this one")
     p.add_argument("--lr-decay-factor", type=float)
     p.add_argument("--patience", type=int, help="stop after N epochs without a better validation loss (0: never)")
@@ -54,10 +56,16 @@ def _train_parser(commands):
     p.add_argument("--mts-alpha", type=float, help="inverse-gamma shape of the MTS timescales (lm 0.56, dyck 1.5)")
     p.add_argument("--freeze", choices=["gates", "all"], help="MTS: fix the i/f gate biases (gates) or the whole "
                    "bias vector, as the authors' code (all)")
+    p.add_argument("--lstm-init", choices=["sqrt", "inverse"], help="lm: recurrent weights and biases ~ "
+                   "U(±1/sqrt(H)) (sqrt, default: PyTorch's, as AWD-LSTM and the seed-000 authors' code) or "
+                   "U(±1/H) (inverse: seed 000's text)")
     p.add_argument("--order", choices=["shuffled", "corpus"], help="averaging-lm: training sentences shuffled per "
                    "epoch or in corpus order (seed 001)")
     p.add_argument("--no-memory", dest="memory", action="store_false", default=None, help="averaging-lm: the "
                    "same LM without the averaging memory (the baseline)")
+    p.add_argument("--loss-norm", choices=["token", "sentence"], help="averaging-lm: training loss averaged over "
+                   "the targets (token, default) or summed over each sentence and averaged over the batch "
+                   "(sentence: seed 001's gradient 'normalized by the mini-batch size')")
     p.add_argument("--vocab-from", choices=["train", "all"], help="mlp-lm on Brown: count words for the vocabulary "
                    "in train or in the whole corpus (seed 004)")
     p.add_argument("--context", choices=["buffer", "tilt", "tilt-buffer"], help="mlp-lm context")

@@ -27,8 +27,10 @@ REALS = {
     "alpha": (0, math.inf, True, False), "beta": (0, math.inf, True, False), "mts_alpha": (0, math.inf, False, False),
     "fixed_p": (0, math.inf, False, False), "stop_accuracy": (0, 1, False, True),
     "resolution": (0, math.inf, False, False), "save_minutes": (0, math.inf, True, False),
+    "bptt_std": (0, math.inf, True, False),
 }
 REAL_MEANING = {"fixed_p": "exponent", "resolution": "time", "save_minutes": "number of minutes",
+                "bptt_std": "standard deviation",
                 "lr_decay_factor": "number (the lr is divided by it each epoch)"}
 
 

@@ -25,6 +25,7 @@ Inverse-Gamma quantiles, further layers learned; S3-S4); "plstm": ``tsrnn.PowerL
 """
 from __future__ import annotations
 
+import math
 from typing import NamedTuple
 
 import torch
@@ -38,6 +39,7 @@ from tsrnn.modules.lstm import FREEZE
 from tsrnn.timescales import lm_timescales
 
 CELLS = ("lstm", "mts", "plstm")
+LSTM_INITS = ("sqrt", "inverse")
 
 
 def embedded_dropout(weight: torch.Tensor, tokens: torch.Tensor, p: float, training: bool) -> torch.Tensor:
@@ -58,6 +60,17 @@ def locked_dropout(x: torch.Tensor, p: float, training: bool) -> torch.Tensor:
         return x
     mask = x.new_empty(1, x.shape[1], x.shape[2]).bernoulli_(1 - p) / (1 - p)
     return x * mask
+
+
+@torch.no_grad()
+def _scale_init(rnn, factor: float) -> None:
+    """Multiply a recurrent module's weights and biases by ``factor`` (U(±1/sqrt(H)) * 1/sqrt(H) = U(±1/H)),
+    with the g and o rows that an MTS layer with freeze="all" fixed from its biases when built."""
+    for name, param in rnn.named_parameters(recurse=False):
+        if name.startswith(("weight_", "bias_")):
+            param.mul_(factor)
+    for k in getattr(rnn, "timescale_layers", ()):
+        getattr(rnn, f"bias_fixed_l{k}")[2 * rnn.hidden_size:].mul_(factor)  # empty for freeze="gates"
 
 
 class AWDExtras(NamedTuple):
@@ -85,10 +98,14 @@ class AWDLSTMLM(nn.Module):
         mts_alpha: Inverse-Gamma shape of layer 2 for cell="mts" (seed 000: 0.56).
         mts_freeze: "gates" (fix only the i and f biases) or "all" (the whole bias vector of the
             MTS layers, as the seed-000 code did); see ``tsrnn.LSTM``.
+        lstm_init: the recurrent layers' weights and biases ~ U(-1/sqrt(H), 1/sqrt(H)) ("sqrt":
+            PyTorch's, which AWD-LSTM and the seed-000 authors' code keep) or U(-1/H, 1/H) ("inverse":
+            seed 000's text, "uniformly initialized between [-1/H, 1/H] where H is the output size of
+            the respective layer"). Fixed MTS biases stay as their timescales set them.
         backend: passed to the recurrent modules.
 
     Initialization as in AWD-LSTM / seed 000: embedding U(-0.1, 0.1), decoder bias 0 (untied
-    decoder weight U(-0.1, 0.1)), recurrent layers PyTorch's U(-1/sqrt(H), 1/sqrt(H)).
+    decoder weight U(-0.1, 0.1)), recurrent layers as ``lstm_init``.
 
     ``logits, state, extras = model(tokens, state=None)``: tokens (T, B) int64 ids; logits
     (T, B, V) predict the next token; state: one tuple per layer, (h, c) (or (h, c, a) for
@@ -98,13 +115,15 @@ class AWDLSTMLM(nn.Module):
     def __init__(self, vocab_size: int, embedding_size: int = 400, hidden_sizes=(1150, 1150, 400),
                  cell: str = "lstm", dropout: float = 0.4, dropouth: float = 0.25, dropouti: float = 0.4,
                  dropoute: float = 0.1, wdrop: float = 0.5, tie_weights: bool = True, alpha: float = 2.0,
-                 beta: float = 1.0, mts_alpha: float = 0.56, mts_freeze: str = "gates", backend: str = "auto"):
+                 beta: float = 1.0, mts_alpha: float = 0.56, mts_freeze: str = "gates", lstm_init: str = "sqrt",
+                 backend: str = "auto"):
         super().__init__()
         self.vocab_size = check.count("vocab_size", vocab_size)
         self.embedding_size = check.count("embedding_size", embedding_size)
         self.hidden_sizes = check.sizes("hidden_sizes", hidden_sizes)
         check.choice("cell", cell, CELLS)
         check.choice("mts_freeze", mts_freeze, FREEZE)
+        check.choice("lstm_init", lstm_init, LSTM_INITS)
         self.cell = cell
         self.dropout = check.probability("dropout", dropout)
         self.dropouth = check.probability("dropouth", dropouth)
@@ -130,6 +149,9 @@ class AWDLSTMLM(nn.Module):
                 layers.append(LSTM(size_in, size, timescales=None if ts is None else [ts],
                                    freeze=mts_freeze, backend=backend))
         self.rnns = nn.ModuleList(layers)
+        if lstm_init == "inverse":
+            for rnn, size in zip(self.rnns, self.hidden_sizes):
+                _scale_init(rnn, 1 / math.sqrt(size))
         self.encoder = nn.Embedding(self.vocab_size, self.embedding_size)
         self.decoder = nn.Linear(self.hidden_sizes[-1], self.vocab_size)
         with torch.no_grad():

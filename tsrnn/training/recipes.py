@@ -3,29 +3,35 @@
 A recipe fills every option the user did not give with the value the seed (or its authors'
 code) used; options given on the command line win. Each recipe names the data it needs
 (``--data``); the sizes are the seeds', for a GPU. Where a seed does not state a value, the
-recipe keeps tsrnn's default and ``NOTES`` says so.
+recipe keeps tsrnn's default and ``NOTES`` says so; where the seed's text and its authors' code
+differ, the recipe follows the text when that is one option away and ``NOTES`` names the option
+that gives the code's behaviour. A value may depend on --cell: a dict {cell: value}.
 """
 from __future__ import annotations
 
 RECIPES: dict[str, dict[str, dict]] = {
     # Mahto et al. (seed 000 §3.1.1) via AWD-LSTM, as the authors' run.sh trains PTB
-    # (train_mts.py --batch_size 20 --dropouti 0.4 --dropouth 0.25 --seed 141 --epoch 1000).
+    # (train_mts.py --batch_size 20 --dropouti 0.4 --dropouth 0.25 --seed 141 --epoch 1000), with the
+    # text's windows ("70 with a probability of 0.95 and 35 with a probability of 0.05": --bptt-std 0)
+    # and LSTM initialization ("uniformly initialized between [-1/H, 1/H]": --lstm-init inverse).
     "seed000": {
         "lm": {"cell": "mts", "emsize": 400, "nhid": "1150,1150,400", "dropout": 0.4, "dropouth": 0.25,
                "dropouti": 0.4, "dropoute": 0.1, "wdrop": 0.5, "alpha": 2.0, "beta": 1.0, "mts_alpha": 0.56,
-               "freeze": "all", "batch_size": 20, "bptt": 70, "random_bptt": True, "optimizer": "sgd", "lr": 30.0,
-               "clip": 0.25, "weight_decay": 1.2e-6, "nonmono": 5, "epochs": 1000, "seed": 141},
+               "freeze": "all", "lstm_init": "inverse", "batch_size": 20, "bptt": 70, "random_bptt": True,
+               "bptt_std": 0.0, "optimizer": "sgd", "lr": 30.0, "clip": 0.25, "weight_decay": 1.2e-6, "nonmono": 5,
+               "epochs": 1000, "seed": 141},
         # seed 000 §3.1.2 / run_dyckn.py: Adam 1e-4, clip 1, stateful chunks of 200, MSELoss(sum)
         "dyck": {"cell": "mts", "nhid": "256", "mts_alpha": 1.5, "freeze": "all", "batch_size": 32,
                  "optimizer": "adam", "lr": 1e-4, "clip": 1.0, "epochs": 2000, "chunk": 200, "dyck_loss": "sum",
                  "dyck_size": "10000,2000,5000"},
     },
-    # Salton & Kelleher (seed 001 §5), PTB: 2 x 650, SGD lr 1 halved each epoch after 12, clip 5,
-    # dropout 0.5, batch 32, sentences of at most 35 in corpus order, early stopping after 10.
+    # Salton & Kelleher (seed 001 §5), PTB: 2 x 650, SGD lr 1 halved each epoch after 12, clip 5 of the
+    # gradient "normalized by the mini-batch size" (--loss-norm sentence), dropout 0.5, batch 32,
+    # sentences of at most 35 in corpus order, early stopping after 10.
     "seed001": {
         "averaging-lm": {"emsize": 650, "nhid": "650", "nlayers": 2, "dropout": 0.5, "batch_size": 32, "bptt": 35,
-                         "order": "corpus", "optimizer": "sgd", "lr": 1.0, "lr_decay_after": 12,
-                         "lr_decay_factor": 2.0, "clip": 5.0, "patience": 10, "epochs": 100},
+                         "order": "corpus", "loss_norm": "sentence", "optimizer": "sgd", "lr": 1.0,
+                         "lr_decay_after": 12, "lr_decay_factor": 2.0, "clip": 5.0, "patience": 10, "epochs": 100},
     },
     # Chien et al. (seed 002 §4.1): batch 128, 128 units, RMSprop(1e-3, alpha 0.9), 100K training and
     # 10K validation sequences, T = 200 (also 500, 1000); stop when both accuracies reach 0.999.
@@ -43,28 +49,53 @@ RECIPES: dict[str, dict[str, dict]] = {
         # task picks 128 units and lr 1e-3 for LSTM/chrono, 154 units and 5e-4 for the pLSTM.
         "imdb": {"cell": "plstm", "batch_size": 64, "optimizer": "adam", "clip": 0.0, "dropout": 0.2, "emsize": 100,
                  "epochs": 20},
+        # seed 002 §4.3, character-level PTB (--data PTB_DIR): "sequence lengths 150 or 500 and a batch size
+        # of 128 ... 50 epochs", Adam 1e-3, "~2.15M parameters". tsrnn's model is one layer of H units with
+        # the V = 50 symbols' embedding tied to the decoder (so emsize = H): V H + V, plus
+        #   LSTM  W_ih, W_hh (4H x H each), b_ih, b_hh (4H each):       8H^2 + 8H  -> 8H^2 + 58H + 50
+        #   pLSTM 3 gate rows (coupled input gate) and p per unit:     6H^2 + 7H  -> 6H^2 + 57H + 50
+        # H = 515: 2,151,720 (LSTM); H = 594: 2,150,924 (pLSTM). The paper's 716 / 828 units match the
+        # recurrent weights alone (4 * 716^2 ~ 3 * 828^2 ~ 2.05M); tied, they would give 4.1M / 4.2M.
+        "lm": {"cell": "plstm", "level": "char", "emsize": {"lstm": 515, "plstm": 594},
+               "nhid": {"lstm": "515", "plstm": "594"}, "batch_size": 128, "bptt": 150, "optimizer": "adam",
+               "lr": 1e-3, "clip": 0.0, "epochs": 50},
     },
     # Jacques & Sederberg (seed 004): Brown, words seen more than 5 times in the whole corpus,
     # 5 inputs, 30-d features, 100 hidden, SGD lr 1e-3, 20 epochs, evaluated on the 200k words after training.
     "seed004": {
+        # Batch: one stream of 128-word windows (128 targets per update, see NOTES).
         "mlp-lm": {"context": "tilt", "n": 5, "emsize": 30, "nhid": "100", "vocab_from": "all", "optimizer": "sgd",
-                   "lr": 1e-3, "epochs": 20},
+                   "lr": 1e-3, "batch_size": 1, "bptt": 128, "epochs": 20},
     },
 }
 
 NOTES = {
-    "seed000": "lm: the authors' seed 141; --cell lstm trains their baseline. dyck: batch 32 as the seed's text "
-               "(run_dyckn.py defaults to 128).",
-    "seed001": "the paper clips the gradient norm 'normalized by the mini-batch size' at 5; tsrnn's loss is a mean "
-               "over targets, so --clip 5 clips that mean's gradient. WikiText-2: --lr-decay-after 14 "
-               "--lr-decay-factor 1.15 --emsize 1000 --nhid 1000 --dropout 0.65.",
+    "seed000": "lm: the authors' seed 141; --cell lstm trains their baseline. Where the text and the authors' "
+               "code differ, the recipe takes the text: windows of 70 (p 0.95) or 35 exactly (--bptt-std 0; "
+               "train_mts.py, AWD-LSTM's loop, adds N(0, 5): --bptt-std 5) and recurrent weights and biases "
+               "U(+-1/H) (--lstm-init inverse; their model_mts.py keeps torch.nn.LSTM's U(+-1/sqrt(H)): "
+               "--lstm-init sqrt). --freeze all is the code's (the text fixes only the i and f biases). dyck: "
+               "batch 32 as the seed's text (run_dyckn.py defaults to 128).",
+    "seed001": "the loss is summed over each sentence's words and averaged over the 32 sentences (--loss-norm "
+               "sentence), the gradient the paper clips at 5 'normalized by the mini-batch size', so lr 1 and clip 5 "
+               "are the paper's; the train loss lines are then nats per sentence, validation and test per word. "
+               "WikiText-2: --lr-decay-after 14 --lr-decay-factor 1.15 --emsize 1000 --nhid 1000 --dropout 0.65.",
     "seed002": "the paper does not state gradient clipping (none here); --variable --delay-min 200 --delay 500 "
                "(or 1000) is the variable copy task. freq: --async, or --resolution 1 / 0.1, each with or "
                "without --time-input, are the columns and rows of its Table 3; Neil et al. clip each step's "
                "hidden-state gradient at 10 (Lasagne's grad_clipping), which tsrnn does not do. pixels: the paper "
                "states neither batch size nor epochs (128 and 100 here); --permute is pMNIST. imdb: batch size "
-               "unstated (64 here); without --embeddings the embedding is trained, not GloVe.",
-    "seed004": "the paper does not state the batch size; tsrnn's default (32) is kept. Experiment 2: --ahead K; "
+               "unstated (64 here); without --embeddings the embedding is trained, not GloVe. lm (character-level PTB, "
+               "--data PTB_DIR): --cell lstm gets 515 units, --cell plstm 594, each ~2.15M parameters in tsrnn's "
+               "tied one-layer model (the paper's 716 / 828 units count the recurrent weights alike); --bptt 500 is "
+               "the paper's other column. The paper describes no regularization or clipping: tsrnn's lm defaults "
+               "(light AWD-LSTM dropout, AR/TAR) are kept, no clipping.",
+    "seed004": "the paper does not state the batch size; it keeps 'the training regiment outlined by Bengio et al. "
+               "(2003)', whose stochastic gradient steps (lr 1e-3) come after every word. The recipe takes one stream "
+               "of 128-word windows (--batch-size 1 --bptt 128): 128 targets per update of the per-word mean loss, "
+               "6,250 updates an epoch (tsrnn's default batch, 32 x 128, gives 195, too few for SGD 1e-3 in 20 "
+               "epochs; Bengio's per-word steps, --bptt 1, would be 800,000). That 20 epochs at this batch reach "
+               "the paper's perplexities is not measured. Experiment 2: --ahead K; "
                "Experiment 4: --drop-taus 0 (0,1 / 0,1,2 / 0,1,2,3).",
 }
 
@@ -81,10 +112,18 @@ def task(args) -> str:
 
 
 def apply(args) -> None:
-    """Resolve ``args.task`` and fill the options ``args`` leaves unset (None) from ``args.recipe``."""
+    """Resolve ``args.task`` and fill the options ``args`` leaves unset (None, or False for a switch) from
+    ``args.recipe``; a {cell: value} entry gives the value of ``args.cell`` (the recipe's cell unless given)."""
     args.task = task(args)
     if not getattr(args, "recipe", None):
         return
     for key, value in RECIPES[args.recipe][args.task].items():
-        if getattr(args, key, None) in (None, False):
-            setattr(args, key, value)
+        current = getattr(args, key, None)
+        if current is not None and current is not False:  # a given 0 or 0.0 stays
+            continue
+        if isinstance(value, dict):
+            if args.cell not in value:
+                raise ValueError(f"--recipe {args.recipe} --task {args.task} sets --{key.replace('_', '-')} for "
+                                 f"--cell {' or '.join(value)}; give it for --cell {args.cell}")
+            value = value[args.cell]
+        setattr(args, key, value)

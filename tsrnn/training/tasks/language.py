@@ -26,6 +26,8 @@ class TextTask(Task):
     validation_scoring: dict = {}
 
     def __init__(self, args, device, vocab_state=None):
+        if getattr(args, "level", None) is None:  # --level's default (None, so that a recipe can set it)
+            args.level = "word"
         super().__init__(args, device)
         self.corpus = self.load(args)
         if vocab_state is not None and vocab_state != self.corpus.vocab.state_dict():
@@ -73,8 +75,8 @@ class LanguageModelTask(TextTask):
     cells = ("lstm", "mts", "plstm")
     defaults = {"cell": "mts", "emsize": 64, "nhid": "128,128,64", "dropout": 0.2, "dropouth": 0.1,
                 "dropouti": 0.2, "dropoute": 0.05, "wdrop": 0.2, "alpha": 2.0, "beta": 1.0, "mts_alpha": 0.56,
-                "freeze": "gates", "batch_size": 20, "bptt": 35, "random_bptt": False, "lr": 3e-3, "clip": 0.25,
-                "epochs": 20}
+                "freeze": "gates", "batch_size": 20, "bptt": 35, "random_bptt": False, "bptt_std": 5.0, "lr": 3e-3,
+                "clip": 0.25, "epochs": 20, "lstm_init": "sqrt"}
     model_keys = ("cell", "emsize", "nhid", "dropout", "dropouth", "dropouti", "dropoute", "wdrop", "alpha", "beta",
                   "mts_alpha", "freeze")
 
@@ -84,7 +86,8 @@ class LanguageModelTask(TextTask):
                                 hidden_sizes=tuple(int(h) for h in str(a.nhid).split(",")), cell=a.cell,
                                 dropout=a.dropout, dropouth=a.dropouth, dropouti=a.dropouti,
                                 dropoute=a.dropoute, wdrop=a.wdrop, alpha=a.alpha, beta=a.beta,
-                                mts_alpha=a.mts_alpha, mts_freeze=a.freeze, backend=a.backend)
+                                mts_alpha=a.mts_alpha, mts_freeze=a.freeze, lstm_init=a.lstm_init,
+                                backend=a.backend)
 
     def load(self, args):
         """The corpus, checked when read: train fills --batch-size streams, valid the validation's, 2+ tokens each."""
@@ -97,15 +100,15 @@ class LanguageModelTask(TextTask):
         return corpus
 
     def train_batches(self, epoch, rank, world):
-        """BPTT windows of --bptt steps, or with --random-bptt of AWD-LSTM's random lengths
-        (``schedules.random_bptt_length``, drawn from the seed, epoch and rank)."""
+        """BPTT windows of --bptt steps, or with --random-bptt of random lengths (``schedules.random_bptt_length``
+        with --bptt-std: 5 AWD-LSTM's, 0 seed 000's stated 70 or 35), drawn from the seed, epoch and rank."""
         stream = datasets.batchify(datasets.shard(self.split("train"), rank, world), self.args.batch_size)
         if not self.args.random_bptt:
             return list(datasets.bptt_batches(stream, self.args.bptt))
         g = self.epoch_generator(epoch, rank)
         batches, i = [], 0
         while i < stream.shape[0] - 2:  # AWD-LSTM: while i < len(train_data) - 1 - 1
-            length = min(schedules.random_bptt_length(self.args.bptt, g), stream.shape[0] - 1 - i)
+            length = min(schedules.random_bptt_length(self.args.bptt, g, self.args.bptt_std), stream.shape[0] - 1 - i)
             batches.append((stream[i:i + length], stream[i + 1:i + 1 + length]))
             i += length
         return batches
@@ -176,7 +179,7 @@ class AveragingLanguageModelTask(MaskedTextTask):
     cells = ("lstm",)
     defaults = {"cell": "lstm", "emsize": 64, "nhid": "128", "nlayers": 2, "dropout": 0.2,
                 "batch_size": 32, "bptt": 35, "order": "shuffled", "lr": 3e-3, "clip": 0.25, "epochs": 6,
-                "memory": True}
+                "memory": True, "loss_norm": "token"}
     model_keys = ("emsize", "nhid", "nlayers", "dropout", "memory")
 
     def build_model(self):
@@ -193,6 +196,20 @@ class AveragingLanguageModelTask(MaskedTextTask):
         batches = datasets.sentence_batches(ids, self.vocab.eos_id, self.args.batch_size, length=self.args.bptt,
                                             shuffle=shuffle, generator=g)
         return [(x, y, None, mask) for x, y, mask in batches]
+
+    def train_loss(self, model, batch, carry):
+        """--loss-norm token: the mean over the batch's targets; sentence: each sentence's summed
+        negative log-likelihood, averaged over the B sentences (columns) of the batch,
+
+            loss = (1 / B) * sum_b sum_t mask[t, b] * nll[t, b],
+
+        seed 001's gradient "normalized by the mini-batch size" (sum over time, mean over the batch, as
+        Zaremba et al.'s PTB LM trains at lr 1, clip 5). Validation and test are per token either way;
+        the train loss lines are then nats per sentence."""
+        if self.args.loss_norm == "token":
+            return super().train_loss(model, batch, carry)
+        nll, mask = self._nll(model, batch)
+        return (nll * mask).sum() / mask.shape[1], None, int(mask.sum())
 
 
 def ahead_targets(batches, ahead: int) -> list:

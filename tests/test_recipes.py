@@ -1,0 +1,161 @@
+"""The recipes' values that follow the seeds' text, and the options they use (tsrnn.training.recipes):
+seed 000's window rule and LSTM initialization, seed 001's loss normalization, seed 002's
+character-level LM, seed 004's batch."""
+from __future__ import annotations
+
+import argparse
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from tsrnn import cli, models
+from tsrnn.training import recipes, schedules
+from tsrnn.training.tasks import TASKS
+
+
+def recipe_args(recipe, task, **given):
+    """The arguments a run of ``--recipe recipe --task task`` gets, with ``given`` as the user's options."""
+    keys = {key for presets in recipes.RECIPES.values() for values in presets.values() for key in values}
+    args = argparse.Namespace(**{key: None for key in keys | {"cell"}}, recipe=recipe, task=task)
+    for key, value in given.items():
+        setattr(args, key, value)
+    recipes.apply(args)
+    return args
+
+
+# -- seed 000: windows of 70 (p 0.95) or 35, weights and biases U(+-1/H) ----------------------------------
+
+def test_seed000_recipe_takes_the_texts_window_rule_and_initialization():
+    args = recipe_args("seed000", "lm")
+    assert (args.random_bptt, args.bptt, args.bptt_std, args.lstm_init) == (True, 70, 0.0, "inverse")
+    assert recipe_args("seed000", "lm", bptt_std=5.0, lstm_init="sqrt").bptt_std == 5.0  # the authors' code
+
+
+def test_window_lengths_without_jitter_are_bptt_or_half():
+    g = torch.Generator().manual_seed(0)
+    lengths = torch.tensor([schedules.random_bptt_length(70, g, std=0.0) for _ in range(20_000)])
+    assert set(lengths.tolist()) == {70, 35}
+    assert 0.04 < (lengths == 35).double().mean() < 0.06
+
+
+def test_lm_task_draws_windows_with_bptt_std():
+    values = dict(task="lm", data=None, level=None, seed=0, batch_size=4, bptt=20, random_bptt=True, cell=None,
+                  backend=None, optimizer=None, weight_decay=None, bptt_std=0.0)
+    task = TASKS["lm"](argparse.Namespace(**values), torch.device("cpu"))
+    lengths = {x.shape[0] for x, _ in task.train_batches(0, 0, 1)[:-1]}  # the last is cut at the stream's end
+    assert lengths == {20, 10}
+
+
+def lm(init, cell="lstm", freeze="gates", hidden=(50, 8)):
+    torch.manual_seed(0)
+    return models.AWDLSTMLM(10, embedding_size=8, hidden_sizes=hidden, cell=cell, mts_freeze=freeze,
+                            lstm_init=init)
+
+
+@pytest.mark.parametrize("cell", ["lstm", "plstm"])
+def test_inverse_init_spans_one_over_h(cell):
+    model, default = lm("inverse", cell), lm("sqrt", cell)
+    for rnn, size, plain in zip(model.rnns, model.hidden_sizes, default.rnns):
+        for name, param in rnn.named_parameters():
+            if name.startswith(("weight_", "bias_")):
+                largest = param.detach().abs().max().item()
+                assert 0.9 / size < largest <= 1 / size, (name, largest, size)
+                assert getattr(plain, name).detach().abs().max().item() > 1.5 / size  # sqrt: U(+-1/sqrt(H))
+
+
+def test_inverse_init_keeps_the_fixed_timescale_biases():
+    for freeze in ("gates", "all"):
+        model, default = lm("inverse", "mts", freeze, (50, 40, 8)), lm("sqrt", "mts", freeze, (50, 40, 8))
+        for k in (0, 1):  # the MTS layers
+            size = model.hidden_sizes[k]
+            torch.testing.assert_close(model.rnns[k].timescales(0), default.rnns[k].timescales(0))
+            fixed, plain = model.rnns[k].bias_fixed_l0, default.rnns[k].bias_fixed_l0
+            if freeze == "all":  # the g and o rows fixed from b_ih + b_hh: within 2 / H
+                torch.testing.assert_close(fixed[2 * size:], plain[2 * size:] / size ** 0.5)
+                assert fixed[2 * size:].abs().max() <= 2 / size
+
+
+def test_lstm_init_is_checked():
+    with pytest.raises(ValueError, match="lstm_init"):
+        lm("paper")
+
+
+# -- seed 001: the gradient normalized by the mini-batch size ---------------------------------------------
+
+def averaging_task(loss_norm):
+    values = dict(task="averaging-lm", data=None, level=None, seed=0, batch_size=4, bptt=12, cell=None, emsize=8,
+                  nhid="8", dropout=0.0, backend=None, optimizer=None, weight_decay=None, loss_norm=loss_norm)
+    return TASKS["averaging-lm"](argparse.Namespace(**values), torch.device("cpu"))
+
+
+def gradients(model, loss):
+    model.zero_grad()
+    loss.backward()
+    return [p.grad.clone() for p in model.parameters()]
+
+
+def test_sentence_loss_norm_is_the_sum_over_each_sentence_averaged_over_the_batch():
+    task = averaging_task("sentence")
+    torch.manual_seed(0)
+    model = task.build_model()
+    x, y, _, mask = task.train_batches(0, 0, 1)[0]
+    assert mask.shape[1] == 4 and not mask.all()  # 4 sentences, padded
+    loss, _, count = task.train_loss(model, (x, y, None, mask), None)
+    assert count == int(mask.sum())
+    by_hand = sum(F.cross_entropy(model(x)[:, b][mask[:, b]], y[:, b][mask[:, b]], reduction="sum")
+                  for b in range(4)) / 4
+    torch.testing.assert_close(loss, by_hand)
+    for ours, expected in zip(gradients(model, loss), gradients(model, by_hand)):
+        torch.testing.assert_close(ours, expected)
+    token, _, _ = averaging_task("token").train_loss(model, (x, y, None, mask), None)
+    torch.testing.assert_close(token * count / 4, loss)  # tokens per sentence times the per-token mean
+
+
+def test_seed001_recipe_normalizes_by_the_batch():
+    args = recipe_args("seed001", "averaging-lm")
+    assert (args.loss_norm, args.optimizer, args.lr, args.clip, args.batch_size) == ("sentence", "sgd", 1.0, 5.0, 32)
+
+
+# -- seed 002: character-level PTB, ~2.15M parameters -----------------------------------------------------
+
+@pytest.mark.parametrize("cell, units", [("lstm", 515), ("plstm", 594)])
+def test_char_recipe_has_the_papers_parameter_count(cell, units):
+    args = recipe_args("seed002", "lm", cell=cell)
+    assert (args.level, args.batch_size, args.bptt, args.epochs, args.optimizer, args.lr, args.clip) == (
+        "char", 128, 150, 50, "adam", 1e-3, 0.0)
+    assert (args.emsize, args.nhid) == (units, str(units))
+    model = models.AWDLSTMLM(50, embedding_size=args.emsize, hidden_sizes=(int(args.nhid),), cell=cell)
+    count = sum(p.numel() for p in model.parameters())
+    assert count == pytest.approx(2.15e6, rel=0.02)
+    per_cell = {"lstm": 8 * units ** 2 + 58 * units + 50, "plstm": 6 * units ** 2 + 57 * units + 50}
+    assert count == per_cell[cell]  # the formula in recipes.py
+
+
+def test_char_recipe_defaults_to_the_plstm_and_asks_for_other_cells_sizes():
+    assert recipe_args("seed002", "lm").cell == "plstm"
+    with pytest.raises(ValueError, match="--emsize for --cell lstm or plstm; give it for --cell mts"):
+        recipe_args("seed002", "lm", cell="mts")
+    assert recipe_args("seed002", "lm", cell="mts", emsize=64, nhid="64").nhid == "64"
+
+
+def test_a_given_zero_is_kept():
+    assert recipe_args("seed000", "lm", clip=0.0).clip == 0.0
+
+
+# -- the new flags' checks ---------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("argv, message", [
+    (["--bptt-std", "-1"], "--bptt-std must be a finite standard deviation >= 0, got -1.0"),
+    (["--bptt-std", "nan"], "--bptt-std must be a finite standard deviation >= 0, got nan"),
+])
+def test_bad_bptt_std_is_one_line(tmp_path, capsys, argv, message):
+    assert cli.main(["train", *argv, "--out", str(tmp_path / "run")]) == 2
+    assert capsys.readouterr().err.strip() == f"tsrnn train: error: {message}"
+
+
+@pytest.mark.parametrize("flag", ["--lstm-init", "--loss-norm", "--level"])
+def test_choices_are_checked_by_the_parser(tmp_path, capsys, flag):
+    with pytest.raises(SystemExit) as stop:
+        cli.main(["train", flag, "bad", "--out", str(tmp_path / "run")])
+    assert stop.value.code == 2 and "invalid choice: 'bad'" in capsys.readouterr().err
