@@ -144,6 +144,12 @@ def test_missing_checkpoint(tmp_path, capsys):
 
 
 BAD_VALUES = [
+    (["--task", "lm", "--loss-norm", "sequence"], "--loss-norm is an option of --task averaging-lm / mlp-lm, not of "
+                                                  "--task lm"),
+    (["--task", "copy", "--lstm-init", "inverse"], "--lstm-init is an option of --task lm, not of --task copy"),
+    (["--task", "mlp-lm", "--bptt-std", "0"], "--bptt-std is an option of --task lm, not of --task mlp-lm"),
+    (["--task", "lm", "--no-memory"], "--no-memory is an option of --task averaging-lm, not of --task lm"),
+    (["--task", "dyck", "--order", "corpus"], "--order is an option of --task averaging-lm, not of --task dyck"),
     (["--clip", "-1"], "--clip must be a finite number >= 0, got -1.0"),
     (["--clip", "nan"], "--clip must be a finite number >= 0, got nan"),
     (["--max-steps", "-1"], "--max-steps must be >= 0, got -1"),

@@ -95,8 +95,8 @@ def gradients(model, loss):
     return [p.grad.clone() for p in model.parameters()]
 
 
-def test_sentence_loss_norm_is_the_sum_over_each_sentence_averaged_over_the_batch():
-    task = averaging_task("sentence")
+def test_sequence_loss_norm_is_the_sum_over_each_sentence_averaged_over_the_batch():
+    task = averaging_task("sequence")
     torch.manual_seed(0)
     model = task.build_model()
     x, y, _, mask = task.train_batches(0, 0, 1)[0]
@@ -114,7 +114,7 @@ def test_sentence_loss_norm_is_the_sum_over_each_sentence_averaged_over_the_batc
 
 def test_seed001_recipe_normalizes_by_the_batch():
     args = recipe_args("seed001", "averaging-lm")
-    assert (args.loss_norm, args.optimizer, args.lr, args.clip, args.batch_size) == ("sentence", "sgd", 1.0, 5.0, 32)
+    assert (args.loss_norm, args.optimizer, args.lr, args.clip, args.batch_size) == ("sequence", "sgd", 1.0, 5.0, 32)
 
 
 # -- seed 002: character-level PTB, ~2.15M parameters -----------------------------------------------------
@@ -159,3 +159,16 @@ def test_choices_are_checked_by_the_parser(tmp_path, capsys, flag):
     with pytest.raises(SystemExit) as stop:
         cli.main(["train", flag, "bad", "--out", str(tmp_path / "run")])
     assert stop.value.code == 2 and "invalid choice: 'bad'" in capsys.readouterr().err
+
+
+def test_mlp_lm_sequence_loss_norm_sums_each_windows_words():
+    """seed004's --loss-norm sequence with one stream: the loss (and so the SGD step) is the sum over the
+    window's words, 128 per-word steps of Bengio et al.'s SGD in one; token: their mean."""
+    from tsrnn.training.tasks import language
+
+    nll = torch.tensor([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]])
+    mask = torch.tensor([[True, True], [True, False], [False, True]])
+    assert language.normalized_loss(nll, mask, "sequence").item() == pytest.approx((1 + 3 + 2 + 6) / 2)
+    assert language.normalized_loss(nll, mask, "token").item() == pytest.approx((1 + 3 + 2 + 6) / 4)
+    args = recipe_args("seed004", "mlp-lm")
+    assert (args.batch_size, args.bptt, args.loss_norm, args.optimizer, args.lr) == (1, 128, "sequence", "sgd", 1e-3)

@@ -63,9 +63,10 @@ def _train_parser(commands):
                    "epoch or in corpus order (seed 001)")
     p.add_argument("--no-memory", dest="memory", action="store_false", default=None, help="averaging-lm: the "
                    "same LM without the averaging memory (the baseline)")
-    p.add_argument("--loss-norm", choices=["token", "sentence"], help="averaging-lm: training loss averaged over "
-                   "the targets (token, default) or summed over each sentence and averaged over the batch "
-                   "(sentence: seed 001's gradient 'normalized by the mini-batch size')")
+    p.add_argument("--loss-norm", choices=["token", "sequence"], help="averaging-lm, mlp-lm: training loss "
+                   "averaged over the targets (token, default) or summed over each batch column's targets and "
+                   "averaged over the columns (sequence: seed 001's gradient 'normalized by the mini-batch size', "
+                   "one sentence a column; for mlp-lm the SGD step of every word of a window, as Bengio et al.'s)")
     p.add_argument("--vocab-from", choices=["train", "all"], help="mlp-lm on Brown: count words for the vocabulary "
                    "in train or in the whole corpus (seed 004)")
     p.add_argument("--context", choices=["buffer", "tilt", "tilt-buffer"], help="mlp-lm context")

@@ -34,9 +34,12 @@ REAL_MEANING = {"fixed_p": "exponent", "resolution": "time", "save_minutes": "nu
                 "lr_decay_factor": "number (the lr is divided by it each epoch)"}
 
 
+FLAGS = {"memory": "--no-memory", "asynchronous": "--async"}  # dests whose option is not their name
+
+
 def flag(dest: str) -> str:
     """The option of an argument's dest (``batch_size`` -> ``--batch-size``)."""
-    return "--" + dest.replace("_", "-")
+    return FLAGS.get(dest, "--" + dest.replace("_", "-"))
 
 
 def _range_problem(args) -> str | None:
@@ -90,18 +93,30 @@ def _list_problem(args) -> str | None:
     return None
 
 
+TASK_OPTIONS = {"ahead": ("mlp-lm",), "drop_taus": ("mlp-lm",), "loss_norm": ("averaging-lm", "mlp-lm"),
+                "order": ("averaging-lm",), "memory": ("averaging-lm",), "lstm_init": ("lm",), "bptt_std": ("lm",)}
+
+
+def _task_option_problem(args) -> str | None:
+    """An option of other tasks (``TASK_OPTIONS``) given for this one: refused rather than ignored."""
+    from tsrnn.training import recipes
+
+    task = recipes.task(args)
+    for dest, tasks in TASK_OPTIONS.items():
+        if getattr(args, dest, None) is not None and task not in tasks:
+            return f"{flag(dest)} is an option of --task {' / '.join(tasks)}, not of --task {task}"
+    return None
+
+
 def _mlp_lm_problem(args) -> str | None:
-    """--ahead and --drop-taus are mlp-lm options; --drop-taus names distinct τ* slots of --context
-    tilt in 0..n-1, not all of them (n and the context as given, else the recipe's or the task's),
-    and is rewritten sorted (``0,1``) so that a checkpoint records one spelling."""
+    """--drop-taus names distinct τ* slots of --context tilt in 0..n-1, not all of them (n and the
+    context as given, else the recipe's or the task's), and is rewritten sorted (``0,1``) so that a
+    checkpoint records one spelling."""
     from tsrnn.training import recipes
     from tsrnn.training.tasks import TASKS
 
     task = recipes.task(args)
-    given = [flag(dest) for dest in ("ahead", "drop_taus") if getattr(args, dest, None) is not None]
-    if task != "mlp-lm":
-        return f"{given[0]} is an option of --task mlp-lm, not of --task {task}" if given else None
-    if args.drop_taus is None:
+    if task != "mlp-lm" or args.drop_taus is None:
         return None
     preset = {**TASKS[task].defaults, **(recipes.RECIPES[args.recipe][task] if args.recipe else {})}
     context, n = args.context or preset["context"], args.n or preset["n"]
@@ -160,7 +175,8 @@ def problem(args) -> str | None:
 
             if args.device is not None or not torch.cuda.is_available():  # no --device: cuda if available
                 return "--backend triton runs on CUDA GPUs; this run is on the CPU (use --backend auto or native)"
-        found = (None if args.resume is not None else _mlp_lm_problem(args)) or _out_problem(args)
+        fresh = args.resume is None
+        found = (fresh and (_task_option_problem(args) or _mlp_lm_problem(args))) or _out_problem(args)
         if found is None and args.nhid is not None and "," in args.nhid and recipes.task(args) != "lm":
             found = (f"--task {recipes.task(args)} takes one --nhid size, got {args.nhid!r} (per-layer sizes are "
                      "for --task lm)")

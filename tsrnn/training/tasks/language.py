@@ -198,18 +198,26 @@ class AveragingLanguageModelTask(MaskedTextTask):
         return [(x, y, None, mask) for x, y, mask in batches]
 
     def train_loss(self, model, batch, carry):
-        """--loss-norm token: the mean over the batch's targets; sentence: each sentence's summed
-        negative log-likelihood, averaged over the B sentences (columns) of the batch,
-
-            loss = (1 / B) * sum_b sum_t mask[t, b] * nll[t, b],
-
-        seed 001's gradient "normalized by the mini-batch size" (sum over time, mean over the batch, as
-        Zaremba et al.'s PTB LM trains at lr 1, clip 5). Validation and test are per token either way;
-        the train loss lines are then nats per sentence."""
-        if self.args.loss_norm == "token":
-            return super().train_loss(model, batch, carry)
+        """--loss-norm token: the mean over the batch's targets; sequence (``normalized_loss``): each
+        sentence's summed negative log-likelihood, averaged over the B sentences (columns) of the
+        batch: seed 001's gradient "normalized by the mini-batch size" (as Zaremba et al.'s PTB LM
+        trains at lr 1, clip 5)."""
         nll, mask = self._nll(model, batch)
-        return (nll * mask).sum() / mask.shape[1], None, int(mask.sum())
+        return normalized_loss(nll, mask, self.args.loss_norm), None, int(mask.sum())
+
+
+def normalized_loss(nll: torch.Tensor, mask: torch.Tensor, norm: str) -> torch.Tensor:
+    """The training loss of (T, B) token losses ``nll`` over the targets ``mask`` counts:
+
+        token:    sum_{t,b} mask nll / sum_{t,b} mask     (the mean over the batch's targets)
+        sequence: (1 / B) sum_b sum_t mask[t, b] nll[t, b]  (each column's sum, averaged over the B columns)
+
+    With "sequence" a gradient step at rate lr moves the weights as one step of lr per target of a
+    column would, to first order: SGD per word (Bengio et al. 2003) or per sentence (seed 001) at the
+    paper's rate. Validation and test are per token either way; the train loss lines are then nats
+    per column."""
+    total = (nll * mask).sum()
+    return total / mask.sum().clamp(min=1) if norm == "token" else total / mask.shape[1]
 
 
 def ahead_targets(batches, ahead: int) -> list:
@@ -244,18 +252,19 @@ class MLPLanguageModelTask(MaskedTextTask):
     --ahead K predicts the word K steps on (Experiment 2, ``ahead_targets``); --drop-taus removes
     τ* slots of the TILT context (Experiment 4, ``tsrnn.contexts.TILTContext``'s drop). Both change
     the model the checkpoint holds, so its config records them when set (K > 1, a non-empty list).
+
     The --bptt windows of a split are consecutive in each of its streams, and the context's state is
     carried across them (``MLPLM``'s state): training (the trainer's carry, detached between windows,
     cleared at each epoch) and scoring see the context of the whole document, as the seed's TILT
     integrates over the document's whole past; the reset at each document start clears it. Checkpoints
     and results made before this carry scored (and trained) each window from an empty context.
-
     """
 
     name = "mlp-lm"
     cells = ()
     defaults = {"cell": None, "context": "tilt", "n": 5, "emsize": 30, "nhid": "100", "batch_size": 32,
-                "bptt": 128, "lr": 3e-3, "clip": 1.0, "epochs": 4, "vocab_from": "train", "ahead": 1}
+                "bptt": 128, "lr": 3e-3, "clip": 1.0, "epochs": 4, "vocab_from": "train", "ahead": 1,
+                "loss_norm": "token"}
     model_keys = ("context", "n", "emsize", "nhid", "vocab_from")
 
     def config(self) -> dict:
@@ -304,10 +313,10 @@ class MLPLanguageModelTask(MaskedTextTask):
         return F.cross_entropy(logits.transpose(1, 2), y, reduction="none"), mask, state
 
     def train_loss(self, model, batch, carry):
-        """The mean loss over the window's targets; ``carry``, the context's state, goes on to the next window."""
+        """The window's loss (``normalized_loss`` by --loss-norm); ``carry``, the context's state, goes on
+        to the next window."""
         nll, mask, carry = self._carried_nll(model, batch, carry)
-        count = mask.sum()
-        return (nll * mask).sum() / count.clamp(min=1), carry, int(count)
+        return normalized_loss(nll, mask, self.args.loss_norm), carry, int(mask.sum())
 
     @torch.no_grad()
     def token_nll(self, model, split):
