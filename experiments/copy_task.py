@@ -12,7 +12,7 @@ stopped counting at its final accuracy); the verdict comes from the seed-paired 
 the area, pLSTM minus each LSTM.
 
 Deviation from the seed: the seed trains until 99.9% (``--stop-accuracy 0.999``) and shows one
-run per model; here 0.99 (the accuracy its §5.2 analyses use) within a cap of STEPS steps, to fit
+run per model; here 0.99 (the accuracy its §5.2 analyses use) within a cap of 3,000 steps, to fit
 the CPU budget; T = 500 and 1000 are left to a GPU (each step costs T + 20 recurrent steps).
 """
 from __future__ import annotations
