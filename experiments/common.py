@@ -19,6 +19,7 @@ import math
 import os
 import platform
 import shlex
+import signal
 import subprocess
 import sys
 import time
@@ -57,6 +58,8 @@ def arguments(module: str, doc: str, argv=None, data: str | None = None,
         p.add_argument("--brown", required=True, help="NLTK's brown.zip, or a text corpus directory")
     args = p.parse_args(argv)
     args.module, args.argv = module, list(sys.argv[1:] if argv is None else argv)
+    if data is not None:  # one spelling of the corpus path, so that a rerun finds its finished runs
+        setattr(args, data, str(Path(getattr(args, data)).resolve()))
     reported = args.size == sizes[0]
     args.runs = args.runs or ("runs/experiments" if reported else f"runs/experiments/{args.size}")
     args.out = args.out or (str(RESULTS) if reported else f"{args.runs}/results")
@@ -120,18 +123,28 @@ def _trained_out(last: Path) -> bool:
 
 def _command(run_dir: Path, argv: list[str]) -> list[str] | None:
     """The ``tsrnn train`` arguments that train the run in ``run_dir``: ``--resume`` its
-    ``last.pt`` when an earlier call with the same arguments was cut off, ``--overwrite`` when
-    the folder holds a run of other arguments; None when the run has trained out already."""
+    ``last.pt`` when an earlier call with the same arguments was cut off; None when that run has
+    trained out already; else a fresh start, after deleting what another run (or a start that
+    never saved) left in the folder, so that a later call never takes it for this run's."""
     last = run_dir / "last.pt"
     if _started(run_dir).get("argv") == argv and last.exists():
         return None if _trained_out(last) else [*argv, "--resume", str(last)]
-    from tsrnn.training.run_dir import held_run
+    from tsrnn.training.run_dir import RUN_FILES
 
-    return [*argv, "--overwrite"] if held_run(run_dir) else argv
+    for name in (*RUN_FILES, STARTED, DONE):
+        (run_dir / name).unlink(missing_ok=True)
+    return argv
 
 
-def _record_time(run_dir: Path, argv: list[str], seconds: float) -> None:
-    (run_dir / STARTED).write_text(json.dumps({"argv": argv, "wall_s": round(seconds, 1)}))
+def _write_json(path: Path, value: dict) -> None:
+    """Write ``value`` to ``path`` atomically: a kill mid-write leaves the old file, not half a new one."""
+    temporary = path.with_name(f".{path.name}.tmp")
+    temporary.write_text(json.dumps(value))
+    os.replace(temporary, path)
+
+
+def _record_time(run_dir: Path, argv: list[str], seconds: float, jobs: int) -> None:
+    _write_json(run_dir / STARTED, {"argv": argv, "wall_s": round(seconds, 1), "jobs": jobs})
 
 
 def train(name: str, runs: dict[str, list[str]], args) -> dict[str, Path]:
@@ -140,8 +153,9 @@ def train(name: str, runs: dict[str, list[str]], args) -> dict[str, Path]:
     already finished with the same arguments is not trained again, and one whose training was
     cut off (the script killed, the machine stopped) goes on from its ``last.pt``: the runs save
     every few minutes, so a long experiment can be spread over several calls. The training time
-    recorded is the sum over the calls. Raises RuntimeError, with the end of its log, if a run
-    fails."""
+    recorded is the sum over the calls (with the minutes after a run's last save, which its
+    resume trains again). Raises RuntimeError, with the end of its log, if a run fails; the other
+    runs are interrupted and save their last.pt."""
     root = Path(args.runs) / name
     dirs = {run: root / run for run in runs}
     pending = [run for run in runs if not _finished(dirs[run], runs[run])]
@@ -152,13 +166,13 @@ def train(name: str, runs: dict[str, list[str]], args) -> dict[str, Path]:
         while pending and len(active) < max(1, args.jobs):
             run = pending.pop(0)
             dirs[run].mkdir(parents=True, exist_ok=True)
-            earlier = _started(dirs[run])
-            before = earlier.get("wall_s", 0.0) if earlier.get("argv") == runs[run] else 0.0
             argv = _command(dirs[run], runs[run])
+            earlier = _started(dirs[run])  # cleared by _command for a fresh start
+            before, jobs = earlier.get("wall_s", 0.0), earlier.get("jobs", args.jobs)
             if argv is None:
-                _finish(name, run, dirs[run], runs[run], before, args)
+                _finish(name, run, dirs[run], runs[run], before, jobs)
                 continue
-            _record_time(dirs[run], runs[run], before)
+            _record_time(dirs[run], runs[run], before, args.jobs)
             command = [sys.executable, "-m", "tsrnn", "train", *argv, "--out", str(dirs[run]), "--quiet"]
             with (dirs[run] / "train.log").open("a" if "--resume" in argv else "w") as log:
                 process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env)
@@ -171,21 +185,31 @@ def train(name: str, runs: dict[str, list[str]], args) -> dict[str, Path]:
         for run, (process, started, before) in list(active.items()):
             if process.poll() is None:
                 if keep_time:
-                    _record_time(dirs[run], runs[run], before + time.time() - started)
+                    _record_time(dirs[run], runs[run], before + time.time() - started, args.jobs)
                 continue
             del active[run]
             if process.returncode != 0:
-                for other, _, _ in active.values():
-                    other.kill()
+                _stop([other for other, _, _ in active.values()])
                 tail = (dirs[run] / "train.log").read_text().splitlines()[-15:]
                 raise RuntimeError(f"[{name}] run {run} failed (exit {process.returncode}):\n" + "\n".join(tail))
-            _finish(name, run, dirs[run], runs[run], before + time.time() - started, args)
+            _finish(name, run, dirs[run], runs[run], before + time.time() - started, args.jobs)
     return dirs
 
 
-def _finish(name: str, run: str, run_dir: Path, argv: list[str], seconds: float, args) -> None:
-    _record_time(run_dir, argv, seconds)
-    (run_dir / DONE).write_text(json.dumps({"argv": argv, "wall_s": round(seconds, 1), "jobs": args.jobs}))
+def _stop(processes: list[subprocess.Popen]) -> None:
+    """Interrupt the other runs: each saves its last.pt (the trainer's SIGINT) and a later call resumes it."""
+    for process in processes:
+        process.send_signal(signal.SIGINT)
+    for process in processes:
+        try:
+            process.wait(timeout=120)
+        except subprocess.TimeoutExpired:
+            process.kill()
+
+
+def _finish(name: str, run: str, run_dir: Path, argv: list[str], seconds: float, jobs: int) -> None:
+    _record_time(run_dir, argv, seconds, jobs)
+    _write_json(run_dir / DONE, {"argv": argv, "wall_s": round(seconds, 1), "jobs": jobs})
     print(f"[{name}] {run} finished after {seconds:.0f} s of training", flush=True)
 
 
@@ -252,6 +276,8 @@ def paired(better: dict, other: dict, level: float = 0.95) -> dict:
     """The seed-by-seed differences ``better[seed] - other[seed]`` over the seeds both have
     (the same seed gives both models the same data and data order) and their ``interval``."""
     seeds = sorted(set(better) & set(other), key=str)
+    if not seeds:
+        raise ValueError(f"no training seed is in both: {sorted(better, key=str)} and {sorted(other, key=str)}")
     diffs = [float(better[s]) - float(other[s]) for s in seeds]
     return {"seeds": seeds, "diffs": diffs, **interval(diffs, level)}
 

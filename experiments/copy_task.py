@@ -38,13 +38,14 @@ def runs(size: dict) -> dict[str, list[str]]:
 
 
 def area(points: list[tuple[int, float]], steps: int, every: int) -> float:
-    """Mean validation accuracy at the validation steps every, 2 every, ..., steps; a run that
-    stopped early keeps its last accuracy for the steps it did not train."""
-    values = dict(points)
+    """Mean validation accuracy at the steps every, 2 every, ..., steps, each the last accuracy
+    measured at or before it: a run that stopped early (at an epoch's end, off this grid) keeps the
+    accuracy that stopped it for the steps it did not train."""
+    points, k, last, total = sorted(points), 0, 0.0, 0.0
     grid = range(every, steps + 1, every)
-    last, total = 0.0, 0.0
     for step in grid:
-        last = values.get(step, last)
+        while k < len(points) and points[k][0] <= step:
+            last, k = points[k][1], k + 1
         total += last
     return total / len(grid)
 

@@ -125,6 +125,31 @@ def test_a_folder_holding_another_run_is_trained_over(tmp_path):
     assert common.finished(run)["argv"] == [*TINY, "--epochs", "1"]
 
 
+def test_a_start_that_never_saved_leaves_no_other_runs_checkpoint(tmp_path):
+    """A new start deletes what another run left before it records its arguments: if it then fails
+    before saving, a later call starts it afresh instead of taking the old run's last.pt for its own."""
+    from tsrnn import cli
+
+    args = common.arguments("frequency", "doc", ["--size", "toy", "--runs", str(tmp_path)])
+    run = tmp_path / "other" / "r"
+    old = [*TINY, "--epochs", "1"]
+    assert cli.main(["train", *old, "--out", str(run), "--quiet"]) == 0
+    (run / common.STARTED).write_text(json.dumps({"argv": old, "wall_s": 5.0}))
+    refused = [*TINY, "--epochs", "1", "--lr", "-1"]
+    with pytest.raises(RuntimeError, match="--lr"):
+        common.train("other", {"r": refused}, args)
+    assert not (run / "last.pt").exists() and json.loads((run / common.STARTED).read_text())["argv"] == refused
+    assert common._command(run, refused) == refused  # a fresh start, not the old run marked finished
+
+
+def test_copy_area_keeps_the_accuracy_that_stopped_a_run():
+    from experiments import copy_task
+
+    stopped = [(250, 0.2), (500, 0.6), (750, 0.9), (782, 0.995)]  # solved at the epoch's end, off the grid
+    assert copy_task.area(stopped, 1500, 250) == pytest.approx((0.2 + 0.6 + 0.9 + 3 * 0.995) / 6)
+    assert copy_task.area([(500, 0.5)], 1000, 250) == pytest.approx((0 + 0.5 + 0.5 + 0.5) / 4)
+
+
 def test_interval_is_students_t_and_paired_differences_pair_by_seed():
     import scipy.stats
 
@@ -136,6 +161,8 @@ def test_interval_is_students_t_and_paired_differences_pair_by_seed():
     assert gap["seeds"] == ["0", "1", "2"] and gap["diffs"] == pytest.approx([0.2, 0.1, 0.25])
     one = common.interval([0.3])
     assert one["sd"] == 0.0 and one["low"] != one["low"]  # NaN bounds: no interval from one seed
+    with pytest.raises(ValueError, match="no training seed is in both"):
+        common.paired({0: 0.9}, {"0": 0.7})  # int and str keys: a JSON round trip on one side only
 
 
 @pytest.mark.parametrize("diffs, like, expected", [

@@ -172,3 +172,4 @@ def test_mlp_lm_sequence_loss_norm_sums_each_windows_words():
     assert language.normalized_loss(nll, mask, "token").item() == pytest.approx((1 + 3 + 2 + 6) / 4)
     args = recipe_args("seed004", "mlp-lm")
     assert (args.batch_size, args.bptt, args.loss_norm, args.optimizer, args.lr) == (1, 128, "sequence", "sgd", 1e-3)
+    assert args.clip == 0.0  # no clipping (Bengio et al.'s steps); the task's default 1.0 would cut the summed step
