@@ -1,4 +1,4 @@
-"""Reproductions of the seeds' headline results at sizes a 2-core CPU trains in about an hour each.
+"""Reproductions of the seeds' headline results at sizes a 2-core CPU can train, over training seeds.
 
 One module per claim (``python -m experiments.NAME``); each writes ``results/NAME.json`` and
 ``results/NAME.png``, and ``python -m experiments.table`` writes their table into

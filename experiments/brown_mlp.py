@@ -8,8 +8,8 @@ seed's recipe (``--recipe seed004``: 30-d features, 100 hidden units, SGD lr 1e-
 epochs, its NOTES say where the batch comes from), trained until the validation perplexity
 stops improving (``--patience 2``; the seed has no split besides the 200K words it reports on,
 so the plateau is read on them, as a user of the seed's protocol would), three training seeds;
-the unigram model of the training counts is the baseline. The verdict comes from the seed-paired 95% interval of Buffer - TILT
-perplexity.
+the unigram model of the training counts is the baseline. The verdict comes from the
+seed-paired 95% interval of Buffer - TILT perplexity.
 
 Deviation from the seed: n = 5 only (Fig 5 shows n = 1..8), early stopping at a plateau
 (the seed: 20 epochs); the context state carries across the windows, so every TILT slot sees the

@@ -11,10 +11,10 @@ The seed's size is ``tsrnn train --recipe seed002 --task lm --data PTB_DIR --cel
 ``--cell lstm``): 594 / 515 units, which give the seed's ~2.15M parameters in this tied model
 (716 / 828 tied units would be 4.1M / 4.2M; see tsrnn/training/recipes.py).
 
-Deviation from the seed, to fit about an hour on 2 CPU cores: 128 / 148 units (seed: 716 / 828),
-batch 32 (seed: 128), windows of 150 characters (as the seed's shorter setting), one epoch of
-Adam 3e-3 (seed: 50 epochs), tsrnn's AWD-LSTM LM with its light default
-dropout (the seed does not describe its regularization).
+Deviation from the seed, to fit CPU minutes (a run took about 5 minutes, two at once on 2 cores):
+128 / 148 units (seed: 716 / 828), batch 32 (seed: 128), windows of 150 characters (as the
+seed's shorter setting), one epoch of Adam 3e-3 (seed: 50 epochs), tsrnn's AWD-LSTM LM with its
+light default dropout (the seed does not describe its regularization).
 """
 from __future__ import annotations
 

@@ -12,7 +12,8 @@ checkpoint with the best validation loss; the claim's verdict comes from the see
 interval of pLSTM - LSTM and pLSTM - chrono accuracy in the async condition without time input.
 
 Deviation from the seed: 3 training seeds outside the claim's condition (seed: 5 runs), no sync
-Δt = 0.1 column (ten times the steps of Δt = 1), and Neil et al.'s per-step gradient clipping is not done (see ``--recipe seed002``).
+Δt = 0.1 column (ten times the steps of Δt = 1), and Neil et al.'s per-step gradient clipping is
+not done (see ``--recipe seed002``).
 """
 from __future__ import annotations
 

@@ -12,10 +12,11 @@ same LSTM LM trained on Markov-PTB (a corpus as long as PTB sampled from PTB's b
 ``tsrnn.data.markov``), whose unit timescales ``tsrnn analyze --compare-timescales`` sets beside
 the PTB model's, with the Inverse-Gamma and narrow-Gaussian fits of each.
 
-Deviation from the seed, to fit about an hour on 2 CPU cores: layers 256/256/128 over 128-d
-embeddings (the seed: 1150/1150/400 over 400), a few epochs of Adam instead of 1000 epochs of
-NT-ASGD from lr 30, plain BPTT windows of 70 and lighter dropout. The seed's own setting is
-``tsrnn train --recipe seed000 --data PTB_DIR`` (``--cell lstm`` for the baseline).
+Deviation from the seed, to fit CPU hours (a run took about 53 minutes, two at once on 2 cores):
+layers 256/256/128 over 128-d embeddings (the seed: 1150/1150/400 over 400), a few epochs of
+Adam instead of 1000 epochs of NT-ASGD from lr 30, plain BPTT windows of 70 and lighter dropout.
+The seed's own setting is ``tsrnn train --recipe seed000 --data PTB_DIR`` (``--cell lstm`` for the
+baseline).
 """
 from __future__ import annotations
 

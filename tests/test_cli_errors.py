@@ -150,6 +150,9 @@ BAD_VALUES = [
     (["--task", "mlp-lm", "--bptt-std", "0"], "--bptt-std is an option of --task lm, not of --task mlp-lm"),
     (["--task", "lm", "--no-memory"], "--no-memory is an option of --task averaging-lm, not of --task lm"),
     (["--task", "dyck", "--order", "corpus"], "--order is an option of --task averaging-lm, not of --task dyck"),
+    (["--task", "copy", "--level", "char"], "--level is an option of --task lm / averaging-lm / mlp-lm, not of "
+                                            "--task copy"),
+    (["--task", "lm", "--bptt-std", "5"], "--bptt-std sets the jitter of --random-bptt windows; give --random-bptt"),
     (["--clip", "-1"], "--clip must be a finite number >= 0, got -1.0"),
     (["--clip", "nan"], "--clip must be a finite number >= 0, got nan"),
     (["--max-steps", "-1"], "--max-steps must be >= 0, got -1"),

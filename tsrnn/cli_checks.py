@@ -94,17 +94,22 @@ def _list_problem(args) -> str | None:
 
 
 TASK_OPTIONS = {"ahead": ("mlp-lm",), "drop_taus": ("mlp-lm",), "loss_norm": ("averaging-lm", "mlp-lm"),
-                "order": ("averaging-lm",), "memory": ("averaging-lm",), "lstm_init": ("lm",), "bptt_std": ("lm",)}
+                "order": ("averaging-lm",), "memory": ("averaging-lm",), "lstm_init": ("lm",), "bptt_std": ("lm",),
+                "level": ("lm", "averaging-lm", "mlp-lm")}
 
 
 def _task_option_problem(args) -> str | None:
-    """An option of other tasks (``TASK_OPTIONS``) given for this one: refused rather than ignored."""
+    """An option of other tasks (``TASK_OPTIONS``) given for this one, or --bptt-std without the
+    random windows it shapes: refused rather than ignored."""
     from tsrnn.training import recipes
 
     task = recipes.task(args)
     for dest, tasks in TASK_OPTIONS.items():
         if getattr(args, dest, None) is not None and task not in tasks:
             return f"{flag(dest)} is an option of --task {' / '.join(tasks)}, not of --task {task}"
+    preset = recipes.RECIPES.get(args.recipe, {}).get(task, {}) if getattr(args, "recipe", None) else {}
+    if getattr(args, "bptt_std", None) is not None and not (args.random_bptt or preset.get("random_bptt")):
+        return "--bptt-std sets the jitter of --random-bptt windows; give --random-bptt too"
     return None
 
 

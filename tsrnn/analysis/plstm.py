@@ -4,8 +4,8 @@
 - **p t-test** (§5.2): "p learned in the T = 200 condition is significantly larger than p learned
   in the T = 500 condition (μ_T200 = 0.41, μ_T500 = 0.19, t = 6.9, p < 0.001, Cohen's d = 0.87)":
   an unpaired two-sample t-test between the units of two trained models, layer by layer (the seed
-  does not say Student or Welch; with 128 units each its t matches d √(n/2) = 0.87 · 8, Student's
-  pooled form, tsrnn's default).
+  does not say Student or Welch; with 128 units each its t = 6.9 fits d √(n/2) = 0.87 · 8, which
+  either gives at equal n; Student's pooled form is tsrnn's default).
 - **Reset traces**: on a sample of copy-task sequences, the reset gate r_t and the age
   a_t = t - k_t of every unit (the paper draws the reference time k_t; S9). A unit is
   *later-reset* when it keeps its reference time through the delay: its age at the last blank
