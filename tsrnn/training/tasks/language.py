@@ -147,24 +147,31 @@ class MaskedTextTask(TextTask):
     def train_batches(self, epoch, rank, world):
         return self._batches("train", epoch, rank, world)
 
-    def _nll(self, model, batch):
-        """(T, B) token losses and the (T, B) mask of the targets that count."""
+    def _forward(self, model, x, reset, state):
+        """A window's logits and the state its streams' next window starts from (None: every
+        window starts afresh)."""
+        return model(x, reset=reset), None
+
+    def _nll(self, model, batch, state=None):
+        """(T, B) token losses, the (T, B) mask of the targets that count, and the state after the
+        window (``_forward``), from ``state``, the state after the previous window."""
         x, y, reset, mask = (None if t is None else t.to(self.device) for t in batch)
-        logits = model(x, reset=reset)
-        return F.cross_entropy(logits.transpose(1, 2), y, reduction="none"), mask
+        logits, state = self._forward(model, x, reset, state)
+        return F.cross_entropy(logits.transpose(1, 2), y, reduction="none"), mask, state
 
     def train_loss(self, model, batch, carry):
-        nll, mask = self._nll(model, batch)
-        count = mask.sum()
-        return (nll * mask).sum() / count.clamp(min=1), None, int(count)
+        """The window's loss (``normalized_loss`` by --loss-norm); the state goes on as the trainer's carry."""
+        nll, mask, carry = self._nll(model, batch, carry)
+        return normalized_loss(nll, mask, self.args.loss_norm), carry, int(mask.sum())
 
     @torch.no_grad()
     def token_nll(self, model, split):
-        """Per-token negative log-likelihood and target of the counted targets, column by column."""
+        """Per-token negative log-likelihood and target of the counted targets, window after window
+        (the state carried from each to the next), column by column."""
         model.eval()
-        nll, targets = [], []
+        state, nll, targets = None, [], []
         for batch in self._batches(split):
-            values, mask = self._nll(model, batch)
+            values, mask, state = self._nll(model, batch, state)
             keep = mask.T.cpu()
             nll.append(values.T.cpu()[keep])
             targets.append(batch[1].T[keep])
@@ -173,7 +180,10 @@ class MaskedTextTask(TextTask):
 
 @register
 class AveragingLanguageModelTask(MaskedTextTask):
-    """LSTM LM reading the running mean of its past states (seed 001), one sentence per column."""
+    """LSTM LM reading the running mean of its past states (seed 001), one sentence per column.
+
+    --loss-norm sequence (``normalized_loss``) sums each sentence's loss and averages over the batch:
+    seed 001's gradient "normalized by the mini-batch size", at its lr 1 and clip 5."""
 
     name = "averaging-lm"
     cells = ("lstm",)
@@ -196,14 +206,6 @@ class AveragingLanguageModelTask(MaskedTextTask):
         batches = datasets.sentence_batches(ids, self.vocab.eos_id, self.args.batch_size, length=self.args.bptt,
                                             shuffle=shuffle, generator=g)
         return [(x, y, None, mask) for x, y, mask in batches]
-
-    def train_loss(self, model, batch, carry):
-        """--loss-norm token: the mean over the batch's targets; sequence (``normalized_loss``): each
-        sentence's summed negative log-likelihood, averaged over the B sentences (columns) of the
-        batch: seed 001's gradient "normalized by the mini-batch size" (as Zaremba et al.'s PTB LM
-        trains at lr 1, clip 5)."""
-        nll, mask = self._nll(model, batch)
-        return normalized_loss(nll, mask, self.args.loss_norm), None, int(mask.sum())
 
 
 def normalized_loss(nll: torch.Tensor, mask: torch.Tensor, norm: str) -> torch.Tensor:
@@ -304,32 +306,9 @@ class MLPLanguageModelTask(MaskedTextTask):
                              f"shorter than {self.args.ahead + 1} words")
         return batches
 
-    def _carried_nll(self, model, batch, state=None):
-        """(T, B) token losses, the (T, B) mask of the targets that count, and the context's state
-        after the window, read from ``state``, the state after the stream's previous window (None
-        at the start of the streams)."""
-        x, y, reset, mask = (t.to(self.device) for t in batch)
-        logits, state = model(x, reset=reset, state=state, return_state=True)
-        return F.cross_entropy(logits.transpose(1, 2), y, reduction="none"), mask, state
-
-    def train_loss(self, model, batch, carry):
-        """The window's loss (``normalized_loss`` by --loss-norm); ``carry``, the context's state, goes on
-        to the next window."""
-        nll, mask, carry = self._carried_nll(model, batch, carry)
-        return normalized_loss(nll, mask, self.args.loss_norm), carry, int(mask.sum())
-
-    @torch.no_grad()
-    def token_nll(self, model, split):
-        """Per-token negative log-likelihood and target of the counted targets, window after window,
-        column by column, the context carried from each window to the next."""
-        model.eval()
-        state, nll, targets = None, [], []
-        for batch in self._batches(split):
-            values, mask, state = self._carried_nll(model, batch, state)
-            keep = mask.T.cpu()
-            nll.append(values.T.cpu()[keep])
-            targets.append(batch[1].T[keep])
-        return torch.cat(nll), torch.cat(targets)
+    def _forward(self, model, x, reset, state):
+        """The context's state is carried from a window to the stream's next (``MLPLM``'s state)."""
+        return model(x, reset=reset, state=state, return_state=True)
 
     def evaluate(self, model, split):
         """Loss and perplexity, and the perplexity of the unigram model of the training counts
