@@ -282,14 +282,14 @@ def paired(better: dict, other: dict, level: float = 0.95) -> dict:
     return {"seeds": seeds, "diffs": diffs, **interval(diffs, level)}
 
 
-def verdict(stats: dict, like_for_like: bool = True) -> str:
+def verdict(stats: dict, like_for_like: bool = True, unlike: str = "not like-for-like data") -> str:
     """What a seed-level interval of (the model the claim favours - the other) says of the claim:
-    "reproduced" only on like-for-like data with an interval above 0; "reversed" when it is below
-    0 ("reversed at this size" on other data or sizes); otherwise "consistent" when the mean
-    points the claim's way and "not reproduced at this size" when it does not, saying why
-    (one seed, or an interval that includes 0)."""
+    "reproduced" only on like-for-like data and protocol with an interval above 0; "reversed" when
+    it is below 0 ("reversed at this size" otherwise); otherwise "consistent" when the mean points
+    the claim's way and "not reproduced at this size" when it does not, saying why (``unlike``, the
+    way the comparison is not the seed's; one seed; or an interval that includes 0)."""
     if stats["n"] > 1 and stats["low"] > 0:
-        return "reproduced" if like_for_like else "consistent (not like-for-like data)"
+        return "reproduced" if like_for_like else f"consistent ({unlike})"
     if stats["n"] > 1 and stats["high"] < 0:
         return "reversed" if like_for_like else "reversed at this size"
     if stats["n"] < 2:

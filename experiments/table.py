@@ -31,7 +31,7 @@ def render(records: list[dict]) -> str:
     """The markdown table of the records, one row per claim."""
     lines = ["| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
     for r in records:
-        time_spent = f"{r['train_min']} min of training ({r['jobs']} at once), {r['wall_min']} min wall"
+        time_spent = f"{r['train_min']} min of training ({r['jobs']} at once), {r['wall_min']} min wall (last call)"
         cells = (r["claim"], r["seed"], r["ours"], r["verdict"], f"`{r['command']}`", r["model"], r["epochs"],
                  r["seeds"],
                  time_spent, f"{r['machine']}, {r['date']}", f"`{r['gpu']}`")

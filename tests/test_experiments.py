@@ -179,6 +179,12 @@ def test_verdict_follows_the_seed_level_interval(diffs, like, expected):
     assert common.verdict(common.interval(diffs), like) == expected
 
 
+def test_verdict_names_how_the_comparison_is_not_the_seeds():
+    above = common.interval([0.2, 0.15, 0.25])
+    assert common.verdict(above, False, "no run reached 0.99") == "consistent (no run reached 0.99)"
+    assert common.verdict(above, True, "no run reached 0.99") == "reproduced"
+
+
 def test_described_gives_the_interval_in_the_claims_unit():
     stats = common.interval([0.02, 0.04, 0.03])
     assert common.described(stats, " points", 100) == "+3.0 [0.5, 5.5] points (95% t interval, 3 seeds)"

@@ -80,7 +80,9 @@ NOTES = {
                "sequence), the gradient the paper clips at 5 'normalized by the mini-batch size', so lr 1 and clip 5 "
                "are the paper's; the train loss lines are then nats per sentence, validation and test per word. "
                "WikiText-2: --lr-decay-after 14 --lr-decay-factor 1.15 --emsize 1000 --nhid 1000 --dropout 0.65.",
-    "seed002": "the paper does not state gradient clipping (none here); --variable --delay-min 200 --delay 500 "
+    "seed002": "copy: the paper does not state gradient clipping (none here); the authors' copy-task notebook "
+               "(sherrychien/PowerlawLSTM) clips the gradient norm at 1.0 (--clip 1 gives theirs) and gives up on a "
+               "run after 200 epochs of 100K sequences below 0.2 accuracy; --variable --delay-min 200 --delay 500 "
                "(or 1000) is the variable copy task. freq: --async, or --resolution 1 / 0.1, each with or "
                "without --time-input, are the columns and rows of its Table 3; Neil et al. clip each step's "
                "hidden-state gradient at 10 (Lasagne's grad_clipping), which tsrnn does not do. pixels: the paper "
