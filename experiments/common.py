@@ -323,6 +323,12 @@ def curves_figure(curves: dict[str, list[tuple]], xlabel: str, ylabel: str, titl
     return fig
 
 
+def _jobs(values) -> int | str:
+    """The runs' ``--jobs``: the one value, or "1 to 2" when calls ran them differently."""
+    values = sorted(set(values))
+    return values[0] if len(values) == 1 else f"{values[0]} to {values[-1]}"
+
+
 def report(name: str, args, row: dict, results: dict, figure, dirs: dict[str, Path], started: float,
            detail: str | None = None) -> Path:
     """Write ``OUT/NAME.json`` and the figure ``OUT/NAME.png``; return the JSON's path.
@@ -332,8 +338,8 @@ def report(name: str, args, row: dict, results: dict, figure, dirs: dict[str, Pa
     and "gpu" (the seed's full-size command); ``detail``: a markdown table shown below the
     claims' table (every number behind "ours", beside the seed's); added
     here: the command, "train_min" (the runs' training times added up; ``jobs`` of them ran at
-    once), "wall_min" (this call, training skipped for runs that had finished), machine and
-    date. results: every number behind ``ours`` and the figure.
+    once, "1 to 2" where calls differed), "wall_min" (this call, training skipped for runs that
+    had finished), machine and date. results: every number behind ``ours`` and the figure.
     """
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -342,7 +348,7 @@ def report(name: str, args, row: dict, results: dict, figure, dirs: dict[str, Pa
     plot.save(figure, out / f"{name}.png")
     record = {"name": name, "size": args.size, **row, "command": command_line(args),
               "train_min": round(sum(finished(d)["wall_s"] for d in dirs.values()) / 60, 1),
-              "jobs": max(finished(d)["jobs"] for d in dirs.values()),
+              "jobs": _jobs(finished(d)["jobs"] for d in dirs.values()),
               "wall_min": round((time.time() - started) / 60, 1), "machine": machine(),
               "date": datetime.date.today().isoformat(), "results": results, **({"detail": detail} if detail else {})}
     path = out / f"{name}.json"

@@ -28,10 +28,11 @@ CONDITIONS = {"async": ["--async"], "async_time": ["--async", "--time-input"], "
 SIZES = {"full": {"args": [], "seeds": (0, 1, 2), "claim_seeds": (0, 1, 2, 3, 4), "conditions": tuple(CONDITIONS)},
          "toy": {"args": ["--epochs", "1", "--freq-size", "64,64", "--nhid", "8"], "seeds": (0,), "claim_seeds": (0, 1),
                  "conditions": ("async", "sync1")}}
-SEED = {"async": {"plstm": 92.57, "lstm": 68.59, "chrono": 69.64},
-        "async_time": {"plstm": 84.64, "lstm": 82.73, "chrono": 86.25},
-        "sync1": {"plstm": 99.29, "lstm": 99.37, "chrono": 99.29},
-        "sync1_time": {"plstm": 99.49, "lstm": 99.45, "chrono": 99.45}}  # Table 3, mean of 5 runs (%)
+SEED = {"async": {"plstm": (92.57, 0.5), "lstm": (68.59, 1.4), "chrono": (69.64, 0.8)},
+        "async_time": {"plstm": (84.64, 2.1), "lstm": (82.73, 0.8), "chrono": (86.25, 1.4)},
+        "sync1": {"plstm": (99.29, 0.1), "lstm": (99.37, 0.1), "chrono": (99.29, 0.3)},
+        "sync1_time": {"plstm": (99.49, 0.1), "lstm": (99.45, 0.2), "chrono": (99.45, 0.1)}}
+# Table 3: test accuracy (%), mean and (in its brackets) spread of 5 runs
 CLAIM = "async"  # the condition of the claim: pLSTM above both LSTMs
 
 
@@ -51,16 +52,23 @@ def runs(size: dict) -> dict[str, list[str]]:
 
 def detail(accuracy: dict) -> str:
     """Markdown: test accuracy (%) mean +- sd over seeds per condition and cell, then each seed's
-    (a mean over seeds of which some failed to learn hides it), beside Table 3."""
-    lines = ["| test accuracy %: mean +- sd (seed 0, 1, ...) | " + " | ".join(CELLS) + " | the seed (Table 3): " + ", ".join(CELLS) + " |",
+    (a mean over seeds of which some failed to learn hides it), beside Table 3's mean (spread)."""
+    header = "test accuracy %: mean +- sd (seed 0, 1, ...)"
+    lines = [f"| {header} | " + " | ".join(CELLS) + " | the seed (Table 3): " + ", ".join(CELLS) + " |",
              "|---|" + "---|" * (len(CELLS) + 1)]
     for condition, by_cell in accuracy.items():
         cells = [(common.interval(by_cell[cell].values()), by_cell[cell].values()) for cell in CELLS]
         shown = [f"{100 * c['mean']:.1f} +- {100 * c['sd']:.1f} (" + ", ".join(f"{100 * v:.1f}" for v in values) + ")"
                  for c, values in cells]
         lines.append(f"| {condition} | " + " | ".join(shown) + " | "
-                     + ", ".join(str(SEED[condition][cell]) for cell in CELLS) + " |")
+                     + ", ".join(_seed(condition, cell) for cell in CELLS) + " |")
     return "\n".join(lines)
+
+
+def _seed(condition: str, cell: str, unit: str = "") -> str:
+    """Table 3's number for a cell: "92.57 (0.5)"."""
+    mean, spread = SEED[condition][cell]
+    return f"{mean}{unit} ({spread})"
 
 
 def main(argv=None) -> int:
@@ -84,7 +92,7 @@ def main(argv=None) -> int:
     epochs = "70 epochs" if not size["args"] else f"{common.option(size['args'], '--epochs')} epoch"
     row = {"claim": "3. Frequency discrimination, async, no time input: pLSTM above LSTM and chrono (seed 002 "
                     "Table 3)",
-           "seed": ", ".join(f"{cell} {value}%" for cell, value in SEED[CLAIM].items()) + " (mean of 5 runs)",
+           "seed": ", ".join(f"{cell} {_seed(CLAIM, cell, '%')}" for cell in CELLS) + " (mean (spread) of 5 runs)",
            "ours": ours, "verdict": "; ".join(f"vs {other}: {v}" for other, v in verdicts.items()),
            "model": "1 layer, 110 units (as seed)",
            "epochs": f"{epochs} of 5,000 fresh sequences, Adam 1e-3, batch 32 (as seed)",

@@ -44,6 +44,8 @@ def test_script_runs_at_toy_size_and_writes_its_record(name, corpus, tmp_path):
     rendered = table.render_all([record])
     assert record["ours"].replace("|", "\\|") in rendered
     assert ("| <100 |" in rendered) == (name == "ptb_lm")  # the frequency-bin table of claim 5
+    if name == "copy_task":  # the state at the cap, beside the memoryless baseline
+        assert {"valid_loss", "baseline_loss"} <= set(record["results"]) and "memoryless baseline" in record["ours"]
     runs = [path for path in (tmp_path / "runs" / name).iterdir() if path.is_dir()]
     assert runs and all((run / common.DONE).exists() for run in runs)
 
@@ -183,6 +185,32 @@ def test_verdict_names_how_the_comparison_is_not_the_seeds():
     above = common.interval([0.2, 0.15, 0.25])
     assert common.verdict(above, False, "no run reached 0.99") == "consistent (no run reached 0.99)"
     assert common.verdict(above, True, "no run reached 0.99") == "reproduced"
+
+
+def test_copy_verdict_is_reproduced_only_when_every_run_converged():
+    from experiments import copy_task
+
+    ahead = {"lstm": common.interval([0.05, 0.04, 0.06]), "chrono": common.interval([-0.1, -0.12, -0.11])}
+    never = {cell: {seed: None for seed in "012"} for cell in copy_task.CELLS}
+    some = {**never, "plstm": {"0": 500, "1": 750, "2": None}}
+    every = {cell: {seed: 1000 for seed in "012"} for cell in copy_task.CELLS}
+    assert copy_task.verdict(ahead, never, 3000) == {"lstm": "consistent (0 of 9 runs reached 0.99 within 3000 steps)",
+                                                     "chrono": "reversed at this size"}
+    assert copy_task.verdict(ahead, some, 3000)["lstm"] == "consistent (2 of 9 runs reached 0.99 within 3000 steps)"
+    assert copy_task.verdict(ahead, every, 3000) == {"lstm": "reproduced", "chrono": "reversed"}
+
+
+def test_frequency_detail_shows_every_seed_beside_the_seeds_spread():
+    from experiments import frequency
+
+    accuracy = {"async": {"plstm": {"0": 0.95, "1": 0.9}, "lstm": {"0": 0.858, "1": 0.52},
+                          "chrono": {"0": 0.7, "1": 0.7}}}
+    row = frequency.detail(accuracy).splitlines()[2]
+    assert "| 68.9 +- 23.9 (85.8, 52.0) |" in row and row.endswith("92.57 (0.5), 68.59 (1.4), 69.64 (0.8) |")
+
+
+def test_records_name_both_job_counts_when_calls_differed():
+    assert common._jobs([2, 1, 2]) == "1 to 2" and common._jobs([2, 2]) == 2
 
 
 def test_described_gives_the_interval_in_the_claims_unit():
