@@ -31,7 +31,7 @@ def verdict(results: dict) -> str:
     memory-less twin to compare with."""
     test = results["test_ppl"]
     gap = common.paired(test["lstm"], test["averaging"])
-    return f"{common.verdict(gap, like_for_like=False)}: without - with memory {common.described(gap, ' ppl')}"
+    return f"{common.verdict(gap, common.NOT_LIKE_FOR_LIKE)}: without - with memory {common.described(gap, ' ppl')}"
 
 
 def main(argv=None) -> int:

@@ -37,7 +37,7 @@ def verdict(results: dict) -> str:
     parts = []
     for n, tilt in results["ppl_per_seed"]["tilt"].items():
         gap = common.paired(results["ppl_per_seed"]["buffer"][n], tilt)
-        parts.append(f"n = {n}: {common.verdict(gap, like_for_like=False)}, buffer - tilt "
+        parts.append(f"n = {n}: {common.verdict(gap, common.NOT_LIKE_FOR_LIKE)}, buffer - tilt "
                      f"{common.described(gap, ' ppl', 1, 0)}")
     return "; ".join(parts)
 

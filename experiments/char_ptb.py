@@ -40,7 +40,7 @@ def verdict(results: dict) -> str:
     like-for-like: smaller models after one epoch."""
     bpc = results["test_bpc"]
     gap = common.paired(bpc["lstm"], bpc["plstm"])
-    return f"{common.verdict(gap, like_for_like=False)}: LSTM - pLSTM {common.described(gap, ' BPC', 1, 4)}"
+    return f"{common.verdict(gap, common.NOT_LIKE_FOR_LIKE)}: LSTM - pLSTM {common.described(gap, ' BPC', 1, 4)}"
 
 
 def main(argv=None) -> int:

@@ -282,16 +282,20 @@ def paired(better: dict, other: dict, level: float = 0.95) -> dict:
     return {"seeds": seeds, "diffs": diffs, **interval(diffs, level)}
 
 
-def verdict(stats: dict, like_for_like: bool = True, unlike: str = "not like-for-like data") -> str:
+NOT_LIKE_FOR_LIKE = "not like-for-like data"
+
+
+def verdict(stats: dict, unlike: str = "") -> str:
     """What a seed-level interval of (the model the claim favours - the other) says of the claim:
-    "reproduced" only on like-for-like data and protocol with an interval above 0; "reversed" when
-    it is below 0 ("reversed at this size" otherwise); otherwise "consistent" when the mean points
-    the claim's way and "not reproduced at this size" when it does not, saying why (``unlike``, the
-    way the comparison is not the seed's; one seed; or an interval that includes 0)."""
+    "reproduced" only on like-for-like data and protocol (``unlike`` empty; else it says how the
+    comparison is not the seed's) with an interval above 0; "reversed" when it is below 0
+    ("reversed at this size" when ``unlike``); otherwise "consistent" when the mean points the
+    claim's way and "not reproduced at this size" when it does not, saying why (``unlike``; one
+    seed; or an interval that includes 0)."""
     if stats["n"] > 1 and stats["low"] > 0:
-        return "reproduced" if like_for_like else f"consistent ({unlike})"
+        return f"consistent ({unlike})" if unlike else "reproduced"
     if stats["n"] > 1 and stats["high"] < 0:
-        return "reversed" if like_for_like else "reversed at this size"
+        return "reversed at this size" if unlike else "reversed"
     if stats["n"] < 2:
         return "consistent, one seed" if stats["mean"] > 0 else "not reproduced at this size, one seed"
     why = f"the {100 * stats['level']:.0f}% interval includes 0"

@@ -60,7 +60,7 @@ def verdict(gaps: dict, reached: dict, steps: int) -> dict[str, str]:
     runs = [step for by_seed in reached.values() for step in by_seed.values()]
     converged = sum(step is not None for step in runs)
     unlike = f"{converged} of {len(runs)} runs reached {TARGET} within {steps} steps"
-    return {other: common.verdict(gap, converged == len(runs), unlike) for other, gap in gaps.items()}
+    return {other: common.verdict(gap, "" if converged == len(runs) else unlike) for other, gap in gaps.items()}
 
 
 def _last(curves: dict, cell: str, seeds, digits: int) -> str:

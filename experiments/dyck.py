@@ -43,7 +43,7 @@ def verdict(results: dict) -> str:
     """The claim's status from the seed-paired 95% interval of MTS - LSTM whole-word accuracy
     (seeds in order); not like-for-like: smaller models, far shorter training than the seed's."""
     gap = common.paired(dict(enumerate(results["mts"]["per_seed"])), dict(enumerate(results["lstm"]["per_seed"])))
-    return f"{common.verdict(gap, like_for_like=False)}: MTS - LSTM {common.described(gap, ' points', 100)}"
+    return f"{common.verdict(gap, common.NOT_LIKE_FOR_LIKE)}: MTS - LSTM {common.described(gap, ' points', 100)}"
 
 
 def _figure(summary, train_timescales):

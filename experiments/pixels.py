@@ -28,7 +28,7 @@ def verdict(results: dict) -> str:
     parts = []
     for order, by_cell in results["test_accuracy"].items():
         gap = common.paired(by_cell["plstm"], by_cell["lstm"])
-        parts.append(f"{order}: {common.verdict(gap, like_for_like=False)}, plstm - lstm "
+        parts.append(f"{order}: {common.verdict(gap, common.NOT_LIKE_FOR_LIKE)}, plstm - lstm "
                      f"{common.described(gap, ' points', 100)}")
     return "; ".join(parts)
 

@@ -67,7 +67,7 @@ def verdict(results: dict) -> str:
     like-for-like: reduced models after a few epochs."""
     per_seed = results["per_seed"]
     gap = common.paired({s: v["lstm"] for s, v in per_seed.items()}, {s: v["mts"] for s, v in per_seed.items()})
-    return f"{common.verdict(gap, like_for_like=False)}: LSTM - MTS {common.described(gap, ' ppl', 1, 2)}"
+    return f"{common.verdict(gap, common.NOT_LIKE_FOR_LIKE)}: LSTM - MTS {common.described(gap, ' ppl', 1, 2)}"
 
 
 def _analyze(checkpoint, out: str, window: str, *extra: str) -> dict:

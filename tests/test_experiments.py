@@ -178,13 +178,13 @@ def test_interval_is_students_t_and_paired_differences_pair_by_seed():
     ([-0.2], True, "not reproduced at this size, one seed"),
 ])
 def test_verdict_follows_the_seed_level_interval(diffs, like, expected):
-    assert common.verdict(common.interval(diffs), like) == expected
+    assert common.verdict(common.interval(diffs), "" if like else common.NOT_LIKE_FOR_LIKE) == expected
 
 
 def test_verdict_names_how_the_comparison_is_not_the_seeds():
     above = common.interval([0.2, 0.15, 0.25])
-    assert common.verdict(above, False, "no run reached 0.99") == "consistent (no run reached 0.99)"
-    assert common.verdict(above, True, "no run reached 0.99") == "reproduced"
+    assert common.verdict(above, "no run reached 0.99") == "consistent (no run reached 0.99)"
+    assert common.verdict(above) == "reproduced"
 
 
 def test_copy_verdict_is_reproduced_only_when_every_run_converged():
