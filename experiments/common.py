@@ -37,12 +37,15 @@ COLOURS = {"mts": "tab:red", "plstm": "tab:red", "lstm": "tab:blue", "chrono": "
 
 
 def arguments(module: str, doc: str, argv=None, data: str | None = None,
-              sizes: tuple[str, ...] = ("small", "toy")) -> argparse.Namespace:
+              sizes: tuple[str, ...] = ("small", "toy"), seeds: dict | None = None) -> argparse.Namespace:
     """The common options of the script ``experiments.<module>`` (docstring ``doc``), parsed from
     ``argv`` (default: the command line); ``data`` names its corpus option (``--ptb`` or
-    ``--brown``); ``sizes``: the script's sizes, the reported one first. The default folders
-    depend on the size: only the reported size writes into experiments/results and
-    runs/experiments, so a toy run never writes over the reported results or their checkpoints."""
+    ``--brown``); ``sizes``: the script's sizes, the reported one first; ``seeds``: each size's
+    training seeds, given by a script that takes ``--seeds`` (a subset of the size's, e.g. the ones a
+    machine's budget allows; ``args.seeds`` is then the chosen ones in the size's order, all of
+    them by default). The default folders depend on the size: only the
+    reported size writes into experiments/results and runs/experiments, so a toy run never writes
+    over the reported results or their checkpoints."""
     p = argparse.ArgumentParser(prog=f"python -m experiments.{module}", description=doc.splitlines()[0])
     p.add_argument("--size", choices=sizes, default=sizes[0],
                    help=f"{sizes[0]}: the reported CPU run; toy: seconds, to check the script works")
@@ -52,11 +55,21 @@ def arguments(module: str, doc: str, argv=None, data: str | None = None,
                                   "reported size, runs/experiments/SIZE otherwise)")
     p.add_argument("--jobs", type=int, default=2, help="training runs at once")
     p.add_argument("--threads", type=int, default=1, help="torch threads per training run")
+    if seeds is not None:
+        p.add_argument("--seeds", type=int, nargs="+", metavar="SEED", help="train and report only these of the "
+                       "size's training seeds (default: all of them)")
     if data == "ptb":
         p.add_argument("--ptb", required=True, help="directory with ptb.{train,valid,test}.txt (and ptb.char.*)")
     elif data == "brown":
         p.add_argument("--brown", required=True, help="NLTK's brown.zip, or a text corpus directory")
     args = p.parse_args(argv)
+    if seeds is not None:
+        listed = tuple(seeds[args.size])
+        chosen = listed if args.seeds is None else args.seeds
+        if set(chosen) - set(listed) or len(set(chosen)) != len(chosen):
+            p.error(f"--seeds {' '.join(map(str, chosen))}: choose distinct seeds among the --size {args.size} "
+                    f"seeds {' '.join(map(str, listed))}")
+        args.seeds = tuple(seed for seed in listed if seed in chosen)
     args.module, args.argv = module, list(sys.argv[1:] if argv is None else argv)
     if data is not None:  # one spelling of the corpus path, so that a rerun finds its finished runs
         setattr(args, data, str(Path(getattr(args, data)).resolve()))

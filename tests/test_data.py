@@ -231,6 +231,13 @@ def test_load_brown_from_zip_and_directory_agree(tmp_path, monkeypatch):
     full = load_brown(archive, min_count=1, vocab_from="all")
     assert full.vocab.decode(full.valid[0]) == ["A", "cat", "and/or", "dog"]
     assert full.vocab.decode(full.test[0]) == ["The", "end"]
+    dropped = load_brown(archive, min_count=2, rare="drop")  # the words outside the vocabulary are removed
+    assert dropped.vocab == a.vocab
+    assert [dropped.vocab.decode(d) for d in dropped.train] == [["The", ".", "The", "."]]
+    assert dropped.vocab.decode(dropped.test[0]) == ["The"]
+    assert dropped.valid == []  # ca02 keeps no word: an emptied document is left out
+    kept = load_brown(archive, min_count=2, vocab_from="all", rare="drop")
+    assert kept.vocab.decode(kept.valid[0]) == ["cat", "dog"] and all(int(d.min()) > 0 for d in kept.train)
 
 
 def test_load_brown_errors(tmp_path):
@@ -257,6 +264,8 @@ def test_load_brown_errors(tmp_path):
         load_brown(tmp_path / "damaged.zip")
     with pytest.raises(FileNotFoundError, match="no Brown document"):
         load_brown(_write(tmp_path / "dir2", {"README": "x"}))
+    with pytest.raises(ValueError, match="rare"):
+        load_brown(_write(tmp_path / "dir3", _brown_docs()), rare="keep")
 
 
 def test_brown_too_small_for_a_split_names_it(tmp_path, monkeypatch, capsys):
@@ -298,6 +307,13 @@ def test_brown_real_counts_split_and_document_batches():
         mask_total += int(mask.sum())
         resets += int(reset.sum())
     assert resets == 348 and mask_total == 800_223 - 348
+    # seed 004's reading: words seen 5 times or fewer in the whole corpus removed from the text; the
+    # split stays at the raw documents' boundaries
+    dropped = load_brown(BROWN, vocab_from="all", rare="drop")
+    assert len(dropped.vocab) == 13_161 and [len(dropped.train), len(dropped.valid), len(dropped.test)] == [348, 85, 67]
+    assert [sum(d.numel() for d in s) for s in (dropped.train, dropped.valid, dropped.test)] == [745_987, 187_638,
+                                                                                                   151_396]
+    assert all(int(d.min()) > 0 for s in (dropped.train, dropped.valid, dropped.test) for d in s)  # no <unk>
 
 
 # --------------------------------------------------------------------------- default corpus

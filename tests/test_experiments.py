@@ -200,6 +200,31 @@ def test_copy_verdict_is_reproduced_only_when_every_run_converged():
     assert copy_task.verdict(ahead, every, 3000) == {"lstm": "reproduced", "chrono": "reversed"}
 
 
+def test_brown_verdict_names_the_unigram_gap_until_it_is_the_seeds():
+    from experiments import brown_mlp
+
+    per_seed = {"tilt": {5: {0: 240.0, 1: 245.0, 2: 250.0}}, "buffer": {5: {0: 260.0, 1: 262.0, 2: 266.0}}}
+    assert brown_mlp.verdict({"ppl_per_seed": per_seed, "unigram_seen_ppl": 865.6}).startswith(
+        "n = 5: consistent (unigram 866 against the seed's 853), buffer - tilt +18 [")
+    assert brown_mlp.verdict({"ppl_per_seed": per_seed, "unigram_seen_ppl": 853.2}).startswith("n = 5: reproduced,")
+    one = {context: {5: {0: runs[5][0]}} for context, runs in per_seed.items()}
+    assert brown_mlp.verdict({"ppl_per_seed": one, "unigram_seen_ppl": 865.6}) == (
+        "n = 5: consistent, one seed, buffer - tilt +20 ppl (one seed)")
+
+
+def test_seeds_option_keeps_the_sizes_order_and_refuses_other_seeds(capsys):
+    sizes = {"full": (0, 1, 2), "toy": (0, 1)}
+    parse = lambda *argv: common.arguments("brown_mlp", "doc", ["--brown", "b.zip", *argv], "brown",  # noqa: E731
+                                           ("full", "toy"), sizes)
+    assert parse().seeds == (0, 1, 2) and parse("--seeds", "2", "0").seeds == (0, 2)
+    for bad in (["--seeds", "3"], ["--size", "toy", "--seeds", "2"], ["--seeds", "1", "1"]):
+        with pytest.raises(SystemExit) as stop:
+            parse(*bad)
+        assert stop.value.code == 2 and "choose distinct seeds among the --size" in capsys.readouterr().err
+    with pytest.raises(SystemExit):  # a script without seeds has no --seeds
+        common.arguments("dyck", "doc", ["--seeds", "0"])
+
+
 def test_frequency_detail_shows_every_seed_beside_the_seeds_spread():
     from experiments import frequency
 

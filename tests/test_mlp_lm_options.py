@@ -87,7 +87,29 @@ def test_scored_losses_and_unigram_baseline_are_those_of_each_document_alone(ahe
     torch.testing.assert_close(nll.sort().values, hand_nll.sort().values, atol=1e-5, rtol=1e-5)
     counts = t.vocab.counts.double() + 1
     unigram = math.exp(-(counts[hand_targets] / counts.sum()).log().mean().item())
-    assert t.evaluate(model, "valid")["unigram_ppl"] == pytest.approx(unigram, rel=1e-12)
+    scores = t.evaluate(model, "valid")
+    assert scores["unigram_ppl"] == pytest.approx(unigram, rel=1e-12)
+    # seed 004's formula, c_w / sum_v c_v, over the targets seen in training (<unk> among them here)
+    train_counts = t.vocab.counts.tolist()
+    seen = [w for w in hand_targets.tolist() if train_counts[w] > 0]
+    mle = math.exp(-sum(math.log(train_counts[w] / sum(train_counts)) for w in seen) / len(seen))
+    assert scores["unigram_seen_ppl"] == pytest.approx(mle, rel=1e-12)
+    assert scores["unseen_targets"] == pytest.approx(1 - len(seen) / len(hand_targets), abs=1e-15)
+
+
+def test_seed_unigram_leaves_out_the_targets_unseen_in_training():
+    """unigram_seen_ppl skips a target whose training count is 0 (a word of the vocabulary that
+    --vocab-from all keeps but train lacks) and counts the fraction it skipped."""
+    t = task()
+    counts = t.vocab.counts.clone()
+    target = int(t.split("valid")[0][1])
+    counts[target] = 0
+    t.vocab.counts = counts
+    torch.manual_seed(0)
+    scores = t.evaluate(t.build_model().eval(), "valid")
+    _, targets = t.token_nll(t.build_model().eval(), "valid")
+    assert scores["unseen_targets"] == pytest.approx(float((targets == target).double().mean()), abs=1e-15)
+    assert 0 < scores["unseen_targets"] < 1 and math.isfinite(scores["unigram_seen_ppl"])
 
 
 def test_ahead_beyond_every_document_is_one_clear_error():
@@ -195,6 +217,7 @@ def test_bad_drop_is_refused(drop, error, match):
     (["--drop-taus", "5", "--n", "5"], "slot 5 is outside 0..4 (--n 5)"),
     (["--ahead", "2", "--task", "lm"], "--ahead is an option of --task mlp-lm, not of --task lm"),
     (["--drop-taus", "0", "--task", "averaging-lm"], "--drop-taus is an option of --task mlp-lm"),
+    (["--rare-words", "drop", "--task", "lm"], "--rare-words is an option of --task mlp-lm, not of --task lm"),
 ])
 def test_bad_values_are_one_line_before_anything_runs(tmp_path, capsys, monkeypatch, argv, message):
     monkeypatch.setattr(commands, "train", lambda args: pytest.fail("train ran despite a bad value"))

@@ -93,7 +93,8 @@ def _list_problem(args) -> str | None:
     return None
 
 
-TASK_OPTIONS = {"ahead": ("mlp-lm",), "drop_taus": ("mlp-lm",), "loss_norm": ("averaging-lm", "mlp-lm"),
+TASK_OPTIONS = {"ahead": ("mlp-lm",), "drop_taus": ("mlp-lm",), "rare_words": ("mlp-lm",),
+                "loss_norm": ("averaging-lm", "mlp-lm"),
                 "order": ("averaging-lm",), "memory": ("averaging-lm",), "lstm_init": ("lm",), "bptt_std": ("lm",),
                 "level": ("lm", "averaging-lm", "mlp-lm")}
 

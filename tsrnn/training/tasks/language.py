@@ -18,6 +18,15 @@ def _unwrap(model):
     return getattr(model, "module", model)
 
 
+def token_losses(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """(T, B) cross-entropy of (T, B, V) logits against (T, B) targets, computed on the (T B, V)
+    rows: at V >= 65 that is 1.5-10x faster on the CPU than ``F.cross_entropy`` over the
+    class-in-dimension-1 transpose (whose softmax strides over V), e.g. 7 against 31 ms forward
+    and backward at T = 128, B = 1, V = 13,161 (2-vCPU EPYC, one thread)."""
+    flat = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1), reduction="none")
+    return flat.view(targets.shape)
+
+
 class TextTask(Task):
     """Word- or character-level corpora; the embedded default corpus when --data is not given."""
 
@@ -131,7 +140,7 @@ class LanguageModelTask(TextTask):
         carry, nll, targets = None, [], []
         for x, y in datasets.bptt_batches(stream, self.args.bptt):
             logits, carry, _ = model(x.to(self.device), carry)
-            nll.append(F.cross_entropy(logits.transpose(1, 2), y.to(self.device), reduction="none").cpu())
+            nll.append(token_losses(logits, y.to(self.device)).cpu())
             targets.append(y)
         return torch.cat(nll).T.reshape(-1), torch.cat(targets).T.reshape(-1)  # stream after stream
 
@@ -157,7 +166,7 @@ class MaskedTextTask(TextTask):
         window (``_forward``), from ``state``, the state after the previous window."""
         x, y, reset, mask = (None if t is None else t.to(self.device) for t in batch)
         logits, state = self._forward(model, x, reset, state)
-        return F.cross_entropy(logits.transpose(1, 2), y, reduction="none"), mask, state
+        return token_losses(logits, y), mask, state
 
     def train_loss(self, model, batch, carry):
         """The window's loss (``normalized_loss`` by --loss-norm); the state goes on as the trainer's carry."""
@@ -266,7 +275,7 @@ class MLPLanguageModelTask(MaskedTextTask):
     cells = ()
     defaults = {"cell": None, "context": "tilt", "n": 5, "emsize": 30, "nhid": "100", "batch_size": 32,
                 "bptt": 128, "lr": 3e-3, "clip": 1.0, "epochs": 4, "vocab_from": "train", "ahead": 1,
-                "loss_norm": "token"}
+                "loss_norm": "token", "rare_words": "unk"}
     model_keys = ("context", "n", "emsize", "nhid", "vocab_from")
 
     def config(self) -> dict:
@@ -285,7 +294,7 @@ class MLPLanguageModelTask(MaskedTextTask):
 
     def load(self, args):
         if args.data is not None and (Path(args.data).suffix == ".zip" or Path(args.data).name == "brown"):
-            return datasets.load_brown(args.data, vocab_from=args.vocab_from)
+            return datasets.load_brown(args.data, vocab_from=args.vocab_from, rare=args.rare_words)
         corpus = super().load(args)  # a text corpus, cut into equal "documents" (4 per batch column)
         pieces = lambda ids: list(torch.tensor_split(ids, max(1, min(4 * args.batch_size, len(ids) // args.bptt))))  # noqa: E731
         return datasets.DocumentCorpus(corpus.name, corpus.vocab, pieces(corpus.train), pieces(corpus.valid),
@@ -311,10 +320,19 @@ class MLPLanguageModelTask(MaskedTextTask):
         return model(x, reset=reset, state=state, return_state=True)
 
     def evaluate(self, model, split):
-        """Loss and perplexity, and the perplexity of the unigram model of the training counts
-        (add-one smoothed), the baseline seed 004 reports beside its MLPs; both over the same
-        targets (with --ahead K, the words K steps on)."""
+        """Loss and perplexity, and two unigram baselines of the training counts c_w over the same
+        targets (with --ahead K, the words K steps on):
+
+            unigram_ppl       add-one: p(w) = (c_w + 1) / sum_v (c_v + 1), every target scored
+            unigram_seen_ppl  seed 004's "occurrences of that word divided by the number of words in
+                              the training set", p(w) = c_w / sum_v c_v, over the targets with c_w > 0
+                              (infinite on the others: with --vocab-from all, kept words may be absent
+                              from train); unseen_targets is the fraction it leaves out
+        """
         nll, targets = self.token_nll(model, split)
-        counts = self.vocab.counts.double() + 1
-        unigram = -(counts[targets] / counts.sum()).log().mean().item()
-        return {**self.loss_metrics(nll.double().mean().item()), "unigram_ppl": math.exp(unigram)}
+        counts = self.vocab.counts.double()
+        unigram = -((counts[targets] + 1) / (counts + 1).sum()).log().mean().item()
+        seen = counts[targets] > 0
+        unigram_seen = -(counts[targets][seen] / counts.sum()).log().mean().item() if seen.any() else math.inf
+        return {**self.loss_metrics(nll.double().mean().item()), "unigram_ppl": math.exp(unigram),
+                "unigram_seen_ppl": math.exp(unigram_seen), "unseen_targets": 1 - seen.double().mean().item()}
