@@ -231,13 +231,25 @@ def test_load_brown_from_zip_and_directory_agree(tmp_path, monkeypatch):
     full = load_brown(archive, min_count=1, vocab_from="all")
     assert full.vocab.decode(full.valid[0]) == ["A", "cat", "and/or", "dog"]
     assert full.vocab.decode(full.test[0]) == ["The", "end"]
-    dropped = load_brown(archive, min_count=2, rare="drop")  # the words outside the vocabulary are removed
-    assert dropped.vocab == a.vocab
-    assert [dropped.vocab.decode(d) for d in dropped.train] == [["The", ".", "The", "."]]
-    assert dropped.vocab.decode(dropped.test[0]) == ["The"]
-    assert dropped.valid == []  # ca02 keeps no word: an emptied document is left out
-    kept = load_brown(archive, min_count=2, vocab_from="all", rare="drop")
-    assert kept.vocab.decode(kept.valid[0]) == ["cat", "dog"] and all(int(d.min()) > 0 for d in kept.train)
+    kept = everything.without_unknown()  # the words outside the vocabulary removed, the counts those of the rest
+    assert kept.vocab.itos == everything.vocab.itos and kept.vocab.counts.tolist() == [0, 2, 1, 2, 1]
+    assert [kept.vocab.decode(d) for d in kept.train] == [["The", "cat", ".", "The", "dog", "."]]
+    assert [kept.vocab.decode(d) for d in kept.valid] == [["cat", "dog"]]
+    assert [kept.vocab.decode(d) for d in kept.test] == [["The"]]
+
+
+def test_without_unknown_leaves_out_emptied_documents_and_refuses_an_emptied_split():
+    vocab = Vocabulary(["<unk>", "a", "b"], [3, 2, 1], specials=["<unk>"])
+    ids = lambda *values: torch.tensor(values)  # noqa: E731
+    corpus = DocumentCorpus("toy", vocab, [ids(1, 0, 2), ids(0, 0), ids(1, 0)], [ids(0), ids(2, 1)], [ids(1)])
+    kept = corpus.without_unknown()
+    assert [d.tolist() for d in kept.train] == [[1, 2], [1]] and [d.tolist() for d in kept.valid] == [[2, 1]]
+    assert [d.tolist() for d in kept.test] == [[1]] and kept.vocab.counts.tolist() == [0, 2, 1]
+    assert corpus.vocab.counts.tolist() == [3, 2, 1]  # the corpus itself is unchanged
+    with pytest.raises(ValueError, match="every token of the valid split is <unk>"):
+        DocumentCorpus("toy", vocab, [ids(1)], [ids(0, 0)], [ids(1)]).without_unknown()
+    no_unk = DocumentCorpus("toy", Vocabulary(["a"], [1]), [ids(0)], [ids(0)], [ids(0)])
+    assert no_unk.without_unknown() is no_unk
 
 
 def test_load_brown_errors(tmp_path):
@@ -264,8 +276,6 @@ def test_load_brown_errors(tmp_path):
         load_brown(tmp_path / "damaged.zip")
     with pytest.raises(FileNotFoundError, match="no Brown document"):
         load_brown(_write(tmp_path / "dir2", {"README": "x"}))
-    with pytest.raises(ValueError, match="rare"):
-        load_brown(_write(tmp_path / "dir3", _brown_docs()), rare="keep")
 
 
 def test_brown_too_small_for_a_split_names_it(tmp_path, monkeypatch, capsys):
@@ -309,10 +319,10 @@ def test_brown_real_counts_split_and_document_batches():
     assert resets == 348 and mask_total == 800_223 - 348
     # seed 004's reading: words seen 5 times or fewer in the whole corpus removed from the text; the
     # split stays at the raw documents' boundaries
-    dropped = load_brown(BROWN, vocab_from="all", rare="drop")
+    dropped = load_brown(BROWN, vocab_from="all").without_unknown()
     assert len(dropped.vocab) == 13_161 and [len(dropped.train), len(dropped.valid), len(dropped.test)] == [348, 85, 67]
-    assert [sum(d.numel() for d in s) for s in (dropped.train, dropped.valid, dropped.test)] == [745_987, 187_638,
-                                                                                                   151_396]
+    sizes = [sum(d.numel() for d in s) for s in (dropped.train, dropped.valid, dropped.test)]
+    assert sizes == [745_987, 187_638, 151_396] and int(dropped.vocab.counts.sum()) == 745_987
     assert all(int(d.min()) > 0 for s in (dropped.train, dropped.valid, dropped.test) for d in s)  # no <unk>
 
 

@@ -8,6 +8,7 @@ from types import SimpleNamespace
 
 import pytest
 import torch
+import torch.nn.functional as F
 
 from tsrnn.data import Vocabulary, load_text_corpus
 from tsrnn.training import evaluation
@@ -140,3 +141,23 @@ def test_ptb_test_targets_per_bin_are_the_authors():
     train_only = evaluation.perplexity_table(torch.zeros(targets.numel()), targets, evaluation.word_counts(c, "train"),
                                              resamples=10)
     assert train_only[1]["tokens"] == 24_844  # training counts alone move targets between bins
+
+
+@pytest.mark.parametrize("shape", [(1, 1, 3), (7, 1, 65), (5, 3, 101)])
+def test_token_losses_equal_cross_entropy_over_the_class_dimension(shape):
+    """token_losses (the flat rows) against F.cross_entropy with the classes in dimension 1, in
+    float64, forward and backward, on transposed (non-contiguous) logits and targets."""
+    from tsrnn.training.tasks import language
+
+    T, B, V = shape
+    g = torch.Generator().manual_seed(T * B * V)
+    logits = torch.randn(B, T, V, generator=g, dtype=torch.float64).transpose(0, 1).requires_grad_()
+    targets = torch.randint(V, (B, T), generator=g).T
+    weights = torch.randn(T, B, generator=g, dtype=torch.float64)
+    ours = language.token_losses(logits, targets)
+    (grad_ours,) = torch.autograd.grad((ours * weights).sum(), logits)
+    theirs = F.cross_entropy(logits.transpose(1, 2), targets, reduction="none")
+    (grad_theirs,) = torch.autograd.grad((theirs * weights).sum(), logits)
+    assert ours.shape == (T, B)
+    torch.testing.assert_close(ours, theirs, rtol=1e-13, atol=1e-13)
+    torch.testing.assert_close(grad_ours, grad_theirs, rtol=1e-13, atol=1e-13)

@@ -200,15 +200,15 @@ def test_copy_verdict_is_reproduced_only_when_every_run_converged():
     assert copy_task.verdict(ahead, every, 3000) == {"lstm": "reproduced", "chrono": "reversed"}
 
 
-def test_brown_verdict_names_the_unigram_gap_until_it_is_the_seeds():
+def test_brown_verdict_names_the_unigram_baselines_beside_the_seeds():
     from experiments import brown_mlp
 
     per_seed = {"tilt": {5: {0: 240.0, 1: 245.0, 2: 250.0}}, "buffer": {5: {0: 260.0, 1: 262.0, 2: 266.0}}}
-    assert brown_mlp.verdict({"ppl_per_seed": per_seed, "unigram_seen_ppl": 865.6}).startswith(
-        "n = 5: consistent (unigram 866 against the seed's 853), buffer - tilt +18 [")
-    assert brown_mlp.verdict({"ppl_per_seed": per_seed, "unigram_seen_ppl": 853.2}).startswith("n = 5: reproduced,")
+    unigram = {"unigram_seen_ppl": 806.9, "unigram_ppl": 870.6}
+    assert brown_mlp.verdict({"ppl_per_seed": per_seed, **unigram}).startswith(
+        "n = 5: consistent (unigram 807 to 871 against the seed's 853), buffer - tilt +18 [")
     one = {context: {5: {0: runs[5][0]}} for context, runs in per_seed.items()}
-    assert brown_mlp.verdict({"ppl_per_seed": one, "unigram_seen_ppl": 865.6}) == (
+    assert brown_mlp.verdict({"ppl_per_seed": one, **unigram}) == (
         "n = 5: consistent, one seed, buffer - tilt +20 ppl (one seed)")
 
 

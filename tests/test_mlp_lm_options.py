@@ -58,10 +58,10 @@ def test_ahead_1_is_the_next_word_batches_themselves():
     assert counted_pairs(plain) == {(int(d[i]), int(d[i + 1])) for d in docs for i in range(len(d) - 1)}
 
 
-def task(ahead=1, drop_taus=None, context="tilt", n=3):
+def task(ahead=1, drop_taus=None, context="tilt", n=3, rare_words=None):
     """An mlp-lm task on the embedded corpus (16 documents per split), read in one window per split."""
     args = argparse.Namespace(data=None, level="word", ahead=ahead, drop_taus=drop_taus, context=context, n=n,
-                              emsize=D, nhid=str(H), batch_size=4, bptt=128)
+                              emsize=D, nhid=str(H), batch_size=4, bptt=128, rare_words=rare_words)
     made = TASKS["mlp-lm"](args, torch.device("cpu"))
     made.args.bptt = 10**6  # one window: the context of every step reaches back to its document's start
     return made
@@ -101,15 +101,28 @@ def test_seed_unigram_leaves_out_the_targets_unseen_in_training():
     """unigram_seen_ppl skips a target whose training count is 0 (a word of the vocabulary that
     --vocab-from all keeps but train lacks) and counts the fraction it skipped."""
     t = task()
-    counts = t.vocab.counts.clone()
     target = int(t.split("valid")[0][1])
-    counts[target] = 0
-    t.vocab.counts = counts
-    torch.manual_seed(0)
-    scores = t.evaluate(t.build_model().eval(), "valid")
-    _, targets = t.token_nll(t.build_model().eval(), "valid")
-    assert scores["unseen_targets"] == pytest.approx(float((targets == target).double().mean()), abs=1e-15)
-    assert 0 < scores["unseen_targets"] < 1 and math.isfinite(scores["unigram_seen_ppl"])
+    t.vocab.counts = t.vocab.counts.clone().index_fill_(0, torch.tensor([target]), 0)
+    model = t.build_model().eval()
+    scores = t.evaluate(model, "valid")
+    targets = t.token_nll(model, "valid")[1].tolist()
+    train_counts = t.vocab.counts.tolist()
+    seen = [w for w in targets if w != target]
+    mle = math.exp(-sum(math.log(train_counts[w] / sum(train_counts)) for w in seen) / len(seen))
+    assert 0 < len(seen) < len(targets) and scores["unseen_targets"] == pytest.approx(1 - len(seen) / len(targets))
+    assert scores["unigram_seen_ppl"] == pytest.approx(mle, rel=1e-12)
+
+
+def test_rare_words_drop_removes_the_unk_tokens_and_is_recorded():
+    """--rare-words drop: the task's documents hold no <unk>, its count is 0, and the config records
+    it (a checkpoint of the other text is another run); unk, the default, keeps the old config."""
+    kept, dropped = task(), task(rare_words="drop")
+    unk = kept.vocab.unk_id
+    assert any(int((doc == unk).sum()) for doc in kept.split("train"))
+    assert not any(int((doc == unk).sum()) for split in ("train", "valid", "test") for doc in dropped.split(split))
+    assert int(dropped.vocab.counts[unk]) == 0 and dropped.vocab.itos == kept.vocab.itos
+    assert dropped.config() == {**kept.config(), "rare_words": "drop"} and "rare_words" not in kept.config()
+    assert dropped.vocab_state() != kept.vocab_state()  # so a resume on the other text is refused
 
 
 def test_ahead_beyond_every_document_is_one_clear_error():

@@ -174,23 +174,3 @@ def test_mlp_lm_sequence_loss_norm_sums_each_windows_words():
     assert (args.batch_size, args.bptt, args.loss_norm, args.optimizer, args.lr) == (1, 128, "sequence", "sgd", 1e-3)
     assert args.clip == 0.0  # no clipping (Bengio et al.'s steps); the task's default 1.0 would cut the summed step
     assert (args.vocab_from, args.rare_words) == ("all", "drop")  # the seed's "only analyzed" words seen > 5 times
-
-
-@pytest.mark.parametrize("shape", [(1, 1, 3), (7, 1, 65), (5, 3, 101)])
-def test_token_losses_equal_cross_entropy_over_the_class_dimension(shape):
-    """token_losses (the flat rows) against F.cross_entropy with the classes in dimension 1, in
-    float64, forward and backward, on transposed (non-contiguous) logits and targets."""
-    from tsrnn.training.tasks import language
-
-    T, B, V = shape
-    g = torch.Generator().manual_seed(T * B * V)
-    logits = torch.randn(B, T, V, generator=g, dtype=torch.float64).transpose(0, 1).requires_grad_()
-    targets = torch.randint(V, (B, T), generator=g).T
-    weights = torch.randn(T, B, generator=g, dtype=torch.float64)
-    ours = language.token_losses(logits, targets)
-    (grad_ours,) = torch.autograd.grad((ours * weights).sum(), logits)
-    theirs = F.cross_entropy(logits.transpose(1, 2), targets, reduction="none")
-    (grad_theirs,) = torch.autograd.grad((theirs * weights).sum(), logits)
-    assert ours.shape == (T, B)
-    torch.testing.assert_close(ours, theirs, rtol=1e-13, atol=1e-13)
-    torch.testing.assert_close(grad_ours, grad_theirs, rtol=1e-13, atol=1e-13)

@@ -69,9 +69,9 @@ def _train_parser(commands):
                    "one sentence a column; for mlp-lm the SGD step of every word of a window, as Bengio et al.'s)")
     p.add_argument("--vocab-from", choices=["train", "all"], help="mlp-lm on Brown: count words for the vocabulary "
                    "in train or in the whole corpus (seed 004)")
-    p.add_argument("--rare-words", choices=["unk", "drop"], help="mlp-lm on Brown: a word outside the vocabulary "
-                   "becomes <unk> (unk, default) or is removed from the text (drop: recipe seed004, the seed's "
-                   "'only analyzed words that appeared more than 5 times')")
+    p.add_argument("--rare-words", choices=["unk", "drop"], help="mlp-lm: the words outside the vocabulary are "
+                   "<unk> tokens (unk, default) or removed from the text (drop: recipe seed004, the seed's 'only "
+                   "analyzed words that appeared more than 5 times')")
     p.add_argument("--context", choices=["buffer", "tilt", "tilt-buffer"], help="mlp-lm context")
     p.add_argument("--n", type=int, help="mlp-lm context slots (input size)")
     p.add_argument("--ahead", type=int, metavar="K", help="mlp-lm: predict the word K steps ahead, y_t = w_{t+K} "

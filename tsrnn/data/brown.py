@@ -14,14 +14,11 @@ vocabulary of ~13,000) and clears the context at the start of each document. Her
 - the vocabulary is ``<unk>`` plus the words seen at least ``min_count`` = 6 times in the train
   documents (10,328 ids); ``vocab_from="all"`` counts the whole corpus instead, as seed 004 says
   (13,161 ids);
-- ``rare="unk"`` maps the words outside the vocabulary to ``<unk>`` (Bengio et al.'s "merged into a
-  single symbol"); ``rare="drop"`` removes them from the documents after the split, seed 004's
-  "only analyzed words that appeared more than 5 times": with ``vocab_from="all"`` 745,987 /
-  187,638 / 151,396 words of the splits above remain, and seed 004's unigram baseline (training
-  count over training words) scores 866 on valid's words seen in training (1.2% are not), against
-  its 853; with ``"unk"`` it scores 672 (``<unk>`` is then the most frequent type);
 - no ``<eos>``: seed 004 marks no sentence ends (the files hold one sentence per line); the
   documents are the units.
+
+Seed 004's "only analyzed words that appeared more than 5 times" is the corpus's
+``without_unknown()`` (the ``<unk>`` tokens removed after the split; ``--rare-words drop``).
 """
 from __future__ import annotations
 
@@ -77,21 +74,18 @@ def _read_documents(path: str) -> list[tuple[str, str]]:
         return out
 
 
-def load_brown(path, min_count: int = 6, lowercase: bool = False, vocab_from: str = "train",
-               rare: str = "unk") -> DocumentCorpus:
+def load_brown(path, min_count: int = 6, lowercase: bool = False, vocab_from: str = "train") -> DocumentCorpus:
     """The Brown corpus split 800k / 200k / rest tokens at document boundaries (see module doc).
 
     path: ``brown.zip`` (read in place) or the extracted ``brown/`` directory.
     min_count: a word is kept if seen at least this often (6: "more than 5 times").
     lowercase: lower-case the words first (default False, as Bengio et al.).
     vocab_from: ``"train"`` counts the train documents, ``"all"`` all 500 (seed 004).
-    rare: ``"unk"`` maps a word outside the vocabulary to ``<unk>``, ``"drop"`` removes it.
     Returns a DocumentCorpus named "brown": per split a list of 1-D LongTensors; ValueError if
     the corpus is too small for a valid or test split.
     """
     min_count = check.count("min_count", min_count)
     check.choice("vocab_from", vocab_from, ("train", "all"))
-    check.choice("rare", rare, ("unk", "drop"))
     docs = [_words(text, bool(lowercase)) for _, text in _read_documents(os.fspath(path))]
     splits: dict[str, list[list[str]]] = {"train": [], "valid": [], "test": []}
     start = 0
@@ -113,9 +107,5 @@ def load_brown(path, min_count: int = 6, lowercase: bool = False, vocab_from: st
         ids = vocab.encode(train.itos)
         counts.index_add_(0, ids, train.counts)
         vocab = Vocabulary(vocab.itos, counts, vocab.specials)
-    if rare == "drop":
-        kept = set(vocab.itos)
-        splits = {s: [kept_words for words in documents if (kept_words := [w for w in words if w in kept])]
-                  for s, documents in splits.items()}
     encoded = ([vocab.encode(words) for words in splits[s]] for s in ("train", "valid", "test"))
     return DocumentCorpus("brown", vocab, *encoded)

@@ -43,3 +43,22 @@ class DocumentCorpus:
 
         return (f"DocumentCorpus({self.name!r}, vocab={len(self.vocab)}, train={size(self.train)}, "
                 f"valid={size(self.valid)}, test={size(self.test)})")
+
+    def without_unknown(self) -> "DocumentCorpus":
+        """The corpus with its ``<unk>`` tokens removed from every document, the emptied documents
+        left out, and ``<unk>``'s training count 0 (the other counts are those of the same tokens):
+        a text that holds only the vocabulary's words, as seed 004 "only analyzed words that
+        appeared more than 5 times". ValueError when a split is left without a token."""
+        unk = self.vocab.unk_id
+        if unk is None:
+            return self
+        splits = {}
+        for split in ("train", "valid", "test"):
+            docs = [kept for doc in getattr(self, split) if (kept := doc[doc != unk]).numel()]
+            if getattr(self, split) and not docs:
+                raise ValueError(f"{self.name}: every token of the {split} split is <unk>, so none is left when "
+                                 "the words outside the vocabulary are removed")
+            splits[split] = docs
+        counts = self.vocab.counts.clone()
+        counts[unk] = 0
+        return DocumentCorpus(self.name, Vocabulary(self.vocab.itos, counts, self.vocab.specials), **splits)

@@ -128,7 +128,7 @@ class LanguageModelTask(TextTask):
     def train_loss(self, model, batch, carry):
         x, y = (t.to(self.device) for t in batch)
         logits, carry, extras = model(x, carry)
-        loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
+        loss = token_losses(logits, y).mean()
         return loss + _unwrap(model).regularization(extras), carry, y.numel()
 
     @torch.no_grad()
@@ -279,11 +279,14 @@ class MLPLanguageModelTask(MaskedTextTask):
     model_keys = ("context", "n", "emsize", "nhid", "vocab_from")
 
     def config(self) -> dict:
-        """The model keys, and ``ahead`` / ``drop_taus`` when set: a run without them keeps the config
-        (and so the checkpoints) of before they existed."""
+        """The model keys, and ``ahead`` / ``drop_taus`` / ``rare_words`` when set (the first two change
+        the model, the third the text it learns from): a run without them keeps the config (and so the
+        checkpoints) of before they existed."""
         extra = {"ahead": self.args.ahead} if self.args.ahead != 1 else {}
         if getattr(self.args, "drop_taus", None):
             extra["drop_taus"] = self.args.drop_taus
+        if self.args.rare_words == "drop":
+            extra["rare_words"] = "drop"
         return {**super().config(), **extra}
 
     @property
@@ -293,12 +296,16 @@ class MLPLanguageModelTask(MaskedTextTask):
         return tuple(int(i) for i in value.split(",")) if value else ()
 
     def load(self, args):
+        """Brown's documents, or a text corpus cut into equal "documents" (4 per batch column); with
+        --rare-words drop, their ``<unk>`` tokens removed (``DocumentCorpus.without_unknown``)."""
         if args.data is not None and (Path(args.data).suffix == ".zip" or Path(args.data).name == "brown"):
-            return datasets.load_brown(args.data, vocab_from=args.vocab_from, rare=args.rare_words)
-        corpus = super().load(args)  # a text corpus, cut into equal "documents" (4 per batch column)
-        pieces = lambda ids: list(torch.tensor_split(ids, max(1, min(4 * args.batch_size, len(ids) // args.bptt))))  # noqa: E731
-        return datasets.DocumentCorpus(corpus.name, corpus.vocab, pieces(corpus.train), pieces(corpus.valid),
-                                       pieces(corpus.test))
+            corpus = datasets.load_brown(args.data, vocab_from=args.vocab_from)
+        else:
+            text = super().load(args)
+            splits = (getattr(text, split) for split in ("train", "valid", "test"))
+            corpus = datasets.DocumentCorpus(text.name, text.vocab, *(list(torch.tensor_split(
+                ids, max(1, min(4 * args.batch_size, len(ids) // args.bptt)))) for ids in splits))
+        return corpus.without_unknown() if args.rare_words == "drop" else corpus
 
     def build_model(self):
         a = self.args
