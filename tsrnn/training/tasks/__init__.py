@@ -12,10 +12,12 @@ equal config.
 """
 from tsrnn.training.tasks.base import COMMON_DEFAULTS, TASKS, Task, register
 from tsrnn.training.tasks.language import (AveragingLanguageModelTask, LanguageModelTask, MaskedTextTask,
-                                           MLPLanguageModelTask, TextTask, ahead_targets, normalized_loss)
+                                           MLPLanguageModelTask, TextTask, ahead_targets, normalized_loss,
+                                           token_losses)
 from tsrnn.training.tasks.sequences import CopyTask, DyckTask
 from tsrnn.training.tasks.classification import ClassificationTask, FrequencyTask, PixelsTask, SentimentTask
 
 __all__ = ["TASKS", "register", "Task", "COMMON_DEFAULTS", "TextTask", "LanguageModelTask", "MaskedTextTask",
-           "AveragingLanguageModelTask", "MLPLanguageModelTask", "ahead_targets", "normalized_loss", "DyckTask",
+           "AveragingLanguageModelTask", "MLPLanguageModelTask", "ahead_targets", "normalized_loss", "token_losses",
+           "DyckTask",
            "CopyTask", "ClassificationTask", "FrequencyTask", "PixelsTask", "SentimentTask"]
