@@ -54,18 +54,27 @@ def _perplexity(values) -> str:
     return f"{stats['mean']:.0f}" + (f" +- {stats['sd']:.0f}" if stats["n"] > 1 else "")
 
 
-def _figure(ppl, unigram, sizes):
+def _figure(curves, unigram, n):
+    """Validation perplexity by epoch at input size ``n``, a line per context and training seed,
+    beside the seed's perplexities after its 20 epochs and the unigram baselines."""
     from tsrnn import plot
 
     fig = plot.new_figure((6, 4))
     axes = fig.subplots()
     for context in CONTEXTS:
-        axes.plot(sizes, [ppl[context][n] for n in sizes], "o-", color=common.COLOURS[context],
-                  label=f"{context}-MLP")
-    axes.axhline(unigram, color="k", ls=":", label="unigram (the seed's formula)")
-    axes.set(xlabel="input size n", ylabel="perplexity, the 200K words after training",
-             title="Brown corpus, Bengio MLP LM")
-    axes.legend()
+        colour = common.COLOURS[context]
+        for i, points in enumerate(curves[context].values()):
+            axes.plot(*zip(*points), "o-", ms=3, color=colour, label=f"{context}-MLP" if i == 0 else None)
+        if n in SEED.get(context, {}):
+            axes.plot([20], [SEED[context][n]], "*", ms=12, color=colour, label=f"seed 004's {context}, 20 epochs")
+    for value, style, what in ((unigram["unigram_seen_ppl"], ":", "unigram, the seed's formula"),
+                               (unigram["unigram_ppl"], "--", "unigram, add-one"),
+                               (SEED["unigram"], "-", "seed 004's unigram")):
+        axes.axhline(value, color="k" if style != "-" else "0.6", ls=style, lw=1, label=what)
+    axes.set_yscale("log")
+    axes.set(xlabel="epoch", ylabel="perplexity, the 200K words after training",
+             title=f"Brown corpus, Bengio MLP LM, n = {n}")
+    axes.legend(fontsize=7)
     return fig
 
 
@@ -105,8 +114,12 @@ def main(argv=None) -> int:
            "seeds": ", ".join(map(str, seeds)),
            "gpu": "tsrnn train --recipe seed004 --data brown.zip --context C --n N, C = tilt, buffer, tilt-buffer, "
                   "N = 1..8"}
-    results = {"ppl": ppl, "ppl_per_seed": per_seed, **unigram, "steps": steps, "epochs": epochs, "seed": SEED}
-    common.report(NAME, args, row, results, _figure(ppl, unigram["unigram_seen_ppl"], size["n"]), dirs, started)
+    n = size["n"][0]
+    curves = {context: {seed: [(record["epoch"], record["ppl"]) for record in validations[f"{context}_n{n}_seed{seed}"]]
+                        for seed in seeds} for context in CONTEXTS}
+    results = {"ppl": ppl, "ppl_per_seed": per_seed, **unigram, "steps": steps, "epochs": epochs,
+               f"curves_n{n}": curves, "seed": SEED}
+    common.report(NAME, args, row, results, _figure(curves, unigram, n), dirs, started)
     return 0
 
 
