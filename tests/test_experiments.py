@@ -38,6 +38,11 @@ def test_script_runs_at_toy_size_and_writes_its_record(name, corpus, tmp_path):
     out = tmp_path / "runs" / "results"
     record = json.loads((out / f"{name}.json").read_text())
     assert set(ROW) <= set(record) and record["size"] == "toy" and record["results"] and record["verdict"]
+    if name == "brown_mlp":  # both unigram baselines, and a curve per context and training seed
+        results = record["results"]
+        assert results["unigram_ppl"] > 1 and results["unigram_seen_ppl"] > 1 and 0 <= results["unseen_targets"] < 1
+        assert {context: len(curves) for context, curves in results["curves_n2"].items()} == {
+            "tilt": 2, "buffer": 2, "tilt-buffer": 2}
     assert record["command"].startswith(f"python -m experiments.{name} --size toy")
     assert corpus not in json.dumps(record)  # corpus paths appear as placeholders
     assert (out / f"{name}.png").stat().st_size > 0
@@ -223,6 +228,7 @@ def test_seeds_option_keeps_the_sizes_order_and_refuses_other_seeds(capsys):
         assert stop.value.code == 2 and "choose distinct seeds among the --size" in capsys.readouterr().err
     with pytest.raises(SystemExit):  # a script without seeds has no --seeds
         common.arguments("dyck", "doc", ["--seeds", "0"])
+    assert "unrecognized arguments: --seeds 0" in capsys.readouterr().err
 
 
 def test_frequency_detail_shows_every_seed_beside_the_seeds_spread():

@@ -90,11 +90,15 @@ def test_scored_losses_and_unigram_baseline_are_those_of_each_document_alone(ahe
     scores = t.evaluate(model, "valid")
     assert scores["unigram_ppl"] == pytest.approx(unigram, rel=1e-12)
     # seed 004's formula, c_w / sum_v c_v, over the targets seen in training (<unk> among them here)
-    train_counts = t.vocab.counts.tolist()
-    seen = [w for w in hand_targets.tolist() if train_counts[w] > 0]
-    mle = math.exp(-sum(math.log(train_counts[w] / sum(train_counts)) for w in seen) / len(seen))
+    seen, mle = _seed_unigram(t.vocab.counts.tolist(), hand_targets.tolist())
     assert scores["unigram_seen_ppl"] == pytest.approx(mle, rel=1e-12)
     assert scores["unseen_targets"] == pytest.approx(1 - len(seen) / len(hand_targets), abs=1e-15)
+
+
+def _seed_unigram(train_counts: list, targets: list) -> tuple[list, float]:
+    """The targets seen in training and seed 004's unigram perplexity over them, by hand."""
+    seen = [w for w in targets if train_counts[w] > 0]
+    return seen, math.exp(-sum(math.log(train_counts[w] / sum(train_counts)) for w in seen) / len(seen))
 
 
 def test_seed_unigram_leaves_out_the_targets_unseen_in_training():
@@ -106,10 +110,8 @@ def test_seed_unigram_leaves_out_the_targets_unseen_in_training():
     model = t.build_model().eval()
     scores = t.evaluate(model, "valid")
     targets = t.token_nll(model, "valid")[1].tolist()
-    train_counts = t.vocab.counts.tolist()
-    seen = [w for w in targets if w != target]
-    mle = math.exp(-sum(math.log(train_counts[w] / sum(train_counts)) for w in seen) / len(seen))
-    assert 0 < len(seen) < len(targets) and scores["unseen_targets"] == pytest.approx(1 - len(seen) / len(targets))
+    seen, mle = _seed_unigram(t.vocab.counts.tolist(), targets)
+    assert 0 < len(seen) < len(targets) and target not in seen and scores["unseen_targets"] == pytest.approx(1 - len(seen) / len(targets))
     assert scores["unigram_seen_ppl"] == pytest.approx(mle, rel=1e-12)
 
 
@@ -269,3 +271,27 @@ def test_train_and_eval_ahead_and_dropped_taus(tmp_path, capsys):
 def test_each_option_trains_two_steps(tmp_path, option):
     assert cli.main(["train", *TINY, "--out", str(tmp_path / "run"), *option]) == 0
     assert checkpoint.load(tmp_path / "run" / "last.pt")["progress"]["step"] == 2
+
+
+def test_a_checkpoint_older_than_rare_words_resumes_as_it_was_trained(tmp_path, capsys):
+    """A seed004 run saved before --rare-words existed (its args lack it; it trained on <unk> text)
+    goes on with <unk>, not the recipe's drop; given unk it goes on, given drop it is another run."""
+    run = tmp_path / "run"
+    assert cli.main(["train", "--recipe", "seed004", *TINY, "--rare-words", "unk", "--out", str(run)]) == 0
+    state = checkpoint.load(run / "last.pt")
+    assert state["args"]["rare_words"] == "unk" and "rare_words" not in state["config"]
+    old = {key: value for key, value in state.items() if key not in ("format", "tsrnn_version", "checksum")}
+    del old["args"]["rare_words"]
+    checkpoint.save(run / "old.pt", old)
+    resumed = ["train", "--resume", str(run / "old.pt"), "--quiet"]
+    assert cli.main([*resumed, "--max-steps", "3"]) == 0
+    assert checkpoint.load(run / "last.pt")["args"]["rare_words"] == "unk"
+    assert cli.main([*resumed, "--max-steps", "3", "--rare-words", "unk"]) == 0
+    capsys.readouterr()
+    assert cli.main([*resumed, "--max-steps", "3", "--rare-words", "drop"]) == 2
+    assert "holds another model" in capsys.readouterr().err
+    assert cli.main(["train", "--recipe", "seed004", *TINY, "--out", str(tmp_path / "new")]) == 0
+    assert checkpoint.load(tmp_path / "new" / "last.pt")["config"]["rare_words"] == "drop"  # the recipe's, fresh
+    capsys.readouterr()
+    assert cli.main(["eval", str(tmp_path / "new" / "last.pt"), "--resamples", "20"]) == 0  # restored on its text
+    assert "test perplexity" in capsys.readouterr().out

@@ -22,8 +22,9 @@ class Vocabulary:
 
     Build one with :meth:`Vocabulary.build`. ``itos`` (list) and ``stoi`` (dict) map both ways;
     ``counts`` (LongTensor (V,)) holds how often each id occurs in the training tokens *after*
-    mapping: ``<unk>`` counts the ``<unk>`` tokens of the text plus every dropped rare word,
-    ``<eos>`` the number of lines. ``unk_id`` / ``eos_id`` are None when that special is absent.
+    mapping: ``<unk>`` counts the ``<unk>`` tokens of the text plus every dropped rare word (0 once
+    ``DocumentCorpus.without_unknown`` removed them), ``<eos>`` the number of lines. ``unk_id`` /
+    ``eos_id`` are None when that special is absent.
     """
 
     def __init__(self, itos: Sequence[str], counts: Sequence[int] | torch.Tensor, specials: Sequence[str] = ()):

@@ -19,7 +19,8 @@ def train(args) -> int:
         finished = resume.finished_error(state, args)
         if finished:
             raise checkpoint.CheckpointError(finished)
-    recipes.apply(args)
+    else:  # a checkpoint's arguments were resolved when its run started: an option newer than it keeps the default
+        recipes.apply(args)
     ctx = distributed.setup(args.device)
     try:
         args.out = args.out or f"runs/{args.task}"

@@ -5,9 +5,11 @@ changes how the run goes on, and is applied (``APPLIED``: the learning rate, how
 when it validates, logs and saves, where it runs, and the data's path, whose vocabulary must be
 the checkpoint's), or must equal the checkpoint's value, else the resume is refused naming both
 values: the task, the model, the data order and the optimizer (batch size, seed, ...) are what
-make the continuation the same run. Without ``--out`` the run goes on in the checkpoint's
-directory. A run that has finished (all its epochs, its ``--max-steps``, its early stop) is not
-resumed unless the flag that ended it is raised.
+make the continuation the same run. An option newer than the checkpoint (absent from its
+arguments) takes the task's default, as the run was trained, and a value given for it is checked
+through the model config and vocabulary it yields; the recipe is not applied again. Without
+``--out`` the run goes on in the checkpoint's directory. A run that has finished (all its epochs,
+its ``--max-steps``, its early stop) is not resumed unless the flag that ended it is raised.
 """
 from __future__ import annotations
 
@@ -26,7 +28,7 @@ def merged_args(state: dict, args: argparse.Namespace, given: dict) -> argparse.
     a CheckpointError if another given flag differs from the checkpoint's value."""
     saved = state["args"]
     for dest, flag in given.items():
-        if dest in APPLIED or dest in THIS_COMMAND:
+        if dest in APPLIED or dest in THIS_COMMAND or dest not in saved:
             continue
         if saved.get(dest) != getattr(args, dest):
             raise checkpoint.CheckpointError(

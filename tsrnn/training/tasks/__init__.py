@@ -18,6 +18,5 @@ from tsrnn.training.tasks.sequences import CopyTask, DyckTask
 from tsrnn.training.tasks.classification import ClassificationTask, FrequencyTask, PixelsTask, SentimentTask
 
 __all__ = ["TASKS", "register", "Task", "COMMON_DEFAULTS", "TextTask", "LanguageModelTask", "MaskedTextTask",
-           "AveragingLanguageModelTask", "MLPLanguageModelTask", "ahead_targets", "normalized_loss", "token_losses",
-           "DyckTask",
-           "CopyTask", "ClassificationTask", "FrequencyTask", "PixelsTask", "SentimentTask"]
+           "AveragingLanguageModelTask", "MLPLanguageModelTask", "ahead_targets", "normalized_loss",
+           "token_losses", "DyckTask", "CopyTask", "ClassificationTask", "FrequencyTask", "PixelsTask", "SentimentTask"]

@@ -262,7 +262,9 @@ class MLPLanguageModelTask(MaskedTextTask):
 
     --ahead K predicts the word K steps on (Experiment 2, ``ahead_targets``); --drop-taus removes
     τ* slots of the TILT context (Experiment 4, ``tsrnn.contexts.TILTContext``'s drop). Both change
-    the model the checkpoint holds, so its config records them when set (K > 1, a non-empty list).
+    the model the checkpoint holds, so its config records them when set (K > 1, a non-empty list);
+    --rare-words drop (the corpus's ``without_unknown``) changes the text it learns from, and the
+    config records it too.
 
     The --bptt windows of a split are consecutive in each of its streams, and the context's state is
     carried across them (``MLPLM``'s state): training (the trainer's carry, detached between windows,
@@ -297,7 +299,8 @@ class MLPLanguageModelTask(MaskedTextTask):
 
     def load(self, args):
         """Brown's documents, or a text corpus cut into equal "documents" (4 per batch column); with
-        --rare-words drop, their ``<unk>`` tokens removed (``DocumentCorpus.without_unknown``)."""
+        --rare-words drop, their ``<unk>`` tokens removed (``DocumentCorpus.without_unknown``, which
+        leaves out a document it empties)."""
         if args.data is not None and (Path(args.data).suffix == ".zip" or Path(args.data).name == "brown"):
             corpus = datasets.load_brown(args.data, vocab_from=args.vocab_from)
         else:
@@ -338,8 +341,9 @@ class MLPLanguageModelTask(MaskedTextTask):
         """
         nll, targets = self.token_nll(model, split)
         counts = self.vocab.counts.double()
-        unigram = -((counts[targets] + 1) / (counts + 1).sum()).log().mean().item()
-        seen = counts[targets] > 0
-        unigram_seen = -(counts[targets][seen] / counts.sum()).log().mean().item() if seen.any() else math.inf
+        target_counts = counts[targets]
+        unigram = -((target_counts + 1) / (counts + 1).sum()).log().mean().item()
+        seen = target_counts > 0
+        unigram_seen = -(target_counts[seen] / counts.sum()).log().mean().item() if seen.any() else math.inf
         return {**self.loss_metrics(nll.double().mean().item()), "unigram_ppl": math.exp(unigram),
                 "unigram_seen_ppl": math.exp(unigram_seen), "unseen_targets": 1 - seen.double().mean().item()}
