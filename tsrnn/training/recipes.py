@@ -98,7 +98,7 @@ NOTES = {
                "of 128-word windows and sums the loss over each window's words (--batch-size 1 --bptt 128 "
                "--loss-norm sequence): one update moves the weights as 128 per-word steps at lr 1e-3 would, to "
                "first order, and an epoch makes as many per-word steps as Bengio's (measured on Brown, 2-vCPU EPYC, "
-               "three runs on two cores: about 2,100 words/s a run, 6 to 7 minutes an epoch with its validation, "
+               "three runs on two cores: 2,600 to 3,000 words/s a run, 5 to 6 minutes an epoch with its validation, "
                "so 20 epochs of three models take about 2.2 h; the per-word loss falls from 9.48 to about 6.5 in "
                "the first 77K words), without clipping (--clip 0: the task's default 1.0 would cut the summed step "
                "about 60-fold). A per-token mean at tsrnn's default batch (32 x 128) would make about 180 updates an "
