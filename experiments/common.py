@@ -41,11 +41,11 @@ def arguments(module: str, doc: str, argv=None, data: str | None = None,
     """The common options of the script ``experiments.<module>`` (docstring ``doc``), parsed from
     ``argv`` (default: the command line); ``data`` names its corpus option (``--ptb`` or
     ``--brown``); ``sizes``: the script's sizes, the reported one first; ``seeds``: each size's
-    training seeds, given by a script that takes ``--seeds`` (a subset of the size's, e.g. the ones a
-    machine's budget allows; ``args.seeds`` is then the chosen ones in the size's order, all of
-    them by default). The default folders depend on the size: only the
-    reported size writes into experiments/results and runs/experiments, so a toy run never writes
-    over the reported results or their checkpoints."""
+    training seeds, given by a script that takes ``--seeds`` (a subset of the size's, e.g. the ones
+    a machine's budget allows; ``args.seeds`` is then the chosen ones in the size's order, all of
+    them by default). The default folders depend on the size: only the reported size writes into
+    experiments/results and runs/experiments, so a toy run never writes over the reported results
+    or their checkpoints."""
     p = argparse.ArgumentParser(prog=f"python -m experiments.{module}", description=doc.splitlines()[0])
     p.add_argument("--size", choices=sizes, default=sizes[0],
                    help=f"{sizes[0]}: the reported CPU run; toy: seconds, to check the script works")

@@ -104,10 +104,9 @@ NOTES = {
                "about 60-fold). A per-token mean at tsrnn's default batch (32 x 128) would make about 180 updates an "
                "epoch, each 1/4,096 of that step. The paper cites Sutskever et al. (2013) for PyTorch's SGD, which "
                "may mean momentum; none is stated, so none is used. The words seen 5 times or fewer in the whole "
-               "corpus are removed from the text "
-               "(--rare-words drop: the seed 'only analyzed' the others; Bengio et al. merge rare words into one "
-               "symbol, --rare-words unk). Experiment 2: --ahead K; "
-               "Experiment 4: --drop-taus 0 (0,1 / 0,1,2 / 0,1,2,3).",
+               "corpus are removed from the text (--rare-words drop: the seed 'only analyzed' the others; Bengio et "
+               "al. merge rare words into one symbol, --rare-words unk). Experiment 2: --ahead K; Experiment 4: "
+               "--drop-taus 0 (0,1 / 0,1,2 / 0,1,2,3).",
 }
 
 
