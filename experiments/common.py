@@ -303,15 +303,14 @@ def verdict(stats: dict, unlike: str = "") -> str:
     "reproduced" only on like-for-like data and protocol (``unlike`` empty; else it says how the
     comparison is not the seed's) with an interval above 0; "reversed" when it is below 0
     ("reversed at this size" when ``unlike``); otherwise "consistent" when the mean points the
-    claim's way and "not reproduced at this size" when it does not, saying why (``unlike``; one
-    seed; or an interval that includes 0)."""
+    claim's way and "not reproduced at this size" when it does not, saying why (one seed, or an
+    interval that includes 0; then ``unlike``)."""
     if stats["n"] > 1 and stats["low"] > 0:
         return f"consistent ({unlike})" if unlike else "reproduced"
     if stats["n"] > 1 and stats["high"] < 0:
         return "reversed at this size" if unlike else "reversed"
-    if stats["n"] < 2:
-        return "consistent, one seed" if stats["mean"] > 0 else "not reproduced at this size, one seed"
-    why = f"the {100 * stats['level']:.0f}% interval includes 0"
+    why = "one seed" if stats["n"] < 2 else f"the {100 * stats['level']:.0f}% interval includes 0"
+    why += f"; {unlike}" if unlike else ""
     return f"consistent ({why})" if stats["mean"] > 0 else f"not reproduced at this size ({why})"
 
 

@@ -152,6 +152,12 @@ BAD_VALUES = [
     (["--task", "dyck", "--order", "corpus"], "--order is an option of --task averaging-lm, not of --task dyck"),
     (["--task", "copy", "--level", "char"], "--level is an option of --task lm / averaging-lm / mlp-lm, not of "
                                             "--task copy"),
+    (["--task", "lm", "--vocab-from", "all"], "--vocab-from is an option of --task mlp-lm, not of --task lm"),
+    (["--task", "mlp-lm", "--vocab-from", "all"], "--vocab-from counts the words of Brown's documents (--data "
+                                                  "brown.zip or a brown/ directory); the vocabulary of --data "
+                                                  "(the embedded default) is its training text's"),
+    (["--task", "mlp-lm", "--data", "ptb", "--vocab-from", "train"], "the vocabulary of --data ptb is its "
+                                                                     "training text's"),
     (["--task", "lm", "--bptt-std", "5"], "--bptt-std sets the jitter of --random-bptt windows; give --random-bptt"),
     (["--clip", "-1"], "--clip must be a finite number >= 0, got -1.0"),
     (["--clip", "nan"], "--clip must be a finite number >= 0, got nan"),

@@ -179,8 +179,10 @@ def test_interval_is_students_t_and_paired_differences_pair_by_seed():
     ([-0.2, -0.15, -0.25], False, "reversed at this size"),
     ([0.2, -0.1, 0.25], True, "consistent (the 95% interval includes 0)"),
     ([-0.2, 0.1, -0.25], True, "not reproduced at this size (the 95% interval includes 0)"),
-    ([0.2], True, "consistent, one seed"),
-    ([-0.2], True, "not reproduced at this size, one seed"),
+    ([0.2], True, "consistent (one seed)"),
+    ([-0.2], True, "not reproduced at this size (one seed)"),
+    ([-0.2], False, "not reproduced at this size (one seed; not like-for-like data)"),
+    ([0.2, -0.1, 0.25], False, "consistent (the 95% interval includes 0; not like-for-like data)"),
 ])
 def test_verdict_follows_the_seed_level_interval(diffs, like, expected):
     assert common.verdict(common.interval(diffs), "" if like else common.NOT_LIKE_FOR_LIKE) == expected
@@ -214,7 +216,7 @@ def test_brown_verdict_names_the_unigram_baselines_beside_the_seeds():
         "n = 5: consistent (unigram 807 to 871 against the seed's 853), buffer - tilt +18 [")
     one = {context: {5: {0: runs[5][0]}} for context, runs in per_seed.items()}
     assert brown_mlp.verdict({"ppl_per_seed": one, **unigram}) == (
-        "n = 5: consistent, one seed, buffer - tilt +20 ppl (one seed)")
+        "n = 5: consistent (one seed; unigram 807 to 871 against the seed's 853), buffer - tilt +20 ppl (one seed)")
 
 
 def test_seeds_option_keeps_the_sizes_order_and_refuses_other_seeds(capsys):

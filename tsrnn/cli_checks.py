@@ -93,7 +93,7 @@ def _list_problem(args) -> str | None:
     return None
 
 
-TASK_OPTIONS = {"ahead": ("mlp-lm",), "drop_taus": ("mlp-lm",), "rare_words": ("mlp-lm",),
+TASK_OPTIONS = {"ahead": ("mlp-lm",), "drop_taus": ("mlp-lm",), "rare_words": ("mlp-lm",), "vocab_from": ("mlp-lm",),
                 "loss_norm": ("averaging-lm", "mlp-lm"),
                 "order": ("averaging-lm",), "memory": ("averaging-lm",), "lstm_init": ("lm",), "bptt_std": ("lm",),
                 "level": ("lm", "averaging-lm", "mlp-lm")}
@@ -101,13 +101,17 @@ TASK_OPTIONS = {"ahead": ("mlp-lm",), "drop_taus": ("mlp-lm",), "rare_words": ("
 
 def _task_option_problem(args) -> str | None:
     """An option of other tasks (``TASK_OPTIONS``) given for this one, or --bptt-std without the
-    random windows it shapes: refused rather than ignored."""
+    random windows it shapes, or --vocab-from on a corpus other than Brown: refused rather than ignored."""
+    from tsrnn.data.brown import is_brown_path
     from tsrnn.training import recipes
 
     task = recipes.task(args)
     for dest, tasks in TASK_OPTIONS.items():
         if getattr(args, dest, None) is not None and task not in tasks:
             return f"{flag(dest)} is an option of --task {' / '.join(tasks)}, not of --task {task}"
+    if getattr(args, "vocab_from", None) is not None and not is_brown_path(args.data):
+        return (f"--vocab-from counts the words of Brown's documents (--data brown.zip or a brown/ directory); "
+                f"the vocabulary of --data {args.data or '(the embedded default)'} is its training text's")
     preset = recipes.RECIPES.get(args.recipe, {}).get(task, {}) if getattr(args, "recipe", None) else {}
     if getattr(args, "bptt_std", None) is not None and not (args.random_bptt or preset.get("random_bptt")):
         return "--bptt-std sets the jitter of --random-bptt windows; give --random-bptt too"

@@ -20,7 +20,7 @@ from the bigram chain (``fit_markov_chain``) of a real one.
 from tsrnn.data.vocab import Vocabulary, frequency_bins
 from tsrnn.data.corpus import DocumentCorpus, TextCorpus
 from tsrnn.data.text import load_text_corpus
-from tsrnn.data.brown import load_brown
+from tsrnn.data.brown import is_brown_path, load_brown
 from tsrnn.data.default import default_corpus
 from tsrnn.data.digits import PixelSplits, load_mnist, load_small_digits, read_idx
 from tsrnn.data.imdb import load_imdb
@@ -30,4 +30,4 @@ from tsrnn.data.batching import (batchify, bptt_batches, document_batches, num_b
 __all__ = ["Vocabulary", "frequency_bins", "TextCorpus", "DocumentCorpus", "load_text_corpus", "load_brown",
            "default_corpus", "batchify", "bptt_batches", "num_bptt_batches", "sentence_batches",
            "document_batches", "shard", "PixelSplits", "load_mnist", "load_small_digits", "read_idx",
-           "load_imdb"]
+           "load_imdb", "is_brown_path"]

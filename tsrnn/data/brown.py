@@ -26,6 +26,7 @@ import os
 import re
 import zipfile
 import zlib
+from pathlib import Path
 
 from tsrnn import _validation as check
 from tsrnn.data.corpus import DocumentCorpus
@@ -72,6 +73,12 @@ def _read_documents(path: str) -> list[tuple[str, str]]:
                 raise ValueError(f"{path}:{m} cannot be read, the archive is damaged: {err}") from None
             out.append((m.rsplit("/", 1)[-1], decode_text(data, f"{path}:{m}")))
         return out
+
+
+def is_brown_path(path) -> bool:
+    """Whether ``path`` names the Brown corpus as ``load_brown`` reads it: a ``.zip`` archive or a
+    directory named ``brown`` (what the mlp-lm task loads as documents, not as a text corpus)."""
+    return path is not None and (Path(path).suffix == ".zip" or Path(path).name == "brown")
 
 
 def load_brown(path, min_count: int = 6, lowercase: bool = False, vocab_from: str = "train") -> DocumentCorpus:

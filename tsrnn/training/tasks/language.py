@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-from pathlib import Path
 
 import torch
 import torch.nn.functional as F
@@ -301,7 +300,7 @@ class MLPLanguageModelTask(MaskedTextTask):
         """Brown's documents, or a text corpus cut into equal "documents" (4 per batch column); with
         --rare-words drop, their ``<unk>`` tokens removed (``DocumentCorpus.without_unknown``, which
         leaves out a document it empties)."""
-        if args.data is not None and (Path(args.data).suffix == ".zip" or Path(args.data).name == "brown"):
+        if datasets.is_brown_path(args.data):
             corpus = datasets.load_brown(args.data, vocab_from=args.vocab_from)
         else:
             text = super().load(args)
