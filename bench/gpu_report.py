@@ -1,95 +1,101 @@
 """One call on a GPU machine: build, check every kernel, time everything, record it.
 
     python bench/gpu_report.py [--wheels DIR] [--build] [--json gpu_report.json] [--device cuda] [--quick]
-                               [--no-flashrnn]
+                               [--deadline SECONDS] [--skip JOB ...] [--repeats N]
 
 1. Installs what ``--wheels DIR`` holds (``pip install --no-index --find-links DIR``, e.g. the
-   flashrnn and triton wheels), since the GPU machine has no network; with ``--build``, builds
-   tsrnn with its CUDA extension (``TSRNN_CUDA=1 pip install --no-build-isolation -e .``).
-2. Runs the GPU tests (``GPU_TESTS``: tests/test_cuda.py, the Triton tests), ``tsrnn selftest`` and
-   the CUDA tests again under compute-sanitizer (memcheck, racecheck), recording each summary line.
-3. Checks every path of ``tsrnn.backend`` that runs on the device against the float64 reference
-   through the harness of ``tsrnn.testing`` (the tests' table of cells x shapes and the timed
-   shapes, float32 and bf16, forward and backward; with each of its ``LENGTH_CASES``), and the Triton linear scan on the tests'
-   scan shapes and a long one; every shape comes from ``tsrnn.testing``'s tables.
-4. Times forward+backward (CUDA events, median of ``--repeats`` after warm-up) at the target
-   shapes (T=70, B in {20, 80}, H in {400, 1150}; T=1000, B=128, H=128) in float32 and bf16:
-   torch.nn.LSTM (cuDNN, as users run it: TF32 per torch's default), tsrnn.LSTM with MTS timescales and tsrnn.PowerLawLSTM on "auto" (recording the path it
-   measured fastest) and on every GPU path of the registry by name (``tsrnn.backend.paths_on``), their reference loops, and FlashRNN's fused LSTM
-   when it imports; the Triton linear scan against the device's measured copy bandwidth; and
-   ``lengths=`` against the same batch padded on every path (bench/lengths_vs_padded.py).
-5. Prints a table and writes JSON with the device, versions and every number.
+   flashrnn wheel), since the GPU machine has no network; with ``--build``, builds tsrnn with its
+   CUDA extension (``TSRNN_CUDA=1 pip install --no-build-isolation -e .``, every core).
+2. Runs, side by side (none of them is timed): the GPU tests (``GPU_TESTS``, with pytest-xdist
+   where it is installed), ``tsrnn selftest``, the CUDA tests again under compute-sanitizer
+   (memcheck, racecheck), and one job per GPU path that checks it against the float64 reference
+   through ``tsrnn.testing`` (the tests' table of cells x shapes and the timed shapes, float32
+   and bf16, forward and backward; with each of its ``LENGTH_CASES``), and the Triton linear
+   scan on the tests' scan shapes and a long one.
+3. Then, one job at a time (timed): forward+backward (CUDA events, median of ``--repeats`` after
+   warm-up) at the target shapes (T=70, B in {20, 80}, H in {400, 1150}; T=1000, B=128, H=128)
+   in float32 and bf16: torch.nn.LSTM (cuDNN, as users run it: TF32 per torch's default),
+   tsrnn.LSTM with MTS timescales and tsrnn.PowerLawLSTM on "auto" (recording the path it
+   measured fastest) and on every GPU path of the registry by name (``tsrnn.backend.paths_on``),
+   and their reference loops; the Triton linear scan against the device's measured copy
+   bandwidth; ``lengths=`` against the same batch padded on every path
+   (bench/lengths_vs_padded.py); FlashRNN's fused LSTM, with the input projection as a
+   torch.nn.Linear in front so that it does the work of the others, beside cuDNN in the same job.
+4. Prints a table and writes JSON with the device, versions and every number; the JSON and the
+   jobs' log (``<json>.log``) are rewritten after every job.
 
-``--quick --device cpu`` runs the same code on tiny shapes (Triton through its interpreter): the
-test suite does that so this script keeps working between GPU sessions.
+Every job is a process of its own with a time limit (a CUDA fault in one path ends that job, not
+the others), and ``--deadline`` bounds the whole run: a job that would start past it is recorded
+as skipped. ``--quick --device cpu`` runs the same code on tiny shapes (Triton through its
+interpreter): the test suite does that so this script keeps working between GPU sessions.
 """
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import itertools
 import json
 import os
 import platform
+import signal
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)  # tsrnn from this tree: an editable install made by --build is not on this process's path
+SCRIPT = os.path.abspath(__file__)
 # The pytest runs of step 2 (tests/test_gpu_report.py checks that every file exists and that each
 # run collects tests, so the list cannot name a deleted file): the GPU tests, then the CUDA ones
 # that compute-sanitizer repeats (its tools slow a kernel ~100x: a few shapes).
 GPU_TESTS = ["tests/test_cuda.py", "tests/test_paths.py", "tests/test_triton_kernels.py", "tests/test_triton_scan.py",
              "tests/test_backend.py", "tests/test_lengths.py", "tests/test_autocast.py"]
 SANITIZED_TESTS = ["tests/test_cuda.py", "-k", "forward_without_save or (cuda_coop_matches_the_reference and 400)"]
+# (T, B, H) timed on a GPU, FlashRNN's in this order (its first call of a shape compiles for minutes).
+TIMED_SHAPES = [(70, 20, 400), (70, 80, 400), (70, 20, 1150), (70, 80, 1150), (1000, 128, 128)]
+FLASHRNN_SHAPES = [(1000, 128, 128), (70, 20, 400), (70, 80, 400), (70, 20, 1150), (70, 80, 1150)]
+QUICK_SHAPE = (5, 2, 8)
+# Seconds each job may take at most (the deadline may give it less).
+LIMITS = {"checks": 300, "pytest": 420, "selftest": 120, "memcheck": 300, "racecheck": 300, "timings": 60,
+          "scan": 60, "lengths": 150, "flashrnn": 300}
+# Seconds of timed calls per model and shape, after its warm-up: a slow path (the reference loop at
+# T = 1000) is timed fewer than --repeats times rather than eating the run.
+MODEL_BUDGET = 1.0
+SHORTEST_JOB = 5  # seconds: a job left less than this by the deadlines is skipped
 
 
 def install(wheels: str) -> None:
     files = [os.path.join(wheels, f) for f in sorted(os.listdir(wheels)) if f.endswith(".whl")]
     if files:
-        subprocess.run([sys.executable, "-m", "pip", "install", "--no-index", "--find-links", wheels, *files],
-                       check=True)
+        subprocess.run([sys.executable, "-m", "pip", "install", "--no-index", "--no-deps", "--find-links", wheels,
+                        *files], check=True)
 
 
-def build() -> None:
-    """Editable install with the CUDA extension; --no-deps and --no-index: the GPU machine has
-    torch, numpy, scipy and tqdm already and no package index."""
-    env = dict(os.environ, TSRNN_CUDA="1")
-    subprocess.run([sys.executable, "-m", "pip", "install", "--no-build-isolation", "--no-deps", "--no-index", "-e",
-                    ROOT], check=True, env=env)
-
-
-def run_tests(quick: bool) -> list[dict]:
-    """The GPU test files, ``tsrnn selftest`` (what the README asks GPU users to run first), then
-    the CUDA tests under compute-sanitizer; one summary line each."""
-    import shutil
-
-    pytest_cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"]
-    runs = [("pytest", pytest_cmd + GPU_TESTS), ("tsrnn selftest", [sys.executable, "-m", "tsrnn", "selftest"])]
-    sanitizer = shutil.which("compute-sanitizer") or os.path.join(os.environ.get("CUDA_HOME", "/usr/local/cuda"),
-                                                                  "bin", "compute-sanitizer")
-    for tool in ("memcheck", "racecheck"):
-        runs.append((f"compute-sanitizer {tool}", [sanitizer, "--tool", tool, "--error-exitcode", "1"] + pytest_cmd
-                     + SANITIZED_TESTS))
-    rows = []
-    for name, cmd in runs[:1] if quick else runs:
-        if not os.path.exists(cmd[0]) and not shutil.which(cmd[0]):
-            rows.append({"run": name, "ok": False, "summary": f"{cmd[0]} not found"})
-            continue
-        done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
-        lines = (done.stdout + done.stderr).strip().splitlines()
-        rows.append({"run": name, "ok": done.returncode == 0, "summary": " | ".join(lines[-3:])[-500:]})
-    return rows
+def build() -> str:
+    """Editable install with the CUDA extension, on every core; --no-deps and --no-index: the GPU
+    machine has torch, numpy, scipy and tqdm already and no package index. Returns how it went: a
+    failed build still leaves the Triton paths and the reference to check."""
+    started = time.monotonic()
+    env = dict(os.environ, TSRNN_CUDA="1", MAX_JOBS=str(os.cpu_count() or 1))
+    done = subprocess.run([sys.executable, "-m", "pip", "install", "--no-build-isolation", "--no-deps", "--no-index",
+                           "-e", ROOT], env=env)
+    outcome = f"{'built' if done.returncode == 0 else f'FAILED (pip exit {done.returncode})'} in " \
+              f"{time.monotonic() - started:.0f} s"
+    print(f"[{time.strftime('%H:%M:%S')}] {outcome}", flush=True)
+    return outcome
 
 
 def timer(device):
     import torch
 
     def measure(fn, repeats: int) -> float:
-        """Median milliseconds of fn() after two warm-up calls."""
+        """Median milliseconds of fn() after two warm-up calls: ``repeats`` calls, or as many as
+        MODEL_BUDGET seconds hold (at least one)."""
         fn(), fn()
-        times = []
-        for _ in range(repeats):
+        times, started = [], time.perf_counter()
+        while len(times) < repeats and (not times or time.perf_counter() - started < MODEL_BUDGET):
             if device.type == "cuda":
                 start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
                 start.record()
@@ -122,13 +128,13 @@ def check_scan(device, shapes) -> list[dict]:
     return rows
 
 
-def check_recurrences(device, shapes, dtypes, lengths=(None,)) -> list[dict]:
-    """Every recurrence path that runs on the device, against the float64 reference (tsrnn.testing),
+def check_recurrences(device, paths, shapes, dtypes, lengths=(None,)) -> list[dict]:
+    """Each of ``paths`` that runs on the device, against the float64 reference (tsrnn.testing),
     padded or with each case of ``lengths`` (tsrnn.testing.LENGTH_CASES)."""
     from tsrnn import cells, testing
 
     rows = []
-    for path in testing.LAYER_PATHS:
+    for path in paths:
         for cell in cells.CELLS:
             for shape, dtype, case in itertools.product(shapes, dtypes, lengths):
                 if testing.why_not(path, cell, shape, dtype, device):
@@ -145,65 +151,91 @@ def check_recurrences(device, shapes, dtypes, lengths=(None,)) -> list[dict]:
     return rows
 
 
-def flashrnn_step(B, T, H, dtype, device):
-    """A fwd+bwd closure of FlashRNN's fused LSTM (one head of size H), or the reason it cannot run."""
+def flashrnn_step(x, H, dtype):
+    """A fwd+bwd closure of FlashRNN's fused LSTM (one head of size H) behind the input projection
+    x W^T (a torch.nn.Linear, as torch.nn.LSTM and tsrnn compute it inside), or the reason it
+    cannot run."""
     try:
         import torch
         from flashrnn import flashrnn
 
-        Wx = torch.randn(B, T, 4, 1, H, device=device, dtype=dtype, requires_grad=True)
-        R = (torch.randn(4, 1, H, H, device=device, dtype=dtype) / H ** 0.5).requires_grad_()
-        b = torch.zeros(4, 1, H, device=device, dtype=dtype, requires_grad=True)
+        T, B, _ = x.shape
+        projection = torch.nn.Linear(x.shape[-1], 4 * H, bias=False).to(x.device, dtype)
+        R = (torch.randn(4, 1, H, H, device=x.device, dtype=dtype) / H ** 0.5).requires_grad_()
+        b = torch.zeros(4, 1, H, device=x.device, dtype=dtype, requires_grad=True)
         name = {torch.float32: "float32", torch.bfloat16: "bfloat16"}[dtype]
 
         def step():
+            Wx = projection(x.transpose(0, 1)).view(B, T, 4, 1, H)  # FlashRNN takes (B, T, gates, heads, D)
             h, _ = flashrnn(Wx, R, b, function="lstm", backend="cuda_fused", dtype=name)
             h.float().sum().backward()
 
         step()
         return step, None
-    except Exception as exc:  # not installed, no CUDA, unsupported shape: recorded, not fatal
-        return None, f"{type(exc).__name__}: {exc}"[:200]
+    except Exception as exc:  # noqa: BLE001  (not installed, no CUDA, unsupported shape: recorded, not fatal)
+        return None, f"{type(exc).__name__}: {exc}"[:300]
 
 
-def time_recurrences(device, shapes, dtypes, repeats, flashrnn=True) -> list[dict]:
+def time_recurrences(device, shape, dtypes, repeats, progress=lambda rows: None) -> list[dict]:
+    """fwd+bwd ms of cuDNN, tsrnn on "auto" and on each GPU path, and the reference loops at one
+    (T, B, H); ``progress(rows)`` after each model, so that a job stopped at its limit keeps what
+    it measured."""
     import torch
 
     import tsrnn
 
     measure = timer(device)
+    T, B, H = shape
     rows = []
-    for (T, B, H) in shapes:
-        for dtype in dtypes:
-            x = torch.randn(T, B, H, device=device, dtype=dtype)
-            torch.manual_seed(0)
-            mts = [tsrnn.timescales.inverse_gamma_quantiles(H, 0.56)]
-            models = {"torch.nn.LSTM": torch.nn.LSTM(H, H)}
-            for path in ["auto", *tsrnn.backend.paths_on("cuda", "recurrence"), "reference"]:  # by name
-                models[f"MTS-LSTM {path}"] = tsrnn.LSTM(H, H, timescales=mts, backend=path)
-                if path not in tsrnn.backend.REGISTRY or tsrnn.backend.REGISTRY[path].runs != "torch_lstm":
-                    models[f"pLSTM {path}"] = tsrnn.PowerLawLSTM(H, H, backend=path)
-            row = {"T": T, "B": B, "H": H, "dtype": str(dtype).replace("torch.", "")}
-            for name, model in models.items():
-                model = model.to(device=device, dtype=dtype)
-                before = set(tsrnn.backend.tuned_choices())
+    for dtype in dtypes:
+        x = torch.randn(T, B, H, device=device, dtype=dtype)
+        torch.manual_seed(0)
+        mts = [tsrnn.timescales.inverse_gamma_quantiles(H, 0.56)]
+        models = {"torch.nn.LSTM": torch.nn.LSTM(H, H)}
+        for path in ["auto", *tsrnn.backend.paths_on("cuda", "recurrence"), "reference"]:  # by name
+            models[f"MTS-LSTM {path}"] = tsrnn.LSTM(H, H, timescales=mts, backend=path)
+            if path not in tsrnn.backend.REGISTRY or tsrnn.backend.REGISTRY[path].runs != "torch_lstm":
+                models[f"pLSTM {path}"] = tsrnn.PowerLawLSTM(H, H, backend=path)
+        row = {"T": T, "B": B, "H": H, "dtype": str(dtype).replace("torch.", "")}
+        rows.append(row)
+        for name, model in models.items():
+            model = model.to(device=device, dtype=dtype)
+            before = set(tsrnn.backend.tuned_choices())
 
-                def step(model=model, x=x):
-                    model(x)[0].float().sum().backward()
+            def step(model=model, x=x):
+                model(x)[0].float().sum().backward()
 
-                try:
-                    row[name] = measure(step, repeats)
-                except (RuntimeError, ValueError) as exc:  # a path this shape or build cannot take: recorded
-                    row[name] = None
-                    row.setdefault("errors", {})[name] = str(exc)[:200]
-                chosen = {k: v for k, v in tsrnn.backend.tuned_choices().items() if k not in before}
-                if chosen:
-                    row.setdefault("auto chose", {})[name] = sorted(set(chosen.values()))
-            step, error = flashrnn_step(B, T, H, dtype, device) if flashrnn else (None, "skipped (--no-flashrnn)")
-            row["FlashRNN fused LSTM"] = measure(step, repeats) if step else None
-            if error:
-                row["FlashRNN error"] = error
-            rows.append(row)
+            try:
+                row[name] = measure(step, repeats)
+            except (RuntimeError, ValueError) as exc:  # a path this shape or build cannot take: recorded
+                row[name] = None
+                row.setdefault("errors", {})[name] = str(exc)[:200]
+            chosen = {k: v for k, v in tsrnn.backend.tuned_choices().items() if k not in before}
+            if chosen:
+                row.setdefault("auto chose", {})[name] = sorted(set(chosen.values()))
+            progress(rows)
+    return rows
+
+
+def time_flashrnn(device, shape, dtypes, repeats) -> list[dict]:
+    """fwd+bwd ms of FlashRNN's fused LSTM (behind its input projection) and of cuDNN in the same job."""
+    import torch
+
+    measure = timer(device)
+    T, B, H = shape
+    rows = []
+    for dtype in dtypes:
+        x = torch.randn(T, B, H, device=device, dtype=dtype)
+        lstm = torch.nn.LSTM(H, H).to(device, dtype)
+        row = {"T": T, "B": B, "H": H, "dtype": str(dtype).replace("torch.", ""),
+               "torch.nn.LSTM": measure(lambda: lstm(x)[0].float().sum().backward(), repeats)}
+        started = time.perf_counter()
+        step, error = flashrnn_step(x, H, dtype)
+        row["FlashRNN first call s"] = round(time.perf_counter() - started, 1)  # its compile, when it compiles
+        row["FlashRNN fused LSTM"] = measure(step, repeats) if step else None
+        if error:
+            row["FlashRNN error"] = error
+        rows.append(row)
     return rows
 
 
@@ -224,81 +256,169 @@ def scan_bandwidth(device, size, repeats) -> dict:
             "copy_GBps": 2 * moved / copy_ms / 1e6, "fraction_of_copy": (moved / scan_ms) / (2 * moved / copy_ms)}
 
 
-def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--wheels", help="directory of wheels to install first (flashrnn, triton, ...)")
-    p.add_argument("--build", action="store_true", help="build tsrnn with its CUDA extension first")
-    p.add_argument("--json", default="gpu_report.json")
-    p.add_argument("--device", default="cuda")
-    p.add_argument("--repeats", type=int, default=20)
-    p.add_argument("--quick", action="store_true", help="tiny shapes (a smoke test of this script)")
-    p.add_argument("--no-flashrnn", action="store_true",
-                   help="skip FlashRNN (its first call per shape compiles CUDA code: minutes)")
-    args = p.parse_args(argv)
-    if args.wheels:
-        install(args.wheels)
-    if args.build:
-        build()
-    if args.device == "cpu":
+def write_json(path: str, data) -> None:
+    """``data`` to ``path`` whole or not at all (a job killed while writing leaves the last version)."""
+    with open(path + ".tmp", "w") as f:
+        json.dump(data, f, indent=2)
+    os.replace(path + ".tmp", path)
+
+
+def run_job(name: str, device_name: str, quick: bool, repeats: int, path: str) -> None:
+    """One job of the report in this process: writes its part of the report to ``path``."""
+    if device_name == "cpu":
         os.environ.setdefault("TRITON_INTERPRET", "1")  # before the kernels import
     import torch
-
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    import lengths_vs_padded  # bench/, beside this script
 
     import tsrnn
     from tsrnn import testing
 
-    device = torch.device(args.device)
-    if device.type == "cuda" and not torch.cuda.is_available():
-        print("gpu_report: no CUDA device; run with --device cpu --quick for a smoke test", file=sys.stderr)
-        return 2
-    shapes = [(5, 2, 8)] if args.quick else [(70, 20, 400), (70, 80, 400), (70, 20, 1150), (70, 80, 1150),
-                                              (1000, 128, 128)]
-    dtypes = [torch.float32] if args.quick else [torch.float32, torch.bfloat16]
-    repeats = 2 if args.quick else args.repeats
-    report = {
-        "date": time.strftime("%Y-%m-%d %H:%M:%S"),
-        "device": torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor() or "cpu",
-        "versions": {"torch": torch.__version__, "tsrnn": tsrnn.__version__, "python": platform.python_version(),
-                     "cuda": torch.version.cuda},
-        "extensions": {"tsrnn._C": tsrnn.backend.LOAD_ERROR or "loaded",
-                       "tsrnn._cuda": tsrnn.backend.CUDA_LOAD_ERROR or "loaded"},
-        "tests": run_tests(args.quick) if device.type == "cuda" else [],
-        "checks": check_scan(device, testing.QUICK_SCAN_SHAPES if args.quick else
-                             testing.SCAN_SHAPES + testing.TRITON_SCAN_SHAPES + testing.GPU_SCAN_SHAPES)
-        + check_recurrences(device, testing.QUICK_SHAPES if args.quick else testing.SHAPES + testing.TARGET_SHAPES,
-                            [torch.float32] if args.quick else [torch.float32, torch.bfloat16])
-        + check_recurrences(device, testing.QUICK_SHAPES if args.quick else testing.LENGTH_SHAPES,
-                            [torch.float32], testing.LENGTH_CASES[:1] if args.quick else testing.LENGTH_CASES),
-        "recurrences_fwd_bwd_ms": time_recurrences(device, shapes, dtypes, repeats, not args.no_flashrnn),
-        "linear_scan": scan_bandwidth(device, (64, 256) if args.quick else (4096, 65536), repeats),
-        "lengths_vs_padded": lengths_vs_padded.measure(
+    device = torch.device(device_name)
+    stage, _, part = name.partition(":")
+    dtypes = [torch.float32] if quick else [torch.float32, torch.bfloat16]
+    repeats = 2 if quick else repeats
+    if stage == "checks" and part == "linear_scan":
+        out = {"checks": check_scan(device, testing.QUICK_SCAN_SHAPES if quick else
+                                    testing.SCAN_SHAPES + testing.TRITON_SCAN_SHAPES + testing.GPU_SCAN_SHAPES)}
+    elif stage == "checks":
+        paths = [part] if part else testing.LAYER_PATHS
+        out = {"checks": check_recurrences(device, paths, testing.QUICK_SHAPES if quick else
+                                           testing.SHAPES + testing.TARGET_SHAPES, dtypes)
+               + check_recurrences(device, paths, testing.QUICK_SHAPES if quick else testing.LENGTH_SHAPES,
+                                   [torch.float32], testing.LENGTH_CASES[:1] if quick else testing.LENGTH_CASES)}
+    elif stage == "timings":
+        def progress(rows):
+            write_json(path, {"recurrences_fwd_bwd_ms": rows, "auto_choices": tsrnn.backend.tuned_choices(),
+                              "auto_verdicts": tsrnn.backend.verdicts()})
+
+        out = {"recurrences_fwd_bwd_ms": time_recurrences(device, tuple(map(int, part.split(","))), dtypes, repeats,
+                                                          progress)}
+    elif stage == "flashrnn":
+        out = {"flashrnn_fwd_bwd_ms": time_flashrnn(device, tuple(map(int, part.split(","))), dtypes[::-1], repeats)}
+    elif stage == "scan":
+        out = {"linear_scan": scan_bandwidth(device, (64, 256) if quick else (4096, 65536), repeats)}
+    elif stage == "lengths":
+        sys.path.insert(0, os.path.dirname(SCRIPT))
+        import lengths_vs_padded  # bench/, beside this script
+
+        out = {"lengths_vs_padded": lengths_vs_padded.measure(
             device, ["auto", *tsrnn.backend.paths_on(device.type, "recurrence")], repeats,
-            {"quick T=6 B=3 I=2 H=4": (6, 3, 2, 4, 2)} if args.quick else lengths_vs_padded.SHAPES),
-    }
-    report["auto_choices"] = tsrnn.backend.tuned_choices()  # per call key
-    report["auto_verdicts"] = tsrnn.backend.verdicts()  # each candidate checked against the trusted path
-    with open(args.json, "w") as f:
-        json.dump(report, f, indent=2)
-    print(f"{report['device']}, torch {torch.__version__}")
-    print(f"extensions: {report['extensions']}")
+            {"quick T=6 B=3 I=2 H=4": (6, 3, 2, 4, 2)} if quick else lengths_vs_padded.SHAPES)}
+    else:
+        raise SystemExit(f"gpu_report: unknown job {name!r}")
+    out["auto_choices"] = tsrnn.backend.tuned_choices()  # per call key
+    out["auto_verdicts"] = tsrnn.backend.verdicts()  # each candidate checked against the trusted path
+    write_json(path, out)
+
+
+def plan(device_type: str, quick: bool) -> list[tuple[str, list[str] | None]]:
+    """The jobs in the order they run, one at a time: (name, command, or None for a job of this
+    script). On a GPU the timings come first and alone: CUDA processes side by side share the GPU
+    by time slices, and on the first GPU run (bench/RESULTS.md) six of them slowed each other's
+    small launches so much that no job finished."""
+    from tsrnn import backend, testing
+
+    shapes = [QUICK_SHAPE] if quick else TIMED_SHAPES
+    timed = [(f"timings:{','.join(map(str, s))}", None) for s in shapes] + [("scan", None)]
+    if device_type == "cpu":  # one check job for every path: nothing here can fault a CUDA context
+        return [("checks", None)] + timed + [("lengths", None)]
+    pytest_cmd = [sys.executable, "-m", "pytest", "-q", "-rfE", "--tb=short", "-p", "no:cacheprovider"]
+    if importlib.util.find_spec("xdist"):
+        pytest_cmd += ["-n", "4", "-v"]  # -v: each test's name and outcome as it ends, also if the run is stopped
+    sanitizer = os.path.join(os.environ.get("CUDA_HOME", "/usr/local/cuda"), "bin", "compute-sanitizer")
+    flashrnn = [(f"flashrnn:{','.join(map(str, s))}", None) for s in ([QUICK_SHAPE] if quick else FLASHRNN_SHAPES)]
+    return (timed + [("pytest", pytest_cmd + GPU_TESTS)] + flashrnn[:1]
+            + [(f"checks:{p}", None) for p in testing.LAYER_PATHS if p in backend.paths_on("cuda", "recurrence")]
+            + [("checks:linear_scan", None), ("lengths", None), ("selftest", [sys.executable, "-m", "tsrnn", "selftest"])]
+            + [(tool, [sanitizer, "--tool", tool, "--error-exitcode", "1", sys.executable, "-m", "pytest", "-q",
+                       "-p", "no:cacheprovider", *SANITIZED_TESTS]) for tool in ("memcheck", "racecheck")]
+            + flashrnn[1:])
+
+
+class Runner:
+    """Runs the jobs one at a time as processes with their time limits, under the run's deadline,
+    and keeps their results, output and exit states."""
+
+    def __init__(self, args, deadline: float | None):
+        self.args, self.deadline = args, deadline
+        self.parts, self.runs, self.jobs = [], [], []
+        self.log_path = args.json + ".log"
+        self.scratch = tempfile.mkdtemp(prefix="gpu_report_")
+        open(self.log_path, "w").close()
+
+    def run(self, name: str, cmd: list[str] | None) -> None:
+        limit = LIMITS[name.partition(":")[0]]
+        if self.deadline is not None:
+            limit = min(limit, self.deadline - time.monotonic())
+        if limit < SHORTEST_JOB:
+            self.jobs.append({"job": name, "skipped": "past the deadline"})
+            return
+        part = os.path.join(self.scratch, name.replace(":", "_").replace(",", "_") + ".json")
+        own = cmd is None
+        if own:
+            cmd = [sys.executable, SCRIPT, "--job", name, "--json", part, "--device", self.args.device,
+                   "--repeats", str(self.args.repeats)] + (["--quick"] if self.args.quick else [])
+        print(f"[{time.strftime('%H:%M:%S')}] start {name} (limit {limit:.0f} s)", flush=True)
+        started = time.monotonic()
+        with open(part + ".log", "w+") as log:
+            proc = subprocess.Popen(cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+            try:
+                rc, timed_out = proc.wait(timeout=limit), False
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                rc, timed_out = proc.wait(), True
+            log.seek(0)
+            output = log.read()
+        elapsed = time.monotonic() - started
+        with open(self.log_path, "a") as log:
+            log.write(f"===== {name}: rc {rc}, {elapsed:.0f} s{', stopped at its limit' if timed_out else ''}\n")
+            log.write(output)
+        self.jobs.append({"job": name, "rc": rc, "seconds": round(elapsed, 1), "timed_out": timed_out})
+        print(f"[{time.strftime('%H:%M:%S')}] done {name}: rc {rc}, {elapsed:.0f} s"
+              + (" (stopped at its limit)" if timed_out else ""), flush=True)
+        if own and os.path.exists(part):  # whole (write_json); a stopped job leaves what it had measured
+            with open(part) as f:
+                self.parts.append(json.load(f))
+        elif not own:
+            lines = output.strip().splitlines()
+            self.runs.append({"run": name, "ok": rc == 0 and not timed_out,
+                              "summary": ("stopped at its limit | " if timed_out else "") + " | ".join(lines[-3:])[-500:]})
+
+
+def merge(report: dict, parts: list[dict]) -> None:
+    for key in ("checks", "recurrences_fwd_bwd_ms", "flashrnn_fwd_bwd_ms", "lengths_vs_padded"):
+        report[key] = [row for part in parts for row in part.get(key, [])]
+    for key in ("auto_choices", "auto_verdicts"):
+        report[key] = {k: v for part in parts for k, v in part.get(key, {}).items()}
+    report["linear_scan"] = next((part["linear_scan"] for part in parts if "linear_scan" in part), None)
+
+
+def print_summary(report: dict) -> None:
+    print(f"{report['device']}, torch {report['versions']['torch']}")
+    print(f"build: {report['build']}; extensions: {report['extensions']}")
+    for row in report["jobs"]:
+        if row.get("skipped") or row.get("rc") or row.get("timed_out"):
+            print(f"job {row['job']}: {row}")
     for row in report["tests"]:
         print(f"{row['run']}: {'ok' if row['ok'] else 'FAILED'}: {row['summary']}")
-    for row in report["checks"]:
+    bad = [row for row in report["checks"] if not row["ok"]]
+    print(f"checks: {len(report['checks']) - len(bad)} of {len(report['checks'])} within tolerance")
+    for row in bad:
         err = "n/a" if row["worst"] is None else f"{row['worst']:.2f}"
-        print(f"check {row['kernel']} {row['shape']} {row['dtype']}: worst error / tolerance {err} "
-              f"{'ok' if row['ok'] else 'MISMATCH ' + row['failures']}")
-    skip = ("T", "B", "H", "dtype", "FlashRNN error", "errors", "auto chose")
-    names = [k for k in report["recurrences_fwd_bwd_ms"][0] if k not in skip]
-    for row in report["recurrences_fwd_bwd_ms"]:  # one block per shape: a row per path, in ms
+        print(f"  MISMATCH {row['kernel']} {row['shape']} {row['dtype']}: worst error / tolerance {err} {row['failures']}")
+    skip = ("T", "B", "H", "dtype", "errors", "auto chose", "FlashRNN error")
+    for row in report["recurrences_fwd_bwd_ms"] + report["flashrnn_fwd_bwd_ms"]:  # a block per shape, ms
         print(f"T={row['T']} B={row['B']} H={row['H']} {row['dtype']}: fwd+bwd ms")
-        for n in names:
+        for n in (k for k in row if k not in skip):
+            chose = row.get("auto chose", {}).get(n)
             print(f"  {n:<28}" + (f"{row[n]:10.3f}" if row[n] is not None else "       n/a")
-                  + (f"  (chose {', '.join(row['auto chose'][n])})" if n in row.get("auto chose", {}) else ""))
+                  + (f"  (chose {', '.join(chose)})" if chose else "")
+                  + (f"  {row['errors'][n][:100]}" if n in row.get("errors", {}) else ""))
+        if row.get("FlashRNN error"):
+            print(f"  FlashRNN: {row['FlashRNN error'][:200]}")
     scan = report["linear_scan"]
-    print(f"linear_scan T={scan['T']} N={scan['N']}: {scan['scan_GBps']:.1f} GB/s, "
-          f"{100 * scan['fraction_of_copy']:.0f}% of copy ({scan['copy_GBps']:.1f} GB/s)")
+    if scan:
+        print(f"linear_scan T={scan['T']} N={scan['N']}: {scan['scan_GBps']:.1f} GB/s, "
+              f"{100 * scan['fraction_of_copy']:.0f}% of copy ({scan['copy_GBps']:.1f} GB/s)")
     for r in report["lengths_vs_padded"]:
         print(f"lengths vs padded {r['shape']} {r['cell']} {r['path']}: padded {r['padded_ms']:.2f} ms, lengths "
               f"{r['lengths_ms']:.2f} ms, speed-up {r['speedup']:.2f} (target {r['target']:.2f}, real steps "
@@ -307,8 +427,64 @@ def main(argv=None) -> int:
     print(f"auto verified {len(report['auto_verdicts'])} (shape, path) pairs; dropped {len(dropped)}")
     for key, verdict in dropped.items():
         print(f"  DROPPED {key}: {verdict}")
-    print(f"wrote {args.json}")
-    return 0 if all(r["ok"] for r in report["checks"] + report["tests"]) else 1
+
+
+def main(argv=None) -> int:
+    started = time.monotonic()
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--wheels", help="directory of wheels to install first (flashrnn, ...)")
+    p.add_argument("--build", action="store_true", help="build tsrnn with its CUDA extension first")
+    p.add_argument("--json", default="gpu_report.json")
+    p.add_argument("--device", default="cuda")
+    p.add_argument("--repeats", type=int, default=20)
+    p.add_argument("--quick", action="store_true", help="tiny shapes (a smoke test of this script)")
+    p.add_argument("--deadline", type=float, help="seconds from the start after which no job starts or runs on")
+    p.add_argument("--skip", nargs="+", default=[], metavar="JOB",
+                   help="jobs to leave out, by name or stage (pytest, memcheck, checks, timings, flashrnn, ...)")
+    p.add_argument("--job", help=argparse.SUPPRESS)  # one job, in the process the report started for it
+    args = p.parse_args(argv)
+    args.json = os.path.abspath(args.json)
+    if args.job:
+        run_job(args.job, args.device, args.quick, args.repeats, args.json)
+        return 0
+    if args.wheels:
+        install(args.wheels)
+    built = build() if args.build else "not asked (--build)"
+    import torch
+
+    import tsrnn
+
+    device = torch.device(args.device)
+    if device.type == "cuda" and not torch.cuda.is_available():
+        print("gpu_report: no CUDA device; run with --device cpu --quick for a smoke test", file=sys.stderr)
+        return 2
+    report = {
+        "date": time.strftime("%Y-%m-%d %H:%M:%S"),
+        "device": torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor() or "cpu",
+        "versions": {"torch": torch.__version__, "tsrnn": tsrnn.__version__, "python": platform.python_version(),
+                     "cuda": torch.version.cuda, "cudnn": torch.backends.cudnn.version(),
+                     "triton": getattr(importlib.import_module("triton"), "__version__", None)
+                     if importlib.util.find_spec("triton") else None},
+        "build": built,
+        "extensions": {"tsrnn._C": tsrnn.backend.LOAD_ERROR or "loaded",
+                       "tsrnn._cuda": tsrnn.backend.CUDA_LOAD_ERROR or "loaded"},
+    }
+    runner = Runner(args, None if args.deadline is None else started + args.deadline)
+    wanted = lambda name: name not in args.skip and name.partition(":")[0] not in args.skip  # noqa: E731
+
+    def save():
+        merge(report, runner.parts)
+        report["tests"], report["jobs"] = runner.runs, runner.jobs
+        write_json(args.json, report)
+
+    for name, cmd in plan(device.type, args.quick):
+        if wanted(name):
+            runner.run(name, cmd)
+            save()
+    print_summary(report)
+    print(f"wrote {args.json} and {runner.log_path} in {time.monotonic() - started:.0f} s")
+    failed = [j for j in runner.jobs if j.get("rc") or j.get("timed_out")]
+    return 0 if not failed and all(r["ok"] for r in report["checks"] + report["tests"]) else 1
 
 
 if __name__ == "__main__":

@@ -38,9 +38,33 @@ def test_gpu_report_quick_cpu_run(tmp_path, capsys):
     assert row["auto chose"]["MTS-LSTM auto"][0] in ("onednn", "cpu")
     for name in ("torch.nn.LSTM", "MTS-LSTM reference", "pLSTM reference"):
         assert row[name] > 0
-    assert "FlashRNN error" in row or row["FlashRNN fused LSTM"] is not None
     assert data["linear_scan"]["scan_ms"] > 0
+    assert data["jobs"] and all(job["rc"] == 0 and not job["timed_out"] for job in data["jobs"])
+    assert "===== timings:5,2,8: rc 0" in pathlib.Path(str(out) + ".log").read_text()
     assert "wrote" in capsys.readouterr().out
+
+
+def test_a_job_past_its_limit_is_stopped_and_recorded(tmp_path, monkeypatch):
+    """A hung kernel must not eat the GPU session: its job is killed at its limit, and the report
+    says so; a job that would start past the deadline is recorded as skipped."""
+    report = _load_report()
+    monkeypatch.setitem(report.LIMITS, "pytest", 1)
+    monkeypatch.setattr(report, "SHORTEST_JOB", 0.5)
+    args = report.argparse.Namespace(json=str(tmp_path / "r.json"), device="cpu", repeats=1, quick=True)
+    runner = report.Runner(args, deadline=None)
+    sleep = [sys.executable, "-c", "import time; print('hung', flush=True); time.sleep(60)"]
+    runner.run("pytest", sleep)
+    assert runner.jobs[0]["timed_out"] and runner.jobs[0]["seconds"] < 30
+    assert runner.runs == [{"run": "pytest", "ok": False, "summary": "stopped at its limit | hung"}]
+    runner.deadline = report.time.monotonic()
+    runner.run("selftest", sleep)
+    assert runner.jobs[1] == {"job": "selftest", "skipped": "past the deadline"}
+
+
+def test_every_job_of_a_gpu_run_has_a_limit():
+    names = [name for name, _ in _load_report().plan("cuda", quick=False)]
+    assert {"pytest", "memcheck", "racecheck", "checks:cuda_coop", "checks:linear_scan", "scan", "lengths"} <= set(names)
+    assert all(name.partition(":")[0] in _load_report().LIMITS for name in names)
 
 
 def _load_report():
