@@ -6,26 +6,28 @@
 1. Installs what ``--wheels DIR`` holds (``pip install --no-index --find-links DIR``, e.g. the
    flashrnn wheel), since the GPU machine has no network; with ``--build``, builds tsrnn with its
    CUDA extension (``TSRNN_CUDA=1 pip install --no-build-isolation -e .``, every core).
-2. Runs, side by side (none of them is timed): the GPU tests (``GPU_TESTS``, with pytest-xdist
-   where it is installed), ``tsrnn selftest``, the CUDA tests again under compute-sanitizer
-   (memcheck, racecheck), and one job per GPU path that checks it against the float64 reference
-   through ``tsrnn.testing`` (the tests' table of cells x shapes and the timed shapes, float32
-   and bf16, forward and backward; with each of its ``LENGTH_CASES``), and the Triton linear
-   scan on the tests' scan shapes and a long one.
-3. Then, one job at a time (timed): forward+backward (CUDA events, median of ``--repeats`` after
+2. Times forward+backward (CUDA events, median of ``--repeats`` after
    warm-up) at the target shapes (T=70, B in {20, 80}, H in {400, 1150}; T=1000, B=128, H=128)
-   in float32 and bf16: torch.nn.LSTM (cuDNN, as users run it: TF32 per torch's default),
+   in float32 and bf16: torch.nn.LSTM (cuDNN, as users run it: TF32 per torch's default; and in
+   float32 with TF32 off, as tsrnn's cudnn path runs),
    tsrnn.LSTM with MTS timescales and tsrnn.PowerLawLSTM on "auto" (recording the path it
    measured fastest) and on every GPU path of the registry by name (``tsrnn.backend.paths_on``),
    and their reference loops; the Triton linear scan against the device's measured copy
    bandwidth; ``lengths=`` against the same batch padded on every path
    (bench/lengths_vs_padded.py); FlashRNN's fused LSTM, with the input projection as a
    torch.nn.Linear in front so that it does the work of the others, beside cuDNN in the same job.
+3. Runs the GPU tests (``GPU_TESTS``, with pytest-xdist on 4 workers where it is installed), then
+   one job per GPU path that checks it against the float64 reference through ``tsrnn.testing``
+   (the tests' table of cells x shapes and the timed shapes, float32 and bf16, forward and
+   backward; with each of its ``LENGTH_CASES``) and the Triton linear scan on the tests' scan
+   shapes and a long one, ``tsrnn selftest``, and the CUDA tests again under compute-sanitizer
+   (memcheck, racecheck). ``plan`` gives the order: the timings first, then what the last GPU
+   run left undone (bench/RESULTS.md).
 4. Prints a table and writes JSON with the device, versions and every number; the JSON and the
    jobs' log (``<json>.log``) are rewritten after every job.
 
 Every job is a process of its own with a time limit (a CUDA fault in one path ends that job, not
-the others), and ``--deadline`` bounds the whole run: a job that would start past it is recorded
+the others), run one at a time, and ``--deadline`` bounds the whole run: a job that would start past it is recorded
 as skipped. ``--quick --device cpu`` runs the same code on tiny shapes (Triton through its
 interpreter): the test suite does that so this script keeps working between GPU sessions.
 """
@@ -58,7 +60,7 @@ TIMED_SHAPES = [(70, 20, 400), (70, 80, 400), (70, 20, 1150), (70, 80, 1150), (1
 FLASHRNN_SHAPES = [(1000, 128, 128), (70, 20, 400), (70, 80, 400), (70, 20, 1150), (70, 80, 1150)]
 QUICK_SHAPE = (5, 2, 8)
 # Seconds each job may take at most (the deadline may give it less).
-LIMITS = {"checks": 300, "pytest": 420, "selftest": 120, "memcheck": 300, "racecheck": 300, "timings": 60,
+LIMITS = {"throw": 60, "checks": 300, "pytest": 420, "selftest": 120, "memcheck": 300, "racecheck": 300, "timings": 90,
           "scan": 60, "lengths": 150, "flashrnn": 300}
 # Seconds of timed calls per model and shape, after its warm-up: a slow path (the reference loop at
 # T = 1000) is timed fewer than --repeats times rather than eating the run.
@@ -192,6 +194,8 @@ def time_recurrences(device, shape, dtypes, repeats, progress=lambda rows: None)
         torch.manual_seed(0)
         mts = [tsrnn.timescales.inverse_gamma_quantiles(H, 0.56)]
         models = {"torch.nn.LSTM": torch.nn.LSTM(H, H)}
+        if dtype == torch.float32:  # like-for-like with tsrnn's cudnn path, which runs float32 with TF32 off
+            models["torch.nn.LSTM TF32 off"] = torch.nn.LSTM(H, H)
         for path in ["auto", *tsrnn.backend.paths_on("cuda", "recurrence"), "reference"]:  # by name
             models[f"MTS-LSTM {path}"] = tsrnn.LSTM(H, H, timescales=mts, backend=path)
             if path not in tsrnn.backend.REGISTRY or tsrnn.backend.REGISTRY[path].runs != "torch_lstm":
@@ -202,8 +206,9 @@ def time_recurrences(device, shape, dtypes, repeats, progress=lambda rows: None)
             model = model.to(device=device, dtype=dtype)
             before = set(tsrnn.backend.tuned_choices())
 
-            def step(model=model, x=x):
-                model(x)[0].float().sum().backward()
+            def step(model=model, x=x, tf32=not name.endswith("TF32 off")):
+                with torch.backends.cudnn.flags(enabled=True, allow_tf32=tf32):
+                    model(x)[0].float().sum().backward()
 
             try:
                 row[name] = measure(step, repeats)
@@ -312,9 +317,11 @@ def run_job(name: str, device_name: str, quick: bool, repeats: int, path: str) -
 
 def plan(device_type: str, quick: bool) -> list[tuple[str, list[str] | None]]:
     """The jobs in the order they run, one at a time: (name, command, or None for a job of this
-    script). On a GPU the timings come first and alone: CUDA processes side by side share the GPU
-    by time slices, and on the first GPU run (bench/RESULTS.md) six of them slowed each other's
-    small launches so much that no job finished."""
+    script). CUDA processes side by side share the GPU by time slices: on the first GPU run
+    (bench/RESULTS.md) six of them slowed each other's small launches so much that no job
+    finished, so nothing runs beside a job. The order is what the first run left to learn: why
+    an error raised by the compiled operators crashed the process there (``throw``), whether
+    the GPU tests now pass, the timings again (with the TF32-off baseline), FlashRNN, the rest."""
     from tsrnn import backend, testing
 
     shapes = [QUICK_SHAPE] if quick else TIMED_SHAPES
@@ -324,14 +331,36 @@ def plan(device_type: str, quick: bool) -> list[tuple[str, list[str] | None]]:
     pytest_cmd = [sys.executable, "-m", "pytest", "-q", "-rfE", "--tb=short", "-p", "no:cacheprovider"]
     if importlib.util.find_spec("xdist"):
         pytest_cmd += ["-n", "4", "-v"]  # -v: each test's name and outcome as it ends, also if the run is stopped
-    sanitizer = os.path.join(os.environ.get("CUDA_HOME", "/usr/local/cuda"), "bin", "compute-sanitizer")
+    cuda_bin = os.path.join(os.environ.get("CUDA_HOME", "/usr/local/cuda"), "bin")
     flashrnn = [(f"flashrnn:{','.join(map(str, s))}", None) for s in ([QUICK_SHAPE] if quick else FLASHRNN_SHAPES)]
-    return (timed + [("pytest", pytest_cmd + GPU_TESTS)] + flashrnn[:1]
+    return ([("throw", throw_command(cuda_bin)), ("pytest", pytest_cmd + GPU_TESTS)] + timed + flashrnn[:1]
             + [(f"checks:{p}", None) for p in testing.LAYER_PATHS if p in backend.paths_on("cuda", "recurrence")]
             + [("checks:linear_scan", None), ("lengths", None), ("selftest", [sys.executable, "-m", "tsrnn", "selftest"])]
-            + [(tool, [sanitizer, "--tool", tool, "--error-exitcode", "1", sys.executable, "-m", "pytest", "-q",
-                       "-p", "no:cacheprovider", *SANITIZED_TESTS]) for tool in ("memcheck", "racecheck")]
+            + [(tool, [os.path.join(cuda_bin, "compute-sanitizer"), "--tool", tool, "--error-exitcode", "1",
+                       sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *SANITIZED_TESTS])
+               for tool in ("memcheck", "racecheck")]
             + flashrnn[1:])
+
+
+# An argument check of the compiled CPU and CUDA operators that fails (state0 of the wrong shape):
+# on the first GPU run every such error crashed the process instead of raising.
+THROW = """
+import subprocess, torch, tsrnn
+print(subprocess.run(['gcc', '--version'], capture_output=True, text=True).stdout.splitlines()[0], flush=True)
+for device in ('cpu', 'cuda'):
+    xg, w, h0 = torch.zeros(2, 2, 20, device=device), torch.zeros(20, 5, device=device), torch.zeros(2, 5, device=device)
+    try:
+        torch.ops.tsrnn.recurrence_forward('lstm', xg, w, h0, h0[None][:, :1], None, None, 0.0, False)
+    except RuntimeError as exc:
+        print(device, 'raised:', str(exc).splitlines()[0], flush=True)
+"""
+
+
+def throw_command(cuda_bin: str) -> list[str]:
+    """``THROW`` under cuda-gdb, which prints the native stack of a crash, where it is installed."""
+    python = [sys.executable, "-X", "faulthandler", "-c", THROW]
+    gdb = os.path.join(cuda_bin, "cuda-gdb")
+    return [gdb, "-batch", "-ex", "run", "-ex", "bt", "--args", *python] if os.path.exists(gdb) else python
 
 
 class Runner:

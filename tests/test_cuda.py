@@ -104,7 +104,7 @@ def test_native_falls_back_where_the_kernel_does_not_apply(monkeypatch):
         warnings.simplefilter("always")
         out, _ = functional.lstm(x, h0, h0, w_ih, w_hh, backend="native")
     assert any("persistent CUDA kernel cannot run this call" in str(w.message) for w in caught)
-    want, _, _ = reference.lstm(x.cpu(), h0.cpu(), h0.cpu(), w_ih.cpu(), w_hh.cpu())
+    want, _, _ = reference.lstm(x.cpu(), h0.cpu(), h0.cpu(), w_ih.cpu(), w_hh.cpu(), None)
     assert_close(out.cpu(), want, TOLERANCE[torch.float64])
 
 

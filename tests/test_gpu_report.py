@@ -63,7 +63,7 @@ def test_a_job_past_its_limit_is_stopped_and_recorded(tmp_path, monkeypatch):
 
 def test_every_job_of_a_gpu_run_has_a_limit():
     names = [name for name, _ in _load_report().plan("cuda", quick=False)]
-    assert {"pytest", "memcheck", "racecheck", "checks:cuda_coop", "checks:linear_scan", "scan", "lengths"} <= set(names)
+    assert {"throw", "pytest", "memcheck", "racecheck", "checks:cuda_coop", "checks:linear_scan", "scan", "lengths"} <= set(names)
     assert all(name.partition(":")[0] in _load_report().LIMITS for name in names)
 
 

@@ -172,8 +172,8 @@ def test_plstm_packed_input_with_dt_equals_lengths(path, input_gate):
 
 
 def test_forget_gates_and_traces_with_lengths_are_zero_past_the_ends():
-    m = _module("plstm_coupled", "cpu", batch_first=True)
-    x = torch.randn(3, 5, 3, dtype=torch.float64)
+    m = _module("plstm_coupled", "auto", batch_first=True)
+    x = torch.randn(3, 5, 3, dtype=torch.float64, device=DEVICE)
     lengths = torch.tensor([5, 2, 0])
     for layer in m.trace(x, lengths=lengths):
         for name in ("r", "a", "f"):
@@ -185,9 +185,9 @@ def test_forget_gates_and_traces_with_lengths_are_zero_past_the_ends():
 
 
 def test_all_lengths_zero_runs_no_step():
-    m = _module("lstm", "cpu")
-    x = torch.randn(4, 2, 3, dtype=torch.float64)
-    hx = (torch.randn(2, 2, 5, dtype=torch.float64), torch.randn(2, 2, 5, dtype=torch.float64))
+    m = _module("lstm", "auto")
+    x = torch.randn(4, 2, 3, dtype=torch.float64, device=DEVICE)
+    hx = tuple(torch.randn(2, 2, 5, dtype=torch.float64, device=DEVICE) for _ in range(2))
     out, (h_n, c_n) = m(x, hx, lengths=[0, 0])
     assert (out == 0).all() and torch.equal(h_n, hx[0]) and torch.equal(c_n, hx[1])
 
@@ -270,7 +270,7 @@ def test_lengths_with_packed_or_unbatched_input_is_refused():
 
 def test_lengths_as_a_list_and_batch_first():
     m = _module("lstm", "auto", batch_first=True)
-    x = torch.randn(3, 5, 3, dtype=torch.float64)
+    x = torch.randn(3, 5, 3, dtype=torch.float64, device=DEVICE)
     out, (h_n, _) = m(x, lengths=[5, 1, 3])
     out_t, (h_t, _) = m(x, lengths=torch.tensor([5, 1, 3]))
     assert torch.equal(out, out_t) and torch.equal(h_n, h_t)
