@@ -51,7 +51,7 @@ def test_w_fits_on_chip_rule(cell):
 @pytest.mark.parametrize("run", RUNS)
 def test_forward_without_save(run):
     forward, _ = _drivers(run)
-    args = op_inputs("plstm_coupled", 3, 2, 4, 5, dt=True)
+    args = op_inputs("plstm_coupled", 3, 2, 4, 5, dt=True, device=DEVICE)
     with_save = forward(*args, True)
     h, state_n, state, saved = forward(*args, False)
     assert saved.numel() == 0
@@ -64,15 +64,15 @@ def test_bf16_tensors_are_refused(run):
     """The functional layer runs bf16 layers in float32; the kernels take float32 or float64 only
     (states stored in bf16 would round c at every step)."""
     forward, _ = _drivers(run)
-    args = op_inputs("lstm", 2, 1, 2, 3, dt=False, dtype=torch.bfloat16)
+    args = op_inputs("lstm", 2, 1, 2, 3, dt=False, dtype=torch.bfloat16, device=DEVICE)
     with pytest.raises(TypeError, match=r"take float32 or float64, got torch.bfloat16"):
         forward(*args, True)
 
 
 def _backward_inputs(cell, T, B, I, H, dt):
     """Positional arguments of recurrence_backward, without grad_h and grad_state_n: (w_hh, h0, state0,
-    h_all, state_all, saved, p, dt, eps), from the per-step Triton forward."""
-    args = op_inputs(cell, T, B, I, H, dt=dt)
+    h_all, state_all, saved, p, dt, eps), from the per-step Triton forward, on DEVICE."""
+    args = op_inputs(cell, T, B, I, H, dt=dt, device=DEVICE)
     h_all, _, state_all, saved = ops.op("triton_step", "recurrence_forward")(*args, True)
     return (*args[2:5], h_all, state_all, saved, *args[5:])
 
@@ -96,7 +96,7 @@ BAD_FORWARD = {
     "xg-zero-steps": ("lstm", 1, lambda v: v[:0], r"empty input, xg \[0, 2, 20\]"),
     "xg-zero-rows": ("lstm", 1, lambda v: v[:, :0], r"empty input, xg \[3, 0, 20\]"),
     "w_hh-rows": ("plstm_coupled", 2, lambda v: torch.cat([v, v[:5]]), r"w_hh must be \[15, 5\], got \[20, 5\]"),
-    "w_hh-device": ("lstm", 2, lambda v: v.to("meta"), r"w_hh is on meta, expected cpu"),
+    "w_hh-device": ("lstm", 2, lambda v: v.to("meta"), rf"w_hh is on meta, expected {DEVICE}"),
     "h0-batch": ("lstm", 3, lambda v: v[:1], r"h0 must be \[2, 5\], got \[1, 5\]"),
     "h0-dtype": ("lstm", 3, lambda v: v.double(), r"h0 has dtype torch.float64, expected torch.float32"),
     "state0-count": ("plstm_separate", 4, lambda v: v[:1], r"state0 must be \[2, 2, 5\], got \[1, 2, 5\]"),
@@ -112,7 +112,7 @@ BAD_FORWARD = {
 @pytest.mark.parametrize("case", BAD_FORWARD)
 def test_wrong_forward_arguments_are_refused_before_running(monkeypatch, run, case):
     cell, index, replace, match = BAD_FORWARD[case]
-    args = list(op_inputs(cell, 3, 2, 4, 5, dt=cell != "lstm"))
+    args = list(op_inputs(cell, 3, 2, 4, 5, dt=cell != "lstm", device=DEVICE))
     args[index] = replace(args[index])
     _no_launch(monkeypatch)
     with pytest.raises(RuntimeError, match=r"^tsrnn: " + match):
@@ -125,10 +125,11 @@ BAD_BACKWARD = {  # id: (cell, argument index in recurrence_backward's, replacem
     "state_all-steps": ("plstm_coupled", 7, lambda v: v[1:], r"state_all must be \[T, S, B, H\], got \[2, 2, 2, 5\]"),
     "saved-without-save": ("plstm_coupled", 8, lambda v: v.new_empty(0),
                            r"saved must be \[T, B, 20\], got \[0\] \(was the forward run with save=false\?\)"),
-    "grad_h-steps": ("lstm", 1, lambda v: torch.ones(2, 2, 5), r"grad_h must be \[3, 2, 5\], got \[2, 2, 5\]"),
-    "grad_state_n-every-step": ("plstm_separate", 2, lambda v: torch.ones(3, 2, 2, 5),
+    "grad_h-steps": ("lstm", 1, lambda v: torch.ones(2, 2, 5, device=DEVICE),
+                     r"grad_h must be \[3, 2, 5\], got \[2, 2, 5\]"),
+    "grad_state_n-every-step": ("plstm_separate", 2, lambda v: torch.ones(3, 2, 2, 5, device=DEVICE),
                                 r"grad_state_n must have 3 dimensions, got \[3, 2, 2, 5\]"),
-    "grad_state_n-count": ("plstm_separate", 2, lambda v: torch.ones(1, 2, 5),
+    "grad_state_n-count": ("plstm_separate", 2, lambda v: torch.ones(1, 2, 5, device=DEVICE),
                            r"grad_state_n must be \[2, 2, 5\], got \[1, 2, 5\]"),
     "p-missing": ("plstm_separate", 9, lambda v: None, r"p is required for this cell"),
 }
@@ -145,23 +146,39 @@ def test_wrong_backward_arguments_are_refused_before_running(monkeypatch, run, c
         _drivers(run)[1](*args)
 
 
+@pytest.mark.parametrize("run", RUNS)
+@pytest.mark.parametrize("device", ["meta", "cpu"])
+def test_tensors_triton_cannot_read_are_refused_before_running(monkeypatch, run, device):
+    """Meta tensors, and CPU tensors without the interpreter (as on a GPU machine), get the drivers'
+    clear error (checks.triton_device), not one from inside Triton's launcher."""
+    forward_args = op_inputs("plstm_coupled", 3, 2, 4, 5, dt=True, device=device)
+    backward_args = [t.to(device) if isinstance(t, torch.Tensor) else t
+                     for t in ("plstm_coupled", None, None, *_backward_inputs("plstm_coupled", 3, 2, 4, 5, dt=True))]
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    _no_launch(monkeypatch)
+    forward, backward = _drivers(run)
+    match = rf"^tsrnn: the Triton kernels take CUDA tensors .*, got {device} tensors"
+    for call in (lambda: forward(*forward_args, True), lambda: backward(*backward_args)):
+        with pytest.raises(RuntimeError, match=match):
+            call()
+
+
+@pytest.mark.parametrize("path", ["triton_step", "cpu"])
 @pytest.mark.parametrize("case", ["xg-columns", "state0-count", "p-missing", "dt-transposed"])
-def test_the_fake_kernel_refuses_what_the_ops_refuse(case):
+def test_the_fake_kernel_refuses_what_the_ops_refuse(path, case):
     """The fake kernels run the same check on shapes only: torch.compile refuses a wrong call when
-    tracing, with the message of the kernels (the compiled op's own check says the same)."""
+    tracing, with the message of the kernels (the Triton op's on DEVICE, the compiled op's on CPU)."""
     from torch._subclasses.fake_tensor import FakeTensorMode
 
+    if path == "cpu" and not backend.native_available():
+        pytest.skip(f"tsrnn._C not loaded: {backend.LOAD_ERROR}")
     cell, index, replace, match = BAD_FORWARD[case]
-    args = list(op_inputs(cell, 3, 2, 4, 5, dt=cell != "lstm"))
+    args = list(op_inputs(cell, 3, 2, 4, 5, dt=cell != "lstm", device=DEVICE if path == "triton_step" else "cpu"))
     args[index] = replace(args[index])
-    calls = [lambda: ops.op("triton_step", "recurrence_forward")(*args, True)]
-    if backend.native_available():
-        calls.append(lambda: ops.op("cpu", "recurrence_forward")(*args, True))
-    for call in calls:
-        with pytest.raises(RuntimeError, match=r"^tsrnn: " + match):
-            call()
-        with FakeTensorMode(allow_non_fake_inputs=True), pytest.raises(RuntimeError, match=r"^tsrnn: " + match):
-            call()
+    with pytest.raises(RuntimeError, match=r"^tsrnn: " + match):
+        ops.op(path, "recurrence_forward")(*args, True)
+    with FakeTensorMode(allow_non_fake_inputs=True), pytest.raises(RuntimeError, match=r"^tsrnn: " + match):
+        ops.op(path, "recurrence_forward")(*args, True)
 
 
 # Packed sequences (batch_sizes, torch's PackedSequence layout): id: (B, batch_sizes). BLOCK_B = 16
@@ -260,22 +277,26 @@ BAD_BATCH_SIZES = {
 }
 
 
-@pytest.mark.parametrize("run", RUNS)
+@pytest.mark.parametrize("run", RUNS + ["cpu"])
 @pytest.mark.parametrize("case", BAD_BATCH_SIZES)
 def test_wrong_batch_sizes_are_refused_before_running(monkeypatch, run, case):
+    """The Triton drivers, none of whose kernels may launch, and ("cpu") the compiled CPU operator
+    on CPU tensors, which says the same."""
+    if run == "cpu" and not backend.native_available():
+        pytest.skip(f"tsrnn._C not loaded: {backend.LOAD_ERROR}")
     sizes, match = BAD_BATCH_SIZES[case]
     args, _ = _packed_inputs("plstm_coupled", 3, [3, 1], torch.float32)
     batch_sizes = torch.tensor(sizes, dtype=torch.int64)
     xg = args[1]
     h_all, state_all, saved = xg.new_zeros(4, 5), xg.new_zeros(len(sizes), 2, 3, 5), xg.new_zeros(4, 20)
     backward_args = ("plstm_coupled", None, None, *args[2:5], h_all, state_all, saved, *args[5:], batch_sizes)
-    forward, backward = _drivers(run)
-    _no_launch(monkeypatch)
-    calls = [lambda: forward(*args, True, batch_sizes), lambda: backward(*backward_args)]
-    if backend.native_available():  # the compiled CPU operator says the same
-        cpu = [tuple(t.cpu() if isinstance(t, torch.Tensor) else t for t in a) for a in (args, backward_args)]
-        calls += [lambda: torch.ops.tsrnn.recurrence_forward(*cpu[0], True, batch_sizes),
-                  lambda: torch.ops.tsrnn.recurrence_backward(*cpu[1])]
-    for call in calls:
+    if run == "cpu":
+        forward, backward = torch.ops.tsrnn.recurrence_forward, torch.ops.tsrnn.recurrence_backward
+        args, backward_args = (tuple(t.cpu() if isinstance(t, torch.Tensor) else t for t in a)
+                               for a in (args, backward_args))
+    else:
+        forward, backward = _drivers(run)
+        _no_launch(monkeypatch)
+    for call in (lambda: forward(*args, True, batch_sizes), lambda: backward(*backward_args)):
         with pytest.raises(RuntimeError, match=r"^tsrnn: " + match):
             call()

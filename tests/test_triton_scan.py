@@ -29,3 +29,19 @@ def test_triton_linear_scan_constant_decay_no_x0_and_bf16():
     assert x16.dtype == torch.bfloat16
     exact = reference.linear_scan(a.bfloat16().double(), u.bfloat16().double())
     assert_close(x16.cpu(), exact, TOLERANCE[torch.bfloat16], "bf16 x")  # float32 carry inside
+
+
+@pytest.mark.parametrize("device", ["meta", "cpu"])
+def test_tensors_triton_cannot_read_are_refused_before_running(monkeypatch, device):
+    """Meta tensors, and CPU tensors without the interpreter (as on a GPU machine), get the drivers'
+    clear error (tsrnn/kernels/checks.py's triton_device), not one from inside Triton's launcher."""
+    from tsrnn.kernels import linear_scan
+
+    a, u, x0 = torch.rand(4, 3, device=device), torch.randn(4, 3, device=device), torch.zeros(3, device=device)
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    monkeypatch.setattr(linear_scan, "_scan_kernel", None)  # a launch would fail with a TypeError
+    match = rf"^tsrnn: the Triton kernels take CUDA tensors .*, got {device} tensors"
+    with pytest.raises(RuntimeError, match=match):
+        linear_scan.linear_scan_forward(a, u, x0)
+    with pytest.raises(RuntimeError, match=match):
+        linear_scan.linear_scan_backward(torch.ones_like(u), a, u, x0)

@@ -80,6 +80,7 @@ def forward_prologue(cell, xg, w_hh, h0, state0, p, dt, eps, save, batch_sizes=N
     and [N, K*H] packed (xg [N, G*H], dt [N])."""
     T, B, H = checks.recurrence_args(cell, xg, w_hh, h0, state0, p, dt, batch_sizes)
     checks.math_dtype(xg)
+    checks.triton_device(xg)
     cell_args = constexprs(cell)
     steps = Steps(batch_sizes, T, B, xg.shape[0] if batch_sizes is not None else T * B)
     rows = xg.shape[:-1]  # (T, B) or, packed, (N,)
@@ -100,6 +101,7 @@ def backward_prologue(cell, grad_h, grad_state_n, w_hh, h0, state0, h_all, state
     T, B, H = checks.recurrence_backward_args(cell, grad_h, grad_state_n, w_hh, h0, state0, h_all, state_all, saved,
                                               p, dt, batch_sizes)
     checks.math_dtype(h_all)
+    checks.triton_device(h_all)
     cell_args = constexprs(cell)
     steps = Steps(batch_sizes, T, B, h_all.shape[0] if batch_sizes is not None else T * B)
 

@@ -6,6 +6,8 @@ cannot read or write out of bounds.
 """
 from __future__ import annotations
 
+import os
+
 import torch
 
 from tsrnn.cells import CELLS, Cell
@@ -156,6 +158,15 @@ def math_dtype(t: torch.Tensor) -> None:
     layer runs bf16/fp16 layers in float32: states stored in bf16 would round c every step)."""
     if t.dtype not in MATH_DTYPES:
         raise TypeError(f"tsrnn: the Triton recurrence kernels take float32 or float64, got {t.dtype}")
+
+
+def triton_device(t: torch.Tensor) -> None:
+    """The Triton kernels read CUDA tensors, or CPU tensors through the interpreter
+    (TRITON_INTERPRET=1): any other device (CPU tensors on a GPU machine, meta) is refused here,
+    before a launch would fail inside Triton or read host memory as device memory."""
+    if not (t.is_cuda or (t.device.type == "cpu" and os.environ.get("TRITON_INTERPRET") == "1")):
+        raise RuntimeError("tsrnn: the Triton kernels take CUDA tensors (or CPU tensors with TRITON_INTERPRET=1), "
+                           f"got {t.device.type} tensors")
 
 
 def scan_args(a, u, x0):

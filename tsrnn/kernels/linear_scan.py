@@ -63,12 +63,14 @@ def linear_scan_forward(a: torch.Tensor, u: torch.Tensor, x0: torch.Tensor) -> t
     """torch.ops.tsrnn_triton_scan.linear_scan_forward: x_t = a_t x_{t-1} + u_t; a, u: [T, N], x0: [N]
     (checked as the compiled op checks them: tsrnn/kernels/checks.py)."""
     checks.scan_args(a, u, x0)
+    checks.triton_device(u)
     return scan(a.contiguous(), u.contiguous(), x0.contiguous())
 
 
 def linear_scan_backward(grad_x, a, x, x0):
     """torch.ops.tsrnn_triton_scan.linear_scan_backward: (grad_a, grad_u, grad_x0)."""
     checks.scan_backward_args(grad_x, a, x, x0)
+    checks.triton_device(x)
     a_next = torch.cat([a[1:], torch.zeros_like(a[:1])])  # g_t = dL/dx_t + a_{t+1} g_{t+1}
     g = scan(a_next, grad_x.contiguous(), reverse=True)
     x_prev = torch.cat([x0[None], x[:-1]])
