@@ -6,11 +6,10 @@
 1. Installs what ``--wheels DIR`` holds (``pip install --no-index --find-links DIR``, e.g. the
    flashrnn wheel), since the GPU machine has no network; with ``--build``, builds tsrnn with its
    CUDA extension (``TSRNN_CUDA=1 pip install --no-build-isolation -e .``, every core).
-2. Times forward+backward (CUDA events, median of ``--repeats`` after
-   warm-up) at the target shapes (T=70, B in {20, 80}, H in {400, 1150}; T=1000, B=128, H=128)
-   in float32 and bf16: torch.nn.LSTM (cuDNN, as users run it: TF32 per torch's default; and in
-   float32 with TF32 off, as tsrnn's cudnn path runs),
-   tsrnn.LSTM with MTS timescales and tsrnn.PowerLawLSTM on "auto" (recording the path it
+2. Times forward+backward (CUDA events, median of ``--repeats`` after warm-up) at the target
+   shapes (T=70, B in {20, 80}, H in {400, 1150}; T=1000, B=128, H=128) in float32 and bf16:
+   torch.nn.LSTM (cuDNN, as users run it: TF32 per torch's default; and in float32 with TF32
+   off, as tsrnn's cudnn path runs), tsrnn.LSTM with MTS timescales and tsrnn.PowerLawLSTM on "auto" (recording the path it
    measured fastest) and on every GPU path of the registry by name (``tsrnn.backend.paths_on``),
    and their reference loops; the Triton linear scan against the device's measured copy
    bandwidth; ``lengths=`` against the same batch padded on every path
@@ -27,8 +26,8 @@
    jobs' log (``<json>.log``) are rewritten after every job.
 
 Every job is a process of its own with a time limit (a CUDA fault in one path ends that job, not
-the others), run one at a time, and ``--deadline`` bounds the whole run: a job that would start past it is recorded
-as skipped. ``--quick --device cpu`` runs the same code on tiny shapes (Triton through its
+the others), run one at a time, and ``--deadline`` bounds the whole run: a job that would start
+past it is recorded as skipped. ``--quick --device cpu`` runs the same code on tiny shapes (Triton through its
 interpreter): the test suite does that so this script keeps working between GPU sessions.
 """
 from __future__ import annotations
@@ -342,25 +341,42 @@ def plan(device_type: str, quick: bool) -> list[tuple[str, list[str] | None]]:
             + flashrnn[1:])
 
 
-# An argument check of the compiled CPU and CUDA operators that fails (state0 of the wrong shape):
-# on the first GPU run every such error crashed the process instead of raising.
+# Argument checks of the compiled CPU and CUDA operators that fail. On the first GPU run every
+# such error whose message formats a number crashed the process (segfault) and those of plain text
+# raised: here torch's own error with numbers first (is it the process, or the extension?), then a
+# plain-text one of tsrnn's (p missing) and one with numbers (state0 of a wrong shape).
 THROW = """
-import subprocess, torch, tsrnn
-print(subprocess.run(['gcc', '--version'], capture_output=True, text=True).stdout.splitlines()[0], flush=True)
+import os, subprocess, torch, tsrnn
+print(subprocess.run(['gcc', '--version'], capture_output=True, text=True).stdout.splitlines()[0],
+      {k: v for k, v in os.environ.items() if k.startswith(('LC_', 'LANG'))}, flush=True)
+try:
+    torch.zeros(2, 3).view(4)
+except RuntimeError as exc:
+    print('torch raised:', exc, flush=True)
 for device in ('cpu', 'cuda'):
-    xg, w, h0 = torch.zeros(2, 2, 20, device=device), torch.zeros(20, 5, device=device), torch.zeros(2, 5, device=device)
-    try:
-        torch.ops.tsrnn.recurrence_forward('lstm', xg, w, h0, h0[None][:, :1], None, None, 0.0, False)
-    except RuntimeError as exc:
-        print(device, 'raised:', str(exc).splitlines()[0], flush=True)
+    h0 = torch.zeros(2, 5, device=device)
+    for cell, G, state0 in (('plstm_coupled', 3, torch.zeros(2, 2, 5, device=device)), ('lstm', 4, h0[None][:, :1])):
+        xg, w = torch.zeros(2, 2, 5 * G, device=device), torch.zeros(5 * G, 5, device=device)
+        try:
+            torch.ops.tsrnn.recurrence_forward(cell, xg, w, h0, state0, None, None, 0.0, False)
+        except RuntimeError as exc:
+            print(device, cell, 'raised:', str(exc).splitlines()[0], flush=True)
 """
 
 
 def throw_command(cuda_bin: str) -> list[str]:
-    """``THROW`` under cuda-gdb, which prints the native stack of a crash, where it is installed."""
-    python = [sys.executable, "-X", "faulthandler", "-c", THROW]
+    """``THROW`` with the dynamic linker's bindings of the extensions' C++ library calls (which
+    libstdc++ their stream and locale symbols bind to), then under cuda-gdb for the native stack
+    of a crash where cuda-gdb is installed (else with Python's faulthandler); then a test that
+    crashed there, with pytest's plugins (hypothesis, jaxtyping, ... on that machine) and without."""
     gdb = os.path.join(cuda_bin, "cuda-gdb")
-    return [gdb, "-batch", "-ex", "run", "-ex", "bt", "--args", *python] if os.path.exists(gdb) else python
+    run = f"{gdb} -batch -ex run -ex bt --args" if os.path.exists(gdb) else ""
+    crashed = "tests/test_lengths.py::test_bad_batch_sizes_are_refused_by_the_operator"  # a worker died there
+    script = (f'LD_DEBUG=bindings "{sys.executable}" -c "$THROW" 2>&1 | grep -E "tsrnn.*(ostream|locale|num_put|_M_insert)"'
+              f' | sort -u | head -40; {run} "{sys.executable}" -X faulthandler -c "$THROW"; '
+              f'for plugins in TSRNN_PLUGINS=all PYTEST_DISABLE_PLUGIN_AUTOLOAD=1; do echo $plugins; env $plugins '
+              f'"{sys.executable}" -m pytest -q -p no:cacheprovider {crashed} 2>&1 | tail -3; done')
+    return ["env", f"THROW={THROW}", "bash", "-c", script]
 
 
 class Runner:
