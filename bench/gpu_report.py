@@ -20,8 +20,8 @@
    (the tests' table of cells x shapes and the timed shapes, float32 and bf16, forward and
    backward; with each of its ``LENGTH_CASES``) and the Triton linear scan on the tests' scan
    shapes and a long one, ``tsrnn selftest``, and the CUDA tests again under compute-sanitizer
-   (memcheck, racecheck). ``plan`` gives the order: the timings first, then what the last GPU
-   run left undone (bench/RESULTS.md).
+   (memcheck, racecheck). ``plan`` gives the order: what the last GPU run left to learn first
+   (bench/RESULTS.md), then the timings and the rest.
 4. Prints a table and writes JSON with the device, versions and every number; the JSON and the
    jobs' log (``<json>.log``) are rewritten after every job.
 
@@ -48,7 +48,7 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)  # tsrnn from this tree: an editable install made by --build is not on this process's path
 SCRIPT = os.path.abspath(__file__)
-# The pytest runs of step 2 (tests/test_gpu_report.py checks that every file exists and that each
+# The pytest runs of step 3 (tests/test_gpu_report.py checks that every file exists and that each
 # run collects tests, so the list cannot name a deleted file): the GPU tests, then the CUDA ones
 # that compute-sanitizer repeats (its tools slow a kernel ~100x: a few shapes).
 GPU_TESTS = ["tests/test_cuda.py", "tests/test_paths.py", "tests/test_triton_kernels.py", "tests/test_triton_scan.py",
@@ -59,7 +59,7 @@ TIMED_SHAPES = [(70, 20, 400), (70, 80, 400), (70, 20, 1150), (70, 80, 1150), (1
 FLASHRNN_SHAPES = [(1000, 128, 128), (70, 20, 400), (70, 80, 400), (70, 20, 1150), (70, 80, 1150)]
 QUICK_SHAPE = (5, 2, 8)
 # Seconds each job may take at most (the deadline may give it less).
-LIMITS = {"throw": 60, "checks": 300, "pytest": 420, "selftest": 120, "memcheck": 300, "racecheck": 300, "timings": 90,
+LIMITS = {"throw": 150, "checks": 300, "pytest": 420, "selftest": 120, "memcheck": 300, "racecheck": 300, "timings": 90,
           "scan": 60, "lengths": 150, "flashrnn": 300}
 # Seconds of timed calls per model and shape, after its warm-up: a slow path (the reference loop at
 # T = 1000) is timed fewer than --repeats times rather than eating the run.
@@ -68,10 +68,12 @@ SHORTEST_JOB = 5  # seconds: a job left less than this by the deadlines is skipp
 
 
 def install(wheels: str) -> None:
+    """The wheels in ``wheels``, without dependencies; a failed install is reported, not fatal (the
+    jobs that need a wheel record why they could not run)."""
     files = [os.path.join(wheels, f) for f in sorted(os.listdir(wheels)) if f.endswith(".whl")]
-    if files:
-        subprocess.run([sys.executable, "-m", "pip", "install", "--no-index", "--no-deps", "--find-links", wheels,
-                        *files], check=True)
+    if files and subprocess.run([sys.executable, "-m", "pip", "install", "--no-index", "--no-deps", "--find-links",
+                                 wheels, *files]).returncode:
+        print(f"gpu_report: installing {files} failed", flush=True)
 
 
 def build() -> str:
@@ -129,12 +131,13 @@ def check_scan(device, shapes) -> list[dict]:
     return rows
 
 
-def check_recurrences(device, paths, shapes, dtypes, lengths=(None,)) -> list[dict]:
+def check_recurrences(device, paths, shapes, dtypes, lengths=(None,), rows=None, progress=lambda rows: None):
     """Each of ``paths`` that runs on the device, against the float64 reference (tsrnn.testing),
-    padded or with each case of ``lengths`` (tsrnn.testing.LENGTH_CASES)."""
+    padded or with each case of ``lengths`` (tsrnn.testing.LENGTH_CASES): a row each, appended to
+    ``rows`` (returned), ``progress(rows)`` after each."""
     from tsrnn import cells, testing
 
-    rows = []
+    rows = [] if rows is None else rows
     for path in paths:
         for cell in cells.CELLS:
             for shape, dtype, case in itertools.product(shapes, dtypes, lengths):
@@ -144,11 +147,11 @@ def check_recurrences(device, paths, shapes, dtypes, lengths=(None,)) -> list[di
                        "dtype": str(dtype).replace("torch.", "")}
                 try:
                     result = testing.compare(path, cell, shape, dtype, device, dt=cells.get(cell).has_p, lengths=case)
+                    rows.append({**row, "worst": max(result.worst(False), result.worst(True)), "ok": result.ok,
+                                 "failures": result.failures()})
                 except Exception as exc:  # noqa: BLE001  (a failing path is reported, not fatal)
                     rows.append({**row, "worst": None, "ok": False, "failures": f"{type(exc).__name__}: {exc}"[:300]})
-                    continue
-                rows.append({**row, "worst": max(result.worst(False), result.worst(True)), "ok": result.ok,
-                             "failures": result.failures()})
+                progress(rows)
     return rows
 
 
@@ -280,22 +283,25 @@ def run_job(name: str, device_name: str, quick: bool, repeats: int, path: str) -
     stage, _, part = name.partition(":")
     dtypes = [torch.float32] if quick else [torch.float32, torch.bfloat16]
     repeats = 2 if quick else repeats
+
+    def saver(key):
+        """A progress callback writing the rows so far: a job stopped at its limit keeps them."""
+        return lambda rows: write_json(path, {key: rows, "auto_choices": tsrnn.backend.tuned_choices(),
+                                              "auto_verdicts": tsrnn.backend.verdicts()})
+
     if stage == "checks" and part == "linear_scan":
         out = {"checks": check_scan(device, testing.QUICK_SCAN_SHAPES if quick else
                                     testing.SCAN_SHAPES + testing.TRITON_SCAN_SHAPES + testing.GPU_SCAN_SHAPES)}
     elif stage == "checks":
         paths = [part] if part else testing.LAYER_PATHS
-        out = {"checks": check_recurrences(device, paths, testing.QUICK_SHAPES if quick else
-                                           testing.SHAPES + testing.TARGET_SHAPES, dtypes)
-               + check_recurrences(device, paths, testing.QUICK_SHAPES if quick else testing.LENGTH_SHAPES,
-                                   [torch.float32], testing.LENGTH_CASES[:1] if quick else testing.LENGTH_CASES)}
+        rows = check_recurrences(device, paths, testing.QUICK_SHAPES if quick else
+                                 testing.SHAPES + testing.TARGET_SHAPES, dtypes, progress=saver("checks"))
+        out = {"checks": check_recurrences(device, paths, testing.QUICK_SHAPES if quick else testing.LENGTH_SHAPES,
+                                           [torch.float32], testing.LENGTH_CASES[:1] if quick else
+                                           testing.LENGTH_CASES, rows, saver("checks"))}
     elif stage == "timings":
-        def progress(rows):
-            write_json(path, {"recurrences_fwd_bwd_ms": rows, "auto_choices": tsrnn.backend.tuned_choices(),
-                              "auto_verdicts": tsrnn.backend.verdicts()})
-
         out = {"recurrences_fwd_bwd_ms": time_recurrences(device, tuple(map(int, part.split(","))), dtypes, repeats,
-                                                          progress)}
+                                                          saver("recurrences_fwd_bwd_ms"))}
     elif stage == "flashrnn":
         out = {"flashrnn_fwd_bwd_ms": time_flashrnn(device, tuple(map(int, part.split(","))), dtypes[::-1], repeats)}
     elif stage == "scan":
@@ -327,9 +333,10 @@ def plan(device_type: str, quick: bool) -> list[tuple[str, list[str] | None]]:
     timed = [(f"timings:{','.join(map(str, s))}", None) for s in shapes] + [("scan", None)]
     if device_type == "cpu":  # one check job for every path: nothing here can fault a CUDA context
         return [("checks", None)] + timed + [("lengths", None)]
-    pytest_cmd = [sys.executable, "-m", "pytest", "-q", "-rfE", "--tb=short", "-p", "no:cacheprovider"]
+    pytest_cmd = [sys.executable, "-m", "pytest", "-v", "-rfE", "--tb=short", "-p", "no:cacheprovider"]  # -v: each
+    # test's name and outcome as it ends, also if the run is stopped at its limit
     if importlib.util.find_spec("xdist"):
-        pytest_cmd += ["-n", "4", "-v"]  # -v: each test's name and outcome as it ends, also if the run is stopped
+        pytest_cmd += ["-n", "4"]
     cuda_bin = os.path.join(os.environ.get("CUDA_HOME", "/usr/local/cuda"), "bin")
     flashrnn = [(f"flashrnn:{','.join(map(str, s))}", None) for s in ([QUICK_SHAPE] if quick else FLASHRNN_SHAPES)]
     return ([("throw", throw_command(cuda_bin)), ("pytest", pytest_cmd + GPU_TESTS)] + timed + flashrnn[:1]
@@ -346,9 +353,8 @@ def plan(device_type: str, quick: bool) -> list[tuple[str, list[str] | None]]:
 # raised: here torch's own error with numbers first (is it the process, or the extension?), then a
 # plain-text one of tsrnn's (p missing) and one with numbers (state0 of a wrong shape).
 THROW = """
-import os, subprocess, torch, tsrnn
-print(subprocess.run(['gcc', '--version'], capture_output=True, text=True).stdout.splitlines()[0],
-      {k: v for k, v in os.environ.items() if k.startswith(('LC_', 'LANG'))}, flush=True)
+import os, torch, tsrnn
+print({k: v for k, v in os.environ.items() if k.startswith(('LC_', 'LANG'))}, flush=True)
 try:
     torch.zeros(2, 3).view(4)
 except RuntimeError as exc:
@@ -365,17 +371,23 @@ for device in ('cpu', 'cuda'):
 
 
 def throw_command(cuda_bin: str) -> list[str]:
-    """``THROW`` with the dynamic linker's bindings of the extensions' C++ library calls (which
-    libstdc++ their stream and locale symbols bind to), then under cuda-gdb for the native stack
-    of a crash where cuda-gdb is installed (else with Python's faulthandler); then a test that
-    crashed there, with pytest's plugins (hypothesis, jaxtyping, ... on that machine) and without."""
+    """The compilers (``c++ --version``, and the one each extension records in its .comment), then
+    ``THROW`` with the dynamic linker's bindings of the extensions' symbols outside torch (which
+    library their C++ stream and locale calls bind to), a test that crashed there with pytest's
+    plugins (hypothesis, jaxtyping, ... on that machine) and without, and last ``THROW`` under
+    cuda-gdb for the native stack of a crash where cuda-gdb is installed (else faulthandler)."""
     gdb = os.path.join(cuda_bin, "cuda-gdb")
-    run = f"{gdb} -batch -ex run -ex bt --args" if os.path.exists(gdb) else ""
+    run = f'{gdb} -batch -ex "set startup-with-shell off" -ex run -ex bt --args' if os.path.exists(gdb) else ""
     crashed = "tests/test_lengths.py::test_bad_batch_sizes_are_refused_by_the_operator"  # a worker died there
-    script = (f'LD_DEBUG=bindings "{sys.executable}" -c "$THROW" 2>&1 | grep -E "tsrnn.*(ostream|locale|num_put|_M_insert)"'
-              f' | sort -u | head -40; {run} "{sys.executable}" -X faulthandler -c "$THROW"; '
-              f'for plugins in TSRNN_PLUGINS=all PYTEST_DISABLE_PLUGIN_AUTOLOAD=1; do echo $plugins; env $plugins '
-              f'"{sys.executable}" -m pytest -q -p no:cacheprovider {crashed} 2>&1 | tail -3; done')
+    python = f'"{sys.executable}"'
+    script = (f'c++ --version | head -1; readelf -p .comment tsrnn/*.so | sort -u; '
+              f'LD_DEBUG=bindings {python} -c "$THROW" 2>&1 | grep -E "binding file [^ ]*tsrnn" > /tmp/bindings; '
+              f'echo "libraries the extensions bind to:"; grep -o " to [^ ]*" /tmp/bindings | sort | uniq -c; '
+              f'grep -E "(ostream|ostringstream|locale|num_put|numpunct|_M_insert)" /tmp/bindings '
+              f'| sed "s/^ *[0-9]*://" | sort -u | head -40; '
+              f'for plugins in "" PYTEST_DISABLE_PLUGIN_AUTOLOAD=1; do echo "pytest, ${{plugins:-plugins autoloaded}}:"; '
+              f'env $plugins {python} -m pytest -q -p no:cacheprovider {crashed} 2>&1 | tail -3; done; '
+              f'{run} {python} -X faulthandler -c "$THROW"')
     return ["env", f"THROW={THROW}", "bash", "-c", script]
 
 
@@ -404,10 +416,14 @@ class Runner:
                    "--repeats", str(self.args.repeats)] + (["--quick"] if self.args.quick else [])
         print(f"[{time.strftime('%H:%M:%S')}] start {name} (limit {limit:.0f} s)", flush=True)
         started = time.monotonic()
-        with open(part + ".log", "w+") as log:
-            proc = subprocess.Popen(cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        with open(part + ".log", "w+", errors="replace") as log:
             try:
-                rc, timed_out = proc.wait(timeout=limit), False
+                proc = subprocess.Popen(cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+            except OSError as exc:  # the command is missing (compute-sanitizer, cuda-gdb): this job fails alone
+                log.write(f"gpu_report: could not start {cmd[0]}: {exc}\n")
+                proc = None
+            try:
+                rc, timed_out = (127 if proc is None else proc.wait(timeout=limit)), False
             except subprocess.TimeoutExpired:
                 os.killpg(proc.pid, signal.SIGKILL)
                 rc, timed_out = proc.wait(), True

@@ -121,7 +121,7 @@ def test_autocast_matches_torch_lstm_under_autocast(path):
         try:
             out_t, (h_t, c_t) = theirs(x)
         except RuntimeError as exc:  # oneDNN has no bf16 LSTM on a CPU without AVX-512 BF16
-            if DEVICE != "cpu":
+            if DEVICE != "cpu" or "could not create a primitive" not in str(exc):
                 raise
             pytest.skip(f"torch.nn.LSTM cannot run under {dtype} autocast on this {DEVICE}: "
                         f"{str(exc).splitlines()[0]}")

@@ -1,54 +1,49 @@
-"""The cudnn path's backward runs with TF32 off (tsrnn.functional._CudnnWithoutTF32). The first
-GPU run found its gradients TF32-rounded: cuDNN reads the flag when the backward runs, after the
-forward's ``with``. The wrapper is device-independent, so these run on the CPU too: the same
-gradients as plain autograd, the flag off while the wrapped graph's backward runs, and a second
-backward refused clearly."""
-import pytest
+"""The cudnn path's backward runs with TF32 off (tsrnn.functional.exact_backward). The first GPU
+run found its gradients TF32-rounded: cuDNN reads the flag when the backward runs, after the
+forward's ``with``. The hooks are device-independent, so these run on the CPU, on the oneDNN
+LSTM's backward node: the flag is off while the node runs and restored after, every time it runs
+(retain_graph), and gradcheck goes through them."""
 import torch
 
-from tsrnn.functional import _CudnnWithoutTF32
-from conftest import assert_close
+from tsrnn.functional import cudnn_exact, exact_backward
+
+
+def _lstm(x, h0, c0, w_ih, w_hh, bias):
+    return torch._VF.lstm(x, (h0[None], c0[None]), [w_ih, w_hh, bias, torch.zeros_like(bias)], True, 1, 0.0, True,
+                          False, False)
 
 
 def _inputs():
     g = torch.Generator().manual_seed(0)
-    x = torch.randn(5, 3, 4, generator=g, dtype=torch.float64, requires_grad=True)
-    h0, c0 = (torch.randn(3, 6, generator=g, dtype=torch.float64) for _ in range(2))
-    w_ih = torch.randn(24, 4, generator=g, dtype=torch.float64, requires_grad=True)
-    w_hh = torch.randn(24, 6, generator=g, dtype=torch.float64, requires_grad=True)
-    return x, h0, c0, w_ih, w_hh
+    shapes = [(4, 2, 3), (2, 5), (2, 5), (20, 3), (20, 5), (20,)]
+    return [torch.randn(s, generator=g, dtype=torch.float64, requires_grad=True) for s in shapes]
 
 
-def _lstm(x, h0, c0, w_ih, w_hh):
-    return torch._VF.lstm(x, (h0[None], c0[None]), [w_ih, w_hh], False, 1, 0.0, True, False, False)
-
-
-def test_gradients_equal_plain_autograd():
-    inputs = _inputs()
-    out, h_n, c_n = _CudnnWithoutTF32.apply(_lstm, *inputs)
-    want = _lstm(*inputs)
-    assert_close(out, want[0], {"atol": 0, "rtol": 0}, "out")
-    weights = torch.linspace(-1, 1, out.numel(), dtype=torch.float64).view(out.shape)
-    wrt = [inputs[0], inputs[3], inputs[4]]
-    got = torch.autograd.grad((out * weights).sum() + c_n.sum(), wrt)  # h_n gets no gradient: allowed
-    expected = torch.autograd.grad((want[0] * weights).sum() + want[2].sum(), wrt)
-    for name, a, b in zip(("x", "w_ih", "w_hh"), got, expected):
-        assert_close(a, b, {"atol": 1e-12, "rtol": 0}, f"grad {name}")
-
-
-def test_the_backward_runs_with_tf32_off_and_once():
+def test_the_flag_is_off_while_the_node_runs_and_restored_after_each_run():
     seen = []
+    out, _, c_n = _lstm(*_inputs())
+    exact_backward(out.grad_fn)
+    out.grad_fn.register_prehook(lambda grad_outputs: seen.append(("in", torch.backends.cudnn.allow_tf32)))
+    with torch.backends.cudnn.flags(enabled=True, benchmark=True, allow_tf32=True):
+        for _ in range(2):  # a second backward through the same graph (retain_graph) runs the hooks again
+            (out.sum() + c_n.sum()).backward(retain_graph=True)
+            seen.append(("after", torch.backends.cudnn.allow_tf32))
+        assert torch.backends.cudnn.benchmark  # the user's other settings are kept
+    assert seen == [("in", False), ("after", True)] * 2
 
-    def call(t):
-        out = t * 2
-        out.register_hook(lambda grad: seen.append(torch.backends.cudnn.allow_tf32))
-        return (out,)
 
-    t = torch.randn(3, requires_grad=True)
-    with torch.backends.cudnn.flags(enabled=True, allow_tf32=True):
-        (out,) = _CudnnWithoutTF32.apply(call, t)
-        out.sum().backward(retain_graph=True)
-        assert seen == [False] and torch.backends.cudnn.allow_tf32
-        assert torch.equal(t.grad, torch.full((3,), 2.0))
-        with pytest.raises(RuntimeError, match="tsrnn: the cudnn path's backward runs once per forward"):
-            out.sum().backward()
+def test_gradcheck_through_the_hooks():
+    def layer(*inputs):
+        out, h_n, c_n = _lstm(*inputs)
+        exact_backward(out.grad_fn)
+        return out, h_n, c_n
+
+    assert torch.autograd.gradcheck(layer, _inputs())
+
+
+def test_cudnn_exact_keeps_benchmark_and_deterministic():
+    cudnn = torch.backends.cudnn
+    with cudnn.flags(enabled=False, benchmark=True, deterministic=True, allow_tf32=True):
+        with cudnn_exact():
+            assert (cudnn.enabled, cudnn.benchmark, cudnn.deterministic, cudnn.allow_tf32) == (True, True, True, False)
+        assert (cudnn.enabled, cudnn.allow_tf32) == (False, True)

@@ -46,7 +46,8 @@ def test_gpu_report_quick_cpu_run(tmp_path, capsys):
 
 def test_a_job_past_its_limit_is_stopped_and_recorded(tmp_path, monkeypatch):
     """A hung kernel must not eat the GPU session: its job is killed at its limit, and the report
-    says so; a job that would start past the deadline is recorded as skipped."""
+    says so; a missing command fails its job only; a job that would start past the deadline is
+    recorded as skipped."""
     report = _load_report()
     monkeypatch.setitem(report.LIMITS, "pytest", 1)
     monkeypatch.setattr(report, "SHORTEST_JOB", 0.5)
@@ -56,9 +57,11 @@ def test_a_job_past_its_limit_is_stopped_and_recorded(tmp_path, monkeypatch):
     runner.run("pytest", sleep)
     assert runner.jobs[0]["timed_out"] and runner.jobs[0]["seconds"] < 30
     assert runner.runs == [{"run": "pytest", "ok": False, "summary": "stopped at its limit | hung"}]
+    runner.run("memcheck", [str(tmp_path / "no-such-tool")])  # a missing tool fails its job alone
+    assert runner.jobs[1]["rc"] == 127 and "could not start" in runner.runs[1]["summary"]
     runner.deadline = report.time.monotonic()
     runner.run("selftest", sleep)
-    assert runner.jobs[1] == {"job": "selftest", "skipped": "past the deadline"}
+    assert runner.jobs[2] == {"job": "selftest", "skipped": "past the deadline"}
 
 
 def test_every_job_of_a_gpu_run_has_a_limit():

@@ -171,8 +171,10 @@ def test_plstm_packed_input_with_dt_equals_lengths(path, input_gate):
         m(pack_padded_sequence(x, lengths, enforce_sorted=False), dt=dt)
 
 
-def test_forget_gates_and_traces_with_lengths_are_zero_past_the_ends():
-    m = _module("plstm_coupled", "auto", batch_first=True)
+@pytest.mark.parametrize("path", testing.LAYER_PATHS)
+def test_forget_gates_and_traces_with_lengths_are_zero_past_the_ends(path):
+    _skip_unless_runs(path, "plstm_coupled", (5, 3, 3, 5))
+    m = _module("plstm_coupled", path, batch_first=True)
     x = torch.randn(3, 5, 3, dtype=torch.float64, device=DEVICE)
     lengths = torch.tensor([5, 2, 0])
     for layer in m.trace(x, lengths=lengths):
@@ -184,8 +186,10 @@ def test_forget_gates_and_traces_with_lengths_are_zero_past_the_ends():
     assert forget[0].shape == (5, 3, 5) and (forget[1][:, 2] == 0).all()
 
 
-def test_all_lengths_zero_runs_no_step():
-    m = _module("lstm", "auto")
+@pytest.mark.parametrize("path", testing.LAYER_PATHS)
+def test_all_lengths_zero_runs_no_step(path):
+    _skip_unless_runs(path, "lstm", (4, 2, 3, 5))
+    m = _module("lstm", path)
     x = torch.randn(4, 2, 3, dtype=torch.float64, device=DEVICE)
     hx = tuple(torch.randn(2, 2, 5, dtype=torch.float64, device=DEVICE) for _ in range(2))
     out, (h_n, c_n) = m(x, hx, lengths=[0, 0])

@@ -11,7 +11,7 @@ registry record names (``Path.runs``):
   projection's gradient into one GEMM for W_ih, one for x and a sum for the bias (on "cpu", the
   bias's from the same pass over the gradient as W_ih's);
 - "torch_lstm" (onednn, cudnn) calls ``torch._VF.lstm`` with the effective bias as b_ih and
-  b_hh = 0 (cuDNN with TF32 off, so float32 stays float32);
+  b_hh = 0 (cuDNN with TF32 off, in the forward and in the backward, so float32 stays float32);
 - "reference" runs the cell's step loop (``Cell.reference_layer``) on its arguments cast to the
   math dtype.
 
@@ -24,6 +24,7 @@ The modules call ``_layer`` directly: they check their inputs once in their own 
 """
 from __future__ import annotations
 
+import contextlib
 import warnings
 
 import torch
@@ -43,62 +44,52 @@ def _torch_lstm(path, cell, x, h0, states, w_ih, w_hh, bias, p, dt, eps, traces,
     weights = [w_ih, w_hh] if bias is None else [w_ih, w_hh, bias, torch.zeros_like(bias)]
     train = torch.is_grad_enabled() or torch.jit.is_tracing()  # a traced graph serves training and inference
     # cuDNN takes contiguous states and weights only (refused or failing a view on CUDA, not on the CPU)
-    inputs = (x.to(math), *(t.to(math).contiguous() for t in (h0, c0, *weights)))
-
-    def rebuild(t):
-        """torch._VF.lstm's arguments around the tensors ``t`` (in the order of ``inputs``)."""
-        data = (t[0],) if packing is None else (t[0], packing.batch_sizes)
-        tail = () if packing is not None else (False,)  # batch_first, padded entry only
-        return (*data, (t[1][None], t[2][None]), list(t[3:]), bias is not None, 1, 0.0, train, False, *tail)
-
-    args = rebuild(inputs)
+    states = (h0.to(math).contiguous()[None], c0.to(math).contiguous()[None])
+    data = (x.to(math),) if packing is None else (x.to(math), packing.batch_sizes)
+    args = (*data, states, [w.to(math).contiguous() for w in weights], bias is not None, 1, 0.0, train, False)
+    if packing is None:
+        args += (False,)  # batch_first
     if x.device.type != "cuda":
         out, h_n, c_n = torch._VF.lstm(*args)
-    elif (torch.is_grad_enabled() and not torch.compiler.is_compiling() and not torch.jit.is_tracing()
-          and any(t.requires_grad for t in inputs)):
-        out, h_n, c_n = _CudnnWithoutTF32.apply(lambda *t: _cudnn_lstm(*rebuild(t)), *inputs)
     else:
-        out, h_n, c_n = _cudnn_lstm(*args)
+        with warnings.catch_warnings(), cudnn_exact():
+            warnings.filterwarnings("ignore", message=".*not part of single contiguous chunk.*")  # weights are per call
+            out, h_n, c_n = torch._VF.lstm(*args)
+        if out.grad_fn is not None and not torch.compiler.is_compiling():
+            exact_backward(out.grad_fn)
     return out.to(x.dtype), (h_n[0].to(x.dtype), c_n[0].to(x.dtype)), None
 
 
-def _cudnn_lstm(*args):
-    """torch._VF.lstm under cuDNN with TF32 off (float32 stays float32)."""
-    with warnings.catch_warnings(), torch.backends.cudnn.flags(enabled=True, allow_tf32=False):
-        warnings.filterwarnings("ignore", message=".*not part of single contiguous chunk.*")  # weights are per call
-        return torch._VF.lstm(*args)
+@contextlib.contextmanager
+def cudnn_exact():
+    """cuDNN on with TF32 off (float32 stays float32), the user's other cuDNN settings kept."""
+    cudnn = torch.backends.cudnn
+    with cudnn.flags(enabled=True, benchmark=cudnn.benchmark, benchmark_limit=cudnn.benchmark_limit,
+                     deterministic=cudnn.deterministic, allow_tf32=False):
+        yield
 
 
-class _CudnnWithoutTF32(torch.autograd.Function):
-    """``call(*tensors)`` (cuDNN's LSTM) with TF32 off in its backward too. cuDNN reads the flag
-    when a kernel runs, and autograd runs the backward after the forward's ``with`` has ended,
-    under the user's setting (torch's default allows TF32): on the first GPU run the plain call's
-    outputs were exact and its gradients TF32-rounded (up to 2.7e-3 where float32's bound was
-    2e-4 to 1e-3). So the forward records cuDNN's graph on detached inputs, and the backward runs
-    it under the flags. Its graph is freed by the first backward (as autograd frees saved tensors),
-    so a second backward through the same forward (``retain_graph=True``) is refused; and under
-    torch.compile or a trace the plain call runs, its backward under the user's setting."""
+def exact_backward(node) -> None:
+    """Runs the autograd ``node`` (cuDNN's LSTM backward) under ``cudnn_exact``, each time it runs.
 
-    @staticmethod
-    def forward(ctx, call, *tensors):
-        leaves = [t.detach().requires_grad_(t.requires_grad) for t in tensors]
-        with torch.enable_grad():
-            outputs = call(*leaves)
-        ctx.graph = (leaves, outputs)
-        return tuple(o.detach() for o in outputs)
+    cuDNN reads the TF32 flag when a kernel runs, and autograd runs the backward after the
+    forward's ``with`` has ended, under the user's setting (torch's default allows TF32): on the
+    first GPU run the cudnn path's outputs were within float32's tolerance and its gradients
+    TF32-rounded: up to 2.9e-3 (grad x at H=301, bound 2.6e-3) and up to 4.4 times their bound
+    (grad W_hh at H=130: 2.7e-3 against 6.1e-4).
+    A pre-hook on the node turns TF32 off and a post-hook restores the setting, so retain_graph,
+    create_graph and gradcheck work as without them; if the node's backward raises, the setting
+    stays off. Under torch.compile no hook is set (the backward follows the user's setting)."""
+    flags = contextlib.ExitStack()
 
-    @staticmethod
-    def backward(ctx, *grads):
-        if ctx.graph is None:
-            raise RuntimeError("tsrnn: the cudnn path's backward runs once per forward (retain_graph=True is not "
-                               "supported there); use backend='cuda_coop' or 'triton' to differentiate twice")
-        (leaves, outputs), ctx.graph = ctx.graph, None
-        pairs = [(o, g) for o, g in zip(outputs, grads) if g is not None and o.requires_grad]
-        wanted = [t for t in leaves if t.requires_grad]
-        with torch.backends.cudnn.flags(enabled=True, allow_tf32=False):
-            found = iter(torch.autograd.grad([o for o, _ in pairs], wanted, [g for _, g in pairs], allow_unused=True,
-                                             create_graph=torch.is_grad_enabled()))
-        return (None, *(next(found) if t.requires_grad else None for t in leaves))
+    def before(grad_outputs):
+        flags.enter_context(cudnn_exact())
+
+    def after(grad_inputs, grad_outputs):
+        flags.close()
+
+    node.register_prehook(before)
+    node.register_hook(after)
 
 
 def _operator(path, cell, x, h0, states, w_ih, w_hh, bias, p, dt, eps, traces, packing):
