@@ -1,11 +1,11 @@
-"""The cudnn path's backward runs with TF32 off (tsrnn.functional.exact_backward). The first GPU
+"""The cudnn path's backward runs with TF32 off (tsrnn.functional._exact_backward). The first GPU
 run found its gradients TF32-rounded: cuDNN reads the flag when the backward runs, after the
 forward's ``with``. The hooks are device-independent, so these run on the CPU, on the oneDNN
 LSTM's backward node: the flag is off while the node runs and restored after, every time it runs
 (retain_graph), and gradcheck goes through them."""
 import torch
 
-from tsrnn.functional import cudnn_exact, exact_backward
+from tsrnn.functional import _cudnn_exact, _exact_backward
 
 
 def _lstm(x, h0, c0, w_ih, w_hh, bias):
@@ -22,7 +22,7 @@ def _inputs():
 def test_the_flag_is_off_while_the_node_runs_and_restored_after_each_run():
     seen = []
     out, _, c_n = _lstm(*_inputs())
-    exact_backward(out.grad_fn)
+    _exact_backward(out.grad_fn)
     out.grad_fn.register_prehook(lambda grad_outputs: seen.append(("in", torch.backends.cudnn.allow_tf32)))
     with torch.backends.cudnn.flags(enabled=True, benchmark=True, allow_tf32=True):
         for _ in range(2):  # a second backward through the same graph (retain_graph) runs the hooks again
@@ -35,7 +35,7 @@ def test_the_flag_is_off_while_the_node_runs_and_restored_after_each_run():
 def test_gradcheck_through_the_hooks():
     def layer(*inputs):
         out, h_n, c_n = _lstm(*inputs)
-        exact_backward(out.grad_fn)
+        _exact_backward(out.grad_fn)
         return out, h_n, c_n
 
     assert torch.autograd.gradcheck(layer, _inputs())
@@ -44,6 +44,6 @@ def test_gradcheck_through_the_hooks():
 def test_cudnn_exact_keeps_benchmark_and_deterministic():
     cudnn = torch.backends.cudnn
     with cudnn.flags(enabled=False, benchmark=True, deterministic=True, allow_tf32=True):
-        with cudnn_exact():
+        with _cudnn_exact():
             assert (cudnn.enabled, cudnn.benchmark, cudnn.deterministic, cudnn.allow_tf32) == (True, True, True, False)
         assert (cudnn.enabled, cudnn.allow_tf32) == (False, True)

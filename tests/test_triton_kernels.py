@@ -157,7 +157,7 @@ def test_tensors_triton_cannot_read_are_refused_before_running(monkeypatch, run,
     monkeypatch.delenv("TRITON_INTERPRET", raising=False)
     _no_launch(monkeypatch)
     forward, backward = _drivers(run)
-    match = rf"^tsrnn: the Triton kernels take CUDA tensors .*, got {device} tensors"
+    match = rf"^tsrnn: Triton runs on CUDA tensors .*, got {device} tensors"
     for call in (lambda: forward(*forward_args, True), lambda: backward(*backward_args)):
         with pytest.raises(RuntimeError, match=match):
             call()

@@ -40,7 +40,7 @@ def test_tensors_triton_cannot_read_are_refused_before_running(monkeypatch, devi
     a, u, x0 = torch.rand(4, 3, device=device), torch.randn(4, 3, device=device), torch.zeros(3, device=device)
     monkeypatch.delenv("TRITON_INTERPRET", raising=False)
     monkeypatch.setattr(linear_scan, "_scan_kernel", None)  # a launch would fail with a TypeError
-    match = rf"^tsrnn: the Triton kernels take CUDA tensors .*, got {device} tensors"
+    match = rf"^tsrnn: Triton runs on CUDA tensors .*, got {device} tensors"
     with pytest.raises(RuntimeError, match=match):
         linear_scan.linear_scan_forward(a, u, x0)
     with pytest.raises(RuntimeError, match=match):

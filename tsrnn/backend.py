@@ -87,7 +87,6 @@ first call that reads it ("auto" reads TSRNN_BACKEND, TSRNN_VERIFY and TSRNN_AUT
 from __future__ import annotations
 
 import functools
-import os
 import time
 import warnings
 from dataclasses import dataclass
@@ -99,7 +98,7 @@ from tsrnn import _validation as check
 from tsrnn import verification
 from tsrnn.cells import math_dtype
 from tsrnn.extensions import CUDA_LOAD_ERROR, LOAD_ERROR
-from tsrnn.kernels import capacity
+from tsrnn.kernels import capacity, checks
 
 BACKENDS = ("auto", "reference", "native", "triton")
 TUNE_REPEATS = 3  # timed runs per candidate, after one warm-up run; the fastest run counts
@@ -258,10 +257,11 @@ class Path:
         triton = self.family == "triton"
         if triton and not triton_available():
             return "it needs the triton package (pip install triton)"
-        interpreted = triton and device == "cpu" and os.environ.get("TRITON_INTERPRET") == "1"
-        if self.devices is not None and device not in self.devices and not interpreted:
-            if triton:
-                return f"Triton runs on CUDA tensors (or CPU tensors with TRITON_INTERPRET=1), got {device} tensors"
+        if triton:
+            refused = checks.triton_refuses(device)
+            if refused:
+                return refused
+        elif self.devices is not None and device not in self.devices:
             return f"it runs on {self.devices[0].upper()} tensors, got {device} tensors"
         return self.rule(call)
 

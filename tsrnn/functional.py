@@ -52,16 +52,16 @@ def _torch_lstm(path, cell, x, h0, states, w_ih, w_hh, bias, p, dt, eps, traces,
     if x.device.type != "cuda":
         out, h_n, c_n = torch._VF.lstm(*args)
     else:
-        with warnings.catch_warnings(), cudnn_exact():
+        with warnings.catch_warnings(), _cudnn_exact():
             warnings.filterwarnings("ignore", message=".*not part of single contiguous chunk.*")  # weights are per call
             out, h_n, c_n = torch._VF.lstm(*args)
         if out.grad_fn is not None and not torch.compiler.is_compiling():
-            exact_backward(out.grad_fn)
+            _exact_backward(out.grad_fn)
     return out.to(x.dtype), (h_n[0].to(x.dtype), c_n[0].to(x.dtype)), None
 
 
 @contextlib.contextmanager
-def cudnn_exact():
+def _cudnn_exact():
     """cuDNN on with TF32 off (float32 stays float32), the user's other cuDNN settings kept."""
     cudnn = torch.backends.cudnn
     with cudnn.flags(enabled=True, benchmark=cudnn.benchmark, benchmark_limit=cudnn.benchmark_limit,
@@ -69,8 +69,8 @@ def cudnn_exact():
         yield
 
 
-def exact_backward(node) -> None:
-    """Runs the autograd ``node`` (cuDNN's LSTM backward) under ``cudnn_exact``, each time it runs.
+def _exact_backward(node) -> None:
+    """Runs the autograd ``node`` (cuDNN's LSTM backward) under ``_cudnn_exact``, each time it runs.
 
     cuDNN reads the TF32 flag when a kernel runs, and autograd runs the backward after the
     forward's ``with`` has ended, under the user's setting (torch's default allows TF32): on the
@@ -83,7 +83,7 @@ def exact_backward(node) -> None:
     flags = contextlib.ExitStack()
 
     def before(grad_outputs):
-        flags.enter_context(cudnn_exact())
+        flags.enter_context(_cudnn_exact())
 
     def after(grad_inputs, grad_outputs):
         flags.close()

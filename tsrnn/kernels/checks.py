@@ -160,13 +160,20 @@ def math_dtype(t: torch.Tensor) -> None:
         raise TypeError(f"tsrnn: the Triton recurrence kernels take float32 or float64, got {t.dtype}")
 
 
+def triton_refuses(device_type: str) -> str | None:
+    """None where the Triton kernels read tensors of ``device_type``: CUDA, or CPU through the
+    interpreter (TRITON_INTERPRET=1); else why not (the rule of tsrnn.backend's Triton paths too)."""
+    if device_type == "cuda" or (device_type == "cpu" and os.environ.get("TRITON_INTERPRET") == "1"):
+        return None
+    return f"Triton runs on CUDA tensors (or CPU tensors with TRITON_INTERPRET=1), got {device_type} tensors"
+
+
 def triton_device(t: torch.Tensor) -> None:
-    """The Triton kernels read CUDA tensors, or CPU tensors through the interpreter
-    (TRITON_INTERPRET=1): any other device (CPU tensors on a GPU machine, meta) is refused here,
-    before a launch would fail inside Triton or read host memory as device memory."""
-    if not (t.is_cuda or (t.device.type == "cpu" and os.environ.get("TRITON_INTERPRET") == "1")):
-        raise RuntimeError("tsrnn: the Triton kernels take CUDA tensors (or CPU tensors with TRITON_INTERPRET=1), "
-                           f"got {t.device.type} tensors")
+    """Refuses a tensor the Triton kernels cannot read (CPU tensors on a GPU machine, meta) before
+    a launch would fail inside Triton or read host memory as device memory."""
+    reason = triton_refuses(t.device.type)
+    if reason:
+        raise RuntimeError(f"tsrnn: {reason}")
 
 
 def scan_args(a, u, x0):
