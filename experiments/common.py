@@ -298,20 +298,22 @@ def paired(better: dict, other: dict, level: float = 0.95) -> dict:
 NOT_LIKE_FOR_LIKE = "not like-for-like data"
 
 
-def verdict(stats: dict, unlike: str = "") -> str:
+def verdict(stats: dict, unlike: str = "", seed_size: bool = False) -> str:
     """What a seed-level interval of (the model the claim favours - the other) says of the claim:
-    "reproduced" only on like-for-like data and protocol (``unlike`` empty; else it says how the
-    comparison is not the seed's) with an interval above 0; "reversed" when it is below 0
-    ("reversed at this size" when ``unlike``); otherwise "consistent" when the mean points the
-    claim's way and "not reproduced at this size" when it does not, saying why (one seed, or an
-    interval that includes 0; then ``unlike``)."""
+    "reproduced" only on like-for-like data and protocol at the seed's size (``unlike`` empty and
+    ``seed_size``; else it says how the comparison is not the seed's); "reversed" when the interval
+    is below 0; otherwise "consistent" when the mean points the claim's way and "not reproduced"
+    when it does not, saying why (one seed, or an interval that includes 0; then ``unlike``).
+    "Not reproduced" and "reversed" say "at this size" unless the runs had the seed's size."""
+    unlike = unlike or ("" if seed_size else "not the seed's size")
+    at = "" if seed_size else " at this size"
     if stats["n"] > 1 and stats["low"] > 0:
         return f"consistent ({unlike})" if unlike else "reproduced"
     if stats["n"] > 1 and stats["high"] < 0:
-        return "reversed at this size" if unlike else "reversed"
+        return f"reversed{at}" + (f" ({unlike})" if unlike else "")
     why = "one seed" if stats["n"] < 2 else f"the {100 * stats['level']:.0f}% interval includes 0"
     why += f"; {unlike}" if unlike else ""
-    return f"consistent ({why})" if stats["mean"] > 0 else f"not reproduced at this size ({why})"
+    return f"consistent ({why})" if stats["mean"] > 0 else f"not reproduced{at} ({why})"
 
 
 def described(stats: dict, unit: str = "", scale: float = 1.0, digits: int = 1) -> str:

@@ -53,14 +53,16 @@ def area(points: list[tuple[int, float]], steps: int, every: int) -> float:
     return total / len(grid)
 
 
-def verdict(gaps: dict, reached: dict, steps: int) -> dict[str, str]:
+def verdict(gaps: dict, reached: dict, steps: int, seed_size: bool = True) -> dict[str, str]:
     """The verdict of pLSTM vs each other cell from its seed-paired area interval (``gaps``):
     "reproduced" needs every run to reach the target (``reached`` cell -> seed -> step or None)
-    within the cap; else an interval above 0 is "consistent", saying how many runs reached it."""
+    within the cap; else an interval above 0 is "consistent", saying how many runs reached it.
+    ``seed_size``: the runs have the seed's delay, model and batch (``--size full``)."""
     runs = [step for by_seed in reached.values() for step in by_seed.values()]
     converged = sum(step is not None for step in runs)
     unlike = f"{converged} of {len(runs)} runs reached {TARGET} within {steps} steps"
-    return {other: common.verdict(gap, "" if converged == len(runs) else unlike) for other, gap in gaps.items()}
+    return {other: common.verdict(gap, "" if converged == len(runs) else unlike, seed_size)
+            for other, gap in gaps.items()}
 
 
 def _last(curves: dict, cell: str, seeds, digits: int) -> str:
@@ -98,7 +100,7 @@ def main(argv=None) -> int:
     reached = {cell: {s: common.first_step(curves[f"{cell}_seed{s}"], TARGET) for s in seeds} for cell in CELLS}
     gaps = {other: common.paired(areas["plstm"], areas[other]) for other in ("lstm", "chrono")}
     solved = {cell: sum(step is not None for step in reached[cell].values()) for cell in CELLS}
-    verdicts = verdict(gaps, reached, size["steps"])
+    verdicts = verdict(gaps, reached, size["steps"], args.size == "full")
     ours = (f"T = {size['delay']}, {size['steps']} steps: mean validation accuracy over training "
             + ", ".join(f"{cell} {common.interval(areas[cell].values())['mean']:.2f}" for cell in CELLS)
             + "; at the last step, accuracy (chance 0.125) and validation loss (memoryless baseline "

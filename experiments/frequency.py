@@ -82,7 +82,7 @@ def main(argv=None) -> int:
     first = size["claim_seeds"][0]
     majority = common.test_metrics(dirs[f"plstm_{CLAIM}_seed{first}"])["majority"]
     gaps = {other: common.paired(accuracy[CLAIM]["plstm"], accuracy[CLAIM][other]) for other in ("lstm", "chrono")}
-    verdicts = {other: common.verdict(gap) for other, gap in gaps.items()}
+    verdicts = {other: common.verdict(gap, seed_size=args.size == "full") for other, gap in gaps.items()}
     claim = accuracy[CLAIM]
     ours = (f"async, no time input, test accuracy: " + ", ".join(
         f"{cell} {100 * common.interval(claim[cell].values())['mean']:.1f}% +- "

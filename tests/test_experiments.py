@@ -176,22 +176,31 @@ def test_interval_is_students_t_and_paired_differences_pair_by_seed():
     ([0.2, 0.15, 0.25], True, "reproduced"),
     ([0.2, 0.15, 0.25], False, "consistent (not like-for-like data)"),
     ([-0.2, -0.15, -0.25], True, "reversed"),
-    ([-0.2, -0.15, -0.25], False, "reversed at this size"),
+    ([-0.2, -0.15, -0.25], False, "reversed (not like-for-like data)"),
     ([0.2, -0.1, 0.25], True, "consistent (the 95% interval includes 0)"),
-    ([-0.2, 0.1, -0.25], True, "not reproduced at this size (the 95% interval includes 0)"),
+    ([-0.2, 0.1, -0.25], True, "not reproduced (the 95% interval includes 0)"),
     ([0.2], True, "consistent (one seed)"),
-    ([-0.2], True, "not reproduced at this size (one seed)"),
-    ([-0.2], False, "not reproduced at this size (one seed; not like-for-like data)"),
+    ([-0.2], True, "not reproduced (one seed)"),
+    ([-0.2], False, "not reproduced (one seed; not like-for-like data)"),
     ([0.2, -0.1, 0.25], False, "consistent (the 95% interval includes 0; not like-for-like data)"),
 ])
-def test_verdict_follows_the_seed_level_interval(diffs, like, expected):
-    assert common.verdict(common.interval(diffs), "" if like else common.NOT_LIKE_FOR_LIKE) == expected
+def test_verdict_follows_the_seed_level_interval_at_the_seeds_size(diffs, like, expected):
+    assert common.verdict(common.interval(diffs), "" if like else common.NOT_LIKE_FOR_LIKE, seed_size=True) == expected
+
+
+@pytest.mark.parametrize("diffs, expected", [
+    ([0.2, 0.15, 0.25], "consistent (not the seed's size)"),  # never "reproduced" from smaller runs
+    ([-0.2, -0.15, -0.25], "reversed at this size (not the seed's size)"),
+    ([-0.2], "not reproduced at this size (one seed; not the seed's size)"),
+])
+def test_verdict_of_smaller_runs_says_so(diffs, expected):
+    assert common.verdict(common.interval(diffs)) == expected
 
 
 def test_verdict_names_how_the_comparison_is_not_the_seeds():
     above = common.interval([0.2, 0.15, 0.25])
-    assert common.verdict(above, "no run reached 0.99") == "consistent (no run reached 0.99)"
-    assert common.verdict(above) == "reproduced"
+    assert common.verdict(above, "no run reached 0.99", seed_size=True) == "consistent (no run reached 0.99)"
+    assert common.verdict(above, seed_size=True) == "reproduced"
 
 
 def test_copy_verdict_is_reproduced_only_when_every_run_converged():
@@ -201,10 +210,13 @@ def test_copy_verdict_is_reproduced_only_when_every_run_converged():
     never = {cell: {seed: None for seed in "012"} for cell in copy_task.CELLS}
     some = {**never, "plstm": {"0": 500, "1": 750, "2": None}}
     every = {cell: {seed: 1000 for seed in "012"} for cell in copy_task.CELLS}
-    assert copy_task.verdict(ahead, never, 3000) == {"lstm": "consistent (0 of 9 runs reached 0.99 within 3000 steps)",
-                                                     "chrono": "reversed at this size"}
+    assert copy_task.verdict(ahead, never, 3000) == {
+        "lstm": "consistent (0 of 9 runs reached 0.99 within 3000 steps)",
+        "chrono": "reversed (0 of 9 runs reached 0.99 within 3000 steps)"}
     assert copy_task.verdict(ahead, some, 3000)["lstm"] == "consistent (2 of 9 runs reached 0.99 within 3000 steps)"
     assert copy_task.verdict(ahead, every, 3000) == {"lstm": "reproduced", "chrono": "reversed"}
+    assert copy_task.verdict(ahead, every, 6, seed_size=False) == {
+        "lstm": "consistent (not the seed's size)", "chrono": "reversed at this size (not the seed's size)"}
 
 
 def test_brown_verdict_names_the_unigram_baselines_beside_the_seeds():
