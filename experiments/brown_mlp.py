@@ -48,7 +48,8 @@ def verdict(results: dict, seed_size: bool = True) -> str:
     parts = []
     for n, tilt in results["ppl_per_seed"]["tilt"].items():
         gap = common.paired(results["ppl_per_seed"]["buffer"][n], tilt)
-        parts.append(f"n = {n}: {common.verdict(gap, unlike, seed_size)}, buffer - tilt {common.described(gap, ' ppl', 1, 0)}")
+        parts.append(f"n = {n}: {common.verdict(gap, unlike, seed_size)}, "
+                     f"buffer - tilt {common.described(gap, ' ppl', 1, 0)}")
     return "; ".join(parts)
 
 

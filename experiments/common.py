@@ -304,16 +304,18 @@ def verdict(stats: dict, unlike: str = "", seed_size: bool = False) -> str:
     ``seed_size``; else it says how the comparison is not the seed's); "reversed" when the interval
     is below 0; otherwise "consistent" when the mean points the claim's way and "not reproduced"
     when it does not, saying why (one seed, or an interval that includes 0; then ``unlike``).
-    "Not reproduced" and "reversed" say "at this size" unless the runs had the seed's size."""
-    unlike = unlike or ("" if seed_size else "not the seed's size")
+    "Not reproduced" and "reversed" say "at this size", "consistent" "not the seed's size",
+    unless the runs had the seed's size."""
     at = "" if seed_size else " at this size"
-    if stats["n"] > 1 and stats["low"] > 0:
-        return f"consistent ({unlike})" if unlike else "reproduced"
     if stats["n"] > 1 and stats["high"] < 0:
         return f"reversed{at}" + (f" ({unlike})" if unlike else "")
-    why = "one seed" if stats["n"] < 2 else f"the {100 * stats['level']:.0f}% interval includes 0"
-    why += f"; {unlike}" if unlike else ""
-    return f"consistent ({why})" if stats["mean"] > 0 else f"not reproduced{at} ({why})"
+    above = stats["n"] > 1 and stats["low"] > 0
+    why = [] if above else ["one seed" if stats["n"] < 2 else f"the {100 * stats['level']:.0f}% interval includes 0"]
+    why += [unlike] if unlike else []
+    if stats["mean"] <= 0:
+        return f"not reproduced{at} ({'; '.join(why)})"
+    why += [] if seed_size or unlike else ["not the seed's size"]
+    return f"consistent ({'; '.join(why)})" if why else "reproduced"
 
 
 def described(stats: dict, unit: str = "", scale: float = 1.0, digits: int = 1) -> str:

@@ -190,8 +190,9 @@ def test_verdict_follows_the_seed_level_interval_at_the_seeds_size(diffs, like, 
 
 @pytest.mark.parametrize("diffs, expected", [
     ([0.2, 0.15, 0.25], "consistent (not the seed's size)"),  # never "reproduced" from smaller runs
-    ([-0.2, -0.15, -0.25], "reversed at this size (not the seed's size)"),
-    ([-0.2], "not reproduced at this size (one seed; not the seed's size)"),
+    ([0.2], "consistent (one seed; not the seed's size)"),
+    ([-0.2, -0.15, -0.25], "reversed at this size"),
+    ([-0.2], "not reproduced at this size (one seed)"),
 ])
 def test_verdict_of_smaller_runs_says_so(diffs, expected):
     assert common.verdict(common.interval(diffs)) == expected
@@ -216,7 +217,7 @@ def test_copy_verdict_is_reproduced_only_when_every_run_converged():
     assert copy_task.verdict(ahead, some, 3000)["lstm"] == "consistent (2 of 9 runs reached 0.99 within 3000 steps)"
     assert copy_task.verdict(ahead, every, 3000) == {"lstm": "reproduced", "chrono": "reversed"}
     assert copy_task.verdict(ahead, every, 6, seed_size=False) == {
-        "lstm": "consistent (not the seed's size)", "chrono": "reversed at this size (not the seed's size)"}
+        "lstm": "consistent (not the seed's size)", "chrono": "reversed at this size"}
 
 
 def test_brown_verdict_names_the_unigram_baselines_beside_the_seeds():
