@@ -5,7 +5,6 @@ import os
 import subprocess
 import sys
 import textwrap
-import time
 import warnings
 
 import pytest
@@ -368,9 +367,26 @@ def test_value_checks_on_cuda_assert_on_the_device(monkeypatch):
 CUDA = torch.device("cuda")
 
 
+class FakeClock:
+    """The tuner's clock in these tests: it moves only when a fake path sleeps, so a path measures
+    exactly its stated cost, however busy the machine is (real sleeps overshoot by milliseconds
+    under load, which once flipped a 2% margin test on CI)."""
+
+    def __init__(self):
+        self.now = 0.0
+
+    def perf_counter(self):
+        return self.now
+
+    def sleep(self, seconds):
+        self.now += seconds
+
+
 @pytest.fixture
 def fake_cuda(monkeypatch):
-    """A CUDA build without a GPU: the persistent CUDA kernel takes H <= 64 (fake plan), Triton imports."""
+    """A CUDA build without a GPU: the persistent CUDA kernel takes H <= 64 (fake plan), Triton
+    imports, and the tuner reads a FakeClock."""
+    monkeypatch.setattr(backend, "time", FakeClock())
     monkeypatch.setattr(backend, "CUDA_LOAD_ERROR", None)
     monkeypatch.setattr(backend, "triton_available", lambda: True)
     monkeypatch.setattr(backend, "_cuda_coop_blocks", lambda call: int(call.shape[3] <= 64))
@@ -389,8 +405,9 @@ def test_auto_on_cuda_candidates_in_order(fake_cuda):
 
 
 class FakePaths:
-    """run(path, dtype) for the measured choice: a forward that sleeps a path's cost and returns a
-    tensor whose backward sleeps the path's backward cost (every path computes the same numbers, so
+    """run(path, dtype) for the measured choice: a forward that sleeps a path's cost on the tuner's
+    clock (the fake_cuda fixture's FakeClock) and returns a tensor whose backward sleeps the path's
+    backward cost (every path computes the same numbers, so
     all pass verification); records the calls as (path, dtype), may fail."""
 
     def __init__(self, forward, backward=None, failing=()):
@@ -400,7 +417,7 @@ class FakePaths:
         self.calls.append((path, dtype))
         if path in self.failing:
             raise RuntimeError(f"{path} exploded")
-        time.sleep(self.forward.get(path, 0.0))
+        backend.time.sleep(self.forward.get(path, 0.0))
         w = torch.ones(1, dtype=dtype or torch.float32, requires_grad=True)
         seconds = self.backward.get(path, 0.0)
 
@@ -411,7 +428,7 @@ class FakePaths:
 
             @staticmethod
             def backward(ctx, g):
-                time.sleep(seconds)
+                backend.time.sleep(seconds)
                 return g
 
         return {"out": Slow.apply(w)}, {"w": w}
@@ -454,6 +471,8 @@ def test_a_training_call_is_timed_forward_and_backward(fake_cuda):
 def test_the_first_candidate_stays_within_the_margin(fake_cuda):
     run = FakePaths({"cudnn": 0.0100, "cuda_coop": 0.0098, "triton_persistent": 0.02, "triton_step": 0.02})
     assert backend.choose("auto", lstm_call(CUDA), run) == "cudnn"  # 2% faster is noise
+    run = FakePaths({"cudnn": 0.0100, "cuda_coop": 0.0094, "triton_persistent": 0.02, "triton_step": 0.02})
+    assert backend.choose("auto", lstm_call(CUDA, T=40), run) == "cuda_coop"  # 6% faster is not
 
 
 @pytest.mark.parametrize("verify, stage", [("1", "verified"), ("0", "timed")])
