@@ -27,11 +27,12 @@ SIZES = {"small": ["--emsize", "200", "--nhid", "200", "--dropout", "0.3", "--ep
 
 def verdict(results: dict) -> str:
     """The comparison's status from the seed-paired 95% interval of (without memory - averaging)
-    test perplexity; not like-for-like: reduced models after one epoch, and the seed reports no
+    test perplexity: the seed's data, reduced models after one epoch, and the seed reports no
     memory-less twin to compare with."""
     test = results["test_ppl"]
     gap = common.paired(test["lstm"], test["averaging"])
-    return f"{common.verdict(gap, common.NOT_LIKE_FOR_LIKE)}: without - with memory {common.described(gap, ' ppl')}"
+    unlike = f"{common.SHORTER}; the seed reports no memory-less twin"
+    return f"{common.verdict(gap, unlike)}: without - with memory {common.described(gap, ' ppl')}"
 
 
 def main(argv=None) -> int:

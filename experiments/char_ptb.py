@@ -36,11 +36,11 @@ def _parameters(run_dir) -> int:
 
 
 def verdict(results: dict) -> str:
-    """The claim's status from the seed-paired 95% interval of LSTM - pLSTM test BPC; not
-    like-for-like: smaller models after one epoch."""
+    """The claim's status from the seed-paired 95% interval of LSTM - pLSTM test BPC: the seed's
+    data (Mikolov's ptb.char files), smaller models after one epoch (seed: 50)."""
     bpc = results["test_bpc"]
     gap = common.paired(bpc["lstm"], bpc["plstm"])
-    return f"{common.verdict(gap, common.NOT_LIKE_FOR_LIKE)}: LSTM - pLSTM {common.described(gap, ' BPC', 1, 4)}"
+    return f"{common.verdict(gap, common.SHORTER)}: LSTM - pLSTM {common.described(gap, ' BPC', 1, 4)}"
 
 
 def main(argv=None) -> int:

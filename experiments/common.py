@@ -295,7 +295,8 @@ def paired(better: dict, other: dict, level: float = 0.95) -> dict:
     return {"seeds": seeds, "diffs": diffs, **interval(diffs, level)}
 
 
-NOT_LIKE_FOR_LIKE = "not like-for-like data"
+NOT_LIKE_FOR_LIKE = "not like-for-like data"  # the seed's task, on other data (8x8 digits for MNIST)
+SHORTER = "shorter training than the seed's"  # the seed's data, trained for far fewer epochs
 
 
 def verdict(stats: dict, unlike: str = "", seed_size: bool = False) -> str:
