@@ -407,8 +407,8 @@ def test_auto_on_cuda_candidates_in_order(fake_cuda):
 class FakePaths:
     """run(path, dtype) for the measured choice: a forward that sleeps a path's cost on the tuner's
     clock (the fake_cuda fixture's FakeClock) and returns a tensor whose backward sleeps the path's
-    backward cost (every path computes the same numbers, so
-    all pass verification); records the calls as (path, dtype), may fail."""
+    backward cost (every path computes the same numbers, so all pass verification); records the
+    calls as (path, dtype), may fail."""
 
     def __init__(self, forward, backward=None, failing=()):
         self.forward, self.backward, self.failing, self.calls = forward, backward or {}, failing, []
