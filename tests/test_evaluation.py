@@ -74,6 +74,19 @@ def test_point_perplexities_count_every_target():
     assert rows[0]["low"] == rows[0]["high"] == pytest.approx(rows[0]["mean"])
 
 
+def test_bin_perplexities_are_the_tables_point_estimates_and_nan_for_an_empty_bin():
+    g = torch.Generator().manual_seed(2)
+    nll = torch.rand(300, generator=g, dtype=torch.float64) * 4
+    targets = torch.randint(3, (300,), generator=g)  # no target in the <100 bin
+    counts = torch.tensor([20_000, 5_000, 100, 7])
+    ppl = evaluation.bin_perplexities(nll, targets, counts)
+    rows = evaluation.perplexity_table(nll, targets, counts, resamples=0)
+    assert list(ppl) == [r["bin"] for r in rows]
+    assert [ppl[r["bin"]] for r in rows[:-1]] == pytest.approx([r["ppl"] for r in rows[:-1]])
+    assert ppl[">=10K"] == pytest.approx(math.exp(nll[targets == 0].mean().item()))
+    assert math.isnan(ppl["<100"])
+
+
 def literal_draw_perplexities(nll, bins, starts, picks):
     """seed 000's statistics_significance, per draw: the drawn blocks' targets, then per bin."""
     out = []

@@ -104,6 +104,15 @@ def _draw_perplexities(block_nll: torch.Tensor, block_count: torch.Tensor, picks
     return torch.cat(out)
 
 
+def bin_perplexities(nll: torch.Tensor, targets: torch.Tensor, counts: torch.Tensor) -> dict[str, float]:
+    """Perplexity exp(mean nll) over all targets ("all"), then over each bin of BINS (NaN for an
+    empty bin): ``perplexity_table``'s point estimates without the bootstrap, for one model."""
+    nll = nll.detach().double().reshape(-1)
+    groups = target_bins(targets.reshape(-1), counts)
+    ppl = torch.exp(_group_sums(nll, groups) / _group_sums(torch.ones_like(nll), groups))
+    return dict(zip(("all", *BINS), ppl.tolist()))
+
+
 def perplexity_table(nll, targets, counts, baseline_nll=None, block=100, resamples=10_000, seed=0) -> list[dict]:
     """One row per bin ("all", then BINS): {"bin", "tokens", "ppl", "mean", "std", "low", "high",
     "low95", "high95"}; with ``baseline_nll`` also "baseline_ppl" and the same statistics of
