@@ -13,7 +13,7 @@ Markov-PTB (a corpus as long as PTB sampled from PTB's bigram chain, ``tsrnn.dat
 unit timescales ``tsrnn analyze --compare-timescales`` sets beside the PTB model's, with the
 Inverse-Gamma and narrow-Gaussian fits of each.
 
-Deviation from the seed, to fit CPU hours (a run took 30 to 32 minutes, two at once on 2 cores):
+Deviation from the seed, to fit CPU hours (a run took 30 to 33 minutes, two at once on 2 cores):
 layers 256/256/128 over 128-d embeddings (the seed: 1150/1150/400 over 400), 4 epochs of Adam
 instead of 1000 epochs of NT-ASGD from lr 30, plain BPTT windows of 70 (the seed's text: 70 or, with
 probability 0.05, 35) and lighter dropout. The recurrent weights and biases keep PyTorch's

@@ -66,7 +66,8 @@ def render_all(records: list[dict]) -> str:
             number = r["claim"].split(".")[0]
             parts.append(f"Claim {number}, every number behind it (`{r['command']}`):\n\n{r['detail']}")
         if r["name"] == "ptb_lm":
-            parts.append(f"Claim 5, test perplexity by word frequency (`{r['command']}`):\n\n"
+            parts.append(f"Claim 5, test perplexity by word frequency of the first training seed's models, with "
+                         f"its test-set bootstrap (`{r['command']}`):\n\n"
                          + bins_table(r["results"]["table"], r["results"]["seed_table"]["bins"]))
     return "\n\n".join(parts)
 

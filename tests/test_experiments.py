@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib
 import json
 import os
+import re
 from importlib import resources
 
 import pytest
@@ -268,6 +269,34 @@ def test_described_gives_the_interval_in_the_claims_unit():
 def test_every_committed_record_has_its_verdict_in_the_table():
     rendered = table.render(table.load())
     assert all(r["verdict"] and r["verdict"] in rendered for r in table.load())
+
+
+def _recorded_verdict(record: dict) -> str:
+    """The verdict the record's script words today from the record's own results."""
+    results, full = record["results"], record["size"] == "full"
+    if record["name"] == "copy_task":
+        verdicts = importlib.import_module("experiments.copy_task").verdict(
+            results["paired_area"], results["first_step_at_target"], results["steps"], full)
+    elif record["name"] == "frequency":
+        verdicts = {other: common.verdict(gap, seed_size=full) for other, gap in results["paired"].items()}
+    else:
+        return importlib.import_module(f"experiments.{record['name']}").verdict(results)
+    return "; ".join(f"vs {other}: {v}" for other, v in verdicts.items())
+
+
+def test_every_committed_verdict_is_the_one_its_script_words_today():
+    """A change to a script's verdict rule leaves no record carrying the old wording."""
+    assert {r["name"]: r["verdict"] for r in table.load()} == {r["name"]: _recorded_verdict(r) for r in table.load()}
+
+
+def test_each_claims_heading_in_reproduction_names_the_verdicts_of_its_record():
+    """The hand-written "What the runs show" opens each claim with the record's verdict words."""
+    words = re.compile(r"(?<!not )\breproduced\b|not reproduced|consistent|reversed")
+    headings = dict(re.findall(r"^\*\*(\d)\. [^:]*: (.*?)\*\*", table.DOCUMENT.read_text(), flags=re.M | re.S))
+    records = {r["claim"].split(".")[0]: r["verdict"] for r in table.load()}
+    assert set(headings) == set(records)
+    assert {k: set(words.findall(h)) for k, h in headings.items()} == {
+        k: set(words.findall(v)) for k, v in records.items()}
 
 
 def test_a_failed_run_raises_with_its_log(tmp_path):
