@@ -319,6 +319,11 @@ def verdict(stats: dict, unlike: str = "", seed_size: bool = False) -> str:
     return f"consistent ({'; '.join(why)})" if why else "reproduced"
 
 
+def against(verdicts: dict[str, str]) -> str:
+    """One verdict per compared model as the table's text: "vs lstm: ...; vs chrono: ..."."""
+    return "; ".join(f"vs {other}: {v}" for other, v in verdicts.items())
+
+
 def described(stats: dict, unit: str = "", scale: float = 1.0, digits: int = 1) -> str:
     """``stats`` (an ``interval``) as text: "+2.1 [0.4, 3.8] points (95% t interval, 3 seeds)", or
     "+2.1 points (one seed)"."""

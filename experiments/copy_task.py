@@ -111,7 +111,7 @@ def main(argv=None) -> int:
                                                  for other in gaps))
     row = {"claim": "2. Copy task, T = 200: pLSTM converges before LSTM-chrono and LSTM (seed 002 Fig 3A)",
            "seed": "T = 200: pLSTM converges first, then chrono, then LSTM (one run each, to 99.9%)",
-           "ours": ours, "verdict": "; ".join(f"vs {other}: {v}" for other, v in verdicts.items()),
+           "ours": ours, "verdict": common.against(verdicts),
            "model": "1 layer, 128 units (as seed)",
            "epochs": f"until 0.99 or {size['steps']} steps (batch 128, RMSprop 1e-3, 100K sequences: as seed; "
                      "seed: until 0.999)",

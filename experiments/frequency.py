@@ -50,6 +50,12 @@ def runs(size: dict) -> dict[str, list[str]]:
             for condition in conditions for seed in seeds(size, condition) for cell in CELLS}
 
 
+def verdict(gaps: dict, seed_size: bool) -> dict[str, str]:
+    """The verdict of pLSTM vs each other cell from its seed-paired test-accuracy interval
+    (``gaps``); ``seed_size``: the seed's 70 epochs (``--size full``)."""
+    return {other: common.verdict(gap, seed_size=seed_size) for other, gap in gaps.items()}
+
+
 def detail(accuracy: dict) -> str:
     """Markdown: test accuracy (%) mean +- sd over seeds per condition and cell, then each seed's
     (a mean over seeds of which some failed to learn hides it), beside Table 3's mean (spread)."""
@@ -82,7 +88,7 @@ def main(argv=None) -> int:
     first = size["claim_seeds"][0]
     majority = common.test_metrics(dirs[f"plstm_{CLAIM}_seed{first}"])["majority"]
     gaps = {other: common.paired(accuracy[CLAIM]["plstm"], accuracy[CLAIM][other]) for other in ("lstm", "chrono")}
-    verdicts = {other: common.verdict(gap, seed_size=args.size == "full") for other, gap in gaps.items()}
+    verdicts = verdict(gaps, args.size == "full")
     claim = accuracy[CLAIM]
     ours = (f"async, no time input, test accuracy: " + ", ".join(
         f"{cell} {100 * common.interval(claim[cell].values())['mean']:.1f}% +- "
@@ -93,7 +99,7 @@ def main(argv=None) -> int:
     row = {"claim": "3. Frequency discrimination, async, no time input: pLSTM above LSTM and chrono (seed 002 "
                     "Table 3)",
            "seed": ", ".join(f"{cell} {_seed(CLAIM, cell, '%')}" for cell in CELLS) + " (mean (spread) of 5 runs)",
-           "ours": ours, "verdict": "; ".join(f"vs {other}: {v}" for other, v in verdicts.items()),
+           "ours": ours, "verdict": common.against(verdicts),
            "model": "1 layer, 110 units (as seed)",
            "epochs": f"{epochs} of 5,000 fresh sequences, Adam 1e-3, batch 32 (as seed)",
            "seeds": ", ".join(map(str, size["claim_seeds"])) + " (async, no time input; "

@@ -274,14 +274,13 @@ def test_every_committed_record_has_its_verdict_in_the_table():
 def _recorded_verdict(record: dict) -> str:
     """The verdict the record's script words today from the record's own results."""
     results, full = record["results"], record["size"] == "full"
+    script = importlib.import_module(f"experiments.{record['name']}")
     if record["name"] == "copy_task":
-        verdicts = importlib.import_module("experiments.copy_task").verdict(
-            results["paired_area"], results["first_step_at_target"], results["steps"], full)
-    elif record["name"] == "frequency":
-        verdicts = {other: common.verdict(gap, seed_size=full) for other, gap in results["paired"].items()}
-    else:
-        return importlib.import_module(f"experiments.{record['name']}").verdict(results)
-    return "; ".join(f"vs {other}: {v}" for other, v in verdicts.items())
+        return common.against(script.verdict(results["paired_area"], results["first_step_at_target"],
+                                             results["steps"], full))
+    if record["name"] == "frequency":
+        return common.against(script.verdict(results["paired"], full))
+    return script.verdict(results)
 
 
 def test_every_committed_verdict_is_the_one_its_script_words_today():
