@@ -252,8 +252,26 @@ def test_frequency_detail_shows_every_seed_beside_the_seeds_spread():
 
     accuracy = {"async": {"plstm": {"0": 0.95, "1": 0.9}, "lstm": {"0": 0.858, "1": 0.52},
                           "chrono": {"0": 0.7, "1": 0.7}}}
-    row = frequency.detail(accuracy).splitlines()[2]
-    assert "| 68.9 +- 23.9 (85.8, 52.0) |" in row and row.endswith("92.57 (0.5), 68.59 (1.4), 69.64 (0.8) |")
+    gaps = {"async": {other: common.paired(accuracy["async"]["plstm"], accuracy["async"][other])
+                      for other in ("lstm", "chrono")}}
+    learned = {"async": {cell: {"0": {"first_epoch": 3, "largest_fall": 0.0},
+                                "1": {"first_epoch": None, "largest_fall": 0.31}} for cell in frequency.CELLS}}
+    lines = frequency.detail(accuracy, gaps, learned).splitlines()
+    assert "| 68.9 +- 23.9 (85.8, 52.0) |" in lines[2] and lines[2].endswith("92.57 (0.5), 68.59 (1.4), 69.64 (0.8) |")
+    assert "| +23.6 [" in lines[2] and "| +22.5 [-9.3, 54.3] |" in lines[2]  # pLSTM - LSTM, - chrono by seed
+    assert lines[-1] == "| async |" + " epochs 3, never; falls 0.00, 0.31 |" * 3
+
+
+def test_frequency_learning_reads_the_plateau_exit_and_the_largest_collapse(tmp_path):
+    from experiments import frequency
+
+    lines = [{"event": "train", "step": 1, "epoch": 0, "loss": 0.7}] + [
+        {"event": "valid", "step": 10 * e, "epoch": e, "accuracy": a} for e, a in enumerate([0.52, 0.65, 0.4, 0.7, 0.6], 1)]
+    (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
+    learned = frequency.learning(tmp_path)
+    assert learned["first_epoch"] == 2 and learned["largest_fall"] == pytest.approx(0.25)
+    (tmp_path / "metrics.jsonl").write_text(json.dumps({"event": "valid", "step": 10, "epoch": 1, "accuracy": 0.55}) + "\n")
+    assert frequency.learning(tmp_path) == {"first_epoch": None, "largest_fall": 0.0}
 
 
 def test_records_name_both_job_counts_when_calls_differed():
@@ -279,7 +297,7 @@ def _recorded_verdict(record: dict) -> str:
         return common.against(script.verdict(results["paired_area"], results["first_step_at_target"],
                                              results["steps"], full))
     if record["name"] == "frequency":
-        return common.against(script.verdict(results["paired"], full))
+        return common.against(script.verdict(results["paired"][script.CLAIM], full))
     return script.verdict(results)
 
 
