@@ -5,16 +5,16 @@ input, or with samples every Δt = 1, the three are alike.
 The three cells (110 units) in four conditions of Table 3: asynchronous and synchronous (Δt = 1)
 sampling, each with and without ``--time-input``, five training seeds in every condition (as the
 seed's 5 runs; a seed draws the data and the initialization, so the cells of one seed see the same
-sequences: the comparison is paired by seed). The seed's recipe (``--recipe seed002 --task freq``: Neil et al.'s data, Adam
-1e-3, batch 32, 5,000 fresh training sequences per epoch, 70 epochs). Test accuracy of the
+sequences: the comparison is paired by seed). The seed's recipe (``--recipe seed002 --task freq``:
+Neil et al.'s data, Adam 1e-3, batch 32, 5,000 fresh training sequences per epoch, 70 epochs). Test accuracy of the
 checkpoint with the best validation loss; the claim's verdict comes from the seed-level 95%
 interval of pLSTM - LSTM and pLSTM - chrono accuracy in the async condition without time input.
 The other conditions get the same intervals but no verdict: "alike" has no margin in the seed.
 Each run's validation curve gives the epoch at which it leaves the majority-class plateau and its
 largest collapse.
 
-Deviation from the seed: no sync Δt = 0.1 column (ten times the steps of Δt = 1), and Neil et al.'s per-step gradient clipping is
-not done (see ``--recipe seed002``).
+Deviation from the seed: no sync Δt = 0.1 column (ten times the steps of Δt = 1), and Neil et
+al.'s per-step gradient clipping is not done (see ``--recipe seed002``).
 """
 from __future__ import annotations
 
