@@ -24,6 +24,7 @@ from experiments import common
 
 NAME = "frequency"
 CELLS = ("plstm", "lstm", "chrono")
+OTHERS = CELLS[1:]  # the cells the pLSTM is compared with
 CONDITIONS = {"async": ["--async"], "async_time": ["--async", "--time-input"], "sync1": ["--resolution", "1"],
               "sync1_time": ["--resolution", "1", "--time-input"]}
 SIZES = {"full": {"args": [], "seeds": (0, 1, 2, 3, 4), "conditions": tuple(CONDITIONS)},
@@ -69,15 +70,14 @@ def detail(accuracy: dict, gaps: dict, learned: dict) -> str:
     (a mean over seeds of which some failed to learn hides it), the seed-paired intervals of pLSTM
     - each LSTM, and Table 3's mean (spread); below it, how each run learned (``learning``)."""
     header = "test accuracy %: mean +- sd (seed 0, 1, ...)"
-    others = [other for other in CELLS if other != "plstm"]
-    lines = [f"| {header} | " + " | ".join(CELLS) + " | " + " | ".join(f"plstm - {o}, paired" for o in others)
-             + " | the seed (Table 3): " + ", ".join(CELLS) + " |", "|---|" + "---|" * (len(CELLS) + len(others) + 1)]
+    lines = [f"| {header} | " + " | ".join(CELLS) + " | " + " | ".join(f"plstm - {o}, paired" for o in OTHERS)
+             + " | the seed (Table 3): " + ", ".join(CELLS) + " |", "|---|" + "---|" * (len(CELLS) + len(OTHERS) + 1)]
     for condition, by_cell in accuracy.items():
         cells = [(common.interval(by_cell[cell].values()), by_cell[cell].values()) for cell in CELLS]
         shown = [f"{100 * c['mean']:.1f} +- {100 * c['sd']:.1f} (" + ", ".join(f"{100 * v:.1f}" for v in values) + ")"
                  for c, values in cells]
         shown += [f"{100 * g['mean']:+.1f} [{100 * g['low']:.1f}, {100 * g['high']:.1f}]"
-                  for g in (gaps[condition][o] for o in others)]
+                  for g in (gaps[condition][o] for o in OTHERS)]
         lines.append(f"| {condition} | " + " | ".join(shown) + " | "
                      + ", ".join(_seed(condition, cell) for cell in CELLS) + " |")
     lines += ["", f"| epoch at which validation accuracy first reaches {LEARNED} (seed 0, 1, ...); its largest fall "
@@ -106,7 +106,7 @@ def main(argv=None) -> int:
                 for condition in size["conditions"]}
     first = size["seeds"][0]
     majority = common.test_metrics(dirs[f"plstm_{CLAIM}_seed{first}"])["majority"]
-    paired = {condition: {other: common.paired(by_cell["plstm"], by_cell[other]) for other in ("lstm", "chrono")}
+    paired = {condition: {other: common.paired(by_cell["plstm"], by_cell[other]) for other in OTHERS}
               for condition, by_cell in accuracy.items()}
     gaps = paired[CLAIM]
     learned = {condition: {cell: {seed: learning(dirs[f"{cell}_{condition}_seed{seed}"]) for seed in size["seeds"]}
