@@ -22,6 +22,7 @@ Environment:
 import glob
 import os
 import platform
+import subprocess
 import sys
 
 from setuptools import find_packages, setup
@@ -59,6 +60,24 @@ def libmvec():
     return []
 
 
+def shared_cxx_runtime():
+    """The shared C++ runtime as a link input on Linux: the compiler's libstdc++.so.6, named before
+    the driver's own ``-lstdc++`` so that nothing is left for a static libstdc++ to supply.
+
+    The lent GPU machines' toolchain (GCC 13 behind /opt/gcc/bin) linked libstdc++ statically into
+    both extensions: each had its own copy of the C++ runtime, whose std::locale was never set up,
+    and every error message that formats a number (c10::str, an ostringstream) crashed the process
+    there. Empty where the compiler does not name the library (then the driver's default stands)."""
+    if not sys.platform.startswith("linux"):
+        return []
+    try:
+        found = subprocess.run([os.environ.get("CXX", "c++"), "-print-file-name=libstdc++.so.6"],
+                               capture_output=True, text=True, timeout=60).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return []
+    return [found] if os.path.isabs(found) and os.path.isfile(found) else []
+
+
 def cuda_extension():
     """The CUDA extension, or None where it is not wanted or cannot be built (see TSRNN_CUDA)."""
     import torch
@@ -89,6 +108,7 @@ def cuda_extension():
         ["csrc/cuda/binding.cpp", "csrc/cuda/recurrence.cu"],
         include_dirs=[os.path.join(ROOT, "csrc")],
         extra_compile_args={"cxx": ["-O3", "-g0", LIMITED_API[1]], "nvcc": ["-O3", "-std=c++17"]},
+        extra_link_args=shared_cxx_runtime(),
         py_limited_api=True,
         optional=wanted != "1",
     )
@@ -144,7 +164,7 @@ def extensions():
         sources,
         include_dirs=[os.path.join(ROOT, "csrc")],
         extra_compile_args=["-O3", "-fopenmp", "-fno-math-errno", "-g0", LIMITED_API[1]],
-        extra_link_args=["-fopenmp"] + libmvec(),
+        extra_link_args=["-fopenmp"] + libmvec() + shared_cxx_runtime(),
         py_limited_api=True,
         optional=True,
     )

@@ -1,7 +1,7 @@
 """One call on a GPU machine: build, check every kernel, time everything, record it.
 
-    python bench/gpu_report.py [--wheels DIR] [--build] [--json gpu_report.json] [--device cuda] [--quick]
-                               [--deadline SECONDS] [--skip JOB ...] [--repeats N]
+    python bench/gpu_report.py [--wheels DIR] [--build] [--keep-build DIR] [--json gpu_report.json]
+                               [--device cuda] [--quick] [--deadline SECONDS] [--skip JOB ...] [--repeats N]
 
 1. Installs what ``--wheels DIR`` holds (``pip install --no-index --find-links DIR``, e.g. the
    flashrnn wheel), since the GPU machine has no network; with ``--build``, builds tsrnn with its
@@ -15,7 +15,7 @@
    bandwidth; ``lengths=`` against the same batch padded on every path
    (bench/lengths_vs_padded.py); FlashRNN's fused LSTM, with the input projection as a
    torch.nn.Linear in front so that it does the work of the others, beside cuDNN in the same job.
-3. Runs the GPU tests (``GPU_TESTS``, with pytest-xdist on 4 workers where it is installed), then
+3. Runs the GPU tests (``GPU_TESTS``, with pytest-xdist on ``PYTEST_WORKERS`` workers where it is installed), then
    one job per GPU path that checks it against the float64 reference through ``tsrnn.testing``
    (the tests' table of cells x shapes and the timed shapes, float32 and bf16, forward and
    backward; with each of its ``LENGTH_CASES``) and the Triton linear scan on the tests' scan
@@ -52,14 +52,18 @@ SCRIPT = os.path.abspath(__file__)
 # run collects tests, so the list cannot name a deleted file): the GPU tests, then the CUDA ones
 # that compute-sanitizer repeats (its tools slow a kernel ~100x: a few shapes).
 GPU_TESTS = ["tests/test_cuda.py", "tests/test_paths.py", "tests/test_triton_kernels.py", "tests/test_triton_scan.py",
-             "tests/test_backend.py", "tests/test_lengths.py", "tests/test_autocast.py"]
+             "tests/test_backend.py", "tests/test_lengths.py", "tests/test_autocast.py", "tests/test_double_backward.py",
+             "tests/test_cudnn_tf32.py", "tests/test_modules.py::test_device_and_dtype_place_every_parameter_and_buffer"]
+# The GPU tests are small launches and Python: on the first GPU run 4 workers took 211 s with 12 of
+# the machine's 16 cores idle.
+PYTEST_WORKERS = 12
 SANITIZED_TESTS = ["tests/test_cuda.py", "-k", "forward_without_save or (cuda_coop_matches_the_reference and 400)"]
 # (T, B, H) timed on a GPU, FlashRNN's in this order (its first call of a shape compiles for minutes).
 TIMED_SHAPES = [(70, 20, 400), (70, 80, 400), (70, 20, 1150), (70, 80, 1150), (1000, 128, 128)]
 FLASHRNN_SHAPES = [(1000, 128, 128), (70, 20, 400), (70, 80, 400), (70, 20, 1150), (70, 80, 1150)]
 QUICK_SHAPE = (5, 2, 8)
 # Seconds each job may take at most (the deadline may give it less).
-LIMITS = {"throw": 150, "checks": 300, "pytest": 420, "selftest": 120, "memcheck": 300, "racecheck": 300, "timings": 90,
+LIMITS = {"throw": 150, "checks": 300, "pytest": 300, "selftest": 120, "memcheck": 300, "racecheck": 300, "timings": 90,
           "scan": 60, "lengths": 150, "flashrnn": 300}
 # Seconds of timed calls per model and shape, after its warm-up: a slow path (the reference loop at
 # T = 1000) is timed fewer than --repeats times rather than eating the run.
@@ -336,7 +340,7 @@ def plan(device_type: str, quick: bool) -> list[tuple[str, list[str] | None]]:
     pytest_cmd = [sys.executable, "-m", "pytest", "-v", "-rfE", "--tb=short", "-p", "no:cacheprovider"]  # -v: each
     # test's name and outcome as it ends, also if the run is stopped at its limit
     if importlib.util.find_spec("xdist"):
-        pytest_cmd += ["-n", "4"]
+        pytest_cmd += ["-n", str(PYTEST_WORKERS)]
     cuda_bin = os.path.join(os.environ.get("CUDA_HOME", "/usr/local/cuda"), "bin")
     flashrnn = [(f"flashrnn:{','.join(map(str, s))}", None) for s in ([QUICK_SHAPE] if quick else FLASHRNN_SHAPES)]
     return ([("throw", throw_command(cuda_bin)), ("pytest", pytest_cmd + GPU_TESTS)] + timed + flashrnn[:1]
@@ -351,10 +355,16 @@ def plan(device_type: str, quick: bool) -> list[tuple[str, list[str] | None]]:
 # Argument checks of the compiled CPU and CUDA operators that fail. On the first GPU run every
 # such error whose message formats a number crashed the process (segfault) and those of plain text
 # raised: here torch's own error with numbers first (is it the process, or the extension?), then a
-# plain-text one of tsrnn's (p missing) and one with numbers (state0 of a wrong shape).
+# plain-text one of tsrnn's (p missing) and one with numbers (state0 of a wrong shape). The C++
+# runtime libraries mapped into the process are printed before the first call: a numeric message
+# is built by the extension's inline stream code (c10::str) and handed to libc10 as a std::string,
+# a plain one is not.
 THROW = """
 import os, torch, tsrnn
-print({k: v for k, v in os.environ.items() if k.startswith(('LC_', 'LANG'))}, flush=True)
+print({k: v for k, v in os.environ.items() if k.startswith(('LC_', 'LANG', 'LD_'))}, flush=True)
+with open('/proc/self/maps') as maps:
+    print('mapped:', sorted({l.split()[-1] for l in maps if any(n in l for n in ('libstdc++', 'libgcc_s', 'gomp'))}),
+          flush=True)
 try:
     torch.zeros(2, 3).view(4)
 except RuntimeError as exc:
@@ -367,28 +377,51 @@ for device in ('cpu', 'cuda'):
             torch.ops.tsrnn.recurrence_forward(cell, xg, w, h0, state0, None, None, 0.0, False)
         except RuntimeError as exc:
             print(device, cell, 'raised:', str(exc).splitlines()[0], flush=True)
+print('THROW finished', flush=True)
 """
 
 
 def throw_command(cuda_bin: str) -> list[str]:
-    """The compilers (``c++ --version``, and the one each extension records in its .comment), then
-    ``THROW`` with the dynamic linker's bindings of the extensions' symbols outside torch (which
-    library their C++ stream and locale calls bind to), a test that crashed there with pytest's
-    plugins (hypothesis, jaxtyping, ... on that machine) and without, and last ``THROW`` under
-    cuda-gdb for the native stack of a crash where cuda-gdb is installed (else faulthandler)."""
+    """The compilers (``c++ --version``, and the one each extension records in its .comment) and
+    the C++ runtime libraries the extensions link to, then ``THROW`` with the dynamic linker's
+    bindings of the extensions' symbols outside torch (which library their C++ stream and locale
+    calls bind to) and faulthandler. Only where it crashes (a crash costs device time, a clean run
+    needs no more): ``THROW`` again with the compiler's own libstdc++ preloaded (does a library
+    mismatch explain it?), a test that crashed there with pytest's plugins and without, and under
+    cuda-gdb for the native stack where cuda-gdb is installed."""
     gdb = os.path.join(cuda_bin, "cuda-gdb")
     run = f'{gdb} -batch -ex "set startup-with-shell off" -ex run -ex bt --args' if os.path.exists(gdb) else ""
     crashed = "tests/test_lengths.py::test_bad_batch_sizes_are_refused_by_the_operator"  # a worker died there
     python = f'"{sys.executable}"'
-    script = (f'c++ --version | head -1; readelf -p .comment tsrnn/*.so | sort -u; '
+    script = (f'c++ --version | head -1; echo "CC=$CC CXX=$CXX LDFLAGS=$LDFLAGS"; ls -l /opt/gcc/bin 2>/dev/null | head; '
+              f'{python} -c "import sysconfig as s; print(s.get_config_var(\'LDSHARED\'), s.get_config_var(\'LDFLAGS\'))"; '
+              f'readelf -p .comment tsrnn/*.so | sort -u; '
+              f'ldd tsrnn/*.so | grep -E "stdc|gcc_s|gomp|c10.so" | sort -u; '
               f'LD_DEBUG=bindings {python} -c "$THROW" 2>&1 | grep -E "binding file [^ ]*tsrnn" > /tmp/bindings; '
               f'echo "libraries the extensions bind to:"; grep -o " to [^ ]*" /tmp/bindings | sort | uniq -c; '
-              f'grep -E "(ostream|ostringstream|locale|num_put|numpunct|_M_insert)" /tmp/bindings '
+              f'grep -E "(ostream|ostringstream|locale|num_put|numpunct|_M_insert|torchCheckFail)" /tmp/bindings '
               f'| sed "s/^ *[0-9]*://" | sort -u | head -40; '
+              f'{python} -X faulthandler -c "$THROW"; rc=$?; echo "THROW exit status $rc"; '
+              f'if [ $rc -ne 0 ]; then '
+              f'echo "again with the compiler libstdc++ preloaded: $(c++ -print-file-name=libstdc++.so.6)"; '
+              f'LD_PRELOAD=$(c++ -print-file-name=libstdc++.so.6) {python} -X faulthandler -c "$THROW"; '
+              f'echo "exit status $?"; '
               f'for plugins in "" PYTEST_DISABLE_PLUGIN_AUTOLOAD=1; do echo "pytest, ${{plugins:-plugins autoloaded}}:"; '
               f'env $plugins {python} -m pytest -q -p no:cacheprovider {crashed} 2>&1 | tail -3; done; '
-              f'{run} {python} -X faulthandler -c "$THROW"')
+              f'{run} {python} -X faulthandler -c "$THROW"; fi; exit $rc')
     return ["env", f"THROW={THROW}", "bash", "-c", script]
+
+
+def keep_extensions(folder: str) -> None:
+    """Copies the compiled extensions and their build record into ``folder``: a second call on a
+    fresh GPU machine can carry them back into tsrnn/ instead of building again (40-50 s)."""
+    import shutil
+
+    os.makedirs(folder, exist_ok=True)
+    package = os.path.join(ROOT, "tsrnn")
+    for name in os.listdir(package):
+        if name.endswith(".so") or name == "_built_with.py":
+            shutil.copy2(os.path.join(package, name), folder)
 
 
 class Runner:
@@ -502,6 +535,9 @@ def main(argv=None) -> int:
     p.add_argument("--deadline", type=float, help="seconds from the start after which no job starts or runs on")
     p.add_argument("--skip", nargs="+", default=[], metavar="JOB",
                    help="jobs to leave out, by name or stage (pytest, memcheck, checks, timings, flashrnn, ...)")
+    p.add_argument("--keep-build", metavar="DIR", help="copy the built extensions here (to carry to a later call)")
+    p.add_argument("--tests", nargs="+", metavar="NODE", help="the pytest job runs these in place of GPU_TESTS "
+                   "(what an earlier call left failing)")
     p.add_argument("--job", help=argparse.SUPPRESS)  # one job, in the process the report started for it
     args = p.parse_args(argv)
     args.json = os.path.abspath(args.json)
@@ -511,6 +547,8 @@ def main(argv=None) -> int:
     if args.wheels:
         install(args.wheels)
     built = build() if args.build else "not asked (--build)"
+    if args.keep_build:
+        keep_extensions(args.keep_build)
     import torch
 
     import tsrnn
@@ -539,6 +577,8 @@ def main(argv=None) -> int:
         write_json(args.json, report)
 
     for name, cmd in plan(device.type, args.quick):
+        if name == "pytest" and args.tests:
+            cmd = cmd[:cmd.index(GPU_TESTS[0])] + args.tests
         if wanted(name):
             runner.run(name, cmd)
             save()
