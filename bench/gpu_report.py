@@ -328,9 +328,10 @@ def plan(device_type: str, quick: bool) -> list[tuple[str, list[str] | None]]:
     """The jobs in the order they run, one at a time: (name, command, or None for a job of this
     script). CUDA processes side by side share the GPU by time slices: on the first GPU run
     (bench/RESULTS.md) six of them slowed each other's small launches so much that no job
-    finished, so nothing runs beside a job. The order is what the first run left to learn: why
-    an error raised by the compiled operators crashed the process there (``throw``), whether
-    the GPU tests now pass, the timings again (with the TF32-off baseline), FlashRNN, the rest."""
+    finished, so nothing runs beside a job. The order: ``throw`` (the second run found there why
+    the compiled operators' errors crashed the process, a static libstdc++; it stays first as a
+    check of each machine's toolchain, 10-20 s), the GPU tests, the timings (with the TF32-off
+    baseline), FlashRNN at one shape, the per-path checks, the rest."""
     from tsrnn import backend, testing
 
     shapes = [QUICK_SHAPE] if quick else TIMED_SHAPES

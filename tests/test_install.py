@@ -4,7 +4,11 @@ torch it will run with, an extension built against another torch or not built at
 imported and says why, the wheel's abi3 tag is requires-python's oldest Python, and the declared
 torch range is the one CI tests."""
 import importlib
+import importlib.util
 import re
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -69,3 +73,41 @@ def test_the_torch_range_is_the_one_ci_tests():
     major, minor = tested[-1]
     assert (major, minor + 1) == tuple(int(p) for p in high.split("."))
 
+
+
+def cxx_runtime_problem(library: str) -> str | None:
+    """Why ``library`` (a compiled extension) does not use the process's shared C++ runtime, or
+    None: it must need libstdc++.so.6 and define none of libstdc++'s own state. A copy linked in
+    statically has a std::locale of its own that is never set up, and every error message that
+    formats a number crashed the process (the lent H200 machines' toolchain built such copies)."""
+    symbols = subprocess.run(["readelf", "--wide", "--dynamic", "--dyn-syms", library], capture_output=True,
+                             text=True, check=True).stdout
+    if "Shared library: [libstdc++.so.6]" not in symbols:
+        return "it does not need libstdc++.so.6"
+    if re.search(r"\s(?!UND)\S+\s+_ZNSt6locale10_S_classicE", symbols):
+        return "it defines std::locale's state itself (a static libstdc++)"
+    return None
+
+
+def _built_extensions():
+    for name in ("tsrnn._C", "tsrnn._cuda"):
+        spec = importlib.util.find_spec(name)
+        if spec is not None and spec.origin and spec.origin.endswith(".so"):
+            yield name, spec.origin
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux") or shutil.which("readelf") is None,
+                    reason="reads ELF files with readelf (Linux, binutils)")
+def test_the_extensions_use_the_shared_cxx_runtime(tmp_path):
+    built = list(_built_extensions())
+    if not built:
+        pytest.skip("no compiled extension is built")
+    for name, library in built:
+        assert cxx_runtime_problem(library) is None, f"{name} ({library}): {cxx_runtime_problem(library)}"
+    source = tmp_path / "number.cpp"  # the check fails on the build the H200's toolchain made
+    source.write_text("#include <sstream>\n#include <string>\n"
+                      "std::string number(int n) { std::ostringstream s; s << n; return s.str(); }\n")
+    static = tmp_path / "static.so"
+    if subprocess.run(["c++", "-shared", "-fPIC", str(source), "-static-libstdc++", "-o", str(static)]).returncode:
+        pytest.skip("c++ cannot link libstdc++ statically here")
+    assert "does not need libstdc++.so.6" in cxx_runtime_problem(str(static))
