@@ -19,6 +19,7 @@ Environment:
 - TSRNN_NO_EXTENSION=1 installs the pure-PyTorch package; ``backend="auto"`` then falls back to
   the reference loops with one warning.
 """
+import functools
 import glob
 import os
 import platform
@@ -60,22 +61,24 @@ def libmvec():
     return []
 
 
-def shared_cxx_runtime():
+@functools.cache  # one compiler call for both extensions
+def shared_cxx_runtime() -> tuple[str, ...]:
     """The shared C++ runtime as a link input on Linux: the compiler's libstdc++.so.6, named before
     the driver's own ``-lstdc++`` so that nothing is left for a static libstdc++ to supply.
 
-    The lent GPU machines' toolchain (GCC 13 behind /opt/gcc/bin) linked libstdc++ statically into
+    The lent GPU machines' toolchain (CXX=/opt/gcc/bin/g++, a wrapper script in front of GCC 13.3)
+    linked libstdc++ statically into
     both extensions: each had its own copy of the C++ runtime, whose std::locale was never set up,
     and every error message that formats a number (c10::str, an ostringstream) crashed the process
     there. Empty where the compiler does not name the library (then the driver's default stands)."""
     if not sys.platform.startswith("linux"):
-        return []
+        return ()
     try:
         found = subprocess.run([os.environ.get("CXX", "c++"), "-print-file-name=libstdc++.so.6"],
                                capture_output=True, text=True, timeout=60).stdout.strip()
     except (OSError, subprocess.SubprocessError):
-        return []
-    return [found] if os.path.isabs(found) and os.path.isfile(found) else []
+        return ()
+    return (found,) if os.path.isabs(found) and os.path.isfile(found) else ()
 
 
 def cuda_extension():
@@ -108,7 +111,7 @@ def cuda_extension():
         ["csrc/cuda/binding.cpp", "csrc/cuda/recurrence.cu"],
         include_dirs=[os.path.join(ROOT, "csrc")],
         extra_compile_args={"cxx": ["-O3", "-g0", LIMITED_API[1]], "nvcc": ["-O3", "-std=c++17"]},
-        extra_link_args=shared_cxx_runtime(),
+        extra_link_args=list(shared_cxx_runtime()),
         py_limited_api=True,
         optional=wanted != "1",
     )
@@ -164,7 +167,7 @@ def extensions():
         sources,
         include_dirs=[os.path.join(ROOT, "csrc")],
         extra_compile_args=["-O3", "-fopenmp", "-fno-math-errno", "-g0", LIMITED_API[1]],
-        extra_link_args=["-fopenmp"] + libmvec() + shared_cxx_runtime(),
+        extra_link_args=["-fopenmp", *libmvec(), *shared_cxx_runtime()],
         py_limited_api=True,
         optional=True,
     )

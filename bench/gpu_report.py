@@ -52,8 +52,9 @@ SCRIPT = os.path.abspath(__file__)
 # run collects tests, so the list cannot name a deleted file): the GPU tests, then the CUDA ones
 # that compute-sanitizer repeats (its tools slow a kernel ~100x: a few shapes).
 GPU_TESTS = ["tests/test_cuda.py", "tests/test_paths.py", "tests/test_triton_kernels.py", "tests/test_triton_scan.py",
-             "tests/test_backend.py", "tests/test_lengths.py", "tests/test_autocast.py", "tests/test_double_backward.py",
-             "tests/test_cudnn_tf32.py", "tests/test_modules.py::test_device_and_dtype_place_every_parameter_and_buffer"]
+             "tests/test_backend.py", "tests/test_lengths.py", "tests/test_autocast.py",
+             "tests/test_double_backward.py", "tests/test_cudnn_tf32.py",
+             "tests/test_modules.py::test_device_and_dtype_place_every_parameter_and_buffer"]
 # The GPU tests are small launches and Python: on the first GPU run 4 workers took 211 s with 12 of
 # the machine's 16 cores idle.
 PYTEST_WORKERS = 12
@@ -324,14 +325,15 @@ def run_job(name: str, device_name: str, quick: bool, repeats: int, path: str) -
     write_json(path, out)
 
 
-def plan(device_type: str, quick: bool) -> list[tuple[str, list[str] | None]]:
+def plan(device_type: str, quick: bool, tests: list[str] | None = None) -> list[tuple[str, list[str] | None]]:
     """The jobs in the order they run, one at a time: (name, command, or None for a job of this
     script). CUDA processes side by side share the GPU by time slices: on the first GPU run
     (bench/RESULTS.md) six of them slowed each other's small launches so much that no job
     finished, so nothing runs beside a job. The order: ``throw`` (the second run found there why
     the compiled operators' errors crashed the process, a static libstdc++; it stays first as a
     check of each machine's toolchain, 10-20 s), the GPU tests, the timings (with the TF32-off
-    baseline), FlashRNN at one shape, the per-path checks, the rest."""
+    baseline), FlashRNN at one shape, the per-path checks, the rest. ``tests`` replaces GPU_TESTS
+    in the pytest job (what an earlier call left failing)."""
     from tsrnn import backend, testing
 
     shapes = [QUICK_SHAPE] if quick else TIMED_SHAPES
@@ -344,7 +346,7 @@ def plan(device_type: str, quick: bool) -> list[tuple[str, list[str] | None]]:
         pytest_cmd += ["-n", str(PYTEST_WORKERS)]
     cuda_bin = os.path.join(os.environ.get("CUDA_HOME", "/usr/local/cuda"), "bin")
     flashrnn = [(f"flashrnn:{','.join(map(str, s))}", None) for s in ([QUICK_SHAPE] if quick else FLASHRNN_SHAPES)]
-    return ([("throw", throw_command(cuda_bin)), ("pytest", pytest_cmd + GPU_TESTS)] + timed + flashrnn[:1]
+    return ([("throw", throw_command(cuda_bin)), ("pytest", pytest_cmd + (tests or GPU_TESTS))] + timed + flashrnn[:1]
             + [(f"checks:{p}", None) for p in testing.LAYER_PATHS if p in backend.paths_on("cuda", "recurrence")]
             + [("checks:linear_scan", None), ("lengths", None), ("selftest", [sys.executable, "-m", "tsrnn", "selftest"])]
             + [(tool, [os.path.join(cuda_bin, "compute-sanitizer"), "--tool", tool, "--error-exitcode", "1",
@@ -383,19 +385,20 @@ print('THROW finished', flush=True)
 
 
 def throw_command(cuda_bin: str) -> list[str]:
-    """The compilers (``c++ --version``, and the one each extension records in its .comment) and
-    the C++ runtime libraries the extensions link to, then ``THROW`` with the dynamic linker's
-    bindings of the extensions' symbols outside torch (which library their C++ stream and locale
-    calls bind to) and faulthandler. Only where it crashes (a crash costs device time, a clean run
-    needs no more): ``THROW`` again with the compiler's own libstdc++ preloaded (does a library
-    mismatch explain it?), a test that crashed there with pytest's plugins and without, and under
-    cuda-gdb for the native stack where cuda-gdb is installed."""
+    """The compilers (``c++ --version``, $CXX's text where it is a script, and the one each
+    extension records in its .comment) and the C++ runtime libraries the extensions link to, then
+    ``THROW`` with the dynamic linker's bindings of the extensions' symbols outside torch (which
+    library their C++ stream and locale calls bind to) and faulthandler. Only where it crashes (a
+    crash costs device time, a clean run needs no more): ``THROW`` again with the compiler's own
+    libstdc++ preloaded (does a library mismatch explain it?), a test that crashed there with
+    pytest's plugins and without, and under cuda-gdb for the native stack where cuda-gdb is
+    installed."""
     gdb = os.path.join(cuda_bin, "cuda-gdb")
     run = f'{gdb} -batch -ex "set startup-with-shell off" -ex run -ex bt --args' if os.path.exists(gdb) else ""
     crashed = "tests/test_lengths.py::test_bad_batch_sizes_are_refused_by_the_operator"  # a worker died there
     python = f'"{sys.executable}"'
-    script = (f'c++ --version | head -1; echo "CC=$CC CXX=$CXX LDFLAGS=$LDFLAGS"; ls -l /opt/gcc/bin 2>/dev/null | head; '
-              f'{python} -c "import sysconfig as s; print(s.get_config_var(\'LDSHARED\'), s.get_config_var(\'LDFLAGS\'))"; '
+    script = (f'c++ --version | head -1; echo "CC=$CC CXX=$CXX LDFLAGS=$LDFLAGS"; '
+              f'if [ "$(head -c 2 "${{CXX:-/dev/null}}")" = "#!" ]; then cat "$CXX"; fi; '  # a wrapper script's flags
               f'readelf -p .comment tsrnn/*.so | sort -u; '
               f'ldd tsrnn/*.so | grep -E "stdc|gcc_s|gomp|c10.so" | sort -u; '
               f'LD_DEBUG=bindings {python} -c "$THROW" 2>&1 | grep -E "binding file [^ ]*tsrnn" > /tmp/bindings; '
@@ -577,9 +580,7 @@ def main(argv=None) -> int:
         report["tests"], report["jobs"] = runner.runs, runner.jobs
         write_json(args.json, report)
 
-    for name, cmd in plan(device.type, args.quick):
-        if name == "pytest" and args.tests:
-            cmd = cmd[:cmd.index(GPU_TESTS[0])] + args.tests
+    for name, cmd in plan(device.type, args.quick, args.tests):
         if wanted(name):
             runner.run(name, cmd)
             save()

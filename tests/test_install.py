@@ -74,19 +74,14 @@ def test_the_torch_range_is_the_one_ci_tests():
     assert (major, minor + 1) == tuple(int(p) for p in high.split("."))
 
 
-
 def cxx_runtime_problem(library: str) -> str | None:
     """Why ``library`` (a compiled extension) does not use the process's shared C++ runtime, or
-    None: it must need libstdc++.so.6 and define none of libstdc++'s own state. A copy linked in
-    statically has a std::locale of its own that is never set up, and every error message that
-    formats a number crashed the process (the lent H200 machines' toolchain built such copies)."""
-    symbols = subprocess.run(["readelf", "--wide", "--dynamic", "--dyn-syms", library], capture_output=True,
-                             text=True, check=True).stdout
-    if "Shared library: [libstdc++.so.6]" not in symbols:
-        return "it does not need libstdc++.so.6"
-    if re.search(r"\s(?!UND)\S+\s+_ZNSt6locale10_S_classicE", symbols):
-        return "it defines std::locale's state itself (a static libstdc++)"
-    return None
+    None: it must need libstdc++.so.6. A copy linked in statically has a std::locale of its own
+    that is never set up, and every error message that formats a number crashed the process (the
+    lent H200 machines' toolchain built such copies, which needed no libstdc++.so.6)."""
+    dynamic = subprocess.run(["readelf", "--wide", "--dynamic", library], capture_output=True, text=True,
+                             check=True).stdout
+    return None if "Shared library: [libstdc++.so.6]" in dynamic else "it does not need libstdc++.so.6"
 
 
 def _built_extensions():
