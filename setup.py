@@ -179,7 +179,7 @@ def extensions():
 ext_modules, cmdclass = extensions()
 setup(
     packages=PACKAGES,
-    package_data={"tsrnn.data": ["*.txt"]},
+    package_data={"tsrnn.lab.data": ["*.txt"]},
     ext_modules=ext_modules,
     cmdclass=cmdclass,
     options={"bdist_wheel": {"py_limited_api": LIMITED_API[0]}} if ext_modules else {},

@@ -33,7 +33,7 @@ os.environ["TSRNN_CPU_PROFILE"] = "1"  # before tsrnn loads its kernels
 import torch  # noqa: E402
 
 import tsrnn  # noqa: E402
-from tsrnn import cells  # noqa: E402
+from tsrnn.ops.recurrence import cells  # noqa: E402
 from cpu_vs_torch import SETS, cpu_name, shape  # noqa: E402
 
 SHAPES = SETS["engine"][0]

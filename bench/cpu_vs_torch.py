@@ -30,6 +30,7 @@ import time
 import torch
 
 import tsrnn
+from tsrnn.backend import choice
 
 SETS = {
     "awd": ([(70, 20, 64), (70, 20, 256), (70, 20, 512)], ["lstm", "mts-lstm"]),
@@ -138,7 +139,7 @@ def main(argv=None) -> None:
             chosen = sorted(set(tsrnn.backend.tuned_choices().values())) if args.backend == "auto" else ""
             print(f"  {name:<16} {statistics.median(mine):8.2f}  ratio median {statistics.median(ratios):.3f} "
                   f"(IQR {ratios[q]:.3f}-{ratios[-q - 1]:.3f}) {chosen}")
-        tsrnn.backend._tuned.clear()
+        choice._tuned.clear()
 
 
 if __name__ == "__main__":

@@ -140,7 +140,8 @@ def check_recurrences(device, paths, shapes, dtypes, lengths=(None,), rows=None,
     """Each of ``paths`` that runs on the device, against the float64 reference (tsrnn.testing),
     padded or with each case of ``lengths`` (tsrnn.testing.LENGTH_CASES): a row each, appended to
     ``rows`` (returned), ``progress(rows)`` after each."""
-    from tsrnn import cells, testing
+    from tsrnn import testing
+    from tsrnn.ops.recurrence import cells
 
     rows = [] if rows is None else rows
     for path in paths:
@@ -205,7 +206,7 @@ def time_recurrences(device, shape, dtypes, repeats, progress=lambda rows: None)
             models["torch.nn.LSTM TF32 off"] = torch.nn.LSTM(H, H)
         for path in ["auto", *tsrnn.backend.paths_on("cuda", "recurrence"), "reference"]:  # by name
             models[f"MTS-LSTM {path}"] = tsrnn.LSTM(H, H, timescales=mts, backend=path)
-            if path not in tsrnn.backend.REGISTRY or tsrnn.backend.REGISTRY[path].runs != "torch_lstm":
+            if path not in tsrnn.backend.REGISTRY or tsrnn.backend.REGISTRY[path].kind != "torch_lstm":
                 models[f"pLSTM {path}"] = tsrnn.PowerLawLSTM(H, H, backend=path)
         row = {"T": T, "B": B, "H": H, "dtype": str(dtype).replace("torch.", "")}
         rows.append(row)

@@ -71,9 +71,9 @@ def real_fraction(tree: Path, argv: list[str]) -> float:
     """Real steps / padded steps over the first epoch's training batches of ``argv``'s task."""
     code = f"""
 import argparse, sys, torch
-from tsrnn import cli
-from tsrnn.training import recipes
-from tsrnn.training.tasks import TASKS
+from tsrnn.lab import cli
+from tsrnn.lab.training import recipes
+from tsrnn.lab.training.tasks import TASKS
 parser = argparse.ArgumentParser(); cli._train_parser(parser.add_subparsers(dest="command"))
 args = parser.parse_args(["train", *{argv!r}]); recipes.apply(args)
 real = padded = 0
@@ -92,9 +92,9 @@ print(real / padded)
 
 FIRST_BATCHES = """
 import argparse, sys, torch
-from tsrnn import cli
-from tsrnn.training import recipes
-from tsrnn.training.tasks import TASKS
+from tsrnn.lab import cli
+from tsrnn.lab.training import recipes
+from tsrnn.lab.training.tasks import TASKS
 torch.set_num_threads(1)
 parser = argparse.ArgumentParser(); cli._train_parser(parser.add_subparsers(dest="command"))
 args = parser.parse_args(["train", *ARGV]); recipes.apply(args)

@@ -4,7 +4,7 @@ import os
 
 import pytest
 
-from tsrnn.data import default_corpus, load_brown, load_text_corpus
+from tsrnn.lab.data import default_corpus, load_brown, load_text_corpus
 
 DATA = os.environ.get("TSRNN_DATA", "/work/shared/data")
 CORPORA = {

@@ -7,7 +7,8 @@ import pytest
 import torch
 
 import tsrnn
-from tsrnn import laplace, reference
+from tsrnn import reference
+from tsrnn.memory import laplace
 
 V, D, N, T, B, K = 13_000, 30, 8, 2000, 32, 4
 

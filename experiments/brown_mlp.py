@@ -28,7 +28,7 @@ from __future__ import annotations
 import time
 
 from experiments import common
-from tsrnn.data.brown import is_brown_path
+from tsrnn.lab.data.brown import is_brown_path
 
 NAME = "brown_mlp"
 CONTEXTS = ("tilt", "buffer", "tilt-buffer")
@@ -62,7 +62,7 @@ def _perplexity(values) -> str:
 def _figure(curves, unigram, n):
     """Validation perplexity by epoch at input size ``n``, a line per context and training seed,
     beside the seed's perplexities after its 20 epochs and the unigram baselines."""
-    from tsrnn import plot
+    from tsrnn.lab import plot
 
     fig = plot.new_figure((6, 4))
     axes = fig.subplots()

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import torch
 
-from tsrnn.analysis.command import strict_json
+from tsrnn.lab.analysis.command import strict_json
 
 RESULTS = Path(__file__).parent / "results"
 DONE = "finished.json"  # written into a run's directory when its training ended without error
@@ -128,7 +128,7 @@ def _started(run_dir: Path) -> dict:
 def _trained_out(last: Path) -> bool:
     """Whether the checkpoint's run has ended (its epochs, steps or stopping rule), so that only
     ``finished.json`` was missing when the call that trained it was cut off."""
-    from tsrnn.training import checkpoint, resume
+    from tsrnn.lab.training import checkpoint, resume
 
     state = checkpoint.load(last)
     return resume.finished_error(state, argparse.Namespace(**{**state["args"], "resume": str(last)})) is not None
@@ -142,7 +142,7 @@ def _command(run_dir: Path, argv: list[str]) -> list[str] | None:
     last = run_dir / "last.pt"
     if _started(run_dir).get("argv") == argv and last.exists():
         return None if _trained_out(last) else [*argv, "--resume", str(last)]
-    from tsrnn.training.run_dir import RUN_FILES
+    from tsrnn.lab.training.run_dir import RUN_FILES
 
     for name in (*RUN_FILES, STARTED, DONE):
         (run_dir / name).unlink(missing_ok=True)
@@ -249,7 +249,7 @@ def first_step(points: list[tuple[int, float]], threshold: float) -> int | None:
 
 def restore(run_dir: Path, checkpoint: str = "best.pt"):
     """(task, model) of a run's checkpoint, on the CPU, in eval mode."""
-    from tsrnn.training.commands import restore as restore_checkpoint
+    from tsrnn.lab.training.commands import restore as restore_checkpoint
 
     return restore_checkpoint(str(run_dir / checkpoint), None, torch.device("cpu"))
 
@@ -337,7 +337,7 @@ def described(stats: dict, unit: str = "", scale: float = 1.0, digits: int = 1) 
 def curves_figure(curves: dict[str, list[tuple]], xlabel: str, ylabel: str, title: str, labels=None):
     """One axes with a line per model (colour from COLOURS): ``curves`` model -> [(x, y), ...];
     ``labels`` model -> legend text (default: the model's name)."""
-    from tsrnn import plot
+    from tsrnn.lab import plot
 
     fig = plot.new_figure((6, 4))
     axes = fig.subplots()
@@ -369,7 +369,7 @@ def report(name: str, args, row: dict, results: dict, figure, dirs: dict[str, Pa
     """
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    from tsrnn import plot
+    from tsrnn.lab import plot
 
     plot.save(figure, out / f"{name}.png")
     record = {"name": name, "size": args.size, **row, "command": command_line(args),

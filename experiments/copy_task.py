@@ -71,7 +71,7 @@ def _last(curves: dict, cell: str, seeds, digits: int) -> str:
 
 
 def _figure(curves, delay):
-    from tsrnn import plot
+    from tsrnn.lab import plot
 
     fig = plot.new_figure((6, 4))
     axes = fig.subplots()

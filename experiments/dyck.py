@@ -47,7 +47,7 @@ def verdict(results: dict) -> str:
 
 
 def _figure(summary, train_timescales):
-    from tsrnn import plot
+    from tsrnn.lab import plot
 
     fig = plot.new_figure((10, 4))
     left, right = fig.subplots(1, 2)

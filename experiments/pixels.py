@@ -39,7 +39,7 @@ def verdict(results: dict) -> str:
 
 
 def _figure(test, seeds):
-    from tsrnn import plot
+    from tsrnn.lab import plot
 
     fig = plot.new_figure((6, 4))
     axes = fig.subplots()

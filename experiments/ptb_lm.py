@@ -28,9 +28,9 @@ import time
 from pathlib import Path
 
 from experiments import common
-from tsrnn import cli
-from tsrnn.data import markov
-from tsrnn.training import evaluation
+from tsrnn.lab import cli
+from tsrnn.lab.data import markov
+from tsrnn.lab.training import evaluation
 
 NAME = "ptb_lm"
 SIZES = {
@@ -45,7 +45,7 @@ SEED = {"bins": {"all": (61.40, 59.69, 1.71, (1.41, 2.02)), ">=10K": (6.82, 6.84
 
 
 def _figure(rows, curves):
-    from tsrnn import plot
+    from tsrnn.lab import plot
 
     fig = plot.new_figure((10, 4))
     left, right = fig.subplots(1, 2)

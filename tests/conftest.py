@@ -11,8 +11,9 @@ if not torch.cuda.is_available():  # run the Triton kernels on CPU tensors; must
     os.environ.setdefault("TRITON_INTERPRET", "1")
 
 from tsrnn import backend
-from tsrnn.cells import CELLS
+from tsrnn.ops.recurrence.cells import CELLS
 from tsrnn.testing import _error, layer_args
+from tsrnn.backend import choice
 
 
 @pytest.fixture(autouse=True, scope="session")
@@ -30,10 +31,22 @@ def clean_backend_state(monkeypatch):
     """No TSRNN_* variables from the caller's shell, and fresh warnings, choices and verdicts."""
     for name in ("TSRNN_BACKEND", "TSRNN_AUTOTUNE", "TSRNN_VERIFY"):
         monkeypatch.delenv(name, raising=False)
-    monkeypatch.setattr(backend, "_warned", set())
-    monkeypatch.setattr(backend, "_tuned", {})
-    monkeypatch.setattr(backend, "_verdicts", {})
-    monkeypatch.setattr(backend, "_reused", {})
+    monkeypatch.setattr(choice, "_warned", set())
+    monkeypatch.setattr(choice, "_tuned", {})
+    monkeypatch.setattr(choice, "_verdicts", {})
+    monkeypatch.setattr(choice, "_reused", {})
+    monkeypatch.setattr(choice, "MEMO", {})
+
+
+def wrap_layer_runs(monkeypatch, wrap, kinds=("reference", "torch_lstm", "operator")):
+    """For this test, every path of ``kinds`` runs its recurrent layers through ``wrap(runner)``, the
+    runner its record holds (``Path.run["recurrence"]``, called with the record first)."""
+    seen = set()
+    for record in backend.REGISTRY.values():
+        runs = record.run
+        if "recurrence" in runs and record.kind in kinds and id(runs) not in seen:
+            seen.add(id(runs))
+            monkeypatch.setitem(runs, "recurrence", wrap(runs["recurrence"]))
 
 
 needs_native = pytest.mark.skipif(not backend.native_available(), reason=f"tsrnn._C not loaded: {backend.LOAD_ERROR}")

@@ -9,12 +9,13 @@ import pytest
 import torch
 
 import tsrnn
-from tsrnn import cli, synthetic
-from tsrnn import timescales as ts
-from tsrnn.analysis import forget_map, passes, plstm, receptive_fields, routing, timescales, word_ablation
-from tsrnn.contexts import BufferContext, TILTContext
-from tsrnn.models import AWDLSTMLM, CopyModel
-from tsrnn.training.commands import restore
+from tsrnn.lab.data import copy as copy_data, dyck
+from tsrnn.lab import cli
+from tsrnn.memory import timescales as ts
+from tsrnn.lab.analysis import forget_map, passes, plstm, receptive_fields, routing, timescales, word_ablation
+from tsrnn.memory.contexts import BufferContext, TILTContext
+from tsrnn.lab.models import AWDLSTMLM, CopyModel
+from tsrnn.lab.training.commands import restore
 
 pytest.importorskip("matplotlib")
 
@@ -191,7 +192,7 @@ def test_zeroed_output_reaches_the_next_layer_only():
 def test_an_ablated_unit_reaches_nothing():
     torch.manual_seed(0)
     model = CopyModel("plstm", hidden_size=12, backend="reference").double().eval()
-    x, _ = synthetic.copy_task(3, 6, generator=torch.Generator().manual_seed(0))
+    x, _ = copy_data.copy_task(3, 6, generator=torch.Generator().manual_seed(0))
     before = model(x)
     saved = model.rnn.weight_hh_l0.detach().clone()
     units = torch.tensor([2, 7])

@@ -7,12 +7,12 @@ import math
 import pytest
 import torch
 
-from tsrnn import cli
-from tsrnn import timescales as ts
-from tsrnn.analysis import passes, timescales
-from tsrnn.data import default_corpus
-from tsrnn.data.markov import write_markov_corpus
-from tsrnn.training.commands import restore
+from tsrnn.lab import cli
+from tsrnn.memory import timescales as ts
+from tsrnn.lab.analysis import passes, timescales
+from tsrnn.lab.data import default_corpus
+from tsrnn.lab.data.markov import write_markov_corpus
+from tsrnn.lab.training.commands import restore
 
 pytest.importorskip("matplotlib")
 

@@ -15,8 +15,8 @@ pytestmark = pytest.mark.usefixtures("clean_backend_state")
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 KINDS = ["lstm", "mts", "plstm_coupled", "plstm_separate"]
 PATHS = ["auto", "reference", *backend.paths_on(DEVICE, "recurrence")]
-TORCH_LSTM = next(p for p in PATHS if backend.REGISTRY.get(p) and backend.REGISTRY[p].runs == "torch_lstm")
-FUSED = next(p for p in backend.paths_on(DEVICE, "recurrence") if backend.REGISTRY[p].runs == "operator")
+TORCH_LSTM = next(p for p in PATHS if backend.REGISTRY.get(p) and backend.REGISTRY[p].kind == "torch_lstm")
+FUSED = next(p for p in backend.paths_on(DEVICE, "recurrence") if backend.REGISTRY[p].kind == "operator")
 
 
 def _module(kind, path, dtype=torch.float32, sizes=(4, 6)):

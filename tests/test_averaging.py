@@ -3,7 +3,7 @@ resets, gradients, float32 precision, batch_first and bad arguments."""
 import pytest
 import torch
 
-from tsrnn.averaging import averaging_context
+from tsrnn.memory.averaging import averaging_context
 from tsrnn.testing import TOLERANCE
 from conftest import assert_close
 

@@ -11,8 +11,12 @@ import pytest
 import torch
 
 import tsrnn
-from tsrnn import backend, cells, functional, reference, testing
+from tsrnn import backend, functional, reference, testing
+from tsrnn.ops.linear_scan import reference as scan_reference
+from tsrnn.ops.recurrence import cells
+from tsrnn.ops.recurrence import reference as recurrence_reference
 from tsrnn.testing import TOLERANCE
+from tsrnn.backend import choice, registry
 from conftest import assert_close, cast, needs_native
 
 CPU = torch.device("cpu")
@@ -25,21 +29,22 @@ pytestmark = pytest.mark.usefixtures("clean_backend_state")
 def spies(monkeypatch):
     """Counts the calls of the reference lstm/plstm/linear_scan made through tsrnn.functional."""
     calls = {"lstm": 0, "plstm": 0, "linear_scan": 0}
+    homes = {"lstm": recurrence_reference, "plstm": recurrence_reference, "linear_scan": scan_reference}
     for name in calls:
-        original = getattr(reference, name)
+        original = getattr(homes[name], name)
 
         def spy(*args, _name=name, _original=original, **kwargs):
             calls[_name] += 1
             return _original(*args, **kwargs)
 
-        monkeypatch.setattr(reference, name, spy)
+        monkeypatch.setattr(homes[name], name, spy)
     return calls
 
 
 @pytest.fixture
 def missing_extension(monkeypatch):
     """Pretend tsrnn._C failed to load with FAKE_CAUSE."""
-    monkeypatch.setattr(backend, "LOAD_ERROR", FAKE_CAUSE)
+    monkeypatch.setattr(registry, "LOAD_ERROR", FAKE_CAUSE)
 
 
 def recorded(fn):
@@ -128,7 +133,7 @@ def test_a_switch_takes_0_or_1_only(monkeypatch, name):
 
 def test_an_empty_backend_variable_is_unset(monkeypatch):
     monkeypatch.setenv("TSRNN_BACKEND", "")
-    assert backend._effective("auto") == "auto"
+    assert choice._effective("auto") == "auto"
 
 
 @pytest.mark.parametrize("value", ["cuda-magic", "fast", "onednn"])
@@ -216,7 +221,7 @@ def test_missing_extension_warning_points_at_the_cause_once_per_cause(missing_ex
     result, caught = recorded(lambda: [backend.choose("auto", SCAN) for _ in range(3)])
     assert result == ["reference"] * 3
     assert len(caught) == 1
-    monkeypatch.setattr(backend, "LOAD_ERROR", "OSError: another cause")
+    monkeypatch.setattr(registry, "LOAD_ERROR", "OSError: another cause")
     _, caught = recorded(lambda: backend.choose("auto", SCAN))
     assert len(caught) == 1 and "another cause" in str(caught[0].message)
 
@@ -296,7 +301,7 @@ def test_auto_on_a_device_without_kernel_warns_once():
 def test_functional_on_meta_tensors_uses_the_reference_path(monkeypatch):
     # A stub instead of the real reference loop: running ops on meta tensors costs a second.
     out, h_n, c_n = torch.empty(5, 2, 4, device=META), torch.empty(2, 4, device=META), torch.empty(2, 4, device=META)
-    monkeypatch.setattr(reference, "lstm", lambda *args, **kwargs: (out, (h_n, c_n), None))
+    monkeypatch.setattr(recurrence_reference, "lstm", lambda *args, **kwargs: (out, (h_n, c_n), None))
     x = torch.empty(5, 2, 3, device=META)
     h = torch.empty(2, 4, device=META)
     w_ih, w_hh = torch.empty(16, 3, device=META), torch.empty(16, 4, device=META)
@@ -329,10 +334,10 @@ def test_triton_backend_runs_through_the_modules():
 
 def test_triton_is_refused_where_it_cannot_run(monkeypatch):
     monkeypatch.delenv("TRITON_INTERPRET", raising=False)
-    monkeypatch.setattr(backend, "triton_available", lambda: True)
+    monkeypatch.setattr(registry, "triton_available", lambda: True)
     with pytest.raises(RuntimeError, match=r"backend='triton' cannot run this call: .*CUDA tensors"):
         backend.choose("triton", lstm_call())
-    monkeypatch.setattr(backend, "triton_available", lambda: False)
+    monkeypatch.setattr(registry, "triton_available", lambda: False)
     with pytest.raises(RuntimeError, match=r"needs the triton package"):
         backend.choose("triton", SCAN)
 
@@ -386,11 +391,11 @@ class FakeClock:
 def fake_cuda(monkeypatch):
     """A CUDA build without a GPU: the persistent CUDA kernel takes H <= 64 (fake plan), Triton
     imports, and the tuner reads a FakeClock."""
-    monkeypatch.setattr(backend, "time", FakeClock())
-    monkeypatch.setattr(backend, "CUDA_LOAD_ERROR", None)
-    monkeypatch.setattr(backend, "triton_available", lambda: True)
-    monkeypatch.setattr(backend, "_cuda_coop_blocks", lambda call: int(call.shape[3] <= 64))
-    monkeypatch.setattr(backend, "_sync", lambda device: None)
+    monkeypatch.setattr(choice, "time", FakeClock())
+    monkeypatch.setattr(registry, "CUDA_LOAD_ERROR", None)
+    monkeypatch.setattr(registry, "triton_available", lambda: True)
+    monkeypatch.setattr(registry, "_cuda_coop_blocks", lambda call: int(call.shape[3] <= 64))
+    monkeypatch.setattr(choice, "_sync", lambda device: None)
 
 
 def test_auto_on_cuda_candidates_in_order(fake_cuda):
@@ -417,7 +422,7 @@ class FakePaths:
         self.calls.append((path, dtype))
         if path in self.failing:
             raise RuntimeError(f"{path} exploded")
-        backend.time.sleep(self.forward.get(path, 0.0))
+        choice.time.sleep(self.forward.get(path, 0.0))
         w = torch.ones(1, dtype=dtype or torch.float32, requires_grad=True)
         seconds = self.backward.get(path, 0.0)
 
@@ -428,7 +433,7 @@ class FakePaths:
 
             @staticmethod
             def backward(ctx, g):
-                backend.time.sleep(seconds)
+                choice.time.sleep(seconds)
                 return g
 
         return {"out": Slow.apply(w)}, {"w": w}
@@ -508,7 +513,7 @@ def test_autotune_off_uses_the_static_order(fake_cuda, monkeypatch):
 def test_deterministic_algorithms_take_the_first_verified_candidate(fake_cuda, monkeypatch):
     """Under torch.use_deterministic_algorithms(True) nothing is timed: the order of preference
     decides (after verification), the same in every process, and the choice is recorded."""
-    monkeypatch.setattr(backend, "_fastest", lambda *a: pytest.fail("timed under deterministic algorithms"))
+    monkeypatch.setattr(choice, "_fastest", lambda *a: pytest.fail("timed under deterministic algorithms"))
     run = FakePaths({"cudnn": 0.01, "cuda_coop": 0.0, "triton_persistent": 0.0, "triton_step": 0.0},
                     failing=("cuda_coop",))
     before = torch.are_deterministic_algorithms_enabled()
@@ -528,12 +533,12 @@ def test_reused_choices_replace_measuring(fake_cuda, monkeypatch):
     call = lstm_call(CUDA)
     run = FakePaths({"cudnn": 0.01, "cuda_coop": 0.0, "triton_persistent": 0.0, "triton_step": 0.0})
     backend.reuse_choices({call.recorded_key(): "triton_step"})
-    monkeypatch.setattr(backend, "_fastest", lambda *a: pytest.fail("timed a reused choice"))
+    monkeypatch.setattr(choice, "_fastest", lambda *a: pytest.fail("timed a reused choice"))
     assert backend.choose("auto", call, run) == "triton_step"
     assert backend.tuned_choices() == {call.recorded_key(): "triton_step"}
     other = lstm_call(CUDA, T=9)
     backend.reuse_choices({other.recorded_key(): "cpu"})
-    monkeypatch.setattr(backend, "_fastest", lambda paths, call, run: paths[1])
+    monkeypatch.setattr(choice, "_fastest", lambda paths, call, run: paths[1])
     with pytest.warns(RuntimeWarning, match="recorded choice 'cpu' .* cannot serve this call here"):
         assert backend.choose("auto", other, run) == "cuda_coop"
     with pytest.raises(ValueError, match="map call keys to path names"):
@@ -545,7 +550,7 @@ def test_reused_choices_replace_measuring(fake_cuda, monkeypatch):
 
 def test_the_triton_interpreter_is_not_measured(monkeypatch):
     monkeypatch.setenv("TRITON_INTERPRET", "1")
-    monkeypatch.setattr(backend, "triton_available", lambda: True)
+    monkeypatch.setattr(registry, "triton_available", lambda: True)
     run = FakePaths({"triton_persistent": 1.0, "triton_step": 0.0})
     assert backend.choose("triton", lstm_call(), run) == "triton_persistent" and run.calls == []
 
@@ -554,8 +559,8 @@ def test_the_triton_interpreter_is_not_measured(monkeypatch):
 def test_cpu_auto_measures_onednn_against_the_compiled_kernel(monkeypatch):
     """On CPU the LSTM is measured on both paths; the modules give the tuner a runnable call."""
     seen = []
-    original = backend._fastest
-    monkeypatch.setattr(backend, "_fastest", lambda paths, call, run: seen.append((paths, call)) or original(paths, call, run))
+    original = choice._fastest
+    monkeypatch.setattr(choice, "_fastest", lambda paths, call, run: seen.append((paths, call)) or original(paths, call, run))
     lstm = tsrnn.LSTM(3, 4)
     hooked = []
     lstm.weight_hh_l0.register_hook(lambda g: hooked.append(g.shape))

@@ -3,8 +3,8 @@ code 2, found before any data is read or model built (no traceback, no wasted ti
 import pytest
 import torch
 
-from tsrnn import cli
-from tsrnn.training import commands, distributed
+from tsrnn.lab import cli
+from tsrnn.lab.training import commands, distributed
 
 no_cuda = pytest.mark.skipif(torch.cuda.is_available(), reason="checks the message on a machine without CUDA")
 
@@ -208,7 +208,7 @@ def test_every_bad_eval_value_is_one_line_naming_it(tmp_path, capsys, argv, mess
 
 def test_out_that_cannot_be_written(tmp_path, capsys, monkeypatch):
     """Checked with os.access (tests may run as root, who may write anywhere)."""
-    from tsrnn.training import run_dir
+    from tsrnn.lab.training import run_dir
 
     monkeypatch.setattr(run_dir.os, "access", lambda path, mode: False)
     line = error(capsys, "train", "--out", str(tmp_path / "a" / "run"))

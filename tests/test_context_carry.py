@@ -7,11 +7,11 @@ import argparse
 import pytest
 import torch
 
-from tsrnn import cli
-from tsrnn.contexts import BufferContext, TILTBufferContext, TILTContext
-from tsrnn.models import MLPLM
-from tsrnn.training import checkpoint
-from tsrnn.training.tasks import TASKS
+from tsrnn.lab import cli
+from tsrnn.memory.contexts import BufferContext, TILTBufferContext, TILTContext
+from tsrnn.lab.models import MLPLM
+from tsrnn.lab.training import checkpoint
+from tsrnn.lab.training.tasks import TASKS
 from conftest import assert_close
 
 T, B, D = 23, 3, 2

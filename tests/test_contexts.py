@@ -6,7 +6,7 @@ import pytest
 import torch
 
 import tsrnn
-from tsrnn.contexts import BufferContext, TILTBufferContext, TILTContext
+from tsrnn.memory.contexts import BufferContext, TILTBufferContext, TILTContext
 from tsrnn.testing import TOLERANCE
 from conftest import assert_close
 

@@ -2,7 +2,7 @@
 import pytest
 import torch
 
-from tsrnn import convert
+from tsrnn.lab import convert
 
 T, B, I, H = 12, 3, 5, 7
 

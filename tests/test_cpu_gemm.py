@@ -10,7 +10,8 @@ import sys
 import pytest
 import torch
 
-from tsrnn import cells, testing
+from tsrnn import testing
+from tsrnn.ops.recurrence import cells
 from conftest import needs_native
 
 pytestmark = needs_native

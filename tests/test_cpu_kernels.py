@@ -10,7 +10,8 @@ import pytest
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from tsrnn import backend, cells, functional, ops, reference, testing
+from tsrnn import backend, functional, ops, reference, testing
+from tsrnn.ops.recurrence import cells
 from tsrnn.testing import TOLERANCE, layer_args
 from conftest import assert_close, cast, needs_native
 

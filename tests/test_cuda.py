@@ -8,8 +8,10 @@ import pytest
 import torch
 
 import tsrnn
-from tsrnn import backend, cells, functional, reference, testing
+from tsrnn import backend, functional, reference, testing
+from tsrnn.ops.recurrence import cells
 from tsrnn.testing import GRAD_TOLERANCE, TOLERANCE
+from tsrnn.backend import choice
 from conftest import assert_close
 
 pytestmark = [
@@ -96,7 +98,7 @@ def test_modules_on_cuda_match_the_reference(make, path):
 
 
 def test_native_falls_back_where_the_kernel_does_not_apply(monkeypatch):
-    monkeypatch.setattr(backend, "_warned", set())
+    monkeypatch.setattr(choice, "_warned", set())
     x = torch.randn(3, 2, 4, device="cuda", dtype=torch.float64)  # float64: no CUDA kernel
     w_ih, w_hh = torch.randn(20, 4, device="cuda", dtype=torch.float64), torch.randn(20, 5, device="cuda", dtype=torch.float64)
     h0 = torch.zeros(2, 5, device="cuda", dtype=torch.float64)
@@ -120,7 +122,7 @@ def test_too_large_hidden_size_is_refused_clearly():
 
 
 def test_auto_measures_and_records_its_choice(monkeypatch):
-    monkeypatch.setattr(backend, "_tuned", {})
+    monkeypatch.setattr(choice, "_tuned", {})
     model = tsrnn.LSTM(8, 32, backend="auto").cuda()
     model(torch.randn(10, 4, 8, device="cuda"))[0].sum().backward()
     ((key, path),) = backend.tuned_choices().items()

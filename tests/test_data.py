@@ -9,7 +9,7 @@ from importlib import resources
 import pytest
 import torch
 
-from tsrnn.data import (DocumentCorpus, TextCorpus, Vocabulary, batchify, bptt_batches, default_corpus,
+from tsrnn.lab.data import (DocumentCorpus, TextCorpus, Vocabulary, batchify, bptt_batches, default_corpus,
                         document_batches, frequency_bins, load_brown, load_text_corpus, num_bptt_batches,
                         sentence_batches, shard)
 
@@ -181,7 +181,7 @@ def test_an_empty_split_file_is_named(tmp_path, split):
 
 
 def test_lm_splits_too_short_for_their_streams_are_named(tmp_path, capsys):
-    from tsrnn import cli
+    from tsrnn.lab import cli
     d = _write(tmp_path / "toy", {"train.txt": "a b c d\n" * 20, "valid.txt": "a b\n", "test.txt": "b\n"})
     argv = ["train", "--task", "lm", "--data", str(d), "--max-steps", "1", "--quiet", "--out", str(tmp_path / "run")]
     assert cli.main(argv) == 2
@@ -208,7 +208,7 @@ def test_load_brown_from_zip_and_directory_agree(tmp_path, monkeypatch):
     with zipfile.ZipFile(archive, "w") as z:
         for name in ("README", "cb01", "ca02", "ca01", "cats.txt"):
             z.write(extracted / name, f"brown/{name}")
-    import tsrnn.data.brown as brown
+    import tsrnn.lab.data.brown as brown
     # a document goes where its first token falls: ca01 (tokens 0-6) -> train, ca02 (7-10) -> valid,
     # cb01 (11-12) -> test; both starts sit exactly on a boundary
     monkeypatch.setattr(brown, "TRAIN_TOKENS", 7)
@@ -279,8 +279,8 @@ def test_load_brown_errors(tmp_path):
 
 
 def test_brown_too_small_for_a_split_names_it(tmp_path, monkeypatch, capsys):
-    from tsrnn import cli
-    import tsrnn.data.brown as brown
+    from tsrnn.lab import cli
+    import tsrnn.lab.data.brown as brown
     archive = tmp_path / "brown.zip"
     with zipfile.ZipFile(archive, "w") as z:
         for name, text in _brown_docs().items():
@@ -341,8 +341,8 @@ def test_default_corpus_is_embedded_and_small():
 
 
 def test_default_corpus_file_matches_attribution_and_source():
-    data = resources.files("tsrnn.data").joinpath("tiny_shakespeare.txt").read_bytes()
-    attribution = resources.files("tsrnn.data").joinpath("ATTRIBUTION.txt").read_text()
+    data = resources.files("tsrnn.lab.data").joinpath("tiny_shakespeare.txt").read_bytes()
+    attribution = resources.files("tsrnn.lab.data").joinpath("ATTRIBUTION.txt").read_text()
     assert 120_000 <= len(data) <= 200_000
     assert hashlib.sha256(data).hexdigest() in attribution and "karpathy/char-rnn" in attribution
     if os.path.exists(SHAKESPEARE):

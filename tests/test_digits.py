@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from tsrnn.data import digits
+from tsrnn.lab.data import digits
 
 
 def write_idx(path, array, type_byte=0x08, compress=False):
@@ -129,7 +129,7 @@ def test_mnist_training_files_need_more_than_the_validation_images(tmp_path):
 
 
 def test_bad_mnist_data_is_one_line_from_the_cli(tmp_path, capsys):
-    from tsrnn import cli
+    from tsrnn.lab import cli
     directory = fake_mnist(tmp_path / "mnist", compress=True)
     (directory / "train-labels-idx1-ubyte.gz").write_bytes(b"junk")
     argv = ["train", "--task", "pixels", "--data", str(directory), "--max-steps", "1", "--quiet",

@@ -9,7 +9,7 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 import tsrnn
-from tsrnn.training import distributed
+from tsrnn.lab.training import distributed
 
 
 def free_port() -> int:

@@ -9,7 +9,8 @@ input projection is differentiable twice (its backward runs torch's ops under cr
 import pytest
 import torch
 
-from tsrnn import backend, cells, functional, testing
+from tsrnn import backend, functional, testing
+from tsrnn.ops.recurrence import cells
 from conftest import needs_native
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"

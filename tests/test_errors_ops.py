@@ -173,7 +173,7 @@ SCAN_OP_CASES = {
 }
 # Every operator path of the scan (the compiled one and the Triton one): each checks its arguments
 # alike (C++ spells a dtype Long where Python spells it torch.int64).
-SCAN_OPERATOR_PATHS = [p for p in backend.PATHS["linear_scan"] if backend.REGISTRY[p].runs == "operator"]
+SCAN_OPERATOR_PATHS = [p for p in backend.PATHS["linear_scan"] if backend.REGISTRY[p].kind == "operator"]
 
 
 def scan_args():

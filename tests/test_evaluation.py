@@ -10,8 +10,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from tsrnn.data import Vocabulary, load_text_corpus
-from tsrnn.training import evaluation
+from tsrnn.lab.data import Vocabulary, load_text_corpus
+from tsrnn.lab.training import evaluation
 
 PTB = os.path.join(os.environ.get("TSRNN_DATA", "/work/shared/data"), "ptb")
 
@@ -160,7 +160,7 @@ def test_ptb_test_targets_per_bin_are_the_authors():
 def test_token_losses_equal_cross_entropy_over_the_class_dimension(shape):
     """token_losses (the flat rows) against F.cross_entropy with the classes in dimension 1, in
     float64, forward and backward, on transposed (non-contiguous) logits and targets."""
-    from tsrnn.training.tasks import language
+    from tsrnn.lab.training.tasks import language
 
     T, B, V = shape
     g = torch.Generator().manual_seed(T * B * V)

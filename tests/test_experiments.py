@@ -22,7 +22,7 @@ ROW = ("claim", "seed", "ours", "verdict", "command", "model", "epochs", "seeds"
 @pytest.fixture(scope="module")
 def corpus(tmp_path_factory):
     """A PTB-layout folder (word and character files) cut from the embedded corpus."""
-    text = resources.files("tsrnn.data").joinpath("tiny_shakespeare.txt").read_text()
+    text = resources.files("tsrnn.lab.data").joinpath("tiny_shakespeare.txt").read_text()
     lines = [" ".join(line.split()) for line in text.lower().splitlines() if line.strip()]
     folder = tmp_path_factory.mktemp("ptb")
     for split, part in {"train": lines[:1500], "valid": lines[1500:1800], "test": lines[1800:2100]}.items():
@@ -78,8 +78,8 @@ def test_a_run_cut_off_goes_on_from_its_last_checkpoint(tmp_path, capsys, monkey
     next call resumes the run (training only what is missing) and adds the training times."""
     import signal
 
-    from tsrnn import cli
-    from tsrnn.training.tasks import classification
+    from tsrnn.lab import cli
+    from tsrnn.lab.training.tasks import classification
 
     args = common.arguments("frequency", "doc", ["--size", "toy", "--runs", str(tmp_path)])
     run = tmp_path / "cut" / "r"
@@ -108,7 +108,7 @@ def test_a_run_cut_off_goes_on_from_its_last_checkpoint(tmp_path, capsys, monkey
 
 
 def test_a_run_trained_out_before_the_cut_is_only_marked_finished(tmp_path, capsys):
-    from tsrnn import cli
+    from tsrnn.lab import cli
 
     args = common.arguments("frequency", "doc", ["--size", "toy", "--runs", str(tmp_path)])
     run = tmp_path / "cut" / "r"
@@ -122,7 +122,7 @@ def test_a_run_trained_out_before_the_cut_is_only_marked_finished(tmp_path, caps
 
 
 def test_a_folder_holding_another_run_is_trained_over(tmp_path):
-    from tsrnn import cli
+    from tsrnn.lab import cli
 
     args = common.arguments("frequency", "doc", ["--size", "toy", "--runs", str(tmp_path)])
     run = tmp_path / "other" / "r"
@@ -136,7 +136,7 @@ def test_a_folder_holding_another_run_is_trained_over(tmp_path):
 def test_a_start_that_never_saved_leaves_no_other_runs_checkpoint(tmp_path):
     """A new start deletes what another run left before it records its arguments: if it then fails
     before saving, a later call starts it afresh instead of taking the old run's last.pt for its own."""
-    from tsrnn import cli
+    from tsrnn.lab import cli
 
     args = common.arguments("frequency", "doc", ["--size", "toy", "--runs", str(tmp_path)])
     run = tmp_path / "other" / "r"

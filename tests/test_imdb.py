@@ -3,10 +3,10 @@ GloVe's format, the sentiment model, and `tsrnn train --task imdb` end to end.""
 import pytest
 import torch
 
-from tsrnn import cli
-from tsrnn.data import imdb
-from tsrnn.models import SentimentModel
-from tsrnn.training import checkpoint
+from tsrnn.lab import cli
+from tsrnn.lab.data import imdb
+from tsrnn.lab.models import SentimentModel
+from tsrnn.lab.training import checkpoint
 
 GOOD = ["A great movie!<br /><br />I loved it, great acting.", "Great fun; wonderful cast, loved the score",
         "wonderful. simply great", "I loved this film's story"]

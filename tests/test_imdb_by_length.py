@@ -8,10 +8,10 @@ import pytest
 import scipy.stats
 import torch
 
-from tsrnn import cli
-from tsrnn.analysis import by_length
-from tsrnn.data import imdb
-from tsrnn.training.commands import restore
+from tsrnn.lab import cli
+from tsrnn.lab.analysis import by_length
+from tsrnn.lab.data import imdb
+from tsrnn.lab.training.commands import restore
 
 pytest.importorskip("matplotlib")
 

@@ -1,10 +1,12 @@
-"""``import tsrnn`` loads the kernels only: the data, models, training, plotting and synthetic-task
-modules (and matplotlib, tqdm, scipy) load on first use, through the package's ``__getattr__``."""
+"""``import tsrnn`` loads the engine only: the lab (data, models, training, plotting) and the memory
+science beyond the timescales (and matplotlib, tqdm, scipy) load on first use, through the
+package's ``__getattr__`` or an import of their earlier names (tsrnn._moved)."""
 import json
 import subprocess
 import sys
 
-LAZY_SUBMODULES = ["tsrnn.data", "tsrnn.models", "tsrnn.training", "tsrnn.plot", "tsrnn.synthetic"]
+LAZY_SUBMODULES = ["tsrnn.lab", "tsrnn.lab.data", "tsrnn.lab.models", "tsrnn.lab.training", "tsrnn.lab.plot",
+                   "tsrnn.memory.tilt", "tsrnn.memory.contexts"]
 HEAVY = ["matplotlib", "tqdm", "scipy"]
 
 # Fresh interpreter: torch first, to tell what torch itself loads (torch.hub imports tqdm when it
@@ -15,10 +17,10 @@ import torch
 by_torch = sorted(m for m in sys.modules)
 import tsrnn
 after_import = sorted(sys.modules)
-tilt_before = "tsrnn.tilt" in sys.modules
+tilt_before = "tsrnn.memory.tilt" in sys.modules
 TILT = tsrnn.TILT
 print(json.dumps({"by_torch": by_torch, "after_import": after_import, "tilt_before": tilt_before,
-                  "tilt_after": "tsrnn.tilt" in sys.modules, "tilt_module": TILT.__module__}))
+                  "tilt_after": "tsrnn.memory.tilt" in sys.modules, "tilt_module": TILT.__module__}))
 """
 
 
@@ -32,8 +34,8 @@ def test_import_tsrnn_loads_the_kernels_only():
     r = _run(SCRIPT)
     loaded = set(r["after_import"])
     by_torch = set(r["by_torch"])
-    for name in ["tsrnn.backend", "tsrnn.cells", "tsrnn.functional", "tsrnn.ops", "tsrnn.reference",
-                 "tsrnn.timescales", "tsrnn.modules"]:
+    for name in ["tsrnn.backend", "tsrnn.ops.recurrence.cells", "tsrnn.functional", "tsrnn.ops", "tsrnn.reference",
+                 "tsrnn.memory.timescales", "tsrnn.modules"]:
         assert name in loaded, name
     for name in LAZY_SUBMODULES:
         assert name not in loaded, f"import tsrnn loaded {name}"
@@ -44,26 +46,27 @@ def test_import_tsrnn_loads_the_kernels_only():
     assert "matplotlib" not in loaded and "scipy" not in loaded
     assert not r["tilt_before"]
     assert r["tilt_after"], "tsrnn.TILT did not load tsrnn.tilt"
-    assert r["tilt_module"] == "tsrnn.tilt"
+    assert r["tilt_module"] == "tsrnn.memory.tilt"
 
 
 def test_lazy_names_resolve():
     import tsrnn
     from tsrnn import TILT, BufferContext, TILTBufferContext, TILTContext, averaging_context
-    from tsrnn.averaging import averaging_context as averaging_context_
-    from tsrnn.contexts import BufferContext as BufferContext_
-    from tsrnn.tilt import TILT as TILT_
+    from tsrnn.memory.averaging import averaging_context as averaging_context_
+    from tsrnn.memory.contexts import BufferContext as BufferContext_
+    from tsrnn.memory.tilt import TILT as TILT_
 
     assert TILT is TILT_ is tsrnn.TILT
     assert averaging_context is averaging_context_ is tsrnn.averaging_context
     assert BufferContext is BufferContext_
-    assert TILTContext.__module__ == TILTBufferContext.__module__ == "tsrnn.contexts"
-    for name in ["data", "models", "training", "synthetic", "plot", "convert", "contexts", "averaging",
-                 "tilt", "laplace", "selftest", "cli"]:
-        assert getattr(tsrnn, name).__name__ == f"tsrnn.{name}"
-    assert tsrnn.synthetic.DYCK_PAD == 4
+    assert TILTContext.__module__ == TILTBufferContext.__module__ == "tsrnn.memory.contexts"
+    for name in ["data", "models", "training", "plot", "convert", "selftest", "cli"]:
+        assert getattr(tsrnn, name).__name__ == f"tsrnn.lab.{name}"
+    for name in ["contexts", "averaging", "tilt", "laplace", "timescales"]:
+        assert getattr(tsrnn, name).__name__ == f"tsrnn.memory.{name}"
+    assert tsrnn.cells.__name__ == "tsrnn.ops.recurrence.cells"
     listed = dir(tsrnn)
-    for name in tsrnn.__all__ + ["TILT", "data", "models", "training", "synthetic", "LSTM", "backend"]:
+    for name in tsrnn.__all__ + ["TILT", "data", "models", "training", "LSTM", "backend", "memory", "lab"]:
         assert name in listed, name
     try:
         tsrnn.no_such_name

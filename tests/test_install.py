@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from tsrnn import extensions
+from tsrnn.ops import extensions
 
 ROOT = Path(__file__).resolve().parents[1]
 tomllib = pytest.importorskip("tomllib")

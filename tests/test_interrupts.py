@@ -10,8 +10,8 @@ import time
 import pytest
 import torch
 
-from tsrnn import cli
-from tsrnn.training import checkpoint, interrupts
+from tsrnn.lab import cli
+from tsrnn.lab.training import checkpoint, interrupts
 
 BASE = ["train", "--task", "lm", "--emsize", "16", "--nhid", "24,16", "--bptt", "8", "--batch-size", "4",
         "--backend", "reference", "--log-every", "1", "--quiet"]
@@ -106,7 +106,7 @@ def test_a_second_signal_stops_at_once():
 
 
 def test_an_interrupt_outside_training_is_one_line(monkeypatch, capsys, tmp_path):
-    from tsrnn.training import commands
+    from tsrnn.lab.training import commands
 
     def interrupted(args):
         raise KeyboardInterrupt

@@ -11,8 +11,9 @@ import torch
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 import tsrnn
-from tsrnn import cells, functional, ops, reference, testing
-from tsrnn.packing import Packing
+from tsrnn import functional, ops, reference, testing
+from tsrnn.ops.recurrence import cells
+from tsrnn.ops.recurrence.packing import Packing
 from tsrnn.testing import TOLERANCE
 from conftest import assert_close
 
@@ -203,7 +204,7 @@ def test_operator_packed_layout(path):
     NaN) and every row it ran finite, state_n each row's after its last step."""
     from tsrnn import backend
 
-    if backend.REGISTRY[path].runs != "operator":
+    if backend.REGISTRY[path].kind != "operator":
         pytest.skip("not an operator path")
     _skip_unless_runs(path, "plstm_coupled", (5, 4, 3, 6))
     batch_sizes = torch.tensor([4, 3, 3, 1, 1])

@@ -6,9 +6,9 @@ from collections import Counter
 import pytest
 import torch
 
-from tsrnn.data import default_corpus, load_text_corpus
-from tsrnn.data.markov import MarkovChain, _lines, fit_markov_chain, main, write_markov_corpus
-from tsrnn.data.text import line_tokens
+from tsrnn.lab.data import default_corpus, load_text_corpus
+from tsrnn.lab.data.markov import MarkovChain, _lines, fit_markov_chain, main, write_markov_corpus
+from tsrnn.lab.data.text import line_tokens
 
 
 def hand_transitions(ids):

@@ -9,12 +9,12 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from tsrnn import cli, data
-from tsrnn.contexts import TILTContext
-from tsrnn.models import MLPLM
-from tsrnn.training import checkpoint, commands
-from tsrnn.training.tasks import TASKS
-from tsrnn.training.tasks.language import ahead_targets
+from tsrnn.lab import cli, data
+from tsrnn.memory.contexts import TILTContext
+from tsrnn.lab.models import MLPLM
+from tsrnn.lab.training import checkpoint, commands
+from tsrnn.lab.training.tasks import TASKS
+from tsrnn.lab.training.tasks.language import ahead_targets
 
 V, D, H = 50, 4, 6
 

@@ -5,11 +5,12 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from tsrnn.models import (AWDLSTMLM, MLPLM, AveragingLM, CopyModel, DyckModel, embedded_dropout,
+from tsrnn.lab.models import (AWDLSTMLM, MLPLM, AveragingLM, CopyModel, DyckModel, embedded_dropout,
                           locked_dropout)
-from tsrnn.models.awd_lstm import CELLS as AWD_CELLS
-from tsrnn.synthetic import DYCK_PAD, copy_baseline_loss, copy_task, dyck_mse, encode_dyck
-from tsrnn.timescales import bias_from_timescale, inverse_gamma_quantiles, lm_timescales
+from tsrnn.lab.models.awd_lstm import CELLS as AWD_CELLS
+from tsrnn.lab.data.copy import copy_baseline_loss, copy_task
+from tsrnn.lab.data.dyck import DYCK_PAD, dyck_mse, encode_dyck
+from tsrnn.memory.timescales import bias_from_timescale, inverse_gamma_quantiles, lm_timescales
 
 V, T, B = 50, 7, 3          # vocab, steps, batch (all different)
 E, HS = 16, (24, 20, 16)    # embedding and AWD layer sizes (last = E for tying)

@@ -11,8 +11,8 @@ pytest.importorskip("matplotlib")
 import matplotlib  # noqa: E402
 
 import tsrnn  # noqa: E402
-from tsrnn.contexts import TILTBufferContext, TILTContext  # noqa: E402
-from tsrnn.plot import _receptive_field_figure, tilt_receptive_fields  # noqa: E402
+from tsrnn.memory.contexts import TILTBufferContext, TILTContext  # noqa: E402
+from tsrnn.lab.plot import _receptive_field_figure, tilt_receptive_fields  # noqa: E402
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 PEAK_VALUE = 4**5 * torch.exp(torch.tensor(-4.0)).item() / 24  # k^{k+1} e^{-k} / k! = 0.781 for k = 4

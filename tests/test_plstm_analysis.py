@@ -9,9 +9,9 @@ import pytest
 import scipy.stats
 import torch
 
-from tsrnn import cli
-from tsrnn.analysis import plstm
-from tsrnn.training.commands import restore
+from tsrnn.lab import cli
+from tsrnn.lab.analysis import plstm
+from tsrnn.lab.training.commands import restore
 
 pytest.importorskip("matplotlib")
 

@@ -7,7 +7,8 @@ hypothesis = pytest.importorskip("hypothesis")
 from hypothesis import assume, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from tsrnn import cells, functional, testing  # noqa: E402
+from tsrnn import functional, testing  # noqa: E402
+from tsrnn.ops.recurrence import cells
 
 SETTINGS = settings(max_examples=25, deadline=None, derandomize=True)
 sizes = st.tuples(st.integers(1, 12), st.integers(1, 5), st.integers(1, 9), st.integers(1, 40))

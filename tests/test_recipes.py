@@ -9,9 +9,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from tsrnn import cli, models
-from tsrnn.training import recipes, schedules
-from tsrnn.training.tasks import TASKS
+from tsrnn.lab import cli, models
+from tsrnn.lab.training import recipes, schedules
+from tsrnn.lab.training.tasks import TASKS
 
 
 def recipe_args(recipe, task, **given):
@@ -164,7 +164,7 @@ def test_choices_are_checked_by_the_parser(tmp_path, capsys, flag):
 def test_mlp_lm_sequence_loss_norm_sums_each_windows_words():
     """seed004's --loss-norm sequence with one stream: the loss (and so the SGD step) is the sum over the
     window's words, 128 per-word steps of Bengio et al.'s SGD in one; token: their mean."""
-    from tsrnn.training.tasks import language
+    from tsrnn.lab.training.tasks import language
 
     nll = torch.tensor([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]])
     mask = torch.tensor([[True, True], [True, False], [False, True]])

@@ -3,7 +3,8 @@ with absolute and reference times, closed forms, and gradcheck."""
 import pytest
 import torch
 
-from tsrnn import cells, reference, scan_layer, testing
+from tsrnn import reference, testing
+from tsrnn.ops.recurrence import cells, export_scan as scan_layer
 from tsrnn.testing import layer_args
 
 

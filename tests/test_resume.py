@@ -7,9 +7,9 @@ import stat
 import pytest
 import torch
 
-from tsrnn import cli
-from tsrnn.training import checkpoint, run_dir, trainer
-from tsrnn.training.tasks import TASKS
+from tsrnn.lab import cli
+from tsrnn.lab.training import checkpoint, run_dir, trainer
+from tsrnn.lab.training.tasks import TASKS
 
 from test_interrupts import assert_same_weights
 

@@ -6,9 +6,9 @@ import argparse
 import pytest
 import torch
 
-from tsrnn import data as datasets
-from tsrnn.training import recipes, schedules
-from tsrnn.training.tasks import TASKS
+from tsrnn.lab import data as datasets
+from tsrnn.lab.training import recipes, schedules
+from tsrnn.lab.training.tasks import TASKS
 
 
 def test_random_bptt_lengths_follow_awd_lstm():
@@ -74,8 +74,8 @@ def test_recipe_fills_only_what_the_user_left_unset():
 
 
 def test_every_recipe_names_options_the_tasks_know():
-    from tsrnn.cli import main  # noqa: F401  (the parser defines every option)
-    import tsrnn.cli as cli
+    from tsrnn.lab.cli import main  # noqa: F401  (the parser defines every option)
+    import tsrnn.lab.cli as cli
 
     parser = argparse.ArgumentParser()
     cli._train_parser(parser.add_subparsers())

@@ -3,8 +3,9 @@ import subprocess
 import sys
 
 
-from tsrnn import functional, selftest
-from conftest import needs_native
+from tsrnn import functional
+from tsrnn.lab import selftest
+from conftest import needs_native, wrap_layer_runs
 
 
 @needs_native
@@ -19,13 +20,13 @@ def test_selftest_passes_and_prints_every_op():
 
 @needs_native
 def test_selftest_fails_on_a_wrong_kernel(monkeypatch):
-    original = functional._LAYER["operator"]
+    def wrap(original):
+        def skewed(*args, **kwargs):
+            out, finals, forget = original(*args, **kwargs)
+            return out * 1.001, finals, forget
+        return skewed
 
-    def skewed(*args, **kwargs):
-        out, finals, forget = original(*args, **kwargs)
-        return out * 1.001, finals, forget
-
-    monkeypatch.setitem(functional._LAYER, "operator", skewed)
+    wrap_layer_runs(monkeypatch, wrap, kinds=("operator",))
     lines = []
     assert selftest.run(steps=4, batch=2, hidden=4, repeats=1, out=lines.append) == 1
     assert any("MISMATCH" in line and "lstm cpu" in line for line in lines)

@@ -4,8 +4,8 @@ import math
 import pytest
 import torch
 
-from tsrnn.models import FrequencyModel
-from tsrnn.sine_waves import MIN_DT, SineBatch, longest, sine_waves
+from tsrnn.lab.models import FrequencyModel
+from tsrnn.lab.data.sine_waves import MIN_DT, SineBatch, longest, sine_waves
 
 
 def draw(batch=64, resolution=None, seed=0):
@@ -124,7 +124,7 @@ def test_model_errors():
 
 
 def test_classifier_rejects_lengths_outside_the_sequence():
-    from tsrnn.models import SequenceClassifier
+    from tsrnn.lab.models import SequenceClassifier
 
     model = SequenceClassifier("lstm", 1, 4, 3)
     x = torch.randn(5, 2, 1)

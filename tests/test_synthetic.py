@@ -8,10 +8,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from tsrnn import synthetic
-from tsrnn.synthetic import (DYCK_PAD, IGNORE_INDEX, copy_accuracy, copy_baseline_loss, copy_task, dyck2,
-                         dyck_mse, dyck_targets, encode_dyck, sample_dyck, sequences_correct,
-                         variable_copy_task, whole_sequence_correct)
+from tsrnn.lab.data import copy as copy_data, dyck
+from tsrnn.lab.data.copy import IGNORE_INDEX, copy_accuracy, copy_baseline_loss, copy_task, variable_copy_task
+from tsrnn.lab.data.dyck import DYCK_PAD, dyck2, dyck_mse, dyck_targets, encode_dyck, sample_dyck, sequences_correct, whole_sequence_correct
 
 
 @pytest.fixture(scope="module")
@@ -245,4 +244,4 @@ def test_copy_bad_arguments():
         variable_copy_task(2, (5, 3))
     with pytest.raises(ValueError, match="delay_range"):
         variable_copy_task(2, 5)
-    assert synthetic.IGNORE_INDEX == -100
+    assert copy_data.IGNORE_INDEX == -100

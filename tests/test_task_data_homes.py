@@ -1,14 +1,15 @@
-"""The task data and the training tasks live in rooms by idea (tsrnn.data.dyck, tsrnn.data.copy,
-tsrnn.data.sine_waves; tsrnn.training.tasks.base, .language, .sequences, .classification); the old
-names, tsrnn.synthetic, tsrnn.sine_waves and tsrnn.training.tasks, hand on the same objects."""
+"""The task data and the training tasks live in rooms by idea (tsrnn.lab.data.dyck, .copy,
+.sine_waves; tsrnn.lab.training.tasks.base, .language, .sequences, .classification); every
+module's earlier import path (tsrnn._moved) reaches the same module object."""
 import importlib
 import inspect
 
 import pytest
 
-from tsrnn.data import copy, dyck, sine_waves
-from tsrnn.training import tasks
-from tsrnn.training.tasks import base, classification, language, sequences
+from tsrnn import _moved
+from tsrnn.lab.data import copy, dyck, sine_waves
+from tsrnn.lab.training import tasks
+from tsrnn.lab.training.tasks import base, classification, language, sequences
 
 
 def _public(module):
@@ -17,15 +18,24 @@ def _public(module):
             and getattr(value, "__module__", module.__name__) == module.__name__}
 
 
-@pytest.mark.parametrize("old, new", [("tsrnn.synthetic", dyck), ("tsrnn.synthetic", copy),
-                                      ("tsrnn.sine_waves", sine_waves)])
-def test_old_module_hands_on_every_public_name(old, new):
-    old = importlib.import_module(old)
-    names = _public(new)
-    assert names
-    for name in names:
-        assert getattr(old, name) is getattr(new, name), name
-    assert set(old.__all__) <= set(dir(old))
+@pytest.mark.parametrize("old", sorted(_moved.HOMES))
+def test_an_earlier_import_path_reaches_the_same_module(old):
+    new = _moved.HOMES[old]
+    assert importlib.import_module(old) is importlib.import_module(new)
+
+
+def test_a_module_under_an_earlier_path_is_the_same_module():
+    from tsrnn.data.sine_waves import sine_waves as old_function
+    import tsrnn.training.tasks.base as old_base
+
+    assert old_function is sine_waves.sine_waves and old_base is base
+    assert importlib.import_module("tsrnn.kernels.persistent").__name__ == "tsrnn.ops.recurrence.triton_persistent"
+
+
+def test_the_removed_shims_are_gone():
+    for name in ("tsrnn.synthetic", "tsrnn.sine_waves"):
+        with pytest.raises(ModuleNotFoundError):
+            importlib.import_module(name)
 
 
 def test_tasks_package_exports_every_task():

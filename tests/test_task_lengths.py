@@ -9,10 +9,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from tsrnn.data import copy, dyck
-from tsrnn.data.sine_waves import SineBatch, sine_waves
-from tsrnn.models import CopyModel, DyckModel, FrequencyModel, SentimentModel, SequenceClassifier
-from tsrnn.training.tasks import TASKS
+from tsrnn.lab.data import copy, dyck
+from tsrnn.lab.data.sine_waves import SineBatch, sine_waves
+from tsrnn.lab.models import CopyModel, DyckModel, FrequencyModel, SentimentModel, SequenceClassifier
+from tsrnn.lab.training.tasks import TASKS
 
 TOL = {"atol": 1e-10, "rtol": 1e-10}
 CLASSIFIER_CELLS = ["lstm", "chrono", "plstm"]

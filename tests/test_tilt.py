@@ -7,7 +7,8 @@ import pytest
 import torch
 
 import tsrnn
-from tsrnn import laplace, reference
+from tsrnn import reference
+from tsrnn.memory import laplace
 from tsrnn.testing import TOLERANCE
 from conftest import assert_close
 

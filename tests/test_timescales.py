@@ -6,7 +6,7 @@ import pytest
 import scipy.stats
 import torch
 
-from tsrnn import timescales as ts
+from tsrnn.memory import timescales as ts
 
 F64 = torch.float64
 

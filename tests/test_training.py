@@ -10,10 +10,11 @@ import sys
 import pytest
 import torch
 
-from tsrnn import cli, synthetic
-from tsrnn.training import checkpoint
-from tsrnn.training.recipes import RECIPES
-from tsrnn.training.tasks import TASKS
+from tsrnn.lab.data import copy as copy_data, dyck
+from tsrnn.lab import cli
+from tsrnn.lab.training import checkpoint
+from tsrnn.lab.training.recipes import RECIPES
+from tsrnn.lab.training.tasks import TASKS
 
 TINY = {
     "lm": ["--emsize", "16", "--nhid", "24,16", "--bptt", "8", "--batch-size", "4"],
@@ -102,12 +103,13 @@ def test_resume_is_bit_identical(tmp_path):
     assert train_losses("straight") == train_losses("split")
 
 
-# One `tsrnn train` in a fresh process whose autotuner (tsrnn.backend._fastest) always picks the
+# One `tsrnn train` in a fresh process whose autotuner (tsrnn.backend.choice._fastest) always picks the
 # candidate at index sys.argv[1]: two processes whose timings came out differently.
 TUNED_RUN = """
 import sys
-from tsrnn import backend, cli
-backend._fastest = lambda paths, call, run: paths[int(sys.argv[1])]
+from tsrnn.backend import choice
+from tsrnn.lab import cli
+choice._fastest = lambda paths, call, run: paths[int(sys.argv[1])]
 sys.exit(cli.main(sys.argv[2:]))
 """
 
@@ -362,7 +364,7 @@ def test_copy_fixed_p_and_generalization_to_other_delays(tmp_path, capsys):
     assert "trained at T = 12" in out
     for delay in (5, 30):
         line = next(line for line in out.splitlines() if line.startswith(f"T = {delay}:"))
-        assert "sequence_accuracy" in line and f"baseline_loss {synthetic.copy_baseline_loss(delay):.4g}" in line
+        assert "sequence_accuracy" in line and f"baseline_loss {copy_data.copy_baseline_loss(delay):.4g}" in line
 
 
 def test_fixed_p_needs_the_plstm_and_delays_need_a_copy_model(tmp_path, capsys):
@@ -383,9 +385,9 @@ def test_dyck_sequences_correct_marks_each_word_in_split_order():
         """Right on every step of words of at most 10 symbols; one wrong step in longer ones."""
 
         def forward(self, tokens, lengths=None):
-            words = ["".join(synthetic.DYCK_SYMBOLS[i] for i in column if i != synthetic.DYCK_PAD)
+            words = ["".join(dyck.DYCK_SYMBOLS[i] for i in column if i != dyck.DYCK_PAD)
                      for column in tokens.T.tolist()]
-            split = synthetic.encode_dyck(words)
+            split = dyck.encode_dyck(words)
             pred = torch.zeros(tokens.shape[0], tokens.shape[1], 2)
             pred[:split.labels.shape[0]] = split.labels
             pred[0, split.lengths > 10] = 1 - pred[0, split.lengths > 10]

@@ -29,9 +29,9 @@ def _variants():
     """(name, kernel, pointer type, runtime int arguments, constexprs, options) of every variant."""
     import torch
 
-    from tsrnn.cells import CELLS
+    from tsrnn.ops.recurrence.cells import CELLS
     from tsrnn.kernels import capacity, linear_scan, per_step, persistent
-    from tsrnn.kernels.cells import constexprs
+    from tsrnn.ops.recurrence.cells_triton import constexprs
 
     for cell in CELLS:
         c = constexprs(cell)

@@ -5,7 +5,9 @@ import pytest
 import torch
 from conftest import op_inputs
 
-from tsrnn import backend, cells, ops, testing, tolerance
+from tsrnn import backend, ops, testing
+from tsrnn.ops.recurrence import cells
+from tsrnn.backend import tolerance
 from tsrnn.kernels import capacity
 
 pytestmark = pytest.mark.skipif(not backend.triton_available(), reason="triton is not installed")

@@ -10,7 +10,8 @@ import torch
 import tsrnn
 from tsrnn import backend, functional, testing
 from tsrnn.testing import TOLERANCE, _error
-from conftest import cast, needs_native
+from tsrnn.backend import choice
+from conftest import cast, needs_native, wrap_layer_runs
 
 pytestmark = [needs_native,  # the planted wrong path is the compiled cpu path
               pytest.mark.usefixtures("clean_backend_state")]
@@ -38,15 +39,17 @@ def runs(monkeypatch):
             wrong.update(shift=shift, grad_scale=grad_scale)
 
     record, wrong = Runs(), {"shift": 0.0, "grad_scale": 1.0}
-    for kind, runner in list(functional._LAYER.items()):
-        def spy(path, cell, x, *args, _runner=runner):
-            record.append((path, x.dtype))
-            out, finals, traces = _runner(path, cell, x, *args)
-            if path == "cpu":
+
+    def wrap(runner):
+        def spy(path, cell, x, *args):
+            record.append((path.name, x.dtype))
+            out, finals, traces = runner(path, cell, x, *args)
+            if path.name == "cpu":
                 out = ScaledGradient.apply(out, wrong["grad_scale"]) + wrong["shift"]
             return out, finals, traces
+        return spy
 
-        monkeypatch.setitem(functional._LAYER, kind, spy)
+    wrap_layer_runs(monkeypatch, wrap)
     return record
 
 
@@ -113,7 +116,7 @@ def test_a_wrong_lstm_path_is_not_used_even_if_fastest(runs, monkeypatch):
     """(c) The LSTM on CPU: cpu is verified against onednn in float64; timing would pick cpu, but
     a wrong cpu never reaches the timing, and auto returns onednn's result."""
     timed = []
-    monkeypatch.setattr(backend, "_fastest", lambda paths, call, run: timed.append(paths) or paths[-1])
+    monkeypatch.setattr(choice, "_fastest", lambda paths, call, run: timed.append(paths) or paths[-1])
     runs.plant(shift=1e-3)
     args, expected = inputs("lstm")
     (out, state), messages = recorded(lambda: run_auto("lstm", args))
@@ -161,7 +164,7 @@ def test_a_correct_path_passes_verification(monkeypatch, cell, dt, forget, dtype
         args, _ = inputs(cell, shape, dtype, dt=dt, seed=shape[0] * 31 + shape[3])
         _, messages = recorded(lambda: run_auto(cell, args, **extra))
         assert messages == [], (shape, messages)
-    assert len(backend._verdicts) == len(testing.SHAPES) and set(backend._verdicts.values()) == {None}
+    assert len(choice._verdicts) == len(testing.SHAPES) and set(choice._verdicts.values()) == {None}
 
 
 def frequency_task_like(grad):
@@ -184,8 +187,8 @@ def test_the_trusted_paths_own_error_in_the_calls_dtype_is_allowed(runs, grad):
     err, bound = error_of(testing.run_layer("plstm_coupled", args, "reference"), expected)
     assert err > bound  # the premise: float32 itself is beyond the float32 row here
     assert recorded(lambda: run_auto("plstm_coupled", args))[1] == []
-    assert set(backend._verdicts.values()) == {None}
-    backend._verdicts.clear()
+    assert set(choice._verdicts.values()) == {None}
+    choice._verdicts.clear()
     runs.plant(shift=10 * err)
     _, messages = recorded(lambda: run_auto("plstm_coupled", args))
     assert "the cpu path disagrees" in messages[0]
@@ -201,7 +204,7 @@ def test_nan_where_the_trusted_path_has_nan_agrees(runs):
         return {**args, "x": x.requires_grad_()}
 
     (out, _), messages = recorded(lambda: run_auto("plstm_coupled", with_nan((5, 2, 3, 4))))
-    assert messages == [] and set(backend._verdicts.values()) == {None}
+    assert messages == [] and set(choice._verdicts.values()) == {None}
     assert out[2:, 1].isnan().all() and not out[:, 0].isnan().any()
     runs.plant(shift=1e-3)
     _, messages = recorded(lambda: run_auto("plstm_coupled", with_nan((5, 3, 3, 4))))
@@ -218,13 +221,13 @@ def test_only_auto_verifies_and_only_where_it_can_measure(runs, monkeypatch):
     assert error_of(run_auto("plstm_coupled", args), expected)[0] > 1e-4
     monkeypatch.delenv("TSRNN_BACKEND")
     assert ("reference", torch.float64) not in runs
-    measurable = backend._can_measure
-    monkeypatch.setattr(backend, "_can_measure", lambda device, paths: False)
+    measurable = choice._can_measure
+    monkeypatch.setattr(choice, "_can_measure", lambda device, paths: False)
     assert error_of(run_auto("plstm_coupled", args), expected)[0] > 1e-4  # not verified yet: the first candidate
     assert ("reference", torch.float64) not in runs
-    monkeypatch.setattr(backend, "_can_measure", measurable)
+    monkeypatch.setattr(choice, "_can_measure", measurable)
     assert "cpu path disagrees" in recorded(lambda: run_auto("plstm_coupled", args))[1][0]  # verified: dropped
-    monkeypatch.setattr(backend, "_can_measure", lambda device, paths: False)
+    monkeypatch.setattr(choice, "_can_measure", lambda device, paths: False)
     runs.clear()
     err, bound = error_of(run_auto("plstm_coupled", args), expected)
     assert err <= bound and runs == [("reference", torch.float32)]  # the decided choice
@@ -249,7 +252,7 @@ def test_the_trusted_path_is_torch_lstm_where_it_serves_else_the_reference():
 
 def test_verdicts_are_recorded(monkeypatch):
     """What bench/gpu_report.py records: each verified (key, path) with "agrees" or the reason."""
-    monkeypatch.setattr(backend, "_verdicts", {})
+    monkeypatch.setattr(choice, "_verdicts", {})
     functional.plstm(**{k: v.float() if isinstance(v, torch.Tensor) and k != "dt" else v
                         for k, v in testing.layer_args("plstm_coupled", 3, 2, 4, 5).items()})
     ((key, verdict),) = backend.verdicts().items()

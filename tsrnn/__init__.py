@@ -4,46 +4,44 @@
     lstm = tsrnn.LSTM(400, 1150, timescales=[tsrnn.timescales.inverse_gamma_quantiles(1150, 0.56)])
     plstm = tsrnn.PowerLawLSTM(10, 128)
 
-tsrnn/reference.py states the equations (S1-S12) as plain step loops; README.md covers the
-backends and benchmarks.
+ARCHITECTURE.md says what each folder holds: the engine (modules, functional, ops, backend), the
+memory science (tsrnn.memory) and the research application (tsrnn.lab), which imports the engine
+and is never imported by it.
 
-``import tsrnn`` loads the kernels and the modules built on them only (extensions, backend,
-cells, functional, ops, reference, timescales, LSTM, PowerLawLSTM, and the kernels' checks and
-capacity; the Triton kernels themselves load on their first call). The rest loads on first use
-(PEP 562): the submodules analysis, data, models, training, synthetic, plot, convert, contexts,
-averaging, tilt, laplace, selftest and cli, and the names TILT, averaging_context,
-BufferContext, TILTContext and TILTBufferContext re-exported from them.
+``import tsrnn`` loads the engine only (the modules, the functional API, the ops and the
+dispatcher; the Triton kernels load on their first call). The rest loads on first use (PEP 562):
+the memory science, the lab, and the names TILT, averaging_context, BufferContext, TILTContext and
+TILTBufferContext. The modules' earlier homes (``tsrnn.timescales``, ``tsrnn.data``,
+``tsrnn.training``, ``tsrnn.cells``, ...) stay importable, as attributes and in import statements:
+``tsrnn._moved`` maps each to its home.
 """
 import importlib
 
-from tsrnn import backend, cells, functional, ops, reference, timescales
+from tsrnn import _moved, backend, functional, ops, reference
 from tsrnn.modules import LSTM, PowerLawLSTM
 
 __version__ = "0.1.0"
 
-# Submodules imported on first attribute access (``tsrnn.data``, ``tsrnn.models``, ...).
-_LAZY_SUBMODULES = frozenset({
-    "analysis", "averaging", "cli", "contexts", "convert", "data", "laplace", "models", "plot", "selftest",
-    "synthetic", "tilt", "training",
-})
-# Names re-exported from a lazily imported submodule: name -> module.
+# Names re-exported from a lazily imported module: name -> module.
 _LAZY_ATTRS = {
-    "TILT": "tsrnn.tilt",
-    "averaging_context": "tsrnn.averaging",
-    "BufferContext": "tsrnn.contexts",
-    "TILTContext": "tsrnn.contexts",
-    "TILTBufferContext": "tsrnn.contexts",
+    "TILT": "tsrnn.memory.tilt",
+    "averaging_context": "tsrnn.memory.averaging",
+    "BufferContext": "tsrnn.memory.contexts",
+    "TILTContext": "tsrnn.memory.contexts",
+    "TILTBufferContext": "tsrnn.memory.contexts",
 }
 
 __all__ = ["LSTM", "PowerLawLSTM", "TILT", "averaging_context", "BufferContext", "TILTContext",
-           "TILTBufferContext", "averaging", "contexts", "plot", "convert", "data", "models", "synthetic",
+           "TILTBufferContext", "averaging", "contexts", "plot", "convert", "data", "models",
            "training", "backend", "cells", "functional", "ops", "reference", "timescales"]
 
 
 def __getattr__(name):
     if name in _LAZY_ATTRS:
         value = getattr(importlib.import_module(_LAZY_ATTRS[name]), name)
-    elif name in _LAZY_SUBMODULES:
+    elif name in ("memory", "lab"):
+        value = importlib.import_module(f"{__name__}.{name}")
+    elif f"{__name__}.{name}" in _moved.HOMES:
         value = importlib.import_module(f"{__name__}.{name}")
     else:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
@@ -52,4 +50,4 @@ def __getattr__(name):
 
 
 def __dir__():
-    return sorted(set(globals()) | set(__all__) | _LAZY_SUBMODULES | set(_LAZY_ATTRS))
+    return sorted(set(globals()) | set(__all__) | set(_LAZY_ATTRS) | {n.split(".")[1] for n in _moved.HOMES})

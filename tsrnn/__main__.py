@@ -1,5 +1,5 @@
 import sys
 
-from tsrnn.cli import main
+from tsrnn.lab.cli import main
 
 sys.exit(main())

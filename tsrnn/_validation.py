@@ -161,6 +161,11 @@ def environment(name: str, options: Sequence[str], default: str) -> str:
     return value
 
 
+def switch(name: str, default: str = "1") -> bool:
+    """An on/off environment variable, "1" or "0" (``default`` where unset or empty)."""
+    return environment(name, ("0", "1"), default) == "1"
+
+
 def real(name: str, value) -> float:
     """A real python/numpy number (not a bool), as float."""
     if isinstance(value, bool) or not isinstance(value, numbers.Real):

@@ -20,9 +20,10 @@ from dataclasses import dataclass
 
 import torch
 
-from tsrnn import backend, cells, functional, reference
-from tsrnn.tolerance import GRAD_TOLERANCE, TOLERANCE  # the tests import the tables from here
-from tsrnn.tolerance import error as _error
+from tsrnn import backend, functional, reference
+from tsrnn.ops.recurrence import cells
+from tsrnn.backend.tolerance import GRAD_TOLERANCE, TOLERANCE  # the tests import the tables from here
+from tsrnn.backend.tolerance import error as _error
 
 # (T, B, I, H): one step, one row, odd sizes, H over the CPU kernel's per-thread slice (67, 130)
 # and over the GPU's SM count with an uneven last block (301). Every path is checked on these
@@ -79,7 +80,7 @@ DTYPES = [torch.float64, torch.float32, torch.bfloat16]
 LENGTH_CASES = ("unsorted", "equal", "one long", "ones", "with zeros")
 # (T, B, I, H) of the lengths checks: several rows of odd sizes; one row.
 LENGTH_SHAPES = [(7, 5, 3, 6), (4, 1, 2, 3)]
-LAYER_PATHS = [p for p in backend.PATHS["recurrence"] if backend.REGISTRY[p].runs != "reference"]
+LAYER_PATHS = [p for p in backend.PATHS["recurrence"] if backend.REGISTRY[p].kind != "reference"]
 
 
 def layer_args(cell: str, T: int, B: int, I: int, H: int, seed: int = 0, dt: bool = False) -> dict:

@@ -17,7 +17,9 @@ from dataclasses import dataclass
 
 import torch
 
-from tsrnn import backend, cells, functional, ops, reference, testing, tolerance
+from tsrnn import backend, functional, ops, reference, testing
+from tsrnn.ops.recurrence import cells
+from tsrnn.backend import tolerance
 
 NAME = "cuda_simt"
 NAMESPACE = "tsrnn_simt"

@@ -12,9 +12,9 @@ from __future__ import annotations
 import torch
 
 from tsrnn import _validation as check
-from tsrnn import cells
+from tsrnn.ops.recurrence import cells
 from tsrnn.modules.stacked import StackedRNN
-from tsrnn.timescales import bias_from_timescale, timescale_from_bias
+from tsrnn.memory.timescales import bias_from_timescale, timescale_from_bias
 
 FREEZE = ("gates", "all")
 

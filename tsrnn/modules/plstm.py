@@ -12,7 +12,7 @@ from torch import nn
 from torch.nn.utils.rnn import PackedSequence
 
 from tsrnn import _validation as check
-from tsrnn import cells
+from tsrnn.ops.recurrence import cells
 from tsrnn.modules.stacked import StackedRNN
 
 

@@ -19,8 +19,8 @@ from torch.nn.utils.rnn import PackedSequence
 from tsrnn import _validation as check
 from tsrnn import functional, precision
 from tsrnn.backend import BACKENDS, PATHS
-from tsrnn.cells import Cell
-from tsrnn.packing import Packing
+from tsrnn.ops.recurrence.cells import Cell
+from tsrnn.ops.recurrence.packing import Packing
 
 
 class StackedRNN(nn.Module):

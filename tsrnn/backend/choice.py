@@ -1,0 +1,350 @@
+"""Which path runs a call: the candidates of a requested backend, their verification and timing,
+and the memory of each call key's choice.
+
+A *requested* backend (the modules' ``backend=``, or ``TSRNN_BACKEND`` for ``"auto"``) maps to
+candidate paths, in order of preference:
+
+- ``"auto"``: CPU, LSTM: onednn, cpu; pLSTM and scan: cpu. CUDA: cudnn (LSTM), cuda_coop,
+  triton_persistent, triton_step; scan: triton_scan. Other devices: reference, with one warning.
+- ``"native"``: the compiled kernel of the device (cpu, cuda_coop); on CUDA, a shape that
+  cuda_coop does not take falls back to Triton with one warning. A missing extension raises.
+- ``"triton"``: triton_persistent, triton_step (triton_scan for the scan).
+- ``"reference"``, or any path name above: that path alone (a path that cannot serve the call
+  raises a ValueError that says why).
+
+While torch.export traces (``torch.onnx.export(..., dynamo=True)`` too), "auto" runs the paths
+whose operators export: torch's LSTM kernel for the LSTM cell of a static sequence length (an
+ONNX LSTM node, the fixed biases folded into its bias; torch.export specializes that kernel's
+length, as for torch.nn.LSTM), else the reference path, which records the time loop as one scan
+operator (``tsrnn.scan_layer``: an ONNX Scan, for any length; the pLSTM always, the LSTM where
+``dynamic_shapes`` make T dynamic). A named path records its own operator (the fused ones as
+tsrnn operators, which ONNX cannot translate).
+
+Inside torch.func transforms (vmap, grad, jacrev, jvp, functional_call under them) every call
+runs the reference loops: "auto" takes them without timing or verifying, and any other request
+raises a ValueError or RuntimeError that says so. The fused kernels are first-order autograd
+ops with no batching or forward-mode rules.
+
+Before ``"auto"`` (the request after TSRNN_BACKEND) uses a candidate for a call key, it verifies
+it, the only candidate too: on the call's own inputs, the candidate's outputs and, when the call
+needs gradients, the gradients of a fixed pseudo-random loss over every output with respect to
+every input that requires grad, against the *trusted* path run in float64 on the same values
+(``trusted_path``: the device's torch-LSTM path where it serves the call, else the reference
+loops; these two are not verified), within ``tsrnn.tolerance``'s row for the call's dtype or,
+where larger, ``tsrnn.verification.SLACK`` times the trusted path's own error in that dtype (run
+only when a result is beyond its row). A candidate that disagrees, or raises, is dropped for that
+key with one warning naming it, the output or gradient, the error and the bound; if none is
+left, "auto" runs the trusted path (warned too). ``TSRNN_VERIFY=0`` turns verification off.
+
+Where more than one candidate is left, the first call of each shape measures them on the call's
+own inputs (one warm-up, then ``TUNE_REPEATS`` runs of what the call will do: forward, and
+backward when autograd will need it; a candidate's time is its fastest run) and keeps the fastest
+for that (shape, candidates) key; the first candidate stays unless another is ``TUNE_MARGIN``
+faster, so timing noise does not flip a choice. A candidate that raises while being timed is
+dropped with one warning naming the cause. ``TSRNN_AUTOTUNE=0`` times nothing (it still
+verifies). Under ``torch.use_deterministic_algorithms(True)`` nothing is timed either: "auto" takes
+the first verified candidate in the order above, the same in every process whose verification
+agrees (it runs on each process's first inputs of a key; timing noise, by contrast, could pick
+another kernel in another process, and other bits). ``reuse_choices`` takes the
+choices an earlier run recorded (``tuned_choices``, which a training checkpoint stores) in place of
+measuring, so ``tsrnn train --resume`` runs the kernels the checkpoint's run used. Tracing (by
+``torch.compile``, ``torch.export``, ``torch.jit.trace``), CUDA graph capture and the Triton
+interpreter neither time nor verify: they take the choice already made for the key (so one eager
+step before a capture or a compilation decides what the graph runs), else the first candidate;
+``torch.jit.trace`` records the first candidate, whatever was chosen before, so that a module
+traces to the same graph with and without gradients. If ``tsrnn._C`` is missing,
+``"auto"`` on CPU falls back to the reference loops with one warning naming the cause.
+
+The variables take their documented values only: TSRNN_BACKEND a requested backend, the switches
+TSRNN_VERIFY, TSRNN_AUTOTUNE (default "1") and TSRNN_CPU_PROFILE (the compiled loops', default
+"0") "0" or "1", empty meaning unset; another value raises a ValueError naming the variable on the
+first call that reads it. They are read when a call key is first seen: the choice is then
+remembered per call key (``MEMO``: the requested backend, the cell, device, dtype, sizes with T as
+a power-of-two bucket, bias, gradients, traces, packing), so a warm call neither works out its
+candidates again nor reads the environment. ``forget()`` drops that memory (``reuse_choices``
+does too): set a variable, then call it, for the change to reach keys already seen. Tracing,
+torch.func transforms and torch.export always choose anew.
+"""
+from __future__ import annotations
+
+import functools
+import time
+import warnings
+from typing import Callable, Hashable, Mapping, Sequence
+
+import torch
+
+from tsrnn import _validation as check
+from tsrnn.backend import registry, verification
+from tsrnn.backend.registry import BACKENDS, PATHS, REGISTRY, TRANSFORMS, Call, Path, _recorded, why_not
+
+TUNE_REPEATS = 3  # timed runs per candidate, after one warm-up run; the fastest run counts
+TUNE_MARGIN = 0.05  # another candidate replaces the first only when at least this much faster
+
+_warned: set[str] = set()
+_tuned: dict[Hashable, str] = {}  # (call key, candidates) -> the measured choice
+_verdicts: dict[Hashable, str | None] = {}  # (call key, path) -> None (it agrees) or why "auto" drops it
+_reused: dict[str, str] = {}  # Call.recorded_key() -> the path an earlier run used (reuse_choices)
+# (requested backend, memo key) -> the chosen path's record: what a warm call of a known key runs,
+# without working out its candidates or reading the environment again (tsrnn.functional keys it).
+MEMO: dict[Hashable, Path] = {}
+
+
+def _family(requested: str, call: Call) -> list[str]:
+    """The candidate paths of a requested backend, before filtering, in order of preference."""
+    if requested in PATHS[call.op]:
+        return [requested]
+    paths = [REGISTRY[name] for name in PATHS[call.op]]
+    if requested == "triton":
+        return [p.name for p in paths if p.family == "triton"]
+    on_device = [p for p in paths if p.devices is not None and call.device.type in p.devices]
+    if requested == "native":
+        return [p.name for p in on_device if p.family == "native"]
+    return [p.name for p in sorted(on_device, key=lambda p: p.kind != "torch_lstm")]  # auto (a stable sort)
+
+
+def _effective(requested: str) -> str:
+    """The request after TSRNN_BACKEND: the variable's value (default "auto") for "auto"."""
+    if requested != "auto":
+        return requested
+    return check.environment("TSRNN_BACKEND", BACKENDS, "auto")
+
+
+def candidates(requested: str, call: Call) -> list[str]:
+    """The paths that would serve ``call`` for ``requested`` ("auto" reads TSRNN_BACKEND), in
+    order of preference; raises where the request cannot be met."""
+    check.choice("backend", requested, BACKENDS + tuple(p for p in PATHS[call.op] if p != "reference"))
+    given, requested = requested, _effective(requested)
+    if requested != "reference" and check.under_transforms():
+        if requested == "auto":
+            return ["reference"]
+        named = f"backend={requested!r}" if given == requested else f"TSRNN_BACKEND={requested!r}"
+        raise ValueError(f"{named} cannot run this call: {TRANSFORMS}")
+    if requested == "auto" and torch.compiler.is_exporting():
+        return _exportable(call)
+    family = _family(requested, call)
+    serving = [path for path in family if why_not(path, call) is None]
+    if serving:
+        return serving
+    device = call.device.type
+    if requested in PATHS[call.op]:
+        raise ValueError(f"backend={requested!r} cannot run this call: {why_not(requested, call)}")
+    if requested == "triton":
+        raise RuntimeError(f"backend='triton' cannot run this call: {why_not(family[-1], call)}")
+    if requested == "native":
+        if device == "cpu":
+            raise RuntimeError(f"backend='native' needs the compiled extension tsrnn._C, which did not load "
+                               f"({registry.LOAD_ERROR}); reinstall with `pip install --no-build-isolation -e .`")
+        if device != "cuda":
+            raise RuntimeError(f"backend='native' has no kernel for {device} tensors in this build; "
+                               "use backend='auto' or 'reference'")
+        if not family:
+            raise RuntimeError(f"backend='native' has no CUDA kernel for {call.op}; use backend='auto' or 'triton'")
+        if registry.CUDA_LOAD_ERROR is not None:
+            raise RuntimeError(f"backend='native' on CUDA tensors needs the extension tsrnn._cuda, which did not load "
+                               f"({registry.CUDA_LOAD_ERROR}); build it with `TSRNN_CUDA=1 pip install --no-build-isolation -e .`")
+        fallback = [p for p in _family("triton", call) if why_not(p, call) is None] or ["reference"]
+        _warn_once(f"tsrnn: the persistent CUDA kernel cannot run this call ({why_not('cuda_coop', call)}); "
+                   f"using {fallback[0]}")
+        return fallback
+    if device == "cpu":
+        _warn_once(f"tsrnn: compiled extension tsrnn._C did not load ({registry.LOAD_ERROR}); falling back to the reference loops")
+    elif device == "cuda":
+        _warn_once(f"tsrnn: no fused kernel for this {call.op} call on CUDA (triton is not installed); "
+                   "using the reference loop")
+    else:
+        _warn_once(f"tsrnn: no fused kernel for {device} tensors yet; using the reference loop")
+    return ["reference"]
+
+
+def _exportable(call: Call) -> list[str]:
+    """What "auto" runs while torch.export traces: torch's LSTM kernel for an LSTM of a static
+    length (torch.export specializes its length: an ONNX LSTM node for that T), else the reference
+    path, whose time loop exports as one scan operator (an ONNX Scan, for any T)."""
+    if not isinstance(call.shape[0], torch.SymInt):
+        lstm = [p for p in _family("auto", call) if REGISTRY[p].kind == "torch_lstm" and why_not(p, call) is None]
+        if lstm:
+            return lstm[:1]
+    return ["reference"]
+
+
+# run(path, dtype=None): the call's forward on ``path`` on detached copies of its inputs (cast to
+# ``dtype`` if given); returns ({output name: tensor}, {input name: copy} of the inputs that need gradients).
+Run = Callable[..., tuple[Mapping[str, torch.Tensor], Mapping[str, torch.Tensor]]]
+
+
+def choose(requested: str, call: Call, run: Run | None = None, memo_key: Hashable | None = None) -> str:
+    """The path that runs ``call``. With ``run``, "auto" verifies its candidates once per call key
+    and several candidates are measured once per (call key, candidates) (see the module docstring).
+    With ``memo_key``, a choice that later calls would repeat (one made where runs can be measured,
+    or without ``run``) is remembered in ``MEMO`` under (requested, memo_key)."""
+    path, final = _choice(requested, call, run)
+    if final and memo_key is not None:
+        MEMO[requested, memo_key] = REGISTRY[path]
+    return path
+
+
+def _choice(requested: str, call: Call, run: Run | None) -> tuple[str, bool]:
+    """``choose``'s path, and whether a later call of the key would choose it again."""
+    paths = candidates(requested, call)
+    if run is None or torch.jit.is_tracing() or torch.compiler.is_exporting():
+        return paths[0], run is None and not check.tracing()
+    measurable = _can_measure(call.device, paths)
+    auto = _effective(requested) == "auto"
+    tune = (auto or len(paths) > 1) and check.switch("TSRNN_AUTOTUNE")
+    if auto and check.switch("TSRNN_VERIFY"):
+        paths = _verified(paths, call, run, measurable)
+    if len(paths) == 1:
+        return paths[0], measurable
+    key = (call.key(), tuple(paths))
+    if key not in _tuned:
+        reused = _reused.get(call.recorded_key())
+        if reused is not None and reused not in paths:
+            _warn_once(f"tsrnn: the recorded choice {reused!r} for {call.cell or call.op} {call.shape} cannot serve "
+                       f"this call here (candidates: {', '.join(paths)}); choosing again, so results may differ "
+                       "from the recorded run's in the last bits")
+        if reused in paths:
+            _tuned[key] = reused
+        elif torch.are_deterministic_algorithms_enabled():
+            _tuned[key] = paths[0]
+        elif not measurable or not tune:
+            return paths[0], measurable
+        else:
+            _tuned[key] = _fastest(paths, call, run)
+    return _tuned[key], measurable
+
+
+def reuse_choices(choices: Mapping[str, str]) -> None:
+    """Make "auto" take, for each key of ``choices`` (``tuned_choices()`` of an earlier run: a
+    checkpoint records them), the path that run used instead of measuring again, where that path
+    is still a candidate here; a resumed run then computes with the same kernels, bit for bit."""
+    for key, path in choices.items():
+        if not isinstance(key, str) or path not in REGISTRY:
+            raise ValueError(f"recorded backend choices map call keys to path names, got {key!r}: {path!r}")
+    _reused.update(choices)
+    forget()
+
+
+def forget() -> None:
+    """Drops the memory of each call key's choice (``MEMO``): the next call of every key works out
+    its candidates again, reading TSRNN_BACKEND, TSRNN_VERIFY and TSRNN_AUTOTUNE anew (the
+    measured choices and verdicts are kept)."""
+    MEMO.clear()
+
+
+def trusted_path(call: Call) -> str:
+    """The path "auto"'s candidates are verified against, run in float64: the device's torch-LSTM
+    path (onednn, cudnn) where it serves ``call``, else the reference loops."""
+    torch_lstm = [p for p in PATHS[call.op] if REGISTRY[p].kind == "torch_lstm" and why_not(p, call) is None]
+    return (torch_lstm or ["reference"])[0]
+
+
+def _verified(paths: Sequence[str], call: Call, run: Run, measurable: bool) -> list[str]:
+    """``paths`` less those found to disagree with the trusted path for this call key, verifying
+    those not verified yet where ``measurable`` (the trusted kinds, reference and torch_lstm, are
+    not verified); the trusted path, with a warning, if none is left."""
+    key = call.key()
+    pending = [p for p in paths if REGISTRY[p].kind not in ("reference", "torch_lstm") and (key, p) not in _verdicts]
+    if pending and measurable:
+        for path, verdict in _verify(pending, call, run).items():
+            _verdicts[key, path] = verdict
+            if verdict:
+                _warn_once(f"{verdict}; 'auto' does not use it for this shape")
+    kept = [p for p in paths if _verdicts.get((key, p)) is None]
+    if kept:
+        return kept
+    trusted = trusted_path(call)
+    _warn_once(f"tsrnn: no candidate of 'auto' agrees with {trusted} for this shape; using {trusted}")
+    return [trusted]
+
+
+def _verify(paths: Sequence[str], call: Call, run: Run) -> dict[str, str | None]:
+    """Each path's verdict, from its run and the trusted path's on the call's inputs: None (it
+    agrees), or why "auto" drops it."""
+    trusted = trusted_path(call)
+    try:
+        expected = verification.results(run, trusted, call.grad, torch.float64)
+    except Exception as exc:
+        raise RuntimeError(f"tsrnn: the trusted path {trusted} failed in float64 while 'auto' verified its "
+                           f"candidates ({type(exc).__name__}: {exc}); name a backend, or set TSRNN_VERIFY=0") from exc
+    own = functools.cache(lambda: verification.results(run, trusted, call.grad))  # in the call's dtype
+    verdicts = {}
+    for path in paths:
+        try:
+            wrong = verification.disagreement(verification.results(run, path, call.grad), expected, call.dtype, own)
+            verdict = None if wrong is None else (
+                f"tsrnn: the {path} path disagrees with {trusted} (run in float64 on the same inputs) for "
+                f"{call.cell or call.op} {call.dtype} {call.shape}{' with gradients' if call.grad else ''}: {wrong}")
+        except Exception as exc:  # noqa: BLE001  (a broken path must not break "auto"; it is reported)
+            verdict = f"tsrnn: the {path} path failed while being verified ({type(exc).__name__}: {exc})"
+        verdicts[path] = verdict
+    return verdicts
+
+
+def tuned_choices() -> dict[str, str]:
+    """The choices so far, measured, taken by rule under deterministic algorithms, or reused, as
+    {``Call.recorded_key()``: path}, the last for a key whose candidates changed (recorded by
+    training checkpoints and bench/gpu_report.py; see ``reuse_choices``)."""
+    return {_recorded(key): path for (key, _), path in _tuned.items()}
+
+
+def verdicts() -> dict[str, str]:
+    """The verifications so far, as {repr((call key, path)): "agrees" or why "auto" drops it}
+    (recorded by bench/gpu_report.py)."""
+    return {repr(key): verdict or "agrees" for key, verdict in _verdicts.items()}
+
+
+def _warn_once(message: str) -> None:
+    if message not in _warned:
+        _warned.add(message)
+        warnings.warn(message, RuntimeWarning, stacklevel=4)
+
+
+def _can_measure(device: torch.device, paths: Sequence[str]) -> bool:
+    """Whether runs can be timed and verified here: not while torch.compile traces, nor during CUDA
+    graph capture, nor under the Triton interpreter."""
+    if check.tracing():
+        return False
+    if device.type == "cpu" and any(p.startswith("triton") for p in paths):
+        return False  # the Triton interpreter: seconds per call, and not the speed of a GPU
+    return not (device.type == "cuda" and check.capturing())
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def _run_once(run: Run, path: str, grad: bool) -> None:
+    """One run of what the call does: its forward, and its backward when autograd will need it
+    (torch.autograd.grad on the inputs ``run`` returns, detached copies of the call's own)."""
+    with torch.set_grad_enabled(grad):
+        outputs, inputs = run(path)
+        if grad and inputs:
+            loss = sum(o.float().sum() for o in outputs.values() if o.requires_grad)
+            torch.autograd.grad(loss, list(inputs.values()), allow_unused=True)
+
+
+def _fastest(paths: Sequence[str], call: Call, run: Run) -> str:
+    times = {}
+    for path in paths:
+        try:
+            _run_once(run, path, call.grad)  # warm-up: compiles Triton kernels, plans the CUDA kernel
+            runs = []
+            for _ in range(TUNE_REPEATS):
+                _sync(call.device)
+                start = time.perf_counter()
+                _run_once(run, path, call.grad)
+                _sync(call.device)
+                runs.append(time.perf_counter() - start)
+        except Exception as exc:  # noqa: BLE001  (a broken path must not break "auto"; it is reported)
+            _warn_once(f"tsrnn: the {path} path failed while being timed ({type(exc).__name__}: {exc}); "
+                       "'auto' does not use it for this shape")
+            continue
+        times[path] = min(runs)  # the least disturbed run: noise only ever adds time
+    if not times:
+        raise RuntimeError(f"tsrnn: every path failed for this call ({', '.join(paths)}); "
+                           "see the warnings, or use backend='reference'")
+    first = next(p for p in paths if p in times)
+    best = min(times, key=times.get)
+    return best if times[best] < (1 - TUNE_MARGIN) * times[first] else first

@@ -1,0 +1,253 @@
+"""The paths: the one place that knows which implementations of each op exist.
+
+A *path* is one concrete implementation of an op, described by one record of ``REGISTRY``
+(``Path``: the function that runs each of its ops, the devices it runs on, the requested backend
+that names it, its kind, its operator namespace, and the rule that says why it cannot serve a
+call, ``Call`` describing the call); the choice (tsrnn/backend/choice.py), the functional layer,
+the modules, the test harness, the self-test and the benchmarks read it:
+
+==================== ===================================================================
+``reference``        the step loops of ``tsrnn.reference`` (any device)
+``cpu``              the compiled C++/OpenMP kernels (``tsrnn._C``), CPU tensors
+``onednn``           torch's own LSTM kernel on CPU (oneDNN), LSTM cells only
+``cudnn``            torch's own LSTM kernel on CUDA (cuDNN), LSTM cells only
+``cuda_coop``        the persistent cooperative CUDA kernel (``tsrnn._cuda``): float32
+                     math, W_hh split over the SMs' shared memory
+``triton_persistent`` Triton, the time loop inside one launch: padded H <= 128 (float32
+                     math) or <= 32 (float64)
+``triton_step``      Triton, one fused launch per step: any H
+``triton_scan``      the chunked Triton linear scan
+==================== ===================================================================
+
+The torch-LSTM paths (``onednn``, ``cudnn``) run the multi-timescale LSTM too: its fixed biases
+are composed into the effective bias passed as b_ih (b_hh = 0), so no optimizer moves them. They
+return no forget-gate traces and are not traced by ``torch.compile``, so they are no candidate
+for ``forget_gates`` calls or under compilation. Triton runs on CUDA tensors, or on CPU tensors
+under ``TRITON_INTERPRET=1`` (how the tests run it without a GPU).
+"""
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+from typing import Callable, Mapping
+
+import torch
+
+from tsrnn import _validation as check
+from tsrnn.ops import checks, projection
+from tsrnn.ops.extensions import CUDA_LOAD_ERROR, LOAD_ERROR
+from tsrnn.ops.linear_scan import paths as scan_paths
+from tsrnn.ops.recurrence import capacity
+from tsrnn.ops.recurrence import paths as recurrence_paths
+from tsrnn.ops.recurrence.cells import math_dtype
+
+BACKENDS = ("auto", "reference", "native", "triton")
+
+
+@dataclass(frozen=True)
+class Call:
+    """What a dispatch decision depends on. ``shape``: (T, B, I, H) for a recurrence, (T, N) for
+    a scan; ``cell``: a name of ``tsrnn.cells.CELLS`` or None; ``grad``: autograd will run the
+    backward of this call; ``traces``: the caller wants per-step gate traces (the forget gates, the
+    pLSTM's reset gates and ages); ``packed``: sequences of several lengths (``tsrnn.packing``),
+    T the longest."""
+
+    op: str
+    device: torch.device
+    dtype: torch.dtype
+    shape: tuple[int, ...]
+    cell: str | None = None
+    bias: bool = True
+    grad: bool = False
+    traces: bool = False
+    packed: bool = False
+
+    def __post_init__(self):
+        # Sizes as ints: torch.jit.trace hands sizes over as tensors. The choice of path is what
+        # depends on them, not the traced graph, so its warning about freezing them does not apply.
+        if any(isinstance(s, torch.Tensor) for s in self.shape):
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", torch.jit.TracerWarning)
+                object.__setattr__(self, "shape", tuple(int(s) for s in self.shape))
+
+    @property
+    def math_dtype(self) -> torch.dtype:
+        """What the call computes in (``tsrnn.cells.math_dtype``)."""
+        return math_dtype(self.dtype)
+
+    def key(self) -> tuple:
+        """The tuning key: T enters as a power-of-two bucket, the other sizes exactly."""
+        steps, *rest = self.shape
+        return (self.op, self.device.type, self.device.index, self.dtype, self.cell, steps.bit_length(),
+                *rest, self.bias, self.grad, self.traces, self.packed)
+
+    def recorded_key(self) -> str:
+        """The key as ``tuned_choices`` and ``reuse_choices`` write it (``_recorded``)."""
+        return _recorded(self.key())
+
+
+def _recorded(key: tuple) -> str:
+    """A call key without its device index, as text: every rank of a distributed run, or a resume
+    on another GPU, finds the choice recorded under it."""
+    return repr(key[:2] + key[3:])
+
+
+TRANSFORMS = ("torch.func transforms (vmap, grad, jacrev, jvp, ...) run the reference loops only: the fused "
+              "kernels have no batching or forward-mode rules; use backend='auto' or 'reference'")
+
+
+def native_available() -> bool:
+    """True when the compiled CPU kernels loaded."""
+    return LOAD_ERROR is None
+
+
+def triton_available() -> bool:
+    """True when Triton imports (the kernels still need CUDA or TRITON_INTERPRET=1)."""
+    try:
+        import triton  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+_coop_blocks: dict[tuple, int] = {}  # (device index, cell, H, math dtype) -> blocks of the CUDA kernel
+
+
+def _cuda_coop_blocks(call: Call) -> int:
+    """Thread blocks of the cooperative CUDA kernel for this cell and H on the call's device
+    (0: no fit), asked once per key; while torch.compile traces, an unknown key counts as no fit
+    (the plan is a host call that cannot be traced): run one eager step first."""
+    index = call.device.index if call.device.index is not None else torch.cuda.current_device()
+    key = (index, call.cell, call.shape[3], call.math_dtype)
+    if key not in _coop_blocks:
+        if torch.compiler.is_compiling():
+            return 0
+        probe = torch.empty(0, call.shape[3], device=call.device, dtype=call.math_dtype)  # sizes only
+        _coop_blocks[key] = torch.ops.tsrnn.recurrence_plan(call.cell, probe)
+    return _coop_blocks[key]
+
+
+# -- the conditions of each path beyond its ops and devices: None, or why it cannot serve ---------
+def _always(call: Call) -> str | None:
+    return None
+
+
+def _compiled_cpu(call: Call) -> str | None:
+    if LOAD_ERROR is not None:
+        return f"the compiled extension tsrnn._C did not load ({LOAD_ERROR})"
+    check.switch("TSRNN_CPU_PROFILE", default="0")  # read by the compiled loops (csrc/cpu/phase_clock.cpp), checked here
+    return None
+
+
+def _torch_lstm(call: Call) -> str | None:
+    if call.cell != "lstm":
+        return f"torch's LSTM kernel runs the LSTM cell only, not {call.cell}"
+    if call.traces:
+        return "torch's LSTM kernel returns no forget-gate traces"
+    if torch.compiler.is_compiling() and not torch.compiler.is_exporting():
+        return "torch.compile does not trace torch's LSTM kernel"
+    return None
+
+
+def _cooperative_cuda(call: Call) -> str | None:
+    if CUDA_LOAD_ERROR is not None:
+        return f"the extension tsrnn._cuda did not load ({CUDA_LOAD_ERROR})"
+    if call.math_dtype != torch.float32:
+        return "it computes in float32 only"
+    if _cuda_coop_blocks(call) < 1:
+        return (f"H={call.shape[3]} does not fit: W_hh must fit in the shared memory of co-resident "
+                "blocks that the GPU can launch cooperatively")
+    return None
+
+
+def _triton_persistent(call: Call) -> str | None:
+    return capacity.persistent_why_not(call.shape[3], call.math_dtype)
+
+
+@dataclass(frozen=True)
+class Path:
+    """One concrete implementation of one or more ops (see the module docstring's table).
+
+    ``run``: {op: the function that runs a call of that op on this path}, called with this
+    record first (``tsrnn.ops.recurrence.paths``, ``tsrnn.ops.linear_scan.paths``); ``devices``:
+    the tensors' device types it runs on (Triton also runs CPU tensors under TRITON_INTERPRET=1,
+    for tests; "auto" never offers it there); ``family``: the requested backend that names it
+    besides its own name ("native", "triton", or None); ``kind``: what it is, "reference" (the step
+    loops), "torch_lstm" (torch's LSTM kernel, tried first by "auto" and trusted as the reference
+    is) or "operator" (the ops of ``namespace``); ``rule``: its other conditions; ``projection``:
+    an operator path's input projection x w^T + b."""
+
+    name: str
+    run: Mapping[str, Callable]
+    devices: tuple[str, ...] | None  # None: any device
+    family: str | None
+    kind: str
+    rule: Callable[[Call], str | None]
+    namespace: str | None = None
+    projection: Callable | None = None
+
+    @property
+    def ops(self) -> tuple[str, ...]:
+        """The ops this path runs."""
+        return tuple(self.run)
+
+    @property
+    def operators(self):
+        """``torch.ops.<namespace>``: the operators of an operator path."""
+        return getattr(torch.ops, self.namespace)
+
+    def why_not(self, call: Call) -> str | None:
+        """None if this path can serve ``call`` (an op of ``ops``), else the reason it cannot: the
+        Triton family needs the triton package first, then every path its device, then its rule."""
+        device = call.device.type
+        triton = self.family == "triton"
+        if triton and not triton_available():
+            return "it needs the triton package (pip install triton)"
+        if triton:
+            refused = checks.triton_refuses(device)
+            if refused:
+                return refused
+        elif self.devices is not None and device not in self.devices:
+            return f"it runs on {self.devices[0].upper()} tensors, got {device} tensors"
+        return self.rule(call)
+
+
+def op(path: str, name: str):
+    """The operator ``name`` (e.g. "recurrence_forward") of an operator path."""
+    return getattr(REGISTRY[path].operators, name)
+
+
+_REFERENCE = {"recurrence": recurrence_paths.run_reference, "linear_scan": scan_paths.run_reference}
+_OPERATOR = {"recurrence": recurrence_paths.run_operator, "linear_scan": scan_paths.run_operator}
+_TORCH_LSTM = {"recurrence": recurrence_paths.run_torch_lstm}
+_RECURRENCE = {"recurrence": recurrence_paths.run_operator}
+_SCAN = {"linear_scan": scan_paths.run_operator}
+_COMPILED_PROJECTION = torch.ops.tsrnn.cpu_projection  # csrc/gemm/projection.cpp
+_TORCH_PROJECTION = projection.torch_projection
+
+# In order of preference after torch's own LSTM kernels, which "auto" tries first on their device.
+REGISTRY = {path.name: path for path in (
+    Path("reference", _REFERENCE, None, None, "reference", _always),
+    Path("cpu", _OPERATOR, ("cpu",), "native", "operator", _compiled_cpu, "tsrnn", _COMPILED_PROJECTION),
+    Path("onednn", _TORCH_LSTM, ("cpu",), None, "torch_lstm", _torch_lstm),
+    Path("cudnn", _TORCH_LSTM, ("cuda",), None, "torch_lstm", _torch_lstm),
+    Path("cuda_coop", _RECURRENCE, ("cuda",), "native", "operator", _cooperative_cuda, "tsrnn", _TORCH_PROJECTION),
+    Path("triton_persistent", _RECURRENCE, ("cuda",), "triton", "operator", _triton_persistent,
+         "tsrnn_triton_persistent", _TORCH_PROJECTION),
+    Path("triton_step", _RECURRENCE, ("cuda",), "triton", "operator", _always, "tsrnn_triton_step", _TORCH_PROJECTION),
+    Path("triton_scan", _SCAN, ("cuda",), "triton", "operator", _always, "tsrnn_triton_scan"),
+)}
+PATHS = {op: tuple(name for name, path in REGISTRY.items() if op in path.ops) for op in ("recurrence", "linear_scan")}
+
+
+def paths_on(device_type: str, op: str) -> list[str]:
+    """The fused paths of ``op`` for tensors of ``device_type`` ("cpu", "cuda"), in registry order
+    (what the benchmarks, the self-test and the GPU report run by name)."""
+    return [name for name in PATHS[op] if REGISTRY[name].devices is not None and device_type in REGISTRY[name].devices]
+
+
+def why_not(path: str, call: Call) -> str | None:
+    """None if ``path`` can serve ``call``, else the reason it cannot."""
+    if path not in PATHS[call.op]:
+        return f"{path!r} is not a path of {call.op} (those are {list(PATHS[call.op])})"
+    return REGISTRY[path].why_not(call)

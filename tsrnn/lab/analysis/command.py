@@ -1,0 +1,192 @@
+"""``tsrnn analyze CHECKPOINT --out DIR``: the analyses that fit the checkpoint's task, as PNGs and
+one ``summary.json`` holding every number the figures show.
+
+- lm (every cell): timescales and their fits (+ assigned vs estimated for fixed layers), the
+  forget-gate map, word ablation per layer and per unit group of layer 2, routing by timescale
+  chunk of layer 2; for a pLSTM LM also the learned p.
+- copy: unit ablation (random order; for the pLSTM also later-reset units first), and for the
+  pLSTM the reset traces, later-reset units and learned p.
+- mlp-lm with a TILT or TILT-Buffer context: the receptive fields.
+- imdb (every cell): test accuracy by review length (seed 002 Figure 4); with the pLSTM also the learned p.
+- freq, pixels with the pLSTM: the learned p.
+- ``--compare-p B.pt`` (any pLSTM checkpoint): seed 002 §5.2's t-test of this checkpoint's p against B's.
+- ``--compare-timescales B.pt`` (lm): seed 000 Figure 1, this LM's timescale distribution and fits
+  beside B's (the paper: an LM trained on PTB beside the same model trained on Markov-PTB).
+
+Analyses that need an MTS layer's fixed timescales (assigned vs estimated) are skipped for an
+LSTM or pLSTM LM, with the reason in the analysis's "skipped" entry and on the terminal.
+"""
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import torch
+
+from tsrnn.lab import plot
+from tsrnn.lab.analysis import by_length, forget_map, passes, plstm, receptive_fields, routing, timescales, word_ablation
+from tsrnn.modules import PowerLawLSTM
+from tsrnn.lab.training import checkpoint
+from tsrnn.lab.training.commands import restore
+
+def _lm(task, model, args, out: Path) -> dict:
+    device = next(model.parameters()).device
+    windows = passes.lm_windows(task.split(args.split), passes.WINDOW, args.windows)
+    results = {}
+    layers = timescales.lm_layer_timescales(model, windows, device, args.quiet)
+    results["timescales"] = timescales.summarize(layers)
+    timescales.figure(results["timescales"], out / "timescales.png")
+    figures = ["timescales.png"]
+    if timescales.assigned_figure(results["timescales"], out / "assigned_vs_estimated.png"):
+        figures.append("assigned_vs_estimated.png")
+    else:
+        results["timescales"]["skipped"] = {"assigned_vs_estimated.png": NO_ASSIGNED}
+    results["timescales"]["figures"] = figures
+
+    results["forget_gates"] = forget_map.lm_forget_maps(model, windows, device, task.vocab)
+    forget_map.figure(results["forget_gates"], out / "forget_gates.png")
+    results["forget_gates"]["figures"] = ["forget_gates.png"]
+
+    chosen = layers[1] if len(layers) > 1 else layers[0]  # the papers' layer 2
+    unit_T = chosen.assigned if chosen.assigned is not None else chosen.estimated
+    order = torch.argsort(unit_T, descending=True, stable=True)
+    groups = [{"layer": chosen.layer, "units": idx, "timescale": float(unit_T[idx].mean())}
+              for idx in order.split(word_ablation.group_size(order.numel()))]
+    results["word_ablation"] = word_ablation.word_ablation(model, windows, device, groups, args.quiet)
+    word_ablation.figure(results["word_ablation"], out / "word_ablation.png")
+    results["word_ablation"]["figures"] = ["word_ablation.png"]
+
+    results["routing"] = routing.routing(task, model, chosen.layer, order, unit_T, split=args.split, quiet=args.quiet)
+    results["routing"]["sorted_by"] = "assigned" if chosen.assigned is not None else "estimated"
+    routing.figure(results["routing"], out / "routing.png")
+    results["routing"]["figures"] = ["routing.png"]
+    return results
+
+
+NO_ASSIGNED = ("no layer has fixed (assigned) timescales, so there is nothing to compare the estimates with "
+               "(an MTS LM's layers 1-2 have them: train --cell mts)")
+
+
+def _compare_timescales(task, first: dict, args, out: Path, device) -> dict:
+    """Seed 000 Figure 1: this LM's timescales (``first``, its summary) beside those of the LM
+    ``args.compare_timescales``, each estimated on its own corpus's ``args.split`` stream."""
+    other_task, other = restore(args.compare_timescales, args.compare_data, device)
+    windows = passes.lm_windows(other_task.split(args.split), passes.WINDOW, args.windows)
+    second = timescales.summarize(timescales.lm_layer_timescales(other, windows, device, args.quiet))
+    labels = [task.corpus.name, other_task.corpus.name]
+    if labels[0] == labels[1]:
+        labels = [str(args.checkpoint), str(args.compare_timescales)]
+    summary = timescales.comparison([
+        {"label": labels[0], "checkpoint": str(args.checkpoint), "corpus": task.corpus.name, "summary": first},
+        {"label": labels[1], "checkpoint": str(args.compare_timescales), "corpus": other_task.corpus.name,
+         "summary": second}])
+    timescales.comparison_figure(summary, out / "timescale_comparison.png")
+    for m in summary["models"]:
+        gamma, gauss = m["inverse_gamma"], m["gaussian"]
+        print(f"timescales of {m['label']}: Inverse Gamma α = {gamma['alpha']:.2f} (KS {gamma['ks']:.3f}), "
+              f"Gaussian μ = {gauss['mu']:.2f} (KS {gauss['ks']:.3f}), best fit {m['best_fit']}")
+    return {**summary, "figures": ["timescale_comparison.png"]}
+
+
+def _learned_p(model, out: Path, later_reset=None) -> dict:
+    layers = plstm.learned_p(model)
+    plstm.p_figure(layers, out / "learned_p.png", later_reset)
+    return {"layers": layers, "figures": ["learned_p.png"]}
+
+
+def _copy(task, model, args, out: Path) -> dict:
+    summary = plstm.copy_analysis(task, model, args.quiet)
+    plstm.ablation_figure(summary, out / "unit_ablation.png")
+    summary["figures"] = ["unit_ablation.png"]
+    if "later_reset" in summary:
+        plstm.reset_figure(summary, out / "reset_traces.png")
+        summary["figures"].append("reset_traces.png")
+    return {"copy": summary}
+
+
+def _tilt(task, model, args, out: Path) -> dict:
+    if not receptive_fields.is_tilt(model.context):
+        raise ValueError(f"{args.checkpoint} is a Buffer-MLP: its context is a plain shift register with no "
+                         "receptive fields to analyze (train --context tilt or tilt-buffer)")
+    summary = receptive_fields.receptive_fields(model.context)
+    receptive_fields.figure(model.context, summary, out / "receptive_fields.png")
+    return {"receptive_fields": {**summary, "figures": ["receptive_fields.png"]}}
+
+
+def _imdb(task, model, args, out: Path) -> dict:
+    summary = by_length.imdb_by_length(task, model, args.split, args.length_bins)
+    by_length.figure({task.args.cell: summary}, out / "accuracy_by_length.png")
+    print("accuracy by review length: " + ", ".join(f"{b['label']} {b['accuracy']:.3f} (n {b['count']})"
+                                                    for b in summary["bins"]))
+    return {"by_length": {**summary, "figures": ["accuracy_by_length.png"]}}
+
+
+def _p_ttest(summary: dict, out: Path) -> dict:
+    plstm.compare_figure(summary, out / "p_compare.png")
+    for e in summary["layers"]:
+        print(f"p t-test ({e['test']}), layer {e['layer']}: mean {e['mean_a']:.3f} (sd {e['sd_a']:.3f}, n {e['n_a']}) "
+              f"vs {e['mean_b']:.3f} (sd {e['sd_b']:.3f}, n {e['n_b']}), t = {e['t']:.3f}, df = {e['df']:g}, "
+              f"p = {e['p_value']:.3g}, Cohen's d = {e['cohens_d']:.3f}")
+    return {**summary, "figures": ["p_compare.png"]}
+
+
+RUNNERS = {"lm": _lm, "copy": _copy, "mlp-lm": _tilt, "imdb": _imdb}
+P_ONLY = ("freq", "pixels")
+
+
+def strict_json(value):
+    """``value`` with NaN and inf as null (strict JSON), through dicts, lists and tuples."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: strict_json(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [strict_json(v) for v in value]
+    return value
+
+
+def run(args) -> int:
+    try:
+        plot.require_matplotlib()
+    except ImportError as exc:
+        raise ValueError(str(exc)) from None
+    device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    state = checkpoint.load(args.checkpoint)
+    name = state["task"]
+    has_p = state["config"].get("cell") == "plstm"
+    if name not in RUNNERS and not (name in P_ONLY and has_p):
+        raise ValueError(f"tsrnn analyze has no analysis for a {name!r} checkpoint with cell "
+                         f"{state['config'].get('cell')!r}: it analyzes lm, copy, imdb and mlp-lm (TILT) checkpoints, "
+                         f"and the pLSTM's learned p of {', '.join(P_ONLY)}")
+    if args.length_bins is not None and name != "imdb":
+        raise ValueError(f"--length-bins applies to imdb checkpoints; {args.checkpoint} is a {name!r} checkpoint")
+    args.length_bins = by_length.parse_boundaries(args.length_bins) if args.length_bins else by_length.BOUNDARIES
+    compared = plstm.compare_p(args.checkpoint, args.compare_p) if args.compare_p else None
+    if args.compare_data is not None and args.compare_timescales is None:
+        raise ValueError("--compare-data names the corpus of --compare-timescales, which is not given")
+    if args.compare_timescales is not None:
+        other = checkpoint.load(checkpoint.check_file(args.compare_timescales))["task"]
+        if name != "lm" or other != "lm":
+            raise ValueError(f"--compare-timescales compares two lm checkpoints; {args.checkpoint} is a {name!r} "
+                             f"and {args.compare_timescales} a {other!r} checkpoint")
+    task, model = restore(args.checkpoint, args.data, device)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    analyses = RUNNERS[name](task, model, args, out) if name in RUNNERS else {}
+    if any(isinstance(m, PowerLawLSTM) for m in model.modules()):
+        analyses["learned_p"] = _learned_p(model, out, analyses.get("copy", {}).get("later_reset"))
+    if compared is not None:
+        analyses["p_ttest"] = _p_ttest(compared, out)
+    if args.compare_timescales is not None:
+        analyses["timescale_comparison"] = _compare_timescales(task, analyses["timescales"], args, out, device)
+    summary = {"checkpoint": str(args.checkpoint), "task": name, "config": state["config"], "split": args.split,
+               "tsrnn_version": state.get("tsrnn_version"), "analyses": analyses}
+    (out / "summary.json").write_text(json.dumps(strict_json(summary), indent=1) + "\n")
+    figures = [f for entry in analyses.values() for f in entry.get("figures", [])]
+    print(f"tsrnn analyze: {', '.join(analyses)} of {args.checkpoint}")
+    print(f"wrote {', '.join(figures)} and summary.json in {out}")
+    for entry in analyses.values():
+        for figure, why in entry.get("skipped", {}).items():
+            print(f"skipped {figure}: {why}")
+    return 0

@@ -1,0 +1,1 @@
+"""The memory science: timescales, the Laplace grid and TILT, averaging memory, and contexts."""

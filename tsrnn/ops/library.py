@@ -1,0 +1,122 @@
+"""How tsrnn's operators are registered with torch.library, shared by every op folder.
+
+Each op (``tsrnn.ops.recurrence``, ``tsrnn.ops.linear_scan``) is a ``{op}_forward`` /
+``{op}_backward`` pair of schemas defined once per namespace: ``torch.ops.tsrnn.*``, whose kernels
+are compiled (csrc/: ``tsrnn._C`` for CPU tensors, ``tsrnn._cuda`` for CUDA tensors), and one
+namespace per Triton path, whose kernels are Python functions imported on their first call.
+Registering the backward with ``torch.library.register_autograd`` and the shapes with
+``register_fake`` lets ``torch.compile`` trace a module through a whole recurrence as one node.
+The fused kernels compute first derivatives only; a backward that is itself differentiated
+raises (``first_order_only``).
+"""
+from __future__ import annotations
+
+import contextlib
+import importlib
+
+import torch
+
+COMPILED = "tsrnn"  # the namespace of the compiled kernels (tsrnn._C, tsrnn._cuda)
+_LIBRARIES: dict[str, torch.library.Library] = {}
+
+
+def library(namespace: str) -> torch.library.Library:
+    """The ``torch.library.Library`` fragment through which tsrnn defines ops in ``namespace``."""
+    if namespace not in _LIBRARIES:
+        _LIBRARIES[namespace] = torch.library.Library(namespace, "FRAGMENT")
+    return _LIBRARIES[namespace]
+
+
+def define(namespace: str, op: str, schemas: dict, fake_forward, fake_backward, autograd, setup,
+           kernels: str | None = None) -> None:
+    """Defines ``{op}_forward`` and ``{op}_backward`` in ``namespace`` with their fake kernels and
+    the forward's autograd formula (``autograd(backward_op)``, ``setup`` its setup_context); with
+    ``kernels`` (a module name), their CPU and CUDA kernels are that module's functions of the
+    same names (imported at the first call)."""
+    lib = library(namespace)
+    forward, backward = f"{op}_forward", f"{op}_backward"
+    lib.define(forward + schemas[forward])
+    lib.define(backward + schemas[backward])
+    torch.library.register_fake(f"{namespace}::{forward}", fake_forward, lib=lib)
+    torch.library.register_fake(f"{namespace}::{backward}", fake_backward, lib=lib)
+    backward_op = getattr(getattr(torch.ops, namespace), backward)
+    torch.library.register_autograd(f"{namespace}::{forward}", autograd(backward_op), setup_context=setup, lib=lib)
+    if kernels is not None:
+        for name in (forward, backward):
+            for device in ("CPU", "CUDA"):
+                lib.impl(name, triton_kernel(kernels, name), device)
+
+
+def without_autocast(like: torch.Tensor):
+    """Autocast off for ``like``'s device type: a backward run inside an autocast region computes
+    in the dtypes its forward saved, as the forward did (tsrnn.precision)."""
+    if like.device.type not in ("cpu", "cuda"):
+        return contextlib.nullcontext()
+    return torch.autocast(like.device.type, enabled=False)
+
+
+DOUBLE_BACKWARD = ("tsrnn: the fused {op} kernels compute first derivatives only, and this backward was "
+                   "differentiated again (create_graph=True: a gradient penalty, a Hessian-vector product); run "
+                   "this layer with backend='reference' (or, for the LSTM on CPU, 'onednn'), whose step loops "
+                   "torch differentiates to any order")
+
+
+class _FirstOrderOnly(torch.autograd.Function):
+    """``tensors`` unchanged, as results that depend on ``anchors``, whose backward raises
+    ``message``: a fused kernel's backward run under create_graph=True. Without it torch would
+    treat the kernel's results as constants, and a second derivative would silently miss every
+    term through them. The anchors, the forward's saved output and the incoming gradients, put
+    this node on every path from the results back to what the forward or the gradients depend on."""
+
+    @staticmethod
+    def forward(ctx, message, num_anchors, *tensors):
+        ctx.message = message
+        return tuple(t.view_as(t) for t in tensors[num_anchors:])
+
+    @staticmethod
+    def backward(ctx, *grads):
+        raise RuntimeError(ctx.message)
+
+
+def first_order_only(op: str, anchors, results: tuple) -> tuple:
+    """``results`` (tensors or None) as they are or, when the backward that computed them is itself
+    being recorded (create_graph=True), as results whose own backward raises DOUBLE_BACKWARD."""
+    if not torch.is_grad_enabled():
+        return results
+    present = [i for i, r in enumerate(results) if r is not None]
+    anchors = [a for a in anchors if a is not None and a.requires_grad]
+    marked = _FirstOrderOnly.apply(DOUBLE_BACKWARD.format(op=op), len(anchors), *anchors,
+                                   *(results[i] for i in present))
+    results = list(results)
+    for i, r in zip(present, marked):
+        results[i] = r
+    return tuple(results)
+
+
+@contextlib.contextmanager
+def _on_device_exact_fp32(args):
+    """Triton launches on the current CUDA device, not the tensors' one, and the Triton drivers'
+    torch matmuls (dh, dW_hh) would use TF32 if the user allowed it: run on the tensors' device
+    with TF32 off, as the kernels' own IEEE dots."""
+    device = next((a.device for a in args if isinstance(a, torch.Tensor) and a.is_cuda), None)
+    if device is None:
+        yield
+        return
+    before = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = False
+    try:
+        with torch.cuda.device(device):
+            yield
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = before
+
+
+def triton_kernel(module: str, name: str):
+    """Calls ``module.name``, imported at the first call: importing triton costs a second, and
+    TRITON_INTERPRET must be set before the kernels' module is imported."""
+
+    def kernel(*args):
+        with _on_device_exact_fp32(args):
+            return getattr(importlib.import_module(module), name)(*args)
+
+    return kernel

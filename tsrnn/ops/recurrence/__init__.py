@@ -1,0 +1,1 @@
+"""The recurrence op: the recurrent layers (LSTM, pLSTM) over a whole sequence."""

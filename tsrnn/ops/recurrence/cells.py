@@ -1,0 +1,121 @@
+"""The recurrent cells, described once: every layer of tsrnn runs one of these.
+
+A cell is the pointwise part of a recurrent step: it maps the gate pre-activations
+z = W_ih x_t + W_hh h_{t-1} + b (``gates`` rows per hidden unit, in this order) and the previous
+states to h_t and the new states, and saves ``saved`` activations per unit for the backward.
+
+- ``lstm`` (S1): gates (i, f, g, o) as in torch.nn.LSTM; state c.
+- ``plstm_coupled`` (S9): gates (r, g, o), i = 1 - f; states (c, a), a the age.
+- ``plstm_separate`` (S9): gates (i, r, g, o); states (c, a).
+
+Everything that needs a fact of a cell reads it here: the operators' checks and shape functions
+(tsrnn/kernels/checks.py, tsrnn/ops.py), the Triton drivers (their constexprs), the functional
+layer, the modules (parameter rows, state names, the dtype of each state), the test harness and
+the benchmarks. The compiled kernels implement the same cells in csrc/cells.h (``kGates``,
+``kStates``, ``kSaved``); the operators' opcheck tests compare the compiled kernels' output shapes
+with this table, so the two cannot drift apart unnoticed.
+
+The dtype rule (``math_dtype``): gate math runs in float64 for float64 inputs and float32 for
+every other dtype (bf16/fp16 layers compute in float32); h and the states not in ``math_states``
+come back in the input's dtype, the age a in the math dtype (rounding it to bf16 would move every
+later forget gate).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from tsrnn.ops.recurrence import reference
+
+
+def math_dtype(dtype: torch.dtype) -> torch.dtype:
+    """What a layer or scan of ``dtype`` inputs computes in: float64 for float64, else float32."""
+    return torch.float64 if dtype == torch.float64 else torch.float32
+
+
+@dataclass(frozen=True)
+class Cell:
+    name: str
+    gates: tuple[str, ...]  # rows of W_ih, W_hh and the bias per hidden unit, in order
+    states: tuple[str, ...]  # states carried besides h, in order
+    saved: tuple[str, ...]  # activations saved per unit for the backward, in order
+    input_gate: str | None = None  # pLSTM: "coupled" (i = 1 - f) or "separate" (i = σ(z_i))
+    math_states: tuple[str, ...] = ()  # states kept in the math dtype and >= 0 (the age)
+
+    @property
+    def has_p(self) -> bool:
+        """A per-unit decay exponent p (and so a gradient for it): the pLSTM cells."""
+        return self.input_gate is not None
+
+    @property
+    def num_gates(self) -> int:
+        """G: W_hh is (G*H, H)."""
+        return len(self.gates)
+
+    @property
+    def num_states(self) -> int:
+        """S: state0 and the final states are (S, B, H)."""
+        return len(self.states)
+
+    @property
+    def num_saved(self) -> int:
+        """K: the saved activations are (T, B, K*H)."""
+        return len(self.saved)
+
+    @property
+    def initial_states(self) -> tuple[str, ...]:
+        """The names of the initial-state arguments: ("h0", "c0") or ("h0", "c0", "a0")."""
+        return tuple(f"{s}0" for s in ("h", *self.states))
+
+    @property
+    def initial_math_states(self) -> tuple[str, ...]:
+        """The initial-state arguments of ``math_states``: ("a0",) for the pLSTM."""
+        return tuple(f"{s}0" for s in self.math_states)
+
+    @property
+    def traces(self) -> tuple[str, ...]:
+        """The per-step traces every path returns: the forget gate "f" and, for the pLSTM, the
+        reset gate "r" and the age "a" (a fused path adds its other saved activations)."""
+        return ("f", "r", "a") if self.has_p else ("f",)
+
+    @property
+    def function(self) -> str:
+        """The name of this cell's layer in ``tsrnn.functional`` and ``tsrnn.reference``."""
+        return "plstm" if self.has_p else "lstm"
+
+    def reference_layer(self, x, h0, states, w_ih, w_hh, bias, p=None, dt=None, eps=0.0, lengths=None):
+        """One layer through the step loop of ``tsrnn.reference``: (out, (h_n, *states_n), traces),
+        traces the per-step (T, B, H) forget gates "f" and, for the pLSTM, reset gates "r" and ages "a";
+        ``lengths`` (B,) or None, as the reference loops take it."""
+        if not self.has_p:
+            out, finals, forget = reference.lstm(x, h0, *states, w_ih, w_hh, bias, lengths=lengths)
+            return out, finals, {"f": forget}
+        traces = {}
+        out, finals, forget = reference.plstm(x, h0, *states, w_ih, w_hh, bias, p, dt, eps, self.input_gate,
+                                              trace=traces, lengths=lengths)
+        return out, finals, {"f": forget, **traces}
+
+
+CELLS = {cell.name: cell for cell in (
+    Cell("lstm", gates=("i", "f", "g", "o"), states=("c",), saved=("i", "f", "g", "o")),
+    Cell("plstm_coupled", gates=("r", "g", "o"), states=("c", "a"), saved=("f", "r", "g", "o"),
+         input_gate="coupled", math_states=("a",)),
+    Cell("plstm_separate", gates=("i", "r", "g", "o"), states=("c", "a"), saved=("f", "r", "g", "o", "i"),
+         input_gate="separate", math_states=("a",)),
+)}
+INPUT_GATES = ("coupled", "separate")
+
+
+def get(name: str) -> Cell:
+    """The cell called ``name``; a ValueError lists the known ones."""
+    if name not in CELLS:
+        raise ValueError(f"cell must be one of {list(CELLS)}, got {name!r}")
+    return CELLS[name]
+
+
+def plstm(input_gate: str) -> Cell:
+    """The pLSTM cell with a ``"coupled"`` or ``"separate"`` input gate."""
+    if input_gate not in INPUT_GATES:
+        raise ValueError(f"input_gate must be one of {list(INPUT_GATES)}, got {input_gate!r}")
+    return CELLS[f"plstm_{input_gate}"]

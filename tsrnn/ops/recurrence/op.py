@@ -1,0 +1,97 @@
+"""The recurrence operators: their schemas, shape functions and autograd formula, defined in the
+compiled namespace (``torch.ops.tsrnn``) and in one namespace per Triton path
+(``torch.ops.tsrnn_triton_step``, ``tsrnn_triton_persistent``), see ``tsrnn.ops.library``.
+"""
+from __future__ import annotations
+
+import torch
+
+from tsrnn.ops import extensions  # noqa: F401  (loads the compiled kernels before their schemas)
+from tsrnn.ops import library
+from tsrnn.ops.recurrence import checks
+from tsrnn.ops.recurrence.cells import CELLS
+
+# xg: [T,B,G*H] input projection plus bias, w_hh: [G*H,H], h0: [B,H], state0: [S,B,H],
+# p: [H] (pLSTM), dt: [T,B] (pLSTM, optional). recurrence_forward returns h_all: [T,B,H],
+# state_n: [S,B,H] the final states, state_all: [T,S,B,H] every step's states and saved: [T,B,K*H]
+# the gate activations ([0] when save is false), both only for the backward (not differentiable).
+# recurrence_backward takes grad_h: dL/dh_all and grad_state_n: dL/dstate_n (each None where the
+# loss does not use it) and returns grad_xg: [T,B,G*H], grad_w_hh: [G*H,H], grad_h0: [B,H],
+# grad_state0: [S,B,H], grad_p: [H] ([0] without p).
+# Packed sequences (``batch_sizes`` given, as torch's PackedSequence lays them out): batch_sizes
+# [T] int64 on the CPU, each >= 1, non-increasing, at most B; step t runs the rows b < batch_sizes[t]
+# only (the batch sorted by length, longest first), row offsets[t] + b of the packed tensors, with
+# offsets[t] = batch_sizes[:t].sum() and N = batch_sizes.sum(). Then xg: [N,G*H], dt: [N],
+# h_all and grad_h: [N,H], saved: [N,K*H], grad_xg: [N,G*H]; state_all stays [T,S,B,H] (the rows
+# a step does not run are zero) and state_n[:, b] holds row b's states after its last
+# step (state0[:, b] for a row of no step, b >= batch_sizes[0]).
+# linear_scan_forward: a, u: [T,N], x0: [N] -> x: [T,N]; backward -> grad_a, grad_u, grad_x0.
+SCHEMAS = {
+    "recurrence_forward": "(str cell, Tensor xg, Tensor w_hh, Tensor h0, Tensor state0, Tensor? p, "
+                          "Tensor? dt, float eps, bool save, Tensor? batch_sizes=None) -> (Tensor, Tensor, Tensor, Tensor)",
+    "recurrence_backward": "(str cell, Tensor? grad_h, Tensor? grad_state_n, Tensor w_hh, Tensor h0, "
+                           "Tensor state0, Tensor h_all, Tensor state_all, Tensor saved, Tensor? p, "
+                           "Tensor? dt, float eps, Tensor? batch_sizes=None) -> (Tensor, Tensor, Tensor, Tensor, Tensor)",
+}
+# Compiled only: how many thread blocks the persistent CUDA kernel would use for this cell and
+# w_hh (its device, dtype and H), 0 where it does not fit on chip or cannot launch cooperatively.
+PLAN_SCHEMA = "recurrence_plan(str cell, Tensor w_hh) -> int"
+# The Triton namespaces and the modules of their kernels.
+TRITON = {"tsrnn_triton_step": "tsrnn.ops.recurrence.triton_step",
+          "tsrnn_triton_persistent": "tsrnn.ops.recurrence.triton_persistent"}
+
+
+def _recurrence_fake(cell, xg, w_hh, h0, state0, p, dt, eps, save, batch_sizes=None):
+    steps, batch, hidden = checks.recurrence_args(cell, xg, w_hh, h0, state0, p, dt, batch_sizes)
+    described = CELLS[cell]
+    rows = xg.shape[:-1]  # (T, B) or, packed, (N,)
+    return (
+        xg.new_empty(*rows, hidden),
+        xg.new_empty(described.num_states, batch, hidden),
+        xg.new_empty(steps, described.num_states, batch, hidden),
+        xg.new_empty(*rows, described.num_saved * hidden) if save else xg.new_empty(0),
+    )
+
+
+def _recurrence_backward_fake(cell, grad_h, grad_state_n, w_hh, h0, state0, h_all, state_all,
+                              saved, p, dt, eps, batch_sizes=None):
+    checks.recurrence_backward_args(cell, grad_h, grad_state_n, w_hh, h0, state0, h_all, state_all, saved, p, dt,
+                                    batch_sizes)
+    return (
+        h_all.new_empty(*h_all.shape[:-1], CELLS[cell].num_gates * h_all.shape[-1]),
+        torch.empty_like(w_hh),
+        torch.empty_like(h0),
+        torch.empty_like(state0),
+        h_all.new_empty(h_all.shape[-1] if p is not None else 0),
+    )
+
+
+def _recurrence_setup(ctx, inputs, output):
+    cell, _, w_hh, h0, state0, p, dt, eps, _, *batch_sizes = inputs
+    h_all, _, state_all, saved = output
+    ctx.save_for_backward(w_hh, h0, state0, h_all, state_all, saved, p, dt, *batch_sizes)
+    ctx.cell, ctx.eps = cell, eps
+    ctx.mark_non_differentiable(state_all, saved)
+    ctx.set_materialize_grads(False)  # an unused output's gradient stays None, not a tensor of zeros
+
+
+def _recurrence_autograd(backward_op):
+    def recurrence_backward(ctx, grad_h, grad_state_n, _grad_state_all, _grad_saved):
+        w_hh, h0, state0, h_all, state_all, saved, p, dt, *batch_sizes = ctx.saved_tensors
+        with library.without_autocast(h_all), torch.no_grad():
+            grad_xg, grad_w, grad_h0, grad_state0, grad_p = backward_op(
+                ctx.cell, grad_h, grad_state_n, w_hh, h0, state0, h_all, state_all, saved, p, dt, ctx.eps, *batch_sizes
+            )
+        grads = library.first_order_only("recurrence", (h_all, grad_h, grad_state_n),
+                                  (grad_xg, grad_w, grad_h0, grad_state0, grad_p if p is not None else None))
+        return (None, *grads, None, None, None, *(None for _ in batch_sizes))
+
+    return recurrence_backward
+
+
+library.define(library.COMPILED, "recurrence", SCHEMAS, _recurrence_fake, _recurrence_backward_fake,
+               _recurrence_autograd, _recurrence_setup)
+library.library(library.COMPILED).define(PLAN_SCHEMA)
+for _namespace, _kernels in TRITON.items():
+    library.define(_namespace, "recurrence", SCHEMAS, _recurrence_fake, _recurrence_backward_fake,
+                   _recurrence_autograd, _recurrence_setup, _kernels)

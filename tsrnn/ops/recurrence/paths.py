@@ -1,0 +1,137 @@
+"""How each kind of path runs one recurrent layer; each function is the ``run`` of the path records
+(``tsrnn.backend.registry``) of its kind, called as ``run(path, cell, x, h0, states, w_ih, w_hh,
+bias, p, dt, eps, traces, packing)`` with ``path`` the record:
+
+- ``run_operator`` (cpu, cuda_coop, triton_persistent, triton_step) computes the input projection
+  of all steps as one GEMM (the record's ``projection``: the CPU engine's own on "cpu", torch.addmm
+  elsewhere), runs the recurrence in one operator call of the record's namespace
+  (``tsrnn.ops.recurrence.op``), and turns the projection's gradient into one GEMM for W_ih, one
+  for x and a sum for the bias (on "cpu", the bias's from the same pass over the gradient as W_ih's);
+- ``run_torch_lstm`` (onednn, cudnn) calls ``torch._VF.lstm`` with the effective bias as b_ih and
+  b_hh = 0 (cuDNN with TF32 off, in the forward and in the backward, so float32 stays float32);
+- ``run_reference`` runs the cell's step loop (``Cell.reference_layer``) on its arguments cast to
+  the math dtype.
+
+Gate math runs in ``cells.math_dtype`` (float32 for bf16/fp16 inputs, float64 for float64): h and
+c come back in the input's dtype, the pLSTM age a in the math dtype; the operator paths' input
+projection is a GEMM in the input's dtype. Each returns (out, (h_n, *states_n), traces or None).
+"""
+from __future__ import annotations
+
+import contextlib
+import warnings
+
+import torch
+
+from tsrnn.ops.linear_scan.reference import linear_scan
+from tsrnn.ops.recurrence import export_scan
+from tsrnn.ops.recurrence.cells import math_dtype
+
+
+def run_torch_lstm(path, cell, x, h0, states, w_ih, w_hh, bias, p, dt, eps, traces, packing):
+    """(S1) through torch's LSTM kernel (oneDNN on CPU, cuDNN on CUDA) in the math dtype, with
+    ``bias`` as b_ih and b_hh = 0, on packed data through its PackedSequence entry; returns
+    (out, (h_n, c_n), None)."""
+    math = math_dtype(x.dtype)
+    (c0,) = states
+    weights = [w_ih, w_hh] if bias is None else [w_ih, w_hh, bias, torch.zeros_like(bias)]
+    train = torch.is_grad_enabled() or torch.jit.is_tracing()  # a traced graph serves training and inference
+    # cuDNN takes contiguous states and weights only (refused or failing a view on CUDA, not on the CPU)
+    states = (h0.to(math).contiguous()[None], c0.to(math).contiguous()[None])
+    data = (x.to(math),) if packing is None else (x.to(math), packing.batch_sizes)
+    args = (*data, states, [w.to(math).contiguous() for w in weights], bias is not None, 1, 0.0, train, False)
+    if packing is None:
+        args += (False,)  # batch_first
+    if x.device.type != "cuda":
+        out, h_n, c_n = torch._VF.lstm(*args)
+    else:
+        with warnings.catch_warnings(), _cudnn_exact():
+            warnings.filterwarnings("ignore", message=".*not part of single contiguous chunk.*")  # weights are per call
+            out, h_n, c_n = torch._VF.lstm(*args)
+        if out.grad_fn is not None and not torch.compiler.is_compiling():
+            _exact_backward(out.grad_fn)
+    return out.to(x.dtype), (h_n[0].to(x.dtype), c_n[0].to(x.dtype)), None
+
+
+@contextlib.contextmanager
+def _cudnn_exact():
+    """cuDNN on with TF32 off (float32 stays float32), the user's other cuDNN settings kept."""
+    cudnn = torch.backends.cudnn
+    with cudnn.flags(enabled=True, benchmark=cudnn.benchmark, benchmark_limit=cudnn.benchmark_limit,
+                     deterministic=cudnn.deterministic, allow_tf32=False):
+        yield
+
+
+def _exact_backward(node) -> None:
+    """Runs the autograd ``node`` (cuDNN's LSTM backward) under ``_cudnn_exact``, each time it runs.
+
+    cuDNN reads the TF32 flag when a kernel runs, and autograd runs the backward after the
+    forward's ``with`` has ended, under the user's setting (torch's default allows TF32): on the
+    first GPU run the cudnn path's outputs were within float32's tolerance and its gradients
+    TF32-rounded: up to 2.9e-3 (grad x at H=301, bound 2.6e-3) and up to 4.4 times their bound
+    (grad W_hh at H=130: 2.7e-3 against 6.1e-4).
+    A pre-hook on the node turns TF32 off and a post-hook restores the setting, so retain_graph,
+    create_graph and gradcheck work as without them; if the node's backward raises, the setting
+    stays off. Under torch.compile no hook is set (the backward follows the user's setting)."""
+    flags = contextlib.ExitStack()
+
+    def before(grad_outputs):
+        flags.enter_context(_cudnn_exact())
+
+    def after(grad_inputs, grad_outputs):
+        flags.close()
+
+    node.register_prehook(before)
+    node.register_hook(after)
+
+
+def run_operator(path, cell, x, h0, states, w_ih, w_hh, bias, p, dt, eps, traces, packing):
+    """One layer through the recurrence operator of ``path``'s namespace; returns (out, final states,
+    traces). The pLSTM's ages, a trace, come from the saved reset gates through the reference scan."""
+    math = math_dtype(x.dtype)
+    hidden = w_hh.shape[1]
+    flat = x.reshape(-1, x.shape[-1])  # the input projection in the layer's dtype (a low-precision GEMM for bf16/fp16)
+    xg = path.projection(flat, w_ih, bias).to(math).view(*x.shape[:-1], cell.num_gates * hidden)
+    state0 = torch.stack([s.to(math) for s in states])
+    differentiable = (x, w_ih, w_hh, bias, h0, p, *states)
+    save = traces or torch.jit.is_tracing() or (  # a traced graph serves training and inference
+        torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in differentiable))
+    h_all, state_n, _, saved = path.operators.recurrence_forward(
+        cell.name, xg, w_hh.to(math), h0.to(math), state0, None if p is None else p.to(math),
+        None if dt is None else dt.to(math), eps, save, None if packing is None else packing.batch_sizes)
+    per_step = None
+    if traces:
+        saved = saved if packing is None else packing.unpack(saved)  # (T, B, K*H), zero past the ends
+        steps, batch = saved.shape[:2]
+        per_step = dict(zip(cell.saved, saved.view(steps, batch, cell.num_saved, hidden).unbind(2)))
+        if cell.has_p:  # the ages from the saved reset gates: a_t = (1 - r_t) a_{t-1} + (1 - r_t) Δt
+            keep = 1 - per_step["r"]
+            step = 1.0 if dt is None else (dt if packing is None else packing.unpack(dt)).to(math).unsqueeze(-1)
+            per_step["a"] = linear_scan(keep, keep * step, state0[1])
+            if packing is not None:
+                per_step["a"] = per_step["a"] * packing.mask.unsqueeze(-1)
+    out = h_all.to(x.dtype)
+    h_n = out[-1] if packing is None else out.index_select(0, packing.last)
+    finals = [s if name in cell.math_states else s.to(x.dtype) for name, s in zip(cell.states, state_n.unbind(0))]
+    return out, (h_n, *finals), per_step
+
+
+def run_reference(path, cell, x, h0, states, w_ih, w_hh, bias, p, dt, eps, traces, packing):
+    """One layer through the cell's step loop (``Cell.reference_layer``) in the math dtype, as the
+    other paths compute: every argument cast to it (a bf16 layer's float32 age, a float64 dt with
+    float32 inputs); h and the states not in ``math_states`` come back in x's dtype. Packed data
+    runs as a padded batch in the loop masked by the rows' lengths. While torch.export traces, a
+    full-length call without traces runs the loop as one scan operator (``export_scan``)."""
+    dtype, math = x.dtype, math_dtype(x.dtype)
+    x, h0, w_ih, w_hh, bias, p, dt, *states = (None if t is None else t.to(math)
+                                                for t in (x, h0, w_ih, w_hh, bias, p, dt, *states))
+    if torch.compiler.is_exporting() and packing is None and not traces:  # the time loop as one scan operator
+        out, finals = export_scan.layer(cell, x, h0, states, w_ih, w_hh, bias, p, dt, eps)
+        per_step = None
+    else:
+        lengths = None
+        if packing is not None:
+            x, dt, lengths = packing.unpack(x), None if dt is None else packing.unpack(dt), packing.lengths
+        out, finals, per_step = cell.reference_layer(x, h0, states, w_ih, w_hh, bias, p, dt, eps, lengths)
+    finals = [s if name in cell.math_states else s.to(dtype) for name, s in zip(("h", *cell.states), finals)]
+    return (out if packing is None else packing.pack(out)).to(dtype), tuple(finals), per_step
