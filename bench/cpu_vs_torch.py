@@ -140,6 +140,7 @@ def main(argv=None) -> None:
             print(f"  {name:<16} {statistics.median(mine):8.2f}  ratio median {statistics.median(ratios):.3f} "
                   f"(IQR {ratios[q]:.3f}-{ratios[-q - 1]:.3f}) {chosen}")
         choice._tuned.clear()
+        choice.forget()
 
 
 if __name__ == "__main__":

@@ -80,12 +80,14 @@ def test_auto_on_cpu_offers_onednn_and_the_compiled_kernel():
 
 def test_env_reference_forces_reference(monkeypatch):
     monkeypatch.setenv("TSRNN_BACKEND", "reference")
+    backend.forget()  # the variable reaches keys seen before
     assert backend.choose("auto", lstm_call()) == "reference"
 
 
 @needs_native
 def test_env_native_selects_the_compiled_kernel(monkeypatch):
     monkeypatch.setenv("TSRNN_BACKEND", "native")
+    backend.forget()  # the variable reaches keys seen before
     assert backend.choose("auto", lstm_call()) == "cpu"
 
 
@@ -94,6 +96,7 @@ def test_env_native_selects_the_compiled_kernel(monkeypatch):
                                                  ("native", "onednn", "onednn")])
 def test_explicit_backend_beats_the_variable(monkeypatch, env, explicit, path):
     monkeypatch.setenv("TSRNN_BACKEND", env)
+    backend.forget()  # the variable reaches keys seen before
     assert backend.choose(explicit, lstm_call()) == path
 
 
@@ -102,6 +105,7 @@ def test_env_reference_runs_the_reference_loops(monkeypatch, spies, env):
     """The variable is read at call time, by modules and functional alike."""
     if env is not None:
         monkeypatch.setenv("TSRNN_BACKEND", env)
+        backend.forget()  # the variable reaches keys seen before
     lstm, plstm = models()
     x = torch.randn(5, 2, 3)
     lstm(x)
@@ -133,12 +137,14 @@ def test_a_switch_takes_0_or_1_only(monkeypatch, name):
 
 def test_an_empty_backend_variable_is_unset(monkeypatch):
     monkeypatch.setenv("TSRNN_BACKEND", "")
+    backend.forget()  # the variable reaches keys seen before
     assert choice._effective("auto") == "auto"
 
 
 @pytest.mark.parametrize("value", ["cuda-magic", "fast", "onednn"])
 def test_invalid_env_value_names_the_variable(monkeypatch, value):
     monkeypatch.setenv("TSRNN_BACKEND", value)
+    backend.forget()  # the variable reaches keys seen before
     with pytest.raises(ValueError, match=rf"TSRNN_BACKEND must be one of .*got '{value}'"):
         backend.choose("auto", lstm_call())
     lstm, _ = models()  # constructing reads no environment ...
@@ -233,6 +239,7 @@ def test_missing_extension_native_raises(missing_extension, monkeypatch, how):
         kw["backend"] = "native"
     else:
         monkeypatch.setenv("TSRNN_BACKEND", "native")
+        backend.forget()  # the variable reaches keys seen before
     lstm = tsrnn.LSTM(3, 4, **kw)
     pattern = r"tsrnn\._C.*" + FAKE_CAUSE.replace(".", r"\.")
     with pytest.raises(RuntimeError, match=pattern):
@@ -483,6 +490,7 @@ def test_the_first_candidate_stays_within_the_margin(fake_cuda):
 @pytest.mark.parametrize("verify, stage", [("1", "verified"), ("0", "timed")])
 def test_a_failing_path_is_dropped_with_one_warning(fake_cuda, monkeypatch, verify, stage):
     monkeypatch.setenv("TSRNN_VERIFY", verify)
+    backend.forget()  # the variable reaches keys seen before
     run = FakePaths({"cudnn": 0.01, "triton_step": 0.001}, failing=("triton_step",))
     result, caught = recorded(lambda: backend.choose("auto", lstm_call(CUDA, H=200), run))
     assert result == "cudnn"
@@ -500,11 +508,13 @@ def test_a_failing_path_is_dropped_with_one_warning(fake_cuda, monkeypatch, veri
 def test_autotune_off_uses_the_static_order(fake_cuda, monkeypatch):
     """TSRNN_AUTOTUNE=0 times nothing but still verifies; TSRNN_VERIFY=0 too runs nothing."""
     monkeypatch.setenv("TSRNN_AUTOTUNE", "0")
+    backend.forget()  # the variable reaches keys seen before
     run = FakePaths({"cudnn": 0.01, "cuda_coop": 0.0, "triton_persistent": 0.0, "triton_step": 0.0})
     assert backend.choose("auto", lstm_call(CUDA), run) == "cudnn"
     assert run.calls == [("cudnn", torch.float64), ("cuda_coop", None), ("triton_persistent", None),
                          ("triton_step", None)]  # one verification run each, no timing
     monkeypatch.setenv("TSRNN_VERIFY", "0")
+    backend.forget()  # the variable reaches keys seen before
     run.calls.clear()
     assert backend.choose("auto", lstm_call(CUDA, T=9), run) == "cudnn"
     assert run.calls == []

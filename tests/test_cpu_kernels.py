@@ -10,7 +10,7 @@ import pytest
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from tsrnn import backend, functional, ops, reference, testing
+from tsrnn import backend, functional, reference, testing
 from tsrnn.ops.recurrence import cells
 from tsrnn.testing import TOLERANCE, layer_args
 from conftest import assert_close, cast, needs_native
@@ -91,7 +91,7 @@ def _opcheck_packed(path):
         p = None if args.get("p") is None else args["p"].clone().requires_grad_()
         dt = None if cell == "lstm" else torch.rand(6, dtype=torch.float64) + 0.5
         w_hh, h0 = args["w_hh"].clone().requires_grad_(), args["h0"].clone().requires_grad_()
-        torch.library.opcheck(ops.op(path, "recurrence_forward"),
+        torch.library.opcheck(backend.op(path, "recurrence_forward"),
                               (cell, xg, w_hh, h0, state0, p, dt, 1e-3, True, batch_sizes))
 
 
@@ -114,11 +114,11 @@ def test_opcheck_registrations(path, scan):
         w_hh = args["w_hh"].clone().requires_grad_()
         h0 = args["h0"].clone().requires_grad_()
         forward_args = (cell, xg, w_hh, h0, state0, p, args.get("dt"), 1e-3, True)
-        torch.library.opcheck(ops.op(path, "recurrence_forward"), forward_args)
+        torch.library.opcheck(backend.op(path, "recurrence_forward"), forward_args)
         with torch.no_grad():
-            h_all, state_n, state_all, saved = ops.op(path, "recurrence_forward")(*forward_args)
+            h_all, state_n, state_all, saved = backend.op(path, "recurrence_forward")(*forward_args)
         for grad_h, grad_state_n in ((torch.randn_like(h_all), None), (None, torch.randn_like(state_n))):
-            torch.library.opcheck(ops.op(path, "recurrence_backward"),
+            torch.library.opcheck(backend.op(path, "recurrence_backward"),
                                   (cell, grad_h, grad_state_n, w_hh.detach(), h0.detach(), state0.detach(), h_all,
                                    state_all, saved, None if p is None else p.detach(), args.get("dt"), 1e-3))
     _opcheck_packed(path)
@@ -127,7 +127,7 @@ def test_opcheck_registrations(path, scan):
     a, u, x0 = (torch.rand(5, 3, dtype=torch.float64, requires_grad=True),
                 torch.randn(5, 3, dtype=torch.float64, requires_grad=True),
                 torch.randn(3, dtype=torch.float64, requires_grad=True))
-    torch.library.opcheck(ops.op(scan, "linear_scan_forward"), (a, u, x0))
+    torch.library.opcheck(backend.op(scan, "linear_scan_forward"), (a, u, x0))
 
 
 class _RecordGradStateN(TorchDispatchMode):

@@ -1,11 +1,11 @@
-"""The cudnn path's backward runs with TF32 off (tsrnn.functional._exact_backward). The first GPU
+"""The cudnn path's backward runs with TF32 off (tsrnn.ops.recurrence.paths._exact_backward). The first GPU
 run found its gradients TF32-rounded: cuDNN reads the flag when the backward runs, after the
 forward's ``with``. The hooks are device-independent, so these run on the CPU, on the oneDNN
 LSTM's backward node: the flag is off while the node runs and restored after, every time it runs
 (retain_graph), and gradcheck goes through them."""
 import torch
 
-from tsrnn.functional import _cudnn_exact, _exact_backward
+from tsrnn.ops.recurrence.paths import _cudnn_exact, _exact_backward
 
 
 def _lstm(x, h0, c0, w_ih, w_hh, bias):

@@ -13,7 +13,7 @@ import pytest
 import torch
 
 import tsrnn
-from tsrnn import backend, ops
+from tsrnn import backend
 from conftest import needs_native
 
 OT, OB, OH = 3, 2, 4
@@ -187,7 +187,7 @@ def scan_ops(path):
     reason = backend.why_not(path, backend.Call("linear_scan", torch.device("cpu"), F64, (OT, 5)))
     if reason:
         pytest.skip(reason)
-    return ops.op(path, "linear_scan_forward"), ops.op(path, "linear_scan_backward")
+    return backend.op(path, "linear_scan_forward"), backend.op(path, "linear_scan_backward")
 
 
 @pytest.mark.parametrize("path", SCAN_OPERATOR_PATHS)

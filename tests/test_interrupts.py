@@ -96,13 +96,20 @@ def test_sigkill_loses_at_most_save_every_steps_and_leaves_nothing_behind(tmp_pa
     assert train_steps(run) == list(range(1, total + 1))
 
 
-def test_a_second_signal_stops_at_once():
-    with interrupts.deferred() as signals:
-        os.kill(os.getpid(), signal.SIGINT)
-        assert signals.signal == signal.SIGINT  # recorded, nothing raised
-        with pytest.raises(KeyboardInterrupt):
+@pytest.mark.parametrize("before", [signal.default_int_handler, signal.SIG_IGN], ids=["default", "ignored"])
+def test_a_second_signal_stops_at_once(before):
+    """SIGINT's handler before the block comes back after it: Python's default, or SIG_IGN where
+    the process started with SIGINT ignored (a background job: ``nohup ... &``)."""
+    outer = signal.signal(signal.SIGINT, before)
+    try:
+        with interrupts.deferred() as signals:
             os.kill(os.getpid(), signal.SIGINT)
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+            assert signals.signal == signal.SIGINT  # recorded, nothing raised
+            with pytest.raises(KeyboardInterrupt):
+                os.kill(os.getpid(), signal.SIGINT)
+        assert signal.getsignal(signal.SIGINT) is before
+    finally:
+        signal.signal(signal.SIGINT, outer)
 
 
 def test_an_interrupt_outside_training_is_one_line(monkeypatch, capsys, tmp_path):

@@ -11,7 +11,7 @@ import torch
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 import tsrnn
-from tsrnn import functional, ops, reference, testing
+from tsrnn import backend, functional, reference, testing
 from tsrnn.ops.recurrence import cells
 from tsrnn.ops.recurrence.packing import Packing
 from tsrnn.testing import TOLERANCE
@@ -219,7 +219,7 @@ def test_operator_packed_layout(path):
     torch.use_deterministic_algorithms(True)
     torch.utils.deterministic.fill_uninitialized_memory = True
     try:
-        h_all, state_n, state_all, saved = ops.op(path, "recurrence_forward")(
+        h_all, state_n, state_all, saved = backend.op(path, "recurrence_forward")(
             "plstm_coupled", xg, w_hh, h0, state0, p, None, 1e-3, True, batch_sizes)
     finally:
         torch.use_deterministic_algorithms(before[0])
@@ -287,7 +287,7 @@ def test_bad_batch_sizes_are_refused_by_the_operator():
     xg = torch.randn(5, 8, dtype=torch.float64)
     args = (torch.randn(8, 2, dtype=torch.float64), torch.zeros(3, 2, dtype=torch.float64),
             torch.zeros(1, 3, 2, dtype=torch.float64), None, None, 0.0, False)
-    forward = ops.op("cpu", "recurrence_forward")
+    forward = backend.op("cpu", "recurrence_forward")
     with pytest.raises(RuntimeError, match="non-increasing"):
         forward("lstm", xg, *args, torch.tensor([2, 3]))
     with pytest.raises(RuntimeError, match=r"in \[1, B=3\]"):

@@ -18,9 +18,10 @@ import torch
 
 import tsrnn
 from tsrnn import backend, testing
-from conftest import assert_close
+from conftest import assert_close, needs_native
 
-pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="the SIMT emulation is built with g++")
+pytestmark = [pytest.mark.slow,  # compiles the emulation (cached after), with AddressSanitizer for one run
+              pytest.mark.skipif(shutil.which("g++") is None, reason="the SIMT emulation is built with g++")]
 
 from simt import build, emulation  # noqa: E402
 
@@ -48,6 +49,7 @@ def test_kernel_source_matches_the_reference(simt, case):
     assert result.ok, f"{case.edge}: {result.failures()}"
 
 
+@needs_native  # the compiled CPU operator is the oracle of the packed layout
 @pytest.mark.parametrize("case", emulation.packed_cases(SEEDS), ids=lambda c: c.id)
 def test_packed_steps_match_the_cpu_operator(simt, case):
     """Packed sequences: each step runs only its active rows (h_all, state_n and the gradients of

@@ -30,7 +30,10 @@ def _variants():
     import torch
 
     from tsrnn.ops.recurrence.cells import CELLS
-    from tsrnn.kernels import capacity, linear_scan, per_step, persistent
+    from tsrnn.ops.recurrence import capacity
+    from tsrnn.ops.linear_scan import triton as linear_scan
+    from tsrnn.ops.recurrence import triton_step as per_step
+    from tsrnn.ops.recurrence import triton_persistent as persistent
     from tsrnn.ops.recurrence.cells_triton import constexprs
 
     for cell in CELLS:
@@ -103,7 +106,7 @@ def test_every_triton_kernel_compiles_for_sm90():
     assert not failed, "\n".join(failed)
     # 3 cells x 2 dtypes x (2 per-step + the persistent variants, padded and packed) + 2 scans
     assert len(records) >= 100
-    from tsrnn.kernels import persistent
+    from tsrnn.ops.recurrence import triton_persistent as persistent
 
     for r in records:  # W on chip stays within the budget w_fits_on_chip assumes
         if "W on chip" in r["name"]:

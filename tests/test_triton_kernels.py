@@ -5,10 +5,10 @@ import pytest
 import torch
 from conftest import op_inputs
 
-from tsrnn import backend, ops, testing
+from tsrnn import backend, testing
 from tsrnn.ops.recurrence import cells
 from tsrnn.backend import tolerance
-from tsrnn.kernels import capacity
+from tsrnn.ops.recurrence import capacity
 
 pytestmark = pytest.mark.skipif(not backend.triton_available(), reason="triton is not installed")
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
@@ -17,7 +17,8 @@ RUNS = ["w_on_chip", "w_streamed", "per_step"]
 
 def _drivers(run):
     """(forward, backward) with the signatures of the recurrence operators."""
-    from tsrnn.kernels import per_step, persistent
+    from tsrnn.ops.recurrence import triton_step as per_step
+    from tsrnn.ops.recurrence import triton_persistent as persistent
 
     if run == "per_step":
         return per_step.recurrence_forward, per_step.recurrence_backward
@@ -31,7 +32,7 @@ def _drivers(run):
 def test_streamed_weights_match_the_reference(monkeypatch, cell, dtype):
     """The persistent kernel's other variant: W_hh streamed from memory in chunks (taken for
     64 < padded H <= 128 in float32; forced here for small H and for float64)."""
-    from tsrnn.kernels import persistent
+    from tsrnn.ops.recurrence import triton_persistent as persistent
 
     monkeypatch.setattr(persistent, "w_fits_on_chip", lambda *args: False)
     for shape in testing.PERSISTENT_SHAPES:
@@ -41,7 +42,7 @@ def test_streamed_weights_match_the_reference(monkeypatch, cell, dtype):
 
 @pytest.mark.parametrize("cell", list(cells.CELLS))
 def test_w_fits_on_chip_rule(cell):
-    from tsrnn.kernels import persistent
+    from tsrnn.ops.recurrence import triton_persistent as persistent
 
     assert [capacity.padded(H) for H in (1, 16, 17, 40, 64, 65)] == [16, 16, 32, 64, 64, 128]
     f32, f64 = torch.float32, torch.float64
@@ -75,13 +76,14 @@ def _backward_inputs(cell, T, B, I, H, dt):
     """Positional arguments of recurrence_backward, without grad_h and grad_state_n: (w_hh, h0, state0,
     h_all, state_all, saved, p, dt, eps), from the per-step Triton forward, on DEVICE."""
     args = op_inputs(cell, T, B, I, H, dt=dt, device=DEVICE)
-    h_all, _, state_all, saved = ops.op("triton_step", "recurrence_forward")(*args, True)
+    h_all, _, state_all, saved = backend.op("triton_step", "recurrence_forward")(*args, True)
     return (*args[2:5], h_all, state_all, saved, *args[5:])
 
 
 def _no_launch(monkeypatch):
     """Replace every Triton kernel: a launch would fail with a TypeError, not the expected error."""
-    from tsrnn.kernels import per_step, persistent
+    from tsrnn.ops.recurrence import triton_step as per_step
+    from tsrnn.ops.recurrence import triton_persistent as persistent
 
     for module, name in ((persistent, "_forward_kernel"), (persistent, "_backward_kernel"),
                          (per_step, "_forward_step"), (per_step, "_backward_step")):
@@ -178,9 +180,9 @@ def test_the_fake_kernel_refuses_what_the_ops_refuse(path, case):
     args = list(op_inputs(cell, 3, 2, 4, 5, dt=cell != "lstm", device=DEVICE if path == "triton_step" else "cpu"))
     args[index] = replace(args[index])
     with pytest.raises(RuntimeError, match=r"^tsrnn: " + match):
-        ops.op(path, "recurrence_forward")(*args, True)
+        backend.op(path, "recurrence_forward")(*args, True)
     with FakeTensorMode(allow_non_fake_inputs=True), pytest.raises(RuntimeError, match=r"^tsrnn: " + match):
-        ops.op(path, "recurrence_forward")(*args, True)
+        backend.op(path, "recurrence_forward")(*args, True)
 
 
 # Packed sequences (batch_sizes, torch's PackedSequence layout): id: (B, batch_sizes). BLOCK_B = 16
@@ -226,7 +228,7 @@ def _packed_matches_the_cpu_operator(monkeypatch, run, cell, dtype, B, sizes, us
     batch_sizes ``sizes``, with a loss over h_all and state_n (as ``uses`` says)."""
     if not backend.native_available():
         pytest.skip(f"tsrnn._C not loaded: {backend.LOAD_ERROR}")
-    from tsrnn.kernels import persistent
+    from tsrnn.ops.recurrence import triton_persistent as persistent
 
     if run != "per_step":
         monkeypatch.setattr(persistent, "w_fits_on_chip", lambda *args: run == "w_on_chip")
@@ -236,7 +238,7 @@ def _packed_matches_the_cpu_operator(monkeypatch, run, cell, dtype, B, sizes, us
     weights = [torch.randn(shape, generator=g, dtype=torch.float64) if used else None
                for shape, used in zip(((N, H), (S, B, H)), uses)]
     path = "triton_step" if run == "per_step" else "triton_persistent"
-    got = _run_packed(ops.op(path, "recurrence_forward"), args, batch_sizes, weights)
+    got = _run_packed(backend.op(path, "recurrence_forward"), args, batch_sizes, weights)
     cpu_args = tuple(t.cpu() if isinstance(t, torch.Tensor) else t for t in args)
     want = _run_packed(torch.ops.tsrnn.recurrence_forward, cpu_args, batch_sizes, weights)
     names = ["grad_xg", "grad_w_hh", "grad_h0", "grad_state0"] + (["grad_p"] if cells.get(cell).has_p else [])

@@ -35,7 +35,7 @@ def test_triton_linear_scan_constant_decay_no_x0_and_bf16():
 def test_tensors_triton_cannot_read_are_refused_before_running(monkeypatch, device):
     """Meta tensors, and CPU tensors without the interpreter (as on a GPU machine), get the drivers'
     clear error (tsrnn/kernels/checks.py's triton_device), not one from inside Triton's launcher."""
-    from tsrnn.kernels import linear_scan
+    from tsrnn.ops.linear_scan import triton as linear_scan
 
     a, u, x0 = torch.rand(4, 3, device=device), torch.randn(4, 3, device=device), torch.zeros(3, device=device)
     monkeypatch.delenv("TRITON_INTERPRET", raising=False)

@@ -94,6 +94,7 @@ def test_a_wrong_path_is_never_returned(runs, monkeypatch):
     assert "using reference" in messages[1]
     assert recorded(lambda: run_auto("plstm_coupled", args))[1] == []  # warned once
     monkeypatch.setenv("TSRNN_VERIFY", "0")
+    backend.forget()  # the variable reaches keys seen before
     err, bound = error_of(run_auto("plstm_coupled", args), expected)
     assert err > bound  # unverified, the wrong path is used: the planted error is real
 
@@ -125,6 +126,7 @@ def test_a_wrong_lstm_path_is_not_used_even_if_fastest(runs, monkeypatch):
     want, want_state = testing.run_layer("lstm", args, "onednn")
     assert torch.equal(out, want) and all(torch.equal(a, b) for a, b in zip(state, want_state))
     monkeypatch.setenv("TSRNN_VERIFY", "0")
+    backend.forget()  # the variable reaches keys seen before
     err, bound = error_of(run_auto("lstm", args), expected)
     assert timed == [["onednn", "cpu"]] and err > bound  # unverified, the timed-fastest wrong path runs
 
@@ -189,6 +191,7 @@ def test_the_trusted_paths_own_error_in_the_calls_dtype_is_allowed(runs, grad):
     assert recorded(lambda: run_auto("plstm_coupled", args))[1] == []
     assert set(choice._verdicts.values()) == {None}
     choice._verdicts.clear()
+    backend.forget()
     runs.plant(shift=10 * err)
     _, messages = recorded(lambda: run_auto("plstm_coupled", args))
     assert "the cpu path disagrees" in messages[0]
@@ -218,8 +221,10 @@ def test_only_auto_verifies_and_only_where_it_can_measure(runs, monkeypatch):
     args, expected = inputs("plstm_coupled")
     assert error_of(testing.run_layer("plstm_coupled", args, "native"), expected)[0] > 1e-4
     monkeypatch.setenv("TSRNN_BACKEND", "native")
+    backend.forget()  # the variable reaches keys seen before
     assert error_of(run_auto("plstm_coupled", args), expected)[0] > 1e-4
     monkeypatch.delenv("TSRNN_BACKEND")
+    backend.forget()  # the variable reaches keys seen before
     assert ("reference", torch.float64) not in runs
     measurable = choice._can_measure
     monkeypatch.setattr(choice, "_can_measure", lambda device, paths: False)
@@ -236,6 +241,7 @@ def test_only_auto_verifies_and_only_where_it_can_measure(runs, monkeypatch):
 def test_invalid_verify_value_is_a_clear_error(monkeypatch):
     """(f) TSRNN_VERIFY is "0" or "1"; read by "auto" at call time, like TSRNN_BACKEND."""
     monkeypatch.setenv("TSRNN_VERIFY", "2")
+    backend.forget()  # the variable reaches keys seen before
     model = tsrnn.PowerLawLSTM(3, 4)
     with pytest.raises(ValueError, match=r"TSRNN_VERIFY must be one of \['0', '1'\], got '2'"):
         model(torch.randn(5, 2, 3))

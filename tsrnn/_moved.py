@@ -41,14 +41,20 @@ def home(name: str) -> str | None:
 
 
 class _Alias(importlib.abc.Loader):
+    """Loads an old name as its home's module object, which keeps its own ``__spec__`` (the import
+    system sets the alias's on the object it gets; ``exec_module`` puts the home's back)."""
+
     def __init__(self, target: str):
         self.target = target
+        self.spec = None
 
     def create_module(self, spec):
-        return importlib.import_module(self.target)
+        module = importlib.import_module(self.target)
+        self.spec = module.__spec__
+        return module
 
     def exec_module(self, module):
-        pass
+        module.__spec__ = self.spec
 
 
 class _Finder(importlib.abc.MetaPathFinder):

@@ -34,15 +34,24 @@ def _layer(cell, x, h0, states, w_ih, w_hh, bias, p=None, dt=None, eps=0.0, back
 
     With ``batch_sizes`` (T,) int64 on the CPU, x (N, I), dt (N,) and out (N, H) are packed
     sequences, the rows sorted by length (``Packing``), batch_sizes[0] == B; h_n and the states
-    are each row's after its last step, the traces padded (T, B, H), zero past the ends.
-
-    The hot path: a call whose key ``MEMO`` holds runs the remembered path at once (no candidates,
-    no environment read); tracing and torch.func transforms always choose anew."""
-    tensors = (x, h0, *states, w_ih, w_hh, bias, p)
+    are each row's after its last step, the traces padded (T, B, H), zero past the ends."""
     packing = None if batch_sizes is None else Packing.in_order(batch_sizes, x.device)
+    path = _route(cell, x, h0, states, w_ih, w_hh, bias, p, dt, eps, backend, traces, packing)
+    out, finals, per_step = path.run["recurrence"](path, cell, x, h0, states, w_ih, w_hh, bias, p, dt, eps, traces,
+                                                   packing)
+    return out, finals, per_step if traces else None
+
+
+def _route(cell, x, h0, states, w_ih, w_hh, bias, p, dt, eps, backend, traces, packing):
+    """The record of the path that runs this layer (``_layer``'s arguments, ``packing`` a
+    ``Packing`` of sorted rows or None); its ``run["recurrence"]`` runs it. The modules call this
+    and the runner themselves, so a layer costs them two calls.
+
+    The hot path: a call whose key ``MEMO`` holds takes the remembered record at once (no
+    candidates, no environment read); tracing and torch.func transforms always choose anew."""
     grad = False
     if torch.is_grad_enabled():
-        for t in tensors:
+        for t in (x, h0, *states, w_ih, w_hh, bias, p):
             if t is not None and t.requires_grad:
                 grad = True
                 break
@@ -56,9 +65,7 @@ def _layer(cell, x, h0, states, w_ih, w_hh, bias, p=None, dt=None, eps=0.0, back
     if path is None:
         path = REGISTRY[_choose(cell, x, h0, states, w_ih, w_hh, bias, p, dt, eps, backend, traces, packing, grad,
                                 steps, key)]
-    out, finals, per_step = path.run["recurrence"](path, cell, x, h0, states, w_ih, w_hh, bias, p, dt, eps, traces,
-                                                   packing)
-    return out, finals, per_step if traces else None
+    return path
 
 
 def _choose(cell, x, h0, states, w_ih, w_hh, bias, p, dt, eps, backend, traces, packing, grad, steps, key) -> str:

@@ -17,7 +17,11 @@ from dataclasses import dataclass
 
 import torch
 
-from tsrnn import backend, functional, ops, reference, testing
+from tsrnn import backend, functional, reference, testing
+from tsrnn.ops import library as ops_library
+from tsrnn.ops import projection
+from tsrnn.ops.recurrence import op as recurrence_op
+from tsrnn.ops.recurrence import paths as recurrence_paths
 from tsrnn.ops.recurrence import cells
 from tsrnn.backend import tolerance
 
@@ -34,10 +38,9 @@ def load(library) -> None:
         if str(library) not in _loaded:
             raise RuntimeError(f"one emulation library per process: {next(iter(_loaded))} is loaded, not {library}")
         return
-    definitions = ops._define(NAMESPACE, ("recurrence",))
-    definitions.define(ops.PLAN_SCHEMA)
+    recurrence_op.define(NAMESPACE, plan=True)
     torch.ops.load_library(str(library))
-    _loaded[str(library)] = definitions
+    _loaded[str(library)] = ops_library.library(NAMESPACE)
 
 
 def path() -> backend.Path:
@@ -52,7 +55,8 @@ def path() -> backend.Path:
             return f"H={call.shape[3]} does not fit on the emulated device"
         return None
 
-    return backend.Path(NAME, ("recurrence",), ("cpu",), None, "operator", rule, NAMESPACE)
+    return backend.Path(NAME, {"recurrence": recurrence_paths.run_operator}, ("cpu",), None, "operator", rule, NAMESPACE,
+                        projection.torch_projection)
 
 
 @contextlib.contextmanager
@@ -74,10 +78,12 @@ def registered():
     saved = dict(backend.REGISTRY), dict(backend.PATHS)
     backend.REGISTRY[NAME] = path()
     backend.PATHS["recurrence"] = backend.PATHS["recurrence"] + (NAME,)
+    backend.forget()
     try:
         with nan_filled():
             yield NAME
     finally:
+        backend.forget()
         backend.REGISTRY.clear()
         backend.REGISTRY.update(saved[0])
         backend.PATHS.clear()

@@ -79,7 +79,10 @@ class LSTM(StackedRNN):
 
     def gate_biases(self, layer: int) -> torch.Tensor:
         """The effective (4H,) bias the layer uses: b_ih + b_hh with the fixed entries in place."""
-        layer = check.index("layer", layer, self.num_layers)
+        return self._gate_biases(check.index("layer", layer, self.num_layers))
+
+    def _gate_biases(self, layer: int) -> torch.Tensor:
+        """``gate_biases`` of a layer index known to be valid."""
         bias = self.raw_bias(layer)
         if layer not in self.timescale_layers:
             return bias
@@ -110,5 +113,5 @@ class LSTM(StackedRNN):
             state_dict.setdefault(f"{prefix}bias_fixed_l{k}", getattr(self, f"bias_fixed_l{k}"))
         super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
 
-    def _layer_inputs(self, layer: int) -> dict:
-        return {"bias": self.gate_biases(layer)}
+    def _layer_inputs(self, layer: int) -> tuple:
+        return self._gate_biases(layer), None

@@ -77,7 +77,10 @@ class PowerLawLSTM(StackedRNN):
 
     def p(self, layer: int) -> torch.Tensor:
         """Decay exponents σ(p_logit) of one layer, (H,)."""
-        layer = check.index("layer", layer, self.num_layers)
+        return self._p(check.index("layer", layer, self.num_layers))
+
+    def _p(self, layer: int) -> torch.Tensor:
+        """``p`` of a layer index known to be valid."""
         if self.fixed_p is not None:
             return getattr(self, f"p_l{layer}")
         return torch.sigmoid(getattr(self, f"p_logit_l{layer}"))
@@ -86,8 +89,8 @@ class PowerLawLSTM(StackedRNN):
         p = f"fixed_p={self.fixed_p}" if self.fixed_p is not None else f"learn_p={self.learn_p}"
         return super().extra_repr() + f", eps={self.eps}, input_gate={self.input_gate!r}, {p}"
 
-    def _layer_inputs(self, layer: int) -> dict:
-        return {"bias": self.raw_bias(layer), "p": self.p(layer), "eps": self.eps}
+    def _layer_inputs(self, layer: int) -> tuple:
+        return self.raw_bias(layer), self._p(layer)
 
     def _call_inputs(self, x, unbatched, packing, dt=None) -> dict:
         """dt in the caller's layout ((T,), (T, B) or (B, T) if batch_first, optionally with a
@@ -135,5 +138,5 @@ class PowerLawLSTM(StackedRNN):
         the decay exponents (H,). A fused path reads r and f from the activations it saves for
         the backward and rebuilds a from r and Δt with one linear scan; the reference records
         them in its step loop."""
-        traces = self._run(input, state, True, lengths, dt=dt)[2]
+        traces = self._traces(input, state, lengths, dt=dt)
         return [{"r": t["r"], "a": t["a"], "f": t["f"], "p": self.p(k).detach()} for k, t in enumerate(traces)]

@@ -139,19 +139,15 @@ class StackedRNN(nn.Module):
             raise ValueError(f"input is on {x.device} but the module's parameters are on {weight.device}; "
                              "move the input, or the module with .to(device)")
 
-    def _time_major(self, x, lengths, low) -> tuple[torch.Tensor, bool, Packing | None]:
-        """(x, unbatched, packing): x as (T, B, I), or as packed rows (N, I) with the ``Packing``
-        of a PackedSequence or of a padded input's ``lengths``; unbatched: it came as (T, I); cast
-        as autocast to ``low`` casts. Checks the input once for every layer."""
-        if isinstance(x, PackedSequence):
+    def _time_major(self, input, x, lengths) -> tuple[torch.Tensor, bool, Packing | None]:
+        """(x, unbatched, packing): ``input``'s checked data ``x`` as (T, B, I), or as packed rows
+        (N, I) with the ``Packing`` of a PackedSequence or of a padded input's ``lengths``;
+        unbatched: it came as (T, I)."""
+        if isinstance(input, PackedSequence):
             if lengths is not None:
                 raise ValueError("lengths= is for a padded input; a PackedSequence carries its own lengths")
-            (data,) = precision.cast(low, x.data)
-            self._check_input(data, 2, low)
-            return data, False, Packing(x.batch_sizes, x.sorted_indices, x.batch_sizes.shape[0],
-                                        int(x.batch_sizes[0]), data.device)
-        (x,) = precision.cast(low, x)
-        self._check_input(x, (2, 3), low)
+            return x, False, Packing(input.batch_sizes, input.sorted_indices, input.batch_sizes.shape[0],
+                                     int(input.batch_sizes[0]), x.device)
         if x.dim() == 2:
             if lengths is not None:
                 raise ValueError("lengths= needs a batched input (T, B, I) or (B, T, I); got an unbatched (T, I)")
@@ -195,66 +191,18 @@ class StackedRNN(nn.Module):
         return states
 
     # -- the subclass's hooks ----------------------------------------------------------------
-    def _layer_inputs(self, layer: int) -> dict:
-        """Keyword arguments of ``functional._layer`` for one layer besides its input, states and
-        weights: at least ``bias`` (the effective bias or None)."""
+    def _layer_inputs(self, layer: int) -> tuple:
+        """(bias, p) of one layer: the effective bias or None, and the pLSTM's decay exponents or None."""
         raise NotImplementedError
 
     def _call_inputs(self, x: torch.Tensor, unbatched: bool, packing: Packing | None) -> dict:
-        """Keyword arguments of ``functional._layer`` that one forward call adds for every layer,
-        from the forward's own keyword arguments (none here; the pLSTM's dt), in the layout of x
-        (``_time_major``'s: packed rows for a PackedSequence, padded with ``lengths=``)."""
+        """What one forward call adds for every layer, from the forward's own keyword arguments
+        (none here; the pLSTM's "dt"), in the layout of x (``_time_major``'s: packed rows for a
+        PackedSequence, padded with ``lengths=``)."""
         return {}
 
-    # -- the pass ------------------------------------------------------------------------------
-    def _run(self, input, state, traces: bool, lengths=None, **inputs):
-        """Every layer in turn, with dropout between them in training: (out, final states, per-layer
-        traces or Nones), in the caller's layout; under autocast, as a layer of its dtype
-        (``tsrnn.precision``). The input and states are checked here once; each layer runs
-        ``functional._layer`` unchecked, on packed rows for a PackedSequence or with ``lengths``
-        (the rows sorted by length once, for all layers)."""
-        with precision.layer_region(input.data if isinstance(input, PackedSequence) else input) as low:
-            return self._run_layers(input, state, traces, lengths, low, **inputs)
-
-    def _run_layers(self, input, state, traces: bool, lengths, low, **inputs):
-        """``_run``'s pass, ``low`` the autocast dtype (None outside autocast)."""
-        x, unbatched, packing = self._time_major(input, lengths, low)
-        batch = x.shape[1] if packing is None else packing.batch
-        if isinstance(state, (tuple, list)):
-            math_states = [self.cell.initial_states.index(n) for n in self.cell.initial_math_states]
-            state = tuple(s if k in math_states else precision.cast(low, s)[0] for k, s in enumerate(state))
-        initial = self._initial_states(state, x, batch, unbatched)
-        per_call = self._call_inputs(x, unbatched, packing, **inputs)
-        if packing is not None and packing.live == 0:
-            return self._no_step(x, initial, traces)
-        if packing is not None and not isinstance(input, PackedSequence):
-            x = packing.pack(x)  # padded with lengths: packed once for every layer
-        layers_in = [[s[k] if packing is None else packing.sort(s[k]) for s in initial] for k in range(self.num_layers)]
-        finals, per_layer = [], []
-        for k in range(self.num_layers):
-            layer_inputs = self._layer_inputs(k)
-            layer_inputs["bias"] = precision.cast(low, layer_inputs["bias"])[0]
-            x, layer_finals, layer_traces = functional._layer(
-                self.cell, x, layers_in[k][0], layers_in[k][1:], *precision.cast(low, *self.weights(k)),
-                backend=self.backend, traces=traces, batch_sizes=None if packing is None else packing.batch_sizes,
-                **layer_inputs, **per_call)
-            if packing is not None:
-                layer_finals = [packing.unsort(f, s[k]) for f, s in zip(layer_finals, initial)]
-                layer_traces = layer_traces and {n: packing.reorder(v) for n, v in layer_traces.items()}
-            finals.append(layer_finals)
-            per_layer.append(layer_traces)
-            if self.dropout and self.training and k < self.num_layers - 1:
-                x = nn.functional.dropout(x, self.dropout, training=True)
-        finals = [torch.stack(s) for s in zip(*finals)]
-        if unbatched:
-            finals = [s.squeeze(1) for s in finals]
-        if isinstance(input, PackedSequence):
-            return PackedSequence(x, input.batch_sizes, input.sorted_indices, input.unsorted_indices), \
-                tuple(finals), per_layer
-        return self._layout_out(x if packing is None else packing.unpack(x), unbatched), tuple(finals), per_layer
-
     def _no_step(self, x, initial, traces: bool):
-        """``_run``'s results where every length is 0: zero output and traces, the initial states."""
+        """``forward``'s results where every length is 0: zero output and traces, the initial states."""
         zeros = x.new_zeros(*x.shape[:2], self.hidden_size)
         per_layer = [{n: zeros for n in self.cell.traces} if traces else None for _ in range(self.num_layers)]
         return self._layout_out(zeros, False), tuple(initial), per_layer
@@ -272,13 +220,73 @@ class StackedRNN(nn.Module):
         """``out, state = m(input, hx)``: the torch.nn.LSTM convention, input a tensor or a
         PackedSequence (out is then one too); ``lengths`` (B,) integers in [0, T], for a padded
         input: row b runs its first lengths[b] steps, out is zero past them and the final states are
-        each row's after its last step. Subclasses document their state and keyword inputs."""
-        out, state, traces = self._run(input, hx, bool(self._watchers), lengths, **inputs)
-        self._notify(traces)
-        return out, state
+        each row's after its last step. Subclasses document their state and keyword inputs.
+
+        The pass: every layer in turn, with dropout between them in training; under autocast, as a
+        layer of its dtype (``tsrnn.precision``). The input and states are checked here once; each
+        layer runs unchecked on the path ``functional._route`` gives, on packed rows for a
+        PackedSequence or with ``lengths`` (the rows sorted by length once, for all layers). Inside
+        a ``watch`` block the per-step traces of every layer go to the watchers."""
+        traces = bool(self._watchers)
+        packed = isinstance(input, PackedSequence)
+        data = input.data if packed else input
+        with precision.layer_region(data) as low:
+            if low is not None:
+                (data,) = precision.cast(low, data)
+            self._check_input(data, 2 if packed else (2, 3), low)
+            x, unbatched, packing = self._time_major(input, data, lengths)
+            batch = x.shape[1] if packing is None else packing.batch
+            if low is not None and isinstance(hx, (tuple, list)):
+                math_states = [self.cell.initial_states.index(n) for n in self.cell.initial_math_states]
+                hx = tuple(s if k in math_states else precision.cast(low, s)[0] for k, s in enumerate(hx))
+            initial = self._initial_states(hx, x, batch, unbatched)
+            per_call = self._call_inputs(x, unbatched, packing, **inputs)
+            if packing is not None and packing.live == 0:
+                out, state, per_layer = self._no_step(x, initial, traces)
+                self._notify(per_layer)
+                return out, state
+            layer_packing = None
+            if packing is not None:
+                if not packed:
+                    x = packing.pack(x)  # padded with lengths: packed once for every layer
+                layer_packing = Packing.in_order(packing.batch_sizes, x.device)
+            dt, eps = per_call.get("dt"), getattr(self, "eps", 0.0)
+            finals, per_layer = [], []
+            for k in range(self.num_layers):
+                h0, *states = [s[k] for s in initial] if packing is None else [packing.sort(s[k]) for s in initial]
+                bias, p = self._layer_inputs(k)
+                w_ih, w_hh = getattr(self, f"weight_ih_l{k}"), getattr(self, f"weight_hh_l{k}")
+                if low is not None:
+                    w_ih, w_hh, bias = precision.cast(low, w_ih, w_hh, bias)
+                path = functional._route(self.cell, x, h0, states, w_ih, w_hh, bias, p, dt, eps, self.backend, traces,
+                                         layer_packing)
+                x, layer_finals, layer_traces = path.run["recurrence"](path, self.cell, x, h0, states, w_ih, w_hh, bias,
+                                                                       p, dt, eps, traces, layer_packing)
+                if packing is not None:
+                    layer_finals = [packing.unsort(f, s[k]) for f, s in zip(layer_finals, initial)]
+                    layer_traces = layer_traces and {n: packing.reorder(v) for n, v in layer_traces.items()}
+                finals.append(layer_finals)
+                per_layer.append(layer_traces if traces else None)
+                if self.dropout and self.training and k < self.num_layers - 1:
+                    x = nn.functional.dropout(x, self.dropout, training=True)
+        state = [torch.stack(s) for s in zip(*finals)]
+        if unbatched:
+            state = [s.squeeze(1) for s in state]
+        if traces:
+            self._notify(per_layer)
+        if packed:
+            return PackedSequence(x, input.batch_sizes, input.sorted_indices, input.unsorted_indices), tuple(state)
+        return self._layout_out(x if packing is None else packing.unpack(x), unbatched), tuple(state)
+
+    def _traces(self, input, hx, lengths, **inputs) -> list[dict]:
+        """Every layer's per-step traces for this input (a forward inside a ``watch`` block)."""
+        seen = []
+        with self.watch(seen.append):
+            StackedRNN.forward(self, input, hx, lengths, **inputs)
+        return seen[0]
 
     @torch.no_grad()
     def forget_gates(self, input, hx=None, lengths=None, **inputs) -> list[torch.Tensor]:
         """Forget-gate values (T, B, H) of every layer for this input (S6 data); with lengths or a
         PackedSequence, zero past each row's end."""
-        return [traces["f"] for traces in self._run(input, hx, True, lengths, **inputs)[2]]
+        return [traces["f"] for traces in self._traces(input, hx, lengths, **inputs)]

@@ -22,7 +22,7 @@ later forget gate).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
@@ -43,41 +43,25 @@ class Cell:
     input_gate: str | None = None  # pLSTM: "coupled" (i = 1 - f) or "separate" (i = σ(z_i))
     math_states: tuple[str, ...] = ()  # states kept in the math dtype and >= 0 (the age)
 
-    @property
-    def has_p(self) -> bool:
-        """A per-unit decay exponent p (and so a gradient for it): the pLSTM cells."""
-        return self.input_gate is not None
+    # derived once, at construction (plain fields: read on every layer call)
+    has_p: bool = field(init=False)  # a per-unit decay exponent p (and so a gradient for it): the pLSTM cells
+    num_gates: int = field(init=False)  # G: W_hh is (G*H, H)
+    num_states: int = field(init=False)  # S: state0 and the final states are (S, B, H)
+    num_saved: int = field(init=False)  # K: the saved activations are (T, B, K*H)
+    initial_states: tuple[str, ...] = field(init=False)  # the initial-state arguments: ("h0", "c0"[, "a0"])
+    initial_math_states: tuple[str, ...] = field(init=False)  # those of ``math_states``: ("a0",) for the pLSTM
+    # the per-step traces every path returns: the forget gate "f" and, for the pLSTM, the reset gate
+    # "r" and the age "a" (a fused path adds its other saved activations)
+    traces: tuple[str, ...] = field(init=False)
 
-    @property
-    def num_gates(self) -> int:
-        """G: W_hh is (G*H, H)."""
-        return len(self.gates)
-
-    @property
-    def num_states(self) -> int:
-        """S: state0 and the final states are (S, B, H)."""
-        return len(self.states)
-
-    @property
-    def num_saved(self) -> int:
-        """K: the saved activations are (T, B, K*H)."""
-        return len(self.saved)
-
-    @property
-    def initial_states(self) -> tuple[str, ...]:
-        """The names of the initial-state arguments: ("h0", "c0") or ("h0", "c0", "a0")."""
-        return tuple(f"{s}0" for s in ("h", *self.states))
-
-    @property
-    def initial_math_states(self) -> tuple[str, ...]:
-        """The initial-state arguments of ``math_states``: ("a0",) for the pLSTM."""
-        return tuple(f"{s}0" for s in self.math_states)
-
-    @property
-    def traces(self) -> tuple[str, ...]:
-        """The per-step traces every path returns: the forget gate "f" and, for the pLSTM, the
-        reset gate "r" and the age "a" (a fused path adds its other saved activations)."""
-        return ("f", "r", "a") if self.has_p else ("f",)
+    def __post_init__(self):
+        has_p = self.input_gate is not None
+        derived = {"has_p": has_p, "num_gates": len(self.gates), "num_states": len(self.states),
+                   "num_saved": len(self.saved), "initial_states": tuple(f"{s}0" for s in ("h", *self.states)),
+                   "initial_math_states": tuple(f"{s}0" for s in self.math_states),
+                   "traces": ("f", "r", "a") if has_p else ("f",)}
+        for name, value in derived.items():
+            object.__setattr__(self, name, value)
 
     @property
     def function(self) -> str:

@@ -89,9 +89,16 @@ def _recurrence_autograd(backward_op):
     return recurrence_backward
 
 
-library.define(library.COMPILED, "recurrence", SCHEMAS, _recurrence_fake, _recurrence_backward_fake,
-               _recurrence_autograd, _recurrence_setup)
-library.library(library.COMPILED).define(PLAN_SCHEMA)
+def define(namespace: str, kernels: str | None = None, plan: bool = False) -> None:
+    """Defines the recurrence ops in ``namespace``: their kernels the functions of the module
+    ``kernels``, or compiled (registered by a C++ library) where None; with ``plan``, also the
+    compiled kernel's planning op (PLAN_SCHEMA)."""
+    library.define(namespace, "recurrence", SCHEMAS, _recurrence_fake, _recurrence_backward_fake, _recurrence_autograd,
+                   _recurrence_setup, kernels)
+    if plan:
+        library.library(namespace).define(PLAN_SCHEMA)
+
+
+define(library.COMPILED, plan=True)
 for _namespace, _kernels in TRITON.items():
-    library.define(_namespace, "recurrence", SCHEMAS, _recurrence_fake, _recurrence_backward_fake,
-                   _recurrence_autograd, _recurrence_setup, _kernels)
+    define(_namespace, _kernels)

@@ -1,0 +1,77 @@
+"""A warm forward crosses few tsrnn frames and makes few Python calls (ARCHITECTURE.md, "the call
+path"): the module's forward asks ``functional._route`` for the remembered path record and runs
+the runner the record holds, which calls the operator.
+
+Counted as a profiler sees them (``sys.setprofile``): every call event whose code lives in tsrnn's
+files, comprehensions and generator resumptions included; frames: the most tsrnn frames on the
+stack at once."""
+import os
+import sys
+
+import pytest
+import torch
+
+import tsrnn
+from conftest import needs_native
+
+ROOT = os.path.dirname(tsrnn.__file__) + os.sep
+MAX_FRAMES, MAX_CALLS = 4, 40
+
+
+def profile(module, x):
+    """(deepest tsrnn nesting, tsrnn calls, {function: calls}) of one forward of ``module``."""
+    deepest, calls = 0, {}
+
+    def hook(frame, event, arg):
+        nonlocal deepest
+        if event != "call" or not frame.f_code.co_filename.startswith(ROOT):
+            return
+        name = f"{frame.f_code.co_filename[len(ROOT):]}:{frame.f_code.co_name}"
+        calls[name] = calls.get(name, 0) + 1
+        depth, f = 0, frame
+        while f is not None:
+            depth += f.f_code.co_filename.startswith(ROOT)
+            f = f.f_back
+        deepest = max(deepest, depth)
+
+    sys.setprofile(hook)
+    try:
+        module(x)
+    finally:
+        sys.setprofile(None)
+    return deepest, sum(calls.values()), calls
+
+
+@pytest.mark.parametrize("backend", ["auto", pytest.param("cpu", marks=needs_native), "onednn"])
+@pytest.mark.parametrize("make", [tsrnn.LSTM, tsrnn.PowerLawLSTM], ids=["LSTM", "PowerLawLSTM"])
+def test_a_warm_forward_is_short(make, backend):
+    if make is tsrnn.PowerLawLSTM and backend == "onednn":
+        pytest.skip("oneDNN runs the LSTM cell only")
+    torch.manual_seed(0)
+    module, x = make(16, 32, backend=backend), torch.randn(5, 3, 16)
+    module(x)
+    module(x)  # warm: the path is chosen, verified and timed once per call key
+    frames, count, calls = profile(module, x)
+    detail = ", ".join(f"{name} {n}" for name, n in sorted(calls.items(), key=lambda kv: -kv[1]))
+    assert frames <= MAX_FRAMES, f"{frames} tsrnn frames deep: {detail}"
+    assert count <= MAX_CALLS, f"{count} tsrnn calls: {detail}"
+
+
+def test_the_count_sees_a_longer_path():
+    """The measure can fail: the reference path's step loop makes a call per step and more."""
+    module, x = tsrnn.PowerLawLSTM(16, 32, backend="reference"), torch.randn(5, 3, 16)
+    module(x)
+    frames, count, _ = profile(module, x)
+    assert frames > MAX_FRAMES and count > MAX_CALLS
+
+
+def test_a_warm_call_reads_no_environment(monkeypatch):
+    """A warm call takes the remembered path: a TSRNN_BACKEND set afterwards reaches only keys not
+    seen yet, or every key after ``tsrnn.backend.forget()``."""
+    module, x = tsrnn.LSTM(3, 4), torch.randn(5, 2, 3)
+    module(x)
+    monkeypatch.setenv("TSRNN_BACKEND", "not a backend")
+    module(x)  # remembered: the variable is not read
+    tsrnn.backend.forget()
+    with pytest.raises(ValueError, match="TSRNN_BACKEND"):
+        module(x)
