@@ -55,7 +55,7 @@ def write_built_with(torch_version: str | None, *roots: str) -> None:
 
 
 def libmvec():
-    """glibc's vector math library on x86-64 Linux (see csrc/cpu/vector_math.h)."""
+    """glibc's vector math library on x86-64 Linux (see csrc/recurrence/cpu/vector_math.h)."""
     if sys.platform.startswith("linux") and platform.machine() == "x86_64":
         return ["-lmvec"]
     return []
@@ -108,7 +108,7 @@ def cuda_extension():
         say(f"no GPU visible and TORCH_CUDA_ARCH_LIST unset: building the CUDA extension for {DEFAULT_CUDA_ARCHS}")
     return cpp_extension.CUDAExtension(
         "tsrnn._cuda",
-        ["csrc/cuda/binding.cpp", "csrc/cuda/recurrence.cu"],
+        ["csrc/recurrence/cuda/binding.cpp", "csrc/recurrence/cuda/recurrence.cu"],
         include_dirs=[os.path.join(ROOT, "csrc")],
         extra_compile_args={"cxx": ["-O3", "-g0", LIMITED_API[1]], "nvcc": ["-O3", "-std=c++17"]},
         extra_link_args=list(shared_cxx_runtime()),
@@ -161,7 +161,8 @@ def extensions():
         return [], {}
     from torch.utils.cpp_extension import BuildExtension, CppExtension
 
-    sources = sorted(glob.glob("csrc/*.cpp") + glob.glob("csrc/cpu/*.cpp"))
+    folders = ("csrc", "csrc/recurrence/cpu", "csrc/linear_scan", "csrc/gemm")  # the module, each op's CPU code, the GEMMs
+    sources = sorted(path for folder in folders for path in glob.glob(f"{folder}/*.cpp"))
     ext = CppExtension(
         "tsrnn._C",
         sources,

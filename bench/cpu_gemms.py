@@ -1,5 +1,5 @@
 """The large GEMMs of one layer's forward+backward on CPU: the C++ engine's blocked GEMM
-(csrc/cpu/blocked_gemm.h) against ATen's (MKL on x86 builds of torch), measured in pairs.
+(csrc/gemm/blocked_gemm.h) against ATen's (MKL on x86 builds of torch), measured in pairs.
 
     python bench/cpu_gemms.py [--rounds 25] [--threads 2] [--shapes T,B,H ...]
 

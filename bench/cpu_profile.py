@@ -10,13 +10,13 @@ median over rounds of:
   cell (pointwise math and the writes of states and saved activations) and the wait at the step's
   barrier (the OpenMP split's imbalance); "outside" is the rest (allocation, packing W_hh);
 - the backward operator likewise (cell, wait, the per-step GEMM of dh), with dW_hh and the rest
-  outside the loop, and dW_hh's GEMM (the engine's blocked GEMM, csrc/cpu/blocked_gemm.h) timed
+  outside the loop, and dW_hh's GEMM (the engine's blocked GEMM, csrc/gemm/blocked_gemm.h) timed
   alone;
 - the projection's backward (``cpu_projection_backward``: dx = dz W_ih, dW_ih = dz^T x with
   db = sum dz from the same pass);
 - the whole tsrnn layer (module, backend="cpu") and torch.nn.LSTM, fwd+bwd.
 The loop's phases come from the loops' own clocks (TSRNN_CPU_PROFILE=1, set here before tsrnn is
-imported; csrc/cpu/phase_clock.h). GFLOP/s counts 2 B G H K per step and GEMM.
+imported; csrc/recurrence/cpu/phase_clock.h). GFLOP/s counts 2 B G H K per step and GEMM.
 Large outputs are fresh pages at every call under glibc's default malloc (above its 32 MB mmap
 threshold): run once more with GLIBC_TUNABLES=glibc.malloc.mmap_threshold=4294967295 to see
 the part page faults take (it applies to torch.nn.LSTM too).

@@ -1,5 +1,6 @@
 // The Python module tsrnn._C. Importing it registers the CPU kernels of the torch.ops.tsrnn
-// operators (csrc/cpu/); their schemas, autograd formulas and shape functions live in tsrnn/ops.py.
+// operators (csrc/recurrence/cpu, csrc/linear_scan, csrc/gemm); their schemas, autograd formulas and shape
+// functions live in tsrnn/ops/ (each op's op.py).
 #include <Python.h>
 
 extern "C" {

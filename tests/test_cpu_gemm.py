@@ -1,5 +1,5 @@
-"""The CPU engine's GEMM kernels (csrc/cpu/panel_gemm.h) and their two drivers, the time loops'
-per step and the blocked one of the large GEMMs (csrc/cpu/blocked_gemm.h): each kernel this CPU
+"""The CPU engine's GEMM kernels (csrc/gemm/panel_gemm.h) and their two drivers, the time loops'
+per step and the blocked one of the large GEMMs (csrc/gemm/blocked_gemm.h): each kernel this CPU
 runs against a float64 product on the edges of its tiles, panels and blocks, the run-time choice
 against the CPU's features, the TSRNN_CPU_GEMM override, and the recurrence through them in
 float32."""

@@ -102,7 +102,7 @@ def test_opcheck_registrations(path, scan):
     """Schema, fake (meta) shapes, autograd registration and AOT dispatch of every operator, in
     every namespace (torch.ops.tsrnn compiled, the Triton ones through the interpreter). The fake
     kernels' shapes come from the cell registry (tsrnn/cells.py), the compiled kernels' from
-    csrc/cells.h: opcheck compares them."""
+    csrc/recurrence/cells.h: opcheck compares them."""
     for cell in CELLS:
         args = layer_args(cell, 4, 2, 3, 3, seed=13, dt=cell != "lstm")
         G = cells.get(cell).num_gates

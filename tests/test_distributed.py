@@ -61,6 +61,7 @@ def worker(rank, world, port, out_dir):
     distributed.teardown()
 
 
+@pytest.mark.slow  # a training script in its own process
 @pytest.mark.skipif(not dist.is_available(), reason="torch.distributed is not available")
 def test_two_processes_average_gradients(tmp_path):
     mp.spawn(worker, args=(2, free_port(), str(tmp_path)), nprocs=2, join=True)

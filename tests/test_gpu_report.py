@@ -14,6 +14,7 @@ from tsrnn import backend
 SCRIPT = pathlib.Path(__file__).resolve().parents[1] / "bench" / "gpu_report.py"
 
 
+@pytest.mark.slow  # a training script in its own process
 @pytest.mark.skipif(not backend.triton_available(), reason="triton is not installed")
 def test_gpu_report_quick_cpu_run(tmp_path, capsys):
     report = _load_report()
@@ -85,6 +86,7 @@ def test_every_test_file_the_report_and_conftest_name_exists():
             assert (tests / name).is_file(), f"{source.name} names tests/{name}, which does not exist"
 
 
+@pytest.mark.slow  # a training script in its own process
 @pytest.mark.parametrize("run", ["GPU_TESTS", "SANITIZED_TESTS"])
 def test_the_report_s_pytest_runs_collect_tests(run):
     """Each pytest run of the report collects, and each file (and each -k alternative) selects tests."""

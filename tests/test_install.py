@@ -16,6 +16,8 @@ import torch
 
 from tsrnn.ops import extensions
 
+pytestmark = pytest.mark.slow  # builds and installs the package
+
 ROOT = Path(__file__).resolve().parents[1]
 tomllib = pytest.importorskip("tomllib")
 

@@ -53,6 +53,7 @@ def straight(tmp_path, steps):
     return checkpoint.load(tmp_path / "straight" / "last.pt")
 
 
+@pytest.mark.slow  # a training script in its own process
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
 def test_a_signal_saves_after_the_step_and_the_run_resumes_bit_identically(tmp_path, capsys, signum):
     run = tmp_path / "run"
@@ -75,6 +76,7 @@ def test_a_signal_saves_after_the_step_and_the_run_resumes_bit_identically(tmp_p
     assert train_steps(run) == list(range(1, total + 1))
 
 
+@pytest.mark.slow  # a training script in its own process
 def test_sigkill_loses_at_most_save_every_steps_and_leaves_nothing_behind(tmp_path):
     run, every = tmp_path / "run", 4
     process = start(run, "--max-steps", "1000000", "--save-every", str(every))
@@ -124,6 +126,7 @@ def test_an_interrupt_outside_training_is_one_line(monkeypatch, capsys, tmp_path
     assert err == "tsrnn train: interrupted; stopped without saving (a checkpoint written before is intact)"
 
 
+@pytest.mark.slow  # a training script in its own process
 def test_torchrun_forwards_the_signal_and_every_rank_stops_at_the_same_step(tmp_path):
     """torchrun passes SIGINT on to its workers; they agree on the step to stop after (an all-reduce),
     rank 0 saves and reports. The launcher's own traceback is torch's."""

@@ -1,4 +1,4 @@
-"""The persistent CUDA kernels' own source (csrc/cuda/recurrence.cu), run on the CPU under the
+"""The persistent CUDA kernels' own source (csrc/recurrence/cuda/recurrence.cu), run on the CPU under the
 SIMT emulation of tests/simt: every cell, forward, backward and saved traces, against the float64
 reference with the float32 tolerances of tsrnn.testing, at the kernels' edge shapes and several
 thread orders; packed sequences (batch_sizes) against the CPU operator in float64; once more

@@ -114,6 +114,7 @@ sys.exit(cli.main(sys.argv[2:]))
 """
 
 
+@pytest.mark.slow  # a training script in its own process
 def test_resume_in_a_fresh_process_reuses_the_kernels(tmp_path):
     """The checkpoint records the kernels "auto" chose; a resumed process whose own timings would
     pick others (here: the first candidate, onednn, where the run had the last, cpu) reuses them,
@@ -241,6 +242,7 @@ def test_checkpoint_save_is_atomic(tmp_path, monkeypatch):
     assert [p.name for p in tmp_path.iterdir()] == ["ckpt.pt"]  # no temporary file left
 
 
+@pytest.mark.slow  # a training script in its own process
 def test_default_command_runs_in_a_fresh_process(tmp_path):
     result = subprocess.run([sys.executable, "-m", "tsrnn", "train", "--max-steps", "2", "--quiet",
                              "--out", str(tmp_path / "default")], capture_output=True, text=True, timeout=300)
@@ -248,6 +250,7 @@ def test_default_command_runs_in_a_fresh_process(tmp_path):
     assert "tiny-shakespeare" in result.stdout or "final validation" in result.stdout
 
 
+@pytest.mark.slow  # a training script in its own process
 def test_torchrun_two_processes(tmp_path):
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", "-m", "tsrnn",
                "train", *TINY["lm"], "--max-steps", "2", "--quiet", "--device", "cpu", "--out", str(tmp_path / "ddp")]

@@ -21,6 +21,8 @@ import pytest
 
 from tsrnn import backend
 
+pytestmark = pytest.mark.slow  # compiles every Triton kernel variant for sm_90
+
 ARCH = 90
 INT64_POINTERS = {"plan_ptr"}  # the persistent kernels' packed plan; every other pointer is of the math dtype
 

@@ -6,7 +6,7 @@ message names the argument and what was expected.
 What is checked where: the public entry points (the modules, ``tsrnn.functional``, TILT, the
 data and training code) check everything once, then call unchecked internals; the operators'
 kernels check shapes, dtypes and devices again, cheaply and without reading values (C++
-``check_inputs`` in csrc/recurrence_op.h, ``tsrnn.kernels.checks`` for the Triton drivers and the
+``check_inputs`` in csrc/recurrence/op.h, ``tsrnn.kernels.checks`` for the Triton drivers and the
 fake kernels), so that a direct call of any tsrnn operator cannot write out of bounds.
 Checks that read tensor values (finite, positive, non-negative) run on the host for CPU tensors;
 on CUDA tensors they run on the device (``torch._assert_async``: no host synchronization, a

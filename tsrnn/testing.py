@@ -30,11 +30,11 @@ from tsrnn.backend.tolerance import error as _error
 # (tests/test_paths.py, bench/gpu_report.py).
 SHAPES = [(1, 1, 1, 1), (1, 4, 3, 5), (7, 1, 5, 3), (13, 3, 7, 9), (5, 2, 33, 17), (3, 2, 5, 67),
           (4, 3, 7, 130), (3, 2, 4, 301)]
-# The CPU loops' per-step GEMM kernels (csrc/cpu/panel_gemm.h, float32): B over one AVX-512 tile's
+# The CPU loops' per-step GEMM kernels (csrc/gemm/panel_gemm.h, float32): B over one AVX-512 tile's
 # 14 rows (two and three tiles, uneven) and over the AVX2 tile's 6; G*H (36, 27; 164, 123) ending
 # in a partial 32- and 16-wide panel; H = 130 over two threads' unit slices (with two threads);
 # T*B = 1110 rows, over the blocked GEMM's 1024-deep blocks of dW_ih and dW_hh and its 112-row
-# blocks of the projection (csrc/cpu/blocked_gemm.h).
+# blocks of the projection (csrc/gemm/blocked_gemm.h).
 CPU_GEMM_SHAPES = [(3, 15, 4, 9), (2, 29, 3, 41), (3, 37, 5, 130), (30, 37, 5, 130)]
 # Those the Triton interpreter (Triton on CPU tensors, milliseconds a step) runs in seconds.
 INTERPRETED_SHAPES = [s for s in SHAPES if s[3] <= 67]
@@ -62,7 +62,7 @@ SELFTEST_SHAPE = (9, 3, 5, 7)
 # (T, N...) of the linear scan: one step and one channel, odd sizes, trailing dimensions that the
 # scan flattens into N (tests/test_cpu_kernels.py, tests/test_triton_scan.py, bench/gpu_report.py).
 SCAN_SHAPES = [(1, 1), (5, 3), (7, 3), (17, 2, 5)]
-# The compiled CPU scan's edge (csrc/cpu/linear_scan.cpp: 4096 channels an OpenMP task): N over
+# The compiled CPU scan's edge (csrc/linear_scan/cpu.cpp: 4096 channels an OpenMP task): N over
 # one task.
 CPU_SCAN_SHAPES = [(300, 4099)]
 # The Triton scan's edges (tsrnn/kernels/linear_scan.py: 64 channels a program, chunks of 16

@@ -1,12 +1,12 @@
-// The SIMT emulation's operators: the CUDA binding's policy (csrc/cuda/cuda_recurrence.h) and the
-// kernels of csrc/cuda/recurrence.cu, compiled by g++ against tests/simt/simt.h, as the CPU kernels
+// The SIMT emulation's operators: the CUDA binding's policy (csrc/recurrence/cuda/cuda_recurrence.h) and the
+// kernels of csrc/recurrence/cuda/recurrence.cu, compiled by g++ against tests/simt/simt.h, as the CPU kernels
 // of torch.ops.tsrnn_simt.recurrence_forward / recurrence_backward / recurrence_plan (schemas
 // defined from Python by tsrnn.ops, see tests/simt/emulation.py), and torch.ops.simt.* to choose
 // the emulated device and the thread-order seed, and to run the emulation's own probes
 // (tests/simt/probes.cpp).
 #include <torch/library.h>
 
-#include "cuda/cuda_recurrence.h"
+#include "recurrence/cuda/cuda_recurrence.h"
 
 std::string simt_probe(const std::string& name);
 

@@ -1,6 +1,6 @@
 """Compiles the SIMT emulation (tests/simt/simt.h) with g++ into a shared library of torch operators.
 
-Four objects: the kernels of csrc/cuda/recurrence.cu, compiled as C++ with tests/simt/include
+Four objects: the kernels of csrc/recurrence/cuda/recurrence.cu, compiled as C++ with tests/simt/include
 ahead of the system headers (its <cuda_runtime.h> and <cooperative_groups.h> are the emulation);
 the emulation's runtime (simt.cpp); its probes (probes.cpp); and the torch binding (binding.cpp, the CUDA binding's own
 policy). ``sanitize`` builds the first three with AddressSanitizer and UndefinedBehaviorSanitizer (a
@@ -26,7 +26,7 @@ from torch.utils import cpp_extension
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
-KERNELS = ROOT / "csrc" / "cuda" / "recurrence.cu"
+KERNELS = ROOT / "csrc" / "recurrence" / "cuda" / "recurrence.cu"
 SANITIZE = ["-fsanitize=address,undefined", "-fno-sanitize-recover=all", "-fno-omit-frame-pointer"]
 INCLUDES = [f"-I{HERE / 'include'}", f"-I{HERE}", f"-I{ROOT / 'csrc'}"]
 COMMON = ["g++", "-std=c++20", "-fPIC", "-O1", "-g0", "-w"]
@@ -34,7 +34,7 @@ COMMON = ["g++", "-std=c++20", "-fPIC", "-O1", "-g0", "-w"]
 
 def _sources() -> list[Path]:
     patterns = [(HERE, "*.h"), (HERE, "*.cpp"), (HERE / "include", "**/*.h"), (ROOT / "csrc", "**/*.h"),
-                (ROOT / "csrc" / "cuda", "*.cu")]
+                (ROOT / "csrc" / "recurrence" / "cuda", "*.cu")]
     return sorted(p for base, pattern in patterns for p in base.glob(pattern))
 
 

@@ -1,7 +1,7 @@
-// A SIMT emulation that runs the unmodified CUDA kernel source of csrc/cuda on the CPU, for the
+// A SIMT emulation that runs the unmodified CUDA kernel source of csrc/recurrence/cuda on the CPU, for the
 // tests (tests/test_simt.py); it is not part of the package.
 //
-// g++ compiles csrc/cuda/*.cu as C++ with tests/simt/include first on the include path, whose
+// g++ compiles csrc/recurrence/cuda/*.cu as C++ with tests/simt/include first on the include path, whose
 // <cuda_runtime.h>, <cooperative_groups.h> and c10/cuda headers include this file. Every CUDA
 // thread of a launch is a fiber with its own stack (simt.cpp). A fiber runs until it reaches a
 // block barrier (__syncthreads), the cooperative grid-wide sync, or a warp collective (shuffles,
@@ -45,7 +45,7 @@ struct dim3 {
   dim3(unsigned x_ = 1, unsigned y_ = 1, unsigned z_ = 1) : x(x_), y(y_), z(z_) {}
 };
 
-// --- the runtime API's types (the subset the host code of csrc/cuda uses) ----------------------
+// --- the runtime API's types (the subset the host code of csrc/recurrence/cuda uses) ----------------------
 enum cudaError_t {
   cudaSuccess = 0,
   cudaErrorInvalidValue = 1,

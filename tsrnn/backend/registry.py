@@ -135,7 +135,7 @@ def _always(call: Call) -> str | None:
 def _compiled_cpu(call: Call) -> str | None:
     if LOAD_ERROR is not None:
         return f"the compiled extension tsrnn._C did not load ({LOAD_ERROR})"
-    check.switch("TSRNN_CPU_PROFILE", default="0")  # read by the compiled loops (csrc/cpu/phase_clock.cpp), checked here
+    check.switch("TSRNN_CPU_PROFILE", default="0")  # read by the compiled loops (csrc/recurrence/cpu/phase_clock.cpp), checked here
     return None
 
 

@@ -10,13 +10,13 @@ import torch
 from tsrnn.ops import extensions  # noqa: F401  (loads the compiled kernels before their schemas)
 from tsrnn.ops import library
 
-# Compiled only, for the tests and benchmarks: the CPU engine's GEMM kernels (csrc/cpu/panel_gemm.h),
+# Compiled only, for the tests and benchmarks: the CPU engine's GEMM kernels (csrc/gemm/panel_gemm.h),
 # C = init + a b through the kernel named `kernel` by the time loops' driver or, if `blocked`, by
-# the threaded one of the large GEMMs (csrc/cpu/blocked_gemm.h; init None, a row [N] or [M, N];
+# the threaded one of the large GEMMs (csrc/gemm/blocked_gemm.h; init None, a row [N] or [M, N];
 # with row_sums, also a's row sums, else [0]); the names of the kernels this CPU runs; the one the time loops use ("aten" for ATen's
 # GEMM); and, with TSRNN_CPU_PROFILE=1, the seconds per phase one thread of the loops spent since
-# the last call, on average (csrc/cpu/phase_clock.h, bench/cpu_profile.py).
-# The CPU engine's input projection x w^T + bias and its backward (csrc/cpu/projection.cpp), the
+# the last call, on average (csrc/recurrence/cpu/phase_clock.h, bench/cpu_profile.py).
+# The CPU engine's input projection x w^T + bias and its backward (csrc/gemm/projection.cpp), the
 # "cpu" path's in place of torch.addmm: x [M, I], w [N, I], bias [N] -> [M, N]; the backward takes
 # dL/d(result) and which of dx, dw, dbias to compute ([0] for the others).
 CPU_SCHEMAS = ("cpu_projection(Tensor x, Tensor w, Tensor? bias) -> Tensor",

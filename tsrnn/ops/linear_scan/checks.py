@@ -6,7 +6,7 @@ from tsrnn.ops.checks import MATH_DTYPES, _require, triton_device  # noqa: F401 
 
 
 def scan_args(a, u, x0):
-    """linear_scan_forward's tensors (csrc/cpu/linear_scan.cpp's check_scan): u [T, N] with T >= 1,
+    """linear_scan_forward's tensors (csrc/linear_scan/cpu.cpp's check_scan): u [T, N] with T >= 1,
     a [T, N], x0 [N], one device, one float32 or float64 dtype; returns (T, N)."""
     _require(u.dim() == 2 and u.shape[0] >= 1,
              lambda: f"tsrnn: linear_scan u must be [T, N] with T >= 1, got {list(u.shape)}")

@@ -1,5 +1,5 @@
 """The recurrent cells as one Triton plug-in, shared by the per-step (per_step.py) and the
-persistent (persistent.py) kernels; the same cells as the C++ kernels (csrc/cells.h).
+persistent (persistent.py) kernels; the same cells as the C++ kernels (csrc/recurrence/cells.h).
 
 A cell maps one step's gate pre-activations z and previous states (c', a') to h, (c, a) and
 the activations saved for backward (forward), and dL/dh, dL/d(c, a) back to dz and
@@ -44,7 +44,7 @@ def eps_tensor(eps: float, like: torch.Tensor) -> torch.Tensor:
 
 
 class Steps:
-    """The rows each step runs, as csrc/recurrence_op.h's ``Steps``. Padded (no batch_sizes): step
+    """The rows each step runs, as csrc/recurrence/op.h's ``Steps``. Padded (no batch_sizes): step
     t runs all B rows, row t*B + b of the [T, B, ...] tensors seen as [T*B, ...]. Packed
     (batch_sizes [T], torch's PackedSequence layout, the batch sorted by length, longest first):
     step t runs rows b < rows(t), row first(t) + b of the packed [N, ...] tensors (xg, dt, h_all,
@@ -117,7 +117,7 @@ def backward_prologue(cell, grad_h, grad_state_n, w_hh, h0, state0, h_all, state
 
 
 def final_states(state_all, state0, steps: Steps):
-    """state_n [S, B, H]: each row's states after its last step, as csrc/recurrence_op.h's
+    """state_n [S, B, H]: each row's states after its last step, as csrc/recurrence/op.h's
     final_states: state_all[T-1] padded; packed, state_all[length(b) - 1, :, b] (state0[:, b] for
     a row of no step), one gather."""
     if not steps.packed:
@@ -132,7 +132,7 @@ def final_states(state_all, state0, steps: Steps):
 
 
 def weight_grad(dz, h0, h_all, steps: Steps):
-    """dW_hh = sum_t dz[t]^T h_{t-1}, as csrc/recurrence_op.h's recurrent_weight_grad. Padded
+    """dW_hh = sum_t dz[t]^T h_{t-1}, as csrc/recurrence/op.h's recurrent_weight_grad. Padded
     (dz [T, B, G*H]): dz[0]^T h0 + dz[1:]^T h_all[:-1], two GEMMs, no copy of the h's. Packed
     (dz [N, G*H], h_all [N, H]): step t's rows of dz meet the first rows(t) rows of step t-1 (of h0
     at t = 0), gathered into one [N, H] operand of one GEMM."""

@@ -73,7 +73,7 @@ def _rows(name, t, T, B, width, batch_sizes):
 
 
 def recurrence_args(cell, xg, w_hh, h0, state0, p, dt, batch_sizes=None):
-    """recurrence_forward's tensors against each other and the cell (csrc/recurrence_op.h's
+    """recurrence_forward's tensors against each other and the cell (csrc/recurrence/op.h's
     check_inputs); returns (T, B, H)."""
     described = _cell(cell)
     _tensor(xg, "xg", 3 if batch_sizes is None else 2, xg)
@@ -96,7 +96,7 @@ def recurrence_args(cell, xg, w_hh, h0, state0, p, dt, batch_sizes=None):
 def recurrence_backward_args(cell, grad_h, grad_state_n, w_hh, h0, state0, h_all, state_all, saved, p, dt,
                              batch_sizes=None):
     """recurrence_backward's tensors against each other, the cell and the forward's outputs
-    (csrc/recurrence_op.h's check_backward_inputs); returns (T, B, H)."""
+    (csrc/recurrence/op.h's check_backward_inputs); returns (T, B, H)."""
     described = _cell(cell)
     packed = batch_sizes is not None
     if not packed:

@@ -1,7 +1,7 @@
 """Per-step fused recurrence in Triton: one launch per step computes h_{t-1} W_hh^T for a tile of
 (batch rows x hidden units) and applies the cell to it (no separate pointwise launch).
 
-The cells are the plug-in of cells.py (the same cells as csrc/cells.h), given as the constexprs
+The cells are the plug-in of cells.py (the same cells as csrc/recurrence/cells.h), given as the constexprs
 HAS_P, COUPLED, G, S, K; the saved activations have the same layout, so this is a drop-in
 implementation of ``torch.ops.tsrnn.recurrence_forward/backward`` (the kernels of
 ``torch.ops.tsrnn_triton_step.recurrence_*``, the path "triton_step" of tsrnn/backend.py; CUDA

@@ -1,12 +1,12 @@
 // One recurrent driver for every cell on the CPU (forward and backward).
 //
 // Forward, per step t: z = xg[t] + h_{t-1} W_hh^T (one GEMM), then the cell's pointwise
-// part over B x H in one OpenMP pass. A packed batch (csrc/recurrence_op.h's Steps) runs only the
+// part over B x H in one OpenMP pass. A packed batch (csrc/recurrence/op.h's Steps) runs only the
 // rows still active at each step: the GEMM and the cell over rows(t) rows. Forward saves the gate activations and all states: the
 // backward then needs no recurrent GEMM to recompute them, only the one that carries dh.
 // Backward, per step t (reverse), from dL/d(states)_{T-1} = grad_state_n: the cell's pointwise
 // backward gives dz[t], then dh_{t-1} = dz[t] W_hh. After the loop, in the operator entry
-// (csrc/recurrence_op.h): dW_hh = dz^T [h_0 .. h_{T-2}] as two GEMMs that read the h's in place
+// (csrc/recurrence/op.h): dW_hh = dz^T [h_0 .. h_{T-2}] as two GEMMs that read the h's in place
 // (recurrent_weight_grad), and dp as one reduction over B.
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
@@ -21,13 +21,13 @@
 #include <mutex>
 #include <vector>
 
-#include "cells.h"
-#include "recurrence_op.h"
-#include "cpu/blocked_gemm.h"
-#include "cpu/large_buffer.h"
-#include "cpu/phase_clock.h"
-#include "cpu/step_gemm.h"
-#include "cpu/vector_math.h"
+#include "recurrence/cells.h"
+#include "recurrence/op.h"
+#include "gemm/blocked_gemm.h"
+#include "gemm/large_buffer.h"
+#include "recurrence/cpu/phase_clock.h"
+#include "gemm/step_gemm.h"
+#include "recurrence/cpu/vector_math.h"
 
 namespace tsrnn {
 namespace {
@@ -276,7 +276,7 @@ void backward_loop(const Shapes& s, const Steps& steps, const T* grad_h, const T
   }
 }
 
-// The CPU side of the recurrence operator's entries (csrc/recurrence_op.h): float32 or float64,
+// The CPU side of the recurrence operator's entries (csrc/recurrence/op.h): float32 or float64,
 // no device to make current, no launch plan, the large buffers on huge pages, dW_hh through the
 // blocked GEMM (float32 with a panel kernel; ATen's otherwise), and the time loops above.
 struct CpuRecurrence {

@@ -1,6 +1,6 @@
 // Pointwise parts of the recurrent cells: one hidden unit j of batch row b at one step.
-// Shared by the CPU kernels (csrc/cpu/recurrence.cpp) and the CUDA kernels
-// (csrc/cuda/recurrence.cu): every function is __host__ __device__ under nvcc.
+// Shared by the CPU kernels (csrc/recurrence/cpu/recurrence.cpp) and the CUDA kernels
+// (csrc/recurrence/cuda/recurrence.cu): every function is __host__ __device__ under nvcc.
 //
 // The time loop and the recurrent GEMM live in the drivers (cpu/recurrence.cpp, cuda/recurrence.cu),
 // the weight-gradient GEMMs in recurrence_op.h; a cell only maps gate pre-activations and previous states to new states (forward) and

@@ -1,4 +1,4 @@
-// The micro-kernel of csrc/cpu/panel_gemm.h, generic over a vector ISA `V`:
+// The micro-kernel of csrc/gemm/panel_gemm.h, generic over a vector ISA `V`:
 //   V::Vec, V::kWidth (floats per vector), V::kMaxRows (MR's bound), V::zero(), V::load(p),
 //   V::broadcast(x), V::fma(a, b, acc) = a * b + acc, V::load(p, n) and V::store(p, v, n) (the
 //   first n <= kWidth lanes; the others load as zero).
@@ -9,7 +9,7 @@
 // it emits at the end of the file after `pop_options`, keep that ISA.
 #pragma once
 
-#include "cpu/panel_gemm.h"
+#include "gemm/panel_gemm.h"
 
 namespace tsrnn {
 namespace panel {

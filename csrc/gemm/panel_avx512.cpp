@@ -1,6 +1,6 @@
-// The AVX-512 micro-kernel of csrc/cpu/panel_gemm.h: 16 floats per vector, NR = 32, MR <= 14
+// The AVX-512 micro-kernel of csrc/gemm/panel_gemm.h: 16 floats per vector, NR = 32, MR <= 14
 // (28 accumulators, two panel vectors and one broadcast in 32 registers).
-#include "cpu/panel_gemm.h"
+#include "gemm/panel_gemm.h"
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 // Every header but the intrinsics' and the tile's is included before the target pragma: a
@@ -13,7 +13,7 @@
 #pragma GCC target("avx512f")
 #include <immintrin.h>
 
-#include "cpu/panel_tile.h"
+#include "gemm/panel_tile.h"
 
 namespace tsrnn {
 namespace {

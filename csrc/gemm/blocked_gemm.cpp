@@ -1,7 +1,7 @@
-// The blocked, threaded driver of csrc/cpu/blocked_gemm.h.
-#include "cpu/blocked_gemm.h"
+// The blocked, threaded driver of csrc/gemm/blocked_gemm.h.
+#include "gemm/blocked_gemm.h"
 
-#include "cpu/large_buffer.h"
+#include "gemm/large_buffer.h"
 
 #include <ATen/Parallel.h>
 

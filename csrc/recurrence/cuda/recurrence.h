@@ -1,6 +1,6 @@
-// Persistent CUDA recurrence: the host side of csrc/cuda/recurrence.cu, free of torch headers so
+// Persistent CUDA recurrence: the host side of csrc/recurrence/cuda/recurrence.cu, free of torch headers so
 // that the .cu file compiles in seconds. All tensors are float32, contiguous, on one device.
-// Every function takes the cell type C of csrc/cells.h as its template parameter; recurrence.cu
+// Every function takes the cell type C of csrc/recurrence/cells.h as its template parameter; recurrence.cu
 // instantiates them for LSTMCell, PowerLawCell<true> and PowerLawCell<false>.
 #pragma once
 
@@ -9,7 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "cells.h"
+#include "recurrence/cells.h"
 
 namespace tsrnn {
 namespace cuda {
@@ -34,7 +34,7 @@ cudaError_t plan(int hidden, Plan* out);
 
 // Rows of a step. Padded (offsets null): step t runs all B rows, row t*B + b of xg, dt, h_all,
 // grad_h, saved and dz, which are [T, B, ...]. Packed (offsets non-null: a device copy of the
-// int64 [T+1] offsets of csrc/recurrence_op.h's Steps, torch's PackedSequence layout, the batch
+// int64 [T+1] offsets of csrc/recurrence/op.h's Steps, torch's PackedSequence layout, the batch
 // sorted by length): step t runs the rows b < rows(t) = offsets[t+1] - offsets[t] only, row
 // offsets[t] + b of xg [N, G*H], dt [N], h_all and grad_h [N, H], saved [N, K*H] and dz
 // [N, G*H] (N = offsets[T]); h_{t-1} of row b is packed row offsets[t-1] + b (h0[b] at t = 0).

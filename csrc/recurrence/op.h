@@ -1,6 +1,6 @@
 // The recurrence operator's entries, recurrence_forward and recurrence_backward (schemas in
-// tsrnn/ops.py), one template each over a backend policy: CpuRecurrence (csrc/cpu/recurrence.cpp)
-// runs the OpenMP time loop, CudaRecurrence (csrc/cuda/binding.cpp) the cooperative kernel
+// tsrnn/ops.py), one template each over a backend policy: CpuRecurrence (csrc/recurrence/cpu/recurrence.cpp)
+// runs the OpenMP time loop, CudaRecurrence (csrc/recurrence/cuda/binding.cpp) the cooperative kernel
 // launch. Here is what they share: contiguity, the cell dispatch, the argument checks (one error
 // message per wrong shape, dtype or device; tsrnn/ops.py checks the same for the fake and the
 // Triton kernels), the outputs' allocation, the final states, the recurrent weight gradient and dp.
@@ -13,13 +13,13 @@
 #include <tuple>
 #include <vector>
 
-#include "cells.h"
+#include "recurrence/cells.h"
 
 namespace tsrnn {
 
 using at::Tensor;
 
-// Calls fn with a value of the cell type (csrc/cells.h) named by `cell`.
+// Calls fn with a value of the cell type (csrc/recurrence/cells.h) named by `cell`.
 template <typename Fn>
 void dispatch_cell(const std::string& cell, Fn&& fn) {
   if (cell == "lstm") {

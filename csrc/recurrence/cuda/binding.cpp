@@ -1,11 +1,11 @@
-// Torch binding of the persistent CUDA recurrence (csrc/cuda/recurrence.cu): the CUDA kernels of
+// Torch binding of the persistent CUDA recurrence (csrc/recurrence/cuda/recurrence.cu): the CUDA kernels of
 // torch.ops.tsrnn.recurrence_forward / recurrence_backward / recurrence_plan, whose schemas are in
 // tsrnn/ops.py, and the Python module tsrnn._cuda that registers them when imported.
 #include <Python.h>
 #include <ATen/ATen.h>
 #include <torch/library.h>
 
-#include "cuda/cuda_recurrence.h"
+#include "recurrence/cuda/cuda_recurrence.h"
 
 extern "C" {
 PyObject* PyInit__cuda(void) {

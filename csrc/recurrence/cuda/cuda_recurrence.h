@@ -1,6 +1,6 @@
-// The CUDA side of the recurrence operator (csrc/recurrence_op.h): the policy CudaRecurrence that
-// packs the checked tensors into the kernels' arguments (csrc/cuda/recurrence.h), the launch plans
-// cached per device and H, and exact float32 cuBLAS for dW_hh. Included by csrc/cuda/binding.cpp,
+// The CUDA side of the recurrence operator (csrc/recurrence/op.h): the policy CudaRecurrence that
+// packs the checked tensors into the kernels' arguments (csrc/recurrence/cuda/recurrence.h), the launch plans
+// cached per device and H, and exact float32 cuBLAS for dW_hh. Included by csrc/recurrence/cuda/binding.cpp,
 // which registers the operators, and by the tests' SIMT emulation (tests/simt), which runs the same
 // policy and kernels on the CPU.
 #pragma once
@@ -16,8 +16,8 @@
 #include <string>
 #include <utility>
 
-#include "cuda/recurrence.h"
-#include "recurrence_op.h"
+#include "recurrence/cuda/recurrence.h"
+#include "recurrence/op.h"
 
 namespace tsrnn {
 namespace cuda_binding {
@@ -67,7 +67,7 @@ inline const std::int64_t* offsets_or_null(const Tensor& offsets) {
   return offsets.defined() ? offsets.data_ptr<int64_t>() : nullptr;
 }
 
-// The step offsets of a packed call (csrc/recurrence_op.h's Steps, int64 [T+1]) on `device`, for
+// The step offsets of a packed call (csrc/recurrence/op.h's Steps, int64 [T+1]) on `device`, for
 // the kernels to read; undefined when the call is padded. The copy is ordered on the current
 // stream before the launch, and the caching allocator keeps the device copy's memory until the
 // work queued on that stream (the kernel) is done, so it may be freed when the caller returns.
@@ -90,7 +90,7 @@ inline int64_t plan_blocks(const std::string& cell, const Tensor& w_hh) {
   return blocks;
 }
 
-// The CUDA side of the recurrence operator's entries (csrc/recurrence_op.h): float32, the call's
+// The CUDA side of the recurrence operator's entries (csrc/recurrence/op.h): float32, the call's
 // device made current, the cached plan of the cell and H (refusing the shapes the kernel does not
 // take), one cooperative launch per direction, and exact float32 cuBLAS for dW_hh.
 struct CudaRecurrence : AtenBuffersAndGemm {

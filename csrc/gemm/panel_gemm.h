@@ -16,7 +16,7 @@
 //
 // Sums run over k in order, one FMA per term: the result differs from another GEMM's by rounding
 // only (tests/test_cpu_gemm.py compares every kernel with a float64 product on odd shapes). The
-// same tiles also run the layer's large GEMMs, through csrc/cpu/blocked_gemm.h.
+// same tiles also run the layer's large GEMMs, through csrc/gemm/blocked_gemm.h.
 #pragma once
 
 #include <cstdint>
@@ -27,7 +27,7 @@ namespace tsrnn {
 
 // One ISA's micro-kernels. tile[mr] computes C[0:mr, 0:cols] = init + A[0:mr, 0:K] panel
 // (cols <= NR) for 1 <= mr <= max_rows; A[r, k] at a[r * lda + k * a_step] (a_step 1: A's rows;
-// lda 1 and a_step dz's row stride: dz^T read in place, csrc/cpu/blocked_gemm.h), c: row stride
+// lda 1 and a_step dz's row stride: dz^T read in place, csrc/gemm/blocked_gemm.h), c: row stride
 // ldc, panel: [K][NR],
 // init: [mr, cols] with row stride ld_init (0: one row for all), or null for zero. Each sum
 // starts at init and adds the K products in order, one FMA each.

@@ -1,5 +1,5 @@
 // The large GEMMs around the CPU time loops (the input projection, dx, dW_ih, dW_hh), on all
-// threads, through csrc/cpu/panel_gemm.h's micro-kernels:
+// threads, through csrc/gemm/panel_gemm.h's micro-kernels:
 //
 //   C[M, N] = init + A[M, K] B[K, N]        (init: C itself, a bias row, or zero)
 //
@@ -18,7 +18,7 @@
 #include <cstdint>
 #include <initializer_list>
 
-#include "cpu/panel_gemm.h"
+#include "gemm/panel_gemm.h"
 
 namespace tsrnn {
 

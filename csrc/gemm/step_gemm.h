@@ -1,9 +1,9 @@
 // The per-step GEMM of the CPU time loops, C = A op(B) with the same weights B at every step.
 //
-// float32: B is packed once per call into the panels of csrc/cpu/panel_gemm.h's kernel for this
+// float32: B is packed once per call into the panels of csrc/gemm/panel_gemm.h's kernel for this
 // CPU (AVX-512 or AVX2+FMA), and each step runs its register-blocked micro-kernel. float64, or a
 // CPU or build with neither kernel (or TSRNN_CPU_GEMM=aten): each step calls at::mm_out.
-// Constructed and called on the thread that owns the weights' slice (csrc/cpu/recurrence.cpp),
+// Constructed and called on the thread that owns the weights' slice (csrc/recurrence/cpu/recurrence.cpp),
 // so the packing is spread over the threads and each slice's panels are touched by one thread.
 #pragma once
 
@@ -12,7 +12,7 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "cpu/panel_gemm.h"
+#include "gemm/panel_gemm.h"
 
 namespace tsrnn {
 

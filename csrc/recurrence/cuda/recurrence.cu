@@ -3,14 +3,14 @@
 // Forward, step t: block k owns hidden units J_k (at most kMaxUnits) and holds their G rows of
 // W_hh in shared memory. One warp per batch row b reads h_{t-1}[b, :] once (lanes stride over k)
 // and accumulates z_g[u] = sum_k h_{t-1}[b,k] W_hh[gH+j0+u, k] for all its units u; after the
-// shuffle reductions lane u adds xg[t,b,gH+j0+u], applies the cell (csrc/cells.h) and writes
+// shuffle reductions lane u adds xg[t,b,gH+j0+u], applies the cell (csrc/recurrence/cells.h) and writes
 // h_t, the states and the saved activations of unit j0+u. h_{t-1} is exchanged through global
 // memory (L2); a grid-wide sync separates the steps.
 // Backward, step t (reverse), from dL/d(c, a)_{T-1} = grad_state_n: each block applies the
 // cells' backward to its units (dz[t] from dL/dh_t, dL/dc_t, ...), a grid-wide sync, then one
 // warp per batch row reads dz[t,b,:] once and forms dL/dh_{t-1}[b,k] = sum_r dz[t,b,r] W_hh[r,k]
 // for the block's units k, with the block's columns of W_hh in shared memory.
-// dW_hh = dz^T [h_0..h_{T-2}] is two cuBLAS GEMMs after the kernel (csrc/recurrence_op.h; one
+// dW_hh = dz^T [h_0..h_{T-2}] is two cuBLAS GEMMs after the kernel (csrc/recurrence/op.h; one
 // GEMM over the gathered rows of step t - 1 when packed).
 // Packed sequences (recurrence.h): step t runs its rows(t) active rows only, in both directions;
 // warps (and blocks) with no active row go straight to the step's barriers, which every block
@@ -25,8 +25,8 @@
 
 #include <algorithm>
 
-#include "cells.h"
-#include "cuda/recurrence.h"
+#include "recurrence/cells.h"
+#include "recurrence/cuda/recurrence.h"
 
 namespace tsrnn {
 namespace cuda {
@@ -282,7 +282,7 @@ cudaError_t backward(const Plan& plan, const BackwardArgs& args, cudaStream_t st
   return launch(backward_kernel<C>, plan, args, stream);
 }
 
-// The cells of csrc/cells.h, the only instantiations (recurrence.h declares the templates).
+// The cells of csrc/recurrence/cells.h, the only instantiations (recurrence.h declares the templates).
 #define TSRNN_INSTANTIATE(C)                                                                    \
   template cudaError_t plan<C>(int, Plan*);                                                     \
   template cudaError_t forward<C>(const Plan&, const ForwardArgs&, cudaStream_t);               \

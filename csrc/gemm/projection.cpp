@@ -4,10 +4,10 @@
 //   forward:  xg = x W^T + b                 x: [M, I], W: [N, I], b: [N] or none -> [M, N]
 //   backward: dx = dxg W, dW = dxg^T x, db = sum over rows of dxg (each only where asked for)
 //
-// float32 runs csrc/cpu/blocked_gemm.h's threaded GEMM on the time loops' kernel: each sum starts
+// float32 runs csrc/gemm/blocked_gemm.h's threaded GEMM on the time loops' kernel: each sum starts
 // at b and adds the I products in order (torch.addmm's result within rounding), db comes from the
 // same pass over dxg as dW, and xg and dx are large buffers on huge pages
-// (csrc/cpu/large_buffer.h). Other dtypes, and CPUs or builds without a panel kernel, run ATen's
+// (csrc/gemm/large_buffer.h). Other dtypes, and CPUs or builds without a panel kernel, run ATen's
 // GEMMs. Schemas, fake kernels and the autograd formula in tsrnn/ops.py.
 #include <ATen/ATen.h>
 #include <torch/library.h>
@@ -15,8 +15,8 @@
 #include <array>
 #include <tuple>
 
-#include "cpu/blocked_gemm.h"
-#include "cpu/large_buffer.h"
+#include "gemm/blocked_gemm.h"
+#include "gemm/large_buffer.h"
 
 namespace tsrnn {
 namespace {
