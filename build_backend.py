@@ -10,7 +10,7 @@ takes the newest torch, as the install's own dependency will.
 
 The requirement names the public release (2.13.0 for 2.13.0+cpu): a local variant such as +cpu
 lives on PyTorch's own index, which the build environment may not see, and variants of one
-release share the C++ API tsrnn._C uses (tsrnn/extensions.py compares releases the same way).
+release share the C++ API tsrnn._C uses (tsrnn/ops/extensions.py compares releases the same way).
 """
 from __future__ import annotations
 

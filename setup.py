@@ -43,7 +43,7 @@ def say(message: str) -> None:
 
 def write_built_with(torch_version: str | None, *roots: str) -> None:
     """tsrnn/_built_with.py under each root: the torch the extensions were built against, and why
-    any of them was not built (tsrnn/extensions.py reads it before loading them)."""
+    any of them was not built (tsrnn/ops/extensions.py reads it before loading them)."""
     text = ('"""Written by setup.py: the torch the compiled extensions were built against, and why any of\n'
             'them was not built."""\n'
             f"TORCH_VERSION = {torch_version!r}\nNOT_BUILT = {NOT_BUILT!r}\n")

@@ -48,17 +48,18 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)  # tsrnn from this tree: an editable install made by --build is not on this process's path
 SCRIPT = os.path.abspath(__file__)
-# The pytest runs of step 3 (tests/test_gpu_report.py checks that every file exists and that each
+# The pytest runs of step 3 (tests/integration/test_gpu_report.py checks that every file exists and that each
 # run collects tests, so the list cannot name a deleted file): the GPU tests, then the CUDA ones
 # that compute-sanitizer repeats (its tools slow a kernel ~100x: a few shapes).
-GPU_TESTS = ["tests/test_cuda.py", "tests/test_paths.py", "tests/test_triton_kernels.py", "tests/test_triton_scan.py",
-             "tests/test_backend.py", "tests/test_lengths.py", "tests/test_autocast.py",
-             "tests/test_double_backward.py", "tests/test_cudnn_tf32.py",
-             "tests/test_modules.py::test_device_and_dtype_place_every_parameter_and_buffer"]
+RECURRENCE = "tests/kernels/recurrence"
+GPU_TESTS = [f"{RECURRENCE}/test_cuda.py", f"{RECURRENCE}/test_paths.py", f"{RECURRENCE}/test_triton_kernels.py",
+             "tests/kernels/linear_scan/test_triton_scan.py", "tests/unit/test_backend.py", f"{RECURRENCE}/test_lengths.py",
+             f"{RECURRENCE}/test_autocast.py", f"{RECURRENCE}/test_double_backward.py", f"{RECURRENCE}/test_cudnn_tf32.py",
+             "tests/unit/test_modules.py::test_device_and_dtype_place_every_parameter_and_buffer"]
 # The GPU tests are small launches and Python: on the first GPU run 4 workers took 211 s with 12 of
 # the machine's 16 cores idle.
 PYTEST_WORKERS = 12
-SANITIZED_TESTS = ["tests/test_cuda.py", "-k", "forward_without_save or (cuda_coop_matches_the_reference and 400)"]
+SANITIZED_TESTS = [f"{RECURRENCE}/test_cuda.py", "-k", "forward_without_save or (cuda_coop_matches_the_reference and 400)"]
 # (T, B, H) timed on a GPU, FlashRNN's in this order (its first call of a shape compiles for minutes).
 TIMED_SHAPES = [(70, 20, 400), (70, 80, 400), (70, 20, 1150), (70, 80, 1150), (1000, 128, 128)]
 FLASHRNN_SHAPES = [(1000, 128, 128), (70, 20, 400), (70, 80, 400), (70, 20, 1150), (70, 80, 1150)]
@@ -396,7 +397,7 @@ def throw_command(cuda_bin: str) -> list[str]:
     installed."""
     gdb = os.path.join(cuda_bin, "cuda-gdb")
     run = f'{gdb} -batch -ex "set startup-with-shell off" -ex run -ex bt --args' if os.path.exists(gdb) else ""
-    crashed = "tests/test_lengths.py::test_bad_batch_sizes_are_refused_by_the_operator"  # a worker died there
+    crashed = "tests/kernels/recurrence/test_lengths.py::test_bad_batch_sizes_are_refused_by_the_operator"  # a worker died there
     python = f'"{sys.executable}"'
     script = (f'c++ --version | head -1; echo "CC=$CC CXX=$CXX LDFLAGS=$LDFLAGS"; '
               f'if [ "$(head -c 2 "${{CXX:-/dev/null}}")" = "#!" ]; then cat "$CXX"; fi; '  # a wrapper script's flags

@@ -1,4 +1,4 @@
-"""Corpus loading time (the timed part of what tests/test_data.py checks for counts): the
+"""Corpus loading time (the timed part of what tests/unit/test_data.py checks for counts): the
 embedded default corpus, and WikiText-2 / Brown when the corpora are on disk (TSRNN_DATA)."""
 import os
 

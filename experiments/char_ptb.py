@@ -9,7 +9,7 @@ the seed-paired 95% interval of LSTM - pLSTM BPC.
 
 The seed's size is ``tsrnn train --recipe seed002 --task lm --data PTB_DIR --cell plstm`` (and
 ``--cell lstm``): 594 / 515 units, which give the seed's ~2.15M parameters in this tied model
-(716 / 828 tied units would be 4.1M / 4.2M; see tsrnn/training/recipes.py).
+(716 / 828 tied units would be 4.1M / 4.2M; see tsrnn/lab/training/recipes.py).
 
 Deviation from the seed, to fit CPU minutes (a run took about 5 minutes, two at once on 2 cores):
 128 / 148 units (seed: 716 / 828), batch 32 (seed: 128), windows of 150 characters (as the

@@ -3,6 +3,7 @@ tsrnn.testing's (import them from there)."""
 from __future__ import annotations
 
 import os
+import pathlib
 
 import pytest
 import torch
@@ -81,23 +82,15 @@ def op_inputs(cell, T, B, I, H, dt, dtype=torch.float32, seed=None, device="cpu"
     return cell, cast_(xg), cast_(a["w_hh"]), cast_(a["h0"]), cast_(state0), cast_(a.get("p")), cast_(a.get("dt")), 1e-3
 
 
-# The tiers (pyproject.toml's markers): every test file belongs to one; unit is the rest.
-KERNEL_TESTS = {
-    "test_reference.py", "test_cpu_kernels.py", "test_cpu_gemm.py", "test_triton_kernels.py", "test_triton_scan.py",
-    "test_triton_compile.py", "test_cuda.py", "test_cudnn_tf32.py", "test_paths.py", "test_lengths.py",
-    "test_double_backward.py", "test_simt.py", "test_errors_ops.py", "test_properties.py", "test_autocast.py",
-}
-INTEGRATION_TESTS = {
-    "test_training.py", "test_resume.py", "test_interrupts.py", "test_distributed.py", "test_experiments.py",
-    "test_install.py", "test_gpu_report.py", "test_readme.py", "test_selftest.py", "test_analysis.py",
-    "test_analyze_lstm.py", "test_evaluation.py", "test_imdb_by_length.py", "test_cli_errors.py",
-    "test_plstm_analysis.py",
-}
+# The tiers (pyproject.toml's markers) are the folders: tests/unit, tests/kernels (mirroring
+# tsrnn/ops and csrc: recurrence/, linear_scan/, gemm/) and tests/integration.
+TIERS = ("unit", "kernels", "integration")
 
 
 def pytest_collection_modifyitems(config, items):
-    """Marks each test with its file's tier: kernels, integration or unit (select one with -m)."""
+    """Marks each test with its folder's tier (select one with -m)."""
+    here = pathlib.Path(__file__).parent
     for item in items:
-        name = item.path.name
-        tier = "kernels" if name in KERNEL_TESTS else "integration" if name in INTEGRATION_TESTS else "unit"
-        item.add_marker(getattr(pytest.mark, tier))
+        parts = item.path.relative_to(here).parts
+        if parts[0] in TIERS:
+            item.add_marker(getattr(pytest.mark, parts[0]))

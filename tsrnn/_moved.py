@@ -56,6 +56,11 @@ class _Alias(importlib.abc.Loader):
     def exec_module(self, module):
         module.__spec__ = self.spec
 
+    def get_code(self, name):
+        """The home's code: ``python -m`` an old name (runpy) runs the module as its home would."""
+        spec = importlib.util.find_spec(self.target)
+        return spec.loader.get_code(self.target)
+
 
 class _Finder(importlib.abc.MetaPathFinder):
     def find_spec(self, name, path=None, target=None):

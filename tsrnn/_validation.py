@@ -6,7 +6,7 @@ message names the argument and what was expected.
 What is checked where: the public entry points (the modules, ``tsrnn.functional``, TILT, the
 data and training code) check everything once, then call unchecked internals; the operators'
 kernels check shapes, dtypes and devices again, cheaply and without reading values (C++
-``check_inputs`` in csrc/recurrence/op.h, ``tsrnn.kernels.checks`` for the Triton drivers and the
+``check_inputs`` in csrc/recurrence/op.h, ``tsrnn.ops.recurrence.checks`` for the Triton drivers and the
 fake kernels), so that a direct call of any tsrnn operator cannot write out of bounds.
 Checks that read tensor values (finite, positive, non-negative) run on the host for CPU tensors;
 on CUDA tensors they run on the device (``torch._assert_async``: no host synchronization, a
@@ -259,7 +259,7 @@ def recurrent_layer(cell, x, h0, states: Sequence, w_ih, w_hh, bias, p=None, dt=
     """One recurrent layer's arguments (``tsrnn.functional.lstm`` / ``plstm``): x (T, B, I),
     h0 and each state (B, H) in the cell's order (``cell.initial_states``), w_ih (G*H, I), w_hh
     (G*H, H), bias (G*H,) or None, p (H,) > 0 for the pLSTM, dt (T, B) or (T, B, 1) > 0 or None;
-    ``cell`` a ``tsrnn.cells.Cell``. The states of ``cell.math_states`` (the age) may have another
+    ``cell`` a ``tsrnn.ops.recurrence.cells.Cell``. The states of ``cell.math_states`` (the age) may have another
     dtype and must be >= 0. Returns dt as (T, B) or None."""
     tensor("x", x, 3)
     steps, batch, in_size = x.shape

@@ -109,7 +109,7 @@ def _padded_outputs(packing, out, finals, initial, traces):
 
 
 def _lengths_layer(cell, x, h0, states, w_ih, w_hh, bias, p, dt, eps, backend, traces, lengths):
-    """``_layer`` over a padded batch whose row b runs its first lengths[b] steps (``tsrnn.packing``):
+    """``_layer`` over a padded batch whose row b runs its first lengths[b] steps (``tsrnn.ops.recurrence.packing``):
     packed, run, and unpacked; (out, finals, traces) as ``_layer``'s, in the padded layout."""
     packing = Packing.from_lengths(lengths, x.shape[0]).to(x.device)
     if packing.live == 0:  # no row runs a step

@@ -5,7 +5,7 @@ or bfloat16), a recurrent layer runs as a layer of the autocast dtype would: its
 initial states and parameters are cast to that dtype on entry (float64 ones are left alone, as
 autocast leaves them), and the layer then runs with autocast off, so its inner ops see the
 dtypes it chose and the tuner's choices for float32 calls do not apply. A layer of a 16-bit
-dtype computes as ``tsrnn.cells.math_dtype`` says: the input projection is a GEMM in the 16-bit
+dtype computes as ``tsrnn.ops.recurrence.cells.math_dtype`` says: the input projection is a GEMM in the 16-bit
 dtype, the recurrent GEMM, the gate math and the cell state over the steps in float32; the
 output and the final h and c come back in the 16-bit dtype (the pLSTM's age in float32).
 """

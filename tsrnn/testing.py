@@ -1,13 +1,13 @@
 """One harness that checks every path of a recurrent layer against the float64 reference.
 
-Used by the tests (tests/test_paths.py), by ``tsrnn selftest`` and by bench/gpu_report.py, so
+Used by the tests (tests/kernels/recurrence/test_paths.py), by ``tsrnn selftest`` and by bench/gpu_report.py, so
 the three judge a kernel by the same inputs, loss and tolerances:
 
 - ``layer_args`` draws a layer's random float64 arguments (weights scaled by 1/sqrt(fan-in));
 - ``compare(path, cell, shape, dtype)`` rounds them to ``dtype``, runs the layer on ``path``
   (``tsrnn.backend`` names) and the reference (``tsrnn.reference``) on the same rounded values in
   float64, and returns the errors of the outputs, the final states and the gradients of a loss
-  that reaches all of them, each against ``TOLERANCE`` / ``GRAD_TOLERANCE`` (``tsrnn.tolerance``'s
+  that reaches all of them, each against ``TOLERANCE`` / ``GRAD_TOLERANCE`` (``tsrnn.backend.tolerance``'s
   tables and rule, imported here);
 - ``SHAPES`` is the table of (T, B, I, H) every path is checked on: T=1, B=1, odd sizes, H=301;
   the named sets after it hold the edges of one kernel each (``GPU_SHAPES``, ``PERSISTENT_SHAPES``,
@@ -27,7 +27,7 @@ from tsrnn.backend.tolerance import error as _error
 
 # (T, B, I, H): one step, one row, odd sizes, H over the CPU kernel's per-thread slice (67, 130)
 # and over the GPU's SM count with an uneven last block (301). Every path is checked on these
-# (tests/test_paths.py, bench/gpu_report.py).
+# (tests/kernels/recurrence/test_paths.py, bench/gpu_report.py).
 SHAPES = [(1, 1, 1, 1), (1, 4, 3, 5), (7, 1, 5, 3), (13, 3, 7, 9), (5, 2, 33, 17), (3, 2, 5, 67),
           (4, 3, 7, 130), (3, 2, 4, 301)]
 # The CPU loops' per-step GEMM kernels (csrc/gemm/panel_gemm.h, float32): B over one AVX-512 tile's
@@ -38,7 +38,7 @@ SHAPES = [(1, 1, 1, 1), (1, 4, 3, 5), (7, 1, 5, 3), (13, 3, 7, 9), (5, 2, 33, 17
 CPU_GEMM_SHAPES = [(3, 15, 4, 9), (2, 29, 3, 41), (3, 37, 5, 130), (30, 37, 5, 130)]
 # Those the Triton interpreter (Triton on CPU tensors, milliseconds a step) runs in seconds.
 INTERPRETED_SHAPES = [s for s in SHAPES if s[3] <= 67]
-# The persistent CUDA kernel's edges (tests/test_cuda.py, also under compute-sanitizer from
+# The persistent CUDA kernel's edges (tests/kernels/recurrence/test_cuda.py, also under compute-sanitizer from
 # bench/gpu_report.py).
 GPU_SHAPES = [
     (1, 1, 2, 3),  # one step, one row
@@ -48,7 +48,7 @@ GPU_SHAPES = [
     (300, 2, 3, 16),  # a long sequence
     (5, 37, 4, 24),  # a batch over the warps of a block
 ]
-# The Triton persistent kernel's edges (tsrnn/kernels/persistent.py: 16 batch rows a program, H
+# The Triton persistent kernel's edges (tsrnn/ops/recurrence/triton_persistent.py: 16 batch rows a program, H
 # padded to a power of two >= 16): one row; B = 17 over two programs, H = 20 padded to 32.
 PERSISTENT_SHAPES = [(1, 1, 2, 3), (3, 17, 4, 20)]
 # bench/gpu_report.py's timed shapes, checked before they are timed: T = 70, B = 20, H = 400, and
@@ -60,12 +60,12 @@ QUICK_SHAPES = [(5, 2, 3, 8)]
 # size the command is given): a few steps of odd sizes.
 SELFTEST_SHAPE = (9, 3, 5, 7)
 # (T, N...) of the linear scan: one step and one channel, odd sizes, trailing dimensions that the
-# scan flattens into N (tests/test_cpu_kernels.py, tests/test_triton_scan.py, bench/gpu_report.py).
+# scan flattens into N (tests/kernels/recurrence/test_cpu_kernels.py, tests/kernels/linear_scan/test_triton_scan.py, bench/gpu_report.py).
 SCAN_SHAPES = [(1, 1), (5, 3), (7, 3), (17, 2, 5)]
 # The compiled CPU scan's edge (csrc/linear_scan/cpu.cpp: 4096 channels an OpenMP task): N over
 # one task.
 CPU_SCAN_SHAPES = [(300, 4099)]
-# The Triton scan's edges (tsrnn/kernels/linear_scan.py: 64 channels a program, chunks of 16
+# The Triton scan's edges (tsrnn/ops/linear_scan/triton.py: 64 channels a program, chunks of 16
 # steps): one chunk and one program exactly; T past a chunk and N past a program; the same with a
 # trailing dimension.
 TRITON_SCAN_SHAPES = [(16, 64), (37, 70), (50, 2, 33)]

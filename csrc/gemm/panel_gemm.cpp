@@ -1,7 +1,7 @@
 // Packing, the tile loop and the run-time choice of csrc/gemm/panel_gemm.h's kernels, and the
 // operators that expose them to the tests and benchmarks: torch.ops.tsrnn.cpu_gemm (C = init + A B
 // through one named kernel, by the time loops' driver or csrc/gemm/blocked_gemm.h's), cpu_gemm_kernels (the kernels this CPU runs) and cpu_gemm_in_use
-// (the one the time loops use, or "aten"); schemas in tsrnn/ops.py.
+// (the one the time loops use, or "aten"); schemas in tsrnn/ops/projection.py.
 #include "gemm/panel_gemm.h"
 
 #include "gemm/blocked_gemm.h"

@@ -8,7 +8,7 @@
 // at b and adds the I products in order (torch.addmm's result within rounding), db comes from the
 // same pass over dxg as dW, and xg and dx are large buffers on huge pages
 // (csrc/gemm/large_buffer.h). Other dtypes, and CPUs or builds without a panel kernel, run ATen's
-// GEMMs. Schemas, fake kernels and the autograd formula in tsrnn/ops.py.
+// GEMMs. Schemas, fake kernels and the autograd formula in tsrnn/ops/projection.py.
 #include <ATen/ATen.h>
 #include <torch/library.h>
 

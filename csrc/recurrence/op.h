@@ -1,8 +1,8 @@
 // The recurrence operator's entries, recurrence_forward and recurrence_backward (schemas in
-// tsrnn/ops.py), one template each over a backend policy: CpuRecurrence (csrc/recurrence/cpu/recurrence.cpp)
+// tsrnn/ops/recurrence/op.py), one template each over a backend policy: CpuRecurrence (csrc/recurrence/cpu/recurrence.cpp)
 // runs the OpenMP time loop, CudaRecurrence (csrc/recurrence/cuda/binding.cpp) the cooperative kernel
 // launch. Here is what they share: contiguity, the cell dispatch, the argument checks (one error
-// message per wrong shape, dtype or device; tsrnn/ops.py checks the same for the fake and the
+// message per wrong shape, dtype or device; tsrnn/ops/recurrence/op.py checks the same for the fake and the
 // Triton kernels), the outputs' allocation, the final states, the recurrent weight gradient and dp.
 #pragma once
 
@@ -64,7 +64,7 @@ struct Steps {
 
 // The Steps of a call of B rows and T steps whose packed tensors have n rows (n = T*B when
 // padded), after checking batch_sizes' values: each in [1, B], non-increasing, summing to n
-// (tsrnn/kernels/checks.py's packed_offsets, with the same messages).
+// (tsrnn/ops/recurrence/checks.py's packed_offsets, with the same messages).
 inline Steps steps_of(const c10::optional<Tensor>& batch_sizes, const Shapes& s, int64_t n) {
   Steps steps;
   steps.packed = batch_sizes.has_value();

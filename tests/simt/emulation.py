@@ -8,7 +8,7 @@ then runs the persistent CUDA kernels' source through tsrnn.functional, exactly 
 other path. ``emulate(multiprocessors, seed)`` picks the emulated GPU and the thread order of the
 next launches. ``check(case)`` is one row of ``cases(seeds)``, ``check_packed(case)`` one of
 ``packed_cases(seeds)`` (packed sequences, against the CPU operator): the tables of the tests
-(tests/test_simt.py) and of the sanitized and planted-bug runs (tests/simt/run.py, ``table``).
+(tests/kernels/recurrence/test_simt.py) and of the sanitized and planted-bug runs (tests/simt/run.py, ``table``).
 """
 from __future__ import annotations
 
@@ -127,7 +127,7 @@ SHAPES = [
 # block 1 (51,712 emulated threads; seconds a case).
 H100_SHAPE = ((4, 3, 5, 301), 132, "an H100's plan: 101 blocks of 3 units, the last 1")
 # Every cell form: the LSTM (the MTS-LSTM runs the same kernel, checked through its module in
-# tests/test_simt.py), the pLSTM coupled and separate, unit and variable Δt.
+# tests/kernels/recurrence/test_simt.py), the pLSTM coupled and separate, unit and variable Δt.
 CELL_FORMS = [("lstm", False), ("plstm_coupled", False), ("plstm_coupled", True), ("plstm_separate", False),
               ("plstm_separate", True)]
 
@@ -261,7 +261,7 @@ def _packed_run(forward, case: PackedCase, args: dict, dtype: torch.dtype):
 def check_packed(case: PackedCase) -> testing.Comparison:
     """``case`` on the emulated kernel in float32 against the CPU operator in float64 on the same
     values (checked by gradcheck), h_all, state_n and the gradients of a random loss over both,
-    with tsrnn.tolerance's float32 rows; the kernel must have launched (forward, backward)."""
+    with tsrnn.backend.tolerance's float32 rows; the kernel must have launched (forward, backward)."""
     emulate(case.multiprocessors, case.seed)
     args = packed_args(case)
     before = torch.ops.simt.launches()

@@ -1,4 +1,4 @@
-// Small kernels that check the SIMT emulation itself (tests/test_simt.py): what the shuffles and
+// Small kernels that check the SIMT emulation itself (tests/kernels/recurrence/test_simt.py): what the shuffles and
 // votes return, and that what CUDA leaves undefined (a barrier some threads skip, a shuffle that
 // reads a lane outside its mask, two barriers met at once, a deadlock, a grid sync without a cooperative
 // launch, a race on shared memory) is reported rather than run.

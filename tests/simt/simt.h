@@ -1,5 +1,5 @@
 // A SIMT emulation that runs the unmodified CUDA kernel source of csrc/recurrence/cuda on the CPU, for the
-// tests (tests/test_simt.py); it is not part of the package.
+// tests (tests/kernels/recurrence/test_simt.py); it is not part of the package.
 //
 // g++ compiles csrc/recurrence/cuda/*.cu as C++ with tests/simt/include first on the include path, whose
 // <cuda_runtime.h>, <cooperative_groups.h> and c10/cuda headers include this file. Every CUDA

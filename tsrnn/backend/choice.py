@@ -16,7 +16,7 @@ While torch.export traces (``torch.onnx.export(..., dynamo=True)`` too), "auto" 
 whose operators export: torch's LSTM kernel for the LSTM cell of a static sequence length (an
 ONNX LSTM node, the fixed biases folded into its bias; torch.export specializes that kernel's
 length, as for torch.nn.LSTM), else the reference path, which records the time loop as one scan
-operator (``tsrnn.scan_layer``: an ONNX Scan, for any length; the pLSTM always, the LSTM where
+operator (``tsrnn.ops.recurrence.export_scan``: an ONNX Scan, for any length; the pLSTM always, the LSTM where
 ``dynamic_shapes`` make T dynamic). A named path records its own operator (the fused ones as
 tsrnn operators, which ONNX cannot translate).
 
@@ -30,8 +30,8 @@ it, the only candidate too: on the call's own inputs, the candidate's outputs an
 needs gradients, the gradients of a fixed pseudo-random loss over every output with respect to
 every input that requires grad, against the *trusted* path run in float64 on the same values
 (``trusted_path``: the device's torch-LSTM path where it serves the call, else the reference
-loops; these two are not verified), within ``tsrnn.tolerance``'s row for the call's dtype or,
-where larger, ``tsrnn.verification.SLACK`` times the trusted path's own error in that dtype (run
+loops; these two are not verified), within ``tsrnn.backend.tolerance``'s row for the call's dtype or,
+where larger, ``tsrnn.backend.verification.SLACK`` times the trusted path's own error in that dtype (run
 only when a result is beyond its row). A candidate that disagrees, or raises, is dropped for that
 key with one warning naming it, the output or gradient, the error and the bound; if none is
 left, "auto" runs the trusted path (warned too). ``TSRNN_VERIFY=0`` turns verification off.

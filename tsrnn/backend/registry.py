@@ -47,9 +47,9 @@ BACKENDS = ("auto", "reference", "native", "triton")
 @dataclass(frozen=True)
 class Call:
     """What a dispatch decision depends on. ``shape``: (T, B, I, H) for a recurrence, (T, N) for
-    a scan; ``cell``: a name of ``tsrnn.cells.CELLS`` or None; ``grad``: autograd will run the
+    a scan; ``cell``: a name of ``tsrnn.ops.recurrence.cells.CELLS`` or None; ``grad``: autograd will run the
     backward of this call; ``traces``: the caller wants per-step gate traces (the forget gates, the
-    pLSTM's reset gates and ages); ``packed``: sequences of several lengths (``tsrnn.packing``),
+    pLSTM's reset gates and ages); ``packed``: sequences of several lengths (``tsrnn.ops.recurrence.packing``),
     T the longest."""
 
     op: str
@@ -72,7 +72,7 @@ class Call:
 
     @property
     def math_dtype(self) -> torch.dtype:
-        """What the call computes in (``tsrnn.cells.math_dtype``)."""
+        """What the call computes in (``tsrnn.ops.recurrence.cells.math_dtype``)."""
         return math_dtype(self.dtype)
 
     def key(self) -> tuple:

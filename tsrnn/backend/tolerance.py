@@ -1,7 +1,7 @@
 """How far a path may be from the float64 truth: the tolerance tables and their one rule.
 
 Read by the test harness (``tsrnn.testing``, which re-exports them, and the tests) and by the
-verification of ``"auto"``'s candidates (``tsrnn.verification``), so a path is judged by the same
+verification of ``"auto"``'s candidates (``tsrnn.backend.verification``), so a path is judged by the same
 bounds wherever it is judged.
 """
 from __future__ import annotations
@@ -12,7 +12,7 @@ import torch
 
 # max |path - reference| <= atol + rtol * max |reference|: the rule of every row (``error``, read
 # by tsrnn.testing's compare and compare_scan, tests/conftest.py's assert_close and
-# tsrnn.verification). A row
+# tsrnn.backend.verification). A row
 # per input dtype, for a path against the float64 reference on the same rounded inputs:
 # float64: sums in another order only. float32: ~1e-7 per op, grown over the recurrence and the
 # backward's GEMMs. bf16: inputs and outputs rounded to 8 mantissa bits, gate math in float32.

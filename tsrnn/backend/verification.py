@@ -7,7 +7,7 @@ returns its outputs and, when the call needs gradients, the gradients of a fixed
 respect to every input that requires grad; ``disagreement`` holds a path's results against the
 trusted path's float64 results and describes the worst disagreement.
 
-The bound of each result is its ``tsrnn.tolerance`` row for the call's dtype, or, where larger,
+The bound of each result is its ``tsrnn.backend.tolerance`` row for the call's dtype, or, where larger,
 ``SLACK`` times the trusted path's own error when it runs the call in the call's dtype: the rows
 hold for well-conditioned inputs, and some calls ask more of float32 than that (a pLSTM with
 ε = 1e-5 and sample times as inputs, the frequency task: the float32 reference loops are 1.1e-4

@@ -17,7 +17,7 @@ def _train_parser(commands):
     p.add_argument("--task", choices=["lm", "averaging-lm", "mlp-lm", "dyck", "copy", "freq", "pixels", "imdb"],
                    help="default: lm, or the recipe's first task")
     p.add_argument("--recipe", choices=sorted(RECIPES), help="the seed's training setting (optimizer, schedule, "
-                   "sizes) for options not given; see tsrnn/training/recipes.py")
+                   "sizes) for options not given; see tsrnn/lab/training/recipes.py")
     p.add_argument("--cell", help="lm: lstm|mts|plstm (mts); averaging-lm: lstm; dyck: lstm|mts (mts); "
                                   "copy, freq, pixels, imdb: lstm|chrono|plstm (plstm)")
     p.add_argument("--data", help="corpus directory (PTB / WikiText-2 layout), brown.zip (mlp-lm) or an MNIST "
@@ -150,7 +150,7 @@ def _analyze_parser(commands):
                    "against another pLSTM checkpoint's, layer by layer (seed 002 §5.2)")
     p.add_argument("--compare-timescales", metavar="CHECKPOINT", help="lm: seed 000 Figure 1, this LM's unit "
                    "timescale distribution and its Inverse-Gamma / narrow-Gaussian KS fits beside another lm "
-                   "checkpoint's (e.g. the same model trained on Markov-PTB: python -m tsrnn.data.markov), each on "
+                   "checkpoint's (e.g. the same model trained on Markov-PTB: python -m tsrnn.lab.data.markov), each on "
                    "its own corpus (timescale_comparison.png)")
     p.add_argument("--compare-data", metavar="DIR", help="the corpus of the --compare-timescales checkpoint "
                    "(default: as recorded)")

@@ -1,10 +1,11 @@
 """What tsrnn.LSTM and tsrnn.PowerLawLSTM share: parameters named as in torch.nn.LSTM, input
 layout (time-major, batch_first, unbatched; a PackedSequence, or padded with ``lengths=``),
-initial states, the loop over layers with dropout between them (``forward``, ``forget_gates``),
-autocast, and the traces handed to watchers. A subclass names
-its cell (``tsrnn.cells``) and says, per layer, what its layers take besides the weights
-(``_layer_inputs``: the effective bias, p, ε) and, per call, what its forward takes besides the
-input and state (``_call_inputs``: the pLSTM's Δt)."""
+initial states, the loop over layers with dropout between them (``forward``, one method: the
+hot path of ARCHITECTURE.md), autocast, and the traces handed to watchers (``watch``, which
+``forget_gates`` and the pLSTM's ``trace`` use). A subclass names its cell
+(``tsrnn.ops.recurrence.cells``) and says, per layer, what its layers take besides the weights
+(``_layer_inputs``: the effective bias and p; ε is the module's ``eps``, 0 without one) and, per
+call, what its forward takes besides the input and state (``_call_inputs``: the pLSTM's Δt)."""
 from __future__ import annotations
 
 import contextlib

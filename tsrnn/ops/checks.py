@@ -6,7 +6,7 @@ import os
 
 import torch
 
-MATH_DTYPES = (torch.float32, torch.float64)  # what the kernels compute in (tsrnn.cells.math_dtype)
+MATH_DTYPES = (torch.float32, torch.float64)  # what the kernels compute in (tsrnn.ops.recurrence.cells.math_dtype)
 
 
 def _require(cond, message):

@@ -1,6 +1,6 @@
 """The compiled extensions, loaded once: ``tsrnn._C`` registers the CPU kernels of
 ``torch.ops.tsrnn.*`` and ``tsrnn._cuda`` their CUDA kernels. A missing or broken extension is
-recorded (why it did not load), never raised: the dispatcher (tsrnn/backend.py) then falls back
+recorded (why it did not load), never raised: the dispatcher (tsrnn/backend/) then falls back
 with a one-time warning or says why a path cannot run.
 
 ``tsrnn/_built_with.py``, written by setup.py, names the torch the extensions were built against

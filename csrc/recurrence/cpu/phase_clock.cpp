@@ -1,5 +1,5 @@
 // The totals of csrc/recurrence/cpu/phase_clock.h and torch.ops.tsrnn.cpu_loop_profile (schema in
-// tsrnn/ops.py): seconds per phase since the last read, summed over the loops and averaged over
+// tsrnn/ops/projection.py): seconds per phase since the last read, summed over the loops and averaged over
 // the threads that ran them (a thread-loop: one thread's part of one loop), in the order forward
 // GEMM, forward cell, forward wait, backward cell, backward wait, backward GEMM; the read resets
 // them.

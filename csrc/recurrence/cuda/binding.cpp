@@ -1,6 +1,6 @@
 // Torch binding of the persistent CUDA recurrence (csrc/recurrence/cuda/recurrence.cu): the CUDA kernels of
 // torch.ops.tsrnn.recurrence_forward / recurrence_backward / recurrence_plan, whose schemas are in
-// tsrnn/ops.py, and the Python module tsrnn._cuda that registers them when imported.
+// tsrnn/ops/recurrence/op.py, and the Python module tsrnn._cuda that registers them when imported.
 #include <Python.h>
 #include <ATen/ATen.h>
 #include <torch/library.h>

@@ -27,7 +27,7 @@ estimated the chain from: tsrnn uses train, the split the vocabulary comes from.
 sampled train split happens to miss leaves the new corpus's vocabulary (PTB seed 1: 9,989 of
 10,000 words) and maps to ``<unk>`` in its valid and test splits.
 
-    python -m tsrnn.data.markov PTB_DIR OUT_DIR [--seed S] [--tokens N]
+    python -m tsrnn.lab.data.markov PTB_DIR OUT_DIR [--seed S] [--tokens N]
 """
 from __future__ import annotations
 
@@ -180,7 +180,7 @@ def write_markov_corpus(source, out, seed: int = 0, tokens: int | None = None, o
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tsrnn.data.markov",
+    parser = argparse.ArgumentParser(prog="python -m tsrnn.lab.data.markov",
                                      description="Write Markov-PTB (seed 000 §3.1.1): a corpus sampled from the "
                                                  "bigram chain of a PTB-layout corpus's train split.")
     parser.add_argument("source", help="corpus directory (ptb.train.txt ... or train.txt ...)")
@@ -193,7 +193,7 @@ def main(argv=None) -> int:
     try:
         info = write_markov_corpus(args.source, args.out, args.seed, args.tokens, args.overwrite)
     except (OSError, ValueError, TypeError) as exc:
-        print(f"tsrnn.data.markov: error: {str(exc).strip().splitlines()[0]}", file=sys.stderr)
+        print(f"tsrnn.lab.data.markov: error: {str(exc).strip().splitlines()[0]}", file=sys.stderr)
         return 2
     sizes = ", ".join(f"{split} {n}" for split, n in info["tokens"].items())
     print(f"wrote Markov-PTB ({info['bigrams']} bigrams of {info['states']} words, seed {info['seed']}) in "

@@ -61,7 +61,7 @@ def scan(a: torch.Tensor, u: torch.Tensor, x0: torch.Tensor | None = None, rever
 
 def linear_scan_forward(a: torch.Tensor, u: torch.Tensor, x0: torch.Tensor) -> torch.Tensor:
     """torch.ops.tsrnn_triton_scan.linear_scan_forward: x_t = a_t x_{t-1} + u_t; a, u: [T, N], x0: [N]
-    (checked as the compiled op checks them: tsrnn/kernels/checks.py)."""
+    (checked as the compiled op checks them: tsrnn/ops/recurrence/checks.py)."""
     checks.scan_args(a, u, x0)
     checks.triton_device(u)
     return scan(a.contiguous(), u.contiguous(), x0.contiguous())

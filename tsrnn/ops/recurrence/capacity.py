@@ -1,5 +1,5 @@
 """What the persistent Triton recurrence can hold, without importing triton: the dispatcher
-(tsrnn/backend.py) asks it before it offers the path, the kernels (persistent.py) size their
+(tsrnn/backend/) asks it before it offers the path, the kernels (persistent.py) size their
 tiles by it.
 
 The kernel keeps a program's (16 rows x HP units) states, and the gate pre-activations of one

@@ -9,7 +9,7 @@ states to h_t and the new states, and saves ``saved`` activations per unit for t
 - ``plstm_separate`` (S9): gates (i, r, g, o); states (c, a).
 
 Everything that needs a fact of a cell reads it here: the operators' checks and shape functions
-(tsrnn/kernels/checks.py, tsrnn/ops.py), the Triton drivers (their constexprs), the functional
+(checks.py, op.py), the Triton drivers (their constexprs), the functional
 layer, the modules (parameter rows, state names, the dtype of each state), the test harness and
 the benchmarks. The compiled kernels implement the same cells in csrc/recurrence/cells.h (``kGates``,
 ``kStates``, ``kSaved``); the operators' opcheck tests compare the compiled kernels' output shapes

@@ -3,7 +3,7 @@ persistent (persistent.py) kernels; the same cells as the C++ kernels (csrc/recu
 
 A cell maps one step's gate pre-activations z and previous states (c', a') to h, (c, a) and
 the activations saved for backward (forward), and dL/dh, dL/d(c, a) back to dz and
-dL/d(c', a') (backward). The kernels take the cell (tsrnn/cells.py) as named constexprs
+dL/d(c', a') (backward). The kernels take the cell (tsrnn/ops/recurrence/cells.py) as named constexprs
 (``constexprs``): HAS_P (the pLSTM: a decay exponent p and the age a), COUPLED (i = 1 - f), and
 its sizes G (gate rows), S (states), K (saved rows).
 Gate rows of z (and of W_hh, dz): LSTM (i, f, g, o), coupled (r, g, o), separate (i, r, g, o).
@@ -30,7 +30,7 @@ from . import checks
 
 
 def constexprs(cell: str) -> dict:
-    """The cell of the registry (tsrnn/cells.py) as the kernels' constexprs."""
+    """The cell of the registry (tsrnn/ops/recurrence/cells.py) as the kernels' constexprs."""
     c = CELLS[cell]
     return {"HAS_P": c.has_p, "COUPLED": c.input_gate == "coupled", "G": c.num_gates, "S": c.num_states,
             "K": c.num_saved}

@@ -20,7 +20,7 @@ from tsrnn.ops.recurrence import reference
 
 
 def layer(cell, x, h0, states, w_ih, w_hh, bias, p=None, dt=None, eps=0.0):
-    """One layer of ``cell`` (a ``tsrnn.cells.Cell``) over x (T, B, I) from h0 and ``states`` (the
+    """One layer of ``cell`` (a ``tsrnn.ops.recurrence.cells.Cell``) over x (T, B, I) from h0 and ``states`` (the
     cell's states after h, each (B, H)); dt (T, B) or None. Returns (out (T, B, H), (h_n, *states_n))."""
     from torch._higher_order_ops.scan import scan_op  # a private module: imported where export needs it
 

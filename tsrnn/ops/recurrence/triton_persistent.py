@@ -9,9 +9,9 @@ Backward, t = T-1 .. 0, from (dc, da) = grad_state_n (zeros when None): dh += gr
     program), then dh_{t-1} = sum_g dz_g W_g. After the kernel, dW_hh = dz^T [h_0 .. h_{T-2}] is two
     GEMMs that read the h's in place (cells.weight_grad).
 The kernels of ``torch.ops.tsrnn_triton_persistent.recurrence_*``, the path "triton_persistent" of
-tsrnn/backend.py, which sends it padded H up to 128 (float32 math) or 32 (float64; capacity.py):
+tsrnn/backend/, which sends it padded H up to 128 (float32 math) or 32 (float64; capacity.py):
 there ptxas (sm_90) keeps the kernels in registers. ``recurrence_forward/backward`` check their
-arguments (tsrnn/kernels/checks.py) before they launch.
+arguments (tsrnn/ops/recurrence/checks.py) before they launch.
 W_hh either stays on chip (W_ON_CHIP: the G tiles, W_g^T forward and W_g backward, [HP, HP], are
 loaded once before the time loop; Triton holds them in shared memory) or is streamed from global memory / L2 every step in BLOCK_K
 chunks of the contraction; then the dot's left operand (h forward, dz backward) goes through a
@@ -59,7 +59,7 @@ BLOCK_K = 16  # contraction chunk when W_hh is streamed (tl.dot takes K >= 16 in
 W_ON_CHIP_BYTES = 64 * 1024  # W_hh kept on chip when its G [HP, HP] tiles take at most this ...
 SHARED_OVERHEAD = 16 * 1024  # ... and fit in the device's shared memory with what else the kernel uses there
 # (sm_90, the LSTM at HP = 64, 65,536 B of W: 69,632 B in all with triton 3.9, 81,920 B for the
-# backward with triton 3.6; tests/test_triton_compile.py checks every variant against this budget)
+# backward with triton 3.6; tests/kernels/recurrence/test_triton_compile.py checks every variant against this budget)
 
 
 def w_fits_on_chip(cell: str, H: int, dtype: torch.dtype, device: torch.device | None = None) -> bool:

@@ -4,7 +4,7 @@
 The cells are the plug-in of cells.py (the same cells as csrc/recurrence/cells.h), given as the constexprs
 HAS_P, COUPLED, G, S, K; the saved activations have the same layout, so this is a drop-in
 implementation of ``torch.ops.tsrnn.recurrence_forward/backward`` (the kernels of
-``torch.ops.tsrnn_triton_step.recurrence_*``, the path "triton_step" of tsrnn/backend.py; CUDA
+``torch.ops.tsrnn_triton_step.recurrence_*``, the path "triton_step" of tsrnn/backend/; CUDA
 tensors, or CPU tensors through the Triton interpreter). Any H.
 Backward, from dL/d(c, a)_{T-1} = grad_state_n (zeros when None): one fused pointwise launch per
 step gives dz[t]; dh_{t-1} = dz[t] W_hh and dW_hh = dz^T [h_0 .. h_{T-2}] are cuBLAS GEMMs. Gate
@@ -15,7 +15,7 @@ of step t-1's block (h0 at t = 0), states the first rows(t) rows of state_all[t]
 kernels take the rows launched (R) and the rows of the states (B, their stride B*H) apart. The
 backward's dh is a [B, H] buffer whose rows start at 0 until their last step is reached.
 
-``recurrence_forward/backward`` check their arguments (tsrnn/kernels/checks.py, as the compiled
+``recurrence_forward/backward`` check their arguments (tsrnn/ops/recurrence/checks.py, as the compiled
 ops do) before they launch.
 """
 from __future__ import annotations

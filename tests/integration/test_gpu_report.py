@@ -3,7 +3,6 @@ code on tiny shapes (Triton through the interpreter) and writes the JSON a GPU r
 import importlib.util
 import json
 import pathlib
-import re
 import subprocess
 import sys
 
@@ -11,7 +10,7 @@ import pytest
 
 from tsrnn import backend
 
-SCRIPT = pathlib.Path(__file__).resolve().parents[1] / "bench" / "gpu_report.py"
+SCRIPT = pathlib.Path(__file__).resolve().parents[2] / "bench" / "gpu_report.py"
 
 
 @pytest.mark.slow  # a training script in its own process
@@ -80,10 +79,11 @@ def _load_report():
 
 def test_every_test_file_the_report_and_conftest_name_exists():
     """A GPU session must not spend device time on a pytest row that fails at collection."""
-    tests = SCRIPT.parents[1] / "tests"
-    for source in (SCRIPT, tests / "conftest.py"):
-        for name in re.findall(r"test_\w+\.py", source.read_text()):
-            assert (tests / name).is_file(), f"{source.name} names tests/{name}, which does not exist"
+    root = SCRIPT.parents[1]
+    report = _load_report()
+    for entry in (*report.GPU_TESTS, *report.SANITIZED_TESTS):
+        if entry.endswith(".py") or ".py::" in entry:
+            assert (root / entry.split("::")[0]).is_file(), f"gpu_report.py names {entry}, which does not exist"
 
 
 @pytest.mark.slow  # a training script in its own process

@@ -75,7 +75,6 @@ def test_reference_gradcheck():
 
 def test_harness_catches_a_wrong_kernel(monkeypatch):
     """The table can fail: a fused path whose output is off by a relative 1e-6 is reported."""
-    from tsrnn import functional
 
     def wrap(original):
         def skewed(*args, **kwargs):

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import tsrnn
-from tsrnn.lab.data import copy as copy_data, dyck
+from tsrnn.lab.data import copy as copy_data
 from tsrnn.lab import cli
 from tsrnn.memory import timescales as ts
 from tsrnn.lab.analysis import forget_map, passes, plstm, receptive_fields, routing, timescales, word_ablation

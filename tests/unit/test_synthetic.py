@@ -1,6 +1,6 @@
-"""The synthetic tasks (tsrnn.synthetic): Dyck-2 words against the authors' string-rewriting sampler
-and an independent label oracle, splits, the whole-sequence metric, and the copy tasks' layout,
-baseline loss and accuracy."""
+"""The synthetic tasks (tsrnn.lab.data.dyck, tsrnn.lab.data.copy): Dyck-2 words against the
+authors' string-rewriting sampler and an independent label oracle, splits, the whole-sequence
+metric, and the copy tasks' layout, baseline loss and accuracy."""
 import math
 
 import numpy as np
@@ -8,7 +8,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from tsrnn.lab.data import copy as copy_data, dyck
+from tsrnn.lab.data import copy as copy_data
 from tsrnn.lab.data.copy import IGNORE_INDEX, copy_accuracy, copy_baseline_loss, copy_task, variable_copy_task
 from tsrnn.lab.data.dyck import DYCK_PAD, dyck2, dyck_mse, dyck_targets, encode_dyck, sample_dyck, sequences_correct, whole_sequence_correct
 

@@ -1,6 +1,6 @@
 """What is particular to the compiled CPU kernels (tsrnn._C) and the operators: any thread count,
 long sequences, forget traces, the scan, opcheck of every namespace, and the final-state
-gradient. Every path's results against the reference on the shared table: tests/test_paths.py."""
+gradient. Every path's results against the reference on the shared table: tests/kernels/recurrence/test_paths.py."""
 import json
 import os
 import subprocess
@@ -101,7 +101,7 @@ def _opcheck_packed(path):
 def test_opcheck_registrations(path, scan):
     """Schema, fake (meta) shapes, autograd registration and AOT dispatch of every operator, in
     every namespace (torch.ops.tsrnn compiled, the Triton ones through the interpreter). The fake
-    kernels' shapes come from the cell registry (tsrnn/cells.py), the compiled kernels' from
+    kernels' shapes come from the cell registry (tsrnn/ops/recurrence/cells.py), the compiled kernels' from
     csrc/recurrence/cells.h: opcheck compares them."""
     for cell in CELLS:
         args = layer_args(cell, 4, 2, 3, 3, seed=13, dt=cell != "lstm")
@@ -190,7 +190,7 @@ def test_loop_phase_clock_is_opt_in(setting):
 
 @needs_native
 def test_profile_script_runs():
-    script = os.path.join(os.path.dirname(__file__), "..", "bench", "cpu_profile.py")
+    script = os.path.join(os.path.dirname(__file__), "..", "..", "..", "bench", "cpu_profile.py")
     done = subprocess.run([sys.executable, script, "--shapes", "3,2,64", "--rounds", "1", "--cells", "plstm_separate"],
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
@@ -201,7 +201,7 @@ def test_profile_script_runs():
 def test_gemm_benchmark_script_runs():
     """bench/cpu_gemms.py checks each of the engine's large GEMMs against ATen's, then times them
     (or says that the engine runs ATen's, where no panel kernel runs)."""
-    script = os.path.join(os.path.dirname(__file__), "..", "bench", "cpu_gemms.py")
+    script = os.path.join(os.path.dirname(__file__), "..", "..", "..", "bench", "cpu_gemms.py")
     done = subprocess.run([sys.executable, script, "--shapes", "3,5,40", "--rounds", "1"],
                           capture_output=True, text=True, timeout=300)
     if torch.ops.tsrnn.cpu_gemm_in_use() == "aten":

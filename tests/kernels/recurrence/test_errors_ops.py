@@ -23,7 +23,7 @@ F64 = torch.float64
 def op_args(cell="lstm"):
     """Valid (cell, xg, w_hh, h0, state0, p, dt, eps, save) for recurrence_forward."""
     g = torch.Generator().manual_seed(0)
-    G, S = tsrnn.cells.get(cell).num_gates, tsrnn.cells.get(cell).num_states
+    G, S = tsrnn.ops.recurrence.cells.get(cell).num_gates, tsrnn.ops.recurrence.cells.get(cell).num_states
     power = cell != "lstm"
     return {
         "cell": cell,

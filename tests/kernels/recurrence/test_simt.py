@@ -17,7 +17,7 @@ import pytest
 import torch
 
 import tsrnn
-from tsrnn import backend, testing
+from tsrnn import testing
 from conftest import assert_close, needs_native
 
 pytestmark = [pytest.mark.slow,  # compiles the emulation (cached after), with AddressSanitizer for one run

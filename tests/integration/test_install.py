@@ -18,7 +18,7 @@ from tsrnn.ops import extensions
 
 pytestmark = pytest.mark.slow  # builds and installs the package
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 tomllib = pytest.importorskip("tomllib")
 
 

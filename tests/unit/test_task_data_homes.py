@@ -7,7 +7,7 @@ import inspect
 import pytest
 
 from tsrnn import _moved
-from tsrnn.lab.data import copy, dyck, sine_waves
+from tsrnn.lab.data import sine_waves
 from tsrnn.lab.training import tasks
 from tsrnn.lab.training.tasks import base, classification, language, sequences
 

@@ -1,4 +1,4 @@
-"""The Triton linear scan (tsrnn/kernels/linear_scan.py) against the reference. Without a GPU it runs on
+"""The Triton linear scan (tsrnn/ops/linear_scan/triton.py) against the reference. Without a GPU it runs on
 CPU tensors through the Triton interpreter (TRITON_INTERPRET=1, set in conftest.py); with one, on
 CUDA."""
 import pytest
@@ -34,7 +34,7 @@ def test_triton_linear_scan_constant_decay_no_x0_and_bf16():
 @pytest.mark.parametrize("device", ["meta", "cpu"])
 def test_tensors_triton_cannot_read_are_refused_before_running(monkeypatch, device):
     """Meta tensors, and CPU tensors without the interpreter (as on a GPU machine), get the drivers'
-    clear error (tsrnn/kernels/checks.py's triton_device), not one from inside Triton's launcher."""
+    clear error (tsrnn/ops/checks.py's triton_device), not one from inside Triton's launcher."""
     from tsrnn.ops.linear_scan import triton as linear_scan
 
     a, u, x0 = torch.rand(4, 3, device=device), torch.randn(4, 3, device=device), torch.zeros(3, device=device)

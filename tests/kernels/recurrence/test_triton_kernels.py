@@ -1,5 +1,5 @@
-"""What is particular to the Triton recurrences (tsrnn/kernels/per_step.py, persistent.py);
-their results against the reference are the table of tests/test_paths.py. Without a GPU they run
+"""What is particular to the Triton recurrences (tsrnn/ops/recurrence/triton_step.py, triton_persistent.py);
+their results against the reference are the table of tests/kernels/recurrence/test_paths.py. Without a GPU they run
 on CPU tensors through the Triton interpreter (TRITON_INTERPRET=1, conftest.py); with one, on CUDA."""
 import pytest
 import torch
@@ -90,7 +90,7 @@ def _no_launch(monkeypatch):
         monkeypatch.setattr(module, name, None)
 
 
-# The Triton drivers check their arguments as the compiled ops do (tsrnn/kernels/checks.py),
+# The Triton drivers check their arguments as the compiled ops do (tsrnn/ops/recurrence/checks.py),
 # before any launch. id: (cell, argument index in (cell, xg, w_hh, h0, state0, p, dt, eps), its
 # replacement, message after "tsrnn: "); T, B, I, H = 3, 2, 4, 5.
 BAD_FORWARD = {
@@ -271,7 +271,7 @@ def test_packed_backward_without_grad_h_or_grad_state_n(monkeypatch, run, cell, 
                                      uses=uses)
 
 
-# Wrong batch_sizes values (read on the host: the checks of tsrnn/kernels/checks.py's packed_offsets,
+# Wrong batch_sizes values (read on the host: the checks of tsrnn/ops/recurrence/checks.py's packed_offsets,
 # the compiled operator's messages); B = 3 and N = 4 packed rows. id: (batch_sizes, message after "tsrnn: ").
 BAD_BATCH_SIZES = {
     "zero": ([3, 0], r"batch_sizes must be in \[1, B=3\], got 0"),

@@ -1,4 +1,4 @@
-""""auto" verifies before it trusts (tsrnn.backend, tsrnn.verification): each candidate's outputs
+""""auto" verifies before it trusts (tsrnn.backend, tsrnn.backend.verification): each candidate's outputs
 and gradients on the call's own inputs against the trusted path in float64, once per call key; a
 path that disagrees is never used. Wrong paths are planted by wrapping the cpu path's runner."""
 import dataclasses

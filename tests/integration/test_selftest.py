@@ -1,9 +1,8 @@
-"""The README's main job: `tsrnn selftest` checks every op and fails on a mismatch."""
+"""`tsrnn selftest` (docs/kernels.md) checks every op on this machine and fails on a mismatch."""
 import subprocess
 import sys
 
 
-from tsrnn import functional
 from tsrnn.lab import selftest
 from conftest import needs_native, wrap_layer_runs
 

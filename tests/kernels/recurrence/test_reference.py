@@ -87,7 +87,7 @@ def test_reference_gradcheck(cell):
 @pytest.mark.parametrize("cell", list(cells.CELLS))
 @pytest.mark.parametrize("dt", [False, True])
 def test_the_scan_layer_is_the_reference_loop(cell, dt):
-    """tsrnn.scan_layer (what torch.export records) runs the reference step: equal in float64."""
+    """tsrnn.ops.recurrence.export_scan (what torch.export records) runs the reference step: equal in float64."""
     args = testing.layer_args(cell, 7, 3, 4, 6, seed=5, dt=dt)
     described = cells.get(cell)
     states = (args["c0"], args["a0"]) if described.has_p else (args["c0"],)

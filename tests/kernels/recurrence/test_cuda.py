@@ -1,7 +1,7 @@
 """The persistent CUDA kernels (tsrnn._cuda, the path "cuda_coop") and the CUDA dispatch, against
 the float64 reference. Skipped without a GPU or without the CUDA extension; run by
 bench/gpu_report.py (also under compute-sanitizer) on a GPU machine. Every GPU path is also in
-the table of tests/test_paths.py."""
+the table of tests/kernels/recurrence/test_paths.py."""
 import warnings
 
 import pytest
