@@ -39,9 +39,7 @@ __all__ = ["LSTM", "PowerLawLSTM", "TILT", "averaging_context", "BufferContext",
 def __getattr__(name):
     if name in _LAZY_ATTRS:
         value = getattr(importlib.import_module(_LAZY_ATTRS[name]), name)
-    elif name in ("memory", "lab"):
-        value = importlib.import_module(f"{__name__}.{name}")
-    elif f"{__name__}.{name}" in _moved.HOMES:
+    elif name in ("memory", "lab") or f"{__name__}.{name}" in _moved.HOMES:
         value = importlib.import_module(f"{__name__}.{name}")
     else:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -31,12 +31,14 @@ HOMES = {
 }
 
 
+_LONGEST_FIRST = sorted(HOMES, key=len, reverse=True)  # tsrnn.kernels.cells before tsrnn.kernels
+
+
 def home(name: str) -> str | None:
     """Where the module once imported as ``name`` lives now (None: it did not move)."""
-    for old in sorted(HOMES, key=len, reverse=True):  # the longest match: tsrnn.kernels.cells before tsrnn.kernels
-        new = HOMES[old]
+    for old in _LONGEST_FIRST:
         if name == old or name.startswith(old + "."):
-            return new + name[len(old):]
+            return HOMES[old] + name[len(old):]
     return None
 
 

@@ -39,7 +39,19 @@ def _layer(cell, x, h0, states, w_ih, w_hh, bias, p=None, dt=None, eps=0.0, back
     path = _route(cell, x, h0, states, w_ih, w_hh, bias, p, dt, eps, backend, traces, packing)
     out, finals, per_step = path.run["recurrence"](path, cell, x, h0, states, w_ih, w_hh, bias, p, dt, eps, traces,
                                                    packing)
-    return out, finals, per_step if traces else None
+    return out, finals, _with_ages(cell, per_step, states, dt, packing) if traces else None
+
+
+def _with_ages(cell, per_step, states, dt, packing):
+    """A layer's traces with the pLSTM's ages "a" added where its path returned only the saved reset
+    gates (the operator paths): a_t = (1 - r_t) a_{t-1} + (1 - r_t) Δt from the layer's a0 (the
+    last of ``states``), one ``linear_scan`` on the path "auto" chooses; zero past each row's end."""
+    if not cell.has_p or "a" in per_step:
+        return per_step
+    keep = 1 - per_step["r"]
+    step = 1.0 if dt is None else (dt if packing is None else packing.unpack(dt)).to(keep.dtype).unsqueeze(-1)
+    ages = linear_scan(keep, keep * step, states[-1].to(keep.dtype))
+    return {**per_step, "a": ages if packing is None else ages * packing.mask.unsqueeze(-1)}
 
 
 def _route(cell, x, h0, states, w_ih, w_hh, bias, p, dt, eps, backend, traces, packing):

@@ -263,6 +263,8 @@ class StackedRNN(nn.Module):
                                          layer_packing)
                 x, layer_finals, layer_traces = path.run["recurrence"](path, self.cell, x, h0, states, w_ih, w_hh, bias,
                                                                        p, dt, eps, traces, layer_packing)
+                if traces:
+                    layer_traces = functional._with_ages(self.cell, layer_traces, states, dt, layer_packing)
                 if packing is not None:
                     layer_finals = [packing.unsort(f, s[k]) for f, s in zip(layer_finals, initial)]
                     layer_traces = layer_traces and {n: packing.reorder(v) for n, v in layer_traces.items()}

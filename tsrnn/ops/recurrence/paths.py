@@ -23,7 +23,6 @@ import warnings
 
 import torch
 
-from tsrnn.ops.linear_scan.reference import linear_scan
 from tsrnn.ops.recurrence import export_scan
 from tsrnn.ops.recurrence.cells import math_dtype
 
@@ -87,7 +86,8 @@ def _exact_backward(node) -> None:
 
 def run_operator(path, cell, x, h0, states, w_ih, w_hh, bias, p, dt, eps, traces, packing):
     """One layer through the recurrence operator of ``path``'s namespace; returns (out, final states,
-    traces). The pLSTM's ages, a trace, come from the saved reset gates through the reference scan."""
+    traces): the saved activations, padded (T, B, H) each (the caller adds the pLSTM's ages,
+    ``tsrnn.functional._with_ages``)."""
     math = math_dtype(x.dtype)
     hidden = w_hh.shape[1]
     flat = x.reshape(-1, x.shape[-1])  # the input projection in the layer's dtype (a low-precision GEMM for bf16/fp16)
@@ -104,12 +104,6 @@ def run_operator(path, cell, x, h0, states, w_ih, w_hh, bias, p, dt, eps, traces
         saved = saved if packing is None else packing.unpack(saved)  # (T, B, K*H), zero past the ends
         steps, batch = saved.shape[:2]
         per_step = dict(zip(cell.saved, saved.view(steps, batch, cell.num_saved, hidden).unbind(2)))
-        if cell.has_p:  # the ages from the saved reset gates: a_t = (1 - r_t) a_{t-1} + (1 - r_t) Δt
-            keep = 1 - per_step["r"]
-            step = 1.0 if dt is None else (dt if packing is None else packing.unpack(dt)).to(math).unsqueeze(-1)
-            per_step["a"] = linear_scan(keep, keep * step, state0[1])
-            if packing is not None:
-                per_step["a"] = per_step["a"] * packing.mask.unsqueeze(-1)
     out = h_all.to(x.dtype)
     h_n = out[-1] if packing is None else out.index_select(0, packing.last)
     finals = [s if name in cell.math_states else s.to(x.dtype) for name, s in zip(cell.states, state_n.unbind(0))]
