@@ -34,7 +34,7 @@ from typing import Callable, Mapping
 import torch
 
 from tsrnn import _validation as check
-from tsrnn.ops import checks, projection
+from tsrnn.ops import checks, library, projection
 from tsrnn.ops.extensions import CUDA_LOAD_ERROR, LOAD_ERROR
 from tsrnn.ops.linear_scan import paths as scan_paths
 from tsrnn.ops.recurrence import capacity
@@ -228,10 +228,11 @@ _TORCH_PROJECTION = projection.torch_projection
 # In order of preference after torch's own LSTM kernels, which "auto" tries first on their device.
 REGISTRY = {path.name: path for path in (
     Path("reference", _REFERENCE, None, None, "reference", _always),
-    Path("cpu", _OPERATOR, ("cpu",), "native", "operator", _compiled_cpu, "tsrnn", _COMPILED_PROJECTION),
+    Path("cpu", _OPERATOR, ("cpu",), "native", "operator", _compiled_cpu, library.COMPILED, _COMPILED_PROJECTION),
     Path("onednn", _TORCH_LSTM, ("cpu",), None, "torch_lstm", _torch_lstm),
     Path("cudnn", _TORCH_LSTM, ("cuda",), None, "torch_lstm", _torch_lstm),
-    Path("cuda_coop", _RECURRENCE, ("cuda",), "native", "operator", _cooperative_cuda, "tsrnn", _TORCH_PROJECTION),
+    Path("cuda_coop", _RECURRENCE, ("cuda",), "native", "operator", _cooperative_cuda, library.COMPILED,
+         _TORCH_PROJECTION),
     Path("triton_persistent", _RECURRENCE, ("cuda",), "triton", "operator", _triton_persistent,
          "tsrnn_triton_persistent", _TORCH_PROJECTION),
     Path("triton_step", _RECURRENCE, ("cuda",), "triton", "operator", _always, "tsrnn_triton_step", _TORCH_PROJECTION),
