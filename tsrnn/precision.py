@@ -43,3 +43,20 @@ def layer_region(like):
         return
     with torch.autocast(like.device.type, enabled=False):
         yield dtype
+
+
+def products(dtype: torch.dtype, device: torch.device) -> str:
+    """The precision of the recurrent products (W_hh h_{t-1} and its transpose in the backward) and
+    of the weight-gradient GEMM for a layer of ``dtype`` on ``device``, as torch.nn.LSTM's cuDNN call
+    computes them: on CUDA, "bf16" (bfloat16 operands, float32 accumulation) for a bfloat16 layer,
+    else "tf32" (operands rounded to TF32) where ``torch.backends.cudnn.allow_tf32`` is true (torch's
+    default), else "ieee" (exact); "ieee" on every other device. Read once per layer call and passed
+    down to its kernels, which never change torch's flags; gate math, the cell state, the pLSTM's
+    age and the state gradients are float32 in every case."""
+    if device.type != "cuda":
+        return "ieee"
+    if dtype == torch.bfloat16:
+        return "bf16"
+    if dtype in (torch.float32, torch.float16) and torch.backends.cudnn.allow_tf32:
+        return "tf32"
+    return "ieee"

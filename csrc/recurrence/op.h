@@ -43,6 +43,20 @@ inline void check_tensor(const Tensor& t, const char* name, int64_t dim, const T
               t.scalar_type(), ", expected ", like.scalar_type());
 }
 
+// The precision of the recurrent products (W_hh h, W_hh^T dz) and of dW_hh's GEMM that a call asks
+// for (tsrnn.precision.products, the schema's `precision`): "ieee" exact in the math dtype, "tf32"
+// operands rounded to TF32 (cvt.rna: 10 mantissa bits), "bf16" operands rounded to bfloat16, each
+// with float32 accumulation. Gate math, the states, dstate and dp are float32 (or float64) always.
+// A kernel may compute more exactly than asked: the CPU and the cooperative CUDA kernels run ieee.
+enum class Products { kIeee, kTf32, kBf16 };
+
+inline Products products_of(const std::string& name) {
+  if (name == "ieee") return Products::kIeee;
+  if (name == "tf32") return Products::kTf32;
+  if (name == "bf16") return Products::kBf16;
+  TORCH_CHECK(false, "tsrnn: unknown precision '", name, "', expected 'ieee', 'tf32' or 'bf16'");
+}
+
 // Shapes of one call, checked once: T steps, B rows, H units.
 struct Shapes {
   int64_t T, B, H;
@@ -200,14 +214,34 @@ Shapes check_backward_inputs(const c10::optional<Tensor>& grad_h,
   return s;
 }
 
+// x rounded to TF32 as cvt.rna.tf32.f32 rounds (to nearest, ties away from zero, 10 mantissa bits
+// kept), still float32: adding half of the dropped part's range to the magnitude bits carries into
+// the kept bits; Inf and NaN stay as they are.
+inline Tensor round_to_tf32(const Tensor& x) {
+  const Tensor bits = x.view(at::kInt);
+  const Tensor rounded = at::bitwise_and(bits + 0x1000, static_cast<int64_t>(static_cast<int32_t>(0xffffe000u)));
+  return at::where(at::isfinite(x), rounded.view(at::kFloat), x);
+}
+
 // What a backend takes from ATen unless it has its own: at::empty for the large per-call buffers
-// (h_all, state_all, saved, dz) and ATen's GEMM for the weight gradient, out = a^T b (+ out if accumulate), a: [K, M],
-// b: [K, N], out: [M, N].
+// (h_all, state_all, saved, dz) and ATen's GEMM for the weight gradient, out = a^T b (+ out if
+// accumulate), a: [K, M], b: [K, N], out: [M, N], in the call's Products: tf32, the operands
+// rounded to TF32 first (their products are exact in float32, so the result is a TF32 GEMM's
+// whichever way torch's matmul flag is set: no flag is touched); bf16, bfloat16 operands and a
+// bfloat16 GEMM (float32 accumulation); ieee, ATen's GEMM as the user's torch.backends flags say.
 struct AtenBuffersAndGemm {
   static Tensor empty_large(at::IntArrayRef sizes, const at::TensorOptions& options) {
     return at::empty(sizes, options);
   }
-  static void weight_gemm(const Tensor& out, const Tensor& a, const Tensor& b, bool accumulate) {
+  static void weight_gemm(const Tensor& out, const Tensor& a_in, const Tensor& b_in, bool accumulate,
+                          Products products) {
+    if (products == Products::kBf16) {
+      const Tensor product = at::mm(a_in.t().to(at::kBFloat16), b_in.to(at::kBFloat16)).to(out.scalar_type());
+      accumulate ? out.add_(product) : out.copy_(product);
+      return;
+    }
+    const bool tf32 = products == Products::kTf32 && a_in.scalar_type() == at::kFloat;
+    const Tensor a = tf32 ? round_to_tf32(a_in) : a_in, b = tf32 ? round_to_tf32(b_in) : b_in;
     if (accumulate) {
       out.addmm_(a.t(), b);
     } else {
@@ -222,7 +256,8 @@ struct AtenBuffersAndGemm {
 // Packed (dz: [N, G*H], h_all: [N, H]): step t's rows of dz meet the first rows(t) rows of step
 // t-1 (of h0 at t = 0), gathered into one [N, H] operand of one GEMM.
 template <typename Backend>
-Tensor recurrent_weight_grad(const Tensor& dz, const Tensor& h0, const Tensor& h_all, const Steps& steps) {
+Tensor recurrent_weight_grad(const Tensor& dz, const Tensor& h0, const Tensor& h_all, const Steps& steps,
+                             Products products) {
   const int64_t GH = dz.size(-1), H = h0.size(1);
   const Tensor grad = at::empty({GH, H}, dz.options());
   if (steps.packed) {
@@ -234,14 +269,14 @@ Tensor recurrent_weight_grad(const Tensor& dz, const Tensor& h0, const Tensor& h
       for (int64_t b = 0; b < steps.rows(t); ++b) rows.push_back(base + b);
     }
     const Tensor index = at::tensor(rows, at::kLong).to(h0.device());
-    Backend::weight_gemm(grad, dz, at::cat({h0, h_all}).index_select(0, index), false);
+    Backend::weight_gemm(grad, dz, at::cat({h0, h_all}).index_select(0, index), false, products);
     return grad;
   }
   const int64_t T = dz.size(0), B = dz.size(1);
-  Backend::weight_gemm(grad, dz[0], h0, false);
+  Backend::weight_gemm(grad, dz[0], h0, false, products);
   if (T > 1) {
     Backend::weight_gemm(grad, dz.narrow(0, 1, T - 1).view({(T - 1) * B, GH}),
-                         h_all.narrow(0, 0, T - 1).view({(T - 1) * B, H}), true);
+                         h_all.narrow(0, 0, T - 1).view({(T - 1) * B, H}), true, products);
   }
   return grad;
 }
@@ -278,6 +313,7 @@ struct ForwardTensors {
   const Tensor &xg, &w_hh, &h0, &state0;
   const c10::optional<Tensor> &p, &dt;
   double eps;
+  Products products;
   bool save;
   const Tensor &h_all, &state_all, &saved;
 };
@@ -293,28 +329,30 @@ struct BackwardTensors {
   const Tensor &w_hh, &state0, &state_all, &saved;
   const c10::optional<Tensor> &p, &dt;
   double eps;
+  Products products;
   const Tensor &dz, &dh, &dstate, &dp;
 };
 
 // The entries below take a backend policy `Backend` with what differs between devices:
 //   Backend::check_dtype(t)          the dtypes its kernels take, checked first (on xg or h_all)
 //   Backend::DeviceGuard(device)     held for the rest of the call (CUDA: the current device)
-//   Backend::plan<Cell>(w_hh, s)     after the argument checks and before any allocation: a
-//                                    Backend::Plan for the time loop, or an error for a shape the
-//                                    backend does not take
+//   Backend::plan<Cell>(w_hh, s, products)  after the argument checks and before any allocation:
+//                                    a Backend::Plan for the time loop, or an error for a shape
+//                                    (or precision) the backend does not take
 //   Backend::forward<Cell>(plan, ForwardTensors), Backend::backward<Cell>(plan, BackwardTensors):
 //                                    the time loop (CPU) or the kernel launch (CUDA)
-//   Backend::ExactGemm               held around dW_hh's GEMMs (CUDA: no TF32)
-//   Backend::empty_large(sizes, options), Backend::weight_gemm(out, a, b, accumulate): the large
-//                                    buffers and dW_hh's GEMMs (AtenBuffersAndGemm's, or the CPU's)
+//   Backend::empty_large(sizes, options), Backend::weight_gemm(out, a, b, accumulate, products):
+//                                    the large buffers and dW_hh's GEMMs (AtenBuffersAndGemm's, or
+//                                    the CPU's)
 
 // recurrence_forward: h_all, state_n (the last step's states), state_all, saved.
 template <typename Backend>
 std::tuple<Tensor, Tensor, Tensor, Tensor> recurrence_forward(
     const std::string& cell, const Tensor& xg_in, const Tensor& w_hh_in, const Tensor& h0_in,
     const Tensor& state0_in, const c10::optional<Tensor>& p_in, const c10::optional<Tensor>& dt_in,
-    double eps, bool save, const c10::optional<Tensor>& batch_sizes) {
+    double eps, bool save, const c10::optional<Tensor>& batch_sizes, const std::string& precision) {
   Backend::check_dtype(xg_in);
+  const Products products = products_of(precision);
   const Tensor xg = xg_in.contiguous(), w_hh = w_hh_in.contiguous(), h0 = h0_in.contiguous(),
                state0 = state0_in.contiguous();
   const c10::optional<Tensor> p = contiguous_or_none(p_in), dt = contiguous_or_none(dt_in);
@@ -324,7 +362,7 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> recurrence_forward(
     using Cell = decltype(tag);
     const Shapes s = check_inputs<Cell>(xg, w_hh, h0, state0, p, dt, batch_sizes);
     const Steps steps = steps_of(batch_sizes, s, batch_sizes ? xg.size(0) : s.T * s.B);
-    const typename Backend::Plan plan = Backend::template plan<Cell>(w_hh, s);
+    const typename Backend::Plan plan = Backend::template plan<Cell>(w_hh, s, products);
     std::vector<int64_t> rows(xg.sizes().begin(), xg.sizes().end() - 1);  // [T, B] or [N]
     rows.push_back(s.H);
     h_all = Backend::empty_large(rows, xg.options());
@@ -334,7 +372,7 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> recurrence_forward(
     rows.back() = Cell::kSaved * s.H;
     saved = save ? Backend::empty_large(rows, xg.options()) : at::empty({0}, xg.options());
     Backend::template forward<Cell>(
-        plan, ForwardTensors{s, steps, xg, w_hh, h0, state0, p, dt, eps, save, h_all, state_all, saved});
+        plan, ForwardTensors{s, steps, xg, w_hh, h0, state0, p, dt, eps, products, save, h_all, state_all, saved});
     state_n = final_states(state_all, state0, steps);
   });
   return {h_all, state_n, state_all, saved};
@@ -347,8 +385,9 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> recurrence_backward(
     const c10::optional<Tensor>& grad_state_n, const Tensor& w_hh_in, const Tensor& h0_in,
     const Tensor& state0_in, const Tensor& h_all_in, const Tensor& state_all_in,
     const Tensor& saved_in, const c10::optional<Tensor>& p_in, const c10::optional<Tensor>& dt_in,
-    double eps, const c10::optional<Tensor>& batch_sizes) {
+    double eps, const c10::optional<Tensor>& batch_sizes, const std::string& precision) {
   Backend::check_dtype(h_all_in);
+  const Products products = products_of(precision);
   const Tensor w_hh = w_hh_in.contiguous(), h0 = h0_in.contiguous(),
                state0 = state0_in.contiguous(), h_all = h_all_in.contiguous(),
                state_all = state_all_in.contiguous(), saved = saved_in.contiguous();
@@ -361,7 +400,7 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> recurrence_backward(
     const Shapes s = check_backward_inputs<Cell>(grad_h, grad_state_n, w_hh, h0, state0, h_all,
                                                  state_all, saved, p, dt, batch_sizes);
     const Steps steps = steps_of(batch_sizes, s, batch_sizes ? h_all.size(0) : s.T * s.B);
-    const typename Backend::Plan plan = Backend::template plan<Cell>(w_hh, s);
+    const typename Backend::Plan plan = Backend::template plan<Cell>(w_hh, s, products);
     std::vector<int64_t> rows(h_all.sizes().begin(), h_all.sizes().end() - 1);  // [T, B] or [N]
     rows.push_back(Cell::kGates * s.H);
     dz = Backend::empty_large(rows, h_all.options());
@@ -370,9 +409,8 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> recurrence_backward(
                           : at::zeros({Cell::kStates, s.B, s.H}, h_all.options());
     const Tensor dp = p ? at::zeros({s.B, s.H}, h_all.options()) : Tensor();
     Backend::template backward<Cell>(plan, BackwardTensors{s, steps, grad_h, w_hh, state0, state_all,
-                                                           saved, p, dt, eps, dz, dh, dstate, dp});
-    const typename Backend::ExactGemm exact;
-    grad_w = recurrent_weight_grad<Backend>(dz, h0, h_all, steps);
+                                                           saved, p, dt, eps, products, dz, dh, dstate, dp});
+    grad_w = recurrent_weight_grad<Backend>(dz, h0, h_all, steps, products);
     grad_p = p ? dp.sum(0) : at::empty({0}, h_all.options());
   });
   return {dz, grad_w, dh, dstate, grad_p};

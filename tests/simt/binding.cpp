@@ -36,7 +36,8 @@ std::string probe(const std::string& name, int64_t seed) {
   return simt_probe(name);
 }
 
-int64_t recurrence_plan(const std::string& cell, const at::Tensor& w_hh) {
+int64_t recurrence_plan(const std::string& cell, const at::Tensor& w_hh, int64_t /*batch*/,
+                        const std::string& /*precision*/) {
   return tsrnn::cuda_binding::plan_blocks(cell, w_hh);
 }
 

@@ -278,13 +278,11 @@ void backward_loop(const Shapes& s, const Steps& steps, const T* grad_h, const T
 
 // The CPU side of the recurrence operator's entries (csrc/recurrence/op.h): float32 or float64,
 // no device to make current, no launch plan, the large buffers on huge pages, dW_hh through the
-// blocked GEMM (float32 with a panel kernel; ATen's otherwise), and the time loops above.
+// blocked GEMM (float32 with a panel kernel; ATen's otherwise), and the time loops above; every
+// precision is computed exactly (Products::kIeee: the CPU has no tensor cores to gain from rounding).
 struct CpuRecurrence {
   struct DeviceGuard {
     explicit DeviceGuard(at::Device /*device*/) {}
-  };
-  struct ExactGemm {
-    ExactGemm() {}
   };
   struct Plan {};
 
@@ -294,7 +292,7 @@ struct CpuRecurrence {
   }
 
   template <typename Cell>
-  static Plan plan(const Tensor& /*w_hh*/, const Shapes& /*s*/) {
+  static Plan plan(const Tensor& /*w_hh*/, const Shapes& /*s*/, Products /*products*/) {
     return {};
   }
 
@@ -302,10 +300,11 @@ struct CpuRecurrence {
     return tsrnn::empty_large(sizes, options);
   }
 
-  static void weight_gemm(const Tensor& out, const Tensor& a, const Tensor& b, bool accumulate) {
+  static void weight_gemm(const Tensor& out, const Tensor& a, const Tensor& b, bool accumulate,
+                          Products /*products*/) {
     const float* init = accumulate ? static_cast<const float*>(out.data_ptr()) : nullptr;  // read if float32
     if (!blocked_gemm(out, a.t(), b, init, out.stride(0), nullptr)) {
-      AtenBuffersAndGemm::weight_gemm(out, a, b, accumulate);
+      AtenBuffersAndGemm::weight_gemm(out, a, b, accumulate, Products::kIeee);
     }
   }
 

@@ -17,7 +17,7 @@ PyObject* PyInit__cuda(void) {
 namespace tsrnn {
 namespace {
 
-int64_t recurrence_plan(const std::string& cell, const Tensor& w_hh) {
+int64_t recurrence_plan(const std::string& cell, const Tensor& w_hh, int64_t /*batch*/, const std::string& /*precision*/) {
   TORCH_CHECK(w_hh.dim() == 2 && w_hh.is_cuda(), "tsrnn: recurrence_plan takes a 2-D CUDA w_hh, got ",
               w_hh.sizes(), " on ", w_hh.device());
   const c10::cuda::CUDAGuard guard(w_hh.device());

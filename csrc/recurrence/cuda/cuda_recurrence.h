@@ -47,17 +47,6 @@ cuda::Plan plan_for(const Tensor& w_hh) {
   return found->second;
 }
 
-// Exact float32 cuBLAS for dW_hh, like the kernels, even where the user allowed TF32; restores
-// the setting on exit.
-class NoTF32 {
- public:
-  NoTF32() : before_(at::globalContext().allowTF32CuBLAS()) { at::globalContext().setAllowTF32CuBLAS(false); }
-  ~NoTF32() { at::globalContext().setAllowTF32CuBLAS(before_); }
-
- private:
-  bool before_;
-};
-
 template <typename T>
 T* data_or_null(const c10::optional<Tensor>& t) {
   return t ? t->data_ptr<T>() : nullptr;
@@ -92,10 +81,10 @@ inline int64_t plan_blocks(const std::string& cell, const Tensor& w_hh) {
 
 // The CUDA side of the recurrence operator's entries (csrc/recurrence/op.h): float32, the call's
 // device made current, the cached plan of the cell and H (refusing the shapes the kernel does not
-// take), one cooperative launch per direction, and exact float32 cuBLAS for dW_hh.
+// take), one cooperative launch per direction (scalar float32 products whatever the precision
+// asked: more exact than TF32 or bf16), and dW_hh's GEMM in the precision asked.
 struct CudaRecurrence : AtenBuffersAndGemm {
   using DeviceGuard = c10::cuda::CUDAGuard;
-  using ExactGemm = NoTF32;
   using Plan = cuda::Plan;
 
   static void check_dtype(const Tensor& t) {
@@ -104,7 +93,7 @@ struct CudaRecurrence : AtenBuffersAndGemm {
   }
 
   template <typename Cell>
-  static Plan plan(const Tensor& w_hh, const Shapes& s) {
+  static Plan plan(const Tensor& w_hh, const Shapes& s, Products /*products*/) {
     TORCH_CHECK(s.T <= INT_MAX && s.B <= INT_MAX, "tsrnn: the CUDA kernels take at most ", INT_MAX,
                 " steps and batch rows, got T=", s.T, ", B=", s.B);
     const Plan found = plan_for<Cell>(w_hh);

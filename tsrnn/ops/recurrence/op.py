@@ -25,23 +25,29 @@ from tsrnn.ops.recurrence.cells import CELLS
 # h_all and grad_h: [N,H], saved: [N,K*H], grad_xg: [N,G*H]; state_all stays [T,S,B,H] (the rows
 # a step does not run are zero) and state_n[:, b] holds row b's states after its last
 # step (state0[:, b] for a row of no step, b >= batch_sizes[0]).
+# precision: what the recurrent products and dW_hh's GEMM may round their operands to
+# (``tsrnn.precision.products``): "ieee" (none), "tf32" or "bf16", float32 accumulation each; a
+# kernel may compute more exactly than asked (the CPU, the cooperative CUDA kernel).
 # linear_scan_forward: a, u: [T,N], x0: [N] -> x: [T,N]; backward -> grad_a, grad_u, grad_x0.
 SCHEMAS = {
     "recurrence_forward": "(str cell, Tensor xg, Tensor w_hh, Tensor h0, Tensor state0, Tensor? p, "
-                          "Tensor? dt, float eps, bool save, Tensor? batch_sizes=None) -> (Tensor, Tensor, Tensor, Tensor)",
+                          "Tensor? dt, float eps, bool save, Tensor? batch_sizes=None, str precision=\"ieee\") "
+                          "-> (Tensor, Tensor, Tensor, Tensor)",
     "recurrence_backward": "(str cell, Tensor? grad_h, Tensor? grad_state_n, Tensor w_hh, Tensor h0, "
                            "Tensor state0, Tensor h_all, Tensor state_all, Tensor saved, Tensor? p, "
-                           "Tensor? dt, float eps, Tensor? batch_sizes=None) -> (Tensor, Tensor, Tensor, Tensor, Tensor)",
+                           "Tensor? dt, float eps, Tensor? batch_sizes=None, str precision=\"ieee\") "
+                           "-> (Tensor, Tensor, Tensor, Tensor, Tensor)",
 }
 # Compiled only: how many thread blocks the persistent CUDA kernel would use for this cell and
-# w_hh (its device, dtype and H), 0 where it does not fit on chip or cannot launch cooperatively.
-PLAN_SCHEMA = "recurrence_plan(str cell, Tensor w_hh) -> int"
+# w_hh (its device, dtype and H), a batch of ``batch`` rows and products in ``precision``, 0 where
+# it does not fit on chip or cannot launch.
+PLAN_SCHEMA = "recurrence_plan(str cell, Tensor w_hh, int batch=0, str precision=\"ieee\") -> int"
 # The Triton namespaces and the modules of their kernels.
 TRITON = {"tsrnn_triton_step": "tsrnn.ops.recurrence.triton_step",
           "tsrnn_triton_persistent": "tsrnn.ops.recurrence.triton_persistent"}
 
 
-def _recurrence_fake(cell, xg, w_hh, h0, state0, p, dt, eps, save, batch_sizes=None):
+def _recurrence_fake(cell, xg, w_hh, h0, state0, p, dt, eps, save, batch_sizes=None, precision="ieee"):
     steps, batch, hidden = checks.recurrence_args(cell, xg, w_hh, h0, state0, p, dt, batch_sizes)
     described = CELLS[cell]
     rows = xg.shape[:-1]  # (T, B) or, packed, (N,)
@@ -54,7 +60,7 @@ def _recurrence_fake(cell, xg, w_hh, h0, state0, p, dt, eps, save, batch_sizes=N
 
 
 def _recurrence_backward_fake(cell, grad_h, grad_state_n, w_hh, h0, state0, h_all, state_all,
-                              saved, p, dt, eps, batch_sizes=None):
+                              saved, p, dt, eps, batch_sizes=None, precision="ieee"):
     checks.recurrence_backward_args(cell, grad_h, grad_state_n, w_hh, h0, state0, h_all, state_all, saved, p, dt,
                                     batch_sizes)
     return (
@@ -67,24 +73,24 @@ def _recurrence_backward_fake(cell, grad_h, grad_state_n, w_hh, h0, state0, h_al
 
 
 def _recurrence_setup(ctx, inputs, output):
-    cell, _, w_hh, h0, state0, p, dt, eps, _, *batch_sizes = inputs
+    cell, _, w_hh, h0, state0, p, dt, eps, _, batch_sizes, precision = inputs  # every argument, defaults filled
     h_all, _, state_all, saved = output
-    ctx.save_for_backward(w_hh, h0, state0, h_all, state_all, saved, p, dt, *batch_sizes)
-    ctx.cell, ctx.eps = cell, eps
+    ctx.save_for_backward(w_hh, h0, state0, h_all, state_all, saved, p, dt, batch_sizes)
+    ctx.cell, ctx.eps, ctx.precision = cell, eps, precision
     ctx.mark_non_differentiable(state_all, saved)
     ctx.set_materialize_grads(False)  # an unused output's gradient stays None, not a tensor of zeros
 
 
 def _recurrence_autograd(backward_op):
     def recurrence_backward(ctx, grad_h, grad_state_n, _grad_state_all, _grad_saved):
-        w_hh, h0, state0, h_all, state_all, saved, p, dt, *batch_sizes = ctx.saved_tensors
+        w_hh, h0, state0, h_all, state_all, saved, p, dt, batch_sizes = ctx.saved_tensors
         with library.without_autocast(h_all), torch.no_grad():
             grad_xg, grad_w, grad_h0, grad_state0, grad_p = backward_op(
-                ctx.cell, grad_h, grad_state_n, w_hh, h0, state0, h_all, state_all, saved, p, dt, ctx.eps, *batch_sizes
-            )
+                ctx.cell, grad_h, grad_state_n, w_hh, h0, state0, h_all, state_all, saved, p, dt, ctx.eps, batch_sizes,
+                ctx.precision)
         grads = library.first_order_only("recurrence", (h_all, grad_h, grad_state_n),
                                   (grad_xg, grad_w, grad_h0, grad_state0, grad_p if p is not None else None))
-        return (None, *grads, None, None, None, *(None for _ in batch_sizes))
+        return (None, *grads, None, None, None, None, None)  # cell, ..., eps, save, batch_sizes, precision
 
     return recurrence_backward
 

@@ -23,6 +23,7 @@ import warnings
 
 import torch
 
+from tsrnn import precision
 from tsrnn.ops.recurrence import export_scan
 from tsrnn.ops.recurrence.cells import math_dtype
 
@@ -98,7 +99,8 @@ def run_operator(path, cell, x, h0, states, w_ih, w_hh, bias, p, dt, eps, traces
         torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in differentiable))
     h_all, state_n, _, saved = path.operators.recurrence_forward(
         cell.name, xg, w_hh.to(math), h0.to(math), state0, None if p is None else p.to(math),
-        None if dt is None else dt.to(math), eps, save, None if packing is None else packing.batch_sizes)
+        None if dt is None else dt.to(math), eps, save, None if packing is None else packing.batch_sizes,
+        precision.products(x.dtype, x.device))
     per_step = None
     if traces:
         saved = saved if packing is None else packing.unpack(saved)  # (T, B, K*H), zero past the ends

@@ -173,7 +173,7 @@ def _forward_kernel(xg_ptr, h0_ptr, s0_ptr, w_ptr, h_ptr, state_ptr, act_ptr, p_
                        act0, act1, act2, act3, act4, ms)
 
 
-def recurrence_forward(cell, xg, w_hh, h0, state0, p, dt, eps, save, batch_sizes=None, w_on_chip=None):
+def recurrence_forward(cell, xg, w_hh, h0, state0, p, dt, eps, save, batch_sizes=None, precision="ieee", w_on_chip=None):
     """torch.ops.tsrnn_triton_persistent.recurrence_forward: h_all [T,B,H] ([N,H] packed), state_n
     [S,B,H] (each row's states after its last step), state_all [T,S,B,H], saved ([T,B,K*H], [N,K*H]
     packed). w_on_chip: None for the rule of ``w_fits_on_chip``, or True / False to force (the
@@ -281,7 +281,7 @@ def _backward_kernel(act_ptr, s0_ptr, state_ptr, gh_ptr, gs_ptr, w_ptr, dz_ptr, 
 
 
 def recurrence_backward(cell, grad_h, grad_state_n, w_hh, h0, state0, h_all, state_all, saved, p, dt, eps,
-                        batch_sizes=None, w_on_chip=None):
+                        batch_sizes=None, precision="ieee", w_on_chip=None):
     """torch.ops.tsrnn_triton_persistent.recurrence_backward: grad_xg ([T,B,G*H], [N,G*H] packed),
     grad_w_hh, grad_h0, grad_state0, grad_p. w_on_chip: as for recurrence_forward."""
     b = backward_prologue(cell, grad_h, grad_state_n, w_hh, h0, state0, h_all, state_all, saved, p, dt, eps,

@@ -82,7 +82,7 @@ def _forward_step(xg_ptr, hprev_ptr, w_ptr, prev_ptr, next_ptr, h_ptr, act_ptr, 
     tl.store(h_ptr + unit, h, mask=m2)
 
 
-def recurrence_forward(cell, xg, w_hh, h0, state0, p, dt, eps, save, batch_sizes=None):
+def recurrence_forward(cell, xg, w_hh, h0, state0, p, dt, eps, save, batch_sizes=None, precision="ieee"):
     """torch.ops.tsrnn_triton_step.recurrence_forward: h_all [T,B,H] ([N,H] packed), state_n [S,B,H]
     (each row's states after its last step), state_all [T,S,B,H], saved ([T,B,K*H], [N,K*H] packed)."""
     f = forward_prologue(cell, xg, w_hh, h0, state0, p, dt, eps, save, batch_sizes)
@@ -137,7 +137,7 @@ def _backward_step(act_ptr, prev_ptr, next_ptr, dh_ptr, gh_ptr, ds_ptr, dz_ptr, 
 
 
 def recurrence_backward(cell, grad_h, grad_state_n, w_hh, h0, state0, h_all, state_all, saved, p, dt, eps,
-                        batch_sizes=None):
+                        batch_sizes=None, precision="ieee"):
     """torch.ops.tsrnn_triton_step.recurrence_backward: grad_xg ([T,B,G*H], [N,G*H] packed),
     grad_w_hh, grad_h0, grad_state0, grad_p."""
     b = backward_prologue(cell, grad_h, grad_state_n, w_hh, h0, state0, h_all, state_all, saved, p, dt, eps,
