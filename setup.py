@@ -108,7 +108,7 @@ def cuda_extension():
         say(f"no GPU visible and TORCH_CUDA_ARCH_LIST unset: building the CUDA extension for {DEFAULT_CUDA_ARCHS}")
     return cpp_extension.CUDAExtension(
         "tsrnn._cuda",
-        ["csrc/recurrence/cuda/binding.cpp", "csrc/recurrence/cuda/recurrence.cu"],
+        ["csrc/recurrence/cuda/binding.cpp", *sorted(glob.glob("csrc/recurrence/cuda/*.cu"))],
         include_dirs=[os.path.join(ROOT, "csrc")],
         extra_compile_args={"cxx": ["-O3", "-g0", LIMITED_API[1]], "nvcc": ["-O3", "-std=c++17"]},
         extra_link_args=list(shared_cxx_runtime()),

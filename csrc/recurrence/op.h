@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "recurrence/cells.h"
+#include "recurrence/products.h"
 
 namespace tsrnn {
 
@@ -43,13 +44,7 @@ inline void check_tensor(const Tensor& t, const char* name, int64_t dim, const T
               t.scalar_type(), ", expected ", like.scalar_type());
 }
 
-// The precision of the recurrent products (W_hh h, W_hh^T dz) and of dW_hh's GEMM that a call asks
-// for (tsrnn.precision.products, the schema's `precision`): "ieee" exact in the math dtype, "tf32"
-// operands rounded to TF32 (cvt.rna: 10 mantissa bits), "bf16" operands rounded to bfloat16, each
-// with float32 accumulation. Gate math, the states, dstate and dp are float32 (or float64) always.
-// A kernel may compute more exactly than asked: the CPU and the cooperative CUDA kernels run ieee.
-enum class Products { kIeee, kTf32, kBf16 };
-
+// The Products of a call's `precision` ("ieee", "tf32", "bf16"; csrc/recurrence/products.h).
 inline Products products_of(const std::string& name) {
   if (name == "ieee") return Products::kIeee;
   if (name == "tf32") return Products::kTf32;

@@ -1,11 +1,13 @@
 """Compiles the SIMT emulation (tests/simt/simt.h) with g++ into a shared library of torch operators.
 
-Four objects: the kernels of csrc/recurrence/cuda/recurrence.cu, compiled as C++ with tests/simt/include
-ahead of the system headers (its <cuda_runtime.h> and <cooperative_groups.h> are the emulation);
+Five objects: the kernels of csrc/recurrence/cuda/recurrence.cu and cluster_recurrence.cu, each
+compiled as C++ with tests/simt/include ahead of the system headers (its <cuda_runtime.h>,
+<cooperative_groups.h>, <mma.h> and <cuda_bf16.h> are the emulation);
 the emulation's runtime (simt.cpp); its probes (probes.cpp); and the torch binding (binding.cpp, the CUDA binding's own
 policy). ``sanitize`` builds the first three with AddressSanitizer and UndefinedBehaviorSanitizer (a
 process must preload libasan: see ``sanitizer_environment``); ``drop_barrier_line`` turns the
-barrier on that line of recurrence.cu into a no-op. Libraries are cached under
+barrier on that line of one kernel file (``drop_in``: recurrence.cu or cluster_recurrence.cu) into a
+no-op. Libraries are cached under
 ``$TSRNN_SIMT_CACHE`` (default ~/.cache/tsrnn-simt, else the temporary directory) by the hash of every source, flag and version,
 so a rerun of the tests compiles nothing; the binding object (half a minute: the torch headers)
 is shared by every variant.
@@ -26,7 +28,8 @@ from torch.utils import cpp_extension
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
-KERNELS = ROOT / "csrc" / "recurrence" / "cuda" / "recurrence.cu"
+KERNELS = ROOT / "csrc" / "recurrence" / "cuda" / "recurrence.cu"  # the cooperative kernel
+CLUSTER_KERNELS = KERNELS.with_name("cluster_recurrence.cu")  # the cluster-resident tensor-core kernel
 SANITIZE = ["-fsanitize=address,undefined", "-fno-sanitize-recover=all", "-fno-omit-frame-pointer"]
 INCLUDES = [f"-I{HERE / 'include'}", f"-I{HERE}", f"-I{ROOT / 'csrc'}"]
 COMMON = ["g++", "-std=c++20", "-fPIC", "-O1", "-g0", "-w"]
@@ -70,11 +73,12 @@ def _cache_root() -> Path:
         return Path(tempfile.gettempdir()) / f"tsrnn-simt-{os.getuid()}"
 
 
-def library(sanitize: bool = False, drop_barrier_line: int = 0) -> Path:
+def library(sanitize: bool = False, drop_barrier_line: int = 0, drop_in: Path = KERNELS) -> Path:
     """The emulation's shared library for this variant, compiled if not cached."""
     cache = _cache_root() / _digest()
     cache.mkdir(parents=True, exist_ok=True)
-    variant = ("asan" if sanitize else "plain") + (f"-drop{drop_barrier_line}" if drop_barrier_line else "")
+    base = "asan" if sanitize else "plain"
+    variant = base + (f"-drop{drop_barrier_line}-{drop_in.stem}" if drop_barrier_line else "")
     target = cache / f"tsrnn_simt_{variant}.so"
     with open(cache / ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # pytest-xdist workers build one at a time
@@ -83,12 +87,16 @@ def library(sanitize: bool = False, drop_barrier_line: int = 0) -> Path:
         flags = COMMON + (SANITIZE if sanitize else []) + INCLUDES
         drop = [f"-DSIMT_DROP_BARRIER_LINE={drop_barrier_line}"] if drop_barrier_line else []
         binding = cache / "binding.o"
-        jobs = {
-            cache / f"kernels_{variant}.o": flags + drop + ["-x", "c++", "-c", str(KERNELS)],
-            cache / f"simt_{'asan' if sanitize else 'plain'}.o": flags + ["-c", str(HERE / "simt.cpp")],
-            cache / f"probes_{'asan' if sanitize else 'plain'}.o": flags + ["-c", str(HERE / "probes.cpp")],
-            binding: COMMON + INCLUDES + _binding_flags() + ["-c", str(HERE / "binding.cpp")],
+        jobs = {  # an object is shared by the variants it does not differ in
+            cache / f"{source.stem}_{variant if source == drop_in else base}.o":
+                flags + (drop if source == drop_in else []) + ["-x", "c++", "-c", str(source)]
+            for source in (KERNELS, CLUSTER_KERNELS)
         }
+        jobs.update({
+            cache / f"simt_{base}.o": flags + ["-c", str(HERE / "simt.cpp")],
+            cache / f"probes_{base}.o": flags + ["-c", str(HERE / "probes.cpp")],
+            binding: COMMON + INCLUDES + _binding_flags() + ["-c", str(HERE / "binding.cpp")],
+        })
         todo = [command + ["-o", str(out)] for out, command in jobs.items() if not out.exists()]
         with concurrent.futures.ThreadPoolExecutor(max(1, len(todo))) as pool:
             list(pool.map(_compile, todo))

@@ -27,6 +27,7 @@ from tsrnn.backend import tolerance
 
 NAME = "cuda_simt"
 NAMESPACE = "tsrnn_simt"
+CLUSTER_NAMESPACE = "tsrnn_simt_cluster"
 H100_SHARED_OPTIN = 232448  # bytes of shared memory one block may opt in to on an H100
 _devices: dict[tuple[int, int], int] = {}
 _loaded: dict[str, torch.library.Library] = {}  # the library file loaded -> the namespace's definitions
@@ -39,6 +40,7 @@ def load(library) -> None:
             raise RuntimeError(f"one emulation library per process: {next(iter(_loaded))} is loaded, not {library}")
         return
     recurrence_op.define(NAMESPACE, plan=True)
+    recurrence_op.define(CLUSTER_NAMESPACE, plan=True, config=True)  # the cluster kernel's (tests/simt/cluster.py)
     torch.ops.load_library(str(library))
     _loaded[str(library)] = ops_library.library(NAMESPACE)
 
@@ -72,16 +74,17 @@ def nan_filled():
 
 
 @contextlib.contextmanager
-def registered():
-    """The registry with the emulated path added (and the NaN fill of fresh memory on), as it was
-    after."""
+def registered(record: backend.Path | None = None):
+    """The registry with an emulated path added (``record``, the cooperative kernel's by default)
+    and the NaN fill of fresh memory on, as it was after; yields the path's name."""
+    record = record or path()
     saved = dict(backend.REGISTRY), dict(backend.PATHS)
-    backend.REGISTRY[NAME] = path()
-    backend.PATHS["recurrence"] = backend.PATHS["recurrence"] + (NAME,)
+    backend.REGISTRY[record.name] = record
+    backend.PATHS["recurrence"] = backend.PATHS["recurrence"] + (record.name,)
     backend.forget()
     try:
         with nan_filled():
-            yield NAME
+            yield record.name
     finally:
         backend.forget()
         backend.REGISTRY.clear()

@@ -396,21 +396,27 @@ class FakeClock:
 
 @pytest.fixture
 def fake_cuda(monkeypatch):
-    """A CUDA build without a GPU: the persistent CUDA kernel takes H <= 64 (fake plan), Triton
+    """A CUDA build without a GPU: the cooperative CUDA kernel takes H <= 64 and the cluster-resident
+    one nothing (fake plans; test_auto_on_cuda_candidates_in_order lets it take H <= 32), Triton
     imports, and the tuner reads a FakeClock."""
     monkeypatch.setattr(choice, "time", FakeClock())
     monkeypatch.setattr(registry, "CUDA_LOAD_ERROR", None)
     monkeypatch.setattr(registry, "triton_available", lambda: True)
     monkeypatch.setattr(registry, "_cuda_coop_blocks", lambda call: int(call.shape[3] <= 64))
+    monkeypatch.setattr(registry, "_cuda_cluster_blocks", lambda call, products: 0)
     monkeypatch.setattr(choice, "_sync", lambda device: None)
 
 
-def test_auto_on_cuda_candidates_in_order(fake_cuda):
-    assert backend.candidates("auto", lstm_call(CUDA)) == ["cudnn", "cuda_coop", "triton_persistent", "triton_step"]
+def test_auto_on_cuda_candidates_in_order(fake_cuda, monkeypatch):
+    monkeypatch.setattr(registry, "_cuda_cluster_blocks", lambda call, products: int(call.shape[3] <= 32))
+    assert backend.candidates("auto", lstm_call(CUDA)) == ["cudnn", "cuda_cluster", "cuda_coop", "triton_persistent",
+                                                           "triton_step"]
+    assert backend.candidates("auto", lstm_call(CUDA, H=48)) == ["cudnn", "cuda_coop", "triton_persistent",
+                                                                 "triton_step"]
     assert backend.candidates("auto", lstm_call(CUDA, cell="plstm_coupled", H=100)) == ["triton_persistent",
                                                                                         "triton_step"]
     assert backend.candidates("auto", lstm_call(CUDA, H=200, forget=True)) == ["triton_step"]
-    # float64 math: no cuda_coop (float32 only); persistent Triton only up to 32 padded units
+    # float64 math: no CUDA kernel (float32 only); persistent Triton only up to 32 padded units
     assert backend.candidates("auto", lstm_call(CUDA, dtype=torch.float64, H=40)) == ["cudnn", "triton_step"]
     assert backend.candidates("triton", lstm_call(CUDA)) == ["triton_persistent", "triton_step"]
     assert backend.candidates("auto", backend.Call("linear_scan", CUDA, torch.float32, (5, 2))) == ["triton_scan"]

@@ -11,6 +11,9 @@ the modules, the test harness, the self-test and the benchmarks read it:
 ``cpu``              the compiled C++/OpenMP kernels (``tsrnn._C``), CPU tensors
 ``onednn``           torch's own LSTM kernel on CPU (oneDNN), LSTM cells only
 ``cudnn``            torch's own LSTM kernel on CUDA (cuDNN), LSTM cells only
+``cuda_cluster``     the cluster-resident tensor-core CUDA kernel (``tsrnn._cuda``):
+                     float32 math, products in the call's precision (TF32 / bf16 wmma),
+                     W_hh in the shared memory of one thread-block cluster per batch tile
 ``cuda_coop``        the persistent cooperative CUDA kernel (``tsrnn._cuda``): float32
                      math, W_hh split over the SMs' shared memory
 ``triton_persistent`` Triton, the time loop inside one launch: padded H <= 128 (float32
@@ -27,6 +30,7 @@ under ``TRITON_INTERPRET=1`` (how the tests run it without a GPU).
 """
 from __future__ import annotations
 
+import os
 import warnings
 from dataclasses import dataclass
 from typing import Callable, Mapping
@@ -34,6 +38,7 @@ from typing import Callable, Mapping
 import torch
 
 from tsrnn import _validation as check
+from tsrnn import precision
 from tsrnn.ops import checks, library, projection
 from tsrnn.ops.extensions import CUDA_LOAD_ERROR, LOAD_ERROR
 from tsrnn.ops.linear_scan import paths as scan_paths
@@ -160,6 +165,35 @@ def _cooperative_cuda(call: Call) -> str | None:
     return None
 
 
+_cluster_blocks: dict[tuple, int] = {}  # (device index, cell, H, B, precision, TSRNN_CLUSTER) -> blocks
+
+
+def _cuda_cluster_blocks(call: Call, products: str) -> int:
+    """Thread blocks of the cluster-resident kernel's plan for this cell, H, B and precision on the
+    call's device (0: no fit), asked once per key (and TSRNN_CLUSTER, the GPU report's forced
+    configuration); while torch.compile traces, an unknown key counts as no fit."""
+    index = call.device.index if call.device.index is not None else torch.cuda.current_device()
+    key = (index, call.cell, call.shape[3], call.shape[1], products, os.environ.get("TSRNN_CLUSTER", ""))
+    if key not in _cluster_blocks:
+        if torch.compiler.is_compiling():
+            return 0
+        probe = torch.empty(0, call.shape[3], device=call.device, dtype=torch.float32)  # sizes only
+        _cluster_blocks[key] = torch.ops.tsrnn_cluster.recurrence_plan(call.cell, probe, call.shape[1], products)
+    return _cluster_blocks[key]
+
+
+def _cluster_cuda(call: Call) -> str | None:
+    if CUDA_LOAD_ERROR is not None:
+        return f"the extension tsrnn._cuda did not load ({CUDA_LOAD_ERROR})"
+    if call.math_dtype != torch.float32:
+        return "it computes in float32 only"
+    products = precision.products(call.dtype, call.device)
+    if _cuda_cluster_blocks(call, products) < 1:
+        return (f"H={call.shape[3]} does not fit: W_hh ({products} operands) must fit in the shared memory of one "
+                "thread-block cluster of at most 16 blocks (sm_90), or of one block")
+    return None
+
+
 def _triton_persistent(call: Call) -> str | None:
     return capacity.persistent_why_not(call.shape[3], call.math_dtype)
 
@@ -175,7 +209,9 @@ class Path:
     besides its own name ("native", "triton", or None); ``kind``: what it is, "reference" (the step
     loops), "torch_lstm" (torch's LSTM kernel, tried first by "auto" and trusted as the reference
     is) or "operator" (the ops of ``namespace``); ``rule``: its other conditions; ``projection``:
-    an operator path's input projection x w^T + b."""
+    an operator path's input projection x w^T + b; ``products``: the precision of its products for
+    a layer's (dtype, device), ``tsrnn.precision.products`` (the emulated kernels of the tests fix
+    one)."""
 
     name: str
     run: Mapping[str, Callable]
@@ -185,6 +221,7 @@ class Path:
     rule: Callable[[Call], str | None]
     namespace: str | None = None
     projection: Callable | None = None
+    products: Callable[[torch.dtype, torch.device], str] = precision.products
 
     @property
     def ops(self) -> tuple[str, ...]:
@@ -231,6 +268,8 @@ REGISTRY = {path.name: path for path in (
     Path("cpu", _OPERATOR, ("cpu",), "native", "operator", _compiled_cpu, library.COMPILED, _COMPILED_PROJECTION),
     Path("onednn", _TORCH_LSTM, ("cpu",), None, "torch_lstm", _torch_lstm),
     Path("cudnn", _TORCH_LSTM, ("cuda",), None, "torch_lstm", _torch_lstm),
+    Path("cuda_cluster", _RECURRENCE, ("cuda",), "native", "operator", _cluster_cuda, "tsrnn_cluster",
+         _TORCH_PROJECTION),
     Path("cuda_coop", _RECURRENCE, ("cuda",), "native", "operator", _cooperative_cuda, library.COMPILED,
          _TORCH_PROJECTION),
     Path("triton_persistent", _RECURRENCE, ("cuda",), "triton", "operator", _triton_persistent,

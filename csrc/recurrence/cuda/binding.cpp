@@ -1,10 +1,14 @@
-// Torch binding of the persistent CUDA recurrence (csrc/recurrence/cuda/recurrence.cu): the CUDA kernels of
-// torch.ops.tsrnn.recurrence_forward / recurrence_backward / recurrence_plan, whose schemas are in
-// tsrnn/ops/recurrence/op.py, and the Python module tsrnn._cuda that registers them when imported.
+// Torch binding of the persistent CUDA recurrences: the cooperative kernel
+// (csrc/recurrence/cuda/recurrence.cu) as the CUDA kernels of torch.ops.tsrnn.recurrence_forward /
+// recurrence_backward / recurrence_plan, the cluster-resident tensor-core kernel
+// (csrc/recurrence/cuda/cluster_recurrence.cu) as those of torch.ops.tsrnn_cluster (and its
+// recurrence_config), whose schemas are in tsrnn/ops/recurrence/op.py, and the Python module
+// tsrnn._cuda that registers them when imported.
 #include <Python.h>
 #include <ATen/ATen.h>
 #include <torch/library.h>
 
+#include "recurrence/cuda/cluster_policy.h"
 #include "recurrence/cuda/cuda_recurrence.h"
 
 extern "C" {
@@ -17,11 +21,28 @@ PyObject* PyInit__cuda(void) {
 namespace tsrnn {
 namespace {
 
+void check_plan_weight(const Tensor& w_hh) {
+  TORCH_CHECK(w_hh.dim() == 2 && w_hh.is_cuda(), "tsrnn: the plan takes a 2-D CUDA w_hh, got ", w_hh.sizes(), " on ",
+              w_hh.device());
+}
+
 int64_t recurrence_plan(const std::string& cell, const Tensor& w_hh, int64_t /*batch*/, const std::string& /*precision*/) {
-  TORCH_CHECK(w_hh.dim() == 2 && w_hh.is_cuda(), "tsrnn: recurrence_plan takes a 2-D CUDA w_hh, got ",
-              w_hh.sizes(), " on ", w_hh.device());
+  check_plan_weight(w_hh);
   const c10::cuda::CUDAGuard guard(w_hh.device());
   return cuda_binding::plan_blocks(cell, w_hh);
+}
+
+int64_t cluster_plan(const std::string& cell, const Tensor& w_hh, int64_t batch, const std::string& precision) {
+  check_plan_weight(w_hh);
+  const c10::cuda::CUDAGuard guard(w_hh.device());
+  return cuda_binding::cluster_plan_blocks(cell, w_hh, batch, precision);
+}
+
+std::vector<int64_t> cluster_config(const std::string& cell, const Tensor& w_hh, int64_t batch,
+                                    const std::string& precision) {
+  check_plan_weight(w_hh);
+  const c10::cuda::CUDAGuard guard(w_hh.device());
+  return cuda_binding::cluster_config(cell, w_hh, batch, precision);
 }
 
 }  // namespace
@@ -30,6 +51,13 @@ TORCH_LIBRARY_IMPL(tsrnn, CUDA, m) {
   m.impl("recurrence_forward", &recurrence_forward<cuda_binding::CudaRecurrence>);
   m.impl("recurrence_backward", &recurrence_backward<cuda_binding::CudaRecurrence>);
   m.impl("recurrence_plan", &recurrence_plan);
+}
+
+TORCH_LIBRARY_IMPL(tsrnn_cluster, CUDA, m) {
+  m.impl("recurrence_forward", &recurrence_forward<cuda_binding::ClusterRecurrence>);
+  m.impl("recurrence_backward", &recurrence_backward<cuda_binding::ClusterRecurrence>);
+  m.impl("recurrence_plan", &cluster_plan);
+  m.impl("recurrence_config", &cluster_config);
 }
 
 }  // namespace tsrnn

@@ -72,6 +72,35 @@ inline Tensor device_offsets(const Steps& steps, const at::Device& device) {
 #endif
 }
 
+// The kernels' arguments (csrc/recurrence/cuda/recurrence.h) of a forward call, its step offsets
+// on the device (device_offsets).
+inline cuda::ForwardArgs forward_args(const ForwardTensors& io, const Tensor& offsets) {
+  return cuda::ForwardArgs{io.xg.data_ptr<float>(), io.w_hh.data_ptr<float>(), io.h0.data_ptr<float>(),
+                           io.state0.data_ptr<float>(), data_or_null<float>(io.p),
+                           data_or_null<float>(io.dt), offsets_or_null(offsets), io.h_all.data_ptr<float>(),
+                           io.state_all.data_ptr<float>(), io.save ? io.saved.data_ptr<float>() : nullptr,
+                           static_cast<int>(io.s.T), static_cast<int>(io.s.B), static_cast<int>(io.s.H),
+                           static_cast<float>(io.eps)};
+}
+
+// The kernels' arguments of a backward call.
+inline cuda::BackwardArgs backward_args(const BackwardTensors& io, const Tensor& offsets) {
+  return cuda::BackwardArgs{data_or_null<float>(io.grad_h), io.w_hh.data_ptr<float>(),
+                            io.state0.data_ptr<float>(), io.state_all.data_ptr<float>(),
+                            io.saved.data_ptr<float>(), data_or_null<float>(io.p),
+                            data_or_null<float>(io.dt), offsets_or_null(offsets), io.dz.data_ptr<float>(),
+                            io.dh.data_ptr<float>(), io.dstate.data_ptr<float>(),
+                            io.dp.defined() ? io.dp.data_ptr<float>() : nullptr,
+                            static_cast<int>(io.s.T), static_cast<int>(io.s.B), static_cast<int>(io.s.H),
+                            static_cast<float>(io.eps)};
+}
+
+// The float32 check of the CUDA kernels' inputs.
+inline void check_float32(const Tensor& t) {
+  TORCH_CHECK(t.scalar_type() == at::kFloat, "tsrnn: the CUDA kernels take float32, got ", t.scalar_type(),
+              " (tsrnn.functional runs bf16/fp16 layers in float32)");
+}
+
 // Thread blocks of the persistent kernel of `cell` for w_hh on the current device (0: no fit).
 inline int64_t plan_blocks(const std::string& cell, const Tensor& w_hh) {
   int64_t blocks = 0;
@@ -87,10 +116,7 @@ struct CudaRecurrence : AtenBuffersAndGemm {
   using DeviceGuard = c10::cuda::CUDAGuard;
   using Plan = cuda::Plan;
 
-  static void check_dtype(const Tensor& t) {
-    TORCH_CHECK(t.scalar_type() == at::kFloat, "tsrnn: the CUDA kernels take float32, got ", t.scalar_type(),
-                " (tsrnn.functional runs bf16/fp16 layers in float32)");
-  }
+  static void check_dtype(const Tensor& t) { check_float32(t); }
 
   template <typename Cell>
   static Plan plan(const Tensor& w_hh, const Shapes& s, Products /*products*/) {
@@ -106,28 +132,14 @@ struct CudaRecurrence : AtenBuffersAndGemm {
   template <typename Cell>
   static void forward(const Plan& plan, const ForwardTensors& io) {
     const Tensor offsets = device_offsets(io.steps, io.xg.device());
-    const cuda::ForwardArgs args{io.xg.data_ptr<float>(), io.w_hh.data_ptr<float>(), io.h0.data_ptr<float>(),
-                                 io.state0.data_ptr<float>(), data_or_null<float>(io.p),
-                                 data_or_null<float>(io.dt), offsets_or_null(offsets), io.h_all.data_ptr<float>(),
-                                 io.state_all.data_ptr<float>(), io.save ? io.saved.data_ptr<float>() : nullptr,
-                                 static_cast<int>(io.s.T), static_cast<int>(io.s.B), static_cast<int>(io.s.H),
-                                 static_cast<float>(io.eps)};
-    check_cuda(cuda::forward<Cell>(plan, args, c10::cuda::getCurrentCUDAStream()),
+    check_cuda(cuda::forward<Cell>(plan, forward_args(io, offsets), c10::cuda::getCurrentCUDAStream()),
                "launching the persistent forward kernel");
   }
 
   template <typename Cell>
   static void backward(const Plan& plan, const BackwardTensors& io) {
     const Tensor offsets = device_offsets(io.steps, io.dz.device());
-    const cuda::BackwardArgs args{data_or_null<float>(io.grad_h), io.w_hh.data_ptr<float>(),
-                                  io.state0.data_ptr<float>(), io.state_all.data_ptr<float>(),
-                                  io.saved.data_ptr<float>(), data_or_null<float>(io.p),
-                                  data_or_null<float>(io.dt), offsets_or_null(offsets), io.dz.data_ptr<float>(),
-                                  io.dh.data_ptr<float>(),
-                                  io.dstate.data_ptr<float>(), io.dp.defined() ? io.dp.data_ptr<float>() : nullptr,
-                                  static_cast<int>(io.s.T), static_cast<int>(io.s.B), static_cast<int>(io.s.H),
-                                  static_cast<float>(io.eps)};
-    check_cuda(cuda::backward<Cell>(plan, args, c10::cuda::getCurrentCUDAStream()),
+    check_cuda(cuda::backward<Cell>(plan, backward_args(io, offsets), c10::cuda::getCurrentCUDAStream()),
                "launching the persistent backward kernel");
   }
 };

@@ -26,6 +26,7 @@
 #include <algorithm>
 
 #include "recurrence/cells.h"
+#include "recurrence/cuda/device_common.h"
 #include "recurrence/cuda/recurrence.h"
 
 namespace tsrnn {
@@ -43,29 +44,6 @@ __device__ inline float warp_sum(float v) {
   return v;
 }
 
-// The block's dynamic shared memory (the launch's shared_bytes). Under the SIMT emulation of the
-// tests (tests/simt, which defines TSRNN_SIMT), the emulator's buffer of the running block.
-__device__ inline float* dynamic_shared() {
-#ifdef TSRNN_SIMT
-  return static_cast<float*>(simt::dynamic_shared());
-#else
-  extern __shared__ float shared[];
-  return shared;
-#endif
-}
-
-// The first packed row of step t and how many rows it runs (padded: t*B and B).
-struct StepRows {
-  long long first;
-  int rows;
-};
-
-__device__ inline StepRows step_rows(const std::int64_t* offsets, int t, int B) {
-  if (!offsets) return {static_cast<long long>(t) * B, B};
-  const long long first = offsets[t];
-  return {first, static_cast<int>(offsets[t + 1] - first)};
-}
-
 // v[u] of lane u (u < kMaxUnits), with compile-time indices only (no local-memory array).
 __device__ inline float pick(const float (&v)[kMaxUnits], int u) {
   float out = 0.f;
@@ -77,7 +55,7 @@ __device__ inline float pick(const float (&v)[kMaxUnits], int u) {
 template <class C>
 __global__ void __launch_bounds__(kThreads) forward_kernel(ForwardArgs a, int units) {
   constexpr int G = C::kGates, S = C::kStates, K = C::kSaved;
-  float* const w_s = dynamic_shared();  // [G][units][H]: w_s[(g*units + u)*H + k] = W_hh[g*H + j0 + u, k]
+  float* const w_s = dynamic_shared<float>();  // [G][units][H]: w_s[(g*units + u)*H + k] = W_hh[g*H + j0 + u, k]
   const int H = a.H, B = a.B;
   const long long BH = static_cast<long long>(B) * H;
   const int j0 = blockIdx.x * units;
@@ -157,7 +135,7 @@ __global__ void __launch_bounds__(kThreads) forward_kernel(ForwardArgs a, int un
 template <class C>
 __global__ void __launch_bounds__(kThreads) backward_kernel(BackwardArgs a, int units) {
   constexpr int G = C::kGates, S = C::kStates, K = C::kSaved;
-  float* const w_s = dynamic_shared();  // [units][G*H]: w_s[u*G*H + r] = W_hh[r, k0 + u]
+  float* const w_s = dynamic_shared<float>();  // [units][G*H]: w_s[u*G*H + r] = W_hh[r, k0 + u]
   const int H = a.H, B = a.B, GH = G * a.H;
   const long long BH = static_cast<long long>(B) * H;
   const int k0 = blockIdx.x * units;

@@ -42,6 +42,12 @@ SCHEMAS = {
 # w_hh (its device, dtype and H), a batch of ``batch`` rows and products in ``precision``, 0 where
 # it does not fit on chip or cannot launch.
 PLAN_SCHEMA = "recurrence_plan(str cell, Tensor w_hh, int batch=0, str precision=\"ieee\") -> int"
+# Compiled, the cluster-resident kernel only: its plan for a batch of ``batch`` rows and products in
+# ``precision`` as [cluster size, batch tile, clusters, units a block, forward and backward shared
+# bytes a block], all zero where nothing fits.
+CONFIG_SCHEMA = "recurrence_config(str cell, Tensor w_hh, int batch, str precision) -> int[]"
+# The namespace of the cluster-resident tensor-core CUDA kernel (tsrnn._cuda registers its kernels).
+CLUSTER = "tsrnn_cluster"
 # The Triton namespaces and the modules of their kernels.
 TRITON = {"tsrnn_triton_step": "tsrnn.ops.recurrence.triton_step",
           "tsrnn_triton_persistent": "tsrnn.ops.recurrence.triton_persistent"}
@@ -95,16 +101,19 @@ def _recurrence_autograd(backward_op):
     return recurrence_backward
 
 
-def define(namespace: str, kernels: str | None = None, plan: bool = False) -> None:
+def define(namespace: str, kernels: str | None = None, plan: bool = False, config: bool = False) -> None:
     """Defines the recurrence ops in ``namespace``: their kernels the functions of the module
     ``kernels``, or compiled (registered by a C++ library) where None; with ``plan``, also the
-    compiled kernel's planning op (PLAN_SCHEMA)."""
+    compiled kernel's planning op (PLAN_SCHEMA), with ``config`` its configuration (CONFIG_SCHEMA)."""
     library.define(namespace, "recurrence", SCHEMAS, _recurrence_fake, _recurrence_backward_fake, _recurrence_autograd,
                    _recurrence_setup, kernels)
     if plan:
         library.library(namespace).define(PLAN_SCHEMA)
+    if config:
+        library.library(namespace).define(CONFIG_SCHEMA)
 
 
 define(library.COMPILED, plan=True)
+define(CLUSTER, plan=True, config=True)
 for _namespace, _kernels in TRITON.items():
     define(_namespace, _kernels)

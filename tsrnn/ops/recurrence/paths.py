@@ -23,7 +23,6 @@ import warnings
 
 import torch
 
-from tsrnn import precision
 from tsrnn.ops.recurrence import export_scan
 from tsrnn.ops.recurrence.cells import math_dtype
 
@@ -100,7 +99,7 @@ def run_operator(path, cell, x, h0, states, w_ih, w_hh, bias, p, dt, eps, traces
     h_all, state_n, _, saved = path.operators.recurrence_forward(
         cell.name, xg, w_hh.to(math), h0.to(math), state0, None if p is None else p.to(math),
         None if dt is None else dt.to(math), eps, save, None if packing is None else packing.batch_sizes,
-        precision.products(x.dtype, x.device))
+        path.products(x.dtype, x.device))
     per_step = None
     if traces:
         saved = saved if packing is None else packing.unpack(saved)  # (T, B, K*H), zero past the ends

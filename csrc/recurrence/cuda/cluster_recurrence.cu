@@ -1,0 +1,475 @@
+// The cluster-resident recurrence on tensor cores: one launch per direction runs all T steps, each
+// batch tile of `tile` rows on one thread-block cluster of c <= 16 blocks that keeps W_hh in its
+// shared memory for the whole sequence, with no grid-wide synchronisation.
+//
+// Block r of a cluster owns the hidden units J_r = [r U, min(H, (r + 1) U)) and holds their rows of
+// W_hh, rounded once to the operand type (csrc/recurrence/products.h), as W_r [rows][width]: row
+// g U + u is W_hh[g H + j0 + u, :] (gate g of unit j0 + u), padded with zero rows and columns to
+// multiples of 16. Forward, step t (z_t = W_hh h_{t-1}, then the cell of csrc/recurrence/cells.h):
+//   1. wait for phase A of the cluster barrier: h_{t-1} is complete in this block's h tile
+//      [tile][width] (t > 0; h0 is loaded at the start);
+//   2. the tensor cores form z_r = W_r h_tile^T [rows][tile] (wmma, float32 accumulation), stored
+//      to the block's z tile; arrive at phase B (this block is done reading its h tile);
+//   3. each thread applies the cell to its (unit, row) pairs: z + xg, the states kept in registers
+//      across the steps, h_t, the states and the saved activations written to global memory;
+//   4. wait for phase B (every block is done reading its h tile), then write the pairs' h_t,
+//      rounded to the operand type, into the h tile of every block of the cluster through
+//      distributed shared memory, and arrive at phase A.
+// Backward, step t from T-1 down to 0 (dL/dh_{t-1} = W_hh^T dz_t, reduced over the cluster):
+//   1. wait for phase A: every block's partial product P_q = W_q^T dz_q of step t+1 is complete;
+//      each pair's dL/dh_t is the sum over the cluster's blocks q of P_q at its (unit, row),
+//      read through distributed shared memory; arrive at phase B;
+//   2. the cell's backward (dstate and the per-row dL/dp in registers across the steps), dz_t
+//      to global memory (for the weight gradients) and, rounded, to the block's dz tile;
+//   3. wait for phase B (no block still reads this block's P), P_r = W_r^T dz_tile [width][tile]
+//      on the tensor cores, arrive at phase A.
+// After the loop, dL/dh0 = sum_q P_q, then dstate and dp are written once. dW_hh is one GEMM over
+// the h's after the kernel (csrc/recurrence/op.h). The two phases of the one hardware cluster
+// barrier make each step's exchange safe with a single h (or P) buffer per block; phase B's wait
+// comes after the cell, so only phase A's latency is on the critical path of a step.
+//
+// Packed sequences (recurrence.h): step t runs the rows b < rows(t) only; a pair of an inactive
+// row writes nothing forward and a zero dz backward, so its h tile row keeps the h of its last step
+// and its dL/dh is zero until the reverse sweep reaches its last step, as the cooperative kernel's.
+// Rows of the last tile past B compute on the zeros they were given and are never written out.
+// Products: kTf32 (wmma m16n16k8, the operands pre-rounded with cvt.rna), kBf16 (wmma m16n16k16),
+// kIeee (a scalar float32 loop with the same tiles, for callers that turned TF32 off).
+#include <cooperative_groups.h>
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+#include <mma.h>
+
+#include <algorithm>
+#include <climits>
+#include <type_traits>
+
+#include "recurrence/cells.h"
+#include "recurrence/cuda/cluster_recurrence.h"
+#include "recurrence/cuda/device_common.h"
+
+namespace tsrnn {
+namespace cuda {
+namespace cluster {
+namespace {
+
+namespace cg = cooperative_groups;
+namespace wmma = nvcuda::wmma;
+
+constexpr int kWarps = kThreads / 32;
+
+// The block's cluster (cooperative_groups' cluster_group, sm_90 on). Before sm_90 there are no
+// clusters and the plan launches clusters of one block: a cluster of one, whose barrier phases are
+// block barriers (arrive is a no-op, wait is __syncthreads) and whose only rank is the block's own.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+struct Cluster {
+  __device__ static unsigned num_blocks() { return 1; }
+  __device__ static unsigned block_rank() { return 0; }
+  __device__ static void barrier_arrive() {}
+  __device__ static void barrier_wait() { __syncthreads(); }
+  template <typename T>
+  __device__ static T* map_shared_rank(T* address, int /*rank*/) {
+    return address;
+  }
+};
+__device__ inline Cluster this_cluster() { return {}; }
+#else
+using Cluster = cg::cluster_group;
+__device__ inline Cluster this_cluster() { return cg::this_cluster(); }
+#endif
+
+// The operand type of products P and the rounding of a float32 value to it.
+template <Products P>
+struct Operand {
+  using T = float;
+  __device__ static float round(float x) { return x; }
+};
+template <>
+struct Operand<Products::kTf32> {
+  using T = float;
+  __device__ static float round(float x) { return wmma::__float_to_tf32(x); }
+};
+template <>
+struct Operand<Products::kBf16> {
+  using T = __nv_bfloat16;
+  __device__ static __nv_bfloat16 round(float x) { return __float2bfloat16(x); }
+};
+
+// What the kernels need of the plan.
+struct Shape {
+  int units, rows, width, tile;
+};
+
+// out = A B for one 16 x 16 tile, by one whole warp: A is 16 x inner, row-major (element (i, k) at
+// a[i * lda + k]) or, with ATransposed, column-major (at a[k * lda + i]); B is inner x 16,
+// column-major (element (k, n) at b[n * ldb + k]); out is column-major (element (i, n) at
+// out[n * ldo + i]); inner is a multiple of 16. The operands are already rounded to P's type.
+template <Products P, bool ATransposed>
+__device__ inline void tile_product(const typename Operand<P>::T* a, unsigned lda, const typename Operand<P>::T* b,
+                                    unsigned ldb, int inner, float* out, unsigned ldo) {
+  if constexpr (P == Products::kIeee) {
+    const int lane = threadIdx.x % 32, n = lane % 16, i0 = lane / 16 * 8;
+    float acc[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+    for (int k = 0; k < inner; ++k) {
+      const float bk = b[n * ldb + k];
+#pragma unroll
+      for (int i = 0; i < 8; ++i) acc[i] += (ATransposed ? a[k * lda + i0 + i] : a[(i0 + i) * lda + k]) * bk;
+    }
+#pragma unroll
+    for (int i = 0; i < 8; ++i) out[n * ldo + i0 + i] = acc[i];
+  } else {
+    constexpr int kK = P == Products::kTf32 ? 8 : 16;
+    using Element = std::conditional_t<P == Products::kTf32, wmma::precision::tf32, __nv_bfloat16>;
+    using LayoutA = std::conditional_t<ATransposed, wmma::col_major, wmma::row_major>;
+    wmma::fragment<wmma::matrix_a, 16, 16, kK, Element, LayoutA> fa;
+    wmma::fragment<wmma::matrix_b, 16, 16, kK, Element, wmma::col_major> fb;
+    wmma::fragment<wmma::accumulator, 16, 16, kK, float> acc;
+    wmma::fill_fragment(acc, 0.f);
+    for (int k = 0; k < inner; k += kK) {
+      wmma::load_matrix_sync(fa, ATransposed ? a + k * lda : a + k, lda);
+      wmma::load_matrix_sync(fb, b + k, ldb);
+      wmma::mma_sync(acc, fa, fb, acc);
+    }
+    wmma::store_matrix_sync(out, acc, ldo, wmma::mem_col_major);
+  }
+}
+
+// Loads block r's rows of W_hh into w [rows][width], rounded, zero where no unit or column is.
+template <class C, Products P>
+__device__ inline void load_weights(typename Operand<P>::T* w, const float* w_hh, int H, int j0, int nj,
+                                    const Shape& s) {
+  for (int idx = threadIdx.x; idx < s.rows * s.width; idx += blockDim.x) {
+    const int m = idx / s.width, k = idx % s.width, g = m / s.units, u = m % s.units;
+    const bool real = g < C::kGates && u < nj && k < H;
+    w[idx] = Operand<P>::round(real ? w_hh[static_cast<long long>(g * H + j0 + u) * H + k] : 0.f);
+  }
+}
+
+// The (unit, row) pair i of this thread: unit u of the block (u < nj), row n of the tile; `valid`
+// is false past the block's pairs.
+struct Pair {
+  int u, n;
+  bool valid;
+};
+
+__device__ inline Pair pair(int i, int nj, int tile) {
+  const int q = static_cast<int>(threadIdx.x) + i * kThreads;
+  return {nj > 0 ? q % nj : 0, nj > 0 ? q / nj : tile, nj > 0 && q < nj * tile};
+}
+
+template <class C, Products P>
+__global__ void __launch_bounds__(kThreads) forward_kernel(ForwardArgs a, Shape s) {
+  using T = typename Operand<P>::T;
+  constexpr int G = C::kGates, S = C::kStates, K = C::kSaved;
+  Cluster cluster = this_cluster();
+  const int c = static_cast<int>(cluster.num_blocks()), rank = static_cast<int>(cluster.block_rank());
+  const int H = a.H, b0 = static_cast<int>(blockIdx.x) / c * s.tile;
+  const int j0 = rank * s.units, nj = max(0, min(s.units, H - j0));
+  const long long BH = static_cast<long long>(a.B) * H;
+  T* const w = dynamic_shared<T>();                                       // [rows][width]
+  T* const h_tile = w + s.rows * s.width;                                 // [tile][width]
+  float* const z = reinterpret_cast<float*>(h_tile + s.tile * s.width);  // [tile][rows]
+  load_weights<C, P>(w, a.w_hh, H, j0, nj, s);
+  for (int idx = threadIdx.x; idx < s.tile * s.width; idx += blockDim.x) {
+    const int b = b0 + idx / s.width, k = idx % s.width;
+    h_tile[idx] = Operand<P>::round(b < a.B && k < H ? a.h0[static_cast<long long>(b) * H + k] : 0.f);
+  }
+  Pair pairs[kMaxPairs];      // this thread's (unit, row) pairs, the same at every step
+  float state[kMaxPairs][S];  // each pair's states after the last step it ran
+#pragma unroll
+  for (int i = 0; i < kMaxPairs; ++i) {
+    pairs[i] = pair(i, nj, s.tile);
+    const Pair q = pairs[i];
+#pragma unroll
+    for (int k = 0; k < S; ++k) {
+      state[i][k] = q.valid && b0 + q.n < a.B ? a.state0[k * BH + static_cast<long long>(b0 + q.n) * H + j0 + q.u] : 0.f;
+    }
+  }
+  __syncthreads();  // W and the h tile loaded
+  const int m_tiles = s.rows / 16, jobs = m_tiles * (s.tile / 16);
+  for (int t = 0; t < a.T; ++t) {
+    const StepRows step = step_rows(a.offsets, t, a.B);
+    if (t > 0) cluster.barrier_wait();  // phase A: h_{t-1} is in the h tile
+    for (int job = static_cast<int>(threadIdx.x) / 32; job < jobs; job += kWarps) {
+      const int mt = job % m_tiles, nt = job / m_tiles;
+      tile_product<P, false>(w + mt * 16 * s.width, s.width, h_tile + nt * 16 * s.width, s.width, s.width,
+                             z + nt * 16 * s.rows + mt * 16, s.rows);
+    }
+    __syncthreads();           // z complete
+    cluster.barrier_arrive();  // phase B: done reading the h tile
+    float h_new[kMaxPairs];
+#pragma unroll
+    for (int i = 0; i < kMaxPairs; ++i) {
+      const Pair q = pairs[i];
+      h_new[i] = 0.f;
+      if (!q.valid || b0 + q.n >= step.rows) continue;
+      const int j = j0 + q.u;
+      const long long row = step.first + b0 + q.n, n = static_cast<long long>(b0 + q.n) * H + j;
+      float zj[G], act[K], next[S];
+#pragma unroll
+      for (int g = 0; g < G; ++g) zj[g] = z[q.n * s.rows + g * s.units + q.u] + a.xg[row * G * H + g * H + j];
+      const float p = a.p ? a.p[j] : 0.f, dt = a.dt ? a.dt[row] : 1.f;
+      h_new[i] = C::forward(zj, 1, act, state[i], next, 1, 1, p, dt, a.eps);
+#pragma unroll
+      for (int k = 0; k < S; ++k) {
+        a.state_all[t * (S * BH) + k * BH + n] = next[k];
+        state[i][k] = next[k];
+      }
+      a.h_all[row * H + j] = h_new[i];
+      if (a.saved) {
+#pragma unroll
+        for (int k = 0; k < K; ++k) a.saved[row * K * H + k * H + j] = act[k];
+      }
+    }
+    cluster.barrier_wait();  // phase B: no block reads its h tile any more
+    if (t + 1 == a.T) break;
+    for (int peer = 0; peer < c; ++peer) {
+      T* const tile = cluster.map_shared_rank(h_tile, peer);
+#pragma unroll
+      for (int i = 0; i < kMaxPairs; ++i) {
+        const Pair q = pairs[i];
+        if (q.valid && b0 + q.n < step.rows) tile[q.n * s.width + j0 + q.u] = Operand<P>::round(h_new[i]);
+      }
+    }
+    cluster.barrier_arrive();  // phase A: h_t written into every block's h tile
+  }
+}
+
+template <class C, Products P>
+__global__ void __launch_bounds__(kThreads) backward_kernel(BackwardArgs a, Shape s) {
+  using T = typename Operand<P>::T;
+  constexpr int G = C::kGates, S = C::kStates, K = C::kSaved;
+  Cluster cluster = this_cluster();
+  const int c = static_cast<int>(cluster.num_blocks()), rank = static_cast<int>(cluster.block_rank());
+  const int H = a.H, GH = G * a.H, b0 = static_cast<int>(blockIdx.x) / c * s.tile;
+  const int j0 = rank * s.units, nj = max(0, min(s.units, H - j0));
+  const long long BH = static_cast<long long>(a.B) * H;
+  T* const w = dynamic_shared<T>();                                           // [rows][width]
+  T* const dz_tile = w + s.rows * s.width;                                    // [tile][rows]
+  float* const partial = reinterpret_cast<float*>(dz_tile + s.tile * s.rows);  // [tile][width]
+  load_weights<C, P>(w, a.w_hh, H, j0, nj, s);
+  for (int idx = threadIdx.x; idx < s.tile * s.rows; idx += blockDim.x) dz_tile[idx] = Operand<P>::round(0.f);
+  Pair pairs[kMaxPairs];  // this thread's (unit, row) pairs, the same at every step
+  float dstate[kMaxPairs][S], dp[kMaxPairs], dh[kMaxPairs];
+#pragma unroll
+  for (int i = 0; i < kMaxPairs; ++i) {
+    pairs[i] = pair(i, nj, s.tile);
+    const Pair q = pairs[i];
+    const bool real = q.valid && b0 + q.n < a.B;
+#pragma unroll
+    for (int k = 0; k < S; ++k) {
+      dstate[i][k] = real ? a.dstate[k * BH + static_cast<long long>(b0 + q.n) * H + j0 + q.u] : 0.f;
+    }
+    dp[i] = 0.f;
+  }
+  __syncthreads();  // W and the zero dz tile in place
+  const int k_tiles = s.width / 16, jobs = k_tiles * (s.tile / 16);
+  for (int t = a.T - 1; t >= -1; --t) {
+    // dL/dh_t of the pairs: the cluster's partial products of step t + 1 (none at t = T - 1).
+#pragma unroll
+    for (int i = 0; i < kMaxPairs; ++i) dh[i] = 0.f;
+    if (t + 1 < a.T) {
+      cluster.barrier_wait();  // phase A: every block's P of step t + 1 is complete
+      for (int peer = 0; peer < c; ++peer) {
+        const float* const from = cluster.map_shared_rank(partial, peer);
+#pragma unroll
+        for (int i = 0; i < kMaxPairs; ++i) {
+          const Pair q = pairs[i];
+          if (q.valid) dh[i] += from[q.n * s.width + j0 + q.u];
+        }
+      }
+      cluster.barrier_arrive();  // phase B: done reading the peers' P
+    }
+    if (t < 0) break;  // dh holds dL/dh0
+    const StepRows step = step_rows(a.offsets, t, a.B);
+    const float* const prev = t == 0 ? a.state0 : a.state_all + (t - 1) * (S * BH);
+    const float* const next = a.state_all + t * (S * BH);
+#pragma unroll
+    for (int i = 0; i < kMaxPairs; ++i) {
+      const Pair q = pairs[i];
+      if (!q.valid) continue;
+      float dz[G];
+#pragma unroll
+      for (int g = 0; g < G; ++g) dz[g] = 0.f;
+      if (b0 + q.n < step.rows) {
+        const int j = j0 + q.u;
+        const long long row = step.first + b0 + q.n, n = static_cast<long long>(b0 + q.n) * H + j;
+        float act[K], prev_l[S], next_l[S];
+#pragma unroll
+        for (int k = 0; k < K; ++k) act[k] = a.saved[row * K * H + k * H + j];
+#pragma unroll
+        for (int k = 0; k < S; ++k) {
+          prev_l[k] = prev[k * BH + n];
+          next_l[k] = next[k * BH + n];
+        }
+        const float p = a.p ? a.p[j] : 0.f, dt = a.dt ? a.dt[row] : 1.f;
+        const float dh_total = dh[i] + (a.grad_h ? a.grad_h[row * H + j] : 0.f);
+        float dp_step = 0.f;
+        C::backward(act, prev_l, next_l, dh_total, dstate[i], dz, &dp_step, 1, 1, p, dt, a.eps);
+        dp[i] += dp_step;
+#pragma unroll
+        for (int g = 0; g < G; ++g) a.dz[row * GH + g * H + j] = dz[g];
+      }
+#pragma unroll
+      for (int g = 0; g < G; ++g) dz_tile[q.n * s.rows + g * s.units + q.u] = Operand<P>::round(dz[g]);
+    }
+    __syncthreads();                            // the dz tile is complete
+    if (t + 1 < a.T) cluster.barrier_wait();  // phase B: no block reads this block's P any more
+    for (int job = static_cast<int>(threadIdx.x) / 32; job < jobs; job += kWarps) {
+      const int kt = job % k_tiles, nt = job / k_tiles;
+      tile_product<P, true>(w + kt * 16, s.width, dz_tile + nt * 16 * s.rows, s.rows, s.rows,
+                            partial + nt * 16 * s.width + kt * 16, s.width);
+    }
+    cluster.barrier_arrive();  // phase A: this block's P of step t is complete
+  }
+  cluster.barrier_wait();  // phase B: no block reads this block's P any more (it may exit)
+#pragma unroll
+  for (int i = 0; i < kMaxPairs; ++i) {
+    const Pair q = pairs[i];
+    if (!q.valid || b0 + q.n >= a.B) continue;
+    const long long n = static_cast<long long>(b0 + q.n) * H + j0 + q.u;
+    a.dh[n] = dh[i];
+#pragma unroll
+    for (int k = 0; k < S; ++k) a.dstate[k * BH + n] = dstate[i][k];
+    if (C::kHasP) a.dp[n] = dp[i];
+  }
+}
+
+// -- the plan ---------------------------------------------------------------------------------------
+int operand_bytes(Products products) { return products == Products::kBf16 ? 2 : 4; }
+
+int round_up(int x, int to) { return (x + to - 1) / to * to; }
+
+// The cost model of a configuration, in SM cycles per step of both directions (an estimate, the
+// constants of ../GPU_DESIGN.md's model: an H100/H200 SM's dense tensor-core rate at 2/3, 128 bytes
+// of shared memory a cycle, a cluster barrier ~400 cycles), times the waves of clusters.
+double step_cycles(Products products, int cluster, int rows, int width, int tile, int clusters, int resident) {
+  const double flops = 2.0 * rows * width * tile;  // one direction's product, per block
+  const double rate = products == Products::kBf16 ? 2520.0 : products == Products::kTf32 ? 1260.0 : 64.0;
+  const double shared = (static_cast<double>(rows) * width * operand_bytes(products)) / 128.0;
+  const double barrier = cluster > 1 ? 400.0 : 100.0;
+  const double waves = static_cast<double>((clusters + resident - 1) / resident);
+  return waves * 2.0 * (barrier + std::max(flops / rate, shared));
+}
+
+template <typename Kernel>
+cudaError_t resident_clusters(Kernel kernel, int optin, int cluster, std::size_t bytes, int* count) {
+  cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, optin);
+  if (err == cudaSuccess) err = cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
+  if (err != cudaSuccess) return err;
+  cudaLaunchConfig_t config = {};
+  config.gridDim = dim3(cluster);
+  config.blockDim = dim3(kThreads);
+  config.dynamicSmemBytes = bytes;
+  cudaLaunchAttribute attribute[1];
+  attribute[0].id = cudaLaunchAttributeClusterDimension;
+  attribute[0].val.clusterDim.x = cluster;
+  attribute[0].val.clusterDim.y = 1;
+  attribute[0].val.clusterDim.z = 1;
+  config.attrs = attribute;
+  config.numAttrs = 1;
+  return cudaOccupancyMaxActiveClusters(count, kernel, &config);
+}
+
+template <typename Args>
+cudaError_t launch(void (*kernel)(Args, Shape), const Plan& plan, std::size_t bytes, const Args& args,
+                   cudaStream_t stream) {
+  if (plan.cluster < 1) return cudaErrorInvalidConfiguration;
+  cudaLaunchConfig_t config = {};
+  config.gridDim = dim3(plan.clusters * plan.cluster);
+  config.blockDim = dim3(kThreads);
+  config.dynamicSmemBytes = bytes;
+  config.stream = stream;
+  cudaLaunchAttribute attribute[1];
+  attribute[0].id = cudaLaunchAttributeClusterDimension;
+  attribute[0].val.clusterDim.x = plan.cluster;
+  attribute[0].val.clusterDim.y = 1;
+  attribute[0].val.clusterDim.z = 1;
+  config.attrs = attribute;
+  config.numAttrs = 1;
+  return cudaLaunchKernelEx(&config, kernel, args, Shape{plan.units, plan.rows, plan.width, plan.tile});
+}
+
+}  // namespace
+
+std::size_t forward_bytes(Products products, int rows, int width, int tile) {
+  const std::size_t item = operand_bytes(products);
+  return item * (static_cast<std::size_t>(rows) * width + static_cast<std::size_t>(tile) * width) +
+         sizeof(float) * static_cast<std::size_t>(tile) * rows;
+}
+
+std::size_t backward_bytes(Products products, int rows, int width, int tile) {
+  const std::size_t item = operand_bytes(products);
+  return item * (static_cast<std::size_t>(rows) * width + static_cast<std::size_t>(tile) * rows) +
+         sizeof(float) * static_cast<std::size_t>(tile) * width;
+}
+
+template <class C, Products P>
+cudaError_t plan(int hidden, int batch, int cluster, int tile, Plan* out) {
+  *out = Plan{};
+  out->why = "no cluster size and batch tile fit";
+  if (hidden < 1 || batch < 1) return cudaErrorInvalidValue;
+  int device = 0, optin = 0, launchable = 0;
+  cudaError_t err = cudaGetDevice(&device);
+  if (err == cudaSuccess) err = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
+  if (err == cudaSuccess) err = cudaDeviceGetAttribute(&launchable, cudaDevAttrClusterLaunch, device);
+  if (err != cudaSuccess) return err;
+  if (!launchable) {
+    out->why = "the GPU cannot launch thread-block clusters (before sm_90)";
+    return cudaSuccess;
+  }
+  double best = 0.0;
+  for (int c = 1; c <= kMaxCluster; c *= 2) {
+    const int units = (hidden + c - 1) / c;
+    if ((cluster > 0 && c != cluster) || (hidden + units - 1) / units != c) continue;  // a block of no unit
+    for (int nb = 16; nb <= 32; nb += 16) {
+      if (tile > 0 && nb != tile) continue;
+      const int rows = round_up(C::kGates * units, 16), width = round_up(hidden, 16);
+      const std::size_t fb = forward_bytes(P, rows, width, nb), bb = backward_bytes(P, rows, width, nb);
+      if (units * nb > kThreads * kMaxPairs || std::max(fb, bb) > static_cast<std::size_t>(optin)) continue;
+      int forward_resident = 0, backward_resident = 0;
+      err = resident_clusters(forward_kernel<C, P>, optin, c, fb, &forward_resident);
+      if (err == cudaSuccess) err = resident_clusters(backward_kernel<C, P>, optin, c, bb, &backward_resident);
+      if (err != cudaSuccess) return err;
+      const int resident = std::min(forward_resident, backward_resident);
+      if (resident < 1) continue;
+      const int clusters = (batch + nb - 1) / nb;
+      const double cost = step_cycles(P, c, rows, width, nb, clusters, resident);
+      if (out->cluster == 0 || cost < best) {
+        best = cost;
+        *out = Plan{c, nb, clusters, units, rows, width, fb, bb, ""};
+      }
+    }
+  }
+  if (out->cluster == 0 && (cluster > 0 || tile > 0)) out->why = "the forced cluster size or batch tile does not fit";
+  return cudaSuccess;
+}
+
+template <class C, Products P>
+cudaError_t forward(const Plan& plan, const ForwardArgs& args, cudaStream_t stream) {
+  return launch(forward_kernel<C, P>, plan, plan.forward_bytes, args, stream);
+}
+
+template <class C, Products P>
+cudaError_t backward(const Plan& plan, const BackwardArgs& args, cudaStream_t stream) {
+  return launch(backward_kernel<C, P>, plan, plan.backward_bytes, args, stream);
+}
+
+// The cells of csrc/recurrence/cells.h and the precisions of csrc/recurrence/products.h, the only
+// instantiations (cluster_recurrence.h declares the templates).
+#define TSRNN_INSTANTIATE(C, P)                                                                  \
+  template cudaError_t plan<C, P>(int, int, int, int, Plan*);                                    \
+  template cudaError_t forward<C, P>(const Plan&, const ForwardArgs&, cudaStream_t);             \
+  template cudaError_t backward<C, P>(const Plan&, const BackwardArgs&, cudaStream_t);
+#define TSRNN_INSTANTIATE_CELL(C)           \
+  TSRNN_INSTANTIATE(C, Products::kIeee)     \
+  TSRNN_INSTANTIATE(C, Products::kTf32)     \
+  TSRNN_INSTANTIATE(C, Products::kBf16)
+TSRNN_INSTANTIATE_CELL(LSTMCell)
+TSRNN_INSTANTIATE_CELL(PowerLawCell<true>)
+TSRNN_INSTANTIATE_CELL(PowerLawCell<false>)
+#undef TSRNN_INSTANTIATE_CELL
+#undef TSRNN_INSTANTIATE
+
+}  // namespace cluster
+}  // namespace cuda
+}  // namespace tsrnn
