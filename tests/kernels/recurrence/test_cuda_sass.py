@@ -1,0 +1,133 @@
+"""What the compiler shows of the cluster-resident kernel's speed, without a GPU: nvcc builds
+csrc/recurrence/cuda/cluster_recurrence.cu for sm_80 and sm_90 (-Xptxas -v, as setup.py builds it),
+and the checks read ptxas's report and the SASS (cuobjdump): every kernel (3 cells x 3 precisions x
+2 directions) keeps everything in registers (no stack frame, no spills, no LDL/STL local-memory
+instructions), the TF32 and bf16 kernels run their products on tensor cores (HMMA) and the ieee
+ones do not, a block's registers fit one SM (the plan assumes one 256-thread block per SM, its
+shared memory dynamic only: no static shared memory). A planted source with a dynamically indexed
+array shows that the local-memory check can fail."""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.slow  # two nvcc builds of 36 kernels, about a minute each
+
+ROOT = Path(__file__).resolve().parents[3]
+SOURCE = ROOT / "csrc" / "recurrence" / "cuda" / "cluster_recurrence.cu"
+NVCC = Path(os.environ.get("CUDA_HOME", "/usr/local/cuda")) / "bin" / "nvcc"
+THREADS = 256  # cluster_recurrence.h's kThreads
+REGISTERS_PER_SM = 65536
+CELLS = {"LSTMCell": "lstm", "PowerLawCellILb1E": "plstm_coupled", "PowerLawCellILb0E": "plstm_separate"}
+PRODUCTS = {"0": "ieee", "1": "tf32", "2": "bf16"}  # csrc/recurrence/products.h's order
+
+
+def cuobjdump() -> str | None:
+    """CUDA's cuobjdump, or the copy that ships with Triton's NVIDIA backend."""
+    beside = NVCC.with_name("cuobjdump")
+    if beside.exists():
+        return str(beside)
+    try:
+        import triton
+    except ImportError:
+        return shutil.which("cuobjdump")
+    bundled = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "cuobjdump"
+    return str(bundled) if bundled.exists() else shutil.which("cuobjdump")
+
+
+needs_tools = pytest.mark.skipif(not NVCC.exists() or cuobjdump() is None,
+                                 reason="needs nvcc ($CUDA_HOME/bin) and cuobjdump (CUDA's or Triton's)")
+
+
+def kernel_name(mangled: str) -> str:
+    """e.g. "forward plstm_coupled tf32" of a mangled kernel name."""
+    direction = "forward" if "forward_kernel" in mangled else "backward"
+    cell = next(name for key, name in CELLS.items() if key in mangled)
+    products = re.search(r"ProductsE(\d)", mangled).group(1)
+    return f"{direction} {cell} {PRODUCTS[products]}"
+
+
+def compile_report(source: Path, arch: str, out: Path) -> tuple[dict, dict]:
+    """ptxas's report ({mangled: {registers, stack, spills, smem}}) and the SASS ({mangled: text})
+    of ``source`` built for sm_``arch``."""
+    cubin = out / f"{source.stem}_sm{arch}.cubin"
+    done = subprocess.run([str(NVCC), "-std=c++17", "-O3", f"-arch=sm_{arch}", "-cubin", "-Xptxas", "-v",
+                           f"-I{ROOT / 'csrc'}", str(source), "-o", str(cubin)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-3000:]
+    report, current = {}, None
+    for line in done.stderr.splitlines():
+        if m := re.search(r"Function properties for (\S+)", line):
+            current = report.setdefault(m.group(1), {})
+        elif current is not None and (m := re.search(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads", line)):
+            current.update(stack=int(m.group(1)), spills=int(m.group(2)) + int(m.group(3)))
+        elif current is not None and (m := re.search(r"Used (\d+) registers", line)):
+            current["registers"] = int(m.group(1))
+            smem = re.search(r"(\d+) bytes smem", line)
+            current["smem"] = int(smem.group(1)) if smem else 0
+    dump = subprocess.run([cuobjdump(), "-sass", str(cubin)], capture_output=True, text=True, check=True).stdout
+    sass = {m.group(1): m.group(2) for m in re.finditer(r"Function : (\S+)\n(.*?)(?=\n\s*Function : |\Z)", dump, re.S)}
+    return report, sass
+
+
+@pytest.fixture(scope="module", params=["80", "90"])
+def built(request, tmp_path_factory):
+    if not NVCC.exists() or cuobjdump() is None:
+        pytest.skip("needs nvcc ($CUDA_HOME/bin) and cuobjdump (CUDA's or Triton's)")
+    report, sass = compile_report(SOURCE, request.param, tmp_path_factory.mktemp(f"sm{request.param}"))
+    kernels = {mangled: kernel_name(mangled) for mangled in report if "_kernel" in mangled}
+    return request.param, report, sass, kernels
+
+
+def test_every_kernel_is_built(built):
+    arch, _, sass, kernels = built
+    assert len(kernels) == 2 * len(CELLS) * len(PRODUCTS), sorted(kernels.values())
+    assert set(kernels) <= set(sass), f"sm_{arch}: kernels without SASS"
+
+
+def test_no_local_memory(built):
+    """No stack frame, no spills, no LDL/STL: the pairs' states, dstate, dp and the fragments stay
+    in registers (every per-pair loop is unrolled with compile-time indices)."""
+    arch, report, sass, kernels = built
+    for mangled, name in kernels.items():
+        facts = report[mangled]
+        assert facts["stack"] == 0 and facts["spills"] == 0, f"sm_{arch} {name}: {facts}"
+        assert not re.search(r"\b(LDL|STL)\b", sass[mangled]), f"sm_{arch} {name}: local memory in the SASS"
+
+
+def test_tensor_cores_run_the_tf32_and_bf16_products(built):
+    arch, _, sass, kernels = built
+    for mangled, name in kernels.items():
+        hmma = len(re.findall(r"\bHMMA\.", sass[mangled]))
+        if name.endswith("ieee"):
+            assert hmma == 0, f"sm_{arch} {name}: the exact float32 kernel must not round on tensor cores"
+        else:
+            assert hmma > 0, f"sm_{arch} {name}: no HMMA in the SASS"
+
+
+def test_a_block_fits_one_sm_as_the_plan_assumes(built):
+    """Registers x 256 threads within one SM's register file (the plan's occupancy query counts on
+    one block per SM), and no static shared memory: the plan's dynamic bytes are the whole use."""
+    arch, report, _, kernels = built
+    for mangled, name in kernels.items():
+        facts = report[mangled]
+        assert facts["registers"] * THREADS <= REGISTERS_PER_SM, f"sm_{arch} {name}: {facts}"
+        assert facts["smem"] == 0, f"sm_{arch} {name}: {facts['smem']} bytes of static shared memory"
+
+
+@needs_tools
+def test_the_local_memory_check_can_fail(tmp_path):
+    """A planted kernel whose array is indexed by a runtime value lives in local memory: the same
+    parsing reports its stack frame and LDL/STL."""
+    planted = tmp_path / "planted_forward_kernel.cu"
+    planted.write_text("__global__ void planted_forward_kernel(float* out, int i) {\n"
+                       "  float v[512], acc = 0.f;\n"
+                       "  for (int k = 0; k < 512; ++k) { acc = acc * out[k] + 1.f; v[k] = acc; }\n"
+                       "  out[1] = v[i & 511] + v[(i >> 9) & 511];\n}\n")
+    report, sass = compile_report(planted, "90", tmp_path)
+    (mangled,) = [m for m in report if "planted" in m]
+    assert report[mangled]["stack"] > 0 and re.search(r"\b(LDL|STL)\b", sass[mangled])
