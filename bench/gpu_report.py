@@ -14,7 +14,10 @@
    and their reference loops; the Triton linear scan against the device's measured copy
    bandwidth; ``lengths=`` against the same batch padded on every path
    (bench/lengths_vs_padded.py); FlashRNN's fused LSTM, with the input projection as a
-   torch.nn.Linear in front so that it does the work of the others, beside cuDNN in the same job.
+   torch.nn.Linear in front so that it does the work of the others, beside cuDNN in the same job;
+   the cluster-resident kernel's sweep (bench/cluster_sweep.py: every cluster size x batch tile x
+   TF32 / bf16 its plan accepts, for the LSTM and the pLSTM, each checked against float64 before it
+   is timed, beside cuDNN in the same job, and the plan's own choice).
 3. Runs the GPU tests (``GPU_TESTS``, with pytest-xdist on ``PYTEST_WORKERS`` workers where it is installed), then
    one job per GPU path that checks it against the float64 reference through ``tsrnn.testing``
    (the tests' table of cells x shapes and the timed shapes, float32 and bf16, forward and
@@ -66,7 +69,7 @@ FLASHRNN_SHAPES = [(1000, 128, 128), (70, 20, 400), (70, 80, 400), (70, 20, 1150
 QUICK_SHAPE = (5, 2, 8)
 # Seconds each job may take at most (the deadline may give it less).
 LIMITS = {"throw": 150, "checks": 300, "pytest": 300, "selftest": 120, "memcheck": 300, "racecheck": 300, "timings": 90,
-          "scan": 60, "lengths": 150, "flashrnn": 300}
+          "scan": 60, "lengths": 150, "flashrnn": 300, "sweep": 300}
 # Seconds of timed calls per model and shape, after its warm-up: a slow path (the reference loop at
 # T = 1000) is timed fewer than --repeats times rather than eating the run.
 MODEL_BUDGET = 1.0
@@ -311,6 +314,12 @@ def run_job(name: str, device_name: str, quick: bool, repeats: int, path: str) -
                                                           saver("recurrences_fwd_bwd_ms"))}
     elif stage == "flashrnn":
         out = {"flashrnn_fwd_bwd_ms": time_flashrnn(device, tuple(map(int, part.split(","))), dtypes[::-1], repeats)}
+    elif stage == "sweep":
+        sys.path.insert(0, os.path.dirname(SCRIPT))
+        import cluster_sweep  # bench/, beside this script
+
+        out = {"cluster_sweep": cluster_sweep.sweep(device, cluster_sweep.QUICK_SHAPES if quick else cluster_sweep.SHAPES,
+                                                    ("tf32", "bf16"), timer(device), repeats, saver("cluster_sweep"))}
     elif stage == "scan":
         out = {"linear_scan": scan_bandwidth(device, (64, 256) if quick else (4096, 65536), repeats)}
     elif stage == "lengths":
@@ -339,7 +348,7 @@ def plan(device_type: str, quick: bool, tests: list[str] | None = None) -> list[
     from tsrnn import backend, testing
 
     shapes = [QUICK_SHAPE] if quick else TIMED_SHAPES
-    timed = [(f"timings:{','.join(map(str, s))}", None) for s in shapes] + [("scan", None)]
+    timed = [(f"timings:{','.join(map(str, s))}", None) for s in shapes] + [("sweep", None), ("scan", None)]
     if device_type == "cpu":  # one check job for every path: nothing here can fault a CUDA context
         return [("checks", None)] + timed + [("lengths", None)]
     pytest_cmd = [sys.executable, "-m", "pytest", "-v", "-rfE", "--tb=short", "-p", "no:cacheprovider"]  # -v: each
@@ -485,7 +494,7 @@ class Runner:
 
 
 def merge(report: dict, parts: list[dict]) -> None:
-    for key in ("checks", "recurrences_fwd_bwd_ms", "flashrnn_fwd_bwd_ms", "lengths_vs_padded"):
+    for key in ("checks", "recurrences_fwd_bwd_ms", "flashrnn_fwd_bwd_ms", "lengths_vs_padded", "cluster_sweep"):
         report[key] = [row for part in parts for row in part.get(key, [])]
     for key in ("auto_choices", "auto_verdicts"):
         report[key] = {k: v for part in parts for k, v in part.get(key, {}).items()}
@@ -515,6 +524,12 @@ def print_summary(report: dict) -> None:
                   + (f"  {row['errors'][n][:100]}" if n in row.get("errors", {}) else ""))
         if row.get("FlashRNN error"):
             print(f"  FlashRNN: {row['FlashRNN error'][:200]}")
+    for r in report["cluster_sweep"]:
+        print(f"cluster sweep T={r['T']} B={r['B']} H={r['H']} {r['cell']} {r['precision']}: torch.nn.LSTM "
+              f"{r['torch.nn.LSTM ms']:.3f} ms; plan [cluster, tile, clusters, units, bytes fwd, bwd] {r['plan']}")
+        for v in r["variants"]:
+            timed = f"{v['ms']:.3f} ms = {v['vs_cudnn']:.2f}x cuDNN" if "ms" in v else v.get("failures", "not timed")
+            print(f"  c={v['cluster']} tile={v['tile']}: {'ok' if v.get('ok') else 'MISMATCH'} {timed}")
     scan = report["linear_scan"]
     if scan:
         print(f"linear_scan T={scan['T']} N={scan['N']}: {scan['scan_GBps']:.1f} GB/s, "

@@ -2,17 +2,19 @@
 tests' process: the sanitized library (the ASan runtime must be preloaded) and the planted-bug
 libraries (one library per process).
 
-    python tests/simt/run.py LIBRARY SEED [SEED ...] [--match TEXT]
+    python tests/simt/run.py LIBRARY SEED [SEED ...] [--match TEXT ...] [--cluster]
 
 prints one JSON line per case of ``emulation.table(seeds)``, the padded cases then the packed
-ones (those whose id contains TEXT): its id, whether it passed, and its failures; the exit status
+ones (with --cluster: of ``cluster.table(seeds)``, the cluster-resident kernel's) whose id contains
+one of the TEXTs: its id, whether it passed, and its failures; the exit status
 is 0 when every case ran (passed or not), so a sanitizer's report, which ends the process, is
-told apart from a numerical failure.
+told apart from a numerical failure. ``run_table`` runs it from the tests.
 """
 from __future__ import annotations
 
 import argparse
 import json
+import subprocess
 import sys
 from pathlib import Path
 
@@ -20,19 +22,32 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch  # noqa: E402
 
-from simt import emulation  # noqa: E402
+from simt import cluster, emulation  # noqa: E402
+
+
+def run_table(library: Path, seeds, match=("",), env=None, cluster: bool = False):
+    """This script on ``library`` in a process of its own: (the finished process, its JSON rows)."""
+    done = subprocess.run([sys.executable, __file__, str(library), *map(str, seeds), "--match", *match,
+                           *(["--cluster"] if cluster else [])], capture_output=True, text=True, env=env, timeout=1200)
+    rows = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    return done, rows
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("library")
     parser.add_argument("seeds", type=int, nargs="+")
-    parser.add_argument("--match", default="")
+    parser.add_argument("--match", nargs="+", default=[""])
+    parser.add_argument("--cluster", action="store_true", help="the cluster-resident kernel's table")
     args = parser.parse_args()
     torch.set_num_threads(1)
     emulation.load(args.library)
-    for case in (c for c in emulation.table(args.seeds) if args.match in c.id):
-        result = emulation.check_packed(case) if isinstance(case, emulation.PackedCase) else emulation.check(case)
+    table = cluster.table(args.seeds) if args.cluster else emulation.table(args.seeds)
+    for case in (c for c in table if any(text in c.id for text in args.match)):
+        if args.cluster:
+            result = cluster.check(case)
+        else:
+            result = emulation.check_packed(case) if isinstance(case, emulation.PackedCase) else emulation.check(case)
         print(json.dumps({"case": case.id, "ok": result.ok, "failures": result.failures()}), flush=True)
 
 

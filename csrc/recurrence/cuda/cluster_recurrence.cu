@@ -339,16 +339,23 @@ int operand_bytes(Products products) { return products == Products::kBf16 ? 2 : 
 
 int round_up(int x, int to) { return (x + to - 1) / to * to; }
 
-// The cost model of a configuration, in SM cycles per step of both directions (an estimate, the
-// constants of ../GPU_DESIGN.md's model: an H100/H200 SM's dense tensor-core rate at 2/3, 128 bytes
-// of shared memory a cycle, a cluster barrier ~400 cycles), times the waves of clusters.
-double step_cycles(Products products, int cluster, int rows, int width, int tile, int clusters, int resident) {
-  const double flops = 2.0 * rows * width * tile;  // one direction's product, per block
+// The cost model of a configuration, in SM cycles per step of both directions: the model of
+// bench/cluster_sweep.py's predicted_ms (its constants are estimates from public H100/H200 figures,
+// to be corrected by the GPU report's sweep): per direction the exposed barrier phase, phase B where
+// the cell does not hide it, and the block's product, bounded by the tensor cores (2/3 of the dense
+// rate), by reading W_r from shared memory (128 B a cycle) or by the exchange (64 B a cycle into
+// an SM); the cell; times the waves of clusters the device runs at once.
+double step_cycles(Products products, int cluster, int units, int rows, int width, int tile, int clusters,
+                   int resident) {
+  constexpr double kCell = 198.0;  // 0.1 us at 1.98 GHz
+  const int item = operand_bytes(products);
   const double rate = products == Products::kBf16 ? 2520.0 : products == Products::kTf32 ? 1260.0 : 64.0;
-  const double shared = (static_cast<double>(rows) * width * operand_bytes(products)) / 128.0;
-  const double barrier = cluster > 1 ? 400.0 : 100.0;
-  const double waves = static_cast<double>((clusters + resident - 1) / resident);
-  return waves * 2.0 * (barrier + std::max(flops / rate, shared));
+  const double mma = 2.0 * rows * width * tile / rate;
+  const double shared = static_cast<double>(rows) * width * item / 128.0;
+  const double exchange = static_cast<double>(cluster - 1) * tile * units * item / 64.0;
+  const double barrier = cluster > 1 ? 594.0 : 99.0;  // a cluster barrier and a DSMEM round trip, or a block barrier
+  const double step = 2.0 * (barrier + std::max(0.0, barrier - kCell) + std::max({mma, shared, exchange})) + 2.5 * kCell;
+  return static_cast<double>((clusters + resident - 1) / resident) * step;
 }
 
 template <typename Kernel>
@@ -433,7 +440,7 @@ cudaError_t plan(int hidden, int batch, int cluster, int tile, Plan* out) {
       const int resident = std::min(forward_resident, backward_resident);
       if (resident < 1) continue;
       const int clusters = (batch + nb - 1) / nb;
-      const double cost = step_cycles(P, c, rows, width, nb, clusters, resident);
+      const double cost = step_cycles(P, c, units, rows, width, nb, clusters, resident);
       if (out->cluster == 0 || cost < best) {
         best = cost;
         *out = Plan{c, nb, clusters, units, rows, width, fb, bb, ""};

@@ -6,12 +6,8 @@ built with AddressSanitizer and UBSan; and with each barrier removed in turn, to
 emulation catches a missing one."""
 from __future__ import annotations
 
-import json
 import re
 import shutil
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 import torch
@@ -24,8 +20,8 @@ pytestmark = [pytest.mark.slow,  # compiles the emulation (cached after), with A
               pytest.mark.skipif(shutil.which("g++") is None, reason="the SIMT emulation is built with g++")]
 
 from simt import build, emulation  # noqa: E402
+from simt.run import run_table  # noqa: E402
 
-RUN = Path(emulation.__file__).with_name("run.py")
 SEEDS = (0, 1)  # thread orders in this process; the sanitized run draws another
 SANITIZED_SEED = 2
 
@@ -34,13 +30,6 @@ SANITIZED_SEED = 2
 def simt():
     emulation.load(build.library())
     return emulation
-
-
-def run_table(library: Path, seeds, match: str = "", env=None) -> tuple[subprocess.CompletedProcess, list[dict]]:
-    done = subprocess.run([sys.executable, str(RUN), str(library), *map(str, seeds), "--match", match],
-                          capture_output=True, text=True, env=env, timeout=900)
-    rows = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
-    return done, rows
 
 
 @pytest.mark.parametrize("case", emulation.cases(SEEDS), ids=lambda c: c.id)
@@ -135,7 +124,7 @@ def _barriers() -> dict[str, int]:
 @pytest.mark.parametrize("barrier", list(_barriers()))
 def test_a_missing_barrier_is_caught(barrier):
     line = _barriers()[barrier]
-    done, rows = run_table(build.library(drop_barrier_line=line), [0], match="lstm-(3, 17, 3, 37)")
+    done, rows = run_table(build.library(drop_barrier_line=line), [0], match=["lstm-(3, 17, 3, 37)"])
     assert done.returncode == 0, done.stderr[-3000:]
     assert rows and not all(row["ok"] for row in rows), f"line {line} removed and every case still passed"
 

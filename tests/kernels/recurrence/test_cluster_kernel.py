@@ -1,0 +1,138 @@
+"""The cluster-resident tensor-core kernel's own source (csrc/recurrence/cuda/cluster_recurrence.cu),
+run on the CPU under the SIMT emulation of tests/simt (wmma fragments in a layout drawn per seed,
+thread-block clusters, distributed shared memory): every cell, TF32, bf16 and exact products,
+forward, backward and saved traces against the float64 reference through tsrnn.testing, at shapes
+that cross its edges (B past a tile, H no multiple of 16, clusters of 1 to 16 blocks, T = 1), every
+LENGTH_CASES entry, two thread orders; once more built with AddressSanitizer and UBSan; and with
+each barrier removed in turn, to show that the emulation catches a missing one."""
+from __future__ import annotations
+
+import re
+import shutil
+
+import pytest
+import torch
+
+import tsrnn
+from tsrnn import testing
+from conftest import assert_close
+
+pytestmark = [pytest.mark.slow,  # compiles the emulation (cached after), with AddressSanitizer for one run
+              pytest.mark.skipif(shutil.which("g++") is None, reason="the SIMT emulation is built with g++")]
+
+from simt import build, cluster, emulation  # noqa: E402
+from simt.run import run_table  # noqa: E402
+
+SEEDS = (0, 1)
+SANITIZED_SEED = 2
+
+
+@pytest.fixture(scope="module")
+def simt():
+    emulation.load(build.library())
+    return cluster
+
+
+@pytest.mark.parametrize("case", cluster.cases(SEEDS), ids=lambda c: c.id)
+def test_kernel_source_matches_the_reference(simt, case):
+    result = simt.check(case)
+    assert result.ok, f"{case.edge}: {result.failures()}"
+
+
+@pytest.mark.parametrize("case", cluster.lengths_cases(SEEDS[:1]), ids=lambda c: c.id)
+def test_packed_rows_of_every_length_case(simt, case):
+    """Rows of several lengths (tsrnn.testing.LENGTH_CASES, through tsrnn.functional's packing):
+    each step runs its active rows only, forward and backward."""
+    result = simt.check(case)
+    assert result.ok, f"{case.lengths}: {result.failures()}"
+
+
+@pytest.mark.parametrize("case", [c for c in cluster.cases(SEEDS[:1]) if c.shape[0] > 1 and c.cluster < 16
+                                  and c.dt == (c.cell != "lstm") and c.precision != "ieee"], ids=lambda c: c.id)
+def test_saved_activations_are_the_reference_traces(simt, case):
+    errors = simt.check_traces(case)
+    assert all(err <= bound for err, bound in errors.values()), errors
+
+
+def test_multi_timescale_lstm_module(simt):
+    """The MTS-LSTM (fixed gate biases from the timescales) through tsrnn.LSTM on the TF32 kernel."""
+    emulation.emulate(4, 0)
+    x = torch.randn(5, 18, 3, generator=torch.Generator().manual_seed(0))
+    results = {}
+    with simt.registered("tf32") as path, simt.forced(2, 16):
+        for name in (path, "reference"):
+            torch.manual_seed(0)
+            model = tsrnn.LSTM(3, 21, timescales=[torch.linspace(1, 30, 21)], backend=name)
+            out, (h, c) = model(x)
+            (out.square().sum() + c.sum()).backward()
+            results[name] = (out.detach(), c.detach(), model.weight_hh_l0.grad, model.weight_ih_l0.grad)
+    values, grads = testing.rows(torch.float32, "tf32")
+    for got, want, what in zip(results[path], results["reference"], ("out", "c_n", "grad w_hh", "grad w_ih")):
+        assert_close(got, want, grads if what.startswith("grad") else values, what)
+
+
+def config(cell: str, H: int, B: int, precision: str) -> list[int]:
+    return list(torch.ops.tsrnn_simt_cluster.recurrence_config(cell, torch.empty(0, H), B, precision))
+
+
+def test_the_plan_picks_a_cluster_per_the_cost_model(simt):
+    """On an emulated H100 (132 SMs, 227 KiB of shared memory a block): W_hh of the LSTM at H = 400
+    in TF32 (2.56 MB) needs all 16 blocks of a cluster; at H = 128 the pLSTM's bf16 W_hh (98 KB)
+    fits one block, which needs no cluster barrier."""
+    emulation.emulate(132, 0)
+    cluster_size, tile, clusters, units, forward_bytes, backward_bytes = config("lstm", 400, 20, "tf32")
+    assert (cluster_size, tile, clusters, units) == (16, 16, 2, 25)
+    assert max(forward_bytes, backward_bytes) <= emulation.H100_SHARED_OPTIN
+    assert config("plstm_coupled", 128, 128, "bf16")[:4] == [1, 16, 8, 128]
+
+
+def test_the_plan_refuses_what_does_not_fit(simt):
+    """W_hh over 16 blocks' shared memory, or a forced configuration that does not fit: no plan, so
+    the path is not offered, and the operator itself refuses with the plan's reason."""
+    emulation.emulate(4, 0)
+    with simt.registered("tf32") as path:
+        assert "does not fit" in testing.why_not(path, "lstm", (2, 2, 3, 1200), torch.float32, "cpu")
+        assert testing.why_not(path, "lstm", (2, 2, 3, 400), torch.float32, "cpu") is None
+        with simt.forced(1, 16):  # one block cannot hold H = 400's W_hh
+            assert "does not fit" in testing.why_not(path, "lstm", (2, 2, 3, 400), torch.float32, "cpu")
+            xg, w_hh, h0 = torch.zeros(2, 2, 4 * 400), torch.zeros(4 * 400, 400), torch.zeros(2, 400)
+            with pytest.raises(RuntimeError, match="cluster-resident CUDA kernel does not take H=400.*forced"):
+                torch.ops.tsrnn_simt_cluster.recurrence_forward("lstm", xg, w_hh, h0, h0[None], None, None, 0.0,
+                                                                 False, None, "tf32")
+    with pytest.raises(RuntimeError, match="unknown precision 'tf16'"):
+        torch.ops.tsrnn_simt_cluster.recurrence_forward("lstm", xg[:, :, :8], w_hh[:8, :2], h0[:, :2], h0[None, :, :2],
+                                                         None, None, 0.0, False, None, "tf16")
+
+
+# A subset of the table for the sanitized and planted-bug runs: every cell form at the 4-block
+# cluster in TF32 and bf16, and the packed rows.
+SUBSET = "(3, 17, 3, 37)-c4"
+
+
+def test_sanitized_run_of_the_table():
+    """AddressSanitizer (every global, shared and distributed shared memory access in bounds) and
+    UBSan over the 4-block cases and every packed case, in a process of its own."""
+    library = build.library(sanitize=True)
+    done, rows = run_table(library, [SANITIZED_SEED], match=[SUBSET, str(testing.LENGTH_SHAPES[0])], env=build.sanitizer_environment(),
+                           cluster=True)
+    assert done.returncode == 0 and "ERROR: AddressSanitizer" not in done.stderr and "runtime error" not in done.stderr, done.stderr[-6000:]
+    assert rows and all(row["ok"] for row in rows), [row for row in rows if not row["ok"]][:3]
+
+
+def _barriers() -> dict[str, int]:
+    """The source line of each barrier of cluster_recurrence.cu whose removal must be caught."""
+    lines = build.CLUSTER_KERNELS.read_text().splitlines()
+    found = {}
+    for i, line in enumerate(lines):
+        if re.search(r"(__syncthreads\(\)|barrier_wait\(\))\s*;", line):
+            found[f"line {i + 1}: {line.strip()}"] = i + 1
+    return found
+
+
+@pytest.mark.parametrize("barrier", list(_barriers()))
+def test_a_missing_barrier_is_caught(barrier):
+    line = _barriers()[barrier]
+    done, rows = run_table(build.library(drop_barrier_line=line, drop_in=build.CLUSTER_KERNELS), [0],
+                           match=[f"lstm-{SUBSET}-t16-tf32"], cluster=True)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert rows and not all(row["ok"] for row in rows), f"{barrier} removed and every case still passed"
