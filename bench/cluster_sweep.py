@@ -29,7 +29,8 @@ from tsrnn import testing
 SHAPES = [(70, 20, 400), (70, 80, 400), (1000, 128, 128)]
 QUICK_SHAPES = [(3, 17, 20)]
 CELLS = ("lstm", "plstm_coupled")
-CLUSTERS, TILES = (1, 2, 4, 8, 16), (16, 32)
+CONFIGS = [(c, tile) for c in (1, 2, 4, 8, 16) for tile in (16, 32)]  # (cluster size, batch tile)
+QUICK_CONFIGS = [(1, 16), (2, 32)]  # one block and a cluster, both tiles: the emulator is slow
 
 # The cost model of one configuration (estimates from public H100/H200 figures, nothing measured:
 # the first GPU run compares them with its times): dense tensor-core FLOP/s, 2/3 of it reached by
@@ -119,7 +120,7 @@ def time_layer(measure, path: str, cell: str, shape, dtype, device, repeats: int
     return measure(lambda: model(x)[0].float().sum().backward(), repeats)
 
 
-def sweep(device, shapes, precisions, measure, repeats: int, progress=lambda rows: None) -> list[dict]:
+def sweep(device, shapes, configs, precisions, measure, repeats: int, progress=lambda rows: None) -> list[dict]:
     """A row per (shape, cell, precision): the plan's choice, cuDNN's time and, per configuration
     the plan accepts, its check (worst error / tolerance) and time."""
     target = Target(torch.device(device))
@@ -135,7 +136,7 @@ def sweep(device, shapes, precisions, measure, repeats: int, progress=lambda row
             with forced(0, 0):
                 row["plan"] = target.config(cell, H, B, precision)
             rows.append(row)
-            for c, tile in ((c, t) for c in CLUSTERS for t in TILES):
+            for c, tile in configs:
                 with forced(c, tile):
                     config = target.config(cell, H, B, precision)
                     if config[0] == 0:

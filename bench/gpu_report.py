@@ -318,8 +318,10 @@ def run_job(name: str, device_name: str, quick: bool, repeats: int, path: str) -
         sys.path.insert(0, os.path.dirname(SCRIPT))
         import cluster_sweep  # bench/, beside this script
 
-        out = {"cluster_sweep": cluster_sweep.sweep(device, cluster_sweep.QUICK_SHAPES if quick else cluster_sweep.SHAPES,
-                                                    ("tf32", "bf16"), timer(device), repeats, saver("cluster_sweep"))}
+        shapes, configs = ((cluster_sweep.QUICK_SHAPES, cluster_sweep.QUICK_CONFIGS) if quick else
+                           (cluster_sweep.SHAPES, cluster_sweep.CONFIGS))
+        out = {"cluster_sweep": cluster_sweep.sweep(device, shapes, configs, ("tf32", "bf16"), timer(device), repeats,
+                                                    saver("cluster_sweep"))}
     elif stage == "scan":
         out = {"linear_scan": scan_bandwidth(device, (64, 256) if quick else (4096, 65536), repeats)}
     elif stage == "lengths":

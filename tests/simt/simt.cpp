@@ -1,8 +1,10 @@
 // The SIMT emulation's runtime (see simt.h): one fiber (ucontext) per CUDA thread, a scheduler
 // that resumes a pseudo-randomly drawn runnable fiber each time one blocks, the block barriers,
-// the grid-wide sync, the warp collectives, per-block dynamic shared memory, and the host calls
+// the grid-wide sync, the warp collectives, the clusters' barriers and distributed shared memory,
+// the wmma fragments' layouts (wmma.h), per-block dynamic shared memory, and the host calls
 // (devices, attributes, occupancy, launches) over a table of emulated devices.
 #include "simt.h"
+#include "wmma.h"
 
 #include <sys/mman.h>
 #include <ucontext.h>
@@ -12,6 +14,8 @@
 #include <cstdlib>
 #include <list>
 #include <map>
+#include <memory>
+#include <new>
 #include <mutex>
 #include <random>
 #include <sstream>
@@ -42,6 +46,7 @@ struct Fiber {
   enum { kRunnable, kWaiting, kDone } state = kRunnable;
   const char* waits_on = "";  // while waiting: the barrier or collective, and its line
   int waits_line = 0;
+  long long cluster_arrival = -1;  // the cluster barrier phase it arrived in and has not waited for
   void* fake_stack = nullptr;  // AddressSanitizer's, saved while switched out
 };
 
@@ -49,6 +54,30 @@ struct Barrier {
   unsigned arrived = 0;
   int line = 0;
   std::vector<unsigned> waiting;
+};
+
+// A cluster's barrier: `phase` counts the completed phases; and, per block of the cluster, the
+// phase in which a peer last mapped its shared memory (-1: never) and whether it has exited.
+struct Cluster {
+  unsigned arrived = 0;
+  long long phase = 0;
+  int line = 0;
+  std::vector<unsigned> waiting;
+  std::vector<long long> mapped_in;
+  std::vector<bool> exited;
+};
+
+// A block's dynamic shared memory, 128-byte aligned as CUDA's, exactly the launch's size (ASan
+// bounds it).
+struct SharedBuffer {
+  unsigned char* data = nullptr;
+  std::size_t size = 0;
+  explicit SharedBuffer(std::size_t n) : data(static_cast<unsigned char*>(::operator new(n ? n : 1, std::align_val_t(128)))), size(n) {
+    std::memset(data, 0xff, n);
+  }
+  SharedBuffer(const SharedBuffer&) = delete;
+  SharedBuffer& operator=(const SharedBuffer&) = delete;
+  ~SharedBuffer() { ::operator delete(data, std::align_val_t(128)); }
 };
 
 struct Collective {
@@ -68,7 +97,11 @@ struct Launch {
   char* stacks = nullptr;
   std::size_t stacks_bytes = 0;
   std::vector<Fiber> fibers;
-  std::vector<std::vector<unsigned char>> shared;
+  std::vector<std::unique_ptr<SharedBuffer>> shared;
+  unsigned cluster_size = 1;
+  std::vector<Cluster> clusters;
+  std::vector<unsigned> done_in_block;
+  std::map<int, std::vector<int>> layouts;  // wmma fragment kind -> its layout this launch
   std::vector<Barrier> block_barriers;
   Barrier grid_barrier;
   std::vector<std::list<Collective>> warps;
@@ -90,6 +123,7 @@ std::uint64_t seed = 0;
 std::int64_t launched = 0;
 std::string last_error;
 std::map<const void*, int> max_dynamic_shared;
+std::map<const void*, bool> non_portable_clusters;
 
 Launch& now() {
   if (!active || !active->current) {
@@ -176,6 +210,30 @@ void check_exit(Launch& l) {
   }
 }
 
+// The running thread's cluster and its block's rank in it.
+Cluster& cluster_of(Launch& l) { return l.clusters[l.current->block_index / l.cluster_size]; }
+unsigned rank_of(const Launch& l, const Fiber& f) { return f.block_index % l.cluster_size; }
+
+// The last thread of a block exits: no peer may still read its shared memory (one mapped it in the
+// cluster barrier phase not yet completed), which is refilled with NaN bytes and, under ASan,
+// poisoned, so that a later read through an old pointer shows.
+void block_exits(Launch& l) {
+  Cluster& c = cluster_of(l);
+  const unsigned rank = rank_of(l, *l.current);
+  c.exited[rank] = true;
+  bool peers_run = false;
+  for (unsigned r = 0; r < l.cluster_size; ++r) peers_run = peers_run || !c.exited[r];
+  if (peers_run && c.mapped_in[rank] == c.phase) {
+    fail(("block rank " + std::to_string(rank) + " of its cluster exits while a peer may still read its shared "
+          "memory (mapped in the cluster barrier phase not yet completed: end with cluster.sync())").c_str(), 0);
+  }
+  SharedBuffer& mine = *l.shared[l.current->block_index];
+  std::memset(mine.data, 0xff, mine.size);
+#if SIMT_ASAN
+  ASAN_POISON_MEMORY_REGION(mine.data, mine.size);
+#endif
+}
+
 void fiber_main() {
   Launch& l = *active;
 #if SIMT_ASAN
@@ -183,6 +241,7 @@ void fiber_main() {
 #endif
   l.body(l.context);
   check_exit(l);
+  if (++l.done_in_block[l.current->block_index] == l.threads_per_block) block_exits(l);
   l.current->state = Fiber::kDone;
   to_scheduler(l, true);
 }
@@ -259,6 +318,27 @@ cudaError_t check_launch(const Device& d, dim3 grid, dim3 block, std::size_t sha
   return cudaSuccess;
 }
 
+// A launch with a cluster dimension: 1-D, dividing the grid, at most 8 blocks (16 where the kernel
+// allows a non-portable size), on a device with clusters, not cooperative, and co-resident.
+cudaError_t check_cluster(const Device& d, dim3 grid, dim3 block, std::size_t shared_bytes, bool cooperative,
+                          const void* kernel, dim3 cluster, std::string* why) {
+  const unsigned size = cluster.x * cluster.y * cluster.z;
+  if (size == 1) return cudaSuccess;
+  if (cluster.y != 1 || cluster.z != 1 || grid.y != 1 || grid.z != 1 || grid.x % cluster.x != 0 || cooperative) {
+    *why = "a cluster launch must be 1-D, not cooperative, its grid a multiple of the cluster";
+    return cudaErrorInvalidConfiguration;
+  }
+  int resident = 0;
+  active_clusters(&resident, kernel, static_cast<int>(block.x * block.y * block.z), shared_bytes, size);
+  if (!d.clusters || resident < 1) {
+    *why = "a cluster of " + std::to_string(size) + " blocks does not fit the device (clusters " +
+           (d.clusters ? "supported" : "not supported") + "; more than 8 blocks need "
+           "cudaFuncAttributeNonPortableClusterSizeAllowed)";
+    return cudaErrorClusterOutOfResources;
+  }
+  return cudaSuccess;
+}
+
 }  // namespace
 
 int add_device(const Device& device) {
@@ -279,7 +359,7 @@ unsigned lane() { return now().current->lane; }
 
 void* dynamic_shared() {
   Launch& l = now();
-  return l.shared[l.current->block_index].data();
+  return l.shared[l.current->block_index]->data;
 }
 
 void fail(const char* what, int line) {
@@ -294,6 +374,81 @@ void fail(const char* what, int line) {
 void block_barrier(int line) {
   Launch& l = now();
   arrive(l, l.block_barriers[l.current->block_index], l.threads_per_block, "__syncthreads", line);
+}
+
+unsigned cluster_blocks() { return now().cluster_size; }
+unsigned cluster_rank() {
+  Launch& l = now();
+  return rank_of(l, *l.current);
+}
+
+void cluster_arrive(int line) {
+  Launch& l = now();
+  Fiber& me = *l.current;
+  Cluster& c = cluster_of(l);
+  if (me.cluster_arrival >= 0) fail("the thread arrives at the cluster barrier again without waiting", line);
+  if (c.arrived == 0) c.line = line;
+  if (c.line != line) {
+    fail(("it arrives at a cluster barrier while others arrived at the one on line " + std::to_string(c.line)).c_str(),
+         line);
+  }
+  me.cluster_arrival = c.phase;
+  if (++c.arrived == l.threads_per_block * l.cluster_size) {  // the phase completes
+    c.arrived = 0;
+    ++c.phase;
+    for (unsigned f : c.waiting) make_runnable(l, f);
+    c.waiting.clear();
+  }
+  yield(l);
+}
+
+void cluster_wait(int line) {
+  Launch& l = now();
+  Fiber& me = *l.current;
+  Cluster& c = cluster_of(l);
+  if (me.cluster_arrival < 0) fail("the thread waits at the cluster barrier without arriving", line);
+  if (me.cluster_arrival == c.phase) {
+    c.waiting.push_back(static_cast<unsigned>(&me - l.fibers.data()));
+    wait(l, "cluster barrier_wait", line);
+  } else {
+    yield(l);
+  }
+  me.cluster_arrival = -1;
+}
+
+void* map_shared(const void* address, int rank, int line) {
+  Launch& l = now();
+  const Fiber& me = *l.current;
+  Cluster& c = cluster_of(l);
+  if (rank < 0 || rank >= static_cast<int>(l.cluster_size)) {
+    fail(("map_shared_rank to rank " + std::to_string(rank) + " of a cluster of " + std::to_string(l.cluster_size) +
+          " blocks").c_str(), line);
+  }
+  const SharedBuffer& mine = *l.shared[me.block_index];
+  const auto* byte = static_cast<const unsigned char*>(address);
+  if (byte < mine.data || byte >= mine.data + mine.size) fail("map_shared_rank of an address outside the block's shared memory", line);
+  if (c.exited[rank]) fail(("map_shared_rank into block rank " + std::to_string(rank) + ", which has exited").c_str(), line);
+  if (static_cast<unsigned>(rank) != rank_of(l, me)) c.mapped_in[rank] = c.phase;
+  const unsigned first = me.block_index - rank_of(l, me);
+  return l.shared[first + rank]->data + (byte - mine.data);
+}
+
+const int* fragment_layout(int kind, int rows, int cols) {
+  Launch& l = now();
+  auto found = l.layouts.find(kind);
+  if (found == l.layouts.end()) {
+    std::vector<int> layout(rows * cols);
+    for (int i = 0; i < rows * cols; ++i) layout[i] = i;
+    std::mt19937_64 draw(seed * 0x9e3779b97f4a7c15ull + static_cast<std::uint64_t>(kind));
+    std::shuffle(layout.begin(), layout.end(), draw);
+    found = l.layouts.emplace(kind, std::move(layout)).first;
+  }
+  return found->second.data();
+}
+
+void check_matrix_pointer(const void* pointer, unsigned ldm, unsigned element_bytes, const char* what, int line) {
+  if (reinterpret_cast<std::uintptr_t>(pointer) % 32 != 0) fail((std::string(what) + " of a pointer not 256-bit aligned").c_str(), line);
+  if (ldm * element_bytes % 16 != 0) fail((std::string(what) + " with ldm not a multiple of 16 bytes").c_str(), line);
 }
 
 void grid_barrier(int line) {
@@ -370,6 +525,23 @@ cudaError_t set_max_dynamic_shared(const void* kernel, int bytes) {
   return cudaSuccess;
 }
 
+cudaError_t set_non_portable_clusters(const void* kernel, bool allowed) {
+  non_portable_clusters[kernel] = allowed;
+  return cudaSuccess;
+}
+
+cudaError_t active_clusters(int* clusters, const void* kernel, int block_size, std::size_t shared_bytes,
+                            unsigned cluster) {
+  const Device& d = devices[current_device];
+  int per_sm = 0;
+  const cudaError_t err = occupancy(&per_sm, kernel, block_size, shared_bytes);
+  if (err != cudaSuccess) return err;
+  const auto found = non_portable_clusters.find(kernel);
+  const unsigned largest = found != non_portable_clusters.end() && found->second ? 16 : 8;
+  *clusters = d.clusters && cluster >= 1 && cluster <= largest ? per_sm * d.multiprocessors / static_cast<int>(cluster) : 0;
+  return cudaSuccess;
+}
+
 cudaError_t occupancy(int* blocks, const void* kernel, int block_size, std::size_t shared_bytes) {
   const Device& d = devices[current_device];
   if (block_size < 1 || block_size > 1024) return cudaErrorInvalidValue;
@@ -387,10 +559,12 @@ cudaError_t occupancy(int* blocks, const void* kernel, int block_size, std::size
 }
 
 cudaError_t launch(void (*body)(void*), void* context, dim3 grid, dim3 block, std::size_t shared_bytes,
-                   bool cooperative, const void* kernel) {
+                   bool cooperative, const void* kernel, dim3 cluster) {
   const std::lock_guard<std::mutex> lock(launch_mutex);
   std::string why;
-  const cudaError_t refused = check_launch(devices[current_device], grid, block, shared_bytes, cooperative, kernel, &why);
+  cudaError_t refused = check_launch(devices[current_device], grid, block, shared_bytes, cooperative, kernel, &why);
+  if (refused == cudaSuccess) refused = check_cluster(devices[current_device], grid, block, shared_bytes, cooperative,
+                                                      kernel, cluster, &why);
   if (refused != cudaSuccess) {
     last_error = why;
     return refused;
@@ -413,7 +587,14 @@ cudaError_t launch(void (*body)(void*), void* context, dim3 grid, dim3 block, st
     return cudaErrorLaunchFailure;
   }
   l.stacks = static_cast<char*>(stacks);
-  l.shared.assign(l.blocks, std::vector<unsigned char>(shared_bytes, 0xff));
+  for (unsigned b = 0; b < l.blocks; ++b) l.shared.push_back(std::make_unique<SharedBuffer>(shared_bytes));
+  l.cluster_size = cluster.x * cluster.y * cluster.z;
+  l.clusters.resize(l.blocks / l.cluster_size);
+  for (Cluster& c : l.clusters) {
+    c.mapped_in.assign(l.cluster_size, -1);
+    c.exited.assign(l.cluster_size, false);
+  }
+  l.done_in_block.assign(l.blocks, 0);
   l.block_barriers.resize(l.blocks);
   l.warps.resize(static_cast<std::size_t>(l.warps_per_block) * l.blocks);
   l.fibers.resize(total);
@@ -440,6 +621,7 @@ cudaError_t launch(void (*body)(void*), void* context, dim3 grid, dim3 block, st
   active = nullptr;
 #if SIMT_ASAN
   ASAN_UNPOISON_MEMORY_REGION(l.stacks, l.stacks_bytes);  // frames of fibers that did not return
+  for (const auto& buffer : l.shared) ASAN_UNPOISON_MEMORY_REGION(buffer->data, buffer->size);  // exited blocks'
 #endif
   munmap(l.stacks, l.stacks_bytes);
   if (!l.error.empty()) {
@@ -470,6 +652,9 @@ cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attr, int device) 
       return cudaSuccess;
     case cudaDevAttrMaxSharedMemoryPerBlockOptin:
       *value = d.shared_per_block_optin;
+      return cudaSuccess;
+    case cudaDevAttrClusterLaunch:
+      *value = d.clusters;
       return cudaSuccess;
   }
   return cudaErrorInvalidValue;

@@ -15,13 +15,28 @@
 // Each block's dynamic shared memory is a heap buffer of exactly the launch's size, filled with
 // NaN bytes (0xff), so that AddressSanitizer sees any access past it.
 //
-// Compiling with -DSIMT_DROP_BARRIER_LINE=N turns the block barrier or grid sync on line N of the
-// kernel source into a no-op (the planted-bug test: the emulation must catch it).
+// Thread-block clusters (sm_90): cudaLaunchKernelEx with a cluster dimension (1-D), the cluster's
+// barrier (cooperative_groups' cluster_group: sync, and the split barrier_arrive / barrier_wait,
+// which counts every thread of every block of the cluster; a thread that arrives twice without
+// waiting, or waits without arriving, is an error), block_rank, num_blocks, and map_shared_rank,
+// which returns a pointer into the peer block's own shared-memory buffer (so AddressSanitizer
+// bounds distributed shared memory too) after checking the rank and that the address is in the
+// caller's shared memory. A block that exits while a peer mapped its shared memory in the cluster
+// barrier phase not yet completed is an error, and an exited block's shared memory is refilled
+// with NaN bytes (and poisoned under ASan), so a later read through an old pointer shows. A launch
+// without a cluster dimension runs clusters of one block, as CUDA's. Tensor cores: tests/simt/wmma.h.
+// The emulation is sequentially consistent: what a missing memory fence would break on a GPU
+// cannot show here.
+//
+// Compiling with -DSIMT_DROP_BARRIER_LINE=N turns the block barrier, grid sync, cluster sync or
+// cluster barrier_wait on line N of the kernel source into a no-op (the planted-bug test: the
+// emulation must catch it).
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <tuple>
 #include <type_traits>
 #include <utility>
 
@@ -53,13 +68,26 @@ enum cudaError_t {
   cudaErrorInvalidDevice = 101,
   cudaErrorLaunchFailure = 719,
   cudaErrorCooperativeLaunchTooLarge = 720,
+  cudaErrorClusterOutOfResources = 912,
 };
 enum cudaDeviceAttr {
   cudaDevAttrMultiProcessorCount = 16,
   cudaDevAttrCooperativeLaunch = 95,
   cudaDevAttrMaxSharedMemoryPerBlockOptin = 97,
+  cudaDevAttrClusterLaunch = 120,
 };
-enum cudaFuncAttribute { cudaFuncAttributeMaxDynamicSharedMemorySize = 8 };
+enum cudaFuncAttribute { cudaFuncAttributeMaxDynamicSharedMemorySize = 8, cudaFuncAttributeNonPortableClusterSizeAllowed = 11 };
+enum cudaLaunchAttributeID { cudaLaunchAttributeClusterDimension = 4 };
+union cudaLaunchAttributeValue {
+  struct {
+    unsigned x, y, z;
+  } clusterDim;
+  char pad[64];
+};
+struct cudaLaunchAttribute {
+  cudaLaunchAttributeID id;
+  cudaLaunchAttributeValue val;
+};
 struct CUstream_st;
 using cudaStream_t = CUstream_st*;
 
@@ -76,6 +104,7 @@ struct Device {
   int registers_per_thread = 64;             // not known without nvcc: an assumption
   int blocks_per_multiprocessor = 32;
   bool cooperative = true;
+  bool clusters = true;                      // thread-block clusters (sm_90)
 };
 
 // The devices the tests define (each a distinct index, so cached plans stay per device) and the
@@ -132,7 +161,15 @@ unsigned vote(const char* kind, unsigned mask, bool predicate, int line);
 
 // A kernel run by cudaLaunchKernel / cudaLaunchCooperativeKernel: `body` runs once per thread.
 cudaError_t launch(void (*body)(void*), void* context, dim3 grid, dim3 block, std::size_t shared_bytes,
-                   bool cooperative, const void* kernel);
+                   bool cooperative, const void* kernel, dim3 cluster = dim3(1, 1, 1));
+
+// The running thread's cluster: its size in blocks and its block's rank; the barrier; the peer's
+// shared memory at the offset of `address` in the caller's.
+unsigned cluster_blocks();
+unsigned cluster_rank();
+void cluster_arrive(int line);
+void cluster_wait(int line);
+void* map_shared(const void* address, int rank, int line);
 
 template <typename... P, std::size_t... I>
 void call_kernel(void (*kernel)(P...), void** args, std::index_sequence<I...>) {
@@ -141,7 +178,7 @@ void call_kernel(void (*kernel)(P...), void** args, std::index_sequence<I...>) {
 
 template <typename... P>
 cudaError_t launch_kernel(void (*kernel)(P...), dim3 grid, dim3 block, void** args, std::size_t shared_bytes,
-                          bool cooperative) {
+                          bool cooperative, dim3 cluster = dim3(1, 1, 1)) {
   struct Context {
     void (*kernel)(P...);
     void** args;
@@ -150,20 +187,51 @@ cudaError_t launch_kernel(void (*kernel)(P...), dim3 grid, dim3 block, void** ar
     auto* ctx = static_cast<Context*>(c);
     call_kernel(ctx->kernel, ctx->args, std::index_sequence_for<P...>{});
   };
-  return launch(body, &context, grid, block, shared_bytes, cooperative, reinterpret_cast<const void*>(kernel));
+  return launch(body, &context, grid, block, shared_bytes, cooperative, reinterpret_cast<const void*>(kernel), cluster);
 }
 
 // cudaFuncSetAttribute's per-kernel limit, checked by the launches.
 cudaError_t set_max_dynamic_shared(const void* kernel, int bytes);
+cudaError_t set_non_portable_clusters(const void* kernel, bool allowed);
+cudaError_t active_clusters(int* clusters, const void* kernel, int block_size, std::size_t shared_bytes,
+                            unsigned cluster);
 cudaError_t occupancy(int* blocks, const void* kernel, int block_size, std::size_t shared_bytes);
 
 }  // namespace simt
 
 // --- CUDA's built-in variables and device functions ---------------------------------------------
-#define threadIdx (::simt::thread_idx())
-#define blockIdx (::simt::block_idx())
-#define blockDim (::simt::block_dim())
-#define gridDim (::simt::grid_dim())
+// threadIdx, blockIdx, blockDim and gridDim are variables whose .x, .y, .z read the running
+// thread's values when converted to unsigned (variables, not macros: a cudaLaunchConfig_t has
+// members of the same names).
+namespace simt {
+enum class Builtin { kThreadIdx, kBlockIdx, kBlockDim, kGridDim };
+
+inline unsigned builtin(Builtin which, int axis) {
+  if (which == Builtin::kThreadIdx || which == Builtin::kBlockIdx) {
+    const uint3& v = which == Builtin::kThreadIdx ? thread_idx() : block_idx();
+    return axis == 0 ? v.x : axis == 1 ? v.y : v.z;
+  }
+  const dim3& v = which == Builtin::kBlockDim ? block_dim() : grid_dim();
+  return axis == 0 ? v.x : axis == 1 ? v.y : v.z;
+}
+
+template <Builtin Which, int Axis>
+struct BuiltinAxis {
+  operator unsigned() const { return builtin(Which, Axis); }
+};
+
+template <Builtin Which>
+struct BuiltinVector {
+  BuiltinAxis<Which, 0> x;
+  BuiltinAxis<Which, 1> y;
+  BuiltinAxis<Which, 2> z;
+};
+}  // namespace simt
+
+inline constexpr simt::BuiltinVector<simt::Builtin::kThreadIdx> threadIdx{};
+inline constexpr simt::BuiltinVector<simt::Builtin::kBlockIdx> blockIdx{};
+inline constexpr simt::BuiltinVector<simt::Builtin::kBlockDim> blockDim{};
+inline constexpr simt::BuiltinVector<simt::Builtin::kGridDim> gridDim{};
 
 inline void __syncthreads(int line = __builtin_LINE()) {
   if (line != SIMT_DROP_BARRIER_LINE) simt::block_barrier(line);
@@ -218,8 +286,55 @@ const char* cudaGetErrorString(cudaError_t error);
 
 template <typename... P>
 cudaError_t cudaFuncSetAttribute(void (*kernel)(P...), cudaFuncAttribute attr, int value) {
+  if (attr == cudaFuncAttributeNonPortableClusterSizeAllowed) {
+    return simt::set_non_portable_clusters(reinterpret_cast<const void*>(kernel), value != 0);
+  }
   if (attr != cudaFuncAttributeMaxDynamicSharedMemorySize) return cudaErrorInvalidValue;
   return simt::set_max_dynamic_shared(reinterpret_cast<const void*>(kernel), value);
+}
+
+struct cudaLaunchConfig_t {
+  dim3 gridDim, blockDim;
+  std::size_t dynamicSmemBytes = 0;
+  cudaStream_t stream = nullptr;
+  cudaLaunchAttribute* attrs = nullptr;
+  unsigned numAttrs = 0;
+};
+
+namespace simt {
+inline dim3 cluster_of(const cudaLaunchConfig_t* config) {
+  for (unsigned i = 0; i < config->numAttrs; ++i) {
+    if (config->attrs[i].id == cudaLaunchAttributeClusterDimension) {
+      const auto& c = config->attrs[i].val.clusterDim;
+      return dim3(c.x, c.y, c.z);
+    }
+  }
+  return dim3(1, 1, 1);
+}
+
+template <typename... P, typename Tuple, std::size_t... I>
+cudaError_t launch_ex(const cudaLaunchConfig_t* config, void (*kernel)(P...), Tuple& values, std::index_sequence<I...>) {
+  void* args[] = {static_cast<void*>(&std::get<I>(values))..., nullptr};
+  return launch_kernel(kernel, config->gridDim, config->blockDim, args, config->dynamicSmemBytes, false,
+                       cluster_of(config));
+}
+}  // namespace simt
+
+// cudaLaunchKernelEx's C++ form: the arguments converted to the kernel's parameter types.
+template <typename... P, typename... A>
+cudaError_t cudaLaunchKernelEx(const cudaLaunchConfig_t* config, void (*kernel)(P...), A&&... args) {
+  std::tuple<typename std::decay<P>::type...> values(std::forward<A>(args)...);
+  return simt::launch_ex(config, kernel, values, std::index_sequence_for<P...>{});
+}
+
+// How many clusters of config's size, block size and shared memory the emulated device holds at
+// once: whole clusters of the blocks that fit on its multiprocessors (no GPC boundaries modelled).
+template <typename... P>
+cudaError_t cudaOccupancyMaxActiveClusters(int* clusters, void (*kernel)(P...), const cudaLaunchConfig_t* config) {
+  const dim3 cluster = simt::cluster_of(config);
+  return simt::active_clusters(clusters, reinterpret_cast<const void*>(kernel),
+                               static_cast<int>(config->blockDim.x * config->blockDim.y * config->blockDim.z),
+                               config->dynamicSmemBytes, cluster.x * cluster.y * cluster.z);
 }
 
 template <typename... P>
@@ -248,4 +363,29 @@ struct grid_group {
   }
 };
 inline grid_group this_grid() { return {}; }
+
+// The block's cluster (a cluster of one in a launch without a cluster dimension).
+struct cluster_group {
+  using arrival_token = struct {};
+  static void sync(int line = __builtin_LINE()) {
+    if (line == SIMT_DROP_BARRIER_LINE) return;
+    simt::cluster_arrive(line);
+    simt::cluster_wait(line);
+  }
+  static arrival_token barrier_arrive(int line = __builtin_LINE()) {
+    simt::cluster_arrive(line);
+    return {};
+  }
+  static void barrier_wait(int line = __builtin_LINE()) {
+    if (line != SIMT_DROP_BARRIER_LINE) simt::cluster_wait(line);
+  }
+  static void barrier_wait(arrival_token&&, int line = __builtin_LINE()) { barrier_wait(line); }
+  static unsigned block_rank() { return simt::cluster_rank(); }
+  static unsigned num_blocks() { return simt::cluster_blocks(); }
+  template <typename T>
+  static T* map_shared_rank(T* address, int rank, int line = __builtin_LINE()) {
+    return static_cast<T*>(simt::map_shared(address, rank, line));
+  }
+};
+inline cluster_group this_cluster() { return {}; }
 }  // namespace cooperative_groups
