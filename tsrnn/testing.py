@@ -20,9 +20,9 @@ from dataclasses import dataclass
 
 import torch
 
-from tsrnn import backend, functional, reference
+from tsrnn import backend, functional, precision, reference
 from tsrnn.ops.recurrence import cells
-from tsrnn.backend.tolerance import GRAD_TOLERANCE, TOLERANCE  # the tests import the tables from here
+from tsrnn.backend.tolerance import GRAD_TOLERANCE, TOLERANCE, rows  # the tests import the tables from here
 from tsrnn.backend.tolerance import error as _error
 
 # (T, B, I, H): one step, one row, odd sizes, H over the CPU kernel's per-thread slice (67, 130)
@@ -212,10 +212,13 @@ class Comparison:
 
 
 def compare(path: str, cell: str, shape, dtype: torch.dtype = torch.float64, device="cpu", dt: bool = False,
-            seed: int = 0, contiguous: bool = True, grads: bool = True, lengths: str | None = None) -> Comparison:
+            seed: int = 0, contiguous: bool = True, grads: bool = True, lengths: str | None = None,
+            products: str | None = None) -> Comparison:
     """Run the layer on ``path`` in ``dtype`` on ``device`` and the reference in float64 on the
     same rounded values; ``contiguous=False`` passes every tensor in a strided layout; ``lengths``
-    a case of ``LENGTH_CASES``: the rows of that many steps (the reference's masked loop)."""
+    a case of ``LENGTH_CASES``: the rows of that many steps (the reference's masked loop). The
+    bounds are ``rows(dtype, products)``, the products' precision ``tsrnn.precision.products`` of
+    the dtype and device where None (TF32 on CUDA with torch's default flags)."""
     args = layer_args(cell, *shape, seed=seed, dt=dt)
     if lengths is not None:
         args["lengths"] = lengths_for(lengths, shape[0], shape[1], seed)
@@ -229,15 +232,16 @@ def compare(path: str, cell: str, shape, dtype: torch.dtype = torch.float64, dev
     theirs = {k: (v.clone().requires_grad_(grads) if k in names else v) for k, v in rounded.items()}
     out, state = run_layer(cell, ours, path)
     out_r, state_r = reference_layer(cell, theirs)
-    errors = {"out": _error(out, out_r, TOLERANCE[dtype])}
-    errors.update({f"{n}_n": _error(s, s_r, TOLERANCE[dtype])
+    value_row, grad_row = rows(dtype, products or precision.products(dtype, torch.device(device)))
+    errors = {"out": _error(out, out_r, value_row)}
+    errors.update({f"{n}_n": _error(s, s_r, value_row)
                    for n, s, s_r in zip(("h", *cells.get(cell).states), state, state_r)})
     if out.dtype != dtype:
         errors["out dtype"] = (math.inf, 0.0)
     if grads:
         got = torch.autograd.grad(loss_of(out, state), [ours[k] for k in names])
         want = torch.autograd.grad(loss_of(out_r, state_r), [theirs[k] for k in names])
-        errors.update({f"grad {k}": _error(g, w, GRAD_TOLERANCE[dtype]) for k, g, w in zip(names, got, want)})
+        errors.update({f"grad {k}": _error(g, w, grad_row) for k, g, w in zip(names, got, want)})
     return Comparison(path, cell, tuple(shape), dtype, errors)
 
 

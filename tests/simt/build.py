@@ -1,9 +1,9 @@
 """Compiles the SIMT emulation (tests/simt/simt.h) with g++ into a shared library of torch operators.
 
-Five objects: the kernels of csrc/recurrence/cuda/recurrence.cu and cluster_recurrence.cu, each
+Six objects: the kernels of csrc/recurrence/cuda/recurrence.cu and cluster_recurrence.cu, each
 compiled as C++ with tests/simt/include ahead of the system headers (its <cuda_runtime.h>,
 <cooperative_groups.h>, <mma.h> and <cuda_bf16.h> are the emulation);
-the emulation's runtime (simt.cpp); its probes (probes.cpp); and the torch binding (binding.cpp, the CUDA binding's own
+the emulation's runtime (simt.cpp); its probes (probes.cpp, cluster_probes.cpp); and the torch binding (binding.cpp, the CUDA binding's own
 policy). ``sanitize`` builds the first three with AddressSanitizer and UndefinedBehaviorSanitizer (a
 process must preload libasan: see ``sanitizer_environment``); ``drop_barrier_line`` turns the
 barrier on that line of one kernel file (``drop_in``: recurrence.cu or cluster_recurrence.cu) into a
@@ -95,6 +95,7 @@ def library(sanitize: bool = False, drop_barrier_line: int = 0, drop_in: Path = 
         jobs.update({
             cache / f"simt_{base}.o": flags + ["-c", str(HERE / "simt.cpp")],
             cache / f"probes_{base}.o": flags + ["-c", str(HERE / "probes.cpp")],
+            cache / f"cluster_probes_{base}.o": flags + ["-c", str(HERE / "cluster_probes.cpp")],
             binding: COMMON + INCLUDES + _binding_flags() + ["-c", str(HERE / "binding.cpp")],
         })
         todo = [command + ["-o", str(out)] for out, command in jobs.items() if not out.exists()]

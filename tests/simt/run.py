@@ -44,11 +44,15 @@ def main() -> None:
     emulation.load(args.library)
     table = cluster.table(args.seeds) if args.cluster else emulation.table(args.seeds)
     for case in (c for c in table if any(text in c.id for text in args.match)):
-        if args.cluster:
-            result = cluster.check(case)
-        else:
-            result = emulation.check_packed(case) if isinstance(case, emulation.PackedCase) else emulation.check(case)
-        print(json.dumps({"case": case.id, "ok": result.ok, "failures": result.failures()}), flush=True)
+        try:
+            if args.cluster:
+                result = cluster.check(case)
+            else:
+                result = emulation.check_packed(case) if isinstance(case, emulation.PackedCase) else emulation.check(case)
+            row = {"case": case.id, "ok": result.ok, "failures": result.failures()}
+        except RuntimeError as exc:  # the emulation refused the launch (a barrier used out of order, ...)
+            row = {"case": case.id, "ok": False, "failures": str(exc).splitlines()[0][:500]}
+        print(json.dumps(row), flush=True)
 
 
 if __name__ == "__main__":

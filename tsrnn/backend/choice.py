@@ -75,6 +75,7 @@ from typing import Callable, Hashable, Mapping, Sequence
 import torch
 
 from tsrnn import _validation as check
+from tsrnn import precision
 from tsrnn.backend import registry, verification
 from tsrnn.backend.registry import BACKENDS, PATHS, REGISTRY, TRANSFORMS, Call, Path, _recorded, why_not
 
@@ -271,7 +272,8 @@ def _verify(paths: Sequence[str], call: Call, run: Run) -> dict[str, str | None]
     verdicts = {}
     for path in paths:
         try:
-            wrong = verification.disagreement(verification.results(run, path, call.grad), expected, call.dtype, own)
+            wrong = verification.disagreement(verification.results(run, path, call.grad), expected, call.dtype, own,
+                                              precision.products(call.dtype, call.device))
             verdict = None if wrong is None else (
                 f"tsrnn: the {path} path disagrees with {trusted} (run in float64 on the same inputs) for "
                 f"{call.cell or call.op} {call.dtype} {call.shape}{' with gradients' if call.grad else ''}: {wrong}")

@@ -81,10 +81,11 @@ class Call:
         return math_dtype(self.dtype)
 
     def key(self) -> tuple:
-        """The tuning key: T enters as a power-of-two bucket, the other sizes exactly."""
+        """The tuning key: T enters as a power-of-two bucket, the other sizes exactly, and the
+        precision of the products (``tsrnn.precision.products``: a TF32 choice is not an exact one)."""
         steps, *rest = self.shape
         return (self.op, self.device.type, self.device.index, self.dtype, self.cell, steps.bit_length(),
-                *rest, self.bias, self.grad, self.traces, self.packed)
+                *rest, self.bias, self.grad, self.traces, self.packed, precision.products(self.dtype, self.device))
 
     def recorded_key(self) -> str:
         """The key as ``tuned_choices`` and ``reuse_choices`` write it (``_recorded``)."""

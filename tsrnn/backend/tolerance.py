@@ -56,6 +56,37 @@ GRAD_TOLERANCE = {
 }
 
 
+# Recurrent products in reduced precision (``tsrnn.precision.products``: on CUDA, TF32 where
+# torch.backends.cudnn.allow_tf32 is true, bf16 for bf16 layers), as torch.nn.LSTM's cuDNN call
+# computes them: each operand of W_hh h_{t-1}, of W_hh^T dz_t and of dW_hh's GEMM is rounded to the
+# format's unit roundoff u (TF32: 10 mantissa bits, u = 2^-11 = 4.9e-4; bf16: 7, u = 2^-8 = 3.9e-3)
+# and summed in float32, so each product w h carries a relative error of at most 2u + u^2, and a
+# sum over K terms at most 2u sum |w h| <= 2u |w| |h| (Cauchy-Schwarz: the scale of the gate
+# pre-activation itself, for the weight scales of an LSTM). The gates and the cell are 1-Lipschitz
+# or contracting (sigmoid, tanh, c_t = f c' + ..., f < 1), so the values stay within a few times
+# 2u of their scale over the steps: the value row is 4u. The backward adds its own two rounded
+# products (W_hh^T dz over K = G*H, dW_hh over K = T*B) to the forward's error it carries: the
+# gradient row is 8u. Measured on the cluster-resident kernel (its source under the SIMT
+# emulation, tests/kernels/recurrence/test_cluster_kernel.py's table, two seeds): error / (1 + max
+# |reference|) at most 0.6u for the values and 2.4u for the gradients in TF32, 0.41u and 1.5u in
+# bf16: the rows are 3.4 to 10 times the worst measured. A path's rows are the looser of its
+# dtype's and its products'.
+PRODUCTS_U = {"tf32": 2.0 ** -11, "bf16": 2.0 ** -8}
+PRODUCTS_TOLERANCE = {name: {"atol": 4 * u, "rtol": 4 * u} for name, u in PRODUCTS_U.items()}
+PRODUCTS_GRAD_TOLERANCE = {name: {"atol": 8 * u, "rtol": 8 * u} for name, u in PRODUCTS_U.items()}
+
+
+def rows(dtype: torch.dtype, products: str = "ieee") -> tuple[dict, dict]:
+    """(value row, gradient row) for a path computing in ``dtype`` whose recurrent products take
+    operands in ``products`` ("ieee", "tf32", "bf16"): the looser of the dtype's rows and the
+    products' rows (the dtype's alone for "ieee")."""
+    value, grad = TOLERANCE[dtype], GRAD_TOLERANCE[dtype]
+    if products not in PRODUCTS_U:
+        return value, grad
+    looser = lambda a, b: {k: max(a[k], b[k]) for k in ("atol", "rtol")}  # noqa: E731
+    return looser(value, PRODUCTS_TOLERANCE[products]), looser(grad, PRODUCTS_GRAD_TOLERANCE[products])
+
+
 def error(actual: torch.Tensor, expected: torch.Tensor, tol: dict) -> tuple[float, float]:
     """(max |actual - expected|, its bound atol + rtol * max |expected|) for a row ``tol``, over
     the finite elements of ``expected``; where ``expected`` is NaN or Inf (a diverged model's

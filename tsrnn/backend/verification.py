@@ -21,7 +21,7 @@ from typing import Callable
 
 import torch
 
-from tsrnn.backend.tolerance import GRAD_TOLERANCE, TOLERANCE, error
+from tsrnn.backend.tolerance import error, rows
 
 LOSS_SEED = 0  # the loss weights are the same pseudo-random numbers for every path and call
 SLACK = 4  # a path may be this many times as far from float64 as the trusted path in the call's dtype
@@ -45,15 +45,16 @@ def results(run, path: str, grad: bool, dtype: torch.dtype | None = None) -> dic
 
 
 def disagreement(ours: dict[str, torch.Tensor], trusted: dict[str, torch.Tensor], dtype: torch.dtype,
-                 own: Callable[[], dict[str, torch.Tensor]]) -> str | None:
+                 own: Callable[[], dict[str, torch.Tensor]], products: str = "ieee") -> str | None:
     """None if every result of ``ours`` is within its bound of the trusted float64 one, else
     "<name>: max error E > bound B" for the worst (the largest error over its bound). The bound is
-    the row of the call's ``dtype`` (``TOLERANCE`` for outputs, ``GRAD_TOLERANCE`` for gradients),
-    or ``SLACK`` times the error of ``own()`` (the trusted path's results in the call's dtype,
+    the row of the call's ``dtype`` and the precision of its ``products`` (``tolerance.rows``: values,
+    gradients), or ``SLACK`` times the error of ``own()`` (the trusted path's results in the call's dtype,
     asked for only when a result is beyond its row) where larger."""
     worst = []
+    value_row, grad_row = rows(dtype, products)
     for name, expected in trusted.items():
-        tol = (GRAD_TOLERANCE if name.startswith("grad ") else TOLERANCE)[dtype]
+        tol = value_row if not name.startswith("grad ") else grad_row
         err, bound = error(ours[name], expected, tol)
         if err > bound:
             bound = max(bound, SLACK * error(own()[name], expected, tol)[0])

@@ -87,9 +87,13 @@ def test_the_plan_picks_a_cluster_per_the_cost_model(simt):
 
 
 def test_the_plan_refuses_what_does_not_fit(simt):
-    """W_hh over 16 blocks' shared memory, or a forced configuration that does not fit: no plan, so
-    the path is not offered, and the operator itself refuses with the plan's reason."""
+    """W_hh over 16 blocks' shared memory, a cluster larger than the device, or a forced
+    configuration that does not fit: no plan, so the path is not offered, and the operator itself
+    refuses with the plan's reason."""
     emulation.emulate(4, 0)
+    with simt.registered("tf32") as path:  # 16 blocks of 207 KB are not co-resident on 4 SMs
+        assert "does not fit" in testing.why_not(path, "lstm", (2, 2, 3, 400), torch.float32, "cpu")
+    emulation.emulate(16, 0)
     with simt.registered("tf32") as path:
         assert "does not fit" in testing.why_not(path, "lstm", (2, 2, 3, 1200), torch.float32, "cpu")
         assert testing.why_not(path, "lstm", (2, 2, 3, 400), torch.float32, "cpu") is None
@@ -120,10 +124,11 @@ def test_sanitized_run_of_the_table():
 
 
 def _barriers() -> dict[str, int]:
-    """The source line of each barrier of cluster_recurrence.cu whose removal must be caught."""
+    """The source line of each barrier of cluster_recurrence.cu's kernels whose removal must be caught."""
     lines = build.CLUSTER_KERNELS.read_text().splitlines()
+    first = next(i for i, line in enumerate(lines) if "__global__" in line)
     found = {}
-    for i, line in enumerate(lines):
+    for i, line in enumerate(lines[first:], first):
         if re.search(r"(__syncthreads\(\)|barrier_wait\(\))\s*;", line):
             found[f"line {i + 1}: {line.strip()}"] = i + 1
     return found

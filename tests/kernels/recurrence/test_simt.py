@@ -142,7 +142,23 @@ def test_shuffles_and_votes_return_what_cuda_defines(simt):
     ("deadlock", r"deadlock: no thread can go on; .* waits at (__shfl_xor_sync|__syncthreads) on line \d+"),
     ("grid_sync", r"grid\.sync\(\) in a kernel not launched cooperatively"),
     ("racy_neighbours", r"race seen"),
+    ("cluster_missing_barrier", r"wrong: a block read a slot its peer had not written"),
+    ("cluster_wrong_rank", r"map_shared_rank to rank 4 of a cluster of 4 blocks \(line \d+\)"),
+    ("cluster_early_exit", r"block rank 0 of its cluster exits while a peer may still read its shared memory"),
+    ("cluster_double_arrive", r"arrives at the cluster barrier again without waiting \(line \d+\)"),
+    ("wmma_assumed_layout", r"wrong: element"),
 ])
 def test_what_cuda_leaves_undefined_is_reported(simt, probe, message):
     for seed in SEEDS:
         assert re.search(message, torch.ops.simt.probe(probe, seed)), torch.ops.simt.probe(probe, seed)
+
+
+@pytest.mark.parametrize("probe", ["wmma_tf32", "wmma_tf32_truncates", "wmma_bf16", "cluster_exchange",
+                                   "cluster_split_barrier"])
+def test_tensor_cores_and_clusters_compute_what_cuda_defines(simt, probe):
+    """wmma's TF32 product (operands rounded with __float_to_tf32, or read truncated as the hardware
+    reads them) and bf16 product against the host's, loaded and stored row- and column-major in
+    layouts drawn per seed; clusters whose blocks write into each other's shared memory around a
+    cluster barrier (sync, or split arrive/wait)."""
+    for seed in SEEDS + (SANITIZED_SEED,):
+        assert torch.ops.simt.probe(probe, seed) == "ok", torch.ops.simt.probe(probe, seed)
