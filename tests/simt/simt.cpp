@@ -17,6 +17,7 @@
 #include <memory>
 #include <new>
 #include <mutex>
+#include <queue>
 #include <random>
 #include <sstream>
 #include <string>
@@ -83,6 +84,7 @@ struct SharedBuffer {
 struct Collective {
   const char* kind;
   unsigned mask;
+  int line;  // of the lane that opened it
   unsigned arrived = 0, unread = 0;
   bool complete = false;
   std::uint64_t values[kWarpSize] = {};
@@ -105,7 +107,13 @@ struct Launch {
   std::vector<Barrier> block_barriers;
   Barrier grid_barrier;
   std::vector<std::list<Collective>> warps;
-  std::vector<unsigned> runnable;
+  std::vector<unsigned> runnable;  // drawn at random (even seeds)
+  // Odd seeds: each warp gets a random priority and the runnable thread of the highest-priority
+  // warp always goes on (ties drawn at random): one warp runs as far as it can before the others
+  // move, the order that exposes a read of what a lagging warp has not written yet.
+  bool by_warp = false;
+  std::vector<std::uint64_t> warp_priority;
+  std::priority_queue<std::pair<std::pair<std::uint64_t, std::uint64_t>, unsigned>> ranked;
   std::mt19937_64 rng;
   ucontext_t scheduler;
   const void* scheduler_stack = nullptr;  // AddressSanitizer's bounds of the host thread's stack
@@ -154,9 +162,33 @@ void to_scheduler(Launch& l, bool exiting) {
 #endif
 }
 
+void push_runnable(Launch& l, unsigned index) {
+  if (l.by_warp) {
+    l.ranked.push({{l.warp_priority[l.fibers[index].warp], l.rng()}, index});
+  } else {
+    l.runnable.push_back(index);
+  }
+}
+
+// The next fiber to run, taken out of the runnable ones (which are not empty).
+unsigned pop_runnable(Launch& l) {
+  if (l.by_warp) {
+    const unsigned index = l.ranked.top().second;
+    l.ranked.pop();
+    return index;
+  }
+  const std::size_t pick = l.rng() % l.runnable.size();
+  const unsigned index = l.runnable[pick];
+  l.runnable[pick] = l.runnable.back();
+  l.runnable.pop_back();
+  return index;
+}
+
+bool any_runnable(const Launch& l) { return l.by_warp ? !l.ranked.empty() : !l.runnable.empty(); }
+
 void make_runnable(Launch& l, unsigned index) {
   l.fibers[index].state = Fiber::kRunnable;
-  l.runnable.push_back(index);
+  push_runnable(l, index);
 }
 
 // Blocks the running fiber until another releases it (make_runnable), then returns.
@@ -169,7 +201,7 @@ void wait(Launch& l, const char* what, int line) {
 
 // The running fiber yields: it stays runnable, another draw decides who continues.
 void yield(Launch& l) {
-  l.runnable.push_back(static_cast<unsigned>(l.current - l.fibers.data()));
+  push_runnable(l, static_cast<unsigned>(l.current - l.fibers.data()));
   to_scheduler(l, false);
 }
 
@@ -193,6 +225,10 @@ void arrive(Launch& l, Barrier& barrier, unsigned members, const char* name, int
   yield(l);
 }
 
+// The running thread's cluster and its block's rank in it.
+Cluster& cluster_of(Launch& l) { return l.clusters[l.current->block_index / l.cluster_size]; }
+unsigned rank_of(const Launch& l, const Fiber& f) { return f.block_index % l.cluster_size; }
+
 // Checks that a finishing thread leaves nobody waiting for it.
 void check_exit(Launch& l) {
   const Fiber& f = *l.current;
@@ -203,16 +239,16 @@ void check_exit(Launch& l) {
   if (l.grid_barrier.arrived > 0) {
     fail("the thread exits while threads wait at this grid sync", l.grid_barrier.line);
   }
+  const Cluster& cluster = cluster_of(l);
+  if (cluster.arrived > 0 && f.cluster_arrival != cluster.phase) {
+    fail("the thread exits while threads of its cluster wait for it at this cluster barrier", cluster.line);
+  }
   for (const Collective& c : l.warps[f.warp]) {
     if (!c.complete && (c.mask >> f.lane & 1u) && !(c.arrived >> f.lane & 1u)) {
-      fail((std::string("the thread exits while its warp waits for it in ") + c.kind).c_str(), 0);
+      fail((std::string("the thread exits while its warp waits for it in ") + c.kind).c_str(), c.line);
     }
   }
 }
-
-// The running thread's cluster and its block's rank in it.
-Cluster& cluster_of(Launch& l) { return l.clusters[l.current->block_index / l.cluster_size]; }
-unsigned rank_of(const Launch& l, const Fiber& f) { return f.block_index % l.cluster_size; }
 
 // The last thread of a block exits: no peer may still read its shared memory (one mapped it in the
 // cluster barrier phase not yet completed), which is refilled with NaN bytes and, under ASan,
@@ -262,11 +298,8 @@ std::string deadlock(const Launch& l) {
 }
 
 void run(Launch& l) {
-  while (!l.runnable.empty() && l.error.empty()) {
-    const std::size_t pick = l.rng() % l.runnable.size();
-    const unsigned index = l.runnable[pick];
-    l.runnable[pick] = l.runnable.back();
-    l.runnable.pop_back();
+  while (any_runnable(l) && l.error.empty()) {
+    const unsigned index = pop_runnable(l);
     l.current = &l.fibers[index];
 #if SIMT_ASAN
     __sanitizer_start_switch_fiber(&l.scheduler_fake_stack, l.current->stack, kStackBytes);
@@ -324,7 +357,8 @@ cudaError_t check_cluster(const Device& d, dim3 grid, dim3 block, std::size_t sh
                           const void* kernel, dim3 cluster, std::string* why) {
   const unsigned size = cluster.x * cluster.y * cluster.z;
   if (size == 1) return cudaSuccess;
-  if (cluster.y != 1 || cluster.z != 1 || grid.y != 1 || grid.z != 1 || grid.x % cluster.x != 0 || cooperative) {
+  if (size == 0 || cluster.y != 1 || cluster.z != 1 || grid.y != 1 || grid.z != 1 || grid.x % cluster.x != 0 ||
+      cooperative) {
     *why = "a cluster launch must be 1-D, not cooperative, its grid a multiple of the cluster";
     return cudaErrorInvalidConfiguration;
   }
@@ -334,7 +368,7 @@ cudaError_t check_cluster(const Device& d, dim3 grid, dim3 block, std::size_t sh
     *why = "a cluster of " + std::to_string(size) + " blocks does not fit the device (clusters " +
            (d.clusters ? "supported" : "not supported") + "; more than 8 blocks need "
            "cudaFuncAttributeNonPortableClusterSizeAllowed)";
-    return cudaErrorClusterOutOfResources;
+    return cudaErrorInvalidClusterSize;
   }
   return cudaSuccess;
 }
@@ -446,7 +480,17 @@ const int* fragment_layout(int kind, int rows, int cols) {
   return found->second.data();
 }
 
-void check_matrix_pointer(const void* pointer, unsigned ldm, unsigned element_bytes, const char* what, int line) {
+// The lanes exchange a fingerprint of (pointer, ldm, layout): lanes that pass different ones are
+// told apart (short of a 64-bit hash collision).
+void matrix_access(const char* what, const void* pointer, unsigned ldm, unsigned element_bytes, bool row_major,
+                   int line) {
+  const std::uint64_t mine =
+      reinterpret_cast<std::uintptr_t>(pointer) * 0x9e3779b97f4a7c15ull ^ (std::uint64_t{ldm} << 1 | row_major);
+  std::uint64_t all[kWarpSize];
+  warp_exchange(what, 0xffffffffu, mine, all, line);
+  for (std::uint64_t other : all) {
+    if (other != mine) fail((std::string(what) + " with a pointer, ldm or layout that differs between the lanes").c_str(), line);
+  }
   if (reinterpret_cast<std::uintptr_t>(pointer) % 32 != 0) fail((std::string(what) + " of a pointer not 256-bit aligned").c_str(), line);
   if (ldm * element_bytes % 16 != 0) fail((std::string(what) + " with ldm not a multiple of 16 bytes").c_str(), line);
 }
@@ -478,7 +522,7 @@ void warp_exchange(const char* kind, unsigned mask, std::uint64_t value, std::ui
     break;
   }
   if (!joined) {
-    open.push_back(Collective{kind, mask});
+    open.push_back(Collective{kind, mask, line});
     joined = &open.back();
   }
   joined->values[me.lane] = value;
@@ -598,6 +642,8 @@ cudaError_t launch(void (*body)(void*), void* context, dim3 grid, dim3 block, st
   l.block_barriers.resize(l.blocks);
   l.warps.resize(static_cast<std::size_t>(l.warps_per_block) * l.blocks);
   l.fibers.resize(total);
+  l.by_warp = seed % 2 == 1;
+  for (std::size_t w = 0; w < l.warps.size(); ++w) l.warp_priority.push_back(l.rng());
   for (unsigned b = 0; b < l.blocks; ++b) {
     for (unsigned t = 0; t < l.threads_per_block; ++t) {
       const std::size_t index = static_cast<std::size_t>(b) * l.threads_per_block + t;
@@ -613,7 +659,7 @@ cudaError_t launch(void (*body)(void*), void* context, dim3 grid, dim3 block, st
       f.context.uc_stack.ss_size = kStackBytes;
       f.context.uc_link = nullptr;
       makecontext(&f.context, fiber_main, 0);
-      l.runnable.push_back(static_cast<unsigned>(index));
+      push_runnable(l, static_cast<unsigned>(index));
     }
   }
   active = &l;

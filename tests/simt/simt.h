@@ -4,33 +4,43 @@
 // g++ compiles csrc/recurrence/cuda/*.cu as C++ with tests/simt/include first on the include path, whose
 // <cuda_runtime.h>, <cooperative_groups.h> and c10/cuda headers include this file. Every CUDA
 // thread of a launch is a fiber with its own stack (simt.cpp). A fiber runs until it reaches a
-// block barrier (__syncthreads), the cooperative grid-wide sync, or a warp collective (shuffles,
-// votes, __syncwarp), and the scheduler then resumes another fiber picked by a seeded
+// block barrier (__syncthreads), the cooperative grid-wide sync, a cluster barrier, or a warp
+// collective (shuffles, votes, __syncwarp, wmma's loads, stores and mma_sync), and the scheduler then resumes another fiber picked by a seeded
 // pseudo-random draw: the progress of the threads between synchronisations runs in a random
 // order, so a missing barrier shows up as a read of memory not yet written (the tests fill fresh
-// memory with NaN) rather than passing by luck. The emulation is strict where CUDA leaves the
+// memory with NaN) rather than passing by luck. With an odd seed the draw is by warp instead: each
+// warp gets a random priority and the highest-priority warp with a runnable thread always goes on,
+// so one warp runs as far as it can before the others (a uniform draw lets nearly every thread
+// catch up while a warp gathers its 32 lanes at a collective, and hides such a read). The emulation is strict where CUDA leaves the
 // result undefined: the threads of a block must all reach the same barrier (an exited thread
 // never arrives), a warp collective waits for every lane of its mask, which must include the
 // calling lane and the lanes it reads, and a deadlock is reported with what each thread waits on.
 // Each block's dynamic shared memory is a heap buffer of exactly the launch's size, filled with
 // NaN bytes (0xff), so that AddressSanitizer sees any access past it.
 //
-// Thread-block clusters (sm_90): cudaLaunchKernelEx with a cluster dimension (1-D), the cluster's
+// Thread-block clusters (sm_90): cudaLaunchKernelEx with a cluster dimension (1-D, dividing the
+// grid, at most 8 blocks or 16 with cudaFuncAttributeNonPortableClusterSizeAllowed), the cluster's
 // barrier (cooperative_groups' cluster_group: sync, and the split barrier_arrive / barrier_wait,
-// which counts every thread of every block of the cluster; a thread that arrives twice without
-// waiting, or waits without arriving, is an error), block_rank, num_blocks, and map_shared_rank,
-// which returns a pointer into the peer block's own shared-memory buffer (so AddressSanitizer
-// bounds distributed shared memory too) after checking the rank and that the address is in the
-// caller's shared memory. A block that exits while a peer mapped its shared memory in the cluster
-// barrier phase not yet completed is an error, and an exited block's shared memory is refilled
-// with NaN bytes (and poisoned under ASan), so a later read through an old pointer shows. A launch
-// without a cluster dimension runs clusters of one block, as CUDA's. Tensor cores: tests/simt/wmma.h.
-// The emulation is sequentially consistent: what a missing memory fence would break on a GPU
-// cannot show here.
+// which counts every thread of every block of the cluster, all arriving on the same line: stricter
+// than PTX, whose barrier.cluster waits for the non-exited threads only, an exited thread never
+// arrives; a thread that exits while others wait for it, arrives twice without waiting, or waits
+// without arriving is an error), block_rank, num_blocks, and map_shared_rank, which returns a
+// pointer into the peer block's own shared-memory buffer (so AddressSanitizer bounds distributed
+// shared memory too) after checking the rank, that the address is in the caller's dynamic shared
+// memory and that the peer has not exited. A block that exits while a peer mapped its shared
+// memory in the cluster barrier phase not yet completed is an error, and an exited block's shared
+// memory is refilled with NaN bytes (and poisoned under ASan), so a later read through an old
+// pointer shows. A launch without a cluster dimension runs clusters of one block, as CUDA's
+// (this_cluster() is the block). Tensor cores (nvcuda::wmma, fragments in a layout drawn per seed):
+// tests/simt/wmma.h.
+//
+// What the emulation cannot catch: it is sequentially consistent, so what a missing memory fence
+// would break on a GPU cannot show here; and a race shows only in the thread orders the seeds draw.
 //
 // Compiling with -DSIMT_DROP_BARRIER_LINE=N turns the block barrier, grid sync, cluster sync or
 // cluster barrier_wait on line N of the kernel source into a no-op (the planted-bug test: the
-// emulation must catch it).
+// emulation must catch it; a dropped barrier_wait leaves the thread's arrival open, so its next
+// arrival is reported as one without waiting).
 #pragma once
 
 #include <cstddef>
@@ -68,7 +78,7 @@ enum cudaError_t {
   cudaErrorInvalidDevice = 101,
   cudaErrorLaunchFailure = 719,
   cudaErrorCooperativeLaunchTooLarge = 720,
-  cudaErrorClusterOutOfResources = 912,
+  cudaErrorInvalidClusterSize = 912,
 };
 enum cudaDeviceAttr {
   cudaDevAttrMultiProcessorCount = 16,
@@ -76,7 +86,7 @@ enum cudaDeviceAttr {
   cudaDevAttrMaxSharedMemoryPerBlockOptin = 97,
   cudaDevAttrClusterLaunch = 120,
 };
-enum cudaFuncAttribute { cudaFuncAttributeMaxDynamicSharedMemorySize = 8, cudaFuncAttributeNonPortableClusterSizeAllowed = 11 };
+enum cudaFuncAttribute { cudaFuncAttributeMaxDynamicSharedMemorySize = 8, cudaFuncAttributeNonPortableClusterSizeAllowed = 14 };
 enum cudaLaunchAttributeID { cudaLaunchAttributeClusterDimension = 4 };
 union cudaLaunchAttributeValue {
   struct {

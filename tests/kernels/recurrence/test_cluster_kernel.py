@@ -134,10 +134,10 @@ def _barriers() -> dict[str, int]:
     return found
 
 
-@pytest.mark.parametrize("barrier", list(_barriers()))
+@pytest.mark.parametrize("barrier", list(_barriers()), ids=lambda name: name.split(":")[0].replace(" ", ""))
 def test_a_missing_barrier_is_caught(barrier):
     line = _barriers()[barrier]
-    done, rows = run_table(build.library(drop_barrier_line=line, drop_in=build.CLUSTER_KERNELS), [0],
+    done, rows = run_table(build.library(drop_barrier_line=line, drop_in=build.CLUSTER_KERNELS), SEEDS,
                            match=[f"lstm-{SUBSET}-t16-tf32"], cluster=True)
     assert done.returncode == 0, done.stderr[-3000:]
     assert rows and not all(row["ok"] for row in rows), f"{barrier} removed and every case still passed"
