@@ -5,7 +5,8 @@
 // <cuda_runtime.h>, <cooperative_groups.h> and c10/cuda headers include this file. Every CUDA
 // thread of a launch is a fiber with its own stack (simt.cpp). A fiber runs until it reaches a
 // block barrier (__syncthreads), the cooperative grid-wide sync, a cluster barrier, or a warp
-// collective (shuffles, votes, __syncwarp, wmma's loads, stores and mma_sync), and the scheduler then resumes another fiber picked by a seeded
+// collective (shuffles, votes, __syncwarp, wmma's loads, stores and mma_sync), and the
+// scheduler then resumes another fiber picked by a seeded
 // pseudo-random draw: the progress of the threads between synchronisations runs in a random
 // order, so a missing barrier shows up as a read of memory not yet written (the tests fill fresh
 // memory with NaN) rather than passing by luck. With an odd seed the draw is by warp instead: each

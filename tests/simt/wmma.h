@@ -1,12 +1,17 @@
 // Tensor cores in the SIMT emulation: nvcuda::wmma's fragments, loads, stores and mma_sync, for the
-// shapes the kernels use (TF32 m16n16k8, bf16 m16n16k16, float accumulators).
+// shapes the kernels use (TF32 m16n16k8, bf16 m16n16k16, float accumulators; other shapes and
+// types do not compile).
 //
-// A fragment holds each lane's elements in x[], in a layout the emulator draws per launch from the
-// thread-order seed (simt::fragment_layout: which element of the tile each lane's x[i] holds), so
-// code that assumes a layout computes garbage for most seeds. Loads, stores and mma_sync are warp
-// collectives: all 32 lanes must call them (the emulation's strict rules of warp collectives),
-// and each is a point where another thread may run. They check CUDA's rules: the pointer 256-bit
-// aligned, ldm a multiple of 16 bytes' worth of elements. Arithmetic: each product of two operands
+// A fragment holds each lane's elements in x[], in a layout the emulator draws from the
+// thread-order seed for each fragment type (use, shape, element type and row/col_major:
+// simt::fragment_layout, which element of the tile each lane's x[i] holds), so code that assumes a
+// layout, or copies x[] between fragments of different types, computes garbage. Loads, stores and
+// mma_sync are warp collectives: all 32 lanes must call them (the emulation's strict rules of warp
+// collectives), and each is a point where another thread may run. They check CUDA's rules: the
+// pointer, ldm and layout the same in every lane, the pointer 256-bit aligned, ldm a multiple of
+// 16 bytes' worth of elements. A lane's load or store touches its own elements only, after the
+// collective, so a lane that reads what another stored needs a __syncwarp as on the GPU.
+// Arithmetic: each product of two operands
 // is exact in float32 (TF32 and bf16 have at most 11 significant bits), summed in float32 in the
 // order k = 0, 1, ... onto the accumulator; a TF32 operand is read as the hardware reads it, the
 // low 13 mantissa bits of the float ignored unless __float_to_tf32 rounded them (cvt.rna).
@@ -21,12 +26,13 @@
 
 namespace simt {
 
-// The layout of fragment kind `kind` (rows x cols elements over 32 lanes): element perm[l * n + i]
-// (row-major index in the tile) is x[i] of lane l, n = rows * cols / 32. Drawn once per launch.
+// The layout of fragment type `kind` (rows x cols elements over 32 lanes): element perm[l * n + i]
+// (row-major index in the tile) is x[i] of lane l, n = rows * cols / 32. Drawn from the seed.
 const int* fragment_layout(int kind, int rows, int cols);
 
-// The 32-byte alignment and the leading dimension of a wmma load or store.
-void check_matrix_pointer(const void* pointer, unsigned ldm, unsigned element_bytes, const char* what, int line);
+// A wmma load or store `what`: the warp collective, and CUDA's rules on its arguments.
+void matrix_access(const char* what, const void* pointer, unsigned ldm, unsigned element_bytes, bool row_major,
+                   int line);
 
 }  // namespace simt
 
@@ -55,31 +61,53 @@ struct storage<precision::tf32> {
 };
 
 inline float value(float x, bool tf32) {
-  if (!tf32) return x;
   std::uint32_t u;
   std::memcpy(&u, &x, sizeof u);
+  if (!tf32 || (u & 0x7fffffffu) > 0x7f800000u) return x;  // a NaN stays NaN
   u &= 0xffffe000u;  // the hardware reads 10 mantissa bits of a TF32 operand
   std::memcpy(&x, &u, sizeof x);
   return x;
 }
 inline float value(__nv_bfloat16 x, bool) { return __bfloat162float(x); }
 
+// fill_fragment's value in the fragment's element type (CUDA converts a float to bf16 to nearest even).
+inline void assign(float& to, float v) { to = v; }
+inline void assign(__nv_bfloat16& to, float v) { to = __float2bfloat16(v); }
+inline void assign(__nv_bfloat16& to, __nv_bfloat16 v) { to = v; }
+
 template <typename Use>
 constexpr int use_id() {
   return std::is_same<Use, matrix_a>::value ? 0 : std::is_same<Use, matrix_b>::value ? 1 : 2;
+}
+template <typename Layout>
+constexpr int layout_id() {
+  return std::is_same<Layout, row_major>::value ? 1 : std::is_same<Layout, col_major>::value ? 2 : 0;
+}
+template <typename T>
+constexpr int type_id() {
+  return std::is_same<T, precision::tf32>::value ? 1 : std::is_same<T, __nv_bfloat16>::value ? 2 : 0;
+}
+
+// The shapes and types of the emulated fragments, as CUDA defines them: TF32 and bf16 operands
+// (row_major or col_major) of m16n16k8 and m16n16k16, float accumulators of either.
+template <typename Use, int M, int N, int K, typename T, typename Layout>
+constexpr bool supported() {
+  const bool k = M == 16 && N == 16 && (K == 8 || K == 16);
+  if (std::is_same<Use, accumulator>::value) return k && std::is_same<T, float>::value && layout_id<Layout>() == 0;
+  return k && type_id<T>() == (K == 8 ? 1 : 2) && layout_id<Layout>() != 0;
 }
 
 }  // namespace detail
 
 template <typename Use, int M, int N, int K, typename T, typename Layout = void>
 struct fragment {
+  static_assert(detail::supported<Use, M, N, K, T, Layout>(), "a wmma fragment the emulation (or CUDA) lacks");
   static constexpr int rows = std::is_same<Use, matrix_b>::value ? K : M;
   static constexpr int cols = std::is_same<Use, matrix_a>::value ? K : N;
   static constexpr int num_elements = rows * cols / 32;
   static constexpr bool tf32 = std::is_same<T, precision::tf32>::value;
-  // The layout's identity: the use, the shape and the element type (not the memory layout).
-  static constexpr int kind = detail::use_id<Use>() * 1000 + M * 100 + N * 10 + K + (tf32 ? 100000 : 0) +
-                              (std::is_same<T, __nv_bfloat16>::value ? 200000 : 0);
+  // The fragment type's identity, which its layout is drawn for (M and N are 16).
+  static constexpr int kind = ((detail::use_id<Use>() * 3 + detail::layout_id<Layout>()) * 3 + detail::type_id<T>()) * 32 + K;
   using element_type = typename detail::storage<T>::type;
   element_type x[num_elements];
 };
@@ -92,9 +120,9 @@ inline float __float_to_tf32(float x) {
   return x;
 }
 
-template <typename Use, int M, int N, int K, typename T, typename Layout>
-void fill_fragment(fragment<Use, M, N, K, T, Layout>& f, float v) {
-  for (int i = 0; i < f.num_elements; ++i) f.x[i] = static_cast<typename fragment<Use, M, N, K, T, Layout>::element_type>(v);
+template <typename Use, int M, int N, int K, typename T, typename Layout, typename V>
+void fill_fragment(fragment<Use, M, N, K, T, Layout>& f, const V& v) {
+  for (int i = 0; i < f.num_elements; ++i) detail::assign(f.x[i], v);
 }
 
 // Element (r, c) of a matrix at p with leading dimension ldm, row- or column-major.
@@ -105,8 +133,7 @@ E* element(E* p, unsigned ldm, bool row_major, int r, int c) {
 
 template <typename F, typename E>
 void load(F& f, const E* p, unsigned ldm, bool row_major, int line) {
-  simt::vote("wmma::load_matrix_sync", 0xffffffffu, true, line);
-  simt::check_matrix_pointer(p, ldm, sizeof(E), "wmma::load_matrix_sync", line);
+  simt::matrix_access("wmma::load_matrix_sync", p, ldm, sizeof(E), row_major, line);
   const int* layout = simt::fragment_layout(F::kind, F::rows, F::cols) + simt::lane() * F::num_elements;
   for (int i = 0; i < F::num_elements; ++i) f.x[i] = *element(p, ldm, row_major, layout[i] / F::cols, layout[i] % F::cols);
 }
@@ -129,8 +156,7 @@ template <int M, int N, int K>
 void store_matrix_sync(float* p, const fragment<accumulator, M, N, K, float>& f, unsigned ldm, layout_t layout,
                        int line = __builtin_LINE()) {
   using F = fragment<accumulator, M, N, K, float>;
-  simt::vote("wmma::store_matrix_sync", 0xffffffffu, true, line);
-  simt::check_matrix_pointer(p, ldm, sizeof(float), "wmma::store_matrix_sync", line);
+  simt::matrix_access("wmma::store_matrix_sync", p, ldm, sizeof(float), layout == mem_row_major, line);
   const int* own = simt::fragment_layout(F::kind, F::rows, F::cols) + simt::lane() * F::num_elements;
   for (int i = 0; i < F::num_elements; ++i) *element(p, ldm, layout == mem_row_major, own[i] / F::cols, own[i] % F::cols) = f.x[i];
 }

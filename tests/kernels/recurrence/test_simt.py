@@ -144,21 +144,32 @@ def test_shuffles_and_votes_return_what_cuda_defines(simt):
     ("racy_neighbours", r"race seen"),
     ("cluster_missing_barrier", r"wrong: a block read a slot its peer had not written"),
     ("cluster_wrong_rank", r"map_shared_rank to rank 4 of a cluster of 4 blocks \(line \d+\)"),
-    ("cluster_early_exit", r"block rank 0 of its cluster exits while a peer may still read its shared memory"),
+    ("cluster_early_exit", r"block rank \d of its cluster exits while a peer may still read its shared memory"
+                           r"|map_shared_rank into block rank \d, which has exited \(line \d+\)"),
+    ("cluster_exit_at_barrier", r"exits while threads of its cluster wait for it at this cluster barrier \(line \d+\)"
+                                r"|deadlock: .* waits at cluster barrier_wait on line \d+"),
+    ("cluster_map_outside", r"map_shared_rank of an address outside the block's shared memory \(line \d+\)"),
     ("cluster_double_arrive", r"arrives at the cluster barrier again without waiting \(line \d+\)"),
     ("wmma_assumed_layout", r"wrong: element"),
+    ("wmma_misaligned", r"wmma::load_matrix_sync of a pointer not 256-bit aligned \(line \d+\)"),
+    ("wmma_bad_ldm", r"wmma::load_matrix_sync with ldm not a multiple of 16 bytes \(line \d+\)"),
+    ("wmma_lanes_disagree", r"wmma::load_matrix_sync with a pointer, ldm or layout that differs between the lanes"),
+    ("wmma_half_warp", r"exits while its warp waits for it in wmma::load_matrix_sync \(line \d+\)"
+                       r"|deadlock: .* waits at wmma::load_matrix_sync on line \d+"),
 ])
 def test_what_cuda_leaves_undefined_is_reported(simt, probe, message):
     for seed in SEEDS:
         assert re.search(message, torch.ops.simt.probe(probe, seed)), torch.ops.simt.probe(probe, seed)
 
 
-@pytest.mark.parametrize("probe", ["wmma_tf32", "wmma_tf32_truncates", "wmma_bf16", "cluster_exchange",
-                                   "cluster_split_barrier"])
+@pytest.mark.parametrize("probe", ["wmma_tf32", "wmma_tf32_truncates", "wmma_bf16", "wmma_fill", "cluster_exchange",
+                                   "cluster_split_barrier", "cluster_of_one", "cluster_limits"])
 def test_tensor_cores_and_clusters_compute_what_cuda_defines(simt, probe):
     """wmma's TF32 product (operands rounded with __float_to_tf32, or read truncated as the hardware
-    reads them) and bf16 product against the host's, loaded and stored row- and column-major in
-    layouts drawn per seed; clusters whose blocks write into each other's shared memory around a
-    cluster barrier (sync, or split arrive/wait)."""
+    reads them) and bf16 product against the host's, operands and accumulators loaded and stored
+    row- and column-major in layouts drawn per seed, and fragments filled; clusters whose blocks
+    write into each other's shared memory around a cluster barrier (sync, or split arrive/wait);
+    a launch without a cluster dimension, whose blocks are clusters of one; the cluster launches
+    CUDA refuses, and the count of co-resident clusters."""
     for seed in SEEDS + (SANITIZED_SEED,):
         assert torch.ops.simt.probe(probe, seed) == "ok", torch.ops.simt.probe(probe, seed)
