@@ -25,6 +25,9 @@ import torch
 import tsrnn
 from tsrnn import testing
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests"))
+from simt.cluster import forced  # noqa: E402  (TSRNN_CLUSTER for the duration of a block)
+
 # (T, B, H) of the GPU sweep: the issue's targets for this kernel (H = 1150 is the grid-resident one's).
 SHAPES = [(70, 20, 400), (70, 80, 400), (1000, 128, 128)]
 QUICK_SHAPES = [(3, 17, 20)]
@@ -64,20 +67,6 @@ def predicted_ms(T: int, B: int, H: int, gates: int, cluster: int, tile: int, pr
     return 1e3 * (waves * T * step + gemms + T * B * H * 29 * item / HBM + HOST)
 
 
-@contextlib.contextmanager
-def forced(cluster: int, tile: int):
-    """TSRNN_CLUSTER="cluster,tile" (0, 0: the plan's own choice), as it was after."""
-    before = os.environ.get("TSRNN_CLUSTER")
-    os.environ["TSRNN_CLUSTER"] = f"{cluster},{tile}"
-    try:
-        yield
-    finally:
-        if before is None:
-            os.environ.pop("TSRNN_CLUSTER", None)
-        else:
-            os.environ["TSRNN_CLUSTER"] = before
-
-
 class Target:
     """Where the sweep runs: on a GPU the registry's "cuda_cluster" (precision from the layer's dtype
     and cuDNN's TF32 flag), on the CPU the emulated kernel of tests/simt with the precision fixed."""
@@ -85,7 +74,6 @@ class Target:
     def __init__(self, device: torch.device):
         self.device = device
         if device.type == "cpu":
-            sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests"))
             from simt import build, cluster, emulation
 
             emulation.load(build.library())

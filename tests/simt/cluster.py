@@ -18,9 +18,8 @@ from dataclasses import dataclass
 
 import torch
 
-from tsrnn import backend, functional, reference, testing
+from tsrnn import backend, testing
 from tsrnn.ops import projection
-from tsrnn.ops.recurrence import cells
 from tsrnn.ops.recurrence import paths as recurrence_paths
 
 from simt import emulation
@@ -141,21 +140,9 @@ def check(case: Case, multiprocessors: int = 4) -> testing.Comparison:
 
 
 def check_traces(case: Case) -> dict[str, tuple[float, float]]:
-    """The saved activations read back as traces (forget gates; the pLSTM's reset gates and ages)
-    against the reference's, with the value row of the case's precision: {name: (error, bound)}."""
+    """``emulation.traces_error`` of ``case`` on the emulated kernel, with the value row of its
+    precision."""
     emulation.emulate(4, case.seed)
-    args = testing.layer_args(case.cell, *case.shape, seed=case.seed, dt=case.dt)
-    cell = cells.get(case.cell)
-    ours = {k: (v.float() if isinstance(v, torch.Tensor) and k != "dt" else v) for k, v in args.items()}
-    states = (ours["c0"], ours["a0"]) if cell.has_p else (ours["c0"],)
     with registered(case.precision) as path_name, forced(case.cluster, case.tile):
-        _, _, traces = functional._layer(cell, ours["x"], ours["h0"], states, ours["w_ih"], ours["w_hh"], ours["bias"],
-                                         ours.get("p"), None if ours.get("dt") is None else ours["dt"].float(),
-                                         1e-3, path_name, traces=True)
-    want = {}
-    if cell.has_p:
-        _, _, want["f"] = reference.plstm(**args, trace=want)
-    else:
-        _, _, want["f"] = reference.lstm(**args)
-    row, _ = testing.rows(torch.float32, case.precision)
-    return {name: testing._error(traces[name], expected, row) for name, expected in want.items()}
+        return emulation.traces_error(case.cell, case.shape, case.seed, case.dt, path_name,
+                                      testing.rows(torch.float32, case.precision)[0])

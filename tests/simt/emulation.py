@@ -152,25 +152,29 @@ def check(case: Case) -> testing.Comparison:
     return result
 
 
-def check_traces(case: Case) -> dict[str, tuple[float, float]]:
-    """The saved activations read back as traces (forget gates; the pLSTM's reset gates and ages)
-    against the reference's, float32 tolerances: {name: (error, bound)}."""
-    emulate(case.multiprocessors, case.seed)
-    args = testing.layer_args(case.cell, *case.shape, seed=case.seed, dt=case.dt)
-    cell = cells.get(case.cell)
+def traces_error(cell_name: str, shape, seed: int, dt: bool, path_name: str, row: dict) -> dict[str, tuple[float, float]]:
+    """The saved activations of a float32 layer on ``path_name`` read back as traces (forget gates;
+    the pLSTM's reset gates and ages) against the reference's, with ``row``: {name: (error, bound)}."""
+    args = testing.layer_args(cell_name, *shape, seed=seed, dt=dt)
+    cell = cells.get(cell_name)
     ours = {k: (v.float() if isinstance(v, torch.Tensor) and k != "dt" else v) for k, v in args.items()}
     states = (ours["c0"], ours["a0"]) if cell.has_p else (ours["c0"],)
-    with registered():
-        _, _, traces = functional._layer(cell, ours["x"], ours["h0"], states, ours["w_ih"], ours["w_hh"], ours["bias"],
-                                         ours.get("p"), None if ours.get("dt") is None else ours["dt"].float(),
-                                         1e-3, NAME, traces=True)
+    _, _, traces = functional._layer(cell, ours["x"], ours["h0"], states, ours["w_ih"], ours["w_hh"], ours["bias"],
+                                     ours.get("p"), None if ours.get("dt") is None else ours["dt"].float(),
+                                     1e-3, path_name, traces=True)
     want = {}
     if cell.has_p:
         _, _, want["f"] = reference.plstm(**args, trace=want)
     else:
         _, _, want["f"] = reference.lstm(**args)
-    return {name: testing._error(traces[name], expected, testing.TOLERANCE[torch.float32])
-            for name, expected in want.items()}
+    return {name: testing._error(traces[name], expected, row) for name, expected in want.items()}
+
+
+def check_traces(case: Case) -> dict[str, tuple[float, float]]:
+    """``traces_error`` of ``case`` on the emulated kernel, float32 tolerances."""
+    emulate(case.multiprocessors, case.seed)
+    with registered() as name:
+        return traces_error(case.cell, case.shape, case.seed, case.dt, name, testing.TOLERANCE[torch.float32])
 
 
 # -- packed sequences (batch_sizes, torch's PackedSequence layout) ----------------------------------
