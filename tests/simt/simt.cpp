@@ -359,7 +359,9 @@ cudaError_t check_cluster(const Device& d, dim3 grid, dim3 block, std::size_t sh
   if (size == 1) return cudaSuccess;
   if (size == 0 || cluster.y != 1 || cluster.z != 1 || grid.y != 1 || grid.z != 1 || grid.x % cluster.x != 0 ||
       cooperative) {
-    *why = "a cluster launch must be 1-D, not cooperative, its grid a multiple of the cluster";
+    const auto text = [](dim3 d) { return std::to_string(d.x) + "," + std::to_string(d.y) + "," + std::to_string(d.z); };
+    *why = "a cluster launch must be 1-D, not cooperative, its grid a multiple of the cluster: grid (" + text(grid) +
+           "), cluster (" + text(cluster) + ")" + (cooperative ? ", cooperative" : "");
     return cudaErrorInvalidConfiguration;
   }
   int resident = 0;

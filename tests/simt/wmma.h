@@ -11,10 +11,10 @@
 // pointer, ldm and layout the same in every lane, the pointer 256-bit aligned, ldm a multiple of
 // 16 bytes' worth of elements. A lane's load or store touches its own elements only, after the
 // collective, so a lane that reads what another stored needs a __syncwarp as on the GPU.
-// Arithmetic: each product of two operands
-// is exact in float32 (TF32 and bf16 have at most 11 significant bits), summed in float32 in the
-// order k = 0, 1, ... onto the accumulator; a TF32 operand is read as the hardware reads it, the
-// low 13 mantissa bits of the float ignored unless __float_to_tf32 rounded them (cvt.rna).
+// Arithmetic: each product of two operands is exact in float32 (TF32 and bf16 have at most 11
+// significant bits), summed in float32 in the order k = 0, 1, ... onto the accumulator; a TF32
+// operand is read as the hardware reads it, the low 13 mantissa bits of the float ignored unless
+// __float_to_tf32 rounded them (cvt.rna).
 #pragma once
 
 #include <cstdint>
@@ -125,6 +125,8 @@ void fill_fragment(fragment<Use, M, N, K, T, Layout>& f, const V& v) {
   for (int i = 0; i < f.num_elements; ++i) detail::assign(f.x[i], v);
 }
 
+namespace detail {
+
 // Element (r, c) of a matrix at p with leading dimension ldm, row- or column-major.
 template <typename E>
 E* element(E* p, unsigned ldm, bool row_major, int r, int c) {
@@ -138,18 +140,20 @@ void load(F& f, const E* p, unsigned ldm, bool row_major, int line) {
   for (int i = 0; i < F::num_elements; ++i) f.x[i] = *element(p, ldm, row_major, layout[i] / F::cols, layout[i] % F::cols);
 }
 
+}  // namespace detail
+
 template <typename Use, int M, int N, int K, typename T, typename Layout, typename E>
 void load_matrix_sync(fragment<Use, M, N, K, T, Layout>& f, const E* p, unsigned ldm, int line = __builtin_LINE()) {
   static_assert(!std::is_same<Use, accumulator>::value, "an accumulator load takes a layout_t");
   static_assert(std::is_same<E, typename fragment<Use, M, N, K, T, Layout>::element_type>::value,
                 "the memory's element type must be the fragment's");
-  load(f, p, ldm, std::is_same<Layout, row_major>::value, line);
+  detail::load(f, p, ldm, std::is_same<Layout, row_major>::value, line);
 }
 
 template <int M, int N, int K>
 void load_matrix_sync(fragment<accumulator, M, N, K, float>& f, const float* p, unsigned ldm, layout_t layout,
                       int line = __builtin_LINE()) {
-  load(f, p, ldm, layout == mem_row_major, line);
+  detail::load(f, p, ldm, layout == mem_row_major, line);
 }
 
 template <int M, int N, int K>
@@ -158,7 +162,7 @@ void store_matrix_sync(float* p, const fragment<accumulator, M, N, K, float>& f,
   using F = fragment<accumulator, M, N, K, float>;
   simt::matrix_access("wmma::store_matrix_sync", p, ldm, sizeof(float), layout == mem_row_major, line);
   const int* own = simt::fragment_layout(F::kind, F::rows, F::cols) + simt::lane() * F::num_elements;
-  for (int i = 0; i < F::num_elements; ++i) *element(p, ldm, layout == mem_row_major, own[i] / F::cols, own[i] % F::cols) = f.x[i];
+  for (int i = 0; i < F::num_elements; ++i) *detail::element(p, ldm, layout == mem_row_major, own[i] / F::cols, own[i] % F::cols) = f.x[i];
 }
 
 // d = a b + c. Two warp collectives: the lanes swap pointers to their fragments, each computes its
