@@ -8,6 +8,11 @@ dtypes it chose and the tuner's choices for float32 calls do not apply. A layer 
 dtype computes as ``tsrnn.ops.recurrence.cells.math_dtype`` says: the input projection is a GEMM in the 16-bit
 dtype, the recurrent GEMM, the gate math and the cell state over the steps in float32; the
 output and the final h and c come back in the 16-bit dtype (the pLSTM's age in float32).
+
+The precision of the products (``products``), as torch.nn.LSTM: on CUDA the GEMMs of a layer take
+TF32 operands where torch.backends.cudnn.allow_tf32 is true (torch's default), bf16 operands for a
+bf16 layer, exact ones otherwise; read once per layer call and passed down, never set: tsrnn changes
+no torch flag. ``round_operands`` is the rounding its torch GEMMs apply to compute in a precision.
 """
 from __future__ import annotations
 
@@ -60,3 +65,29 @@ def products(dtype: torch.dtype, device: torch.device) -> str:
     if dtype in (torch.float32, torch.float16) and torch.backends.cudnn.allow_tf32:
         return "tf32"
     return "ieee"
+
+
+PRODUCTS = ("ieee", "tf32", "bf16")
+
+
+def round_operands(t: torch.Tensor, products: str) -> torch.Tensor:
+    """``t`` with its values rounded as an operand of a product in ``products`` (``products()``),
+    in its own dtype: "tf32", a float32 tensor's values to TF32 as cvt.rna.tf32.f32 rounds (10
+    mantissa bits kept, to nearest, ties away from zero; Inf and NaN kept; other dtypes as they
+    are: bf16 and fp16 values are TF32 values already, float64 is never asked for TF32);
+    "bf16", to bfloat16 (to nearest, ties to even) and back; "ieee", ``t`` itself. Every product
+    of two rounded operands is exact in float32, so a float32 GEMM of rounded operands gives a
+    TF32 (or bf16) GEMM's result with float32 accumulation whatever torch's matmul flags say:
+    tsrnn's torch GEMMs compute in a call's precision this way, and never change those flags
+    (csrc/recurrence/op.h's ``round_to_tf32`` is the same rounding for the compiled ops)."""
+    if products == "tf32":
+        if t.dtype != torch.float32:
+            return t
+        bits = t.view(torch.int32)
+        rounded = torch.bitwise_and(bits + 0x1000, -0x2000).view(torch.float32)  # -0x2000: 0xffffe000
+        return torch.where(torch.isfinite(t), rounded, t)
+    if products == "bf16":
+        return t if t.dtype == torch.bfloat16 else t.to(torch.bfloat16).to(t.dtype)
+    if products == "ieee":
+        return t
+    raise ValueError(f"products must be one of {PRODUCTS}, got {products!r}")

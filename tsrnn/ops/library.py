@@ -93,22 +93,12 @@ def first_order_only(op: str, anchors, results: tuple) -> tuple:
     return tuple(results)
 
 
-@contextlib.contextmanager
-def _on_device_exact_fp32(args):
-    """Triton launches on the current CUDA device, not the tensors' one, and the Triton drivers'
-    torch matmuls (dh, dW_hh) would use TF32 if the user allowed it: run on the tensors' device
-    with TF32 off, as the kernels' own IEEE dots."""
+def _on_device(args):
+    """Triton launches on the current CUDA device, not the tensors' one: run on the tensors' device.
+    No torch flag is touched: the drivers' own torch GEMMs (dh, dW_hh) round their operands to the
+    call's precision (``tsrnn.precision.round_operands``)."""
     device = next((a.device for a in args if isinstance(a, torch.Tensor) and a.is_cuda), None)
-    if device is None:
-        yield
-        return
-    before = torch.backends.cuda.matmul.allow_tf32
-    torch.backends.cuda.matmul.allow_tf32 = False
-    try:
-        with torch.cuda.device(device):
-            yield
-    finally:
-        torch.backends.cuda.matmul.allow_tf32 = before
+    return contextlib.nullcontext() if device is None else torch.cuda.device(device)
 
 
 def triton_kernel(module: str, name: str):
@@ -116,7 +106,7 @@ def triton_kernel(module: str, name: str):
     TRITON_INTERPRET must be set before the kernels' module is imported."""
 
     def kernel(*args):
-        with _on_device_exact_fp32(args):
+        with _on_device(args):
             return getattr(importlib.import_module(module), name)(*args)
 
     return kernel

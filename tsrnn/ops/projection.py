@@ -1,12 +1,13 @@
-"""The input projection x W_ih^T + b of every operator path's layer: torch's GEMM, or on the "cpu"
-path the CPU engine's own (csrc/gemm/projection.cpp, ``torch.ops.tsrnn.cpu_projection``), with
-its fake kernel and autograd formula; and the schemas of the CPU GEMM kernels the tests and
-benchmarks call directly.
+"""The input projection x W_ih^T + b of every operator path's layer: torch's GEMM in the call's
+precision (``torch_projection``), or on the "cpu" path the CPU engine's own
+(csrc/gemm/projection.cpp, ``torch.ops.tsrnn.cpu_projection``), with its fake kernel and autograd
+formula; and the schemas of the CPU GEMM kernels the tests and benchmarks call directly.
 """
 from __future__ import annotations
 
 import torch
 
+from tsrnn import precision
 from tsrnn.ops import extensions  # noqa: F401  (loads the compiled kernels before their schemas)
 from tsrnn.ops import library
 
@@ -25,9 +26,49 @@ CPU_SCHEMAS = ("cpu_projection(Tensor x, Tensor w, Tensor? bias) -> Tensor",
                "cpu_gemm_in_use() -> str", "cpu_loop_profile() -> float[]")
 
 
-def torch_projection(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
-    """x w^T + bias through torch (addmm)."""
-    return x @ w.t() if bias is None else torch.addmm(bias, x, w.t())
+def torch_projection(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None,
+                     products: str = "ieee") -> torch.Tensor:
+    """x w^T + bias through torch (addmm), its GEMMs and those of its gradients (dx = g w,
+    dw = g^T x) in ``products`` (``tsrnn.precision.products``, read once per layer call by
+    ``tsrnn.ops.recurrence.paths.run_operator``): "ieee", torch's GEMMs as torch's flags say;
+    "tf32" or "bf16", every operand (x, w and the incoming gradient g) rounded to that format
+    first (``tsrnn.precision.round_operands``), so a float32 GEMM gives the TF32 (bf16) GEMM's
+    result whatever torch.backends.cuda.matmul says, and no flag is touched. A bf16 (fp16) layer's
+    GEMM runs in its dtype, as for "ieee"."""
+    if products == "ieee":
+        return x @ w.t() if bias is None else torch.addmm(bias, x, w.t())
+    return _RoundedProjection.apply(x, w, bias, products)
+
+
+def _straight_through(t: torch.Tensor, products: str) -> torch.Tensor:
+    """``t`` rounded for ``products``, its derivative that of the identity (the rounding's error
+    is a constant): what a backward that is itself differentiated multiplies by."""
+    return t + (precision.round_operands(t, products) - t).detach()  # exact: t and its rounding are close
+
+
+class _RoundedProjection(torch.autograd.Function):
+    """x w^T + bias with the operands of the GEMM and of its gradients' GEMMs rounded to
+    ``products``; the bias's gradient sums the incoming gradient as it is (no product)."""
+
+    @staticmethod
+    def forward(ctx, x, w, bias, products):
+        ctx.save_for_backward(x, w)
+        ctx.products, ctx.has_bias = products, bias is not None
+        xr, wr = precision.round_operands(x, products), precision.round_operands(w, products)
+        return xr @ wr.t() if bias is None else torch.addmm(bias, xr, wr.t())
+
+    @staticmethod
+    def backward(ctx, grad):
+        x, w = ctx.saved_tensors
+        needs = ctx.needs_input_grad
+        # differentiated again (create_graph=True), the rounding's derivative is the identity's
+        rounded = _straight_through if torch.is_grad_enabled() else precision.round_operands
+        with library.without_autocast(grad):
+            g = rounded(grad, ctx.products)
+            dx = g @ rounded(w, ctx.products) if needs[0] else None
+            dw = g.t() @ rounded(x, ctx.products) if needs[1] else None
+            db = grad.sum(0) if ctx.has_bias and needs[2] else None
+        return dx, dw, db, None
 
 
 def _projection_fake(x, w, bias):

@@ -1,49 +1,79 @@
-"""The cudnn path's backward runs with TF32 off (tsrnn.ops.recurrence.paths._exact_backward). The first GPU
-run found its gradients TF32-rounded: cuDNN reads the flag when the backward runs, after the
-forward's ``with``. The hooks are device-independent, so these run on the CPU, on the oneDNN
-LSTM's backward node: the flag is off while the node runs and restored after, every time it runs
-(retain_graph), and gradcheck goes through them."""
+"""On CUDA the cudnn path runs cuDNN as torch.nn.LSTM does, under the user's settings: TF32 in the
+forward and the backward where torch.backends.cudnn.allow_tf32 is true (torch's default), exact
+float32 where it is false; no call changes a torch flag, forward or backward, on any CUDA path.
+``tsrnn.precision.products`` follows the flag, and the harness judges the path with the row of
+that precision (tsrnn.backend.tolerance.rows). GPU only: tests/unit/test_precision.py checks the
+rule and the rounding on the CPU."""
+from __future__ import annotations
+
+import pytest
 import torch
 
-from tsrnn.ops.recurrence.paths import _cudnn_exact, _exact_backward
+import tsrnn
+from tsrnn import backend, precision, testing
+
+pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 
 
-def _lstm(x, h0, c0, w_ih, w_hh, bias):
-    return torch._VF.lstm(x, (h0[None], c0[None]), [w_ih, w_hh, bias, torch.zeros_like(bias)], True, 1, 0.0, True,
-                          False, False)
+def _flags():
+    cudnn, matmul = torch.backends.cudnn, torch.backends.cuda.matmul
+    return (cudnn.enabled, cudnn.benchmark, cudnn.deterministic, cudnn.allow_tf32, matmul.allow_tf32,
+            matmul.allow_bf16_reduced_precision_reduction, torch.get_float32_matmul_precision())
 
 
-def _inputs():
+CUDA_PATHS = [p for p in backend.paths_on("cuda", "recurrence")]
+
+
+@pytest.mark.parametrize("allow_tf32", [True, False])
+@pytest.mark.parametrize("path", CUDA_PATHS)
+def test_no_flag_changes_forward_or_backward(path, allow_tf32):
+    if testing.why_not(path, "lstm", (5, 3, 4, 16), torch.float32, "cuda") is not None:
+        pytest.skip(testing.why_not(path, "lstm", (5, 3, 4, 16), torch.float32, "cuda"))
+    with torch.backends.cudnn.flags(enabled=True, benchmark=True, deterministic=False, allow_tf32=allow_tf32):
+        before = _flags()
+        model = tsrnn.LSTM(4, 16, backend=path).cuda()
+        x = torch.randn(5, 3, 4, device="cuda")
+        out, (h, c) = model(x)
+        assert _flags() == before, "forward"
+        (out.square().sum() + c.sum()).backward()
+        torch.cuda.synchronize()
+        assert _flags() == before, "backward"
+
+
+def test_products_follow_the_flag():
+    x = torch.zeros(1, device="cuda")
+    with torch.backends.cudnn.flags(enabled=True, allow_tf32=True):
+        assert precision.products(x.dtype, x.device) == "tf32"
+        assert precision.products(torch.bfloat16, x.device) == "bf16"
+    with torch.backends.cudnn.flags(enabled=True, allow_tf32=False):
+        assert precision.products(x.dtype, x.device) == "ieee"
+        assert precision.products(torch.bfloat16, x.device) == "bf16"
+
+
+@pytest.mark.parametrize("allow_tf32", [True, False])
+@pytest.mark.parametrize("shape", [(4, 3, 7, 130), (3, 2, 4, 301), testing.TARGET_SHAPES[0]])
+def test_cudnn_within_the_row_of_its_precision(shape, allow_tf32):
+    """The first GPU run measured cuDNN's TF32 gradients at up to 4.4 times the float32 row: the
+    TF32 rows hold them, and with TF32 off the float32 rows hold cuDNN again."""
+    with torch.backends.cudnn.flags(enabled=True, allow_tf32=allow_tf32):
+        result = testing.compare("cudnn", "lstm", shape, torch.float32, "cuda")
+    assert result.ok, result.failures()
+
+
+def test_the_projection_rounds_whatever_the_matmul_flag():
+    """x W^T + b in "tf32": operands rounded first, so cuBLAS gives the same sums with TF32 on or off
+    (to float32's rounding of the accumulation)."""
+    from tsrnn.ops.projection import torch_projection
+
     g = torch.Generator().manual_seed(0)
-    shapes = [(4, 2, 3), (2, 5), (2, 5), (20, 3), (20, 5), (20,)]
-    return [torch.randn(s, generator=g, dtype=torch.float64, requires_grad=True) for s in shapes]
-
-
-def test_the_flag_is_off_while_the_node_runs_and_restored_after_each_run():
-    seen = []
-    out, _, c_n = _lstm(*_inputs())
-    _exact_backward(out.grad_fn)
-    out.grad_fn.register_prehook(lambda grad_outputs: seen.append(("in", torch.backends.cudnn.allow_tf32)))
-    with torch.backends.cudnn.flags(enabled=True, benchmark=True, allow_tf32=True):
-        for _ in range(2):  # a second backward through the same graph (retain_graph) runs the hooks again
-            (out.sum() + c_n.sum()).backward(retain_graph=True)
-            seen.append(("after", torch.backends.cudnn.allow_tf32))
-        assert torch.backends.cudnn.benchmark  # the user's other settings are kept
-    assert seen == [("in", False), ("after", True)] * 2
-
-
-def test_gradcheck_through_the_hooks():
-    def layer(*inputs):
-        out, h_n, c_n = _lstm(*inputs)
-        _exact_backward(out.grad_fn)
-        return out, h_n, c_n
-
-    assert torch.autograd.gradcheck(layer, _inputs())
-
-
-def test_cudnn_exact_keeps_benchmark_and_deterministic():
-    cudnn = torch.backends.cudnn
-    with cudnn.flags(enabled=False, benchmark=True, deterministic=True, allow_tf32=True):
-        with _cudnn_exact():
-            assert (cudnn.enabled, cudnn.benchmark, cudnn.deterministic, cudnn.allow_tf32) == (True, True, True, False)
-        assert (cudnn.enabled, cudnn.allow_tf32) == (False, True)
+    x, w, b = (torch.randn(*s, generator=g).cuda() for s in ((64, 300), (128, 300), (128,)))
+    want = (precision.round_operands(x, "tf32").double() @ precision.round_operands(w, "tf32").double().T
+            + b.double())
+    before = torch.backends.cuda.matmul.allow_tf32
+    try:
+        for flag in (False, True):
+            torch.backends.cuda.matmul.allow_tf32 = flag  # the test's own setting, restored below
+            got = torch_projection(x, w, b, "tf32")
+            assert (got.double() - want).abs().max().item() <= 1e-5 * want.abs().max().item()
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = before

@@ -5,7 +5,8 @@ interpreted test and still fail to compile (a type that changes across a constex
 unsupported op). Triton compiles for a named target without a device (``GPUTarget("cuda", 90,
 32)``, its bundled ptxas), so CI compiles each (cell, dtype, W on chip or streamed, HP, padded or
 packed sequences) variant the dispatcher can send to a GPU, and checks the persistent kernel's
-shared memory against the budget ``persistent.w_fits_on_chip`` assumes. The compiler must not see TRITON_INTERPRET (the
+shared memory against the budget ``persistent.w_fits_on_chip`` assumes, for each precision of
+the products a float32 call can ask for (PRECISION: IEEE, TF32 and bf16-rounded dots). The compiler must not see TRITON_INTERPRET (the
 kernels would be interpreter functions, and the per-step kernel's autotuner would hold one
 config), so the compile runs in a child process: this file is also its script. CI runs it under
 the newest triton and under 3.6.0, the GPU machine's, which refuses some dots the newest takes.
@@ -40,24 +41,28 @@ def _variants():
 
     for cell in CELLS:
         c = constexprs(cell)
-        for dtype in (torch.float32, torch.float64):
+        for dtype, products in ((torch.float32, "ieee"), (torch.float32, "tf32"), (torch.float32, "bf16"),
+                                (torch.float64, "ieee")):
             f64, ptr = dtype == torch.float64, "*fp64" if dtype == torch.float64 else "*fp32"
             step = {**c, "HAS_DT": c["HAS_P"], "ACC_F64": f64}
+            label = f"{cell} {dtype} {products}"
             for config in per_step._forward_step.configs:  # every config the autotuner may pick
                 tiles = ", ".join(f"{k}={v}" for k, v in config.kwargs.items())
-                yield (f"per_step forward {cell} {dtype} {tiles}", per_step._forward_step, ptr, {"R", "B", "H"},
-                       {**step, **config.kwargs}, {"num_warps": config.num_warps, "num_stages": config.num_stages})
-            yield (f"per_step backward {cell} {dtype}", per_step._backward_step, ptr, {"R", "B", "H"},
-                   {**step, "HAS_GH": True, "BLOCK": per_step._BACKWARD_BLOCK}, {"num_warps": 4})
+                yield (f"per_step forward {label} {tiles}", per_step._forward_step, ptr, {"R", "B", "H"},
+                       {**step, "PRECISION": products, **config.kwargs},
+                       {"num_warps": config.num_warps, "num_stages": config.num_stages})
+            if products == "ieee":  # the pointwise backward has no dot: its GEMMs are torch's
+                yield (f"per_step backward {cell} {dtype}", per_step._backward_step, ptr, {"R", "B", "H"},
+                       {**step, "HAS_GH": True, "BLOCK": per_step._BACKWARD_BLOCK}, {"num_warps": 4})
             hps = [hp for hp in (16, 32, 64, 128) if hp <= capacity.PERSISTENT_MAX_HP[dtype]]
             for hp in hps:
                 for on_chip, packed in ((True, False), (True, True), (False, False), (False, True)):
                     if on_chip and not persistent.w_fits_on_chip(cell, hp, dtype):
                         continue
-                    common = {**step, "W_ON_CHIP": on_chip, "PACKED": packed, "BLOCK_B": persistent.BLOCK_B,
-                              "HP": hp, "BLOCK_K": persistent.BLOCK_K}
+                    common = {**step, "PRECISION": products, "W_ON_CHIP": on_chip, "PACKED": packed,
+                              "BLOCK_B": persistent.BLOCK_B, "HP": hp, "BLOCK_K": persistent.BLOCK_K}
                     _, _, options = persistent._launch(1, hp)
-                    variant = (f"{cell} {dtype} HP={hp} {'W on chip' if on_chip else 'W streamed'}"
+                    variant = (f"{label} HP={hp} {'W on chip' if on_chip else 'W streamed'}"
                                + (" packed" if packed else ""))
                     yield (f"persistent forward {variant}", persistent._forward_kernel, ptr, {"T", "B", "H"},
                            {**common, "SAVE": True}, options)
@@ -106,8 +111,9 @@ def test_every_triton_kernel_compiles_for_sm90():
     records = json.loads(done.stdout)
     failed = [f"{r['name']}: {r['error']}" for r in records if not r["ok"]]
     assert not failed, "\n".join(failed)
-    # 3 cells x 2 dtypes x (2 per-step + the persistent variants, padded and packed) + 2 scans
-    assert len(records) >= 100
+    # 3 cells x (float32 in 3 precisions, float64) x (2 per-step + the persistent variants, padded
+    # and packed) + 2 scans
+    assert len(records) >= 200
     from tsrnn.ops.recurrence import triton_persistent as persistent
 
     for r in records:  # W on chip stays within the budget w_fits_on_chip assumes

@@ -15,6 +15,15 @@ load_optional), the row loads / stores of xg, saved and dz (load_rows, store_row
 dots (w_tile, w_tiles, mm, gates_mm), and the drivers' host side: the rows of each step (``Steps``:
 padded, or packed sequences in torch's PackedSequence layout), ``forward_prologue``,
 ``backward_prologue``, ``final_states`` and ``weight_grad``.
+Products (the operators' ``precision``, ``tsrnn.precision.products``): the kernels take it as the
+constexpr PRECISION of their dots (``mm``): "ieee" IEEE float32 dots; "tf32" the left operand (h,
+dz) rounded to TF32 in the kernel (``round_operand``, as cvt.rna) and TF32 dots
+(``input_precision="tf32"``, tensor cores), exact on rounded operands, so the Triton interpreter
+of the CPU tests, whose dots are exact, computes what the GPU does; "bf16" the left operand
+rounded to bfloat16 and IEEE float32 dots, whose products of bf16 values are exact: a bf16 dot's
+result with float32 accumulation, on the float32 units (no bf16 tensor cores). The drivers round
+W_hh once per call, and the operands of their own torch GEMMs (dh of the per-step backward,
+dW_hh), with ``tsrnn.precision.round_operands``; float64 calls are "ieee" whatever they ask.
 """
 from __future__ import annotations
 
@@ -25,6 +34,7 @@ import triton
 import triton.language as tl
 
 from tsrnn.ops.recurrence.cells import CELLS, math_dtype
+from tsrnn.precision import PRODUCTS, round_operands
 
 from . import checks
 
@@ -34,6 +44,14 @@ def constexprs(cell: str) -> dict:
     c = CELLS[cell]
     return {"HAS_P": c.has_p, "COUPLED": c.input_gate == "coupled", "G": c.num_gates, "S": c.num_states,
             "K": c.num_saved}
+
+
+def kernel_products(precision: str, acc_f64: bool) -> str:
+    """The kernels' PRECISION for a call's ``precision`` (checked, with the compiled operators'
+    message): "ieee" for float64 math, else ``precision``."""
+    if precision not in PRODUCTS:
+        raise RuntimeError(f"tsrnn: unknown precision '{precision}', expected 'ieee', 'tf32' or 'bf16'")
+    return "ieee" if acc_f64 else precision
 
 
 def eps_tensor(eps: float, like: torch.Tensor) -> torch.Tensor:
@@ -72,10 +90,11 @@ class Steps:
         return torch.searchsorted(negated, -torch.arange(self.B), side="left")
 
 
-def forward_prologue(cell, xg, w_hh, h0, state0, p, dt, eps, save, batch_sizes=None):
+def forward_prologue(cell, xg, w_hh, h0, state0, p, dt, eps, save, batch_sizes=None, precision="ieee"):
     """What both Triton forward drivers start from, after the operator's checks: T, B, H, the
-    cell's constexprs, the ``Steps`` (batch_sizes' values checked), contiguous inputs
-    (``placeholder`` for the pointer of an absent one), ε as a tensor, and the outputs h_all,
+    cell's constexprs, the ``Steps`` (batch_sizes' values checked), the kernels' ``products``,
+    contiguous inputs (``placeholder`` for the pointer of an absent one; W_hh rounded to the
+    products), ε as a tensor, and the outputs h_all,
     state_all [T, S, B, H] and saved (or [0]): h_all [T, B, H] and saved [T, B, K*H] padded, [N, H]
     and [N, K*H] packed (xg [N, G*H], dt [N])."""
     T, B, H = checks.recurrence_args(cell, xg, w_hh, h0, state0, p, dt, batch_sizes)
@@ -85,19 +104,21 @@ def forward_prologue(cell, xg, w_hh, h0, state0, p, dt, eps, save, batch_sizes=N
     steps = Steps(batch_sizes, T, B, xg.shape[0] if batch_sizes is not None else T * B)
     rows = xg.shape[:-1]  # (T, B) or, packed, (N,)
     h0 = h0.contiguous()
+    products = kernel_products(precision, xg.dtype == torch.float64)
     return SimpleNamespace(
         T=T, B=B, H=H, cell=cell_args, steps=steps, acc_f64=xg.dtype == torch.float64, eps=eps_tensor(eps, xg),
-        xg=xg.contiguous(), w_hh=w_hh.contiguous(), h0=h0, state0=state0.contiguous(), placeholder=h0,
+        products=products, xg=xg.contiguous(), w_hh=round_operands(w_hh, products).contiguous(), h0=h0, state0=state0.contiguous(), placeholder=h0,
         p=h0 if p is None else p.contiguous(), dt=None if dt is None else dt.contiguous(),
         h_all=xg.new_empty(*rows, H), state_all=(xg.new_zeros if steps.packed else xg.new_empty)(T, cell_args["S"], B, H),
         saved=xg.new_empty(*rows, cell_args["K"] * H) if save else xg.new_empty(0))
 
 
 def backward_prologue(cell, grad_h, grad_state_n, w_hh, h0, state0, h_all, state_all, saved, p, dt, eps,
-                      batch_sizes=None):
+                      batch_sizes=None, precision="ieee"):
     """What both Triton backward drivers start from, after the operator's checks: T, B, H, the
-    cell's constexprs, the ``Steps``, the math dtype, contiguous inputs, ε as a tensor and dz
-    ([T, B, G*H] padded, [N, G*H] packed, as h_all)."""
+    cell's constexprs, the ``Steps``, the math dtype, the kernels' ``products``, contiguous inputs
+    (W_hh rounded to the products), ε as a tensor and dz ([T, B, G*H] padded, [N, G*H] packed, as
+    h_all)."""
     T, B, H = checks.recurrence_backward_args(cell, grad_h, grad_state_n, w_hh, h0, state0, h_all, state_all, saved,
                                               p, dt, batch_sizes)
     checks.math_dtype(h_all)
@@ -108,10 +129,11 @@ def backward_prologue(cell, grad_h, grad_state_n, w_hh, h0, state0, h_all, state
     def contiguous(t):
         return None if t is None else t.contiguous()
 
+    products = kernel_products(precision, h_all.dtype == torch.float64)
     return SimpleNamespace(
         T=T, B=B, H=H, cell=cell_args, steps=steps, acc=math_dtype(h_all.dtype), acc_f64=h_all.dtype == torch.float64,
-        eps=eps_tensor(eps, h_all), grad_h=contiguous(grad_h), grad_state_n=contiguous(grad_state_n),
-        w_hh=w_hh.contiguous(), state0=state0.contiguous(), state_all=state_all.contiguous(),
+        products=products, eps=eps_tensor(eps, h_all), grad_h=contiguous(grad_h), grad_state_n=contiguous(grad_state_n),
+        w_hh=round_operands(w_hh, products).contiguous(), state0=state0.contiguous(), state_all=state_all.contiguous(),
         saved=saved.contiguous(), p=contiguous(p), dt=contiguous(dt),
         dz=h_all.new_empty(*h_all.shape[:-1], cell_args["G"] * H))
 
@@ -131,11 +153,13 @@ def final_states(state_all, state0, steps: Steps):
     return ran if live == B else torch.cat([ran, state0[:, live:]], 1)
 
 
-def weight_grad(dz, h0, h_all, steps: Steps):
-    """dW_hh = sum_t dz[t]^T h_{t-1}, as csrc/recurrence/op.h's recurrent_weight_grad. Padded
-    (dz [T, B, G*H]): dz[0]^T h0 + dz[1:]^T h_all[:-1], two GEMMs, no copy of the h's. Packed
-    (dz [N, G*H], h_all [N, H]): step t's rows of dz meet the first rows(t) rows of step t-1 (of h0
-    at t = 0), gathered into one [N, H] operand of one GEMM."""
+def weight_grad(dz, h0, h_all, steps: Steps, products: str = "ieee"):
+    """dW_hh = sum_t dz[t]^T h_{t-1}, as csrc/recurrence/op.h's recurrent_weight_grad, its operands
+    rounded to ``products`` (``round_operands``: a TF32 or bf16 GEMM's result whatever torch's
+    flags say). Padded (dz [T, B, G*H]): dz[0]^T h0 + dz[1:]^T h_all[:-1], two GEMMs, no copy of
+    the h's (but their rounding). Packed (dz [N, G*H], h_all [N, H]): step t's rows of dz meet the
+    first rows(t) rows of step t-1 (of h0 at t = 0), gathered into one [N, H] operand of one GEMM."""
+    dz, h0, h_all = (round_operands(t, products) for t in (dz, h0, h_all))
     if steps.packed:
         offsets = torch.tensor(steps.offsets)
         step = torch.repeat_interleave(torch.arange(steps.T), offsets.diff())  # each packed row's step
@@ -320,17 +344,38 @@ def w_tiles(w_ptr, j, k, H, G: tl.constexpr, ACC: tl.constexpr):
 
 
 @triton.jit
-def mm(x, w, acc, ACC: tl.constexpr):
-    """acc + x @ w in ACC: IEEE float32 (not TF32, which costs ~1e-3) or float64."""
-    return tl.dot(x, w, acc, input_precision="ieee", out_dtype=ACC)
+def round_operand(x, PRECISION: tl.constexpr):
+    """float32 x rounded as tsrnn.precision.round_operands rounds it, in integer ops (the Triton
+    interpreter's casts to bfloat16 truncate): "tf32" to 10 mantissa bits, ties away from zero
+    (cvt.rna); "bf16" to 7, ties to even; NaN kept."""
+    bits = x.to(tl.int32, bitcast=True)
+    if PRECISION == "tf32":
+        bits = (bits + 0x1000) & -0x2000
+    else:
+        bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & -0x10000
+    return tl.where(x == x, bits.to(tl.float32, bitcast=True), x)
 
 
 @triton.jit
-def gates_mm(x, w_ptr, j, k, H, G: tl.constexpr, z0, z1, z2, z3, ACC: tl.constexpr):
+def mm(x, w, acc, ACC: tl.constexpr, PRECISION: tl.constexpr):
+    """acc + x @ w in ACC, float64 or float32 with the products of PRECISION (the module
+    docstring): "ieee" IEEE dots; "tf32" and "bf16" x rounded here (w, of W_hh, was rounded by the
+    driver), then TF32 dots (exact on the rounded operands) and IEEE dots respectively."""
+    if PRECISION != "ieee":
+        x = round_operand(x, PRECISION)
+    if PRECISION == "tf32":
+        acc = tl.dot(x, w, acc, input_precision="tf32", out_dtype=ACC)
+    else:
+        acc = tl.dot(x, w, acc, input_precision="ieee", out_dtype=ACC)
+    return acc
+
+
+@triton.jit
+def gates_mm(x, w_ptr, j, k, H, G: tl.constexpr, z0, z1, z2, z3, ACC: tl.constexpr, PRECISION: tl.constexpr):
     """z_g += x @ W_g[j, k]^T for the G gates (z3 untouched when G = 3); x: [M, len(k)]."""
-    z0 = mm(x, w_tile(w_ptr, 0, j[None, :], k[:, None], H, ACC), z0, ACC)
-    z1 = mm(x, w_tile(w_ptr, 1, j[None, :], k[:, None], H, ACC), z1, ACC)
-    z2 = mm(x, w_tile(w_ptr, 2, j[None, :], k[:, None], H, ACC), z2, ACC)
+    z0 = mm(x, w_tile(w_ptr, 0, j[None, :], k[:, None], H, ACC), z0, ACC, PRECISION)
+    z1 = mm(x, w_tile(w_ptr, 1, j[None, :], k[:, None], H, ACC), z1, ACC, PRECISION)
+    z2 = mm(x, w_tile(w_ptr, 2, j[None, :], k[:, None], H, ACC), z2, ACC, PRECISION)
     if G == 4:
-        z3 = mm(x, w_tile(w_ptr, 3, j[None, :], k[:, None], H, ACC), z3, ACC)
+        z3 = mm(x, w_tile(w_ptr, 3, j[None, :], k[:, None], H, ACC), z3, ACC, PRECISION)
     return z0, z1, z2, z3

@@ -2,13 +2,19 @@
 (``tsrnn.backend.registry``) of its kind, called as ``run(path, cell, x, h0, states, w_ih, w_hh,
 bias, p, dt, eps, traces, packing)`` with ``path`` the record:
 
-- ``run_operator`` (cpu, cuda_coop, triton_persistent, triton_step) computes the input projection
-  of all steps as one GEMM (the record's ``projection``: the CPU engine's own on "cpu", torch.addmm
+- ``run_operator`` (cpu, cuda_cluster, cuda_coop, triton_persistent, triton_step) reads the
+  precision of the call's products once (the record's ``products``, ``tsrnn.precision.products``:
+  "tf32" on CUDA where torch.backends.cudnn.allow_tf32 is true, "bf16" for bf16 layers, else
+  "ieee"), computes the input projection of all steps as one GEMM in it (the record's
+  ``projection``: the CPU engine's own on "cpu", ``tsrnn.ops.projection.torch_projection``
   elsewhere), runs the recurrence in one operator call of the record's namespace
-  (``tsrnn.ops.recurrence.op``), and turns the projection's gradient into one GEMM for W_ih, one
-  for x and a sum for the bias (on "cpu", the bias's from the same pass over the gradient as W_ih's);
+  (``tsrnn.ops.recurrence.op``) with it, and turns the projection's gradient into one GEMM for
+  W_ih, one for x and a sum for the bias (on "cpu", the bias's from the same pass over the
+  gradient as W_ih's);
 - ``run_torch_lstm`` (onednn, cudnn) calls ``torch._VF.lstm`` with the effective bias as b_ih and
-  b_hh = 0 (cuDNN with TF32 off, in the forward and in the backward, so float32 stays float32);
+  b_hh = 0, under the user's torch.backends settings, as torch.nn.LSTM runs (on CUDA, cuDNN uses
+  TF32 in the forward and the backward where torch.backends.cudnn.allow_tf32 is true, torch's
+  default); no flag is changed;
 - ``run_reference`` runs the cell's step loop (``Cell.reference_layer``) on its arguments cast to
   the math dtype.
 
@@ -18,7 +24,6 @@ projection is a GEMM in the input's dtype. Each returns (out, (h_n, *states_n), 
 """
 from __future__ import annotations
 
-import contextlib
 import warnings
 
 import torch
@@ -44,44 +49,10 @@ def run_torch_lstm(path, cell, x, h0, states, w_ih, w_hh, bias, p, dt, eps, trac
     if x.device.type != "cuda":
         out, h_n, c_n = torch._VF.lstm(*args)
     else:
-        with warnings.catch_warnings(), _cudnn_exact():
+        with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message=".*not part of single contiguous chunk.*")  # weights are per call
             out, h_n, c_n = torch._VF.lstm(*args)
-        if out.grad_fn is not None and not torch.compiler.is_compiling():
-            _exact_backward(out.grad_fn)
     return out.to(x.dtype), (h_n[0].to(x.dtype), c_n[0].to(x.dtype)), None
-
-
-@contextlib.contextmanager
-def _cudnn_exact():
-    """cuDNN on with TF32 off (float32 stays float32), the user's other cuDNN settings kept."""
-    cudnn = torch.backends.cudnn
-    with cudnn.flags(enabled=True, benchmark=cudnn.benchmark, benchmark_limit=cudnn.benchmark_limit,
-                     deterministic=cudnn.deterministic, allow_tf32=False):
-        yield
-
-
-def _exact_backward(node) -> None:
-    """Runs the autograd ``node`` (cuDNN's LSTM backward) under ``_cudnn_exact``, each time it runs.
-
-    cuDNN reads the TF32 flag when a kernel runs, and autograd runs the backward after the
-    forward's ``with`` has ended, under the user's setting (torch's default allows TF32): on the
-    first GPU run the cudnn path's outputs were within float32's tolerance and its gradients
-    TF32-rounded: up to 2.9e-3 (grad x at H=301, bound 2.6e-3) and up to 4.4 times their bound
-    (grad W_hh at H=130: 2.7e-3 against 6.1e-4).
-    A pre-hook on the node turns TF32 off and a post-hook restores the setting, so retain_graph,
-    create_graph and gradcheck work as without them; if the node's backward raises, the setting
-    stays off. Under torch.compile no hook is set (the backward follows the user's setting)."""
-    flags = contextlib.ExitStack()
-
-    def before(grad_outputs):
-        flags.enter_context(_cudnn_exact())
-
-    def after(grad_inputs, grad_outputs):
-        flags.close()
-
-    node.register_prehook(before)
-    node.register_hook(after)
 
 
 def run_operator(path, cell, x, h0, states, w_ih, w_hh, bias, p, dt, eps, traces, packing):
@@ -90,8 +61,11 @@ def run_operator(path, cell, x, h0, states, w_ih, w_hh, bias, p, dt, eps, traces
     ``tsrnn.functional._with_ages``)."""
     math = math_dtype(x.dtype)
     hidden = w_hh.shape[1]
+    products = path.products(x.dtype, x.device)  # read once per call: the projection's and the operator's
     flat = x.reshape(-1, x.shape[-1])  # the input projection in the layer's dtype (a low-precision GEMM for bf16/fp16)
-    xg = path.projection(flat, w_ih, bias).to(math).view(*x.shape[:-1], cell.num_gates * hidden)
+    # the CPU engine's projection serves CPU tensors, whose products are always "ieee": it takes no precision
+    xg = path.projection(flat, w_ih, bias, *(() if products == "ieee" else (products,)))
+    xg = xg.to(math).view(*x.shape[:-1], cell.num_gates * hidden)
     state0 = torch.stack([s.to(math) for s in states])
     differentiable = (x, w_ih, w_hh, bias, h0, p, *states)
     save = traces or torch.jit.is_tracing() or (  # a traced graph serves training and inference
@@ -99,7 +73,7 @@ def run_operator(path, cell, x, h0, states, w_ih, w_hh, bias, p, dt, eps, traces
     h_all, state_n, _, saved = path.operators.recurrence_forward(
         cell.name, xg, w_hh.to(math), h0.to(math), state0, None if p is None else p.to(math),
         None if dt is None else dt.to(math), eps, save, None if packing is None else packing.batch_sizes,
-        path.products(x.dtype, x.device))
+        products)
     per_step = None
     if traces:
         saved = saved if packing is None else packing.unpack(saved)  # (T, B, K*H), zero past the ends

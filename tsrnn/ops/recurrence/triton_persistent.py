@@ -15,8 +15,9 @@ arguments (tsrnn/ops/recurrence/checks.py) before they launch.
 W_hh either stays on chip (W_ON_CHIP: the G tiles, W_g^T forward and W_g backward, [HP, HP], are
 loaded once before the time loop; Triton holds them in shared memory) or is streamed from global memory / L2 every step in BLOCK_K
 chunks of the contraction; then the dot's left operand (h forward, dz backward) goes through a
-per-program scratch in global memory, ordered by tl.debug_barrier(). Math in float32 (IEEE dots,
-not TF32), or float64 for float64 inputs (tl.dot supports float64 on NVIDIA GPUs).
+per-program scratch in global memory, ordered by tl.debug_barrier(). Math in float32, its dots in
+the call's precision (PRECISION: IEEE, TF32, or bf16-rounded operands; cells_triton's docstring),
+or float64 for float64 inputs (IEEE dots: tl.dot supports float64 on NVIDIA GPUs).
 Packed sequences (batch_sizes, cells.Steps; PACKED): the kernels read a plan, an int64 device
 tensor of the step offsets [T + 1] and then each program's step count (the length of its first
 row). Step t masks the rows b >= rows(t) (row first(t) + b of the packed [N, ...] tensors, row b of
@@ -130,7 +131,8 @@ def _forward_kernel(xg_ptr, h0_ptr, s0_ptr, w_ptr, h_ptr, state_ptr, act_ptr, p_
                     # scratch: [programs, BLOCK_B, HP], plan: int64 [T + 1 + programs] (PACKED)
                     HAS_P: tl.constexpr, COUPLED: tl.constexpr, G: tl.constexpr, S: tl.constexpr, K: tl.constexpr,
                     HAS_DT: tl.constexpr, SAVE: tl.constexpr, W_ON_CHIP: tl.constexpr, PACKED: tl.constexpr,
-                    ACC_F64: tl.constexpr, BLOCK_B: tl.constexpr, HP: tl.constexpr, BLOCK_K: tl.constexpr):
+                    ACC_F64: tl.constexpr, PRECISION: tl.constexpr, BLOCK_B: tl.constexpr, HP: tl.constexpr,
+                    BLOCK_K: tl.constexpr):
     """h_t, (c, a)_t = cell(xg[t] + h_{t-1} W_hh^T, (c, a)_{t-1}) for t = 0 .. T-1 (packed: this
     program's steps, rows b < rows(t) stored), h, c, a in registers."""
     ACC = tl.float64 if ACC_F64 else tl.float32
@@ -151,11 +153,11 @@ def _forward_kernel(xg_ptr, h0_ptr, s0_ptr, w_ptr, h_ptr, state_ptr, act_ptr, p_
         ms = live & (rj < H)[None, :]
         z0, z1, z2, z3, _ = load_rows(xg_ptr + first * (G * H) + rb[:, None] * (G * H) + rj[None, :], H, G, ms, ACC)
         if W_ON_CHIP:
-            z0 = mm(h, w0, z0, ACC)
-            z1 = mm(h, w1, z1, ACC)
-            z2 = mm(h, w2, z2, ACC)
+            z0 = mm(h, w0, z0, ACC, PRECISION)
+            z1 = mm(h, w1, z1, ACC, PRECISION)
+            z2 = mm(h, w2, z2, ACC, PRECISION)
             if G == 4:
-                z3 = mm(h, w3, z3, ACC)
+                z3 = mm(h, w3, z3, ACC, PRECISION)
         else:
             tl.debug_barrier()  # every thread is done reading the previous h
             tl.store(hs_ptr + rj[None, :], h)
@@ -163,7 +165,7 @@ def _forward_kernel(xg_ptr, h0_ptr, s0_ptr, w_ptr, h_ptr, state_ptr, act_ptr, p_
             for k0 in range(0, H, BLOCK_K):
                 rk = k0 + tl.arange(0, BLOCK_K)
                 h_chunk = tl.load(hs_ptr + rk[None, :], mask=(rk < H)[None, :], other=0.0)
-                z0, z1, z2, z3 = gates_mm(h_chunk, w_ptr, rj, rk, H, G, z0, z1, z2, z3, ACC)
+                z0, z1, z2, z3 = gates_mm(h_chunk, w_ptr, rj, rk, H, G, z0, z1, z2, z3, ACC, PRECISION)
         dt = load_optional(dt_ptr + first, rb[:, None], live, HAS_DT, 1.0, ACC)
         h, c, a, act0, act1, act2, act3, act4 = cell_forward(HAS_P, COUPLED, z0, z1, z2, z3, c, a, p, dt, eps)
         tl.store(h_ptr + first * H + unit, h, mask=ms)
@@ -178,7 +180,7 @@ def recurrence_forward(cell, xg, w_hh, h0, state0, p, dt, eps, save, batch_sizes
     [S,B,H] (each row's states after its last step), state_all [T,S,B,H], saved ([T,B,K*H], [N,K*H]
     packed). w_on_chip: None for the rule of ``w_fits_on_chip``, or True / False to force (the
     tests run both variants)."""
-    f = forward_prologue(cell, xg, w_hh, h0, state0, p, dt, eps, save, batch_sizes)
+    f = forward_prologue(cell, xg, w_hh, h0, state0, p, dt, eps, save, batch_sizes, precision)
     on_chip = w_fits_on_chip(cell, f.H, xg.dtype, xg.device) if w_on_chip is None else w_on_chip
     grid, HP, options = _launch(f.B, f.H)
     scratch = f.placeholder if on_chip else torch.empty(grid[0], BLOCK_B, HP, dtype=math_dtype(xg.dtype),
@@ -188,7 +190,8 @@ def recurrence_forward(cell, xg, w_hh, h0, state0, p, dt, eps, save, batch_sizes
                           f.p, f.placeholder if f.dt is None else f.dt, scratch,
                           f.placeholder if plan is None else plan, f.T, f.B, f.H, f.eps, **f.cell,
                           HAS_DT=f.dt is not None, SAVE=save, W_ON_CHIP=on_chip, PACKED=plan is not None,
-                          ACC_F64=f.acc_f64, BLOCK_B=BLOCK_B, HP=HP, BLOCK_K=BLOCK_K, **options)
+                          ACC_F64=f.acc_f64, PRECISION=f.products, BLOCK_B=BLOCK_B, HP=HP, BLOCK_K=BLOCK_K,
+                          **options)
     return f.h_all, final_states(f.state_all, f.state0, f.steps), f.state_all, f.saved
 
 
@@ -201,8 +204,8 @@ def _backward_kernel(act_ptr, s0_ptr, state_ptr, gh_ptr, gs_ptr, w_ptr, dz_ptr, 
                      # plan: int64 [T + 1 + programs] (PACKED)
                      HAS_P: tl.constexpr, COUPLED: tl.constexpr, G: tl.constexpr, S: tl.constexpr, K: tl.constexpr,
                      HAS_GH: tl.constexpr, HAS_GS: tl.constexpr, HAS_DT: tl.constexpr, W_ON_CHIP: tl.constexpr,
-                     PACKED: tl.constexpr, ACC_F64: tl.constexpr, BLOCK_B: tl.constexpr, HP: tl.constexpr,
-                     BLOCK_K: tl.constexpr):
+                     PACKED: tl.constexpr, ACC_F64: tl.constexpr, PRECISION: tl.constexpr, BLOCK_B: tl.constexpr,
+                     HP: tl.constexpr, BLOCK_K: tl.constexpr):
     """dz[t], dh_{t-1} = sum_g dz_g[t] W_g, dL/d(c, a)_{t-1} for t = T-1 .. 0 (packed: from this
     program's last step, rows b < rows(t)) from dL/d(c, a) = gs; dh, dc, da, dp in registers."""
     ACC = tl.float64 if ACC_F64 else tl.float32
@@ -259,11 +262,11 @@ def _backward_kernel(act_ptr, s0_ptr, state_ptr, gh_ptr, gs_ptr, w_ptr, dz_ptr, 
             dp += dp_t
         store_rows(dz_ptr + first * (G * H) + rb[:, None] * (G * H) + rj[None, :], H, G, dz0, dz1, dz2, dz3, dz3, ms)
         if W_ON_CHIP:
-            dh = mm(dz0, w0, tl.zeros((BLOCK_B, HP), ACC), ACC)
-            dh = mm(dz1, w1, dh, ACC)
-            dh = mm(dz2, w2, dh, ACC)
+            dh = mm(dz0, w0, tl.zeros((BLOCK_B, HP), ACC), ACC, PRECISION)
+            dh = mm(dz1, w1, dh, ACC, PRECISION)
+            dh = mm(dz2, w2, dh, ACC, PRECISION)
             if G == 4:
-                dh = mm(dz3, w3, dh, ACC)
+                dh = mm(dz3, w3, dh, ACC, PRECISION)
         else:
             tl.debug_barrier()  # every thread is done reading the previous dz
             store_rows(zs_ptr + rj[None, :], BLOCK_B * HP, G, dz0, dz1, dz2, dz3, dz3, None)
@@ -273,7 +276,7 @@ def _backward_kernel(act_ptr, s0_ptr, state_ptr, gh_ptr, gs_ptr, w_ptr, dz_ptr, 
                 rk = j0 + tl.arange(0, BLOCK_K)
                 for g in tl.static_range(G):
                     dz_chunk = tl.load(zs_ptr + g * (BLOCK_B * HP) + rk[None, :], mask=(rk < H)[None, :], other=0.0)
-                    dh = mm(dz_chunk, w_tile(w_ptr, g, rk[:, None], rj[None, :], H, ACC), dh, ACC)
+                    dh = mm(dz_chunk, w_tile(w_ptr, g, rk[:, None], rj[None, :], H, ACC), dh, ACC, PRECISION)
     tl.store(dh0_ptr + unit, dh, mask=m2)
     store_states(ds0_ptr, unit, BH, dc, da, m2, HAS_P)
     if HAS_P:
@@ -285,7 +288,7 @@ def recurrence_backward(cell, grad_h, grad_state_n, w_hh, h0, state0, h_all, sta
     """torch.ops.tsrnn_triton_persistent.recurrence_backward: grad_xg ([T,B,G*H], [N,G*H] packed),
     grad_w_hh, grad_h0, grad_state0, grad_p. w_on_chip: as for recurrence_forward."""
     b = backward_prologue(cell, grad_h, grad_state_n, w_hh, h0, state0, h_all, state_all, saved, p, dt, eps,
-                          batch_sizes)
+                          batch_sizes, precision)
     on_chip = w_fits_on_chip(cell, b.H, h_all.dtype, h_all.device) if w_on_chip is None else w_on_chip
     grid, HP, options = _launch(b.B, b.H)
     dh = h_all.new_empty(b.B, b.H)
@@ -300,7 +303,7 @@ def recurrence_backward(cell, grad_h, grad_state_n, w_hh, h0, state0, h_all, sta
     _backward_kernel[grid](b.saved, b.state0, b.state_all, given(b.grad_h), given(b.grad_state_n), b.w_hh, b.dz, dh,
                            dstate, dp, given(b.p), given(b.dt), scratch, given(plan), b.T, b.B, b.H, b.eps, **b.cell,
                            HAS_GH=b.grad_h is not None, HAS_GS=b.grad_state_n is not None, HAS_DT=b.dt is not None,
-                           W_ON_CHIP=on_chip, PACKED=plan is not None, ACC_F64=b.acc_f64, BLOCK_B=BLOCK_B, HP=HP,
-                           BLOCK_K=BLOCK_K, **options)
+                           W_ON_CHIP=on_chip, PACKED=plan is not None, ACC_F64=b.acc_f64, PRECISION=b.products,
+                           BLOCK_B=BLOCK_B, HP=HP, BLOCK_K=BLOCK_K, **options)
     grad_p = dp[:, :b.H].sum(0).to(h_all.dtype) if p is not None else h_all.new_empty(0)
-    return b.dz, weight_grad(b.dz, h0, h_all, b.steps), dh, dstate, grad_p
+    return b.dz, weight_grad(b.dz, h0, h_all, b.steps, b.products), dh, dstate, grad_p

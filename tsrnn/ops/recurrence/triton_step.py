@@ -8,7 +8,8 @@ implementation of ``torch.ops.tsrnn.recurrence_forward/backward`` (the kernels o
 tensors, or CPU tensors through the Triton interpreter). Any H.
 Backward, from dL/d(c, a)_{T-1} = grad_state_n (zeros when None): one fused pointwise launch per
 step gives dz[t]; dh_{t-1} = dz[t] W_hh and dW_hh = dz^T [h_0 .. h_{T-2}] are cuBLAS GEMMs. Gate
-math and accumulation are float32 (float64 for float64 inputs).
+math and accumulation are float32 (float64 for float64 inputs); the products (forward dots, the
+backward's GEMMs) in the call's precision (cells_triton's docstring).
 Packed sequences (batch_sizes, cells.Steps): step t launches over its rows(t) rows only, rows
 first(t) .. first(t) + rows(t) - 1 of the packed tensors [N, ...], h_{t-1} the first rows(t) rows
 of step t-1's block (h0 at t = 0), states the first rows(t) rows of state_all[t] [S, B, H]: the
@@ -25,6 +26,8 @@ import os
 import torch
 import triton
 import triton.language as tl
+
+from tsrnn.precision import round_operands
 
 from .cells_triton import (
     backward_prologue,
@@ -56,7 +59,7 @@ def _forward_step(xg_ptr, hprev_ptr, w_ptr, prev_ptr, next_ptr, h_ptr, act_ptr, 
                   R, B, H, eps_ptr,  # R rows of xg: [R, G*H], hprev/h: [R, H], act: [R, K*H], dt: [R];
                   # w: [G*H, H], prev/next: [S, B, H] (rows b < R read / written), p: [H]
                   HAS_P: tl.constexpr, COUPLED: tl.constexpr, G: tl.constexpr, S: tl.constexpr, K: tl.constexpr,
-                  HAS_DT: tl.constexpr, ACC_F64: tl.constexpr,
+                  HAS_DT: tl.constexpr, ACC_F64: tl.constexpr, PRECISION: tl.constexpr,
                   BLOCK_B: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_K: tl.constexpr):
     """z = xg + h_{t-1} W_hh^T (k-chunks of BLOCK_K), then the cell, for one (BLOCK_B x BLOCK_H) tile
     of the step's R rows (all B padded, rows(t) packed); the states' rows have stride H and their
@@ -71,7 +74,7 @@ def _forward_step(xg_ptr, hprev_ptr, w_ptr, prev_ptr, next_ptr, h_ptr, act_ptr, 
     for k0 in range(0, H, BLOCK_K):
         rk = k0 + tl.arange(0, BLOCK_K)
         h_tile = tl.load(hprev_ptr + rb[:, None] * H + rk[None, :], mask=mb[:, None] & (rk < H)[None, :], other=0.0)
-        z0, z1, z2, z3 = gates_mm(h_tile.to(ACC), w_ptr, rj, rk, H, G, z0, z1, z2, z3, ACC)
+        z0, z1, z2, z3 = gates_mm(h_tile.to(ACC), w_ptr, rj, rk, H, G, z0, z1, z2, z3, ACC, PRECISION)
     unit = rb[:, None] * H + rj[None, :]
     c_prev, a_prev = load_states(prev_ptr, unit, B * H, m2, HAS_P, ACC)
     p = load_optional(p_ptr, rj[None, :], mj[None, :], HAS_P, 0.0, ACC)
@@ -85,7 +88,7 @@ def _forward_step(xg_ptr, hprev_ptr, w_ptr, prev_ptr, next_ptr, h_ptr, act_ptr, 
 def recurrence_forward(cell, xg, w_hh, h0, state0, p, dt, eps, save, batch_sizes=None, precision="ieee"):
     """torch.ops.tsrnn_triton_step.recurrence_forward: h_all [T,B,H] ([N,H] packed), state_n [S,B,H]
     (each row's states after its last step), state_all [T,S,B,H], saved ([T,B,K*H], [N,K*H] packed)."""
-    f = forward_prologue(cell, xg, w_hh, h0, state0, p, dt, eps, save, batch_sizes)
+    f = forward_prologue(cell, xg, w_hh, h0, state0, p, dt, eps, save, batch_sizes, precision)
     G, K, H, steps = f.cell["G"], f.cell["K"], f.H, f.steps
     xg_rows, h_rows = f.xg.view(-1, G * H), f.h_all.view(-1, H)  # [T*B or N, ...]
     act = f.saved.view(-1, K * H) if save else f.xg.new_empty(f.B, K * H)  # written every step, kept if save
@@ -100,7 +103,7 @@ def recurrence_forward(cell, xg, w_hh, h0, state0, p, dt, eps, save, batch_sizes
                                   f.state0 if t == 0 else f.state_all[t - 1], f.state_all[t], h_rows[first:],
                                   act[first:] if save else act, f.p,
                                   f.placeholder if dt_rows is None else dt_rows[first:], rows, f.B, H, f.eps,
-                                  **f.cell, HAS_DT=f.dt is not None, ACC_F64=f.acc_f64)
+                                  **f.cell, HAS_DT=f.dt is not None, ACC_F64=f.acc_f64, PRECISION=f.products)
     return f.h_all, final_states(f.state_all, f.state0, steps), f.state_all, f.saved
 
 
@@ -141,7 +144,7 @@ def recurrence_backward(cell, grad_h, grad_state_n, w_hh, h0, state0, h_all, sta
     """torch.ops.tsrnn_triton_step.recurrence_backward: grad_xg ([T,B,G*H], [N,G*H] packed),
     grad_w_hh, grad_h0, grad_state0, grad_p."""
     b = backward_prologue(cell, grad_h, grad_state_n, w_hh, h0, state0, h_all, state_all, saved, p, dt, eps,
-                          batch_sizes)
+                          batch_sizes, precision)
     G, K, H, steps = b.cell["G"], b.cell["K"], b.H, b.steps
     dz_rows, saved_rows = b.dz.view(-1, G * H), b.saved.view(-1, K * H)  # [T*B or N, ...]
     gh_rows = None if b.grad_h is None else b.grad_h.view(-1, H)
@@ -157,6 +160,6 @@ def recurrence_backward(cell, grad_h, grad_state_n, w_hh, h0, state0, h_all, sta
             dh if gh_rows is None else gh_rows[first:], dstate, dz_rows[first:], dp, dh if b.p is None else b.p,
             dh if dt_rows is None else dt_rows[first:], rows, b.B, H, b.eps, **b.cell, HAS_GH=gh_rows is not None,
             HAS_DT=dt_rows is not None, ACC_F64=b.acc_f64, BLOCK=_BACKWARD_BLOCK)
-        torch.mm(dz_rows[first:first + rows], b.w_hh, out=dh[:rows])
+        torch.mm(round_operands(dz_rows[first:first + rows], b.products), b.w_hh, out=dh[:rows])  # W_hh rounded
     grad_p = dp.sum(0) if p is not None else h_all.new_empty(0)
-    return b.dz, weight_grad(b.dz, h0, h_all, steps), dh, dstate, grad_p
+    return b.dz, weight_grad(b.dz, h0, h_all, steps, b.products), dh, dstate, grad_p
