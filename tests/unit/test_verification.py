@@ -263,3 +263,22 @@ def test_verdicts_are_recorded(monkeypatch):
                         for k, v in testing.layer_args("plstm_coupled", 3, 2, 4, 5).items()})
     ((key, verdict),) = backend.verdicts().items()
     assert "'cpu'" in key and verdict == "agrees"
+
+
+@pytest.mark.parametrize("products", ["ieee", "tf32"])
+def test_the_row_is_that_of_the_calls_products(runs, monkeypatch, products):
+    """Verification reads the call's precision (tsrnn.precision.products: "tf32" on CUDA where
+    torch.backends.cudnn.allow_tf32 allows it) once and judges with its row (tolerance.rows): an
+    error of 1e-3 is TF32's rounding, not float32's; 5e-2 is neither's."""
+    from tsrnn import precision
+
+    monkeypatch.setattr(precision, "products", lambda dtype, device: products)
+    args, _ = inputs("plstm_coupled")
+    runs.plant(shift=1e-3)
+    _, messages = recorded(lambda: run_auto("plstm_coupled", args))
+    assert (messages == []) == (products == "tf32"), messages
+    choice._verdicts.clear()
+    backend.forget()
+    runs.plant(shift=5e-2)
+    _, messages = recorded(lambda: run_auto("plstm_coupled", args))
+    assert "the cpu path disagrees" in messages[0]
