@@ -190,3 +190,20 @@ def test_no_tsrnn_code_sets_a_torch_flag():
     found = [f"{path.relative_to(root)}:{i}: {line.strip()}" for path in root.rglob("*.py")
              for i, line in enumerate(path.read_text().splitlines(), 1) if setter.search(line)]
     assert not found, found
+
+
+@pytest.mark.usefixtures("clean_backend_state")
+def test_a_change_of_precision_chooses_anew(monkeypatch):
+    """The remembered choice of a call key (tsrnn.backend.MEMO) holds for one precision of the
+    products: after torch.backends.cudnn.allow_tf32 changes (here: products itself), the next call
+    works out its path again, verified for that precision."""
+    from tsrnn.backend import choice
+
+    model = tsrnn.LSTM(3, 4)
+    x = torch.randn(2, 2, 3)
+    model(x)
+    model(x)
+    assert len(choice.MEMO) == 1
+    monkeypatch.setattr(precision, "products", lambda dtype, device: "tf32")
+    model(x)
+    assert len(choice.MEMO) == 2
