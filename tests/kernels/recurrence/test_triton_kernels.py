@@ -158,9 +158,9 @@ def test_tensors_triton_cannot_read_are_refused_before_running(monkeypatch, run,
     forward_args = op_inputs("plstm_coupled", 3, 2, 4, 5, dt=True, device=device)
     backward_args = [t.to(device) if isinstance(t, torch.Tensor) else t
                      for t in ("plstm_coupled", None, None, *_backward_inputs("plstm_coupled", 3, 2, 4, 5, dt=True))]
+    forward, backward = _drivers(run)  # imported first: @triton.jit reads TRITON_INTERPRET when the module loads
     monkeypatch.delenv("TRITON_INTERPRET", raising=False)
     _no_launch(monkeypatch)
-    forward, backward = _drivers(run)
     match = rf"^tsrnn: Triton runs on CUDA tensors .*, got {device} tensors"
     for call in (lambda: forward(*forward_args, True), lambda: backward(*backward_args)):
         with pytest.raises(RuntimeError, match=match):
