@@ -6,7 +6,8 @@ unsupported op). Triton compiles for a named target without a device (``GPUTarge
 32)``, its bundled ptxas), so CI compiles each (cell, dtype, W on chip or streamed, HP, padded or
 packed sequences) variant the dispatcher can send to a GPU, and checks the persistent kernel's
 shared memory against the budget ``persistent.w_fits_on_chip`` assumes, for each precision of
-the products a float32 call can ask for (PRECISION: IEEE, TF32 and bf16-rounded dots). The compiler must not see TRITON_INTERPRET (the
+the products a float32 call can ask for (PRECISION: IEEE, TF32 and bf16-rounded dots; the last two
+for the LSTM only: they change the dots, the same code for every cell). The compiler must not see TRITON_INTERPRET (the
 kernels would be interpreter functions, and the per-step kernel's autotuner would hold one
 config), so the compile runs in a child process: this file is also its script. CI runs it under
 the newest triton and under 3.6.0, the GPU machine's, which refuses some dots the newest takes.
@@ -41,7 +42,10 @@ def _variants():
 
     for cell in CELLS:
         c = constexprs(cell)
-        for dtype, products in ((torch.float32, "ieee"), (torch.float32, "tf32"), (torch.float32, "bf16"),
+        # TF32 and bf16 change the dots only, the same code for every cell: compiled for the LSTM
+        # (four gates, the most shared memory) to keep CI's two compiles of this file in bounds.
+        reduced = ("tf32", "bf16") if cell == "lstm" else ()
+        for dtype, products in ((torch.float32, "ieee"), *((torch.float32, p) for p in reduced),
                                 (torch.float64, "ieee")):
             f64, ptr = dtype == torch.float64, "*fp64" if dtype == torch.float64 else "*fp32"
             step = {**c, "HAS_DT": c["HAS_P"], "ACC_F64": f64}
@@ -111,9 +115,9 @@ def test_every_triton_kernel_compiles_for_sm90():
     records = json.loads(done.stdout)
     failed = [f"{r['name']}: {r['error']}" for r in records if not r["ok"]]
     assert not failed, "\n".join(failed)
-    # 3 cells x (float32 in 3 precisions, float64) x (2 per-step + the persistent variants, padded
-    # and packed) + 2 scans
-    assert len(records) >= 200
+    # 3 cells x (float32, float64) x (2 per-step + the persistent variants, padded and packed), the
+    # LSTM's float32 again in TF32 and bf16, + 2 scans
+    assert len(records) >= 150
     from tsrnn.ops.recurrence import triton_persistent as persistent
 
     for r in records:  # W on chip stays within the budget w_fits_on_chip assumes
