@@ -15,6 +15,7 @@ the three judge a kernel by the same inputs, loss and tolerances:
 """
 from __future__ import annotations
 
+import contextlib
 import math
 from dataclasses import dataclass
 
@@ -209,6 +210,24 @@ class Comparison:
 
     def failures(self) -> str:
         return "; ".join(f"{n}: {e:.3e} > {b:.3e}" for n, (e, b) in self.errors.items() if e > b)
+
+
+@contextlib.contextmanager
+def registered(record: backend.Path):
+    """The registry with one more recurrence path, ``record`` (an emulated kernel, a path with its
+    products fixed), while the block runs; the registry and every remembered choice as before after."""
+    saved = dict(backend.REGISTRY), dict(backend.PATHS)
+    backend.REGISTRY[record.name] = record
+    backend.PATHS["recurrence"] = backend.PATHS["recurrence"] + (record.name,)
+    backend.forget()
+    try:
+        yield record.name
+    finally:
+        backend.forget()
+        backend.REGISTRY.clear()
+        backend.REGISTRY.update(saved[0])
+        backend.PATHS.clear()
+        backend.PATHS.update(saved[1])
 
 
 def compare(path: str, cell: str, shape, dtype: torch.dtype = torch.float64, device="cpu", dt: bool = False,

@@ -77,20 +77,8 @@ def nan_filled():
 def registered(record: backend.Path | None = None):
     """The registry with an emulated path added (``record``, the cooperative kernel's by default)
     and the NaN fill of fresh memory on, as it was after; yields the path's name."""
-    record = record or path()
-    saved = dict(backend.REGISTRY), dict(backend.PATHS)
-    backend.REGISTRY[record.name] = record
-    backend.PATHS["recurrence"] = backend.PATHS["recurrence"] + (record.name,)
-    backend.forget()
-    try:
-        with nan_filled():
-            yield record.name
-    finally:
-        backend.forget()
-        backend.REGISTRY.clear()
-        backend.REGISTRY.update(saved[0])
-        backend.PATHS.clear()
-        backend.PATHS.update(saved[1])
+    with testing.registered(record or path()) as name, nan_filled():
+        yield name
 
 
 def emulate(multiprocessors: int, seed: int, shared_optin: int = H100_SHARED_OPTIN) -> None:

@@ -112,18 +112,8 @@ def _path_with_products(products: str):
     cpu = backend.REGISTRY["cpu"]
     record = backend.Path(f"cpu_{products}", {"recurrence": recurrence_paths.run_operator}, ("cpu",), None,
                           "operator", cpu.rule, cpu.namespace, torch_projection, lambda dtype, device: products)
-    saved = dict(backend.REGISTRY), dict(backend.PATHS)
-    backend.REGISTRY[record.name] = record
-    backend.PATHS["recurrence"] = backend.PATHS["recurrence"] + (record.name,)
-    backend.forget()
-    try:
-        yield record.name
-    finally:
-        backend.forget()
-        backend.REGISTRY.clear()
-        backend.REGISTRY.update(saved[0])
-        backend.PATHS.clear()
-        backend.PATHS.update(saved[1])
+    with testing.registered(record) as name:
+        yield name
 
 
 @needs_native
