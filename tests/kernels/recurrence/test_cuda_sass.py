@@ -1,5 +1,6 @@
 """What the compiler shows of the cluster-resident kernel's speed, without a GPU: nvcc builds
-csrc/recurrence/cuda/cluster_recurrence.cu for sm_80 and sm_90 (-Xptxas -v, as setup.py builds it),
+csrc/recurrence/cuda/cluster_recurrence.cu for sm_80 and sm_90 (-O3, -Xptxas -v; warnings are
+errors, host and device, as CI's compile check of the other CUDA sources),
 and the checks read ptxas's report and the SASS (cuobjdump): every kernel (3 cells x 3 precisions x
 2 directions) keeps everything in registers (no stack frame, no spills, no LDL/STL local-memory
 instructions), the TF32 and bf16 kernels run their products on tensor cores (HMMA) and the ieee
@@ -55,9 +56,10 @@ def kernel_name(mangled: str) -> str:
 def compile_report(source: Path, arch: str, out: Path) -> tuple[dict, dict]:
     """ptxas's report ({mangled: {registers, stack, spills, smem}}) and the SASS ({mangled: text})
     of ``source`` built for sm_``arch``."""
-    cubin = out / f"{source.stem}_sm{arch}.cubin"
-    done = subprocess.run([str(NVCC), "-std=c++17", "-O3", f"-arch=sm_{arch}", "-cubin", "-Xptxas", "-v",
-                           f"-I{ROOT / 'csrc'}", str(source), "-o", str(cubin)], capture_output=True, text=True)
+    binary = out / f"{source.stem}_sm{arch}.o"
+    done = subprocess.run([str(NVCC), "-std=c++17", "-O3", f"-arch=sm_{arch}", "-Werror", "all-warnings",
+                           "-Xcompiler", "-Wall,-Wextra,-Werror", "-Xptxas", "-v", f"-I{ROOT / 'csrc'}", "-c",
+                           str(source), "-o", str(binary)], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-3000:]
     report, current = {}, None
     for line in done.stderr.splitlines():
@@ -69,7 +71,7 @@ def compile_report(source: Path, arch: str, out: Path) -> tuple[dict, dict]:
             current["registers"] = int(m.group(1))
             smem = re.search(r"(\d+) bytes smem", line)
             current["smem"] = int(smem.group(1)) if smem else 0
-    dump = subprocess.run([cuobjdump(), "-sass", str(cubin)], capture_output=True, text=True, check=True).stdout
+    dump = subprocess.run([cuobjdump(), "-sass", str(binary)], capture_output=True, text=True, check=True).stdout
     sass = {m.group(1): m.group(2) for m in re.finditer(r"Function : (\S+)\n(.*?)(?=\n\s*Function : |\Z)", dump, re.S)}
     return report, sass
 
