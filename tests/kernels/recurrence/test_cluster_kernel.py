@@ -115,10 +115,11 @@ SUBSET = "(3, 17, 3, 37)-c4"
 
 def test_sanitized_run_of_the_table():
     """AddressSanitizer (every global, shared and distributed shared memory access in bounds) and
-    UBSan over the 4-block cases and every packed case, in a process of its own."""
+    UBSan over the 4-block cluster's TF32 cases (every cell form) and two packed ones (TF32 rows
+    unsorted, bf16 with zeros), in a process of its own."""
     library = build.library(sanitize=True)
-    done, rows = run_table(library, [SANITIZED_SEED], match=[SUBSET, str(testing.LENGTH_SHAPES[0])], env=build.sanitizer_environment(),
-                           cluster=True)
+    done, rows = run_table(library, [SANITIZED_SEED], match=[f"{SUBSET}-t16-tf32", "tf32-unsorted", "bf16-with_zeros"],
+                           env=build.sanitizer_environment(), cluster=True)
     assert done.returncode == 0 and "ERROR: AddressSanitizer" not in done.stderr and "runtime error" not in done.stderr, done.stderr[-6000:]
     assert rows and all(row["ok"] for row in rows), [row for row in rows if not row["ok"]][:3]
 
