@@ -1,13 +1,16 @@
 """Compiles the SIMT emulation (tests/simt/simt.h) with g++ into a shared library of torch operators.
 
-Six objects: the kernels of csrc/recurrence/cuda/recurrence.cu and cluster_recurrence.cu, each
-compiled as C++ with tests/simt/include ahead of the system headers (its <cuda_runtime.h>,
-<cooperative_groups.h>, <mma.h> and <cuda_bf16.h> are the emulation);
-the emulation's runtime (simt.cpp); its probes (probes.cpp, cluster_probes.cpp); and the torch binding (binding.cpp, the CUDA binding's own
-policy). ``sanitize`` builds the first three with AddressSanitizer and UndefinedBehaviorSanitizer (a
+Seven objects: the kernels of csrc/recurrence/cuda/recurrence.cu and cluster_recurrence.cu
+(``KERNEL_SOURCES``), each compiled as C++ with tests/simt/include ahead of the system headers (its
+<cuda_runtime.h>, <cooperative_groups.h>, <mma.h>, <cuda_bf16.h> and <cuda/atomic> are the emulation);
+the emulation's runtime (simt.cpp); its probes (probes.cpp, cluster_probes.cpp, flag_probes.cpp); and the torch binding (binding.cpp, the CUDA binding's own
+policy). ``sanitize`` builds all but the binding with AddressSanitizer and UndefinedBehaviorSanitizer (a
 process must preload libasan: see ``sanitizer_environment``); ``drop_barrier_line`` turns the
 barrier on that line of one kernel file (``drop_in``: recurrence.cu or cluster_recurrence.cu) into a
-no-op. Libraries are cached under
+no-op; ``plant`` breaks the emulation's atomics (include/cuda/atomic) in every object whose source
+includes <cuda/atomic> or flag_barrier.h (``planted``): "flag_early", every acquire load reads one
+more than the memory holds (a flag barrier opens one arrival early); "skip_arrive", block 1's release
+fetch_adds are dropped (a block that never arrives). Libraries are cached under
 ``$TSRNN_SIMT_CACHE`` (default ~/.cache/tsrnn-simt, else the temporary directory) by the hash of every source, flag and version,
 so a rerun of the tests compiles nothing; the binding object (half a minute: the torch headers)
 is shared by every variant.
@@ -30,15 +33,18 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 KERNELS = ROOT / "csrc" / "recurrence" / "cuda" / "recurrence.cu"  # the cooperative kernel
 CLUSTER_KERNELS = KERNELS.with_name("cluster_recurrence.cu")  # the cluster-resident tensor-core kernel
+KERNEL_SOURCES = (KERNELS, CLUSTER_KERNELS)  # the kernel files of every library
+PROBES = (HERE / "probes.cpp", HERE / "cluster_probes.cpp", HERE / "flag_probes.cpp")  # the emulation's own checks
+PLANTS = {"flag_early": ["-DSIMT_FLAG_EARLY=1"], "skip_arrive": ["-DSIMT_SKIP_ARRIVE_BLOCK=2"]}  # block 1 skips
 SANITIZE = ["-fsanitize=address,undefined", "-fno-sanitize-recover=all", "-fno-omit-frame-pointer"]
 INCLUDES = [f"-I{HERE / 'include'}", f"-I{HERE}", f"-I{ROOT / 'csrc'}"]
 COMMON = ["g++", "-std=c++20", "-fPIC", "-O1", "-g0", "-w"]
 
 
 def _sources() -> list[Path]:
-    patterns = [(HERE, "*.h"), (HERE, "*.cpp"), (HERE / "include", "**/*.h"), (ROOT / "csrc", "**/*.h"),
+    patterns = [(HERE, "*.h"), (HERE, "*.cpp"), (HERE / "include", "**/*"), (ROOT / "csrc", "**/*.h"),
                 (ROOT / "csrc" / "recurrence" / "cuda", "*.cu")]
-    return sorted(p for base, pattern in patterns for p in base.glob(pattern))
+    return sorted(p for base, pattern in patterns for p in base.glob(pattern) if p.is_file())
 
 
 def _digest() -> str:
@@ -73,12 +79,22 @@ def _cache_root() -> Path:
         return Path(tempfile.gettempdir()) / f"tsrnn-simt-{os.getuid()}"
 
 
-def library(sanitize: bool = False, drop_barrier_line: int = 0, drop_in: Path = KERNELS) -> Path:
+def planted(source: Path) -> bool:
+    """Whether a plant changes the object of ``source``: it uses the emulation's atomics."""
+    text = source.read_text()
+    return "<cuda/atomic>" in text or "flag_barrier.h" in text
+
+
+def library(sanitize: bool = False, drop_barrier_line: int = 0, drop_in: Path = KERNELS, plant: str = "") -> Path:
     """The emulation's shared library for this variant, compiled if not cached."""
+    if plant and plant not in PLANTS:
+        raise ValueError(f"no plant {plant!r}: one of {sorted(PLANTS)}")
     cache = _cache_root() / _digest()
     cache.mkdir(parents=True, exist_ok=True)
     base = "asan" if sanitize else "plain"
-    variant = base + (f"-drop{drop_barrier_line}-{drop_in.stem}" if drop_barrier_line else "")
+    drop_tag = f"-drop{drop_barrier_line}-{drop_in.stem}" if drop_barrier_line else ""
+    plant_tag = f"-plant_{plant}" if plant else ""
+    variant = base + drop_tag + plant_tag
     target = cache / f"tsrnn_simt_{variant}.so"
     with open(cache / ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # pytest-xdist workers build one at a time
@@ -87,15 +103,14 @@ def library(sanitize: bool = False, drop_barrier_line: int = 0, drop_in: Path = 
         flags = COMMON + (SANITIZE if sanitize else []) + INCLUDES
         drop = [f"-DSIMT_DROP_BARRIER_LINE={drop_barrier_line}"] if drop_barrier_line else []
         binding = cache / "binding.o"
-        jobs = {  # an object is shared by the variants it does not differ in
-            cache / f"{source.stem}_{variant if source == drop_in else base}.o":
-                flags + (drop if source == drop_in else []) + ["-x", "c++", "-c", str(source)]
-            for source in (KERNELS, CLUSTER_KERNELS)
-        }
+        jobs = {}  # an object is shared by the variants it does not differ in
+        for source in (*KERNEL_SOURCES, *PROBES):
+            dropped, broken = source == drop_in and bool(drop), bool(plant) and planted(source)
+            tag = base + (drop_tag if dropped else "") + (plant_tag if broken else "")
+            jobs[cache / f"{source.stem}_{tag}.o"] = (flags + (drop if dropped else []) + (PLANTS[plant] if broken else [])
+                                                     + (["-x", "c++"] if source.suffix == ".cu" else []) + ["-c", str(source)])
         jobs.update({
             cache / f"simt_{base}.o": flags + ["-c", str(HERE / "simt.cpp")],
-            cache / f"probes_{base}.o": flags + ["-c", str(HERE / "probes.cpp")],
-            cache / f"cluster_probes_{base}.o": flags + ["-c", str(HERE / "cluster_probes.cpp")],
             binding: COMMON + INCLUDES + _binding_flags() + ["-c", str(HERE / "binding.cpp")],
         })
         todo = [command + ["-o", str(out)] for out, command in jobs.items() if not out.exists()]

@@ -9,6 +9,7 @@
 #include <cuda_runtime.h>
 
 std::string simt_cluster_probe(const std::string& name);
+std::string simt_flag_probe(const std::string& name);
 
 namespace {
 
@@ -112,6 +113,9 @@ std::string simt_probe(const std::string& name) {
       }
     }
     return "ok";
+  }
+  if (name.rfind("flag_", 0) == 0 || name.rfind("atomic", 0) == 0) {
+    return simt_flag_probe(name);  // atomics and the flag barrier (flag_probes.cpp)
   }
   return simt_cluster_probe(name);  // tensor cores and clusters (cluster_probes.cpp)
 }

@@ -3,12 +3,15 @@ tests' process: the sanitized library (the ASan runtime must be preloaded) and t
 libraries (one library per process).
 
     python tests/simt/run.py LIBRARY SEED [SEED ...] [--match TEXT ...] [--cluster]
+    python tests/simt/run.py LIBRARY SEED [SEED ...] --probes NAME [NAME ...]
 
 prints one JSON line per case of ``emulation.table(seeds)``, the padded cases then the packed
 ones (with --cluster: of ``cluster.table(seeds)``, the cluster-resident kernel's) whose id contains
 one of the TEXTs: its id, whether it passed, and its failures; the exit status
 is 0 when every case ran (passed or not), so a sanitizer's report, which ends the process, is
-told apart from a numerical failure. ``run_table`` runs it from the tests.
+told apart from a numerical failure. ``run_table`` runs it from the tests. With --probes it runs
+the emulation's own probes instead (``torch.ops.simt.probe``), one JSON line per probe and seed
+with what it returned (``run_probes``: the planted atomics' libraries).
 """
 from __future__ import annotations
 
@@ -33,15 +36,30 @@ def run_table(library: Path, seeds, match=("",), env=None, cluster: bool = False
     return done, rows
 
 
+def run_probes(library: Path, names, seeds, env=None):
+    """The probes ``names`` on ``library`` in a process of its own, for each seed: (the finished
+    process, {(name, seed): what the probe returned})."""
+    done = subprocess.run([sys.executable, __file__, str(library), *map(str, seeds), "--probes", *names],
+                          capture_output=True, text=True, env=env, timeout=600)
+    rows = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    return done, {(row["probe"], row["seed"]): row["result"] for row in rows}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("library")
     parser.add_argument("seeds", type=int, nargs="+")
     parser.add_argument("--match", nargs="+", default=[""])
     parser.add_argument("--cluster", action="store_true", help="the cluster-resident kernel's table")
+    parser.add_argument("--probes", nargs="+", default=[], help="the emulation's probes instead of a table")
     args = parser.parse_args()
     torch.set_num_threads(1)
     emulation.load(args.library)
+    if args.probes:
+        for name in args.probes:
+            for seed in args.seeds:
+                print(json.dumps({"probe": name, "seed": seed, "result": torch.ops.simt.probe(name, seed)}), flush=True)
+        return
     table = cluster.table(args.seeds) if args.cluster else emulation.table(args.seeds)
     for case in (c for c in table if any(text in c.id for text in args.match)):
         try:

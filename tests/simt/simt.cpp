@@ -1,6 +1,7 @@
 // The SIMT emulation's runtime (see simt.h): one fiber (ucontext) per CUDA thread, a scheduler
 // that resumes a pseudo-randomly drawn runnable fiber each time one blocks, the block barriers,
 // the grid-wide sync, the warp collectives, the clusters' barriers and distributed shared memory,
+// the atomics' scheduling points and the livelock detector (spinning threads parked until a write),
 // the wmma fragments' layouts (wmma.h), per-block dynamic shared memory, and the host calls
 // (devices, attributes, occupancy, launches) over a table of emulated devices.
 #include "simt.h"
@@ -39,14 +40,33 @@ constexpr int kDefaultMaxDynamicShared = 48 * 1024;  // CUDA's limit until cudaF
 // Per fiber. AddressSanitizer's redzones around stack arrays need more room.
 constexpr std::size_t kStackBytes = SIMT_ASAN ? 256 * 1024 : 64 * 1024;
 
+// An atomic read a thread made: where, and the bits it read.
+struct Read {
+  const void* address = nullptr;
+  unsigned bytes = 0;
+  std::uint64_t bits = 0;
+};
+constexpr int kReads = 4;  // the addresses a spinning thread may poll in turn
+constexpr std::size_t kTrackedAddresses = 256;
+
 struct Fiber {
   ucontext_t context;
   char* stack = nullptr;
   uint3 thread{}, block{};
   unsigned block_index = 0, warp = 0, lane = 0;
-  enum { kRunnable, kWaiting, kDone } state = kRunnable;
+  enum { kRunnable, kWaiting, kSpinning, kDone } state = kRunnable;
   const char* waits_on = "";  // while waiting: the barrier or collective, and its line
   int waits_line = 0;
+  const char* label = nullptr;  // simt::label's annotation, and its value
+  long long label_value = 0;
+  // Its atomic reads since its last barrier, collective, atomic write or label (the most recent
+  // kReads addresses), and while spinning: the read it repeats, where, and the write count then.
+  Read reads[kReads];
+  int read_count = 0;
+  Read spin;
+  const char* spin_file = "";
+  int spin_line = 0;
+  std::uint64_t spin_epoch = 0;
   long long cluster_arrival = -1;  // the cluster barrier phase it arrived in and has not waited for
   void* fake_stack = nullptr;  // AddressSanitizer's, saved while switched out
 };
@@ -108,6 +128,11 @@ struct Launch {
   Barrier grid_barrier;
   std::vector<std::list<Collective>> warps;
   std::vector<unsigned> runnable;  // drawn at random (even seeds)
+  std::vector<unsigned> spinners;  // parked: spinning on a value
+  std::uint64_t writes = 0;        // atomic writes so far
+  // Atomic writes per block at each of the first kTrackedAddresses addresses written (the
+  // livelock report names the blocks that wrote fewer times than others where threads spin).
+  std::map<const void*, std::vector<unsigned>> block_writes;
   // Odd seeds: each warp gets a random priority and the runnable thread of the highest-priority
   // warp always goes on (ties drawn at random): one warp runs as far as it can before the others
   // move, the order that exposes a read of what a lagging warp has not written yet.
@@ -147,6 +172,13 @@ std::string where(const Fiber& f) {
     << f.block.y << "," << f.block.z << ")";
   return s.str();
 }
+
+std::string label_of(const Fiber& f) {
+  return f.label ? std::string(f.label) + " " + std::to_string(f.label_value) : std::string();
+}
+
+// The thread made progress other than an atomic read: its reads no longer make a spin.
+void forget_reads(Fiber& f) { f.read_count = 0; }
 
 // Switch from the running fiber back to the scheduler; `exiting`: the fiber will not resume.
 void to_scheduler(Launch& l, bool exiting) {
@@ -292,24 +324,110 @@ std::string deadlock(const Launch& l) {
       s << " ...";
       break;
     }
-    s << " " << where(f) << " waits at " << f.waits_on << " on line " << f.waits_line << ";";
+    s << " " << where(f) << " waits at " << f.waits_on << " on line " << f.waits_line;
+    if (f.label) s << " (" << label_of(f) << ")";
+    s << ";";
   }
   return s.str();
 }
 
-void run(Launch& l) {
-  while (any_runnable(l) && l.error.empty()) {
-    const unsigned index = pop_runnable(l);
-    l.current = &l.fibers[index];
-#if SIMT_ASAN
-    __sanitizer_start_switch_fiber(&l.scheduler_fake_stack, l.current->stack, kStackBytes);
-#endif
-    swapcontext(&l.scheduler, &l.current->context);
-#if SIMT_ASAN
-    __sanitizer_finish_switch_fiber(l.scheduler_fake_stack, nullptr, nullptr);
-#endif
+bool overlaps(const Read& r, const void* address, unsigned bytes) {
+  const auto* a = static_cast<const unsigned char*>(r.address);
+  const auto* b = static_cast<const unsigned char*>(address);
+  return a < b + bytes && b < a + r.bytes;
+}
+
+void wake_spinner(Launch& l, std::size_t at) {
+  const unsigned index = l.spinners[at];
+  l.spinners[at] = l.spinners.back();
+  l.spinners.pop_back();
+  make_runnable(l, index);
+}
+
+// No thread can run: wakes the spinners that may read something new (an atomic write happened
+// since they parked, or their memory changed under a plain store); false if none may.
+bool wake_spinners(Launch& l) {
+  bool woken = false;
+  for (std::size_t i = l.spinners.size(); i-- > 0;) {
+    const Fiber& f = l.fibers[l.spinners[i]];
+    std::uint64_t now_bits = 0;
+    std::memcpy(&now_bits, f.spin.address, f.spin.bytes);
+    if (f.spin_epoch != l.writes || now_bits != f.spin.bits) {
+      wake_spinner(l, i);
+      woken = true;
+    }
   }
-  l.current = nullptr;
+  return woken;
+}
+
+std::string livelock(const Launch& l) {
+  std::vector<unsigned> spinners = l.spinners;
+  std::sort(spinners.begin(), spinners.end());
+  std::ostringstream s;
+  s << "livelock:";
+  int shown = 0;
+  for (unsigned index : spinners) {
+    if (shown++ == 8) {
+      s << " ...;";
+      break;
+    }
+    const Fiber& f = l.fibers[index];
+    const unsigned thread = f.thread.x + l.block.x * (f.thread.y + l.block.y * f.thread.z);
+    const char* file = std::strrchr(f.spin_file, '/');
+    s << " block " << f.block_index << " thread " << thread << " waits at " << (f.label ? label_of(f) : "an atomic read")
+      << " (line " << f.spin_line << " of " << (file ? file + 1 : f.spin_file) << "), reading " << f.spin.bits << " at "
+      << f.spin.address << ";";
+  }
+  std::vector<const void*> addresses;  // what the blocks wrote where they spin
+  for (unsigned index : spinners) {
+    const void* a = l.fibers[index].spin.address;
+    if (std::find(addresses.begin(), addresses.end(), a) != addresses.end() || addresses.size() == 2) continue;
+    addresses.push_back(a);
+    const auto tracked = l.block_writes.find(a);
+    if (tracked == l.block_writes.end()) {
+      s << " no block wrote " << a << " atomically;";
+      continue;
+    }
+    const std::vector<unsigned>& counts = tracked->second;
+    const unsigned most = *std::max_element(counts.begin(), counts.end());
+    std::ostringstream fewer;
+    int named = 0;
+    for (unsigned b = 0; b < counts.size() && named < 8; ++b) {
+      if (counts[b] < most) fewer << (named++ ? ", " : " ") << "block " << b << " made " << counts[b];
+    }
+    if (named == 0) {
+      s << " every block wrote " << a << " atomically " << most << " times;";
+    } else {
+      s << " atomic writes to " << a << ":" << fewer.str() << ", every other block " << most << ";";
+    }
+  }
+  std::size_t waiting = 0;
+  for (const Fiber& f : l.fibers) waiting += f.state == Fiber::kWaiting;
+  s << " no thread can change what " << (spinners.size() == 1 ? "it reads" : "they read") << " (" << spinners.size()
+    << " spinning, " << waiting << " waiting at barriers or collectives)";
+  return s.str();
+}
+
+void run(Launch& l) {
+  for (;;) {
+    while (any_runnable(l) && l.error.empty()) {
+      const unsigned index = pop_runnable(l);
+      l.current = &l.fibers[index];
+#if SIMT_ASAN
+      __sanitizer_start_switch_fiber(&l.scheduler_fake_stack, l.current->stack, kStackBytes);
+#endif
+      swapcontext(&l.scheduler, &l.current->context);
+#if SIMT_ASAN
+      __sanitizer_finish_switch_fiber(l.scheduler_fake_stack, nullptr, nullptr);
+#endif
+    }
+    l.current = nullptr;
+    if (!l.error.empty() || l.spinners.empty()) break;
+    if (!wake_spinners(l)) {
+      l.error = livelock(l);
+      return;
+    }
+  }
   if (!l.error.empty()) return;
   for (const Fiber& f : l.fibers) {
     if (f.state != Fiber::kDone) {
@@ -352,16 +470,16 @@ cudaError_t check_launch(const Device& d, dim3 grid, dim3 block, std::size_t sha
 }
 
 // A launch with a cluster dimension: 1-D, dividing the grid, at most 8 blocks (16 where the kernel
-// allows a non-portable size), on a device with clusters, not cooperative, and co-resident.
+// allows a non-portable size), on a device with clusters, and co-resident; a cooperative one, all
+// its clusters at once.
 cudaError_t check_cluster(const Device& d, dim3 grid, dim3 block, std::size_t shared_bytes, bool cooperative,
                           const void* kernel, dim3 cluster, std::string* why) {
   const unsigned size = cluster.x * cluster.y * cluster.z;
   if (size == 1) return cudaSuccess;
-  if (size == 0 || cluster.y != 1 || cluster.z != 1 || grid.y != 1 || grid.z != 1 || grid.x % cluster.x != 0 ||
-      cooperative) {
+  if (size == 0 || cluster.y != 1 || cluster.z != 1 || grid.y != 1 || grid.z != 1 || grid.x % cluster.x != 0) {
     const auto text = [](dim3 d) { return std::to_string(d.x) + "," + std::to_string(d.y) + "," + std::to_string(d.z); };
-    *why = "a cluster launch must be 1-D, not cooperative, its grid a multiple of the cluster: grid (" + text(grid) +
-           "), cluster (" + text(cluster) + ")" + (cooperative ? ", cooperative" : "");
+    *why = "a cluster launch must be 1-D, its grid a multiple of the cluster: grid (" + text(grid) + "), cluster (" +
+           text(cluster) + ")";
     return cudaErrorInvalidConfiguration;
   }
   int resident = 0;
@@ -371,6 +489,11 @@ cudaError_t check_cluster(const Device& d, dim3 grid, dim3 block, std::size_t sh
            (d.clusters ? "supported" : "not supported") + "; more than 8 blocks need "
            "cudaFuncAttributeNonPortableClusterSizeAllowed)";
     return cudaErrorInvalidClusterSize;
+  }
+  if (cooperative && 1ull * resident * size < grid.x) {
+    *why = "cooperative launch of " + std::to_string(grid.x) + " blocks in clusters of " + std::to_string(size) + ", " +
+           std::to_string(resident) + " clusters fit at once";
+    return cudaErrorCooperativeLaunchTooLarge;
   }
   return cudaSuccess;
 }
@@ -409,6 +532,7 @@ void fail(const char* what, int line) {
 
 void block_barrier(int line) {
   Launch& l = now();
+  forget_reads(*l.current);
   arrive(l, l.block_barriers[l.current->block_index], l.threads_per_block, "__syncthreads", line);
 }
 
@@ -421,6 +545,7 @@ unsigned cluster_rank() {
 void cluster_arrive(int line) {
   Launch& l = now();
   Fiber& me = *l.current;
+  forget_reads(me);
   Cluster& c = cluster_of(l);
   if (me.cluster_arrival >= 0) fail("the thread arrives at the cluster barrier again without waiting", line);
   if (c.arrived == 0) c.line = line;
@@ -441,6 +566,7 @@ void cluster_arrive(int line) {
 void cluster_wait(int line) {
   Launch& l = now();
   Fiber& me = *l.current;
+  forget_reads(me);
   Cluster& c = cluster_of(l);
   if (me.cluster_arrival < 0) fail("the thread waits at the cluster barrier without arriving", line);
   if (me.cluster_arrival == c.phase) {
@@ -468,6 +594,58 @@ void* map_shared(const void* address, int rank, int line) {
   const unsigned first = me.block_index - rank_of(l, me);
   return l.shared[first + rank]->data + (byte - mine.data);
 }
+
+void memory_point(int) { yield(now()); }
+
+bool spun(const void* address, unsigned bytes, std::uint64_t bits, const char* file, int line) {
+  Launch& l = now();
+  Fiber& me = *l.current;
+  for (int i = 0; i < me.read_count; ++i) {
+    Read& r = me.reads[i];
+    if (r.address != address || r.bytes != bytes) continue;
+    if (r.bits != bits) {
+      r.bits = bits;
+      return false;
+    }
+    me.spin = r;  // the same value again: spinning, parked until something may change it
+    me.spin_file = file;
+    me.spin_line = line;
+    me.spin_epoch = l.writes;
+    me.state = Fiber::kSpinning;
+    l.spinners.push_back(static_cast<unsigned>(&me - l.fibers.data()));
+    to_scheduler(l, false);
+    return true;
+  }
+  if (me.read_count == kReads) {
+    std::move(me.reads + 1, me.reads + kReads, me.reads);
+    --me.read_count;
+  }
+  me.reads[me.read_count++] = Read{address, bytes, bits};
+  return false;
+}
+
+void atomic_wrote(const void* address, unsigned bytes) {
+  Launch& l = now();
+  ++l.writes;
+  forget_reads(*l.current);
+  auto tracked = l.block_writes.find(address);
+  if (tracked == l.block_writes.end() && l.block_writes.size() < kTrackedAddresses) {
+    tracked = l.block_writes.emplace(address, std::vector<unsigned>(l.blocks, 0)).first;
+  }
+  if (tracked != l.block_writes.end()) ++tracked->second[l.current->block_index];
+  for (std::size_t i = l.spinners.size(); i-- > 0;) {
+    if (overlaps(l.fibers[l.spinners[i]].spin, address, bytes)) wake_spinner(l, i);
+  }
+}
+
+void label(const char* what, long long value) {
+  Fiber& me = *now().current;
+  me.label = what;
+  me.label_value = value;
+  forget_reads(me);
+}
+
+unsigned block_linear() { return now().current->block_index; }
 
 const int* fragment_layout(int kind, int rows, int cols) {
   Launch& l = now();
@@ -499,6 +677,7 @@ void matrix_access(const char* what, const void* pointer, unsigned ldm, unsigned
 
 void grid_barrier(int line) {
   Launch& l = now();
+  forget_reads(*l.current);
   if (!l.cooperative) fail("grid.sync() in a kernel not launched cooperatively", line);
   arrive(l, l.grid_barrier, l.threads_per_block * l.blocks, "grid.sync()", line);
 }
@@ -506,6 +685,7 @@ void grid_barrier(int line) {
 void warp_exchange(const char* kind, unsigned mask, std::uint64_t value, std::uint64_t* out, int line) {
   Launch& l = now();
   Fiber& me = *l.current;
+  forget_reads(me);
   const unsigned bit = 1u << me.lane;
   if (!(mask & bit)) fail((std::string(kind) + " with a mask that leaves out the calling lane").c_str(), line);
   const unsigned in_block = me.warp % l.warps_per_block * kWarpSize;

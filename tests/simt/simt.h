@@ -35,8 +35,30 @@
 // (this_cluster() is the block). Tensor cores (nvcuda::wmma, fragments in a layout drawn per seed):
 // tests/simt/wmma.h.
 //
-// What the emulation cannot catch: it is sequentially consistent, so what a missing memory fence
-// would break on a GPU cannot show here; and a race shows only in the thread orders the seeds draw.
+// Atomics and the grid-resident kernel's flag barrier (csrc/recurrence/cuda/flag_barrier.h):
+// include/cuda/atomic's cuda::atomic_ref (load, store, exchange, compare_exchange, fetch_add & co.),
+// atomicAdd, atomicExch, atomicCAS, __ldcv, __threadfence and __nanosleep are scheduling points as
+// the barriers are (the seeded draw picks who goes on). A thread whose atomic read returns the same
+// value at the same address as its previous atomic read there (no barrier, collective, atomic
+// write of its own or simt::label between) is spinning: it is parked until an atomic write
+// touches that address. When every thread that has not exited waits at a barrier or collective or
+// spins, and no atomic write happened since any spinner read its value (nor a plain store changed
+// it), nothing can ever change what they read: the launch fails with a livelock report that names
+// each spinning thread (block, thread, simt::label's annotation such as "flag barrier phase 5",
+// the source line of its read, the value and the address) and, per address, the blocks that wrote
+// it atomically fewer times than the others (the block that skipped its arrive). Parking also
+// keeps a spin from running forever under the odd seeds' by-warp order. A poll through a plain
+// load (not atomic, not __ldcv) is not a scheduling point: it would spin forever, and must not be
+// written. cudaLaunchKernelEx with cudaLaunchAttributeCooperative (val.cooperative = 1) launches
+// cooperatively, with or without a cluster dimension: refused with
+// cudaErrorCooperativeLaunchTooLarge unless every block (every cluster) is resident at once.
+// Planted bugs for the tests (include/cuda/atomic, build.py's `plant`): an acquire load that reads
+// one more than the memory holds; a block whose release fetch_adds are dropped.
+//
+// What the emulation cannot catch: it is sequentially consistent (every atomic is seq_cst, a
+// fence orders nothing more), so what a missing memory fence, or a relaxed order where release or
+// acquire is needed, would break on a GPU cannot show here: the GPU job stresses the flag barrier
+// instead; and a race shows only in the thread orders the seeds draw.
 //
 // Compiling with -DSIMT_DROP_BARRIER_LINE=N turns the block barrier, grid sync, cluster sync or
 // cluster barrier_wait on line N of the kernel source into a no-op (the planted-bug test: the
@@ -88,11 +110,12 @@ enum cudaDeviceAttr {
   cudaDevAttrClusterLaunch = 120,
 };
 enum cudaFuncAttribute { cudaFuncAttributeMaxDynamicSharedMemorySize = 8, cudaFuncAttributeNonPortableClusterSizeAllowed = 14 };
-enum cudaLaunchAttributeID { cudaLaunchAttributeClusterDimension = 4 };
+enum cudaLaunchAttributeID { cudaLaunchAttributeCooperative = 2, cudaLaunchAttributeClusterDimension = 4 };
 union cudaLaunchAttributeValue {
   struct {
     unsigned x, y, z;
   } clusterDim;
+  int cooperative;
   char pad[64];
 };
 struct cudaLaunchAttribute {
@@ -173,6 +196,58 @@ unsigned vote(const char* kind, unsigned mask, bool predicate, int line);
 // A kernel run by cudaLaunchKernel / cudaLaunchCooperativeKernel: `body` runs once per thread.
 cudaError_t launch(void (*body)(void*), void* context, dim3 grid, dim3 block, std::size_t shared_bytes,
                    bool cooperative, const void* kernel, dim3 cluster = dim3(1, 1, 1));
+
+// --- atomics, fences and the livelock detector (include/cuda/atomic, atomicAdd & co. below) -------
+// Every atomic operation, fence and __nanosleep is a point where the scheduler may run another
+// thread (memory_point). An atomic operation that writes nothing (a load, a failed CAS, an add of
+// 0) reports what it read to `spun`: a thread that reads the same value at the same address as
+// its previous atomic read there, with no barrier, collective, atomic write of its own or label
+// between, is spinning, and is parked (spun returns true: read again) until an atomic write
+// overlaps the address, or every thread is parked or blocked and either an atomic write happened
+// anywhere since it parked or the memory no longer holds what it read; if neither, the launch
+// fails with a livelock report. atomic_wrote: the running thread just wrote `bytes` at `address`.
+void memory_point(int line);
+bool spun(const void* address, unsigned bytes, std::uint64_t bits, const char* file, int line);
+void atomic_wrote(const void* address, unsigned bytes);
+// The running thread's annotation in reports ("flag barrier phase 5"): `what`, then `value`.
+void label(const char* what, long long value);
+unsigned block_linear();  // the running thread's block, x fastest
+
+// An atomic read of *p: a scheduling point, then the value (after parking while it spins).
+template <typename T>
+T atomic_read(const T* p, const char* file, int line) {
+  static_assert(std::is_trivially_copyable<T>::value && sizeof(T) <= 8, "atomics of up to 8 bytes");
+  memory_point(line);
+  for (;;) {
+    const T v = *p;
+    if (!spun(p, sizeof(T), bits_of(v), file, line)) return v;
+  }
+}
+
+// An atomic read-modify-write of *p to f(old), returning old; one that leaves the bits as they are
+// is a read (a failed compare-and-swap polls).
+template <typename T, typename F>
+T atomic_update(T* p, F f, const char* file, int line) {
+  static_assert(std::is_trivially_copyable<T>::value && sizeof(T) <= 8, "atomics of up to 8 bytes");
+  memory_point(line);
+  for (;;) {
+    const T old = *p;
+    const T next = f(old);
+    if (bits_of(next) != bits_of(old)) {
+      *p = next;
+      atomic_wrote(p, sizeof(T));
+      return old;
+    }
+    if (!spun(p, sizeof(T), bits_of(old), file, line)) return old;
+  }
+}
+
+template <typename T>
+void atomic_write(T* p, T v, int line) {
+  memory_point(line);
+  *p = v;
+  atomic_wrote(p, sizeof(T));
+}
 
 // The running thread's cluster: its size in blocks and its block's rank; the barrier; the peer's
 // shared memory at the offset of `address` in the caller's.
@@ -281,11 +356,54 @@ inline int __all_sync(unsigned mask, int predicate, int line = __builtin_LINE())
   return (simt::vote("__all_sync", mask, predicate != 0, line) & mask) == mask;
 }
 
-// Cache-hinted loads are plain loads on one CPU thread.
+// Cache-hinted loads are plain loads on one CPU thread, but __ldcv (volatile: fetched again on
+// every use, the load a poll of a flag written by another block uses) is an atomic read: a
+// scheduling point, and a poll that can never end is reported as a livelock.
 template <typename T>
 T __ldcg(const T* p) {
   return *p;
 }
+template <typename T>
+T __ldca(const T* p) {
+  return *p;
+}
+template <typename T>
+T __ldcv(const T* p, int line = __builtin_LINE(), const char* file = __builtin_FILE()) {
+  if constexpr (sizeof(T) <= 8) {
+    return simt::atomic_read(p, file, line);
+  } else {
+    simt::memory_point(line);
+    return *p;
+  }
+}
+
+// Fences and sleeps: scheduling points (the emulation is sequentially consistent: a fence orders
+// nothing more).
+inline void __threadfence(int line = __builtin_LINE()) { simt::memory_point(line); }
+inline void __threadfence_block(int line = __builtin_LINE()) { simt::memory_point(line); }
+inline void __nanosleep(unsigned, int line = __builtin_LINE()) { simt::memory_point(line); }
+
+// atomicAdd, atomicExch, atomicCAS: CUDA's overloads.
+#define SIMT_ATOMICS(T)                                                                                     \
+  inline T atomicAdd(T* p, T v, int line = __builtin_LINE(), const char* file = __builtin_FILE()) {        \
+    return simt::atomic_update(p, [v](T old) { return static_cast<T>(old + v); }, file, line);            \
+  }                                                                                                        \
+  inline T atomicExch(T* p, T v, int line = __builtin_LINE(), const char* file = __builtin_FILE()) {       \
+    return simt::atomic_update(p, [v](T) { return v; }, file, line);                                       \
+  }
+SIMT_ATOMICS(int)
+SIMT_ATOMICS(unsigned)
+SIMT_ATOMICS(unsigned long long)
+SIMT_ATOMICS(float)
+#undef SIMT_ATOMICS
+#define SIMT_CAS(T)                                                                                         \
+  inline T atomicCAS(T* p, T compare, T v, int line = __builtin_LINE(), const char* file = __builtin_FILE()) { \
+    return simt::atomic_update(p, [compare, v](T old) { return old == compare ? v : old; }, file, line);    \
+  }
+SIMT_CAS(int)
+SIMT_CAS(unsigned)
+SIMT_CAS(unsigned long long)
+#undef SIMT_CAS
 
 inline int min(int a, int b) { return a < b ? a : b; }
 inline int max(int a, int b) { return a > b ? a : b; }
@@ -323,11 +441,20 @@ inline dim3 cluster_of(const cudaLaunchConfig_t* config) {
   return dim3(1, 1, 1);
 }
 
+// cudaLaunchAttributeCooperative: all blocks resident at once, or the launch is refused.
+inline bool cooperative_of(const cudaLaunchConfig_t* config) {
+  bool cooperative = false;
+  for (unsigned i = 0; i < config->numAttrs; ++i) {
+    if (config->attrs[i].id == cudaLaunchAttributeCooperative) cooperative = config->attrs[i].val.cooperative != 0;
+  }
+  return cooperative;
+}
+
 template <typename... P, typename Tuple, std::size_t... I>
 cudaError_t launch_ex(const cudaLaunchConfig_t* config, void (*kernel)(P...), Tuple& values, std::index_sequence<I...>) {
   void* args[] = {static_cast<void*>(&std::get<I>(values))..., nullptr};
-  return launch_kernel(kernel, config->gridDim, config->blockDim, args, config->dynamicSmemBytes, false,
-                       cluster_of(config));
+  return launch_kernel(kernel, config->gridDim, config->blockDim, args, config->dynamicSmemBytes,
+                       cooperative_of(config), cluster_of(config));
 }
 }  // namespace simt
 

@@ -3,7 +3,9 @@ SIMT emulation of tests/simt: every cell, forward, backward and saved traces, ag
 reference with the float32 tolerances of tsrnn.testing, at the kernels' edge shapes and several
 thread orders; packed sequences (batch_sizes) against the CPU operator in float64; once more
 built with AddressSanitizer and UBSan; and with each barrier removed in turn, to show that the
-emulation catches a missing one."""
+emulation catches a missing one. The emulation's own probes: shuffles, votes, tensor cores,
+clusters, atomics and the grid-resident kernel's flag barrier (with its livelock report and two
+planted flag-barrier bugs)."""
 from __future__ import annotations
 
 import re
@@ -20,7 +22,7 @@ pytestmark = [pytest.mark.slow,  # compiles the emulation (cached after), with A
               pytest.mark.skipif(shutil.which("g++") is None, reason="the SIMT emulation is built with g++")]
 
 from simt import build, emulation  # noqa: E402
-from simt.run import run_table  # noqa: E402
+from simt.run import run_probes, run_table  # noqa: E402
 
 SEEDS = (0, 1)  # thread orders in this process; the sanitized run draws another
 SANITIZED_SEED = 2
@@ -173,3 +175,55 @@ def test_tensor_cores_and_clusters_compute_what_cuda_defines(simt, probe):
     CUDA refuses, and the count of co-resident clusters."""
     for seed in SEEDS + (SANITIZED_SEED,):
         assert torch.ops.simt.probe(probe, seed) == "ok", torch.ops.simt.probe(probe, seed)
+
+
+# -- atomics and the grid-resident kernel's flag barrier (tests/simt/flag_probes.cpp) ----------------
+FLAG_SEEDS = (0, 1, 2, 3)
+
+
+def test_the_flag_barrier_orders_the_blocks_phases(simt):
+    """8 blocks publish a NaN-filled slot per phase and read every other block's after
+    tsrnn::cuda::FlagBarrier's arrive and wait, launched by cudaLaunchKernelEx with
+    cudaLaunchAttributeCooperative, with and without clusters of 2; and atomicAdd (int, unsigned,
+    unsigned long long, float), atomicCAS, atomicExch and cuda::atomic_ref count as CUDA's do."""
+    for probe in ("flag_barrier", "atomics"):
+        for seed in FLAG_SEEDS:
+            assert torch.ops.simt.probe(probe, seed) == "ok", (probe, seed, torch.ops.simt.probe(probe, seed))
+
+
+def test_a_cooperative_launch_must_fit_the_device(simt):
+    """cudaLaunchKernelEx with the cooperative attribute, one block (or cluster) more than the
+    emulated device holds at once: cudaErrorCooperativeLaunchTooLarge; as many: it runs."""
+    assert torch.ops.simt.probe("flag_barrier_cooperative_limits", 0) == "ok"
+
+
+@pytest.mark.parametrize("probe, message", [
+    # block 2 skips its arrive of phase 3: every block spins at phase 3, and block 2 arrived once less
+    ("flag_barrier_missing_arrive", r"^cudaError 719 \(simt: livelock: block 0 thread 0 waits at flag barrier phase 3 "
+                                    r"\(line \d+ of flag_barrier\.h\), reading 23 at 0x[0-9a-f]+;.* block 2 thread 0 "
+                                    r"waits at flag barrier phase 3 .*atomic writes to 0x[0-9a-f]+: block 2 made 2, "
+                                    r"every other block 3; no thread can change what they read"),
+    # a spin lock whose holder exits without releasing it
+    ("atomic_lost_unlock", r"livelock: block \d thread 0 waits at an atomic read \(line \d+ of flag_probes\.cpp\), "
+                           r"reading 1 at 0x[0-9a-f]+;.* no thread can change what it reads"),
+])
+def test_a_wait_that_can_never_open_is_a_livelock(simt, probe, message):
+    for seed in FLAG_SEEDS:
+        got = torch.ops.simt.probe(probe, seed)
+        assert re.search(message, got), got
+
+
+def test_planted_flag_barrier_bugs_are_caught():
+    """The emulation's atomics broken at build time (tests/simt/build.py's plant), the kernel source
+    as it is: a counter that opens one arrival early lets a block read a slot not yet written (NaN)
+    in some thread order of four; a block whose arrive is dropped leaves every block waiting at
+    phase 1, reported as a livelock that names block 1 as the one that never wrote the counter."""
+    done, early = run_probes(build.library(plant="flag_early"), ["flag_barrier"], FLAG_SEEDS)
+    assert done.returncode == 0 and len(early) == len(FLAG_SEEDS), done.stderr[-3000:]
+    assert any(re.search(r"stale read: block \d+ thread \d+ read nan in block \d+'s slot of phase \d+", got)
+               for got in early.values()), early
+    done, skipped = run_probes(build.library(plant="skip_arrive"), ["flag_barrier"], FLAG_SEEDS)
+    assert done.returncode == 0 and len(skipped) == len(FLAG_SEEDS), done.stderr[-3000:]
+    for got in skipped.values():
+        assert re.search(r"livelock: .*block 1 thread 0 waits at flag barrier phase 1 .*"
+                         r"atomic writes to 0x[0-9a-f]+: block 1 made 0, every other block 1;", got), got
