@@ -1,8 +1,8 @@
 // The SIMT emulation's operators: the CUDA binding's policies (csrc/recurrence/cuda/cuda_recurrence.h,
-// cluster_policy.h) and the kernels of csrc/recurrence/cuda/recurrence.cu and cluster_recurrence.cu,
-// compiled by g++ against tests/simt/simt.h, as the CPU kernels of
-// torch.ops.tsrnn_simt.recurrence_forward / recurrence_backward / recurrence_plan and of
-// torch.ops.tsrnn_simt_cluster (the same and recurrence_config) (schemas
+// cluster_policy.h, grid_policy.h) and the kernels of csrc/recurrence/cuda/recurrence.cu,
+// cluster_recurrence.cu and grid_recurrence.cu, compiled by g++ against tests/simt/simt.h, as the
+// CPU kernels of torch.ops.tsrnn_simt.recurrence_forward / recurrence_backward / recurrence_plan
+// and of torch.ops.tsrnn_simt_cluster and tsrnn_simt_grid (the same and recurrence_config) (schemas
 // defined from Python by tsrnn.ops, see tests/simt/emulation.py), and torch.ops.simt.* to choose
 // the emulated device and the thread-order seed, and to run the emulation's own probes
 // (tests/simt/probes.cpp).
@@ -10,6 +10,7 @@
 
 #include "recurrence/cuda/cluster_policy.h"
 #include "recurrence/cuda/cuda_recurrence.h"
+#include "recurrence/cuda/grid_policy.h"
 
 std::string simt_probe(const std::string& name);
 
@@ -58,6 +59,13 @@ TORCH_LIBRARY_IMPL(tsrnn_simt_cluster, CPU, m) {
   m.impl("recurrence_backward", &tsrnn::recurrence_backward<tsrnn::cuda_binding::ClusterRecurrence>);
   m.impl("recurrence_plan", &tsrnn::cuda_binding::cluster_plan_blocks);
   m.impl("recurrence_config", &tsrnn::cuda_binding::cluster_config);
+}
+
+TORCH_LIBRARY_IMPL(tsrnn_simt_grid, CPU, m) {
+  m.impl("recurrence_forward", &tsrnn::recurrence_forward<tsrnn::cuda_binding::GridRecurrence>);
+  m.impl("recurrence_backward", &tsrnn::recurrence_backward<tsrnn::cuda_binding::GridRecurrence>);
+  m.impl("recurrence_plan", &tsrnn::cuda_binding::grid_plan_blocks);
+  m.impl("recurrence_config", &tsrnn::cuda_binding::grid_config);
 }
 
 TORCH_LIBRARY_IMPL(tsrnn_simt, CPU, m) {

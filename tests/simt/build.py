@@ -33,7 +33,8 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 KERNELS = ROOT / "csrc" / "recurrence" / "cuda" / "recurrence.cu"  # the cooperative kernel
 CLUSTER_KERNELS = KERNELS.with_name("cluster_recurrence.cu")  # the cluster-resident tensor-core kernel
-KERNEL_SOURCES = (KERNELS, CLUSTER_KERNELS)  # the kernel files of every library
+GRID_KERNELS = KERNELS.with_name("grid_recurrence.cu")  # the grid-resident tensor-core kernel
+KERNEL_SOURCES = (KERNELS, CLUSTER_KERNELS, GRID_KERNELS)  # the kernel files of every library
 PROBES = (HERE / "probes.cpp", HERE / "cluster_probes.cpp", HERE / "flag_probes.cpp")  # the emulation's own checks
 PLANTS = {"flag_early": ["-DSIMT_FLAG_EARLY=1"], "skip_arrive": ["-DSIMT_SKIP_ARRIVE_BLOCK=2"]}  # block 1 skips
 SANITIZE = ["-fsanitize=address,undefined", "-fno-sanitize-recover=all", "-fno-omit-frame-pointer"]

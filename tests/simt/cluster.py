@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import os
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 
@@ -22,50 +23,74 @@ from tsrnn import backend, testing
 from tsrnn.ops import projection
 from tsrnn.ops.recurrence import paths as recurrence_paths
 
-from simt import emulation
+from simt import build, emulation
 
-NAMESPACE = "tsrnn_simt_cluster"
 PRECISIONS = ("tf32", "bf16", "ieee")
 
 
-def name(precision: str) -> str:
-    return f"cluster_simt_{precision}"
+@dataclass(frozen=True)
+class Kernel:
+    """An emulated tensor-core kernel: its operators' namespace, the variable that forces its
+    configuration, its source, and what its plan refusing a shape means."""
+
+    name: str
+    namespace: str
+    forcing: str
+    source: Path
+    refusal: str
 
 
-def path(precision: str) -> backend.Path:
-    """The registry record of the emulated cluster-resident kernel with products in ``precision``:
+KERNELS = {
+    "cluster": Kernel("cluster", emulation.CLUSTER_NAMESPACE, "TSRNN_CLUSTER", build.CLUSTER_KERNELS,
+                      "does not fit one cluster of the emulated device"),
+    "grid": Kernel("grid", emulation.GRID_NAMESPACE, "TSRNN_GRID", build.GRID_KERNELS,
+                   "does not fit the resident blocks of the emulated device"),
+}
+
+
+def name(precision: str, kernel: str = "cluster") -> str:
+    return f"{kernel}_simt_{precision}"
+
+
+def path(precision: str, kernel: str = "cluster") -> backend.Path:
+    """The registry record of the emulated tensor-core ``kernel`` with products in ``precision``:
     an operator path on CPU tensors, float32 math, refused where the plan refuses the shape."""
+    described = KERNELS[kernel]
 
     def rule(call: backend.Call) -> str | None:
         if call.math_dtype != torch.float32:
             return "it computes in float32 only"
         probe = torch.empty(0, call.shape[3])
-        if torch.ops.tsrnn_simt_cluster.recurrence_plan(call.cell, probe, call.shape[1], precision) < 1:
-            return f"H={call.shape[3]} does not fit one cluster of the emulated device"
+        if getattr(torch.ops, described.namespace).recurrence_plan(call.cell, probe, call.shape[1], precision) < 1:
+            return f"H={call.shape[3]} {described.refusal}"
         return None
 
-    return backend.Path(name(precision), {"recurrence": recurrence_paths.run_operator}, ("cpu",), None, "operator",
-                        rule, NAMESPACE, projection.torch_projection, lambda dtype, device: precision)
+    return backend.Path(name(precision, kernel), {"recurrence": recurrence_paths.run_operator}, ("cpu",), None,
+                        "operator", rule, described.namespace, projection.torch_projection,
+                        lambda dtype, device: precision)
 
 
 @contextlib.contextmanager
-def forced(cluster: int, tile: int):
-    """TSRNN_CLUSTER set to "cluster,tile" (the plan's choice forced), as it was after."""
-    before = os.environ.get("TSRNN_CLUSTER")
-    os.environ["TSRNN_CLUSTER"] = f"{cluster},{tile}"
+def forced(first: int, second: int, kernel: str = "cluster"):
+    """The kernel's forcing variable set to "first,second" (the plan's choice forced: cluster size
+    and batch tile or chunk), as it was after."""
+    variable = KERNELS[kernel].forcing
+    before = os.environ.get(variable)
+    os.environ[variable] = f"{first},{second}"
     try:
         yield
     finally:
         if before is None:
-            del os.environ["TSRNN_CLUSTER"]
+            del os.environ[variable]
         else:
-            os.environ["TSRNN_CLUSTER"] = before
+            os.environ[variable] = before
 
 
 @dataclass(frozen=True)
 class Case:
-    """One check: ``cell`` on ``shape`` (T, B, I, H), variable Δt or not, products in ``precision``,
-    clusters of ``cluster`` blocks over batch tiles of ``tile`` rows, packed rows of ``lengths`` (a
+    """One check of ``kernel``: ``cell`` on ``shape`` (T, B, I, H), variable Δt or not, products in
+    ``precision``, clusters of ``cluster`` blocks over batch tiles (the grid kernel: chunks) of
+    ``tile`` rows on an emulated device of ``multiprocessors`` SMs, packed rows of ``lengths`` (a
     case of tsrnn.testing.LENGTH_CASES) or padded, threads ordered by ``seed``; what it crosses in
     ``edge``."""
 
@@ -78,60 +103,77 @@ class Case:
     seed: int
     edge: str
     lengths: str | None = None
+    kernel: str = "cluster"
+    multiprocessors: int = 4
 
     @property
     def id(self) -> str:
         packed = f"-{self.lengths.replace(' ', '_')}" if self.lengths else ""
-        return (f"cluster-{self.cell}{'-dt' if self.dt else ''}-{self.shape}-c{self.cluster}-t{self.tile}"
+        return (f"{self.kernel}-{self.cell}{'-dt' if self.dt else ''}-{self.shape}-c{self.cluster}-t{self.tile}"
                 f"-{self.precision}{packed}-seed{self.seed}")
 
 
-# (T, B, I, H), cluster size, batch tile: what each shape crosses.
-SHAPES = [
-    ((1, 1, 2, 3), 1, 16, "T = 1, B = 1: one block of 3 units, one row of a 16-row tile"),
-    ((3, 17, 3, 37), 4, 16, "H = 37 (no multiple of 16) over 4 blocks of 10, 10, 10, 7 units; B = 17: two tiles, the last of one row"),
-    ((2, 33, 2, 20), 2, 32, "a 32-row tile (two wmma columns), B = 33: the second tile of one row"),
-    ((2, 3, 2, 64), 16, 16, "a cluster of 16 blocks (non-portable) of 4 units each"),
-]
+# (T, B, I, H), cluster size, batch tile, emulated SMs: what each shape crosses, per kernel.
+SHAPES = {
+    "cluster": [
+        ((1, 1, 2, 3), 1, 16, 4, "T = 1, B = 1: one block of 3 units, one row of a 16-row tile"),
+        ((3, 17, 3, 37), 4, 16, 4, "H = 37 (no multiple of 16) over 4 blocks of 10, 10, 10, 7 units; B = 17: two tiles, "
+                                   "the last of one row"),
+        ((2, 33, 2, 20), 2, 32, 4, "a 32-row tile (two wmma columns), B = 33: the second tile of one row"),
+        ((2, 3, 2, 64), 16, 16, 4, "a cluster of 16 blocks (non-portable) of 4 units each"),
+    ],
+    # The grid kernel's clusters: as many as the emulated SMs hold (SMs / cluster size), fewer where
+    # a cluster would own no unit.
+    "grid": [
+        ((1, 1, 2, 3), 1, 16, 4, "T = 1, B = 1: 3 clusters of one block and one unit, one row of a 16-row chunk"),
+        ((3, 17, 3, 37), 2, 16, 4, "H = 37 over 2 clusters of 19 + 18 units, K split 32 + 5 (backward: G H over 2); "
+                                   "B = 17 in two chunks of 16 + 1 rows (cluster barriers between chunks)"),
+        ((2, 33, 2, 20), 4, 48, 4, "one cluster of 4 whose last two K slices are empty (20 = 16 + 4 + 0 + 0); the "
+                                   "whole batch of 33 in one chunk of 48"),
+        ((3, 5, 2, 150), 8, 16, 16, "H = 150 over 2 clusters of 8 blocks (75 units each), K slices of 32 (the last "
+                                    "of 6)"),
+    ],
+}
 CELL_FORMS = [("lstm", False), ("plstm_coupled", False), ("plstm_coupled", True), ("plstm_separate", False),
               ("plstm_separate", True)]
 
 
-def cases(seeds) -> list[Case]:
-    """Every shape, cell form and precision; the 16-block cluster (16 x 256 emulated threads) at
-    TF32 only."""
-    return [Case(cell, shape, c, tile, precision, dt, seed, edge)
-            for shape, c, tile, edge in SHAPES for cell, dt in CELL_FORMS for precision in PRECISIONS
-            for seed in seeds if c < 16 or precision == "tf32"]
+def cases(seeds, kernel: str = "cluster") -> list[Case]:
+    """Every shape, cell form and precision of ``kernel``; clusters of 8 or more blocks (thousands
+    of emulated threads) at TF32 only."""
+    return [Case(cell, shape, c, tile, precision, dt, seed, edge, None, kernel, sms)
+            for shape, c, tile, sms, edge in SHAPES[kernel] for cell, dt in CELL_FORMS for precision in PRECISIONS
+            for seed in seeds if c < 8 or precision == "tf32"]
 
 
-def lengths_cases(seeds) -> list[Case]:
-    """Every LENGTH_CASES entry, for the LSTM and the pLSTM with variable Δt, TF32 and bf16, on a
-    cluster of 2 blocks (rows of several lengths over the tile, H = 6 over 3 + 3 units)."""
-    return [Case(cell, testing.LENGTH_SHAPES[0], 2, 16, precision, dt, seed, "packed rows", lengths)
+def lengths_cases(seeds, kernel: str = "cluster") -> list[Case]:
+    """Every LENGTH_CASES entry, for the LSTM and the pLSTM with variable Δt, TF32 and bf16, on
+    clusters of 2 blocks (rows of several lengths over the tile or chunk; the cluster kernel: H = 6
+    over 3 + 3 units; the grid kernel: 2 clusters of 3 units, K split 3 + 3)."""
+    return [Case(cell, testing.LENGTH_SHAPES[0], 2, 16, precision, dt, seed, "packed rows", lengths, kernel)
             for lengths in testing.LENGTH_CASES for cell, dt in (("lstm", False), ("plstm_separate", True))
             for precision in ("tf32", "bf16") for seed in seeds]
 
 
-def table(seeds) -> list[Case]:
-    """The whole table of tests/simt/run.py --cluster."""
-    return cases(seeds) + lengths_cases(seeds)
+def table(seeds, kernel: str = "cluster") -> list[Case]:
+    """The whole table of ``kernel`` (tests/simt/run.py --cluster / --grid)."""
+    return cases(seeds, kernel) + lengths_cases(seeds, kernel)
 
 
 @contextlib.contextmanager
-def registered(precision: str):
-    """The registry with the emulated cluster path of ``precision`` added (and the NaN fill of fresh
-    memory on), as it was after."""
-    with emulation.registered(path(precision)) as added:
+def registered(precision: str, kernel: str = "cluster"):
+    """The registry with the emulated path of ``kernel`` and ``precision`` added (and the NaN fill
+    of fresh memory on), as it was after."""
+    with emulation.registered(path(precision, kernel)) as added:
         yield added
 
 
-def check(case: Case, multiprocessors: int = 4) -> testing.Comparison:
+def check(case: Case) -> testing.Comparison:
     """``case`` on the emulated kernel against the float64 reference (values, final states and
     gradients), with the tolerance rows of its precision; both kernels must have launched."""
-    emulation.emulate(multiprocessors, case.seed)
+    emulation.emulate(case.multiprocessors, case.seed)
     before = torch.ops.simt.launches()
-    with registered(case.precision) as path_name, forced(case.cluster, case.tile):
+    with registered(case.precision, case.kernel) as path_name, forced(case.cluster, case.tile, case.kernel):
         result = testing.compare(path_name, case.cell, case.shape, torch.float32, "cpu", dt=case.dt, seed=case.seed,
                                  lengths=case.lengths, products=case.precision)
     if torch.ops.simt.launches() - before != 2:
@@ -142,7 +184,7 @@ def check(case: Case, multiprocessors: int = 4) -> testing.Comparison:
 def check_traces(case: Case) -> dict[str, tuple[float, float]]:
     """``emulation.traces_error`` of ``case`` on the emulated kernel, with the value row of its
     precision."""
-    emulation.emulate(4, case.seed)
-    with registered(case.precision) as path_name, forced(case.cluster, case.tile):
+    emulation.emulate(case.multiprocessors, case.seed)
+    with registered(case.precision, case.kernel) as path_name, forced(case.cluster, case.tile, case.kernel):
         return emulation.traces_error(case.cell, case.shape, case.seed, case.dt, path_name,
                                       testing.rows(torch.float32, case.precision)[0])

@@ -28,6 +28,7 @@ from tsrnn.backend import tolerance
 NAME = "cuda_simt"
 NAMESPACE = "tsrnn_simt"
 CLUSTER_NAMESPACE = "tsrnn_simt_cluster"
+GRID_NAMESPACE = "tsrnn_simt_grid"
 H100_SHARED_OPTIN = 232448  # bytes of shared memory one block may opt in to on an H100
 _devices: dict[tuple[int, int], int] = {}
 _loaded: dict[str, torch.library.Library] = {}  # the library file loaded -> the namespace's definitions
@@ -40,7 +41,8 @@ def load(library) -> None:
             raise RuntimeError(f"one emulation library per process: {next(iter(_loaded))} is loaded, not {library}")
         return
     recurrence_op.define(NAMESPACE, plan=True)
-    recurrence_op.define(CLUSTER_NAMESPACE, plan=True, config=True)  # the cluster kernel's (tests/simt/cluster.py)
+    for namespace in (CLUSTER_NAMESPACE, GRID_NAMESPACE):  # the tensor-core kernels' (tests/simt/cluster.py)
+        recurrence_op.define(namespace, plan=True, config=True)
     torch.ops.load_library(str(library))
     _loaded[str(library)] = ops_library.library(NAMESPACE)
 

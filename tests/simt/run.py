@@ -28,10 +28,12 @@ import torch  # noqa: E402
 from simt import cluster, emulation  # noqa: E402
 
 
-def run_table(library: Path, seeds, match=("",), env=None, cluster: bool = False):
-    """This script on ``library`` in a process of its own: (the finished process, its JSON rows)."""
+def run_table(library: Path, seeds, match=("",), env=None, kernel: str | None = None):
+    """This script on ``library`` in a process of its own (``kernel``: a tensor-core kernel's table,
+    "cluster" or "grid"; None: the cooperative kernel's): (the finished process, its JSON rows)."""
     done = subprocess.run([sys.executable, __file__, str(library), *map(str, seeds), "--match", *match,
-                           *(["--cluster"] if cluster else [])], capture_output=True, text=True, env=env, timeout=1200)
+                           *(["--kernel", kernel] if kernel else [])], capture_output=True, text=True, env=env,
+                          timeout=1200)
     rows = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
     return done, rows
 
@@ -50,7 +52,7 @@ def main() -> None:
     parser.add_argument("library")
     parser.add_argument("seeds", type=int, nargs="+")
     parser.add_argument("--match", nargs="+", default=[""])
-    parser.add_argument("--cluster", action="store_true", help="the cluster-resident kernel's table")
+    parser.add_argument("--kernel", choices=sorted(cluster.KERNELS), help="a tensor-core kernel's table")
     parser.add_argument("--probes", nargs="+", default=[], help="the emulation's probes instead of a table")
     args = parser.parse_args()
     torch.set_num_threads(1)
@@ -60,10 +62,10 @@ def main() -> None:
             for seed in args.seeds:
                 print(json.dumps({"probe": name, "seed": seed, "result": torch.ops.simt.probe(name, seed)}), flush=True)
         return
-    table = cluster.table(args.seeds) if args.cluster else emulation.table(args.seeds)
+    table = cluster.table(args.seeds, args.kernel) if args.kernel else emulation.table(args.seeds)
     for case in (c for c in table if any(text in c.id for text in args.match)):
         try:
-            if args.cluster:
+            if args.kernel:
                 result = cluster.check(case)
             else:
                 result = emulation.check_packed(case) if isinstance(case, emulation.PackedCase) else emulation.check(case)

@@ -396,28 +396,33 @@ class FakeClock:
 
 @pytest.fixture
 def fake_cuda(monkeypatch):
-    """A CUDA build without a GPU: the cooperative CUDA kernel takes H <= 64 and the cluster-resident
-    one nothing (fake plans; test_auto_on_cuda_candidates_in_order lets it take H <= 32), Triton
-    imports, and the tuner reads a FakeClock."""
+    """A CUDA build without a GPU (fake plans): the cluster-resident kernel takes H <= 64, the
+    grid-resident one H <= 256, the cooperative one H <= 64; Triton imports, and the tuner reads a
+    FakeClock."""
     monkeypatch.setattr(choice, "time", FakeClock())
     monkeypatch.setattr(registry, "CUDA_LOAD_ERROR", None)
     monkeypatch.setattr(registry, "triton_available", lambda: True)
     monkeypatch.setattr(registry, "_cuda_coop_blocks", lambda call: int(call.shape[3] <= 64))
-    monkeypatch.setattr(registry, "_cuda_cluster_blocks", lambda call, products: 0)
+    limits = {"tsrnn_cluster": 64, "tsrnn_grid": 256}
+    monkeypatch.setattr(registry, "_tensor_core_blocks",
+                        lambda namespace, call, products: int(call.shape[3] <= limits[namespace]))
     monkeypatch.setattr(choice, "_sync", lambda device: None)
 
 
 def test_auto_on_cuda_candidates_in_order(fake_cuda, monkeypatch):
-    monkeypatch.setattr(registry, "_cuda_cluster_blocks", lambda call, products: int(call.shape[3] <= 32))
-    assert backend.candidates("auto", lstm_call(CUDA)) == ["cudnn", "cuda_cluster", "cuda_coop", "triton_persistent",
-                                                           "triton_step"]
-    assert backend.candidates("auto", lstm_call(CUDA, H=48)) == ["cudnn", "cuda_coop", "triton_persistent",
-                                                                 "triton_step"]
-    assert backend.candidates("auto", lstm_call(CUDA, cell="plstm_coupled", H=100)) == ["triton_persistent",
-                                                                                        "triton_step"]
-    assert backend.candidates("auto", lstm_call(CUDA, H=200, forget=True)) == ["triton_step"]
+    """cuDNN (LSTM) and the tensor-core kernels; the older paths only where none of those serves."""
+    assert backend.candidates("auto", lstm_call(CUDA)) == ["cudnn", "cuda_cluster", "cuda_grid"]
+    assert backend.candidates("auto", lstm_call(CUDA, H=100)) == ["cudnn", "cuda_grid"]
+    assert backend.candidates("auto", lstm_call(CUDA, H=300)) == ["cudnn"]
+    assert backend.candidates("auto", lstm_call(CUDA, cell="plstm_coupled", H=100)) == ["cuda_grid"]
+    # past the tensor-core kernels (the plans refuse) the older paths serve the pLSTM
+    assert backend.candidates("auto", lstm_call(CUDA, cell="plstm_coupled", H=300)) == ["triton_step"]
+    assert backend.candidates("auto", lstm_call(CUDA, H=200, forget=True)) == ["cuda_grid"]
     # float64 math: no CUDA kernel (float32 only); persistent Triton only up to 32 padded units
-    assert backend.candidates("auto", lstm_call(CUDA, dtype=torch.float64, H=40)) == ["cudnn", "triton_step"]
+    assert backend.candidates("auto", lstm_call(CUDA, dtype=torch.float64, H=40)) == ["cudnn"]
+    assert backend.candidates("auto", lstm_call(CUDA, cell="plstm_coupled", dtype=torch.float64, H=16)) == [
+        "triton_persistent", "triton_step"]
+    assert backend.candidates("native", lstm_call(CUDA)) == ["cuda_cluster", "cuda_grid", "cuda_coop"]
     assert backend.candidates("triton", lstm_call(CUDA)) == ["triton_persistent", "triton_step"]
     assert backend.candidates("auto", backend.Call("linear_scan", CUDA, torch.float32, (5, 2))) == ["triton_scan"]
 
@@ -453,26 +458,25 @@ class FakePaths:
 
 
 def test_measures_the_candidates_once_per_shape(fake_cuda):
-    run = FakePaths({"cudnn": 0.03, "cuda_coop": 0.001, "triton_persistent": 0.015, "triton_step": 0.02})
+    run = FakePaths({"cudnn": 0.03, "cuda_cluster": 0.001, "cuda_grid": 0.015})
     pick = lambda call: backend.choose("auto", call, run)  # noqa: E731
-    verified = 1 + 3  # first the trusted cudnn in float64, then each other candidate once
-    timed = 4 * (1 + backend.TUNE_REPEATS)  # one warm-up each, then the timed calls
-    assert pick(lstm_call(CUDA)) == "cuda_coop"
-    assert run.calls[:verified] == [("cudnn", torch.float64), ("cuda_coop", None), ("triton_persistent", None),
-                                    ("triton_step", None)]
+    verified = 1 + 2  # first the trusted cudnn in float64, then each other candidate once
+    timed = 3 * (1 + backend.TUNE_REPEATS)  # one warm-up each, then the timed calls
+    assert pick(lstm_call(CUDA)) == "cuda_cluster"
+    assert run.calls[:verified] == [("cudnn", torch.float64), ("cuda_cluster", None), ("cuda_grid", None)]
     assert len(run.calls) == verified + timed
-    assert [pick(lstm_call(CUDA)) for _ in range(3)] == ["cuda_coop"] * 3
+    assert [pick(lstm_call(CUDA)) for _ in range(3)] == ["cuda_cluster"] * 3
     assert len(run.calls) == verified + timed  # cached: verified and measured once per shape
-    assert pick(lstm_call(CUDA, T=6)) == "cuda_coop" and len(run.calls) == verified + timed  # same bucket
-    run.forward["cuda_coop"] = 0.05
-    assert pick(lstm_call(CUDA, T=9)) == "triton_persistent"  # another T bucket is measured on its own
+    assert pick(lstm_call(CUDA, T=6)) == "cuda_cluster" and len(run.calls) == verified + timed  # same bucket
+    run.forward["cuda_cluster"] = 0.05
+    assert pick(lstm_call(CUDA, T=9)) == "cuda_grid"  # another T bucket is measured on its own
 
 
 def test_a_cached_choice_never_serves_a_call_it_cannot(fake_cuda):
     """The defect: an inference call measured cuDNN fastest; forget_gates of the same shape got
     "cudnn" back from the cache and its forget traces came back None. The cache key now holds the
     candidates, and cuDNN is no candidate of a call that wants forget traces."""
-    run = FakePaths({"cudnn": 0.0, "cuda_coop": 0.02, "triton_persistent": 0.02, "triton_step": 0.02})
+    run = FakePaths({"cudnn": 0.0, "cuda_cluster": 0.02, "cuda_grid": 0.02})
     assert backend.choose("auto", lstm_call(CUDA), run) == "cudnn"
     assert backend.choose("auto", lstm_call(CUDA, forget=True), run) != "cudnn"
 
@@ -480,45 +484,45 @@ def test_a_cached_choice_never_serves_a_call_it_cannot(fake_cuda):
 def test_a_training_call_is_timed_forward_and_backward(fake_cuda):
     """The defect: the tuner timed the forward under no_grad, so a training call got the path
     fastest for inference. A call that needs gradients is timed forward + backward."""
-    forward = {"cudnn": 0.001, "cuda_coop": 0.01, "triton_persistent": 0.02, "triton_step": 0.02}
+    forward = {"cudnn": 0.001, "cuda_cluster": 0.01, "cuda_grid": 0.02}
     backward = {"cudnn": 0.05}
     assert backend.choose("auto", lstm_call(CUDA), FakePaths(forward, backward)) == "cudnn"
-    assert backend.choose("auto", lstm_call(CUDA, grad=True), FakePaths(forward, backward)) == "cuda_coop"
+    assert backend.choose("auto", lstm_call(CUDA, grad=True), FakePaths(forward, backward)) == "cuda_cluster"
 
 
 def test_the_first_candidate_stays_within_the_margin(fake_cuda):
-    run = FakePaths({"cudnn": 0.0100, "cuda_coop": 0.0098, "triton_persistent": 0.02, "triton_step": 0.02})
+    run = FakePaths({"cudnn": 0.0100, "cuda_cluster": 0.0098, "cuda_grid": 0.02})
     assert backend.choose("auto", lstm_call(CUDA), run) == "cudnn"  # 2% faster is noise
-    run = FakePaths({"cudnn": 0.0100, "cuda_coop": 0.0094, "triton_persistent": 0.02, "triton_step": 0.02})
-    assert backend.choose("auto", lstm_call(CUDA, T=40), run) == "cuda_coop"  # 6% faster is not
+    run = FakePaths({"cudnn": 0.0100, "cuda_cluster": 0.0094, "cuda_grid": 0.02})
+    assert backend.choose("auto", lstm_call(CUDA, T=40), run) == "cuda_cluster"  # 6% faster is not
 
 
 @pytest.mark.parametrize("verify, stage", [("1", "verified"), ("0", "timed")])
 def test_a_failing_path_is_dropped_with_one_warning(fake_cuda, monkeypatch, verify, stage):
     monkeypatch.setenv("TSRNN_VERIFY", verify)
     backend.forget()  # the variable reaches keys seen before
-    run = FakePaths({"cudnn": 0.01, "triton_step": 0.001}, failing=("triton_step",))
+    run = FakePaths({"cudnn": 0.01, "cuda_grid": 0.001}, failing=("cuda_grid",))
     result, caught = recorded(lambda: backend.choose("auto", lstm_call(CUDA, H=200), run))
     assert result == "cudnn"
-    assert len(caught) == 1 and f"triton_step path failed while being {stage}" in str(caught[0].message)
+    assert len(caught) == 1 and f"cuda_grid path failed while being {stage}" in str(caught[0].message)
     assert "exploded" in str(caught[0].message)
-    everything_fails = FakePaths({}, failing=("cudnn", "triton_step"))
+    everything_fails = FakePaths({}, failing=("cudnn", "cuda_grid"))
     if verify == "1":  # the trusted path failing leaves nothing to verify against: a clear error
         with pytest.raises(RuntimeError, match=r"trusted path cudnn failed in float64 .*cudnn exploded"):
-            backend.choose("auto", lstm_call(CUDA, H=300), everything_fails)
+            backend.choose("auto", lstm_call(CUDA, H=250), everything_fails)
     else:
         with pytest.raises(RuntimeError, match=r"every path failed"), pytest.warns(RuntimeWarning):
-            backend.choose("auto", lstm_call(CUDA, H=300), everything_fails)
+            backend.choose("auto", lstm_call(CUDA, H=250), everything_fails)
 
 
 def test_autotune_off_uses_the_static_order(fake_cuda, monkeypatch):
     """TSRNN_AUTOTUNE=0 times nothing but still verifies; TSRNN_VERIFY=0 too runs nothing."""
     monkeypatch.setenv("TSRNN_AUTOTUNE", "0")
     backend.forget()  # the variable reaches keys seen before
-    run = FakePaths({"cudnn": 0.01, "cuda_coop": 0.0, "triton_persistent": 0.0, "triton_step": 0.0})
+    run = FakePaths({"cudnn": 0.01, "cuda_cluster": 0.0, "cuda_grid": 0.0})
     assert backend.choose("auto", lstm_call(CUDA), run) == "cudnn"
-    assert run.calls == [("cudnn", torch.float64), ("cuda_coop", None), ("triton_persistent", None),
-                         ("triton_step", None)]  # one verification run each, no timing
+    assert run.calls == [("cudnn", torch.float64), ("cuda_cluster", None),
+                         ("cuda_grid", None)]  # one verification run each, no timing
     monkeypatch.setenv("TSRNN_VERIFY", "0")
     backend.forget()  # the variable reaches keys seen before
     run.calls.clear()
@@ -530,33 +534,33 @@ def test_deterministic_algorithms_take_the_first_verified_candidate(fake_cuda, m
     """Under torch.use_deterministic_algorithms(True) nothing is timed: the order of preference
     decides (after verification), the same in every process, and the choice is recorded."""
     monkeypatch.setattr(choice, "_fastest", lambda *a: pytest.fail("timed under deterministic algorithms"))
-    run = FakePaths({"cudnn": 0.01, "cuda_coop": 0.0, "triton_persistent": 0.0, "triton_step": 0.0},
-                    failing=("cuda_coop",))
+    run = FakePaths({"cudnn": 0.01, "cuda_cluster": 0.0, "cuda_grid": 0.0},
+                    failing=("cuda_cluster",))
     before = torch.are_deterministic_algorithms_enabled()
     torch.use_deterministic_algorithms(True)
     try:
-        with pytest.warns(RuntimeWarning, match="cuda_coop path failed while being verified"):
+        with pytest.warns(RuntimeWarning, match="cuda_cluster path failed while being verified"):
             assert backend.choose("auto", lstm_call(CUDA), run) == "cudnn"
-            assert backend.choose("auto", lstm_call(CUDA, forget=True), run) == "triton_persistent"  # no cudnn
+            assert backend.choose("auto", lstm_call(CUDA, forget=True), run) == "cuda_grid"  # no cudnn
     finally:
         torch.use_deterministic_algorithms(before)
-    assert sorted(backend.tuned_choices().values()) == ["cudnn", "triton_persistent"]
+    assert list(backend.tuned_choices().values()) == ["cudnn"]  # the forget call had one verified candidate left
 
 
 def test_reused_choices_replace_measuring(fake_cuda, monkeypatch):
     """reuse_choices (a checkpoint's recorded choices) decides without timing where its path is a
     candidate; a recorded path that cannot serve here is warned about once and the call is tuned."""
     call = lstm_call(CUDA)
-    run = FakePaths({"cudnn": 0.01, "cuda_coop": 0.0, "triton_persistent": 0.0, "triton_step": 0.0})
-    backend.reuse_choices({call.recorded_key(): "triton_step"})
+    run = FakePaths({"cudnn": 0.01, "cuda_cluster": 0.0, "cuda_grid": 0.0})
+    backend.reuse_choices({call.recorded_key(): "cuda_grid"})
     monkeypatch.setattr(choice, "_fastest", lambda *a: pytest.fail("timed a reused choice"))
-    assert backend.choose("auto", call, run) == "triton_step"
-    assert backend.tuned_choices() == {call.recorded_key(): "triton_step"}
+    assert backend.choose("auto", call, run) == "cuda_grid"
+    assert backend.tuned_choices() == {call.recorded_key(): "cuda_grid"}
     other = lstm_call(CUDA, T=9)
     backend.reuse_choices({other.recorded_key(): "cpu"})
     monkeypatch.setattr(choice, "_fastest", lambda paths, call, run: paths[1])
     with pytest.warns(RuntimeWarning, match="recorded choice 'cpu' .* cannot serve this call here"):
-        assert backend.choose("auto", other, run) == "cuda_coop"
+        assert backend.choose("auto", other, run) == "cuda_cluster"
     with pytest.raises(ValueError, match="map call keys to path names"):
         backend.reuse_choices({"key": "warp_drive"})
     on_another_gpu = backend.Call("recurrence", torch.device("cuda", 1), torch.float32, (5, 2, 3, 4), "lstm")

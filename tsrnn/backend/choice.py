@@ -4,8 +4,9 @@ and the memory of each call key's choice.
 A *requested* backend (the modules' ``backend=``, or ``TSRNN_BACKEND`` for ``"auto"``) maps to
 candidate paths, in order of preference:
 
-- ``"auto"``: CPU, LSTM: onednn, cpu; pLSTM and scan: cpu. CUDA: cudnn (LSTM), cuda_coop,
-  triton_persistent, triton_step; scan: triton_scan. Other devices: reference, with one warning.
+- ``"auto"``: CPU, LSTM: onednn, cpu; pLSTM and scan: cpu. CUDA: cudnn (LSTM), cuda_cluster,
+  cuda_grid; where none of those serves the call, the older cuda_coop, triton_persistent,
+  triton_step (``Path.fallback``); scan: triton_scan. Other devices: reference, with one warning.
 - ``"native"``: the compiled kernel of the device (cpu, cuda_coop); on CUDA, a shape that
   cuda_coop does not take falls back to Triton with one warning. A missing extension raises.
 - ``"triton"``: triton_persistent, triton_step (triton_scan for the scan).
@@ -125,6 +126,8 @@ def candidates(requested: str, call: Call) -> list[str]:
         return _exportable(call)
     family = _family(requested, call)
     serving = [path for path in family if why_not(path, call) is None]
+    if requested == "auto":  # the older paths only where nothing else serves
+        serving = [path for path in serving if not REGISTRY[path].fallback] or serving
     if serving:
         return serving
     device = call.device.type

@@ -14,6 +14,9 @@ the modules, the test harness, the self-test and the benchmarks read it:
 ``cuda_cluster``     the cluster-resident tensor-core CUDA kernel (``tsrnn._cuda``):
                      float32 math, products in the call's precision (TF32 / bf16 wmma),
                      W_hh in the shared memory of one thread-block cluster per batch tile
+``cuda_grid``        the grid-resident tensor-core CUDA kernel (``tsrnn._cuda``): as
+                     ``cuda_cluster``, W_hh sliced over the shared memory of every SM
+                     (large H), the steps ordered by a flag barrier
 ``cuda_coop``        the persistent cooperative CUDA kernel (``tsrnn._cuda``): float32
                      math, W_hh split over the SMs' shared memory
 ``triton_persistent`` Triton, the time loop inside one launch: padded H <= 128 (float32
@@ -166,32 +169,53 @@ def _cooperative_cuda(call: Call) -> str | None:
     return None
 
 
-_cluster_blocks: dict[tuple, int] = {}  # (device index, cell, H, B, precision, TSRNN_CLUSTER) -> blocks
+_planned_blocks: dict[tuple, int] = {}  # (namespace, device index, cell, H, B, precision, forcing) -> blocks
+_FORCING = {"tsrnn_cluster": "TSRNN_CLUSTER", "tsrnn_grid": "TSRNN_GRID"}  # what the GPU report's sweep sets
 
 
-def _cuda_cluster_blocks(call: Call, products: str) -> int:
-    """Thread blocks of the cluster-resident kernel's plan for this cell, H, B and precision on the
-    call's device (0: no fit), asked once per key (and TSRNN_CLUSTER, the GPU report's forced
-    configuration); while torch.compile traces, an unknown key counts as no fit."""
+def _tensor_core_blocks(namespace: str, call: Call, products: str) -> int:
+    """Thread blocks of a tensor-core kernel's plan (``namespace``: "tsrnn_cluster", "tsrnn_grid")
+    for this cell, H, B and precision on the call's device (0: no fit), asked once per key (and its
+    environment forcing, the GPU report's configuration); while torch.compile traces, an unknown
+    key counts as no fit."""
     index = call.device.index if call.device.index is not None else torch.cuda.current_device()
-    key = (index, call.cell, call.shape[3], call.shape[1], products, os.environ.get("TSRNN_CLUSTER", ""))
-    if key not in _cluster_blocks:
+    key = (namespace, index, call.cell, call.shape[3], call.shape[1], products, os.environ.get(_FORCING[namespace], ""))
+    if key not in _planned_blocks:
         if torch.compiler.is_compiling():
             return 0
         probe = torch.empty(0, call.shape[3], device=call.device, dtype=torch.float32)  # sizes only
-        _cluster_blocks[key] = torch.ops.tsrnn_cluster.recurrence_plan(call.cell, probe, call.shape[1], products)
-    return _cluster_blocks[key]
+        _planned_blocks[key] = getattr(torch.ops, namespace).recurrence_plan(call.cell, probe, call.shape[1], products)
+    return _planned_blocks[key]
 
 
-def _cluster_cuda(call: Call) -> str | None:
+def _tensor_core_refusal(call: Call) -> str | None:
+    """What both tensor-core kernels refuse before their plans are asked."""
     if CUDA_LOAD_ERROR is not None:
         return f"the extension tsrnn._cuda did not load ({CUDA_LOAD_ERROR})"
     if call.math_dtype != torch.float32:
         return "it computes in float32 only"
+    return None
+
+
+def _cluster_cuda(call: Call) -> str | None:
+    refused = _tensor_core_refusal(call)
+    if refused:
+        return refused
     products = precision.products(call.dtype, call.device)
-    if _cuda_cluster_blocks(call, products) < 1:
+    if _tensor_core_blocks("tsrnn_cluster", call, products) < 1:
         return (f"H={call.shape[3]} does not fit: W_hh ({products} operands) must fit in the shared memory of one "
                 "thread-block cluster of at most 16 blocks (sm_90), or of one block")
+    return None
+
+
+def _grid_cuda(call: Call) -> str | None:
+    refused = _tensor_core_refusal(call)
+    if refused:
+        return refused
+    products = precision.products(call.dtype, call.device)
+    if _tensor_core_blocks("tsrnn_grid", call, products) < 1:
+        return (f"H={call.shape[3]}, B={call.shape[1]} does not fit: W_hh ({products} operands) and the batch's "
+                "partial sums must fit in the shared memory of blocks that are all resident at once")
     return None
 
 
@@ -212,7 +236,10 @@ class Path:
     is) or "operator" (the ops of ``namespace``); ``rule``: its other conditions; ``projection``:
     an operator path's input projection x w^T + b; ``products``: the precision of its products for
     a layer's (dtype, device), ``tsrnn.precision.products`` (the emulated kernels of the tests fix
-    one)."""
+    one); ``fallback``: an older path that "auto" offers only where no other path of the device
+    serves the call (the CUDA kernels and Triton paths older than the tensor-core kernels: kept for
+    what those refuse, float64 math, H past the chip, forget-gate traces under some shapes, until a
+    GPU sweep shows a shape where one is fastest)."""
 
     name: str
     run: Mapping[str, Callable]
@@ -223,6 +250,7 @@ class Path:
     namespace: str | None = None
     projection: Callable | None = None
     products: Callable[[torch.dtype, torch.device], str] = precision.products
+    fallback: bool = False
 
     @property
     def ops(self) -> tuple[str, ...]:
@@ -271,11 +299,13 @@ REGISTRY = {path.name: path for path in (
     Path("cudnn", _TORCH_LSTM, ("cuda",), None, "torch_lstm", _torch_lstm),
     Path("cuda_cluster", _RECURRENCE, ("cuda",), "native", "operator", _cluster_cuda, "tsrnn_cluster",
          _TORCH_PROJECTION),
+    Path("cuda_grid", _RECURRENCE, ("cuda",), "native", "operator", _grid_cuda, "tsrnn_grid", _TORCH_PROJECTION),
     Path("cuda_coop", _RECURRENCE, ("cuda",), "native", "operator", _cooperative_cuda, library.COMPILED,
-         _TORCH_PROJECTION),
+         _TORCH_PROJECTION, fallback=True),
     Path("triton_persistent", _RECURRENCE, ("cuda",), "triton", "operator", _triton_persistent,
-         "tsrnn_triton_persistent", _TORCH_PROJECTION),
-    Path("triton_step", _RECURRENCE, ("cuda",), "triton", "operator", _always, "tsrnn_triton_step", _TORCH_PROJECTION),
+         "tsrnn_triton_persistent", _TORCH_PROJECTION, fallback=True),
+    Path("triton_step", _RECURRENCE, ("cuda",), "triton", "operator", _always, "tsrnn_triton_step", _TORCH_PROJECTION,
+         fallback=True),
     Path("triton_scan", _SCAN, ("cuda",), "triton", "operator", _always, "tsrnn_triton_scan"),
 )}
 PATHS = {op: tuple(name for name, path in REGISTRY.items() if op in path.ops) for op in ("recurrence", "linear_scan")}

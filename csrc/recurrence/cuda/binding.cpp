@@ -2,7 +2,8 @@
 // (csrc/recurrence/cuda/recurrence.cu) as the CUDA kernels of torch.ops.tsrnn.recurrence_forward /
 // recurrence_backward / recurrence_plan, the cluster-resident tensor-core kernel
 // (csrc/recurrence/cuda/cluster_recurrence.cu) as those of torch.ops.tsrnn_cluster (and its
-// recurrence_config), whose schemas are in tsrnn/ops/recurrence/op.py, and the Python module
+// recurrence_config), the grid-resident tensor-core kernel (grid_recurrence.cu) as those of
+// torch.ops.tsrnn_grid, whose schemas are in tsrnn/ops/recurrence/op.py, and the Python module
 // tsrnn._cuda that registers them when imported.
 #include <Python.h>
 #include <ATen/ATen.h>
@@ -10,6 +11,7 @@
 
 #include "recurrence/cuda/cluster_policy.h"
 #include "recurrence/cuda/cuda_recurrence.h"
+#include "recurrence/cuda/grid_policy.h"
 
 extern "C" {
 PyObject* PyInit__cuda(void) {
@@ -32,17 +34,13 @@ int64_t recurrence_plan(const std::string& cell, const Tensor& w_hh, int64_t /*b
   return cuda_binding::plan_blocks(cell, w_hh);
 }
 
-int64_t cluster_plan(const std::string& cell, const Tensor& w_hh, int64_t batch, const std::string& precision) {
+// A plan query of a tensor-core kernel (`query`: cluster_plan_blocks, cluster_config, grid_...) on
+// w_hh's device.
+template <auto query>
+auto on_device(const std::string& cell, const Tensor& w_hh, int64_t batch, const std::string& precision) {
   check_plan_weight(w_hh);
   const c10::cuda::CUDAGuard guard(w_hh.device());
-  return cuda_binding::cluster_plan_blocks(cell, w_hh, batch, precision);
-}
-
-std::vector<int64_t> cluster_config(const std::string& cell, const Tensor& w_hh, int64_t batch,
-                                    const std::string& precision) {
-  check_plan_weight(w_hh);
-  const c10::cuda::CUDAGuard guard(w_hh.device());
-  return cuda_binding::cluster_config(cell, w_hh, batch, precision);
+  return query(cell, w_hh, batch, precision);
 }
 
 }  // namespace
@@ -56,8 +54,15 @@ TORCH_LIBRARY_IMPL(tsrnn, CUDA, m) {
 TORCH_LIBRARY_IMPL(tsrnn_cluster, CUDA, m) {
   m.impl("recurrence_forward", &recurrence_forward<cuda_binding::ClusterRecurrence>);
   m.impl("recurrence_backward", &recurrence_backward<cuda_binding::ClusterRecurrence>);
-  m.impl("recurrence_plan", &cluster_plan);
-  m.impl("recurrence_config", &cluster_config);
+  m.impl("recurrence_plan", &on_device<cuda_binding::cluster_plan_blocks>);
+  m.impl("recurrence_config", &on_device<cuda_binding::cluster_config>);
+}
+
+TORCH_LIBRARY_IMPL(tsrnn_grid, CUDA, m) {
+  m.impl("recurrence_forward", &recurrence_forward<cuda_binding::GridRecurrence>);
+  m.impl("recurrence_backward", &recurrence_backward<cuda_binding::GridRecurrence>);
+  m.impl("recurrence_plan", &on_device<cuda_binding::grid_plan_blocks>);
+  m.impl("recurrence_config", &on_device<cuda_binding::grid_config>);
 }
 
 }  // namespace tsrnn

@@ -23,17 +23,18 @@
 namespace tsrnn {
 namespace cuda_binding {
 
-// The cluster size and batch tile the environment forces (TSRNN_CLUSTER="c,tile", either 0 for
-// the plan's choice): what bench/gpu_report.py's sweep sets for each variant. Unset: (0, 0).
-inline std::pair<int, int> forced_cluster() {
-  const char* text = std::getenv("TSRNN_CLUSTER");
-  int cluster = 0, tile = 0;
+// The two integers an environment variable forces on a plan ("a,b", either 0 for the plan's
+// choice): TSRNN_CLUSTER="cluster,tile" for the cluster-resident kernel, TSRNN_GRID="cluster,chunk"
+// for the grid-resident one (grid_policy.h), what bench/gpu_report.py's sweep sets for each
+// variant. Unset: (0, 0).
+inline std::pair<int, int> forced_configuration(const char* variable) {
+  const char* text = std::getenv(variable);
+  int first = 0, second = 0;
   if (text && *text) {
-    TORCH_CHECK(std::sscanf(text, "%d,%d", &cluster, &tile) == 2 && cluster >= 0 && tile >= 0,
-                "tsrnn: TSRNN_CLUSTER must be 'c,tile' (non-negative integers, 0: the plan's choice), got '", text,
-                "'");
+    TORCH_CHECK(std::sscanf(text, "%d,%d", &first, &second) == 2 && first >= 0 && second >= 0, "tsrnn: ", variable,
+                " must be two non-negative integers 'a,b' (0: the plan's choice), got '", text, "'");
   }
-  return {cluster, tile};
+  return {first, second};
 }
 
 // Calls fn with std::integral_constant of the Products p.
@@ -49,29 +50,39 @@ void dispatch_products(Products p, Fn&& fn) {
   }
 }
 
-// The plan of Cell for `hidden` units, `batch` rows and products p on the current device (the
-// caller makes it current), cached; cluster == 0 where nothing fits (the reason in `why`).
-template <typename Cell>
-cuda::cluster::Plan cluster_plan_for(int64_t hidden, int64_t batch, Products p) {
+// The plan `compute(hidden, batch, products, forced, &plan)` makes on the current device (the caller
+// makes it current), cached per device, hidden, batch, products and the configuration forced by
+// the environment `variable` (forced_configuration); a Plan{} for sizes past int.
+template <typename Plan, typename Cell, typename Compute>
+Plan cached_plan(int64_t hidden, int64_t batch, Products p, const char* variable, Compute compute) {
   if (hidden < 1 || hidden > INT_MAX || batch < 1 || batch > INT_MAX) return {};
   int device = 0;
   check_cuda(cudaGetDevice(&device), "querying the current device");
-  const auto [cluster, tile] = forced_cluster();
+  const std::pair<int, int> forced = forced_configuration(variable);
   static std::mutex mutex;
-  static std::map<std::tuple<int, int64_t, int64_t, Products, int, int>, cuda::cluster::Plan> plans;
-  const auto key = std::make_tuple(device, hidden, batch, p, cluster, tile);
+  static std::map<std::tuple<int, int64_t, int64_t, Products, std::pair<int, int>>, Plan> plans;
+  const auto key = std::make_tuple(device, hidden, batch, p, forced);
   const std::lock_guard<std::mutex> lock(mutex);
   auto found = plans.find(key);
   if (found == plans.end()) {
-    cuda::cluster::Plan plan;
-    dispatch_products(p, [&](auto products) {
-      check_cuda(cuda::cluster::plan<Cell, decltype(products)::value>(static_cast<int>(hidden), static_cast<int>(batch),
-                                                                      cluster, tile, &plan),
-                 "planning the cluster-resident CUDA kernel");
-    });
+    Plan plan;
+    compute(static_cast<int>(hidden), static_cast<int>(batch), p, forced, &plan);
     found = plans.emplace(key, plan).first;
   }
   return found->second;
+}
+
+// The plan of Cell for `hidden` units, `batch` rows and products p (cached_plan); cluster == 0
+// where nothing fits (the reason in `why`).
+template <typename Cell>
+cuda::cluster::Plan cluster_plan_for(int64_t hidden, int64_t batch, Products p) {
+  return cached_plan<cuda::cluster::Plan, Cell>(
+      hidden, batch, p, "TSRNN_CLUSTER", [](int h, int b, Products products, std::pair<int, int> forced, auto* plan) {
+        dispatch_products(products, [&](auto q) {
+          check_cuda(cuda::cluster::plan<Cell, decltype(q)::value>(h, b, forced.first, forced.second, plan),
+                     "planning the cluster-resident CUDA kernel");
+        });
+      });
 }
 
 // The plan of `cell` for w_hh (its H), `batch` rows and `precision` on the current device, as

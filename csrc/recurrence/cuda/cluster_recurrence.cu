@@ -34,104 +34,32 @@
 // Rows of the last tile past B compute on the zeros they were given and are never written out.
 // Products: kTf32 (wmma m16n16k8, the operands pre-rounded with cvt.rna), kBf16 (wmma m16n16k16),
 // kIeee (a scalar float32 loop with the same tiles, for callers that turned TF32 off).
-#include <cooperative_groups.h>
-#include <cuda_bf16.h>
-#include <cuda_runtime.h>
-#include <mma.h>
-
 #include <algorithm>
 #include <climits>
-#include <type_traits>
 
 #include "recurrence/cells.h"
 #include "recurrence/cuda/cluster_recurrence.h"
 #include "recurrence/cuda/device_common.h"
+#include "recurrence/cuda/tensor_core.h"
 
 namespace tsrnn {
 namespace cuda {
 namespace cluster {
 namespace {
 
-namespace cg = cooperative_groups;
-namespace wmma = nvcuda::wmma;
+using tensor_core::Cluster;
+using tensor_core::Operand;
+using tensor_core::operand_bytes;
+using tensor_core::round_up;
+using tensor_core::this_cluster;
+using tensor_core::tile_product;
 
 constexpr int kWarps = kThreads / 32;
-
-// The block's cluster (cooperative_groups' cluster_group, sm_90 on). Before sm_90 there are no
-// clusters and the plan launches clusters of one block: a cluster of one, whose barrier phases are
-// block barriers (arrive is a no-op, wait is __syncthreads) and whose only rank is the block's own.
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
-struct Cluster {
-  __device__ static unsigned num_blocks() { return 1; }
-  __device__ static unsigned block_rank() { return 0; }
-  __device__ static void barrier_arrive() {}
-  __device__ static void barrier_wait() { __syncthreads(); }
-  template <typename T>
-  __device__ static T* map_shared_rank(T* address, int /*rank*/) {
-    return address;
-  }
-};
-__device__ inline Cluster this_cluster() { return {}; }
-#else
-using Cluster = cg::cluster_group;
-__device__ inline Cluster this_cluster() { return cg::this_cluster(); }
-#endif
-
-// The operand type of products P and the rounding of a float32 value to it.
-template <Products P>
-struct Operand {
-  using T = float;
-  __device__ static float round(float x) { return x; }
-};
-template <>
-struct Operand<Products::kTf32> {
-  using T = float;
-  __device__ static float round(float x) { return wmma::__float_to_tf32(x); }
-};
-template <>
-struct Operand<Products::kBf16> {
-  using T = __nv_bfloat16;
-  __device__ static __nv_bfloat16 round(float x) { return __float2bfloat16(x); }
-};
 
 // What the kernels need of the plan.
 struct Shape {
   int units, rows, width, tile;
 };
-
-// out = A B for one 16 x 16 tile, by one whole warp: A is 16 x inner, row-major (element (i, k) at
-// a[i * lda + k]) or, with ATransposed, column-major (at a[k * lda + i]); B is inner x 16,
-// column-major (element (k, n) at b[n * ldb + k]); out is column-major (element (i, n) at
-// out[n * ldo + i]); inner is a multiple of 16. The operands are already rounded to P's type.
-template <Products P, bool ATransposed>
-__device__ inline void tile_product(const typename Operand<P>::T* a, unsigned lda, const typename Operand<P>::T* b,
-                                    unsigned ldb, int inner, float* out, unsigned ldo) {
-  if constexpr (P == Products::kIeee) {
-    const int lane = threadIdx.x % 32, n = lane % 16, i0 = lane / 16 * 8;
-    float acc[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
-    for (int k = 0; k < inner; ++k) {
-      const float bk = b[n * ldb + k];
-#pragma unroll
-      for (int i = 0; i < 8; ++i) acc[i] += (ATransposed ? a[k * lda + i0 + i] : a[(i0 + i) * lda + k]) * bk;
-    }
-#pragma unroll
-    for (int i = 0; i < 8; ++i) out[n * ldo + i0 + i] = acc[i];
-  } else {
-    constexpr int kK = P == Products::kTf32 ? 8 : 16;
-    using Element = std::conditional_t<P == Products::kTf32, wmma::precision::tf32, __nv_bfloat16>;
-    using LayoutA = std::conditional_t<ATransposed, wmma::col_major, wmma::row_major>;
-    wmma::fragment<wmma::matrix_a, 16, 16, kK, Element, LayoutA> fa;
-    wmma::fragment<wmma::matrix_b, 16, 16, kK, Element, wmma::col_major> fb;
-    wmma::fragment<wmma::accumulator, 16, 16, kK, float> acc;
-    wmma::fill_fragment(acc, 0.f);
-    for (int k = 0; k < inner; k += kK) {
-      wmma::load_matrix_sync(fa, ATransposed ? a + k * lda : a + k, lda);
-      wmma::load_matrix_sync(fb, b + k, ldb);
-      wmma::mma_sync(acc, fa, fb, acc);
-    }
-    wmma::store_matrix_sync(out, acc, ldo, wmma::mem_col_major);
-  }
-}
 
 // Loads block r's rows of W_hh into w [rows][width], rounded, zero where no unit or column is.
 template <class C, Products P>
@@ -335,10 +263,6 @@ __global__ void __launch_bounds__(kThreads) backward_kernel(BackwardArgs a, Shap
 }
 
 // -- the plan ---------------------------------------------------------------------------------------
-int operand_bytes(Products products) { return products == Products::kBf16 ? 2 : 4; }
-
-int round_up(int x, int to) { return (x + to - 1) / to * to; }
-
 // The cost model of a configuration, in SM cycles per step of both directions: the model of
 // bench/cluster_sweep.py's predicted_ms (its constants are estimates from public H100/H200 figures,
 // to be corrected by the GPU report's sweep): per direction the exposed barrier phase, phase B where
@@ -358,43 +282,7 @@ double step_cycles(Products products, int cluster, int units, int rows, int widt
   return static_cast<double>((clusters + resident - 1) / resident) * step;
 }
 
-template <typename Kernel>
-cudaError_t resident_clusters(Kernel kernel, int optin, int cluster, std::size_t bytes, int* count) {
-  cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, optin);
-  if (err == cudaSuccess) err = cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
-  if (err != cudaSuccess) return err;
-  cudaLaunchConfig_t config = {};
-  config.gridDim = dim3(cluster);
-  config.blockDim = dim3(kThreads);
-  config.dynamicSmemBytes = bytes;
-  cudaLaunchAttribute attribute[1];
-  attribute[0].id = cudaLaunchAttributeClusterDimension;
-  attribute[0].val.clusterDim.x = cluster;
-  attribute[0].val.clusterDim.y = 1;
-  attribute[0].val.clusterDim.z = 1;
-  config.attrs = attribute;
-  config.numAttrs = 1;
-  return cudaOccupancyMaxActiveClusters(count, kernel, &config);
-}
-
-template <typename Args>
-cudaError_t launch(void (*kernel)(Args, Shape), const Plan& plan, std::size_t bytes, const Args& args,
-                   cudaStream_t stream) {
-  if (plan.cluster < 1) return cudaErrorInvalidConfiguration;
-  cudaLaunchConfig_t config = {};
-  config.gridDim = dim3(plan.clusters * plan.cluster);
-  config.blockDim = dim3(kThreads);
-  config.dynamicSmemBytes = bytes;
-  config.stream = stream;
-  cudaLaunchAttribute attribute[1];
-  attribute[0].id = cudaLaunchAttributeClusterDimension;
-  attribute[0].val.clusterDim.x = plan.cluster;
-  attribute[0].val.clusterDim.y = 1;
-  attribute[0].val.clusterDim.z = 1;
-  config.attrs = attribute;
-  config.numAttrs = 1;
-  return cudaLaunchKernelEx(&config, kernel, args, Shape{plan.units, plan.rows, plan.width, plan.tile});
-}
+Shape shape_of(const Plan& plan) { return Shape{plan.units, plan.rows, plan.width, plan.tile}; }
 
 }  // namespace
 
@@ -434,8 +322,10 @@ cudaError_t plan(int hidden, int batch, int cluster, int tile, Plan* out) {
       const std::size_t fb = forward_bytes(P, rows, width, nb), bb = backward_bytes(P, rows, width, nb);
       if (units * nb > kThreads * kMaxPairs || std::max(fb, bb) > static_cast<std::size_t>(optin)) continue;
       int forward_resident = 0, backward_resident = 0;
-      err = resident_clusters(forward_kernel<C, P>, optin, c, fb, &forward_resident);
-      if (err == cudaSuccess) err = resident_clusters(backward_kernel<C, P>, optin, c, bb, &backward_resident);
+      err = tensor_core::resident_clusters(forward_kernel<C, P>, kThreads, optin, c, fb, &forward_resident);
+      if (err == cudaSuccess) {
+        err = tensor_core::resident_clusters(backward_kernel<C, P>, kThreads, optin, c, bb, &backward_resident);
+      }
       if (err != cudaSuccess) return err;
       const int resident = std::min(forward_resident, backward_resident);
       if (resident < 1) continue;
@@ -453,12 +343,14 @@ cudaError_t plan(int hidden, int batch, int cluster, int tile, Plan* out) {
 
 template <class C, Products P>
 cudaError_t forward(const Plan& plan, const ForwardArgs& args, cudaStream_t stream) {
-  return launch(forward_kernel<C, P>, plan, plan.forward_bytes, args, stream);
+  return tensor_core::launch_clusters(forward_kernel<C, P>, plan.clusters * plan.cluster, kThreads, plan.cluster,
+                                      plan.forward_bytes, false, stream, args, shape_of(plan));
 }
 
 template <class C, Products P>
 cudaError_t backward(const Plan& plan, const BackwardArgs& args, cudaStream_t stream) {
-  return launch(backward_kernel<C, P>, plan, plan.backward_bytes, args, stream);
+  return tensor_core::launch_clusters(backward_kernel<C, P>, plan.clusters * plan.cluster, kThreads, plan.cluster,
+                                      plan.backward_bytes, false, stream, args, shape_of(plan));
 }
 
 // The cells of csrc/recurrence/cells.h and the precisions of csrc/recurrence/products.h, the only

@@ -2,6 +2,8 @@
 // step (padded or packed, csrc/recurrence/cuda/recurrence.h). Device code only.
 #pragma once
 
+#include <cuda_runtime.h>
+
 #include <cstdint>
 
 namespace tsrnn {

@@ -119,7 +119,7 @@ def test_sanitized_run_of_the_table():
     unsorted, bf16 with zeros), in a process of its own."""
     library = build.library(sanitize=True)
     done, rows = run_table(library, [SANITIZED_SEED], match=[f"{SUBSET}-t16-tf32", "tf32-unsorted", "bf16-with_zeros"],
-                           env=build.sanitizer_environment(), cluster=True)
+                           env=build.sanitizer_environment(), kernel="cluster")
     assert done.returncode == 0 and "ERROR: AddressSanitizer" not in done.stderr and "runtime error" not in done.stderr, done.stderr[-6000:]
     assert rows and all(row["ok"] for row in rows), [row for row in rows if not row["ok"]][:3]
 
@@ -139,6 +139,6 @@ def _barriers() -> dict[str, int]:
 def test_a_missing_barrier_is_caught(barrier):
     line = _barriers()[barrier]
     done, rows = run_table(build.library(drop_barrier_line=line, drop_in=build.CLUSTER_KERNELS), SEEDS,
-                           match=[f"lstm-{SUBSET}-t16-tf32"], cluster=True)
+                           match=[f"lstm-{SUBSET}-t16-tf32"], kernel="cluster")
     assert done.returncode == 0, done.stderr[-3000:]
     assert rows and not all(row["ok"] for row in rows), f"{barrier} removed and every case still passed"

@@ -42,12 +42,14 @@ SCHEMAS = {
 # w_hh (its device, dtype and H), a batch of ``batch`` rows and products in ``precision``, 0 where
 # it does not fit on chip or cannot launch.
 PLAN_SCHEMA = "recurrence_plan(str cell, Tensor w_hh, int batch=0, str precision=\"ieee\") -> int"
-# Compiled, the cluster-resident kernel only: its plan for a batch of ``batch`` rows and products in
-# ``precision`` as [cluster size, batch tile, clusters, units a block, forward and backward shared
-# bytes a block], all zero where nothing fits.
+# Compiled, the tensor-core kernels only: the plan for a batch of ``batch`` rows and products in
+# ``precision`` as [cluster size, batch tile (cluster-resident) or chunk (grid-resident), clusters,
+# units a block (a cluster), forward and backward shared bytes a block], all zero where nothing fits.
 CONFIG_SCHEMA = "recurrence_config(str cell, Tensor w_hh, int batch, str precision) -> int[]"
 # The namespace of the cluster-resident tensor-core CUDA kernel (tsrnn._cuda registers its kernels).
 CLUSTER = "tsrnn_cluster"
+# The namespace of the grid-resident tensor-core CUDA kernel (tsrnn._cuda registers its kernels).
+GRID = "tsrnn_grid"
 # The Triton namespaces and the modules of their kernels.
 TRITON = {"tsrnn_triton_step": "tsrnn.ops.recurrence.triton_step",
           "tsrnn_triton_persistent": "tsrnn.ops.recurrence.triton_persistent"}
@@ -115,5 +117,6 @@ def define(namespace: str, kernels: str | None = None, plan: bool = False, confi
 
 define(library.COMPILED, plan=True)
 define(CLUSTER, plan=True, config=True)
+define(GRID, plan=True, config=True)
 for _namespace, _kernels in TRITON.items():
     define(_namespace, _kernels)

@@ -1,0 +1,411 @@
+// The grid-resident recurrence on tensor cores: one cooperative launch per direction runs all T
+// steps with W_hh sliced over every block of the launch (all resident) and kept in shared memory
+// for the whole sequence; the steps are ordered by the flag barrier of
+// csrc/recurrence/cuda/flag_barrier.h (one counter, a release add per block and step, an acquire
+// poll). For H whose W_hh does not fit one cluster (cluster_recurrence.cu).
+//
+// Cluster i owns the units J_i = [i U, min(H, (i + 1) U)); its c blocks split the inner dimension
+// of the product (grid_recurrence.h's Plan). Forward, step t (z_t = W_hh h_{t-1}, then the cell of
+// csrc/recurrence/cells.h), for each chunk of the batch rows that run the step:
+//   1. after phase t of the flag barrier (every block has published h_{t-1}), block r reads its
+//      slice K_r of h_{t-1} for the chunk's rows from global memory (L2), rounded to the operand
+//      type: the cluster reads h_{t-1} once, each block a 1/c of it;
+//   2. the tensor cores form the partial product Z_r = W_r[:, K_r] h_{t-1}[:, K_r]^T
+//      [rows][chunk] (wmma, float32 accumulation) into the block's shared memory; cluster barrier;
+//   3. each (unit, row) pair of the cluster, spread over the cluster's threads, sums z over the
+//      blocks' partial products through distributed shared memory, adds xg and applies the cell,
+//      its states kept in registers across the steps, and writes h_t to global memory;
+//   4. between chunks a cluster barrier (the partial sums are reused); after the last, the block
+//      arrives at the flag barrier, then writes the states and saved activations it kept in
+//      registers (stores nobody reads in this launch overlap the barrier), then waits.
+// Backward, step t from T-1 down to 0 and a last product at t = -1 (dL/dh_t = W_hh^T dz_{t+1}):
+// block r of cluster i holds W_hh[M_r, J_i] (M_r: its slice of the G H gate rows) and, after phase
+// T-1-t (every block has published dz_{t+1}), forms P_r = W_r dz_{t+1}[:, M_r]^T [units][chunk]
+// from dz read from L2; after a cluster barrier each pair sums its dL/dh_t over the blocks, runs the
+// cell's backward (dstate and the per-row dL/dp in registers across the steps), writes dz_t to
+// global memory (the operator's output, which the next step reads), and the block arrives. The
+// last product gives dL/dh0; then dstate and dp are written once. dW_hh is one GEMM over the h's
+// after the kernel (csrc/recurrence/op.h). Every block ends with a cluster barrier: its shared
+// memory stays mapped until its peers are done reading it.
+//
+// Packed sequences (recurrence.h): step t runs the rows b < rows(t) only, in chunks over those
+// rows; forward, h_{t-1} of such a row is packed row offsets[t-1] + b (rows(t) <= rows(t-1));
+// backward, dz_{t+1} of a row b >= rows(t+1) is zero (the row's last step is t). The rows of the
+// last chunk past B compute on zeros and are never read.
+// Products: kTf32 (wmma m16n16k8, the operands pre-rounded with cvt.rna), kBf16 (wmma m16n16k16),
+// kIeee (a scalar float32 loop with the same tiles, for callers that turned TF32 off).
+#include <algorithm>
+#include <climits>
+
+#include "recurrence/cells.h"
+#include "recurrence/cuda/device_common.h"
+#include "recurrence/cuda/flag_barrier.h"
+#include "recurrence/cuda/grid_recurrence.h"
+#include "recurrence/cuda/tensor_core.h"
+
+namespace tsrnn {
+namespace cuda {
+namespace grid {
+namespace {
+
+using tensor_core::Cluster;
+using tensor_core::Operand;
+using tensor_core::operand_bytes;
+using tensor_core::round_up;
+using tensor_core::this_cluster;
+using tensor_core::tile_product;
+
+constexpr int kWarps = kThreads / 32;
+
+// What a direction's kernel needs of the plan: the cluster's units, the weight slice's padded
+// rows and width, the batch chunk.
+struct Shape {
+  int units, rows, width, chunk;
+};
+
+// The (unit, row) pair i of this thread in its cluster: unit u of the cluster (u < nj), batch row
+// n (n < B); `valid` is false past the cluster's pairs. The cluster's c * kThreads threads take
+// the nj * B pairs in turn.
+struct Pair {
+  int u, n;
+  bool valid;
+};
+
+__device__ inline Pair pair(int i, int rank, int c, int nj, int batch) {
+  const int q = rank * kThreads + static_cast<int>(threadIdx.x) + i * c * kThreads;
+  return {nj > 0 ? q % nj : 0, nj > 0 ? q / nj : batch, nj > 0 && q < nj * batch};
+}
+
+// The block's position: its cluster's units [j0, j0 + nj) and its rank in the cluster.
+struct Place {
+  int c, rank, j0, nj;
+};
+
+__device__ inline Place place(const Cluster& cluster, int H, int units) {
+  const int c = static_cast<int>(cluster.num_blocks()), rank = static_cast<int>(cluster.block_rank());
+  const int j0 = static_cast<int>(blockIdx.x) / c * units;
+  return {c, rank, j0, max(0, min(units, H - j0))};
+}
+
+// out [chunk rows][s.rows] (float, column-major tiles) = w [s.rows][s.width] x^T for the first
+// `rows` rows of x [chunk][s.width]: the block's warps take the 16 x 16 tiles in turn.
+template <Products P>
+__device__ inline void block_product(const typename Operand<P>::T* w, const typename Operand<P>::T* x, int rows,
+                                     const Shape& s, float* out) {
+  const int m_tiles = s.rows / 16, jobs = m_tiles * ((rows + 15) / 16);
+  for (int job = static_cast<int>(threadIdx.x) / 32; job < jobs; job += kWarps) {
+    const int mt = job % m_tiles, nt = job / m_tiles;
+    tile_product<P, false>(w + mt * 16 * s.width, s.width, x + nt * 16 * s.width, s.width, s.width,
+                           out + nt * 16 * s.rows + mt * 16, s.rows);
+  }
+}
+
+template <class C, Products P>
+__global__ void __launch_bounds__(kThreads, 1) forward_kernel(ForwardArgs a, Shape s, FlagBarrier barrier) {
+  using T = typename Operand<P>::T;
+  constexpr int G = C::kGates, S = C::kStates, K = C::kSaved;
+  Cluster cluster = this_cluster();
+  const int H = a.H;
+  const Place at = place(cluster, H, s.units);
+  const int k0 = at.rank * s.width, nk = max(0, min(s.width, H - k0));  // the block's slice of [0, H)
+  const long long BH = static_cast<long long>(a.B) * H;
+  T* const w = dynamic_shared<T>();                                  // [rows][width]
+  T* const x = w + s.rows * s.width;                                 // [chunk][width]
+  float* const z = reinterpret_cast<float*>(x + s.chunk * s.width);  // [chunk][rows]
+  for (int idx = threadIdx.x; idx < s.rows * s.width; idx += blockDim.x) {
+    const int m = idx / s.width, k = idx % s.width, g = m / s.units, u = m % s.units;
+    const bool real = g < G && u < at.nj && k < nk;
+    w[idx] = Operand<P>::round(real ? a.w_hh[static_cast<long long>(g * H + at.j0 + u) * H + k0 + k] : 0.f);
+  }
+  Pair pairs[kMaxPairs];      // this thread's (unit, row) pairs, the same at every step
+  float state[kMaxPairs][S];  // each pair's states after the last step it ran
+  float act[kMaxPairs][K];    // the saved activations of the step, stored after the arrive
+  bool ran[kMaxPairs];
+#pragma unroll
+  for (int i = 0; i < kMaxPairs; ++i) {
+    pairs[i] = pair(i, at.rank, at.c, at.nj, a.B);
+    const Pair q = pairs[i];
+#pragma unroll
+    for (int k = 0; k < S; ++k) {
+      state[i][k] = q.valid ? a.state0[k * BH + static_cast<long long>(q.n) * H + at.j0 + q.u] : 0.f;
+    }
+  }
+  __syncthreads();  // W loaded
+  for (int t = 0; t < a.T; ++t) {
+    const StepRows step = step_rows(a.offsets, t, a.B);
+    const float* h_prev = a.h0;
+    if (t > 0) {
+      barrier.wait(t);  // every block has published h_{t-1}
+      h_prev = a.h_all + step_rows(a.offsets, t - 1, a.B).first * H;
+    }
+#pragma unroll
+    for (int i = 0; i < kMaxPairs; ++i) ran[i] = false;
+    for (int n0 = 0; n0 < step.rows; n0 += s.chunk) {
+      const int rows = min(s.chunk, step.rows - n0), padded = (rows + 15) / 16 * 16;
+      if (n0 > 0) cluster.sync();  // no block reads the previous chunk's partial sums any more
+      for (int idx = threadIdx.x; idx < padded * s.width; idx += blockDim.x) {
+        const int n = idx / s.width, k = idx % s.width;
+        x[idx] = Operand<P>::round(n < rows && k < nk ? __ldcg(h_prev + static_cast<long long>(n0 + n) * H + k0 + k) : 0.f);
+      }
+      __syncthreads();  // the chunk of h_{t-1} loaded
+      block_product<P>(w, x, rows, s, z);
+      cluster.sync();  // every block's partial sums of the chunk are complete
+#pragma unroll
+      for (int i = 0; i < kMaxPairs; ++i) {
+        const Pair q = pairs[i];
+        if (!q.valid || q.n < n0 || q.n >= n0 + rows) continue;
+        const int j = at.j0 + q.u;
+        const long long row = step.first + q.n;
+        float zj[G], next[S];
+#pragma unroll
+        for (int g = 0; g < G; ++g) zj[g] = a.xg[row * G * H + g * H + j];
+        for (int peer = 0; peer < at.c; ++peer) {
+          const float* const from = cluster.map_shared_rank(z, peer) + (q.n - n0) * s.rows + q.u;
+#pragma unroll
+          for (int g = 0; g < G; ++g) zj[g] += from[g * s.units];
+        }
+        const float p = a.p ? a.p[j] : 0.f, dt = a.dt ? a.dt[row] : 1.f;
+        a.h_all[row * H + j] = C::forward(zj, 1, act[i], state[i], next, 1, 1, p, dt, a.eps);
+#pragma unroll
+        for (int k = 0; k < S; ++k) state[i][k] = next[k];
+        ran[i] = true;
+      }
+    }
+    barrier.arrive();  // h_t published
+#pragma unroll
+    for (int i = 0; i < kMaxPairs; ++i) {
+      if (!ran[i]) continue;
+      const Pair q = pairs[i];
+      const int j = at.j0 + q.u;
+      const long long row = step.first + q.n, n = static_cast<long long>(q.n) * H + j;
+#pragma unroll
+      for (int k = 0; k < S; ++k) a.state_all[t * (S * BH) + k * BH + n] = state[i][k];
+      if (a.saved) {
+#pragma unroll
+        for (int k = 0; k < K; ++k) a.saved[row * K * H + k * H + j] = act[i][k];
+      }
+    }
+  }
+  cluster.sync();  // no peer reads this block's partial sums any more (it may exit)
+}
+
+template <class C, Products P>
+__global__ void __launch_bounds__(kThreads, 1) backward_kernel(BackwardArgs a, Shape s, FlagBarrier barrier) {
+  using T = typename Operand<P>::T;
+  constexpr int G = C::kGates, S = C::kStates, K = C::kSaved;
+  Cluster cluster = this_cluster();
+  const int H = a.H, GH = G * a.H;
+  const Place at = place(cluster, H, s.units);
+  const int m0 = at.rank * s.width, nm = max(0, min(s.width, GH - m0));  // the block's gate rows
+  const long long BH = static_cast<long long>(a.B) * H;
+  T* const w = dynamic_shared<T>();                                     // [rows][width]: W_hh^T
+  T* const x = w + s.rows * s.width;                                    // [chunk][width]
+  float* const partial = reinterpret_cast<float*>(x + s.chunk * s.width);  // [chunk][rows]
+  for (int idx = threadIdx.x; idx < s.rows * s.width; idx += blockDim.x) {
+    const int u = idx / s.width, m = idx % s.width;
+    const bool real = u < at.nj && m < nm;
+    w[idx] = Operand<P>::round(real ? a.w_hh[static_cast<long long>(m0 + m) * H + at.j0 + u] : 0.f);
+  }
+  Pair pairs[kMaxPairs];  // this thread's (unit, row) pairs, the same at every step
+  float dstate[kMaxPairs][S], dp[kMaxPairs], dh[kMaxPairs];
+#pragma unroll
+  for (int i = 0; i < kMaxPairs; ++i) {
+    pairs[i] = pair(i, at.rank, at.c, at.nj, a.B);
+    const Pair q = pairs[i];
+#pragma unroll
+    for (int k = 0; k < S; ++k) {
+      dstate[i][k] = q.valid ? a.dstate[k * BH + static_cast<long long>(q.n) * H + at.j0 + q.u] : 0.f;
+    }
+    dp[i] = 0.f;
+  }
+  __syncthreads();  // W loaded
+  for (int t = a.T - 1; t >= -1; --t) {
+    // dL/dh_t of the pairs from dz_{t+1} (none at t = T - 1).
+#pragma unroll
+    for (int i = 0; i < kMaxPairs; ++i) dh[i] = 0.f;
+    if (t + 1 < a.T) {
+      barrier.wait(a.T - 1 - t);  // every block has published dz_{t+1}
+      const StepRows next = step_rows(a.offsets, t + 1, a.B);
+      const int active = t >= 0 ? step_rows(a.offsets, t, a.B).rows : a.B;
+      for (int n0 = 0; n0 < active; n0 += s.chunk) {
+        const int rows = min(s.chunk, active - n0), padded = (rows + 15) / 16 * 16;
+        if (n0 > 0) cluster.sync();  // no block reads the previous chunk's partial sums any more
+        for (int idx = threadIdx.x; idx < padded * s.width; idx += blockDim.x) {
+          const int n = idx / s.width, m = idx % s.width;
+          const bool real = n < rows && n0 + n < next.rows && m < nm;
+          x[idx] = Operand<P>::round(real ? __ldcg(a.dz + (next.first + n0 + n) * GH + m0 + m) : 0.f);
+        }
+        __syncthreads();  // the chunk of dz_{t+1} loaded
+        block_product<P>(w, x, rows, s, partial);
+        cluster.sync();  // every block's partial sums of the chunk are complete
+#pragma unroll
+        for (int i = 0; i < kMaxPairs; ++i) {
+          const Pair q = pairs[i];
+          if (!q.valid || q.n < n0 || q.n >= n0 + rows) continue;
+          for (int peer = 0; peer < at.c; ++peer) {
+            dh[i] += cluster.map_shared_rank(partial, peer)[(q.n - n0) * s.rows + q.u];
+          }
+        }
+      }
+    }
+    if (t < 0) break;  // dh holds dL/dh0
+    const StepRows step = step_rows(a.offsets, t, a.B);
+    const float* const prev = t == 0 ? a.state0 : a.state_all + (t - 1) * (S * BH);
+    const float* const next = a.state_all + t * (S * BH);
+#pragma unroll
+    for (int i = 0; i < kMaxPairs; ++i) {
+      const Pair q = pairs[i];
+      if (!q.valid || q.n >= step.rows) continue;
+      const int j = at.j0 + q.u;
+      const long long row = step.first + q.n, n = static_cast<long long>(q.n) * H + j;
+      float act[K], prev_l[S], next_l[S], dz[G];
+#pragma unroll
+      for (int k = 0; k < K; ++k) act[k] = a.saved[row * K * H + k * H + j];
+#pragma unroll
+      for (int k = 0; k < S; ++k) {
+        prev_l[k] = prev[k * BH + n];
+        next_l[k] = next[k * BH + n];
+      }
+      const float p = a.p ? a.p[j] : 0.f, dt = a.dt ? a.dt[row] : 1.f;
+      const float dh_total = dh[i] + (a.grad_h ? a.grad_h[row * H + j] : 0.f);
+      float dp_step = 0.f;
+      C::backward(act, prev_l, next_l, dh_total, dstate[i], dz, &dp_step, 1, 1, p, dt, a.eps);
+      dp[i] += dp_step;
+#pragma unroll
+      for (int g = 0; g < G; ++g) a.dz[row * GH + g * H + j] = dz[g];
+    }
+    barrier.arrive();  // dz_t published
+  }
+  cluster.sync();  // no peer reads this block's partial sums any more (it may exit)
+#pragma unroll
+  for (int i = 0; i < kMaxPairs; ++i) {
+    const Pair q = pairs[i];
+    if (!q.valid) continue;
+    const long long n = static_cast<long long>(q.n) * H + at.j0 + q.u;
+    a.dh[n] = dh[i];
+#pragma unroll
+    for (int k = 0; k < S; ++k) a.dstate[k * BH + n] = dstate[i][k];
+    if (C::kHasP) a.dp[n] = dp[i];
+  }
+}
+
+// -- the plan ---------------------------------------------------------------------------------------
+
+// The cost model of one direction, in SM cycles per step: regime B of bench/cluster_sweep.py's
+// predicted_ms, with estimated constants (to be corrected by the GPU report's sweep):
+// the flag barrier through L2, the first read from L2, the block's product bounded by the tensor
+// cores (2/3 of the dense rate), by reading its weight slice from shared memory (128 B a cycle)
+// once per chunk or by reading its slice of the inner vector from L2 (64 B a cycle into an SM),
+// the reduction of the partial sums over the cluster through distributed shared memory, two
+// cluster barriers per extra chunk, and the cell.
+double direction_cycles(Products products, int cluster, int rows, int width, int chunk, int batch, double cell) {
+  constexpr double kFlagBarrier = 1584.0, kL2Latency = 594.0;  // 0.8 us and 0.3 us at 1.98 GHz
+  const int item = operand_bytes(products), padded = round_up(batch, 16), chunks = (batch + chunk - 1) / chunk;
+  const double rate = products == Products::kBf16 ? 2520.0 : products == Products::kTf32 ? 1260.0 : 64.0;
+  const double mma = 2.0 * rows * width * padded / rate;
+  const double shared = static_cast<double>(chunks) * rows * width * item / 128.0;
+  const double inner = static_cast<double>(padded) * width * item / 64.0;
+  const double reduce = static_cast<double>(cluster - 1) * padded * rows * 4.0 / cluster / 64.0;
+  const double cluster_barrier = cluster > 1 ? 396.0 : 99.0;
+  return kFlagBarrier + kL2Latency + (2 * chunks - 1) * cluster_barrier + std::max({mma, shared, inner}) + reduce + cell;
+}
+
+}  // namespace
+
+std::size_t block_bytes(Products products, int rows, int width, int chunk) {
+  const std::size_t item = operand_bytes(products);
+  return item * (static_cast<std::size_t>(rows) * width + static_cast<std::size_t>(chunk) * width) +
+         sizeof(float) * static_cast<std::size_t>(chunk) * rows;
+}
+
+template <class C, Products P>
+cudaError_t plan(int hidden, int batch, int cluster, int chunk, Plan* out) {
+  *out = Plan{};
+  out->why = "no cluster size and batch chunk fit";
+  if (hidden < 1 || batch < 1) return cudaErrorInvalidValue;
+  constexpr int G = C::kGates;
+  int device = 0, optin = 0, sms = 0, launchable = 0, cooperative = 0;
+  cudaError_t err = cudaGetDevice(&device);
+  if (err == cudaSuccess) err = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
+  if (err == cudaSuccess) err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
+  if (err == cudaSuccess) err = cudaDeviceGetAttribute(&launchable, cudaDevAttrClusterLaunch, device);
+  if (err == cudaSuccess) err = cudaDeviceGetAttribute(&cooperative, cudaDevAttrCooperativeLaunch, device);
+  if (err != cudaSuccess) return err;
+  if (!cooperative) {
+    out->why = "the GPU cannot launch cooperatively (all blocks resident)";
+    return cudaSuccess;
+  }
+  const int padded = round_up(batch, 16);
+  double best = 0.0;
+  for (int c = 1; c <= (launchable ? kMaxCluster : 1); c *= 2) {
+    if (cluster > 0 && c != cluster) continue;
+    const int chunks[] = {16, 32, 48, 64, padded};  // up to 64 rows at a time, or the whole batch at once
+    for (int which = 0; which < 5; ++which) {
+      const int nb = chunks[which];
+      if (nb > padded || (which == 4 && padded <= 64) || (chunk > 0 && nb != chunk)) continue;
+      const int forward_width = round_up((hidden + c - 1) / c, 16), backward_width = round_up((G * hidden + c - 1) / c, 16);
+      for (int clusters = std::min(sms / c, hidden); clusters >= 1; --clusters) {
+        const int units = (hidden + clusters - 1) / clusters;
+        if ((hidden + units - 1) / units != clusters) continue;  // a cluster of no unit
+        if (units * batch > c * kThreads * kMaxPairs) break;    // fewer clusters: more pairs
+        const int forward_rows = round_up(G * units, 16), backward_rows = round_up(units, 16);
+        const std::size_t fb = block_bytes(P, forward_rows, forward_width, nb);
+        const std::size_t bb = block_bytes(P, backward_rows, backward_width, nb);
+        if (std::max(fb, bb) > static_cast<std::size_t>(optin)) continue;
+        int forward_resident = 0, backward_resident = 0;
+        err = tensor_core::resident_clusters(forward_kernel<C, P>, kThreads, optin, c, fb, &forward_resident);
+        if (err == cudaSuccess) {
+          err = tensor_core::resident_clusters(backward_kernel<C, P>, kThreads, optin, c, bb, &backward_resident);
+        }
+        if (err != cudaSuccess) return err;
+        if (std::min(forward_resident, backward_resident) < clusters) continue;
+        const double cost = direction_cycles(P, c, forward_rows, forward_width, nb, batch, 198.0) +
+                            direction_cycles(P, c, backward_rows, backward_width, nb, batch, 297.0);
+        if (out->cluster == 0 || cost < best) {
+          best = cost;
+          *out = Plan{c, clusters, units, nb, forward_rows, forward_width, backward_rows, backward_width, fb, bb, ""};
+        }
+        break;  // the most clusters that fit: fewer cost more
+      }
+    }
+  }
+  if (out->cluster == 0 && (cluster > 0 || chunk > 0)) out->why = "the forced cluster size or batch chunk does not fit";
+  return cudaSuccess;
+}
+
+template <class C, Products P>
+cudaError_t forward(const Plan& plan, const ForwardArgs& args, unsigned long long* counter, cudaStream_t stream) {
+  const int blocks = plan.clusters * plan.cluster;
+  return tensor_core::launch_clusters(forward_kernel<C, P>, blocks, kThreads, plan.cluster, plan.forward_bytes, true,
+                                      stream, args, Shape{plan.units, plan.forward_rows, plan.forward_width, plan.chunk},
+                                      FlagBarrier{counter, static_cast<unsigned long long>(blocks)});
+}
+
+template <class C, Products P>
+cudaError_t backward(const Plan& plan, const BackwardArgs& args, unsigned long long* counter, cudaStream_t stream) {
+  const int blocks = plan.clusters * plan.cluster;
+  return tensor_core::launch_clusters(backward_kernel<C, P>, blocks, kThreads, plan.cluster, plan.backward_bytes,
+                                      true, stream, args,
+                                      Shape{plan.units, plan.backward_rows, plan.backward_width, plan.chunk},
+                                      FlagBarrier{counter, static_cast<unsigned long long>(blocks)});
+}
+
+// The cells of csrc/recurrence/cells.h and the precisions of csrc/recurrence/products.h, the only
+// instantiations (grid_recurrence.h declares the templates).
+#define TSRNN_INSTANTIATE(C, P)                                                                                  \
+  template cudaError_t plan<C, P>(int, int, int, int, Plan*);                                                    \
+  template cudaError_t forward<C, P>(const Plan&, const ForwardArgs&, unsigned long long*, cudaStream_t);        \
+  template cudaError_t backward<C, P>(const Plan&, const BackwardArgs&, unsigned long long*, cudaStream_t);
+#define TSRNN_INSTANTIATE_CELL(C)       \
+  TSRNN_INSTANTIATE(C, Products::kIeee) \
+  TSRNN_INSTANTIATE(C, Products::kTf32) \
+  TSRNN_INSTANTIATE(C, Products::kBf16)
+TSRNN_INSTANTIATE_CELL(LSTMCell)
+TSRNN_INSTANTIATE_CELL(PowerLawCell<true>)
+TSRNN_INSTANTIATE_CELL(PowerLawCell<false>)
+#undef TSRNN_INSTANTIATE_CELL
+#undef TSRNN_INSTANTIATE
+
+}  // namespace grid
+}  // namespace cuda
+}  // namespace tsrnn

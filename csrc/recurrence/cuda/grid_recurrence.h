@@ -1,0 +1,67 @@
+// The grid-resident tensor-core recurrence: the host side of csrc/recurrence/cuda/grid_recurrence.cu,
+// free of torch headers. For H too large for W_hh to fit one cluster's shared memory (AWD-LSTM's
+// 1150): W_hh is sliced over every block of a launch whose blocks are all resident, and the steps
+// are ordered by the flag barrier of csrc/recurrence/cuda/flag_barrier.h. It takes the arguments of
+// the cooperative kernel (csrc/recurrence/cuda/recurrence.h's ForwardArgs and BackwardArgs,
+// float32, contiguous, padded or packed) and computes the recurrent products in the precision of
+// csrc/recurrence/products.h on tensor cores (TF32 or bf16 wmma; kIeee: scalar float32). Every
+// function is a template on the cell C of csrc/recurrence/cells.h and the Products P, instantiated
+// at the end of the .cu file for the three cells and the three precisions.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+
+#include "recurrence/cuda/recurrence.h"
+#include "recurrence/products.h"
+
+namespace tsrnn {
+namespace cuda {
+namespace grid {
+
+constexpr int kThreads = 256;    // threads of a block (8 warps)
+constexpr int kMaxPairs = 8;     // (unit, batch row) pairs one thread carries through the steps
+constexpr int kMaxCluster = 16;  // blocks of a cluster (more than 8: a non-portable size)
+
+// One launch configuration: `clusters` clusters of `cluster` blocks, all resident. Cluster i owns
+// the hidden units [i * units, min(H, (i + 1) * units)); its blocks split the inner dimension of
+// each direction's product, block r keeping in shared memory for the whole sequence
+//   forward:  W_hh[g H + j, k] for the cluster's units j, every gate g and k in K_r, the r-th of
+//             `cluster` slices of width forward_width of [0, H), as [forward_rows][forward_width]
+//             (row g units + u; rows padded to a multiple of 16, columns to forward_width);
+//   backward: W_hh[m, j] for the cluster's units j and m in M_r, the r-th slice of width
+//             backward_width of [0, G H), as [backward_rows][backward_width] (row u).
+// A step's product runs over the batch in chunks of `chunk` rows (a multiple of 16, the wmma N):
+// one chunk where the partial sums of the whole batch fit shared memory, else several, each with
+// two more cluster barriers. forward_bytes / backward_bytes: each direction's dynamic shared memory
+// per block. cluster == 0: nothing fits this device (the reason in `why`).
+struct Plan {
+  int cluster = 0, clusters = 0, units = 0, chunk = 0;
+  int forward_rows = 0, forward_width = 0, backward_rows = 0, backward_width = 0;
+  std::size_t forward_bytes = 0, backward_bytes = 0;
+  const char* why = "";
+};
+
+// Shared memory of one block, bytes: the weight slice [rows][width] and the chunk of the inner
+// vector [chunk][width] in the operand type, the block's partial sums [chunk][rows] in float32.
+std::size_t block_bytes(Products products, int rows, int width, int chunk);
+
+// The configuration for `hidden` units of cell C, a batch of `batch` rows and products P on the
+// current device: for each cluster size and chunk, as many clusters as the device keeps resident
+// (cudaOccupancyMaxActiveClusters) with blocks whose shared memory fits, priced by the cost model
+// of the .cu file; `cluster` / `chunk` > 0 force that value (the GPU report's sweep), refused with
+// `why` if it does not fit. Returns the first CUDA error of the queries.
+template <class C, Products P>
+cudaError_t plan(int hidden, int batch, int cluster, int chunk, Plan* out);
+
+// One cooperative launch of every cluster, on `stream`, with a plan from plan<C, P>(); `counter`
+// is the flag barrier's, one unsigned 64-bit word in device memory that is zero at the launch.
+template <class C, Products P>
+cudaError_t forward(const Plan& plan, const ForwardArgs& args, unsigned long long* counter, cudaStream_t stream);
+template <class C, Products P>
+cudaError_t backward(const Plan& plan, const BackwardArgs& args, unsigned long long* counter, cudaStream_t stream);
+
+}  // namespace grid
+}  // namespace cuda
+}  // namespace tsrnn

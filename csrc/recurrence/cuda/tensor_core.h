@@ -1,0 +1,162 @@
+// What the tensor-core kernels (csrc/recurrence/cuda/cluster_recurrence.cu, grid_recurrence.cu)
+// share: the block's thread-block cluster, the operand type of a precision and the rounding to it,
+// one warp's 16 x 16 product tile on the tensor cores, and the host side of a cluster launch (the
+// clusters a device holds at once, the launch itself). Included by those .cu files only.
+#pragma once
+
+#include <cooperative_groups.h>
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+#include <mma.h>
+
+#include <cstddef>
+#include <type_traits>
+#include <utility>
+
+#include "recurrence/products.h"
+
+namespace tsrnn {
+namespace cuda {
+namespace tensor_core {
+
+namespace cg = cooperative_groups;
+namespace wmma = nvcuda::wmma;
+
+// The block's cluster (cooperative_groups' cluster_group, sm_90 on). Before sm_90 there are no
+// clusters and the plan launches clusters of one block: a cluster of one, whose barrier phases are
+// block barriers (arrive is a no-op, wait is __syncthreads) and whose only rank is the block's own.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+struct Cluster {
+  __device__ static unsigned num_blocks() { return 1; }
+  __device__ static unsigned block_rank() { return 0; }
+  __device__ static void barrier_arrive() {}
+  __device__ static void barrier_wait() { __syncthreads(); }
+  __device__ static void sync() { __syncthreads(); }
+  template <typename T>
+  __device__ static T* map_shared_rank(T* address, int /*rank*/) {
+    return address;
+  }
+};
+__device__ inline Cluster this_cluster() { return {}; }
+#else
+using Cluster = cg::cluster_group;
+__device__ inline Cluster this_cluster() { return cg::this_cluster(); }
+#endif
+
+// The operand type of products P and the rounding of a float32 value to it.
+template <Products P>
+struct Operand {
+  using T = float;
+  __device__ static float round(float x) { return x; }
+};
+template <>
+struct Operand<Products::kTf32> {
+  using T = float;
+  __device__ static float round(float x) { return wmma::__float_to_tf32(x); }
+};
+template <>
+struct Operand<Products::kBf16> {
+  using T = __nv_bfloat16;
+  __device__ static __nv_bfloat16 round(float x) { return __float2bfloat16(x); }
+};
+
+// out = A B for one 16 x 16 tile, by one whole warp: A is 16 x inner, row-major (element (i, k) at
+// a[i * lda + k]) or, with ATransposed, column-major (at a[k * lda + i]); B is inner x 16,
+// column-major (element (k, n) at b[n * ldb + k]); out is column-major (element (i, n) at
+// out[n * ldo + i]); inner is a multiple of 16. The operands are already rounded to P's type.
+template <Products P, bool ATransposed>
+__device__ inline void tile_product(const typename Operand<P>::T* a, unsigned lda, const typename Operand<P>::T* b,
+                                    unsigned ldb, int inner, float* out, unsigned ldo) {
+  if constexpr (P == Products::kIeee) {
+    const int lane = threadIdx.x % 32, n = lane % 16, i0 = lane / 16 * 8;
+    float acc[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+    for (int k = 0; k < inner; ++k) {
+      const float bk = b[n * ldb + k];
+#pragma unroll
+      for (int i = 0; i < 8; ++i) acc[i] += (ATransposed ? a[k * lda + i0 + i] : a[(i0 + i) * lda + k]) * bk;
+    }
+#pragma unroll
+    for (int i = 0; i < 8; ++i) out[n * ldo + i0 + i] = acc[i];
+  } else {
+    constexpr int kK = P == Products::kTf32 ? 8 : 16;
+    using Element = std::conditional_t<P == Products::kTf32, wmma::precision::tf32, __nv_bfloat16>;
+    using LayoutA = std::conditional_t<ATransposed, wmma::col_major, wmma::row_major>;
+    wmma::fragment<wmma::matrix_a, 16, 16, kK, Element, LayoutA> fa;
+    wmma::fragment<wmma::matrix_b, 16, 16, kK, Element, wmma::col_major> fb;
+    wmma::fragment<wmma::accumulator, 16, 16, kK, float> acc;
+    wmma::fill_fragment(acc, 0.f);
+    for (int k = 0; k < inner; k += kK) {
+      wmma::load_matrix_sync(fa, ATransposed ? a + k * lda : a + k, lda);
+      wmma::load_matrix_sync(fb, b + k, ldb);
+      wmma::mma_sync(acc, fa, fb, acc);
+    }
+    wmma::store_matrix_sync(out, acc, ldo, wmma::mem_col_major);
+  }
+}
+
+// -- the host side ----------------------------------------------------------------------------------
+inline int operand_bytes(Products products) { return products == Products::kBf16 ? 2 : 4; }
+
+inline int round_up(int x, int to) { return (x + to - 1) / to * to; }
+
+// How many clusters of `cluster` blocks of `threads` threads of `kernel` with `bytes` of dynamic shared memory the
+// current device holds at once (its opt-in shared memory limit `optin` set on the kernel first).
+template <typename Kernel>
+cudaError_t resident_clusters(Kernel kernel, int threads, int optin, int cluster, std::size_t bytes, int* count) {
+  cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, optin);
+  if (err != cudaSuccess) return err;
+  if (cluster == 1) {  // blocks per multiprocessor times multiprocessors (no cluster query before sm_90)
+    int device = 0, sms = 0, per_sm = 0;
+    err = cudaGetDevice(&device);
+    if (err == cudaSuccess) err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
+    if (err == cudaSuccess) err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, bytes);
+    *count = sms * per_sm;
+    return err;
+  }
+  err = cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
+  if (err != cudaSuccess) return err;
+  cudaLaunchConfig_t config = {};
+  config.gridDim = dim3(cluster);
+  config.blockDim = dim3(threads);
+  config.dynamicSmemBytes = bytes;
+  cudaLaunchAttribute attribute[1];
+  attribute[0].id = cudaLaunchAttributeClusterDimension;
+  attribute[0].val.clusterDim.x = cluster;
+  attribute[0].val.clusterDim.y = 1;
+  attribute[0].val.clusterDim.z = 1;
+  config.attrs = attribute;
+  config.numAttrs = 1;
+  return cudaOccupancyMaxActiveClusters(count, kernel, &config);
+}
+
+// One launch of `blocks` blocks of `threads` threads in clusters of `cluster` with `bytes` of dynamic
+// shared memory on `stream`; `cooperative`: the launch fails unless every block is resident at once
+// (what a kernel whose blocks wait for each other needs).
+template <typename... P, typename... A>
+cudaError_t launch_clusters(void (*kernel)(P...), int blocks, int threads, int cluster, std::size_t bytes, bool cooperative,
+                            cudaStream_t stream, A&&... args) {
+  if (cluster < 1 || blocks < 1 || blocks % cluster != 0) return cudaErrorInvalidConfiguration;
+  cudaLaunchConfig_t config = {};
+  config.gridDim = dim3(blocks);
+  config.blockDim = dim3(threads);
+  config.dynamicSmemBytes = bytes;
+  config.stream = stream;
+  cudaLaunchAttribute attribute[2];
+  unsigned count = 0;
+  if (cluster > 1) {  // a cluster of one needs no attribute (and a GPU before sm_90 takes none)
+    attribute[count].id = cudaLaunchAttributeClusterDimension;
+    attribute[count].val.clusterDim.x = cluster;
+    attribute[count].val.clusterDim.y = 1;
+    attribute[count++].val.clusterDim.z = 1;
+  }
+  if (cooperative) {
+    attribute[count].id = cudaLaunchAttributeCooperative;
+    attribute[count++].val.cooperative = 1;
+  }
+  config.attrs = attribute;
+  config.numAttrs = count;
+  return cudaLaunchKernelEx(&config, kernel, std::forward<A>(args)...);
+}
+}  // namespace tensor_core
+}  // namespace cuda
+}  // namespace tsrnn
