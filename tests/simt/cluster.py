@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -188,3 +189,15 @@ def check_traces(case: Case) -> dict[str, tuple[float, float]]:
     with registered(case.precision, case.kernel) as path_name, forced(case.cluster, case.tile, case.kernel):
         return emulation.traces_error(case.cell, case.shape, case.seed, case.dt, path_name,
                                       testing.rows(torch.float32, case.precision)[0])
+
+
+def barrier_lines(source: Path) -> dict[str, int]:
+    """The source line of each block or cluster barrier in the kernels of ``source`` (what
+    build.library's drop_barrier_line can remove), by "line N: text"."""
+    lines = source.read_text().splitlines()
+    first = next(i for i, line in enumerate(lines) if "__global__" in line)
+    found = {}
+    for i, line in enumerate(lines[first:], first):
+        if re.search(r"(__syncthreads\(\)|barrier_wait\(\)|cluster\.sync\(\))\s*;", line):
+            found[f"line {i + 1}: {line.strip()}"] = i + 1
+    return found

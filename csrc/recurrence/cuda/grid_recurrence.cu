@@ -130,7 +130,7 @@ __global__ void __launch_bounds__(kThreads, 1) forward_kernel(ForwardArgs a, Sha
       state[i][k] = q.valid ? a.state0[k * BH + static_cast<long long>(q.n) * H + at.j0 + q.u] : 0.f;
     }
   }
-  __syncthreads();  // W loaded
+  // W's load is ordered before the first product by the block barrier after the first chunk's load.
   for (int t = 0; t < a.T; ++t) {
     const StepRows step = step_rows(a.offsets, t, a.B);
     const float* h_prev = a.h0;
@@ -218,7 +218,8 @@ __global__ void __launch_bounds__(kThreads, 1) backward_kernel(BackwardArgs a, S
     }
     dp[i] = 0.f;
   }
-  __syncthreads();  // W loaded
+  // W's load is ordered before the first product by the block barriers of the flag barrier and of
+  // the first chunk's load.
   for (int t = a.T - 1; t >= -1; --t) {
     // dL/dh_t of the pairs from dz_{t+1} (none at t = T - 1).
 #pragma unroll
