@@ -15,15 +15,18 @@
    bandwidth; ``lengths=`` against the same batch padded on every path
    (bench/lengths_vs_padded.py); FlashRNN's fused LSTM, with the input projection as a
    torch.nn.Linear in front so that it does the work of the others, beside cuDNN in the same job;
-   the cluster-resident kernel's sweep (bench/cluster_sweep.py: every cluster size x batch tile x
-   TF32 / bf16 its plan accepts, for the LSTM and the pLSTM, each checked against float64 before it
-   is timed, beside cuDNN in the same job, and the plan's own choice).
+   the tensor-core kernels' sweep (bench/tensor_core_sweep.py: every configuration x TF32 / bf16
+   their plans accept, the cluster-resident kernel at H = 400 and 128, the grid-resident one at
+   H = 1150, for the LSTM and the pLSTM, each checked against float64 before it is timed, beside
+   cuDNN in the same job, with the cost model's prediction and the plan's own choice); the flag
+   barrier's stress job (bench/flag_barrier_stress.py: repeated launches of the grid kernel, each
+   bit-compared with the first, the first checked against float64).
 3. Runs the GPU tests (``GPU_TESTS``, with pytest-xdist on ``PYTEST_WORKERS`` workers where it is installed), then
    one job per GPU path that checks it against the float64 reference through ``tsrnn.testing``
    (the tests' table of cells x shapes and the timed shapes, float32 and bf16, forward and
    backward; with each of its ``LENGTH_CASES``) and the Triton linear scan on the tests' scan
    shapes and a long one, ``tsrnn selftest``, and the CUDA tests again under compute-sanitizer
-   (memcheck, racecheck). ``plan`` gives the order: what the last GPU run left to learn first
+   (memcheck, racecheck, and synccheck for the tensor-core kernels' block and cluster barriers). ``plan`` gives the order: what the last GPU run left to learn first
    (bench/RESULTS.md), then the timings and the rest.
 4. Prints a table and writes JSON with the device, versions and every number; the JSON and the
    jobs' log (``<json>.log``) are rewritten after every job.
@@ -62,14 +65,15 @@ GPU_TESTS = [f"{RECURRENCE}/test_cuda.py", f"{RECURRENCE}/test_paths.py", f"{REC
 # The GPU tests are small launches and Python: on the first GPU run 4 workers took 211 s with 12 of
 # the machine's 16 cores idle.
 PYTEST_WORKERS = 12
-SANITIZED_TESTS = [f"{RECURRENCE}/test_cuda.py", "-k", "forward_without_save or (cuda_coop_matches_the_reference and 400)"]
+SANITIZED_TESTS = [f"{RECURRENCE}/test_cuda.py", "-k",
+                   "forward_without_save or (cuda_coop_matches_the_reference and 400) or (tensor_core and 37)"]
 # (T, B, H) timed on a GPU, FlashRNN's in this order (its first call of a shape compiles for minutes).
 TIMED_SHAPES = [(70, 20, 400), (70, 80, 400), (70, 20, 1150), (70, 80, 1150), (1000, 128, 128)]
 FLASHRNN_SHAPES = [(1000, 128, 128), (70, 20, 400), (70, 80, 400), (70, 20, 1150), (70, 80, 1150)]
 QUICK_SHAPE = (5, 2, 8)
 # Seconds each job may take at most (the deadline may give it less).
 LIMITS = {"throw": 150, "checks": 300, "pytest": 300, "selftest": 120, "memcheck": 300, "racecheck": 300, "timings": 90,
-          "scan": 60, "lengths": 150, "flashrnn": 300, "sweep": 300}
+          "scan": 60, "lengths": 150, "flashrnn": 300, "sweep": 300, "stress": 240, "synccheck": 300}
 # Seconds of timed calls per model and shape, after its warm-up: a slow path (the reference loop at
 # T = 1000) is timed fewer than --repeats times rather than eating the run.
 MODEL_BUDGET = 1.0
@@ -316,12 +320,19 @@ def run_job(name: str, device_name: str, quick: bool, repeats: int, path: str) -
         out = {"flashrnn_fwd_bwd_ms": time_flashrnn(device, tuple(map(int, part.split(","))), dtypes[::-1], repeats)}
     elif stage == "sweep":
         sys.path.insert(0, os.path.dirname(SCRIPT))
-        import cluster_sweep  # bench/, beside this script
+        import tensor_core_sweep as sweep  # bench/, beside this script
 
-        shapes, configs = ((cluster_sweep.QUICK_SHAPES, cluster_sweep.QUICK_CONFIGS) if quick else
-                           (cluster_sweep.SHAPES, cluster_sweep.CONFIGS))
-        out = {"cluster_sweep": cluster_sweep.sweep(device, shapes, configs, ("tf32", "bf16"), timer(device), repeats,
-                                                    saver("cluster_sweep"))}
+        shapes, configs = (sweep.QUICK_SHAPES, sweep.QUICK_CONFIGS) if quick else (sweep.SHAPES, sweep.CONFIGS)
+        rows = []
+        for kernel in (part,) if part else ("grid", "cluster"):
+            sweep.sweep(device, kernel, shapes[kernel], configs[kernel], ("tf32", "bf16"), timer(device), repeats, rows,
+                        saver("tensor_core_sweep"))
+        out = {"tensor_core_sweep": rows}
+    elif stage == "stress":
+        sys.path.insert(0, os.path.dirname(SCRIPT))
+        import flag_barrier_stress  # bench/, beside this script
+
+        out = {"flag_barrier_stress": flag_barrier_stress.stress(device, quick, saver("flag_barrier_stress"))}
     elif stage == "scan":
         out = {"linear_scan": scan_bandwidth(device, (64, 256) if quick else (4096, 65536), repeats)}
     elif stage == "lengths":
@@ -350,7 +361,8 @@ def plan(device_type: str, quick: bool, tests: list[str] | None = None) -> list[
     from tsrnn import backend, testing
 
     shapes = [QUICK_SHAPE] if quick else TIMED_SHAPES
-    timed = [(f"timings:{','.join(map(str, s))}", None) for s in shapes] + [("sweep", None), ("scan", None)]
+    timed = ([(f"timings:{','.join(map(str, s))}", None) for s in shapes]
+             + [("sweep:grid", None), ("stress", None), ("sweep:cluster", None), ("scan", None)])
     if device_type == "cpu":  # one check job for every path: nothing here can fault a CUDA context
         return [("checks", None)] + timed + [("lengths", None)]
     pytest_cmd = [sys.executable, "-m", "pytest", "-v", "-rfE", "--tb=short", "-p", "no:cacheprovider"]  # -v: each
@@ -364,7 +376,7 @@ def plan(device_type: str, quick: bool, tests: list[str] | None = None) -> list[
             + [("checks:linear_scan", None), ("lengths", None), ("selftest", [sys.executable, "-m", "tsrnn", "selftest"])]
             + [(tool, [os.path.join(cuda_bin, "compute-sanitizer"), "--tool", tool, "--error-exitcode", "1",
                        sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *SANITIZED_TESTS])
-               for tool in ("memcheck", "racecheck")]
+               for tool in ("memcheck", "racecheck", "synccheck")]
             + flashrnn[1:])
 
 
@@ -496,7 +508,8 @@ class Runner:
 
 
 def merge(report: dict, parts: list[dict]) -> None:
-    for key in ("checks", "recurrences_fwd_bwd_ms", "flashrnn_fwd_bwd_ms", "lengths_vs_padded", "cluster_sweep"):
+    for key in ("checks", "recurrences_fwd_bwd_ms", "flashrnn_fwd_bwd_ms", "lengths_vs_padded", "tensor_core_sweep",
+                "flag_barrier_stress"):
         report[key] = [row for part in parts for row in part.get(key, [])]
     for key in ("auto_choices", "auto_verdicts"):
         report[key] = {k: v for part in parts for k, v in part.get(key, {}).items()}
@@ -526,12 +539,16 @@ def print_summary(report: dict) -> None:
                   + (f"  {row['errors'][n][:100]}" if n in row.get("errors", {}) else ""))
         if row.get("FlashRNN error"):
             print(f"  FlashRNN: {row['FlashRNN error'][:200]}")
-    for r in report["cluster_sweep"]:
-        print(f"cluster sweep T={r['T']} B={r['B']} H={r['H']} {r['cell']} {r['precision']}: torch.nn.LSTM "
-              f"{r['torch.nn.LSTM ms']:.3f} ms; plan [cluster, tile, clusters, units, bytes fwd, bwd] {r['plan']}")
+    for r in report["tensor_core_sweep"]:
+        print(f"{r['kernel']} sweep T={r['T']} B={r['B']} H={r['H']} {r['cell']} {r['precision']}: torch.nn.LSTM "
+              f"{r['torch.nn.LSTM ms']:.3f} ms; plan [cluster, tile|chunk, clusters, units, bytes fwd, bwd] {r['plan']}")
         for v in r["variants"]:
             timed = f"{v['ms']:.3f} ms = {v['vs_cudnn']:.2f}x cuDNN" if "ms" in v else v.get("failures", "not timed")
-            print(f"  c={v['cluster']} tile={v['tile']}: {'ok' if v.get('ok') else 'MISMATCH'} {timed}")
+            print(f"  c={v['cluster']} tile|chunk={v['tile']}: {'ok' if v.get('ok') else 'MISMATCH'} {timed} "
+                  f"(predicted {v['predicted_ms']:.3f} ms)")
+    for r in report["flag_barrier_stress"]:
+        print(f"flag barrier stress {r['cell']} T={r['T']} B={r['B']} H={r['H']} {r['precision']}: {r['launches']} "
+              f"launches, {r['differing']} differ from the first, check {'ok' if r['ok'] else 'FAILED'}")
     scan = report["linear_scan"]
     if scan:
         print(f"linear_scan T={scan['T']} N={scan['N']}: {scan['scan_GBps']:.1f} GB/s, "

@@ -39,6 +39,12 @@ def test_gpu_report_quick_cpu_run(tmp_path, capsys):
     for name in ("torch.nn.LSTM", "MTS-LSTM reference", "pLSTM reference"):
         assert row[name] > 0
     assert data["linear_scan"]["scan_ms"] > 0
+    # the tensor-core kernels' sweep and the flag barrier's stress job, on the emulated kernels
+    swept = {(r["kernel"], r["cell"], r["precision"]) for r in data["tensor_core_sweep"]
+             if r["plan"][0] > 0 and r["variants"] and all(v["ok"] and v["ms"] > 0 for v in r["variants"])}
+    assert {(k, c, p) for k in ("cluster", "grid") for c in ("lstm", "plstm_coupled") for p in ("tf32", "bf16")} <= swept
+    assert data["flag_barrier_stress"] and all(r["ok"] and r["launches"] > 0 and r["differing"] == 0
+                                               for r in data["flag_barrier_stress"])
     assert data["jobs"] and all(job["rc"] == 0 and not job["timed_out"] for job in data["jobs"])
     assert "===== timings:5,2,8: rc 0" in pathlib.Path(str(out) + ".log").read_text()
     assert "wrote" in capsys.readouterr().out
@@ -66,7 +72,8 @@ def test_a_job_past_its_limit_is_stopped_and_recorded(tmp_path, monkeypatch):
 
 def test_every_job_of_a_gpu_run_has_a_limit():
     names = [name for name, _ in _load_report().plan("cuda", quick=False)]
-    assert {"throw", "pytest", "memcheck", "racecheck", "checks:cuda_coop", "checks:linear_scan", "scan", "lengths"} <= set(names)
+    assert {"throw", "pytest", "memcheck", "racecheck", "synccheck", "checks:cuda_coop", "checks:cuda_grid", "checks:linear_scan",
+            "scan", "lengths", "sweep:grid", "sweep:cluster", "stress"} <= set(names)
     assert all(name.partition(":")[0] in _load_report().LIMITS for name in names)
 
 

@@ -150,3 +150,17 @@ def test_cuda_graph_capture_after_one_eager_step(make):
         torch.cuda.synchronize()
         assert_close(captured, model(x)[0], TOLERANCE[torch.float32], "replayed")
     assert eager.shape == captured.shape
+
+
+@pytest.mark.parametrize("path", ["cuda_cluster", "cuda_grid"])
+@pytest.mark.parametrize("cell", list(cells.CELLS))
+@pytest.mark.parametrize("shape", [(1, 1, 2, 3), (5, 17, 3, 37), (4, 33, 8, 150)], ids=str)
+def test_tensor_core_kernels_match_the_reference(path, cell, shape):
+    """The cluster- and grid-resident kernels in the precision torch's flags give (TF32 by default):
+    T = 1, B = 1; uneven units and K slices with B past one tile or chunk; H past 128 (the
+    compute-sanitizer jobs of bench/gpu_report.py run the H = 37 shape)."""
+    refused = testing.why_not(path, cell, shape, torch.float32, "cuda")
+    if refused:
+        pytest.skip(refused)
+    result = testing.compare(path, cell, shape, torch.float32, "cuda", dt=cells.get(cell).has_p and shape[0] > 1)
+    assert result.ok, result.failures()

@@ -1,12 +1,13 @@
-"""What the compiler shows of the cluster-resident kernel's speed, without a GPU: nvcc builds
-csrc/recurrence/cuda/cluster_recurrence.cu for sm_80 and sm_90 (-O3, -Xptxas -v; warnings are
-errors, host and device, as CI's compile check of the other CUDA sources),
-and the checks read ptxas's report and the SASS (cuobjdump): every kernel (3 cells x 3 precisions x
-2 directions) keeps everything in registers (no stack frame, no spills, no LDL/STL local-memory
-instructions), the TF32 and bf16 kernels run their products on tensor cores (HMMA) and the ieee
-ones do not, a block's registers fit one SM (the plan assumes one 256-thread block per SM, its
-shared memory dynamic only: no static shared memory). A planted source with a dynamically indexed
-array shows that the local-memory check can fail."""
+"""What the compiler shows of the tensor-core kernels' speed, without a GPU: nvcc builds
+csrc/recurrence/cuda/cluster_recurrence.cu and grid_recurrence.cu for sm_80 and sm_90 (-O3,
+-Xptxas -v; warnings are errors, host and device, as CI's compile check of the other CUDA
+sources), and the checks read ptxas's report and the SASS (cuobjdump): every kernel (3 cells x 3
+precisions x 2 directions) keeps everything in registers (no stack frame, no spills, no LDL/STL
+local-memory instructions), the TF32 and bf16 kernels run their products on tensor cores (HMMA)
+and the ieee ones do not, a block's registers fit one SM (the plans assume one 256-thread block
+per SM, its shared memory dynamic only: no static shared memory); the grid kernel's flag barrier
+is a release (a fence before the atomic add) and an acquire poll that sleeps (NANOSLEEP). A planted
+source with a dynamically indexed array shows that the local-memory check can fail."""
 from __future__ import annotations
 
 import os
@@ -17,12 +18,12 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.slow  # two nvcc builds of 36 kernels, about a minute each
+pytestmark = pytest.mark.slow  # four nvcc builds of 18 kernels, 30 to 50 seconds each
 
 ROOT = Path(__file__).resolve().parents[3]
-SOURCE = ROOT / "csrc" / "recurrence" / "cuda" / "cluster_recurrence.cu"
+SOURCES = {name: ROOT / "csrc" / "recurrence" / "cuda" / f"{name}_recurrence.cu" for name in ("cluster", "grid")}
 NVCC = Path(os.environ.get("CUDA_HOME", "/usr/local/cuda")) / "bin" / "nvcc"
-THREADS = 256  # cluster_recurrence.h's kThreads
+THREADS = 256  # cluster_recurrence.h's and grid_recurrence.h's kThreads
 REGISTERS_PER_SM = 65536
 CELLS = {"LSTMCell": "lstm", "PowerLawCellILb1E": "plstm_coupled", "PowerLawCellILb0E": "plstm_separate"}
 PRODUCTS = {"0": "ieee", "1": "tf32", "2": "bf16"}  # csrc/recurrence/products.h's order
@@ -76,19 +77,21 @@ def compile_report(source: Path, arch: str, out: Path) -> tuple[dict, dict]:
     return report, sass
 
 
-@pytest.fixture(scope="module", params=["80", "90"])
+@pytest.fixture(scope="module", params=[(source, arch) for source in SOURCES for arch in ("80", "90")],
+                ids=lambda param: f"{param[0]}-sm{param[1]}")
 def built(request, tmp_path_factory):
     if not NVCC.exists() or cuobjdump() is None:
         pytest.skip("needs nvcc ($CUDA_HOME/bin) and cuobjdump (CUDA's or Triton's)")
-    report, sass = compile_report(SOURCE, request.param, tmp_path_factory.mktemp(f"sm{request.param}"))
+    source, arch = request.param
+    report, sass = compile_report(SOURCES[source], arch, tmp_path_factory.mktemp(f"{source}-sm{arch}"))
     kernels = {mangled: kernel_name(mangled) for mangled in report if "_kernel" in mangled}
-    return request.param, report, sass, kernels
+    return f"{source} sm_{arch}", report, sass, kernels
 
 
 def test_every_kernel_is_built(built):
     arch, _, sass, kernels = built
     assert len(kernels) == 2 * len(CELLS) * len(PRODUCTS), sorted(kernels.values())
-    assert set(kernels) <= set(sass), f"sm_{arch}: kernels without SASS"
+    assert set(kernels) <= set(sass), f"{arch}: kernels without SASS"
 
 
 def test_no_local_memory(built):
@@ -97,8 +100,8 @@ def test_no_local_memory(built):
     arch, report, sass, kernels = built
     for mangled, name in kernels.items():
         facts = report[mangled]
-        assert facts["stack"] == 0 and facts["spills"] == 0, f"sm_{arch} {name}: {facts}"
-        assert not re.search(r"\b(LDL|STL)\b", sass[mangled]), f"sm_{arch} {name}: local memory in the SASS"
+        assert facts["stack"] == 0 and facts["spills"] == 0, f"{arch} {name}: {facts}"
+        assert not re.search(r"\b(LDL|STL)\b", sass[mangled]), f"{arch} {name}: local memory in the SASS"
 
 
 def test_tensor_cores_run_the_tf32_and_bf16_products(built):
@@ -106,9 +109,24 @@ def test_tensor_cores_run_the_tf32_and_bf16_products(built):
     for mangled, name in kernels.items():
         hmma = len(re.findall(r"\bHMMA\.", sass[mangled]))
         if name.endswith("ieee"):
-            assert hmma == 0, f"sm_{arch} {name}: the exact float32 kernel must not round on tensor cores"
+            assert hmma == 0, f"{arch} {name}: the exact float32 kernel must not round on tensor cores"
         else:
-            assert hmma > 0, f"sm_{arch} {name}: no HMMA in the SASS"
+            assert hmma > 0, f"{arch} {name}: no HMMA in the SASS"
+
+
+def test_the_flag_barrier_releases_and_acquires(built):
+    """The grid kernel's flag barrier (csrc/recurrence/cuda/flag_barrier.h): a memory fence before
+    the atomic add at GPU scope (release), a strong GPU-scope load that invalidates L1 (acquire), a
+    sleep between polls; the cluster kernel has none of it."""
+    arch, _, sass, kernels = built
+    for mangled, name in kernels.items():
+        code = sass[mangled]
+        if arch.startswith("grid"):
+            assert re.search(r"MEMBAR\.\w*\.?GPU.*?ATOM\.E\.ADD\.64\.STRONG\.GPU", code, re.S), f"{arch} {name}: no release add"
+            assert re.search(r"LD\.E\.64\.STRONG\.GPU.*?CCTL\.IVALL", code, re.S), f"{arch} {name}: no acquire poll"
+            assert "NANOSLEEP" in code, f"{arch} {name}: the poll does not sleep"
+        else:
+            assert "NANOSLEEP" not in code and "ATOM.E.ADD" not in code, f"{arch} {name}"
 
 
 def test_a_block_fits_one_sm_as_the_plan_assumes(built):
@@ -117,8 +135,8 @@ def test_a_block_fits_one_sm_as_the_plan_assumes(built):
     arch, report, _, kernels = built
     for mangled, name in kernels.items():
         facts = report[mangled]
-        assert facts["registers"] * THREADS <= REGISTERS_PER_SM, f"sm_{arch} {name}: {facts}"
-        assert facts["smem"] == 0, f"sm_{arch} {name}: {facts['smem']} bytes of static shared memory"
+        assert facts["registers"] * THREADS <= REGISTERS_PER_SM, f"{arch} {name}: {facts}"
+        assert facts["smem"] == 0, f"{arch} {name}: {facts['smem']} bytes of static shared memory"
 
 
 @needs_tools
