@@ -188,35 +188,21 @@ def _tensor_core_blocks(namespace: str, call: Call, products: str) -> int:
     return _planned_blocks[key]
 
 
-def _tensor_core_refusal(call: Call) -> str | None:
-    """What both tensor-core kernels refuse before their plans are asked."""
-    if CUDA_LOAD_ERROR is not None:
-        return f"the extension tsrnn._cuda did not load ({CUDA_LOAD_ERROR})"
-    if call.math_dtype != torch.float32:
-        return "it computes in float32 only"
-    return None
+def _tensor_core(namespace: str, fits: str) -> Callable[[Call], str | None]:
+    """The rule of a tensor-core kernel's path: the extension loaded, float32 math, and a plan for
+    the call's cell, H, B and precision (``fits``: what the plan needs, said where it has none)."""
 
+    def rule(call: Call) -> str | None:
+        if CUDA_LOAD_ERROR is not None:
+            return f"the extension tsrnn._cuda did not load ({CUDA_LOAD_ERROR})"
+        if call.math_dtype != torch.float32:
+            return "it computes in float32 only"
+        products = precision.products(call.dtype, call.device)
+        if _tensor_core_blocks(namespace, call, products) < 1:
+            return f"H={call.shape[3]}, B={call.shape[1]} does not fit: W_hh ({products} operands) {fits}"
+        return None
 
-def _cluster_cuda(call: Call) -> str | None:
-    refused = _tensor_core_refusal(call)
-    if refused:
-        return refused
-    products = precision.products(call.dtype, call.device)
-    if _tensor_core_blocks("tsrnn_cluster", call, products) < 1:
-        return (f"H={call.shape[3]} does not fit: W_hh ({products} operands) must fit in the shared memory of one "
-                "thread-block cluster of at most 16 blocks (sm_90), or of one block")
-    return None
-
-
-def _grid_cuda(call: Call) -> str | None:
-    refused = _tensor_core_refusal(call)
-    if refused:
-        return refused
-    products = precision.products(call.dtype, call.device)
-    if _tensor_core_blocks("tsrnn_grid", call, products) < 1:
-        return (f"H={call.shape[3]}, B={call.shape[1]} does not fit: W_hh ({products} operands) and the batch's "
-                "partial sums must fit in the shared memory of blocks that are all resident at once")
-    return None
+    return rule
 
 
 def _triton_persistent(call: Call) -> str | None:
@@ -297,9 +283,12 @@ REGISTRY = {path.name: path for path in (
     Path("cpu", _OPERATOR, ("cpu",), "native", "operator", _compiled_cpu, library.COMPILED, _COMPILED_PROJECTION),
     Path("onednn", _TORCH_LSTM, ("cpu",), None, "torch_lstm", _torch_lstm),
     Path("cudnn", _TORCH_LSTM, ("cuda",), None, "torch_lstm", _torch_lstm),
-    Path("cuda_cluster", _RECURRENCE, ("cuda",), "native", "operator", _cluster_cuda, "tsrnn_cluster",
-         _TORCH_PROJECTION),
-    Path("cuda_grid", _RECURRENCE, ("cuda",), "native", "operator", _grid_cuda, "tsrnn_grid", _TORCH_PROJECTION),
+    Path("cuda_cluster", _RECURRENCE, ("cuda",), "native", "operator",
+         _tensor_core("tsrnn_cluster", "must fit in the shared memory of one thread-block cluster of at most 16 blocks "
+                                       "(sm_90), or of one block"), "tsrnn_cluster", _TORCH_PROJECTION),
+    Path("cuda_grid", _RECURRENCE, ("cuda",), "native", "operator",
+         _tensor_core("tsrnn_grid", "and the batch's partial sums must fit in the shared memory of blocks that are "
+                                    "all resident at once"), "tsrnn_grid", _TORCH_PROJECTION),
     Path("cuda_coop", _RECURRENCE, ("cuda",), "native", "operator", _cooperative_cuda, library.COMPILED,
          _TORCH_PROJECTION, fallback=True),
     Path("triton_persistent", _RECURRENCE, ("cuda",), "triton", "operator", _triton_persistent,
