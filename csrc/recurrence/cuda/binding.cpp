@@ -34,8 +34,8 @@ int64_t recurrence_plan(const std::string& cell, const Tensor& w_hh, int64_t /*b
   return cuda_binding::plan_blocks(cell, w_hh);
 }
 
-// A plan query of a tensor-core kernel (`query`: cluster_plan_blocks, cluster_config, grid_...) on
-// w_hh's device.
+// A plan query of a tensor-core kernel (`query`: tensor_core_blocks or tensor_core_config of its
+// traits) on w_hh's device.
 template <auto query>
 auto on_device(const std::string& cell, const Tensor& w_hh, int64_t batch, const std::string& precision) {
   check_plan_weight(w_hh);
@@ -54,15 +54,15 @@ TORCH_LIBRARY_IMPL(tsrnn, CUDA, m) {
 TORCH_LIBRARY_IMPL(tsrnn_cluster, CUDA, m) {
   m.impl("recurrence_forward", &recurrence_forward<cuda_binding::ClusterRecurrence>);
   m.impl("recurrence_backward", &recurrence_backward<cuda_binding::ClusterRecurrence>);
-  m.impl("recurrence_plan", &on_device<cuda_binding::cluster_plan_blocks>);
-  m.impl("recurrence_config", &on_device<cuda_binding::cluster_config>);
+  m.impl("recurrence_plan", &on_device<cuda_binding::tensor_core_blocks<cuda_binding::ClusterKernel>>);
+  m.impl("recurrence_config", &on_device<cuda_binding::tensor_core_config<cuda_binding::ClusterKernel>>);
 }
 
 TORCH_LIBRARY_IMPL(tsrnn_grid, CUDA, m) {
   m.impl("recurrence_forward", &recurrence_forward<cuda_binding::GridRecurrence>);
   m.impl("recurrence_backward", &recurrence_backward<cuda_binding::GridRecurrence>);
-  m.impl("recurrence_plan", &on_device<cuda_binding::grid_plan_blocks>);
-  m.impl("recurrence_config", &on_device<cuda_binding::grid_config>);
+  m.impl("recurrence_plan", &on_device<cuda_binding::tensor_core_blocks<cuda_binding::GridKernel>>);
+  m.impl("recurrence_config", &on_device<cuda_binding::tensor_core_config<cuda_binding::GridKernel>>);
 }
 
 }  // namespace tsrnn
