@@ -4,8 +4,8 @@
 // CPU kernels of torch.ops.tsrnn_simt.recurrence_forward / recurrence_backward / recurrence_plan
 // and of torch.ops.tsrnn_simt_cluster and tsrnn_simt_grid (the same and recurrence_config) (schemas
 // defined from Python by tsrnn.ops, see tests/simt/emulation.py), and torch.ops.simt.* to choose
-// the emulated device and the thread-order seed, and to run the emulation's own probes
-// (tests/simt/probes.cpp).
+// the emulated device and the thread-order seed, to plant the tests' bugs (a dropped barrier, broken
+// atomics: see tests/simt/simt.h) and to run the emulation's own probes (tests/simt/probes.cpp).
 #include <torch/library.h>
 
 #include "recurrence/cuda/cluster_policy.h"
@@ -34,6 +34,23 @@ void use(int64_t device, int64_t seed) {
 
 int64_t launches() { return simt::launches(); }
 
+// The barrier on `line` of the kernel source file whose path ends with `file` becomes a no-op
+// ("", 0: none); barrier_drops: how many barrier calls it dropped since.
+void drop_barrier(const std::string& file, int64_t line) {
+  TORCH_CHECK(line == 0 ? file.empty() : line > 0 && !file.empty(),
+              "simt: drop_barrier takes a file and a line >= 1, or (\"\", 0) for none; got (\"", file, "\", ", line, ")");
+  simt::set_drop(file.c_str(), static_cast<int>(line));
+}
+
+int64_t barrier_drops() { return simt::drops(); }
+
+// The emulation's atomics broken: "flag_early", "skip_arrive", or "" (none).
+void plant(const std::string& name) {
+  TORCH_CHECK(name.empty() || name == "flag_early" || name == "skip_arrive", "simt: no plant '", name,
+              "': one of \"\", \"flag_early\", \"skip_arrive\"");
+  simt::set_plant(name);
+}
+
 // "ok", what a probe kernel computed wrong, or the error its launch reported.
 std::string probe(const std::string& name, int64_t seed) {
   simt::set_seed(static_cast<std::uint64_t>(seed));
@@ -51,21 +68,24 @@ TORCH_LIBRARY(simt, m) {
   m.def("add_device(int multiprocessors, int shared_optin) -> int", &add_device);
   m.def("use(int device, int seed) -> ()", &use);
   m.def("launches() -> int", &launches);
+  m.def("drop_barrier(str file, int line) -> ()", &drop_barrier);
+  m.def("barrier_drops() -> int", &barrier_drops);
+  m.def("plant(str name) -> ()", &plant);
   m.def("probe(str name, int seed) -> str", &probe);
 }
 
 TORCH_LIBRARY_IMPL(tsrnn_simt_cluster, CPU, m) {
   m.impl("recurrence_forward", &tsrnn::recurrence_forward<tsrnn::cuda_binding::ClusterRecurrence>);
   m.impl("recurrence_backward", &tsrnn::recurrence_backward<tsrnn::cuda_binding::ClusterRecurrence>);
-  m.impl("recurrence_plan", &tsrnn::cuda_binding::cluster_plan_blocks);
-  m.impl("recurrence_config", &tsrnn::cuda_binding::cluster_config);
+  m.impl("recurrence_plan", &tsrnn::cuda_binding::tensor_core_blocks<tsrnn::cuda_binding::ClusterKernel>);
+  m.impl("recurrence_config", &tsrnn::cuda_binding::tensor_core_config<tsrnn::cuda_binding::ClusterKernel>);
 }
 
 TORCH_LIBRARY_IMPL(tsrnn_simt_grid, CPU, m) {
   m.impl("recurrence_forward", &tsrnn::recurrence_forward<tsrnn::cuda_binding::GridRecurrence>);
   m.impl("recurrence_backward", &tsrnn::recurrence_backward<tsrnn::cuda_binding::GridRecurrence>);
-  m.impl("recurrence_plan", &tsrnn::cuda_binding::grid_plan_blocks);
-  m.impl("recurrence_config", &tsrnn::cuda_binding::grid_config);
+  m.impl("recurrence_plan", &tsrnn::cuda_binding::tensor_core_blocks<tsrnn::cuda_binding::GridKernel>);
+  m.impl("recurrence_config", &tsrnn::cuda_binding::tensor_core_config<tsrnn::cuda_binding::GridKernel>);
 }
 
 TORCH_LIBRARY_IMPL(tsrnn_simt, CPU, m) {

@@ -1,19 +1,17 @@
 """Compiles the SIMT emulation (tests/simt/simt.h) with g++ into a shared library of torch operators.
 
-Seven objects: the kernels of csrc/recurrence/cuda/recurrence.cu and cluster_recurrence.cu
-(``KERNEL_SOURCES``), each compiled as C++ with tests/simt/include ahead of the system headers (its
-<cuda_runtime.h>, <cooperative_groups.h>, <mma.h>, <cuda_bf16.h> and <cuda/atomic> are the emulation);
-the emulation's runtime (simt.cpp); its probes (probes.cpp, cluster_probes.cpp, flag_probes.cpp); and the torch binding (binding.cpp, the CUDA binding's own
-policy). ``sanitize`` builds all but the binding with AddressSanitizer and UndefinedBehaviorSanitizer (a
-process must preload libasan: see ``sanitizer_environment``); ``drop_barrier_line`` turns the
-barrier on that line of one kernel file (``drop_in``: recurrence.cu or cluster_recurrence.cu) into a
-no-op; ``plant`` breaks the emulation's atomics (include/cuda/atomic) in every object whose source
-includes <cuda/atomic> or flag_barrier.h (``planted``): "flag_early", every acquire load reads one
-more than the memory holds (a flag barrier opens one arrival early); "skip_arrive", block 1's release
-fetch_adds are dropped (a block that never arrives). Libraries are cached under
-``$TSRNN_SIMT_CACHE`` (default ~/.cache/tsrnn-simt, else the temporary directory) by the hash of every source, flag and version,
-so a rerun of the tests compiles nothing; the binding object (half a minute: the torch headers)
-is shared by every variant.
+Eight objects: the kernels of csrc/recurrence/cuda/recurrence.cu, cluster_recurrence.cu and
+grid_recurrence.cu (``KERNEL_SOURCES``), each compiled as C++ with tests/simt/include ahead of the
+system headers (its <cuda_runtime.h>, <cooperative_groups.h>, <mma.h>, <cuda_bf16.h> and <cuda/atomic>
+are the emulation); the emulation's runtime (simt.cpp); its probes (probes.cpp, cluster_probes.cpp,
+flag_probes.cpp); and the torch binding (binding.cpp, the CUDA binding's own policy). Two libraries:
+the plain one, and ``sanitize``, all but the binding built with AddressSanitizer and
+UndefinedBehaviorSanitizer (a process must preload libasan: see ``sanitizer_environment``). The
+tests' planted bugs are no builds of their own: a dropped barrier (torch.ops.simt.drop_barrier) and
+broken atomics (torch.ops.simt.plant) are chosen at run time in either library (tests/simt/run.py's
+--drop and --plant). Libraries are cached under ``$TSRNN_SIMT_CACHE`` (default ~/.cache/tsrnn-simt,
+else the temporary directory) by the hash of every source, flag and version, so a rerun of the tests
+compiles nothing; the binding object (half a minute: the torch headers) is shared by both.
 """
 from __future__ import annotations
 
@@ -36,7 +34,6 @@ CLUSTER_KERNELS = KERNELS.with_name("cluster_recurrence.cu")  # the cluster-resi
 GRID_KERNELS = KERNELS.with_name("grid_recurrence.cu")  # the grid-resident tensor-core kernel
 KERNEL_SOURCES = (KERNELS, CLUSTER_KERNELS, GRID_KERNELS)  # the kernel files of every library
 PROBES = (HERE / "probes.cpp", HERE / "cluster_probes.cpp", HERE / "flag_probes.cpp")  # the emulation's own checks
-PLANTS = {"flag_early": ["-DSIMT_FLAG_EARLY=1"], "skip_arrive": ["-DSIMT_SKIP_ARRIVE_BLOCK=2"]}  # block 1 skips
 SANITIZE = ["-fsanitize=address,undefined", "-fno-sanitize-recover=all", "-fno-omit-frame-pointer"]
 INCLUDES = [f"-I{HERE / 'include'}", f"-I{HERE}", f"-I{ROOT / 'csrc'}"]
 COMMON = ["g++", "-std=c++20", "-fPIC", "-O1", "-g0", "-w"]
@@ -80,36 +77,20 @@ def _cache_root() -> Path:
         return Path(tempfile.gettempdir()) / f"tsrnn-simt-{os.getuid()}"
 
 
-def planted(source: Path) -> bool:
-    """Whether a plant changes the object of ``source``: it uses the emulation's atomics."""
-    text = source.read_text()
-    return "<cuda/atomic>" in text or "flag_barrier.h" in text
-
-
-def library(sanitize: bool = False, drop_barrier_line: int = 0, drop_in: Path = KERNELS, plant: str = "") -> Path:
-    """The emulation's shared library for this variant, compiled if not cached."""
-    if plant and plant not in PLANTS:
-        raise ValueError(f"no plant {plant!r}: one of {sorted(PLANTS)}")
+def library(sanitize: bool = False) -> Path:
+    """The emulation's shared library (plain, or built with the sanitizers), compiled if not cached."""
     cache = _cache_root() / _digest()
     cache.mkdir(parents=True, exist_ok=True)
     base = "asan" if sanitize else "plain"
-    drop_tag = f"-drop{drop_barrier_line}-{drop_in.stem}" if drop_barrier_line else ""
-    plant_tag = f"-plant_{plant}" if plant else ""
-    variant = base + drop_tag + plant_tag
-    target = cache / f"tsrnn_simt_{variant}.so"
+    target = cache / f"tsrnn_simt_{base}.so"
     with open(cache / ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # pytest-xdist workers build one at a time
         if target.exists():
             return target
         flags = COMMON + (SANITIZE if sanitize else []) + INCLUDES
-        drop = [f"-DSIMT_DROP_BARRIER_LINE={drop_barrier_line}"] if drop_barrier_line else []
         binding = cache / "binding.o"
-        jobs = {}  # an object is shared by the variants it does not differ in
-        for source in (*KERNEL_SOURCES, *PROBES):
-            dropped, broken = source == drop_in and bool(drop), bool(plant) and planted(source)
-            tag = base + (drop_tag if dropped else "") + (plant_tag if broken else "")
-            jobs[cache / f"{source.stem}_{tag}.o"] = (flags + (drop if dropped else []) + (PLANTS[plant] if broken else [])
-                                                     + (["-x", "c++"] if source.suffix == ".cu" else []) + ["-c", str(source)])
+        jobs = {cache / f"{source.stem}_{base}.o": flags + (["-x", "c++"] if source.suffix == ".cu" else []) + ["-c", str(source)]
+                for source in (*KERNEL_SOURCES, *PROBES)}
         jobs.update({
             cache / f"simt_{base}.o": flags + ["-c", str(HERE / "simt.cpp")],
             binding: COMMON + INCLUDES + _binding_flags() + ["-c", str(HERE / "binding.cpp")],

@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <list>
 #include <map>
 #include <memory>
@@ -21,6 +22,7 @@
 #include <queue>
 #include <random>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -507,6 +509,47 @@ int add_device(const Device& device) {
 
 void set_device(int index) { current_device = index; }
 void set_seed(std::uint64_t s) { seed = s; }
+
+namespace {
+std::string drop_file;  // the dropped barrier's file (a suffix of the path) and line; 0: none
+int drop_line = 0;
+std::int64_t dropped_calls = 0;
+Plant planted = Plant::kNone;
+}  // namespace
+
+void set_drop(const char* file, int line) {
+  if (line < 0 || (line > 0 && (file == nullptr || *file == '\0'))) {
+    throw std::invalid_argument("simt: a dropped barrier needs a file and a line >= 1 (\"\", 0 clears it)");
+  }
+  drop_file = line > 0 ? file : "";
+  drop_line = line;
+  dropped_calls = 0;
+}
+
+bool dropped(const char* file, int line) {
+  if (drop_line == 0 || line != drop_line) return false;
+  const std::size_t n = std::strlen(file), k = drop_file.size();
+  if (n < k || drop_file.compare(0, k, file + (n - k)) != 0) return false;
+  if (n > k && file[n - k - 1] != '/' && drop_file.front() != '/') return false;  // "recurrence.cu" is not "grid_recurrence.cu"
+  ++dropped_calls;
+  return true;
+}
+
+std::int64_t drops() { return dropped_calls; }
+
+void set_plant(const std::string& name) {
+  if (name.empty()) {
+    planted = Plant::kNone;
+  } else if (name == "flag_early") {
+    planted = Plant::kFlagEarly;
+  } else if (name == "skip_arrive") {
+    planted = Plant::kSkipArrive;
+  } else {
+    throw std::invalid_argument("simt: no plant '" + name + "': one of \"\", \"flag_early\", \"skip_arrive\"");
+  }
+}
+
+Plant plant() { return planted; }
 std::int64_t launches() { return launched; }
 const char* last_error_message() { return last_error.c_str(); }
 

@@ -52,23 +52,27 @@
 // written. cudaLaunchKernelEx with cudaLaunchAttributeCooperative (val.cooperative = 1) launches
 // cooperatively, with or without a cluster dimension: refused with
 // cudaErrorCooperativeLaunchTooLarge unless every block (every cluster) is resident at once.
-// Planted bugs for the tests (include/cuda/atomic, build.py's `plant`): an acquire load that reads
-// one more than the memory holds; a block whose release fetch_adds are dropped.
+// Planted bugs for the tests (include/cuda/atomic), chosen at run time by simt::set_plant
+// (torch.ops.simt.plant, tests/simt/run.py --plant): "flag_early", an acquire load that reads one
+// more than the memory holds; "skip_arrive", block 1's release fetch_adds are dropped.
 //
 // What the emulation cannot catch: it is sequentially consistent (every atomic is seq_cst, a
 // fence orders nothing more), so what a missing memory fence, or a relaxed order where release or
 // acquire is needed, would break on a GPU cannot show here: the GPU job stresses the flag barrier
 // instead; and a race shows only in the thread orders the seeds draw.
 //
-// Compiling with -DSIMT_DROP_BARRIER_LINE=N turns the block barrier, grid sync, cluster sync or
-// cluster barrier_wait on line N of the kernel source into a no-op (the planted-bug test: the
-// emulation must catch it; a dropped barrier_wait leaves the thread's arrival open, so its next
-// arrival is reported as one without waiting).
+// simt::set_drop(file, N) (torch.ops.simt.drop_barrier, tests/simt/run.py --drop FILE:N), at run
+// time in the one library, turns the block barrier, grid sync, cluster sync or cluster
+// barrier_wait on line N of the source file whose path ends with `file` (the call site's
+// __builtin_FILE(), compared from a '/' on: "recurrence.cu" is not "grid_recurrence.cu") into a
+// no-op (the planted-bug test: the emulation must catch it; a dropped barrier_wait leaves the
+// thread's arrival open, so its next arrival is reported as one without waiting).
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <string>
 #include <tuple>
 #include <type_traits>
 #include <utility>
@@ -79,10 +83,6 @@
 #define __host__
 #define __forceinline__ inline
 #define __launch_bounds__(...)
-
-#ifndef SIMT_DROP_BARRIER_LINE
-#define SIMT_DROP_BARRIER_LINE 0
-#endif
 
 struct uint3 {
   unsigned x, y, z;
@@ -148,6 +148,18 @@ void set_device(int index);
 void set_seed(std::uint64_t seed);
 std::int64_t launches();              // kernels launched so far (each ran to completion)
 const char* last_error_message();     // what the last failed launch found, or ""
+
+// The planted bugs of the tests, chosen at run time. set_drop: the barrier on `line` of the source
+// file whose path ends with `file` (after a '/', or the whole path) becomes a no-op; ("", 0)
+// clears it. dropped: whether the barrier called at file:line is the dropped one (each such call
+// counted in drops(), which set_drop resets). set_plant: "" (none), "flag_early" or "skip_arrive"
+// (include/cuda/atomic); any other name throws std::invalid_argument.
+void set_drop(const char* file, int line);
+bool dropped(const char* file, int line);
+std::int64_t drops();
+enum class Plant { kNone, kFlagEarly, kSkipArrive };
+void set_plant(const std::string& name);
+Plant plant();
 
 // --- what the kernel code calls (through the CUDA names below) ---------------------------------
 const uint3& thread_idx();
@@ -319,8 +331,8 @@ inline constexpr simt::BuiltinVector<simt::Builtin::kBlockIdx> blockIdx{};
 inline constexpr simt::BuiltinVector<simt::Builtin::kBlockDim> blockDim{};
 inline constexpr simt::BuiltinVector<simt::Builtin::kGridDim> gridDim{};
 
-inline void __syncthreads(int line = __builtin_LINE()) {
-  if (line != SIMT_DROP_BARRIER_LINE) simt::block_barrier(line);
+inline void __syncthreads(int line = __builtin_LINE(), const char* file = __builtin_FILE()) {
+  if (!simt::dropped(file, line)) simt::block_barrier(line);
 }
 inline void __syncwarp(unsigned mask = 0xffffffffu, int line = __builtin_LINE()) {
   simt::vote("__syncwarp", mask, true, line);
@@ -496,8 +508,8 @@ cudaError_t cudaLaunchKernel(void (*kernel)(P...), dim3 grid, dim3 block, void**
 // --- cooperative groups: the grid of a cooperative launch ---------------------------------------
 namespace cooperative_groups {
 struct grid_group {
-  void sync(int line = __builtin_LINE()) const {
-    if (line != SIMT_DROP_BARRIER_LINE) simt::grid_barrier(line);
+  void sync(int line = __builtin_LINE(), const char* file = __builtin_FILE()) const {
+    if (!simt::dropped(file, line)) simt::grid_barrier(line);
   }
 };
 inline grid_group this_grid() { return {}; }
@@ -505,8 +517,8 @@ inline grid_group this_grid() { return {}; }
 // The block's cluster (a cluster of one in a launch without a cluster dimension).
 struct cluster_group {
   using arrival_token = struct {};
-  static void sync(int line = __builtin_LINE()) {
-    if (line == SIMT_DROP_BARRIER_LINE) return;
+  static void sync(int line = __builtin_LINE(), const char* file = __builtin_FILE()) {
+    if (simt::dropped(file, line)) return;
     simt::cluster_arrive(line);
     simt::cluster_wait(line);
   }
@@ -514,10 +526,12 @@ struct cluster_group {
     simt::cluster_arrive(line);
     return {};
   }
-  static void barrier_wait(int line = __builtin_LINE()) {
-    if (line != SIMT_DROP_BARRIER_LINE) simt::cluster_wait(line);
+  static void barrier_wait(int line = __builtin_LINE(), const char* file = __builtin_FILE()) {
+    if (!simt::dropped(file, line)) simt::cluster_wait(line);
   }
-  static void barrier_wait(arrival_token&&, int line = __builtin_LINE()) { barrier_wait(line); }
+  static void barrier_wait(arrival_token&&, int line = __builtin_LINE(), const char* file = __builtin_FILE()) {
+    barrier_wait(line, file);
+  }
   static unsigned block_rank() { return simt::cluster_rank(); }
   static unsigned num_blocks() { return simt::cluster_blocks(); }
   template <typename T>

@@ -4,10 +4,10 @@ thread-block clusters, distributed shared memory): every cell, TF32, bf16 and ex
 forward, backward and saved traces against the float64 reference through tsrnn.testing, at shapes
 that cross its edges (B past a tile, H no multiple of 16, clusters of 1 to 16 blocks, T = 1), every
 LENGTH_CASES entry, two thread orders; once more built with AddressSanitizer and UBSan; and with
-each barrier removed in turn, to show that the emulation catches a missing one."""
+each barrier removed in turn (at run time, in a process of its own: tests/simt/run.py --drop), to
+show that the emulation catches a missing one."""
 from __future__ import annotations
 
-import re
 import shutil
 
 import pytest
@@ -124,21 +124,11 @@ def test_sanitized_run_of_the_table():
     assert rows and all(row["ok"] for row in rows), [row for row in rows if not row["ok"]][:3]
 
 
-def _barriers() -> dict[str, int]:
-    """The source line of each barrier of cluster_recurrence.cu's kernels whose removal must be caught."""
-    lines = build.CLUSTER_KERNELS.read_text().splitlines()
-    first = next(i for i, line in enumerate(lines) if "__global__" in line)
-    found = {}
-    for i, line in enumerate(lines[first:], first):
-        if re.search(r"(__syncthreads\(\)|barrier_wait\(\))\s*;", line):
-            found[f"line {i + 1}: {line.strip()}"] = i + 1
-    return found
-
-
-@pytest.mark.parametrize("barrier", list(_barriers()), ids=lambda name: name.split(":")[0].replace(" ", ""))
+@pytest.mark.parametrize("barrier", list(cluster.barrier_lines(build.CLUSTER_KERNELS)),
+                         ids=lambda name: name.split(":")[0].replace(" ", ""))
 def test_a_missing_barrier_is_caught(barrier):
-    line = _barriers()[barrier]
-    done, rows = run_table(build.library(drop_barrier_line=line, drop_in=build.CLUSTER_KERNELS), SEEDS,
-                           match=[f"lstm-{SUBSET}-t16-tf32"], kernel="cluster")
+    line = cluster.barrier_lines(build.CLUSTER_KERNELS)[barrier]
+    done, rows = run_table(build.library(), SEEDS, match=[f"lstm-{SUBSET}-t16-tf32"], kernel="cluster",
+                           drop=f"{build.CLUSTER_KERNELS.name}:{line}")
     assert done.returncode == 0, done.stderr[-3000:]
     assert rows and not all(row["ok"] for row in rows), f"{barrier} removed and every case still passed"
