@@ -193,7 +193,7 @@ def check_traces(case: Case) -> dict[str, tuple[float, float]]:
 
 def barrier_lines(source: Path) -> dict[str, int]:
     """The source line of each block or cluster barrier in the kernels of ``source`` (what
-    build.library's drop_barrier_line can remove), by "line N: text"."""
+    run.py's --drop can remove), by "line N: text"."""
     lines = source.read_text().splitlines()
     first = next(i for i, line in enumerate(lines) if "__global__" in line)
     found = {}

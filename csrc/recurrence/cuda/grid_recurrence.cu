@@ -87,6 +87,18 @@ __device__ inline Place place(const Cluster& cluster, int H, int units) {
   return {c, rank, j0, max(0, min(units, H - j0))};
 }
 
+// x [padded][width] = the rows [0, rows) and columns [0, cols) of the matrix at src + first with
+// leading dimension ld, read from L2 (another block wrote it in this launch), rounded to the
+// operand type; zero elsewhere.
+template <Products P>
+__device__ inline void load_chunk(typename Operand<P>::T* x, const float* src, long long first, long long ld, int rows,
+                                  int padded, int width, int cols) {
+  for (int idx = threadIdx.x; idx < padded * width; idx += blockDim.x) {
+    const int n = idx / width, k = idx % width;
+    x[idx] = Operand<P>::round(n < rows && k < cols ? __ldcg(src + first + n * ld + k) : 0.f);
+  }
+}
+
 // out [chunk rows][s.rows] (float, column-major tiles) = w [s.rows][s.width] x^T for the first
 // `rows` rows of x [chunk][s.width]: the block's warps take the 16 x 16 tiles in turn.
 template <Products P>
@@ -143,10 +155,7 @@ __global__ void __launch_bounds__(kThreads, 1) forward_kernel(ForwardArgs a, Sha
     for (int n0 = 0; n0 < step.rows; n0 += s.chunk) {
       const int rows = min(s.chunk, step.rows - n0), padded = (rows + 15) / 16 * 16;
       if (n0 > 0) cluster.sync();  // no block reads the previous chunk's partial sums any more
-      for (int idx = threadIdx.x; idx < padded * s.width; idx += blockDim.x) {
-        const int n = idx / s.width, k = idx % s.width;
-        x[idx] = Operand<P>::round(n < rows && k < nk ? __ldcg(h_prev + static_cast<long long>(n0 + n) * H + k0 + k) : 0.f);
-      }
+      load_chunk<P>(x, h_prev, static_cast<long long>(n0) * H + k0, H, rows, padded, s.width, nk);
       __syncthreads();  // the chunk of h_{t-1} loaded
       block_product<P>(w, x, rows, s, z);
       cluster.sync();  // every block's partial sums of the chunk are complete
@@ -231,11 +240,7 @@ __global__ void __launch_bounds__(kThreads, 1) backward_kernel(BackwardArgs a, S
       for (int n0 = 0; n0 < active; n0 += s.chunk) {
         const int rows = min(s.chunk, active - n0), padded = (rows + 15) / 16 * 16;
         if (n0 > 0) cluster.sync();  // no block reads the previous chunk's partial sums any more
-        for (int idx = threadIdx.x; idx < padded * s.width; idx += blockDim.x) {
-          const int n = idx / s.width, m = idx % s.width;
-          const bool real = n < rows && n0 + n < next.rows && m < nm;
-          x[idx] = Operand<P>::round(real ? __ldcg(a.dz + (next.first + n0 + n) * GH + m0 + m) : 0.f);
-        }
+        load_chunk<P>(x, a.dz, (next.first + n0) * GH + m0, GH, min(rows, next.rows - n0), padded, s.width, nm);
         __syncthreads();  // the chunk of dz_{t+1} loaded
         block_product<P>(w, x, rows, s, partial);
         cluster.sync();  // every block's partial sums of the chunk are complete
