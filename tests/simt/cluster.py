@@ -191,6 +191,16 @@ def check_traces(case: Case) -> dict[str, tuple[float, float]]:
                                       testing.rows(torch.float32, case.precision)[0])
 
 
+def sanitized_cases(subset: str) -> list[str]:
+    """The ids (run.py's --match texts) of the sanitized runs of a kernel's table: in ``subset`` (a
+    shape, configuration and precision of its table), the LSTM (one state, four saved activations)
+    and the separate pLSTM with variable Δt (two states, five saved, p and Δt read); and their packed
+    cases, TF32 rows unsorted and bf16 with zeros."""
+    packed = str(tuple(testing.LENGTH_SHAPES[0]))
+    return [f"lstm-{subset}", f"plstm_separate-dt-{subset}", f"lstm-{packed}-c2-t16-tf32-unsorted",
+            f"plstm_separate-dt-{packed}-c2-t16-bf16-with_zeros"]
+
+
 def barrier_lines(source: Path) -> dict[str, int]:
     """The source line of each block or cluster barrier in the kernels of ``source`` (what
     run.py's --drop can remove), by "line N: text"."""

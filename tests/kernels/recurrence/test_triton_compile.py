@@ -77,15 +77,17 @@ def _variants():
                {"HAS_X0": True, "REVERSE": False, "ACC_F64": f64, "CHUNK": 16, "BLOCK_N": 64}, {"num_warps": 4})
 
 
-def compile_all() -> list[dict]:
-    """Compile every variant; one record each: name, ok, error, shared memory bytes."""
+def _compile_some(indices: list[int]) -> list[dict]:
+    """Compile the variants at ``indices`` of ``_variants()``; one record each: name, ok, error,
+    shared memory bytes."""
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
     target = GPUTarget("cuda", ARCH, 32)
+    variants = list(_variants())
     records = []
-    for name, kernel, ptr, ints, constants, options in _variants():
+    for name, kernel, ptr, ints, constants, options in (variants[i] for i in indices):
         fn = kernel if isinstance(kernel, triton.runtime.JITFunction) else kernel.fn  # an autotuner's kernel
         signature = {a: "constexpr" if a in constants else "i32" if a in ints
                      else "*i64" if a in INT64_POINTERS else ptr for a in fn.arg_names}
@@ -96,6 +98,19 @@ def compile_all() -> list[dict]:
             continue
         records.append({"name": name, "ok": True, "shared": compiled.metadata.shared})
     return records
+
+
+def compile_all() -> list[dict]:
+    """Every variant compiled, on every core (each compile is a process's single thread: on CI's two
+    cores this halves the wall time), in processes of their own (spawned: no fork of a process
+    that imported torch)."""
+    import concurrent.futures
+    import multiprocessing
+
+    count, workers = len(list(_variants())), max(1, os.cpu_count() or 1)
+    shares = [list(range(first, count, workers)) for first in range(workers)]
+    with concurrent.futures.ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+        return [record for part in pool.map(_compile_some, shares) for record in part]
 
 
 def _nvidia_backend() -> str | None:
