@@ -49,6 +49,8 @@ namespace {
 
 using tensor_core::Cluster;
 using tensor_core::Operand;
+using tensor_core::Pair;
+using tensor_core::pair;
 using tensor_core::operand_bytes;
 using tensor_core::round_up;
 using tensor_core::this_cluster;
@@ -72,18 +74,6 @@ __device__ inline void load_weights(typename Operand<P>::T* w, const float* w_hh
   }
 }
 
-// The (unit, row) pair i of this thread: unit u of the block (u < nj), row n of the tile; `valid`
-// is false past the block's pairs.
-struct Pair {
-  int u, n;
-  bool valid;
-};
-
-__device__ inline Pair pair(int i, int nj, int tile) {
-  const int q = static_cast<int>(threadIdx.x) + i * kThreads;
-  return {nj > 0 ? q % nj : 0, nj > 0 ? q / nj : tile, nj > 0 && q < nj * tile};
-}
-
 template <class C, Products P>
 __global__ void __launch_bounds__(kThreads) forward_kernel(ForwardArgs a, Shape s) {
   using T = typename Operand<P>::T;
@@ -105,7 +95,7 @@ __global__ void __launch_bounds__(kThreads) forward_kernel(ForwardArgs a, Shape 
   float state[kMaxPairs][S];  // each pair's states after the last step it ran
 #pragma unroll
   for (int i = 0; i < kMaxPairs; ++i) {
-    pairs[i] = pair(i, nj, s.tile);
+    pairs[i] = pair(i, 0, kThreads, nj, s.tile);
     const Pair q = pairs[i];
 #pragma unroll
     for (int k = 0; k < S; ++k) {
@@ -180,7 +170,7 @@ __global__ void __launch_bounds__(kThreads) backward_kernel(BackwardArgs a, Shap
   float dstate[kMaxPairs][S], dp[kMaxPairs], dh[kMaxPairs];
 #pragma unroll
   for (int i = 0; i < kMaxPairs; ++i) {
-    pairs[i] = pair(i, nj, s.tile);
+    pairs[i] = pair(i, 0, kThreads, nj, s.tile);
     const Pair q = pairs[i];
     const bool real = q.valid && b0 + q.n < a.B;
 #pragma unroll

@@ -50,6 +50,8 @@ namespace {
 
 using tensor_core::Cluster;
 using tensor_core::Operand;
+using tensor_core::Pair;
+using tensor_core::pair;
 using tensor_core::operand_bytes;
 using tensor_core::round_up;
 using tensor_core::this_cluster;
@@ -62,19 +64,6 @@ constexpr int kWarps = kThreads / 32;
 struct Shape {
   int units, rows, width, chunk;
 };
-
-// The (unit, row) pair i of this thread in its cluster: unit u of the cluster (u < nj), batch row
-// n (n < B); `valid` is false past the cluster's pairs. The cluster's c * kThreads threads take
-// the nj * B pairs in turn.
-struct Pair {
-  int u, n;
-  bool valid;
-};
-
-__device__ inline Pair pair(int i, int rank, int c, int nj, int batch) {
-  const int q = rank * kThreads + static_cast<int>(threadIdx.x) + i * c * kThreads;
-  return {nj > 0 ? q % nj : 0, nj > 0 ? q / nj : batch, nj > 0 && q < nj * batch};
-}
 
 // The block's position: its cluster's units [j0, j0 + nj) and its rank in the cluster.
 struct Place {
@@ -135,7 +124,7 @@ __global__ void __launch_bounds__(kThreads, 1) forward_kernel(ForwardArgs a, Sha
   bool ran[kMaxPairs];
 #pragma unroll
   for (int i = 0; i < kMaxPairs; ++i) {
-    pairs[i] = pair(i, at.rank, at.c, at.nj, a.B);
+    pairs[i] = pair(i, at.rank * kThreads, at.c * kThreads, at.nj, a.B);  // the cluster's pairs
     const Pair q = pairs[i];
 #pragma unroll
     for (int k = 0; k < S; ++k) {
@@ -219,7 +208,7 @@ __global__ void __launch_bounds__(kThreads, 1) backward_kernel(BackwardArgs a, S
   float dstate[kMaxPairs][S], dp[kMaxPairs], dh[kMaxPairs];
 #pragma unroll
   for (int i = 0; i < kMaxPairs; ++i) {
-    pairs[i] = pair(i, at.rank, at.c, at.nj, a.B);
+    pairs[i] = pair(i, at.rank * kThreads, at.c * kThreads, at.nj, a.B);  // the cluster's pairs
     const Pair q = pairs[i];
 #pragma unroll
     for (int k = 0; k < S; ++k) {

@@ -94,6 +94,20 @@ __device__ inline void tile_product(const typename Operand<P>::T* a, unsigned ld
   }
 }
 
+// Pair i of a thread: the (unit, row) pairs of `units` units x `rows` batch rows, numbered q = u +
+// n * units, are dealt to the threads in turn, `stride` at a time, this thread's first being
+// first + threadIdx.x (a block's own: first 0, stride its threads; a cluster's: first its rank's
+// threads, stride the cluster's). `valid` is false past the pairs (and where there is no unit).
+struct Pair {
+  int u, n;
+  bool valid;
+};
+
+__device__ inline Pair pair(int i, int first, int stride, int units, int rows) {
+  const int q = first + static_cast<int>(threadIdx.x) + i * stride;
+  return {units > 0 ? q % units : 0, units > 0 ? q / units : rows, units > 0 && q < units * rows};
+}
+
 // -- the host side ----------------------------------------------------------------------------------
 inline int operand_bytes(Products products) { return products == Products::kBf16 ? 2 : 4; }
 
