@@ -20,6 +20,7 @@ from tsrnn import _validation as check
 from tsrnn import precision
 from tsrnn.backend import choice as _choice
 from tsrnn.backend.registry import REGISTRY, Call
+from tsrnn.ops import library
 from tsrnn.ops.recurrence import cells
 from tsrnn.ops.recurrence.packing import Packing
 
@@ -61,12 +62,7 @@ def _route(cell, x, h0, states, w_ih, w_hh, bias, p, dt, eps, backend, traces, p
 
     The hot path: a call whose key ``MEMO`` holds takes the remembered record at once (no
     candidates, no environment read); tracing and torch.func transforms always choose anew."""
-    grad = False
-    if torch.is_grad_enabled():
-        for t in (x, h0, *states, w_ih, w_hh, bias, p):
-            if t is not None and t.requires_grad:
-                grad = True
-                break
+    grad = library.needs_grad(x, h0, *states, w_ih, w_hh, bias, p)
     steps = x.shape[0] if packing is None else packing.steps
     key = path = None
     if not (torch.compiler.is_compiling() or torch.jit.is_tracing() or torch._C._are_functorch_transforms_active()):

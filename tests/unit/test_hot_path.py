@@ -4,7 +4,9 @@ the runner the record holds, which calls the operator.
 
 Counted as a profiler sees them (``sys.setprofile``): every call event whose code lives in tsrnn's
 files, comprehensions and generator resumptions included; frames: the most tsrnn frames on the
-stack at once."""
+stack at once: the module's forward (and the pLSTM's, which names its inputs), the path's runner, ``tsrnn.ops.library.call`` and, where
+a gradient will flow, its autograd Function's forward and the op's setup (tsrnn's frames where
+torch.library's own Python wrapper would add more of torch's)."""
 import os
 import sys
 
@@ -15,7 +17,7 @@ import tsrnn
 from conftest import needs_native
 
 ROOT = os.path.dirname(tsrnn.__file__) + os.sep
-MAX_FRAMES, MAX_CALLS = 4, 40
+MAX_FRAMES, MAX_CALLS = 6, 40
 
 
 def profile(module, x):
@@ -75,3 +77,29 @@ def test_a_warm_call_reads_no_environment(monkeypatch):
     tsrnn.backend.forget()
     with pytest.raises(ValueError, match="TSRNN_BACKEND"):
         module(x)
+
+
+def test_an_mts_layer_builds_its_bias_once_per_parameter_version():
+    """The effective bias of a multi-timescale layer is built on the first call and after each
+    change of its biases (an optimizer step here), not on every call; its fixed rows get no gradient."""
+    torch.manual_seed(0)
+    module, x = tsrnn.LSTM(3, 4, timescales=[torch.linspace(1, 10, 4)]), torch.randn(5, 2, 3)
+    n = 2 * module.hidden_size  # the fixed i and f rows
+
+    def plain():
+        return torch.cat([module.bias_fixed_l0, (module.bias_ih_l0 + module.bias_hh_l0)[n:]])
+
+    first = module.gate_biases(0)
+    assert module.gate_biases(0).data_ptr() == first.data_ptr()  # the memory built by the first call
+    assert torch.equal(first, plain())
+    optimizer = torch.optim.SGD(module.parameters(), lr=0.5)
+    module(x)[0].sum().backward()
+    assert torch.count_nonzero(module.bias_ih_l0.grad[:n]) == 0 and torch.count_nonzero(module.bias_ih_l0.grad[n:]) > 0
+    assert torch.equal(module.bias_ih_l0.grad, module.bias_hh_l0.grad)
+    optimizer.step()
+    after = module.gate_biases(0)
+    assert after.data_ptr() != first.data_ptr() and torch.equal(after, plain())
+    assert not torch.equal(after[n:], first[n:]) and torch.equal(after[:n], first[:n])
+    with torch.no_grad():
+        module.bias_hh_l0.add_(1.0)  # in place, as optimizers and load_state_dict write: a new version
+    assert torch.equal(module.gate_biases(0), plain())

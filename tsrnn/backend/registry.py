@@ -274,7 +274,7 @@ _OPERATOR = {"recurrence": recurrence_paths.run_operator, "linear_scan": scan_pa
 _TORCH_LSTM = {"recurrence": recurrence_paths.run_torch_lstm}
 _RECURRENCE = {"recurrence": recurrence_paths.run_operator}
 _SCAN = {"linear_scan": scan_paths.run_operator}
-_COMPILED_PROJECTION = torch.ops.tsrnn.cpu_projection  # csrc/gemm/projection.cpp
+_COMPILED_PROJECTION = projection.cpu_projection  # csrc/gemm/projection.cpp
 _TORCH_PROJECTION = projection.torch_projection
 
 # In order of preference after torch's own LSTM kernels, which "auto" tries first on their device.

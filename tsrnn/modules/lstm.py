@@ -82,12 +82,16 @@ class LSTM(StackedRNN):
         return self._gate_biases(check.index("layer", layer, self.num_layers))
 
     def _gate_biases(self, layer: int) -> torch.Tensor:
-        """``gate_biases`` of a layer index known to be valid."""
-        bias = self.raw_bias(layer)
+        """``gate_biases`` of a layer index known to be valid: an MTS layer's eagerly through
+        ``_EffectiveBias`` (built once per version of its biases), traced as plain ops."""
         if layer not in self.timescale_layers:
-            return bias
+            return self.raw_bias(layer)
+        b_ih, b_hh = getattr(self, f"bias_ih_l{layer}"), getattr(self, f"bias_hh_l{layer}")
         fixed = getattr(self, f"bias_fixed_l{layer}")
-        return torch.cat([fixed, bias[fixed.shape[0]:]])
+        if torch.compiler.is_compiling() or torch.jit.is_tracing() or torch._C._are_functorch_transforms_active():
+            return torch.cat([fixed, (b_ih + b_hh)[fixed.shape[0]:]])
+        memos = self.__dict__.setdefault("_bias_memo", {})  # an MTS layer -> its _EffectiveBias memo
+        return _EffectiveBias.apply(b_ih, b_hh, fixed, memos.setdefault(layer, {}))
 
     def timescales(self, layer: int) -> torch.Tensor | None:
         """The fixed timescales of an MTS layer (S2 of its forget bias), or None."""
@@ -115,3 +119,26 @@ class LSTM(StackedRNN):
 
     def _layer_inputs(self, layer: int) -> tuple:
         return self._gate_biases(layer), None
+
+
+class _EffectiveBias(torch.autograd.Function):
+    """An MTS layer's effective bias b = [fixed; (b_ih + b_hh)[n:]] (n = len(fixed)), computed once
+    per version of b_ih, b_hh and fixed (an optimizer step, a load or a move makes a new one) and
+    kept in ``memo``, so a warm call builds no bias (on CUDA: launches no kernel for it); a write
+    through ``.data``, which torch counts as no new version, is not seen (write in place under
+    torch.no_grad(), as optimizers and load_state_dict do). Backward:
+    the incoming gradient to b_ih and to b_hh, zero in the fixed rows (they are no parameters)."""
+
+    @staticmethod
+    def forward(ctx, b_ih, b_hh, fixed, memo):
+        key = tuple((t._version, t.data_ptr(), t.dtype, t.device) for t in (b_ih, b_hh, fixed))
+        if memo.get("key") != key:
+            memo["value"], memo["key"] = torch.cat([fixed, (b_ih + b_hh)[fixed.shape[0]:]]), key
+        ctx.fixed = fixed.shape[0]
+        value = memo["value"]
+        return value.view_as(value)  # a new tensor object each call, the same memory
+
+    @staticmethod
+    def backward(ctx, grad):
+        grad = torch.cat([grad.new_zeros(ctx.fixed), grad[ctx.fixed:]])
+        return grad, grad, None, None

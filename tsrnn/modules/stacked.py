@@ -132,9 +132,9 @@ class StackedRNN(nn.Module):
         if x.numel() == 0:
             raise ValueError(f"input must have at least one step and one batch row, got shape {tuple(x.shape)}")
         weight = self.weight_ih_l0
-        (expected,) = precision.cast(low, weight)
-        if x.dtype != expected.dtype:
-            raise TypeError(f"input has dtype {x.dtype} but the module's parameters are {expected.dtype}; "
+        expected = weight.dtype if low is None else precision.cast(low, weight)[0].dtype
+        if x.dtype != expected:
+            raise TypeError(f"input has dtype {x.dtype} but the module's parameters are {expected}; "
                             "cast the input, or the module with .to(dtype)")
         if x.device != weight.device:
             raise ValueError(f"input is on {x.device} but the module's parameters are on {weight.device}; "
@@ -272,7 +272,7 @@ class StackedRNN(nn.Module):
                 per_layer.append(layer_traces if traces else None)
                 if self.dropout and self.training and k < self.num_layers - 1:
                     x = nn.functional.dropout(x, self.dropout, training=True)
-        state = [torch.stack(s) for s in zip(*finals)]
+        state = [torch.stack(s) if len(s) > 1 else s[0].unsqueeze(0) for s in zip(*finals)]
         if unbatched:
             state = [s.squeeze(1) for s in state]
         if traces:

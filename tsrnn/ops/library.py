@@ -8,6 +8,13 @@ Registering the backward with ``torch.library.register_autograd`` and the shapes
 ``register_fake`` lets ``torch.compile`` trace a module through a whole recurrence as one node.
 The fused kernels compute first derivatives only; a backward that is itself differentiated
 raises (``first_order_only``).
+
+An eager call goes through ``call``, not the dispatcher's Python autograd kernel: the same setup
+and backward as one ``torch.autograd.Function`` whose forward runs the op's kernel below autograd.
+That kernel wrapper of torch.library (``torch._library.autograd``) refills the schema's defaults
+and redispatches in Python on every call, about 6 µs per op on a 2-core Xeon (a third of a warm
+T = 1 layer's host time, bench/test_call_overhead.py); traced, compiled or transformed calls keep
+the dispatcher, which records the op as one node.
 """
 from __future__ import annotations
 
@@ -18,6 +25,9 @@ import torch
 
 COMPILED = "tsrnn"  # the namespace of the compiled kernels (tsrnn._C, tsrnn._cuda)
 _LIBRARIES: dict[str, torch.library.Library] = {}
+# (namespace, op name) -> (the op, the apply of the autograd.Function that runs it eagerly with its formula)
+_EAGER: dict[tuple[str, str], tuple] = {}
+_APPLY = torch._C._FunctionBase.__dict__["apply"]
 
 
 def library(namespace: str) -> torch.library.Library:
@@ -39,12 +49,54 @@ def define(namespace: str, op: str, schemas: dict, fake_forward, fake_backward, 
     lib.define(backward + schemas[backward])
     torch.library.register_fake(f"{namespace}::{forward}", fake_forward, lib=lib)
     torch.library.register_fake(f"{namespace}::{backward}", fake_backward, lib=lib)
-    backward_op = getattr(getattr(torch.ops, namespace), backward)
-    torch.library.register_autograd(f"{namespace}::{forward}", autograd(backward_op), setup_context=setup, lib=lib)
+    register_autograd(namespace, forward, autograd(getattr(getattr(torch.ops, namespace), backward)), setup, lib)
     if kernels is not None:
         for name in (forward, backward):
             for device in ("CPU", "CUDA"):
                 lib.impl(name, triton_kernel(kernels, name), device)
+
+
+def register_autograd(namespace: str, name: str, backward, setup, lib: torch.library.Library) -> None:
+    """Registers ``backward`` (with ``setup`` its setup_context) as the autograd formula of
+    ``namespace::name`` for the dispatcher, and as the eager Function of ``call``."""
+    torch.library.register_autograd(f"{namespace}::{name}", backward, setup_context=setup, lib=lib)
+    op = getattr(getattr(torch.ops, namespace), name)
+
+    def forward(ctx, *args):
+        with torch._C._AutoDispatchBelowAutograd():
+            result = op(*args)
+        setup(ctx, args, result)
+        return result
+
+    function = type(f"{namespace}_{name}", (torch.autograd.Function,),
+                    {"forward": staticmethod(forward), "backward": staticmethod(backward)})
+    # Function.apply's C++ half: its Python half only binds defaults (there are none) and unwraps
+    # the dead wrappers of finished torch.func transforms, which ``call`` leaves to the dispatcher.
+    _EAGER[namespace, name] = (op, _APPLY.__get__(None, function))
+
+
+def call(namespace: str, name: str, *args):
+    """``torch.ops.<namespace>.<name>(*args)`` with every argument given (setup functions read
+    them all): eagerly, the kernel below autograd, through the op's autograd Function where a
+    gradient will flow; through the dispatcher while torch.compile, torch.export or
+    torch.jit.trace record, or under torch.func transforms."""
+    op, apply = _EAGER[namespace, name]
+    if torch.compiler.is_compiling() or torch.jit.is_tracing() or torch._C._are_functorch_transforms_active():
+        return op(*args)
+    if torch.is_grad_enabled() and torch._C._any_requires_grad(*args):
+        return apply(*args)
+    with torch._C._AutoDispatchBelowAutograd():
+        return op(*args)
+
+
+def needs_grad(*tensors) -> bool:
+    """Whether autograd will record a call on ``tensors`` (None entries allowed): grad mode on and
+    one of them requires grad (torch's C++ test eagerly; a loop that torch.compile can trace)."""
+    if not torch.is_grad_enabled():
+        return False
+    if torch.compiler.is_compiling():
+        return any(t is not None and t.requires_grad for t in tensors)
+    return torch._C._any_requires_grad(*tensors)
 
 
 def without_autocast(like: torch.Tensor):

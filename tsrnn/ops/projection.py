@@ -5,6 +5,8 @@ formula; and the schemas of the CPU GEMM kernels the tests and benchmarks call d
 """
 from __future__ import annotations
 
+import functools
+
 import torch
 
 from tsrnn import precision
@@ -108,4 +110,6 @@ for _schema in CPU_SCHEMAS:
     _lib.define(_schema)
 torch.library.register_fake("tsrnn::cpu_projection", _projection_fake, lib=_lib)
 torch.library.register_fake("tsrnn::cpu_projection_backward", _projection_backward_fake, lib=_lib)
-torch.library.register_autograd("tsrnn::cpu_projection", _projection_backward, setup_context=_projection_setup, lib=_lib)
+library.register_autograd(library.COMPILED, "cpu_projection", _projection_backward, _projection_setup, _lib)
+# cpu_projection(x, w, bias): x w^T + bias through the CPU engine's GEMM, the "cpu" path's projection
+cpu_projection = functools.partial(library.call, library.COMPILED, "cpu_projection")

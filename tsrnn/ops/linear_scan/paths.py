@@ -4,6 +4,7 @@ a broadcasting against u, x0 (...) or None; each function is the ``run`` of the 
 arguments, and returns x like u."""
 from __future__ import annotations
 
+from tsrnn.ops import library
 from tsrnn.ops.linear_scan import reference
 from tsrnn.ops.recurrence.cells import math_dtype
 
@@ -19,6 +20,6 @@ def run_operator(path, a, u, x0):
     math, steps = math_dtype(u.dtype), u.shape[0]
     x0 = u.new_zeros(u.shape[1:]) if x0 is None else x0
     a = a.broadcast_to(u.shape).to(math).reshape(steps, -1).contiguous()
-    x = path.operators.linear_scan_forward(a, u.to(math).reshape(steps, -1).contiguous(),
-                                           x0.to(math).reshape(-1).contiguous())
+    x = library.call(path.namespace, "linear_scan_forward", a, u.to(math).reshape(steps, -1).contiguous(),
+                     x0.to(math).reshape(-1).contiguous())
     return x.view(u.shape).to(u.dtype)

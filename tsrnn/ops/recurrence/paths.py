@@ -28,31 +28,53 @@ import warnings
 
 import torch
 
+from tsrnn.ops import library
 from tsrnn.ops.recurrence import export_scan
 from tsrnn.ops.recurrence.cells import math_dtype
 
 
 def run_torch_lstm(path, cell, x, h0, states, w_ih, w_hh, bias, p, dt, eps, traces, packing):
-    """(S1) through torch's LSTM kernel (oneDNN on CPU, cuDNN on CUDA) in the math dtype, with
-    ``bias`` as b_ih and b_hh = 0, on packed data through its PackedSequence entry; returns
-    (out, (h_n, c_n), None)."""
-    math = math_dtype(x.dtype)
+    """(S1) through torch's LSTM kernel with ``bias`` as b_ih and b_hh = 0 (one zero vector per
+    device, dtype and size, shared by every call), on packed data through its PackedSequence
+    entry; returns (out, (h_n, c_n), None). On CUDA in the layer's dtype, as torch.nn.LSTM runs
+    cuDNN (a bf16 layer in bf16); on the CPU (oneDNN) in the math dtype, as the other CPU paths
+    (a bf16 layer in float32, where torch.nn.LSTM would run bf16)."""
+    dtype = x.dtype if x.is_cuda else math_dtype(x.dtype)
     (c0,) = states
-    weights = [w_ih, w_hh] if bias is None else [w_ih, w_hh, bias, torch.zeros_like(bias)]
+    weights = [w_ih, w_hh] if bias is None else [w_ih, w_hh, bias, _zeros(bias.shape[0], dtype, bias.device)]
     train = torch.is_grad_enabled() or torch.jit.is_tracing()  # a traced graph serves training and inference
     # cuDNN takes contiguous states and weights only (refused or failing a view on CUDA, not on the CPU)
-    states = (h0.to(math).contiguous()[None], c0.to(math).contiguous()[None])
-    data = (x.to(math),) if packing is None else (x.to(math), packing.batch_sizes)
-    args = (*data, states, [w.to(math).contiguous() for w in weights], bias is not None, 1, 0.0, train, False)
+    states = (_as(h0, dtype).contiguous().unsqueeze(0), _as(c0, dtype).contiguous().unsqueeze(0))
+    data = (_as(x, dtype),) if packing is None else (_as(x, dtype), packing.batch_sizes)
+    args = (*data, states, [_as(w, dtype).contiguous() for w in weights], bias is not None, 1, 0.0, train, False)
     if packing is None:
         args += (False,)  # batch_first
-    if x.device.type != "cuda":
+    if not x.is_cuda:
         out, h_n, c_n = torch._VF.lstm(*args)
     else:
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message=".*not part of single contiguous chunk.*")  # weights are per call
             out, h_n, c_n = torch._VF.lstm(*args)
-    return out.to(x.dtype), (h_n[0].to(x.dtype), c_n[0].to(x.dtype)), None
+    return _as(out, x.dtype), (_as(h_n[0], x.dtype), _as(c_n[0], x.dtype)), None
+
+
+_ZEROS: dict[tuple, torch.Tensor] = {}  # (size, dtype, device) -> the torch-LSTM paths' b_hh (never written)
+
+
+def _zeros(size: int, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+    """A zero vector of ``size`` in ``dtype`` on ``device``, made once (read-only: cuDNN and oneDNN
+    read their biases, and a traced graph records a fresh one)."""
+    if torch.compiler.is_compiling() or torch.jit.is_tracing():
+        return torch.zeros(size, dtype=dtype, device=device)
+    key = (size, dtype, device)
+    if key not in _ZEROS:
+        _ZEROS[key] = torch.zeros(size, dtype=dtype, device=device)
+    return _ZEROS[key]
+
+
+def _as(t: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """``t`` in ``dtype``, without a call into torch where it already is (the warm path's casts)."""
+    return t if t.dtype == dtype else t.to(dtype)
 
 
 def run_operator(path, cell, x, h0, states, w_ih, w_hh, bias, p, dt, eps, traces, packing):
@@ -65,23 +87,22 @@ def run_operator(path, cell, x, h0, states, w_ih, w_hh, bias, p, dt, eps, traces
     flat = x.reshape(-1, x.shape[-1])  # the input projection in the layer's dtype (a low-precision GEMM for bf16/fp16)
     # the CPU engine's projection serves CPU tensors, whose products are always "ieee": it takes no precision
     xg = path.projection(flat, w_ih, bias, *(() if products == "ieee" else (products,)))
-    xg = xg.to(math).view(*x.shape[:-1], cell.num_gates * hidden)
-    state0 = torch.stack([s.to(math) for s in states])
-    differentiable = (x, w_ih, w_hh, bias, h0, p, *states)
+    xg = _as(xg, math).view(*x.shape[:-1], cell.num_gates * hidden)
+    state0 = states[0].to(math).unsqueeze(0) if len(states) == 1 else torch.stack([s.to(math) for s in states])
     save = traces or torch.jit.is_tracing() or (  # a traced graph serves training and inference
-        torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in differentiable))
-    h_all, state_n, _, saved = path.operators.recurrence_forward(
-        cell.name, xg, w_hh.to(math), h0.to(math), state0, None if p is None else p.to(math),
-        None if dt is None else dt.to(math), eps, save, None if packing is None else packing.batch_sizes,
-        products)
+        library.needs_grad(x, w_ih, w_hh, bias, h0, p, *states))
+    h_all, state_n, _, saved = library.call(
+        path.namespace, "recurrence_forward", cell.name, xg, _as(w_hh, math), _as(h0, math), state0,
+        None if p is None else _as(p, math), None if dt is None else _as(dt, math), eps, save,
+        None if packing is None else packing.batch_sizes, products)
     per_step = None
     if traces:
         saved = saved if packing is None else packing.unpack(saved)  # (T, B, K*H), zero past the ends
         steps, batch = saved.shape[:2]
         per_step = dict(zip(cell.saved, saved.view(steps, batch, cell.num_saved, hidden).unbind(2)))
-    out = h_all.to(x.dtype)
+    out = _as(h_all, x.dtype)
     h_n = out[-1] if packing is None else out.index_select(0, packing.last)
-    finals = [s if name in cell.math_states else s.to(x.dtype) for name, s in zip(cell.states, state_n.unbind(0))]
+    finals = [s if name in cell.math_states else _as(s, x.dtype) for name, s in zip(cell.states, state_n.unbind(0))]
     return out, (h_n, *finals), per_step
 
 
