@@ -1,6 +1,7 @@
 """On CUDA the cudnn path runs cuDNN as torch.nn.LSTM does, under the user's settings: TF32 in the
 forward and the backward where torch.backends.cudnn.allow_tf32 is true (torch's default), exact
-float32 where it is false; no call changes a torch flag, forward or backward, on any CUDA path.
+float32 where it is false, a bf16 layer in bf16; no call changes a torch flag, forward or backward
+(read inside the backward's hooks too), on any CUDA path.
 ``tsrnn.precision.products`` follows the flag, and the harness judges the path with the row of
 that precision (tsrnn.backend.tolerance.rows). GPU only: tests/unit/test_precision.py checks the
 rule and the rounding on the CPU."""
@@ -38,6 +39,55 @@ def test_no_flag_changes_forward_or_backward(path, allow_tf32):
         (out.square().sum() + c.sum()).backward()
         torch.cuda.synchronize()
         assert _flags() == before, "backward"
+
+
+@pytest.mark.parametrize("path", CUDA_PATHS)
+def test_no_flag_changes_inside_the_backward(path):
+    """The flags as a hook sees them while the backward runs: on the output's gradient (before
+    the layer's backward) and on each weight's (after it)."""
+    if testing.why_not(path, "lstm", (5, 3, 4, 16), torch.float32, "cuda") is not None:
+        pytest.skip(testing.why_not(path, "lstm", (5, 3, 4, 16), torch.float32, "cuda"))
+    seen = []
+    with torch.backends.cudnn.flags(enabled=True, benchmark=False, deterministic=False, allow_tf32=True):
+        before = _flags()
+        model = tsrnn.LSTM(4, 16, timescales=[torch.linspace(1, 20, 16)], backend=path).cuda()
+        for weight in (model.weight_ih_l0, model.weight_hh_l0, model.bias_ih_l0):
+            weight.register_hook(lambda grad: seen.append(_flags()))
+        out, _ = model(torch.randn(5, 3, 4, device="cuda"))
+        out.register_hook(lambda grad: seen.append(_flags()))
+        out.square().sum().backward()
+        torch.cuda.synchronize()
+    assert len(seen) == 4 and all(flags == before for flags in seen), seen
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+def test_a_module_on_cudnn_is_torch_nn_lstms_call(dtype):
+    """tsrnn.LSTM on cudnn, bf16 as float32, computes what torch.nn.LSTM computes with its bias in
+    b_ih and b_hh = 0 (tsrnn's effective bias): the same cuDNN call in the layer's dtype, so the
+    forward bit for bit (the backward within the dtype's row: cuDNN's weight gradients may sum in
+    another order from run to run)."""
+    torch.manual_seed(0)
+    ours = tsrnn.LSTM(24, 40, num_layers=2, timescales=[torch.linspace(1, 30, 40), None],
+                      backend="cudnn").cuda().to(dtype)
+    torch_lstm = torch.nn.LSTM(24, 40, num_layers=2).cuda().to(dtype)
+    with torch.no_grad():
+        for k in range(2):
+            getattr(torch_lstm, f"weight_ih_l{k}").copy_(getattr(ours, f"weight_ih_l{k}"))
+            getattr(torch_lstm, f"weight_hh_l{k}").copy_(getattr(ours, f"weight_hh_l{k}"))
+            getattr(torch_lstm, f"bias_ih_l{k}").copy_(ours.gate_biases(k))
+            getattr(torch_lstm, f"bias_hh_l{k}").zero_()
+    x = torch.randn(9, 5, 24, device="cuda", dtype=dtype)
+    x_ours, x_torch = x.clone().requires_grad_(), x.clone().requires_grad_()
+    out, (h, c) = ours(x_ours)
+    want, (h_want, c_want) = torch_lstm(x_torch)
+    assert out.dtype == dtype and torch.equal(out, want) and torch.equal(h, h_want) and torch.equal(c, c_want)
+    (out.float().square().sum() + c.float().sum()).backward()
+    (want.float().square().sum() + c_want.float().sum()).backward()
+    _, grad_row = tsrnn.backend.tolerance.rows(dtype)
+    torch.testing.assert_close(x_ours.grad, x_torch.grad, **grad_row)
+    for k in range(2):
+        torch.testing.assert_close(getattr(ours, f"weight_hh_l{k}").grad, getattr(torch_lstm, f"weight_hh_l{k}").grad,
+                                   **grad_row)
 
 
 def test_products_follow_the_flag():
