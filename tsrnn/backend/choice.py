@@ -77,15 +77,16 @@ import torch
 
 from tsrnn import _validation as check
 from tsrnn import precision
-from tsrnn.backend import registry, verification
+from tsrnn.backend import cache, registry, verification
 from tsrnn.backend.registry import BACKENDS, PATHS, REGISTRY, TRANSFORMS, Call, Path, _recorded, why_not
 
 TUNE_REPEATS = 3  # timed runs per candidate, after one warm-up run; the fastest run counts
 TUNE_MARGIN = 0.05  # another candidate replaces the first only when at least this much faster
+VERIFY = ("0", "1", "always")  # TSRNN_VERIFY's values: off, once per regime (the default), once per shape
 
 _warned: set[str] = set()
 _tuned: dict[Hashable, str] = {}  # (call key, candidates) -> the measured choice
-_verdicts: dict[Hashable, str | None] = {}  # (call key, path) -> None (it agrees) or why "auto" drops it
+_verdicts: dict[Hashable, str | None] = {}  # _verdict_key -> None (it agrees) or why "auto" drops it
 _reused: dict[str, str] = {}  # Call.recorded_key() -> the path an earlier run used (reuse_choices)
 # (requested backend, memo key) -> the chosen path's record: what a warm call of a known key runs,
 # without working out its candidates or reading the environment again (tsrnn.functional keys it).
@@ -196,8 +197,9 @@ def _choice(requested: str, call: Call, run: Run | None) -> tuple[str, bool]:
     measurable = _can_measure(call.device, paths)
     auto = _effective(requested) == "auto"
     tune = (auto or len(paths) > 1) and check.switch("TSRNN_AUTOTUNE")
-    if auto and check.switch("TSRNN_VERIFY"):
-        paths = _verified(paths, call, run, measurable)
+    verify = check.environment("TSRNN_VERIFY", VERIFY, "1")
+    if auto and verify != "0":
+        paths = _verified(paths, call, run, measurable, per_shape=verify == "always")
     if len(paths) == 1:
         return paths[0], measurable
     key = (call.key(), tuple(paths))
@@ -214,8 +216,20 @@ def _choice(requested: str, call: Call, run: Run | None) -> tuple[str, bool]:
         elif not measurable or not tune:
             return paths[0], measurable
         else:
-            _tuned[key] = _fastest(paths, call, run)
+            _tuned[key] = _measured(paths, call, run)
     return _tuned[key], measurable
+
+
+def _measured(paths: Sequence[str], call: Call, run: Run) -> str:
+    """The fastest of ``paths`` for the call's class: the disk cache's choice where it holds one
+    among them, else timed (``_fastest``) and written to the cache."""
+    key = repr((_recorded(call.key()), tuple(paths)))
+    stored = cache.lookup(call.device, "choices", key)
+    if stored in paths:
+        return stored
+    fastest = _fastest(paths, call, run)
+    cache.record(call.device, "choices", key, fastest)
+    return fastest
 
 
 def reuse_choices(choices: Mapping[str, str]) -> None:
@@ -243,18 +257,45 @@ def trusted_path(call: Call) -> str:
     return (torch_lstm or ["reference"])[0]
 
 
-def _verified(paths: Sequence[str], call: Call, run: Run, measurable: bool) -> list[str]:
-    """``paths`` less those found to disagree with the trusted path for this call key, verifying
-    those not verified yet where ``measurable`` (the trusted kinds, reference and torch_lstm, are
-    not verified); the trusted path, with a warning, if none is left."""
-    key = call.key()
-    pending = [p for p in paths if REGISTRY[p].kind not in ("reference", "torch_lstm") and (key, p) not in _verdicts]
+def _verdict_key(call: Call, path: str, per_shape: bool) -> tuple:
+    """What a verdict of ``path`` holds for: per regime, (path, op, device type and index, dtype,
+    cell, products precision, gradients, traces, packing, bias, the path's ``regime`` of the call);
+    ``per_shape`` (TSRNN_VERIFY=always), the call key and the call's exact sizes."""
+    if per_shape:
+        return ("shape", call.key(), call.shape, path)
+    record = REGISTRY[path]
+    return (path, call.op, call.device.type, call.device.index, call.dtype, call.cell,
+            precision.products(call.dtype, call.device), call.grad, call.traces, call.packed, call.bias,
+            () if record.regime is None else record.regime(call))
+
+
+def _verified(paths: Sequence[str], call: Call, run: Run, measurable: bool, per_shape: bool) -> list[str]:
+    """``paths`` less those found to disagree with the trusted path, verifying those without a
+    verdict yet where ``measurable`` (the trusted kinds, reference and torch_lstm, are not
+    verified): once per regime (``_verdict_key``), a verdict from the disk cache counting as one
+    made here, or, ``per_shape``, once per shape, kept in memory only. A path that raised while
+    being verified is dropped for this shape only (its failure may be the shape's, out of memory);
+    the trusted path, with a warning, if none is left."""
+    checked = [p for p in paths if REGISTRY[p].kind not in ("reference", "torch_lstm")]
+    shapes = {p: _verdict_key(call, p, True) for p in checked}
+    keys = shapes if per_shape else {p: _verdict_key(call, p, False) for p in checked}
+    if not per_shape:
+        for path in checked:
+            if keys[path] not in _verdicts:
+                stored = cache.lookup(call.device, "verdicts", _disk_key(keys[path]))
+                if stored is not cache.MISSING:
+                    _judged(keys[path], stored)
+
+    def verdict(path: str):
+        return _verdicts.get(keys[path], _verdicts.get(shapes[path], cache.MISSING))
+
+    pending = [p for p in checked if verdict(p) is cache.MISSING]
     if pending and measurable:
-        for path, verdict in _verify(pending, call, run).items():
-            _verdicts[key, path] = verdict
-            if verdict:
-                _warn_once(f"{verdict}; 'auto' does not use it for this shape")
-    kept = [p for p in paths if _verdicts.get((key, p)) is None]
+        for path, (found, raised) in _verify(pending, call, run).items():
+            _judged(shapes[path] if raised else keys[path], found)
+            if not (per_shape or raised):
+                cache.record(call.device, "verdicts", _disk_key(keys[path]), found)
+    kept = [p for p in paths if p not in keys or verdict(p) in (None, cache.MISSING)]
     if kept:
         return kept
     trusted = trusted_path(call)
@@ -262,9 +303,22 @@ def _verified(paths: Sequence[str], call: Call, run: Run, measurable: bool) -> l
     return [trusted]
 
 
-def _verify(paths: Sequence[str], call: Call, run: Run) -> dict[str, str | None]:
+def _judged(key: tuple, verdict: str | None) -> None:
+    """Keeps a verdict (warning once where it drops the path)."""
+    _verdicts[key] = verdict
+    if verdict:
+        _warn_once(f"{verdict}; 'auto' does not use it for such calls")
+
+
+def _disk_key(key: tuple) -> str:
+    """A per-regime verdict key as the disk cache writes it: without the device index (the file is
+    the device's), as text."""
+    return repr(key[:3] + key[4:])
+
+
+def _verify(paths: Sequence[str], call: Call, run: Run) -> dict[str, tuple[str | None, bool]]:
     """Each path's verdict, from its run and the trusted path's on the call's inputs: None (it
-    agrees), or why "auto" drops it."""
+    agrees), or why "auto" drops it; and whether the path raised."""
     trusted = trusted_path(call)
     try:
         expected = verification.results(run, trusted, call.grad, torch.float64)
@@ -277,12 +331,12 @@ def _verify(paths: Sequence[str], call: Call, run: Run) -> dict[str, str | None]
         try:
             wrong = verification.disagreement(verification.results(run, path, call.grad), expected, call.dtype, own,
                                               precision.products(call.dtype, call.device))
-            verdict = None if wrong is None else (
+            verdicts[path] = None if wrong is None else (
                 f"tsrnn: the {path} path disagrees with {trusted} (run in float64 on the same inputs) for "
-                f"{call.cell or call.op} {call.dtype} {call.shape}{' with gradients' if call.grad else ''}: {wrong}")
+                f"{call.cell or call.op} {call.dtype} {call.shape}{' with gradients' if call.grad else ''}: "
+                f"{wrong}"), False
         except Exception as exc:  # noqa: BLE001  (a broken path must not break "auto"; it is reported)
-            verdict = f"tsrnn: the {path} path failed while being verified ({type(exc).__name__}: {exc})"
-        verdicts[path] = verdict
+            verdicts[path] = f"tsrnn: the {path} path failed while being verified ({type(exc).__name__}: {exc})", True
     return verdicts
 
 
