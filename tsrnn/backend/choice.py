@@ -26,21 +26,25 @@ runs the reference loops: "auto" takes them without timing or verifying, and any
 raises a ValueError or RuntimeError that says so. The fused kernels are first-order autograd
 ops with no batching or forward-mode rules.
 
-Before ``"auto"`` (the request after TSRNN_BACKEND) uses a candidate for a call key, it verifies
-it, the only candidate too: on the call's own inputs, the candidate's outputs and, when the call
+Before ``"auto"`` (the request after TSRNN_BACKEND) uses a candidate, it verifies it once per kernel
+regime (the op, cell, dtype, device, products precision, gradients, traces, packing, bias and the
+path's ``Path.regime`` of the call: which of its code runs it; not per shape), the only candidate too: on the call's own inputs, the candidate's outputs and, when the call
 needs gradients, the gradients of a fixed pseudo-random loss over every output with respect to
 every input that requires grad, against the *trusted* path run in float64 on the same values
 (``trusted_path``: the device's torch-LSTM path where it serves the call, else the reference
 loops; these two are not verified), within ``tsrnn.backend.tolerance``'s row for the call's dtype or,
 where larger, ``tsrnn.backend.verification.SLACK`` times the trusted path's own error in that dtype (run
-only when a result is beyond its row). A candidate that disagrees, or raises, is dropped for that
-key with one warning naming it, the output or gradient, the error and the bound; if none is
-left, "auto" runs the trusted path (warned too). ``TSRNN_VERIFY=0`` turns verification off.
+only when a result is beyond its row). A candidate that disagrees is dropped for that regime, one
+that raises for that shape only (its failure may be the shape's), with one warning naming it, the
+output or gradient, the error and the bound; if none is left, "auto" runs the trusted path (warned
+too). ``TSRNN_VERIFY=0`` turns verification off; ``TSRNN_VERIFY=always`` verifies every new shape
+(exact sizes), those verdicts kept in memory only.
 
-Where more than one candidate is left, the first call of each shape measures them on the call's
-own inputs (one warm-up, then ``TUNE_REPEATS`` runs of what the call will do: forward, and
-backward when autograd will need it; a candidate's time is its fastest run) and keeps the fastest
-for that (shape, candidates) key; the first candidate stays unless another is ``TUNE_MARGIN``
+Where more than one candidate is left, the first call of each shape class (``Call.key()``: T and B
+as power-of-two buckets, the other sizes exact) measures them on the call's own inputs (one
+warm-up, then ``TUNE_REPEATS`` runs of what the call will do: forward, and backward when autograd
+will need it; a candidate's time is its fastest run) and keeps the fastest for that (class,
+candidates) key; the first candidate stays unless another is ``TUNE_MARGIN``
 faster, so timing noise does not flip a choice. A candidate that raises while being timed is
 dropped with one warning naming the cause. ``TSRNN_AUTOTUNE=0`` times nothing (it still
 verifies). Under ``torch.use_deterministic_algorithms(True)`` nothing is timed either: "auto" takes
@@ -48,7 +52,16 @@ the first verified candidate in the order above, the same in every process whose
 agrees (it runs on each process's first inputs of a key; timing noise, by contrast, could pick
 another kernel in another process, and other bits). ``reuse_choices`` takes the
 choices an earlier run recorded (``tuned_choices``, which a training checkpoint stores) in place of
-measuring, so ``tsrnn train --resume`` runs the kernels the checkpoint's run used. Tracing (by
+measuring, so ``tsrnn train --resume`` runs the kernels the checkpoint's run used.
+
+Per-regime verdicts and measured choices are also kept on disk (``tsrnn.backend.cache``: one file
+per tsrnn version, build, torch version and device name, under TSRNN_CACHE_DIR, else the user's
+cache folder; TSRNN_CACHE_DIR="" turns it off), read on the first choice of a device that needs
+them and written as each is made, so another process on the same machine neither verifies nor
+times a known class again, and a resumed run chooses as the uninterrupted one also for shapes met
+after its checkpoint. A verdict from disk counts wherever "auto" verifies; a choice from disk only
+where it would time (not under TSRNN_AUTOTUNE=0 or deterministic algorithms, whose fixed rules
+stay), and after a recorded choice of ``reuse_choices``. Tracing (by
 ``torch.compile``, ``torch.export``, ``torch.jit.trace``), CUDA graph capture and the Triton
 interpreter neither time nor verify: they take the choice already made for the key (so one eager
 step before a capture or a compilation decides what the graph runs), else the first candidate;
@@ -57,11 +70,12 @@ traces to the same graph with and without gradients. If ``tsrnn._C`` is missing,
 ``"auto"`` on CPU falls back to the reference loops with one warning naming the cause.
 
 The variables take their documented values only: TSRNN_BACKEND a requested backend, the switches
-TSRNN_VERIFY, TSRNN_AUTOTUNE (default "1") and TSRNN_CPU_PROFILE (the compiled loops', default
-"0") "0" or "1", empty meaning unset; another value raises a ValueError naming the variable on the
+TSRNN_AUTOTUNE (default "1") and TSRNN_CPU_PROFILE (the compiled loops', default "0") "0" or "1",
+TSRNN_VERIFY "0", "1" (the default) or "always", empty meaning unset; another value raises a ValueError naming the variable on the
 first call that reads it. They are read when a call key is first seen: the choice is then
 remembered per call key (``MEMO``: the requested backend, the cell, device, dtype, sizes with T as
-a power-of-two bucket, bias, gradients, traces, packing), so a warm call neither works out its
+a power-of-two bucket and B exact, bias, gradients, traces, packing; a miss chooses again, which
+for a known shape class finds the class's choice), so a warm call neither works out its
 candidates again nor reads the environment. ``forget()`` drops that memory (``reuse_choices``
 does too): set a variable, then call it, for the change to reach keys already seen. Tracing,
 torch.func transforms and torch.export always choose anew.
@@ -179,8 +193,9 @@ Run = Callable[..., tuple[Mapping[str, torch.Tensor], Mapping[str, torch.Tensor]
 
 
 def choose(requested: str, call: Call, run: Run | None = None, memo_key: Hashable | None = None) -> str:
-    """The path that runs ``call``. With ``run``, "auto" verifies its candidates once per call key
-    and several candidates are measured once per (call key, candidates) (see the module docstring).
+    """The path that runs ``call``. With ``run``, "auto" verifies its candidates once per kernel
+    regime and several candidates are measured once per (shape class, candidates) (see the module
+    docstring).
     With ``memo_key``, a choice that later calls would repeat (one made where runs can be measured,
     or without ``run``) is remembered in ``MEMO`` under (requested, memo_key)."""
     path, final = _choice(requested, call, run)
