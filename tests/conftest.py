@@ -14,7 +14,7 @@ if not torch.cuda.is_available():  # run the Triton kernels on CPU tensors; must
 from tsrnn import backend
 from tsrnn.ops.recurrence.cells import CELLS
 from tsrnn.testing import _error, layer_args
-from tsrnn.backend import choice
+from tsrnn.backend import cache, choice
 
 
 @pytest.fixture(autouse=True, scope="session")
@@ -27,16 +27,38 @@ def one_thread():
     torch.set_num_threads(before)
 
 
+@pytest.fixture(autouse=True, scope="session")
+def session_cache(tmp_path_factory):
+    """The backend's disk cache (tsrnn.backend.cache) of this session in a folder of its own, never
+    the user's ~/.cache; subprocesses inherit TSRNN_CACHE_DIR."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("TSRNN_CACHE_DIR", str(tmp_path_factory.mktemp("tsrnn-cache")))
+        yield
+
+
 @pytest.fixture
-def clean_backend_state(monkeypatch):
-    """No TSRNN_* variables from the caller's shell, and fresh warnings, choices and verdicts."""
+def clean_backend_state(monkeypatch, tmp_path_factory):
+    """No TSRNN_* variables from the caller's shell, and fresh warnings, choices and verdicts, and a
+    disk cache of the test's own (empty, not read yet)."""
     for name in ("TSRNN_BACKEND", "TSRNN_AUTOTUNE", "TSRNN_VERIFY"):
         monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("TSRNN_CACHE_DIR", str(tmp_path_factory.mktemp("tsrnn-cache")))
+    monkeypatch.setattr(cache, "_stores", {})
+    monkeypatch.setattr(cache, "_warned", set())
     monkeypatch.setattr(choice, "_warned", set())
     monkeypatch.setattr(choice, "_tuned", {})
     monkeypatch.setattr(choice, "_verdicts", {})
     monkeypatch.setattr(choice, "_reused", {})
     monkeypatch.setattr(choice, "MEMO", {})
+
+
+def forget_verdicts():
+    """Drops every verdict of "auto", in memory and in the test's disk cache (clean_backend_state's
+    folder): the next call verifies again."""
+    choice._verdicts.clear()
+    cache.forget()
+    for file in cache.directory().iterdir():
+        file.unlink()
 
 
 def wrap_layer_runs(monkeypatch, wrap, kinds=("reference", "torch_lstm", "operator")):

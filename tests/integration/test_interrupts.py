@@ -21,7 +21,7 @@ def start(out, *extra):
     """The run in a process of its own, on as many threads as this process runs (the comparison
     runs here): a GEMM's bits may depend on its thread count (MKL's on an Intel Xeon with
     AVX-512 did: 2 threads there and 1 here gave other weights)."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TSRNN_")}
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TSRNN_") or k == "TSRNN_CACHE_DIR"}
     env["OMP_NUM_THREADS"] = str(torch.get_num_threads())
     return subprocess.Popen([sys.executable, "-m", "tsrnn", *BASE, "--out", str(out), *extra], env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

@@ -10,11 +10,14 @@ import sys
 import pytest
 import torch
 
+from tsrnn.backend import choice
 from tsrnn.lab.data import copy as copy_data, dyck
 from tsrnn.lab import cli
 from tsrnn.lab.training import checkpoint
 from tsrnn.lab.training.recipes import RECIPES
 from tsrnn.lab.training.tasks import TASKS
+
+from test_interrupts import assert_same_weights
 
 TINY = {
     "lm": ["--emsize", "16", "--nhid", "24,16", "--bptt", "8", "--batch-size", "4"],
@@ -118,14 +121,16 @@ sys.exit(cli.main(sys.argv[2:]))
 def test_resume_in_a_fresh_process_reuses_the_kernels(tmp_path):
     """The checkpoint records the kernels "auto" chose; a resumed process whose own timings would
     pick others (here: the first candidate, onednn, where the run had the last, cpu) reuses them,
-    and continues bit for bit."""
+    and continues bit for bit. Each process has a disk cache of its own (TSRNN_CACHE_DIR), else the
+    resumed one would read the choices there."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("TSRNN_")}
     base = ["train", "--task", "lm", *TINY["lm"], "--cell", "lstm", "--quiet", "--valid-every", "2"]
 
     def run(pick, steps, out, *extra):
         argv = [sys.executable, "-c", TUNED_RUN, str(pick), *base, "--max-steps", str(steps),
                 "--out", str(tmp_path / out), *extra]
-        subprocess.run(argv, env=env, check=True, capture_output=True)
+        subprocess.run(argv, env={**env, "TSRNN_CACHE_DIR": str(tmp_path / f"cache {out} {steps}")}, check=True,
+                       capture_output=True)
         return checkpoint.load(tmp_path / out / "last.pt")
 
     straight = run(-1, 6, "straight")
@@ -135,6 +140,55 @@ def test_resume_in_a_fresh_process_reuses_the_kernels(tmp_path):
     for name, value in straight["model"].items():
         assert torch.equal(value, resumed["model"][name]), name
     assert resumed["backend_choices"] == straight["backend_choices"]
+
+
+def tiny_corpus(folder):
+    """A WikiText-2-layout corpus of a few lines: an epoch of 5 batches at TINY["lm"]'s sizes."""
+    words = [f"w{i}" for i in range(12)]
+    for split, lines in (("train", 8), ("valid", 6), ("test", 2)):
+        text = "\n".join(" ".join(words[(3 * n + 5 * k) % 12] for k in range(19)) for n in range(lines))
+        (folder / f"{split}.txt").write_text(text + "\n")
+    return folder
+
+
+# task, its arguments, the steps of the whole run, of one epoch, and a step inside the first epoch
+CARRIED = {"lm": (["--cell", "mts", "--emsize", "16", "--nhid", "24,16", "--bptt", "8", "--batch-size", "4"], 7, 5, 2),
+           "dyck": (["--cell", "mts", "--nhid", "8", "--batch-size", "8", "--dyck-size", "24,8,8", "--chunk", "8"],
+                    30, 24, 10)}
+
+
+@pytest.mark.slow  # a training script in its own process
+@pytest.mark.parametrize("task", CARRIED)
+def test_a_resumed_process_chooses_as_the_uninterrupted_run_for_shapes_met_after_the_checkpoint(
+        tmp_path, monkeypatch, clean_backend_state, task):
+    """The MTS LM and Dyck with its state carried between chunks, the autotuner on, stopped at an
+    epoch's end and inside an epoch, resumed in a fresh process whose own timings would pick other
+    kernels (TUNED_RUN: the first candidate, where this process's pick the last): the shapes met
+    after the checkpoint (Dyck's chunks of other lengths and batch sizes) take the choices the
+    uninterrupted run measured, from the disk cache (TSRNN_CACHE_DIR, shared), and the weights
+    come out bit for bit."""
+    arguments, steps, epoch, inside = CARRIED[task]
+    if task == "lm":
+        arguments = [*arguments, "--data", str(tiny_corpus(tmp_path))]
+    base = ["train", "--task", task, *arguments, "--quiet", "--valid-every", "3"]
+    monkeypatch.setattr(choice, "_fastest", lambda paths, call, run: paths[-1])
+    assert cli.main([*base, "--max-steps", str(steps), "--out", str(tmp_path / "straight")]) == 0
+    straight = checkpoint.load(tmp_path / "straight" / "last.pt")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TSRNN_") or k == "TSRNN_CACHE_DIR"}
+    env["OMP_NUM_THREADS"] = str(torch.get_num_threads())
+    for stop in (epoch, inside):
+        out = tmp_path / f"split{stop}"
+        choice._tuned.clear()  # a run of its own: its checkpoint records its own choices only
+        choice.MEMO.clear()
+        assert cli.main([*base, "--max-steps", str(stop), "--out", str(out)]) == 0
+        before = checkpoint.load(out / "last.pt")["backend_choices"]
+        subprocess.run([sys.executable, "-c", TUNED_RUN, "0", "train", "--resume", str(out / "last.pt"),
+                        "--max-steps", str(steps), "--quiet"], env=env, check=True, capture_output=True)
+        resumed = checkpoint.load(out / "last.pt")
+        assert_same_weights(straight, resumed)
+        assert resumed["backend_choices"].items() <= straight["backend_choices"].items()
+        if stop == inside and task == "dyck":  # the LM's split run met its shapes by its final validation
+            assert set(resumed["backend_choices"]) - set(before), "no shape first met after the checkpoint"
 
 
 class _Planted:

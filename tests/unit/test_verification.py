@@ -10,8 +10,8 @@ import torch
 import tsrnn
 from tsrnn import backend, functional, testing
 from tsrnn.testing import TOLERANCE, _error
-from tsrnn.backend import choice
-from conftest import cast, needs_native, wrap_layer_runs
+from tsrnn.backend import cache, choice
+from conftest import cast, forget_verdicts, needs_native, wrap_layer_runs
 
 pytestmark = [needs_native,  # the planted wrong path is the compiled cpu path
               pytest.mark.usefixtures("clean_backend_state")]
@@ -131,24 +131,40 @@ def test_a_wrong_lstm_path_is_not_used_even_if_fastest(runs, monkeypatch):
     assert timed == [["onednn", "cpu"]] and err > bound  # unverified, the timed-fastest wrong path runs
 
 
-def test_verified_once_per_call_key(runs):
-    """(d) The trusted float64 run and the candidate's extra run happen at the first call of a key only."""
+def test_verified_once_per_regime(runs):
+    """(d) The trusted float64 run and the candidate's extra run happen at the first call of a
+    regime only (the cpu path has one): other sizes are not verified again, other gradients,
+    cells or dtypes are."""
     args, _ = inputs("plstm_coupled")
     for _ in range(3):
         run_auto("plstm_coupled", args)
     assert runs.count(("reference", torch.float64)) == 1
     assert runs.count(("cpu", torch.float32)) == 1 + 3  # verified once, then the three calls
-    longer, _ = inputs("plstm_coupled", shape=(9, 2, 3, 4))  # another T bucket: another key
-    run_auto("plstm_coupled", longer)
-    run_auto("plstm_coupled", longer)
-    assert runs.count(("reference", torch.float64)) == 2
-    with torch.no_grad():  # inference: another key
+    for shape in ((9, 2, 3, 4), (5, 3, 3, 4), (5, 2, 6, 8)):  # other sizes: the same regime
+        run_auto("plstm_coupled", inputs("plstm_coupled", shape=shape)[0])
+    assert runs.count(("reference", torch.float64)) == 1
+    with torch.no_grad():  # inference: another regime
         run_auto("plstm_coupled", args)
-    assert runs.count(("reference", torch.float64)) == 3
+    assert runs.count(("reference", torch.float64)) == 2
+    run_auto("plstm_coupled", inputs("plstm_coupled", dtype=torch.float64)[0])
+    assert runs.count(("reference", torch.float64)) == 3  # another dtype: another regime
     lstm_args, _ = inputs("lstm")
     for _ in range(3):
         run_auto("lstm", lstm_args)
-    assert runs.count(("onednn", torch.float64)) == 1 and runs.count(("reference", torch.float64)) == 3
+    assert runs.count(("onednn", torch.float64)) == 1
+
+
+def test_verify_always_verifies_every_shape(runs, monkeypatch):
+    """TSRNN_VERIFY=always verifies each new shape, even of a known regime, and writes nothing to
+    the disk cache; a planted error at the second shape is caught there."""
+    monkeypatch.setenv("TSRNN_VERIFY", "always")
+    run_auto("plstm_coupled", inputs("plstm_coupled")[0])
+    run_auto("plstm_coupled", inputs("plstm_coupled", shape=(5, 3, 3, 4))[0])
+    assert runs.count(("reference", torch.float64)) == 2
+    runs.plant(shift=1e-3)
+    _, messages = recorded(lambda: run_auto("plstm_coupled", inputs("plstm_coupled", shape=(9, 2, 3, 4))[0]))
+    assert "the cpu path disagrees" in messages[0]
+    assert list(cache.directory().iterdir()) == []
 
 
 CASES = [("lstm", False, False), ("lstm", False, True), ("plstm_coupled", False, False),
@@ -161,6 +177,7 @@ def test_a_correct_path_passes_verification(monkeypatch, cell, dt, forget, dtype
     """(e) The cpu path, right, passes at every test shape and dtype, with and without dt (the
     LSTM also with forget gates, verified against the reference loops instead of onednn)."""
     monkeypatch.setenv("TSRNN_AUTOTUNE", "0")  # verification only
+    monkeypatch.setenv("TSRNN_VERIFY", "always")  # at every shape
     extra = {"return_forget": True} if forget else {}
     for shape in testing.SHAPES:
         args, _ = inputs(cell, shape, dtype, dt=dt, seed=shape[0] * 31 + shape[3])
@@ -190,7 +207,7 @@ def test_the_trusted_paths_own_error_in_the_calls_dtype_is_allowed(runs, grad):
     assert err > bound  # the premise: float32 itself is beyond the float32 row here
     assert recorded(lambda: run_auto("plstm_coupled", args))[1] == []
     assert set(choice._verdicts.values()) == {None}
-    choice._verdicts.clear()
+    forget_verdicts()
     backend.forget()
     runs.plant(shift=10 * err)
     _, messages = recorded(lambda: run_auto("plstm_coupled", args))
@@ -209,6 +226,7 @@ def test_nan_where_the_trusted_path_has_nan_agrees(runs):
     (out, _), messages = recorded(lambda: run_auto("plstm_coupled", with_nan((5, 2, 3, 4))))
     assert messages == [] and set(choice._verdicts.values()) == {None}
     assert out[2:, 1].isnan().all() and not out[:, 0].isnan().any()
+    forget_verdicts()
     runs.plant(shift=1e-3)
     _, messages = recorded(lambda: run_auto("plstm_coupled", with_nan((5, 3, 3, 4))))
     assert "cpu path disagrees" in messages[0] and "out: max error 0.001" in messages[0]
@@ -239,12 +257,19 @@ def test_only_auto_verifies_and_only_where_it_can_measure(runs, monkeypatch):
 
 
 def test_invalid_verify_value_is_a_clear_error(monkeypatch):
-    """(f) TSRNN_VERIFY is "0" or "1"; read by "auto" at call time, like TSRNN_BACKEND."""
-    monkeypatch.setenv("TSRNN_VERIFY", "2")
-    backend.forget()  # the variable reaches keys seen before
+    """(f) TSRNN_VERIFY is "0", "1" or "always", empty meaning unset; read by "auto" at call time,
+    like TSRNN_BACKEND."""
     model = tsrnn.PowerLawLSTM(3, 4)
-    with pytest.raises(ValueError, match=r"TSRNN_VERIFY must be one of \['0', '1'\], got '2'"):
-        model(torch.randn(5, 2, 3))
+    for bad in ("2", "true", "Always"):
+        monkeypatch.setenv("TSRNN_VERIFY", bad)
+        backend.forget()  # the variable reaches keys seen before
+        with pytest.raises(ValueError) as error:
+            model(torch.randn(5, 2, 3))
+        assert str(error.value) == (f"the environment variable TSRNN_VERIFY must be one of ['0', '1', 'always'], "
+                                    f"got {bad!r} (unset or empty: '1')")
+    monkeypatch.setenv("TSRNN_VERIFY", "")
+    backend.forget()
+    model(torch.randn(5, 2, 3))
     model.backend = "cpu"  # a named path reads no variable
     model(torch.randn(5, 2, 3))
 
@@ -277,7 +302,7 @@ def test_the_row_is_that_of_the_calls_products(runs, monkeypatch, products):
     runs.plant(shift=1e-3)
     _, messages = recorded(lambda: run_auto("plstm_coupled", args))
     assert (messages == []) == (products == "tf32"), messages
-    choice._verdicts.clear()
+    forget_verdicts()
     backend.forget()
     runs.plant(shift=5e-2)
     _, messages = recorded(lambda: run_auto("plstm_coupled", args))

@@ -26,21 +26,25 @@ runs the reference loops: "auto" takes them without timing or verifying, and any
 raises a ValueError or RuntimeError that says so. The fused kernels are first-order autograd
 ops with no batching or forward-mode rules.
 
-Before ``"auto"`` (the request after TSRNN_BACKEND) uses a candidate for a call key, it verifies
-it, the only candidate too: on the call's own inputs, the candidate's outputs and, when the call
+Before ``"auto"`` (the request after TSRNN_BACKEND) uses a candidate, it verifies it once per kernel
+regime (the op, cell, dtype, device, products precision, gradients, traces, packing, bias and the
+path's ``Path.regime`` of the call: which of its code runs it; not per shape), the only candidate too: on the call's own inputs, the candidate's outputs and, when the call
 needs gradients, the gradients of a fixed pseudo-random loss over every output with respect to
 every input that requires grad, against the *trusted* path run in float64 on the same values
 (``trusted_path``: the device's torch-LSTM path where it serves the call, else the reference
 loops; these two are not verified), within ``tsrnn.backend.tolerance``'s row for the call's dtype or,
 where larger, ``tsrnn.backend.verification.SLACK`` times the trusted path's own error in that dtype (run
-only when a result is beyond its row). A candidate that disagrees, or raises, is dropped for that
-key with one warning naming it, the output or gradient, the error and the bound; if none is
-left, "auto" runs the trusted path (warned too). ``TSRNN_VERIFY=0`` turns verification off.
+only when a result is beyond its row). A candidate that disagrees is dropped for that regime, one
+that raises for that shape only (its failure may be the shape's), with one warning naming it, the
+output or gradient, the error and the bound; if none is left, "auto" runs the trusted path (warned
+too). ``TSRNN_VERIFY=0`` turns verification off; ``TSRNN_VERIFY=always`` verifies every new shape
+(exact sizes), those verdicts kept in memory only.
 
-Where more than one candidate is left, the first call of each shape measures them on the call's
-own inputs (one warm-up, then ``TUNE_REPEATS`` runs of what the call will do: forward, and
-backward when autograd will need it; a candidate's time is its fastest run) and keeps the fastest
-for that (shape, candidates) key; the first candidate stays unless another is ``TUNE_MARGIN``
+Where more than one candidate is left, the first call of each shape class (``Call.key()``: T and B
+as power-of-two buckets, the other sizes exact) measures them on the call's own inputs (one
+warm-up, then ``TUNE_REPEATS`` runs of what the call will do: forward, and backward when autograd
+will need it; a candidate's time is its fastest run) and keeps the fastest for that (class,
+candidates) key; the first candidate stays unless another is ``TUNE_MARGIN``
 faster, so timing noise does not flip a choice. A candidate that raises while being timed is
 dropped with one warning naming the cause. ``TSRNN_AUTOTUNE=0`` times nothing (it still
 verifies). Under ``torch.use_deterministic_algorithms(True)`` nothing is timed either: "auto" takes
@@ -48,7 +52,16 @@ the first verified candidate in the order above, the same in every process whose
 agrees (it runs on each process's first inputs of a key; timing noise, by contrast, could pick
 another kernel in another process, and other bits). ``reuse_choices`` takes the
 choices an earlier run recorded (``tuned_choices``, which a training checkpoint stores) in place of
-measuring, so ``tsrnn train --resume`` runs the kernels the checkpoint's run used. Tracing (by
+measuring, so ``tsrnn train --resume`` runs the kernels the checkpoint's run used.
+
+Per-regime verdicts and measured choices are also kept on disk (``tsrnn.backend.cache``: one file
+per tsrnn version, build, torch version and device name, under TSRNN_CACHE_DIR, else the user's
+cache folder; TSRNN_CACHE_DIR="" turns it off), read on the first choice of a device that needs
+them and written as each is made, so another process on the same machine neither verifies nor
+times a known class again, and a resumed run chooses as the uninterrupted one also for shapes met
+after its checkpoint. A verdict from disk counts wherever "auto" verifies; a choice from disk only
+where it would time (not under TSRNN_AUTOTUNE=0 or deterministic algorithms, whose fixed rules
+stay), and after a recorded choice of ``reuse_choices``. Tracing (by
 ``torch.compile``, ``torch.export``, ``torch.jit.trace``), CUDA graph capture and the Triton
 interpreter neither time nor verify: they take the choice already made for the key (so one eager
 step before a capture or a compilation decides what the graph runs), else the first candidate;
@@ -57,11 +70,12 @@ traces to the same graph with and without gradients. If ``tsrnn._C`` is missing,
 ``"auto"`` on CPU falls back to the reference loops with one warning naming the cause.
 
 The variables take their documented values only: TSRNN_BACKEND a requested backend, the switches
-TSRNN_VERIFY, TSRNN_AUTOTUNE (default "1") and TSRNN_CPU_PROFILE (the compiled loops', default
-"0") "0" or "1", empty meaning unset; another value raises a ValueError naming the variable on the
+TSRNN_AUTOTUNE (default "1") and TSRNN_CPU_PROFILE (the compiled loops', default "0") "0" or "1",
+TSRNN_VERIFY "0", "1" (the default) or "always", empty meaning unset; another value raises a ValueError naming the variable on the
 first call that reads it. They are read when a call key is first seen: the choice is then
 remembered per call key (``MEMO``: the requested backend, the cell, device, dtype, sizes with T as
-a power-of-two bucket, bias, gradients, traces, packing), so a warm call neither works out its
+a power-of-two bucket and B exact, bias, gradients, traces, packing; a miss chooses again, which
+for a known shape class finds the class's choice), so a warm call neither works out its
 candidates again nor reads the environment. ``forget()`` drops that memory (``reuse_choices``
 does too): set a variable, then call it, for the change to reach keys already seen. Tracing,
 torch.func transforms and torch.export always choose anew.
@@ -77,15 +91,16 @@ import torch
 
 from tsrnn import _validation as check
 from tsrnn import precision
-from tsrnn.backend import registry, verification
+from tsrnn.backend import cache, registry, verification
 from tsrnn.backend.registry import BACKENDS, PATHS, REGISTRY, TRANSFORMS, Call, Path, _recorded, why_not
 
 TUNE_REPEATS = 3  # timed runs per candidate, after one warm-up run; the fastest run counts
 TUNE_MARGIN = 0.05  # another candidate replaces the first only when at least this much faster
+VERIFY = ("0", "1", "always")  # TSRNN_VERIFY's values: off, once per regime (the default), once per shape
 
 _warned: set[str] = set()
 _tuned: dict[Hashable, str] = {}  # (call key, candidates) -> the measured choice
-_verdicts: dict[Hashable, str | None] = {}  # (call key, path) -> None (it agrees) or why "auto" drops it
+_verdicts: dict[Hashable, str | None] = {}  # _verdict_key -> None (it agrees) or why "auto" drops it
 _reused: dict[str, str] = {}  # Call.recorded_key() -> the path an earlier run used (reuse_choices)
 # (requested backend, memo key) -> the chosen path's record: what a warm call of a known key runs,
 # without working out its candidates or reading the environment again (tsrnn.functional keys it).
@@ -178,8 +193,9 @@ Run = Callable[..., tuple[Mapping[str, torch.Tensor], Mapping[str, torch.Tensor]
 
 
 def choose(requested: str, call: Call, run: Run | None = None, memo_key: Hashable | None = None) -> str:
-    """The path that runs ``call``. With ``run``, "auto" verifies its candidates once per call key
-    and several candidates are measured once per (call key, candidates) (see the module docstring).
+    """The path that runs ``call``. With ``run``, "auto" verifies its candidates once per kernel
+    regime and several candidates are measured once per (shape class, candidates) (see the module
+    docstring).
     With ``memo_key``, a choice that later calls would repeat (one made where runs can be measured,
     or without ``run``) is remembered in ``MEMO`` under (requested, memo_key)."""
     path, final = _choice(requested, call, run)
@@ -196,8 +212,9 @@ def _choice(requested: str, call: Call, run: Run | None) -> tuple[str, bool]:
     measurable = _can_measure(call.device, paths)
     auto = _effective(requested) == "auto"
     tune = (auto or len(paths) > 1) and check.switch("TSRNN_AUTOTUNE")
-    if auto and check.switch("TSRNN_VERIFY"):
-        paths = _verified(paths, call, run, measurable)
+    verify = check.environment("TSRNN_VERIFY", VERIFY, "1")
+    if auto and verify != "0":
+        paths = _verified(paths, call, run, measurable, per_shape=verify == "always")
     if len(paths) == 1:
         return paths[0], measurable
     key = (call.key(), tuple(paths))
@@ -214,8 +231,20 @@ def _choice(requested: str, call: Call, run: Run | None) -> tuple[str, bool]:
         elif not measurable or not tune:
             return paths[0], measurable
         else:
-            _tuned[key] = _fastest(paths, call, run)
+            _tuned[key] = _measured(paths, call, run)
     return _tuned[key], measurable
+
+
+def _measured(paths: Sequence[str], call: Call, run: Run) -> str:
+    """The fastest of ``paths`` for the call's class: the disk cache's choice where it holds one
+    among them, else timed (``_fastest``) and written to the cache."""
+    key = repr((_recorded(call.key()), tuple(paths)))
+    stored = cache.lookup(call.device, "choices", key)
+    if stored in paths:
+        return stored
+    fastest = _fastest(paths, call, run)
+    cache.record(call.device, "choices", key, fastest)
+    return fastest
 
 
 def reuse_choices(choices: Mapping[str, str]) -> None:
@@ -243,18 +272,45 @@ def trusted_path(call: Call) -> str:
     return (torch_lstm or ["reference"])[0]
 
 
-def _verified(paths: Sequence[str], call: Call, run: Run, measurable: bool) -> list[str]:
-    """``paths`` less those found to disagree with the trusted path for this call key, verifying
-    those not verified yet where ``measurable`` (the trusted kinds, reference and torch_lstm, are
-    not verified); the trusted path, with a warning, if none is left."""
-    key = call.key()
-    pending = [p for p in paths if REGISTRY[p].kind not in ("reference", "torch_lstm") and (key, p) not in _verdicts]
+def _verdict_key(call: Call, path: str, per_shape: bool) -> tuple:
+    """What a verdict of ``path`` holds for: per regime, (path, op, device type and index, dtype,
+    cell, products precision, gradients, traces, packing, bias, the path's ``regime`` of the call);
+    ``per_shape`` (TSRNN_VERIFY=always), the call key and the call's exact sizes."""
+    if per_shape:
+        return ("shape", call.key(), call.shape, path)
+    record = REGISTRY[path]
+    return (path, call.op, call.device.type, call.device.index, call.dtype, call.cell,
+            precision.products(call.dtype, call.device), call.grad, call.traces, call.packed, call.bias,
+            () if record.regime is None else record.regime(call))
+
+
+def _verified(paths: Sequence[str], call: Call, run: Run, measurable: bool, per_shape: bool) -> list[str]:
+    """``paths`` less those found to disagree with the trusted path, verifying those without a
+    verdict yet where ``measurable`` (the trusted kinds, reference and torch_lstm, are not
+    verified): once per regime (``_verdict_key``), a verdict from the disk cache counting as one
+    made here, or, ``per_shape``, once per shape, kept in memory only. A path that raised while
+    being verified is dropped for this shape only (its failure may be the shape's, out of memory);
+    the trusted path, with a warning, if none is left."""
+    checked = [p for p in paths if REGISTRY[p].kind not in ("reference", "torch_lstm")]
+    shapes = {p: _verdict_key(call, p, True) for p in checked}
+    keys = shapes if per_shape else {p: _verdict_key(call, p, False) for p in checked}
+    if not per_shape:
+        for path in checked:
+            if keys[path] not in _verdicts:
+                stored = cache.lookup(call.device, "verdicts", _disk_key(keys[path]))
+                if stored is not cache.MISSING:
+                    _judged(keys[path], stored)
+
+    def verdict(path: str):
+        return _verdicts.get(keys[path], _verdicts.get(shapes[path], cache.MISSING))
+
+    pending = [p for p in checked if verdict(p) is cache.MISSING]
     if pending and measurable:
-        for path, verdict in _verify(pending, call, run).items():
-            _verdicts[key, path] = verdict
-            if verdict:
-                _warn_once(f"{verdict}; 'auto' does not use it for this shape")
-    kept = [p for p in paths if _verdicts.get((key, p)) is None]
+        for path, (found, raised) in _verify(pending, call, run).items():
+            _judged(shapes[path] if raised else keys[path], found)
+            if not (per_shape or raised):
+                cache.record(call.device, "verdicts", _disk_key(keys[path]), found)
+    kept = [p for p in paths if p not in keys or verdict(p) in (None, cache.MISSING)]
     if kept:
         return kept
     trusted = trusted_path(call)
@@ -262,9 +318,22 @@ def _verified(paths: Sequence[str], call: Call, run: Run, measurable: bool) -> l
     return [trusted]
 
 
-def _verify(paths: Sequence[str], call: Call, run: Run) -> dict[str, str | None]:
+def _judged(key: tuple, verdict: str | None) -> None:
+    """Keeps a verdict (warning once where it drops the path)."""
+    _verdicts[key] = verdict
+    if verdict:
+        _warn_once(f"{verdict}; 'auto' does not use it for such calls")
+
+
+def _disk_key(key: tuple) -> str:
+    """A per-regime verdict key as the disk cache writes it: without the device index (the file is
+    the device's), as text."""
+    return repr(key[:3] + key[4:])
+
+
+def _verify(paths: Sequence[str], call: Call, run: Run) -> dict[str, tuple[str | None, bool]]:
     """Each path's verdict, from its run and the trusted path's on the call's inputs: None (it
-    agrees), or why "auto" drops it."""
+    agrees), or why "auto" drops it; and whether the path raised."""
     trusted = trusted_path(call)
     try:
         expected = verification.results(run, trusted, call.grad, torch.float64)
@@ -277,12 +346,12 @@ def _verify(paths: Sequence[str], call: Call, run: Run) -> dict[str, str | None]
         try:
             wrong = verification.disagreement(verification.results(run, path, call.grad), expected, call.dtype, own,
                                               precision.products(call.dtype, call.device))
-            verdict = None if wrong is None else (
+            verdicts[path] = None if wrong is None else (
                 f"tsrnn: the {path} path disagrees with {trusted} (run in float64 on the same inputs) for "
-                f"{call.cell or call.op} {call.dtype} {call.shape}{' with gradients' if call.grad else ''}: {wrong}")
+                f"{call.cell or call.op} {call.dtype} {call.shape}{' with gradients' if call.grad else ''}: "
+                f"{wrong}"), False
         except Exception as exc:  # noqa: BLE001  (a broken path must not break "auto"; it is reported)
-            verdict = f"tsrnn: the {path} path failed while being verified ({type(exc).__name__}: {exc})"
-        verdicts[path] = verdict
+            verdicts[path] = f"tsrnn: the {path} path failed while being verified ({type(exc).__name__}: {exc})", True
     return verdicts
 
 

@@ -84,9 +84,13 @@ class Call:
         return math_dtype(self.dtype)
 
     def key(self) -> tuple:
-        """The tuning key: T enters as a power-of-two bucket, the other sizes exactly, and the
-        precision of the products (``tsrnn.precision.products``: a TF32 choice is not an exact one)."""
+        """The tuning key, a shape class: T and (for a recurrence) the batch size B enter as
+        power-of-two buckets (an epoch's smaller last batch shares its class with the others), the
+        other sizes exactly, and the precision of the products (``tsrnn.precision.products``: a
+        TF32 choice is not an exact one)."""
         steps, *rest = self.shape
+        if self.op == "recurrence":
+            rest[0] = rest[0].bit_length()
         return (self.op, self.device.type, self.device.index, self.dtype, self.cell, steps.bit_length(),
                 *rest, self.bias, self.grad, self.traces, self.packed, precision.products(self.dtype, self.device))
 
@@ -205,6 +209,31 @@ def _tensor_core(namespace: str, fits: str) -> Callable[[Call], str | None]:
     return rule
 
 
+_configs: dict[tuple, tuple[int, ...]] = {}  # _planned_blocks's key -> the plan's regime
+
+
+def _tensor_core_regime(namespace: str) -> Callable[[Call], tuple[int, ...]]:
+    """The regime of a tensor-core kernel's call (``Path.regime``): its plan's cluster size, batch
+    tile (cluster-resident) or chunk (grid-resident), and units a block (``recurrence_config``,
+    asked on the call's CUDA device once per plan key; the number of clusters, which only scales
+    with B, is left out); while torch.compile traces, an unknown key is (0,), a regime never verified."""
+
+    def regime(call: Call) -> tuple[int, ...]:
+        index = call.device.index if call.device.index is not None else torch.cuda.current_device()
+        products = precision.products(call.dtype, call.device)
+        key = (namespace, index, call.cell, call.shape[3], call.shape[1], products,
+               os.environ.get(_FORCING[namespace], ""))
+        if key not in _configs:
+            if torch.compiler.is_compiling():
+                return (0,)
+            probe = torch.empty(0, call.shape[3], device=call.device, dtype=torch.float32)  # sizes only
+            config = getattr(torch.ops, namespace).recurrence_config(call.cell, probe, call.shape[1], products)
+            _configs[key] = (int(config[0]), int(config[1]), int(config[3]))
+        return _configs[key]
+
+    return regime
+
+
 def _triton_persistent(call: Call) -> str | None:
     return capacity.persistent_why_not(call.shape[3], call.math_dtype)
 
@@ -225,7 +254,11 @@ class Path:
     one); ``fallback``: an older path that "auto" offers only where no other path of the device
     serves the call (the CUDA kernels and Triton paths older than the tensor-core kernels: kept for
     what those refuse, float64 math, H past the chip, forget-gate traces under some shapes, until a
-    GPU sweep shows a shape where one is fastest)."""
+    GPU sweep shows a shape where one is fastest); ``regime``: the kernel regime of a call the
+    path serves, a coarse description of which of its code runs the call (a tensor-core kernel's
+    plan: cluster size, batch tile or chunk, units a block), as a tuple of ints; None: one regime
+    for every call. "auto" verifies a path once per regime (with the call's op, cell, dtype,
+    device, products precision, gradients, traces, packing and bias), not once per shape."""
 
     name: str
     run: Mapping[str, Callable]
@@ -237,6 +270,7 @@ class Path:
     projection: Callable | None = None
     products: Callable[[torch.dtype, torch.device], str] = precision.products
     fallback: bool = False
+    regime: Callable[[Call], tuple[int, ...]] | None = None
 
     @property
     def ops(self) -> tuple[str, ...]:
@@ -285,10 +319,12 @@ REGISTRY = {path.name: path for path in (
     Path("cudnn", _TORCH_LSTM, ("cuda",), None, "torch_lstm", _torch_lstm),
     Path("cuda_cluster", _RECURRENCE, ("cuda",), "native", "operator",
          _tensor_core("tsrnn_cluster", "must fit in the shared memory of one thread-block cluster of at most 16 blocks "
-                                       "(sm_90), or of one block"), "tsrnn_cluster", _TORCH_PROJECTION),
+                                       "(sm_90), or of one block"), "tsrnn_cluster", _TORCH_PROJECTION,
+         regime=_tensor_core_regime("tsrnn_cluster")),
     Path("cuda_grid", _RECURRENCE, ("cuda",), "native", "operator",
          _tensor_core("tsrnn_grid", "and the batch's partial sums must fit in the shared memory of blocks that are "
-                                    "all resident at once"), "tsrnn_grid", _TORCH_PROJECTION),
+                                    "all resident at once"), "tsrnn_grid", _TORCH_PROJECTION,
+         regime=_tensor_core_regime("tsrnn_grid")),
     Path("cuda_coop", _RECURRENCE, ("cuda",), "native", "operator", _cooperative_cuda, library.COMPILED,
          _TORCH_PROJECTION, fallback=True),
     Path("triton_persistent", _RECURRENCE, ("cuda",), "triton", "operator", _triton_persistent,
