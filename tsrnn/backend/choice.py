@@ -42,9 +42,11 @@ too). ``TSRNN_VERIFY=0`` turns verification off; ``TSRNN_VERIFY=always`` verifie
 
 Where more than one candidate is left, the first call of each shape class (``Call.key()``: T and B
 as power-of-two buckets, the other sizes exact) measures them on the call's own inputs (one
-warm-up, then ``TUNE_REPEATS`` runs of what the call will do: forward, and backward when autograd
-will need it; a candidate's time is its fastest run) and keeps the fastest for that (class,
-candidates) key; the first candidate stays unless another is ``TUNE_MARGIN``
+warm-up, then rounds of runs of what the call will do, forward, and backward when autograd will
+need it, every candidate in turn, at least ``TUNE_REPEATS`` and until ``TUNE_SECONDS`` have passed,
+at most ``TUNE_ROUNDS``; a candidate's time is its fastest run) and keeps the fastest for that
+(class, candidates) key (where several processes time a class at once, DDP ranks, the choice the
+first of them writes to the disk cache, below, is every one's); the first candidate stays unless another is ``TUNE_MARGIN``
 faster, so timing noise does not flip a choice. A candidate that raises while being timed is
 dropped with one warning naming the cause. ``TSRNN_AUTOTUNE=0`` times nothing (it still
 verifies). Under ``torch.use_deterministic_algorithms(True)`` nothing is timed either: "auto" takes
@@ -94,7 +96,9 @@ from tsrnn import precision
 from tsrnn.backend import cache, registry, verification
 from tsrnn.backend.registry import BACKENDS, PATHS, REGISTRY, TRANSFORMS, Call, Path, _recorded, why_not
 
-TUNE_REPEATS = 3  # timed runs per candidate, after one warm-up run; the fastest run counts
+TUNE_REPEATS = 3  # timed runs per candidate at least, after one warm-up run; the fastest run counts
+TUNE_SECONDS = 0.05  # and rounds of runs until they took this long (tiny calls get more runs) ...
+TUNE_ROUNDS = 30  # ... but no more rounds than this
 TUNE_MARGIN = 0.05  # another candidate replaces the first only when at least this much faster
 VERIFY = ("0", "1", "always")  # TSRNN_VERIFY's values: off, once per regime (the default), once per shape
 
@@ -244,7 +248,8 @@ def _measured(paths: Sequence[str], call: Call, run: Run) -> str:
         return stored
     fastest = _fastest(paths, call, run)
     cache.record(call.device, "choices", key, fastest)
-    return fastest
+    stored = cache.lookup(call.device, "choices", key)  # the first writer's, where processes timed at once
+    return stored if stored in paths else fastest
 
 
 def reuse_choices(choices: Mapping[str, str]) -> None:
@@ -400,25 +405,41 @@ def _run_once(run: Run, path: str, grad: bool) -> None:
 
 
 def _fastest(paths: Sequence[str], call: Call, run: Run) -> str:
-    times = {}
+    """The fastest of ``paths`` on the call's own inputs: one warm-up run each, then rounds that run
+    every candidate once, in turn (so a machine's slow spell falls on all of them), until each has
+    ``TUNE_REPEATS`` runs and the rounds took ``TUNE_SECONDS``, at most ``TUNE_ROUNDS`` rounds; a
+    candidate's time is its fastest run (noise only ever adds time). Tiny calls (T = 1, small H,
+    a fraction of a millisecond) thus get tens of runs, large ones three."""
+    times, alive = {}, []
     for path in paths:
         try:
             _run_once(run, path, call.grad)  # warm-up: compiles Triton kernels, plans the CUDA kernel
-            runs = []
-            for _ in range(TUNE_REPEATS):
+            alive.append(path)
+        except Exception as exc:  # noqa: BLE001  (a broken path must not break "auto"; it is reported)
+            _failed_timing(path, exc)
+    start, rounds = time.perf_counter(), 0
+    while alive and rounds < TUNE_ROUNDS and (rounds < TUNE_REPEATS or time.perf_counter() - start < TUNE_SECONDS):
+        rounds += 1
+        for path in list(alive):
+            try:
                 _sync(call.device)
-                start = time.perf_counter()
+                began = time.perf_counter()
                 _run_once(run, path, call.grad)
                 _sync(call.device)
-                runs.append(time.perf_counter() - start)
-        except Exception as exc:  # noqa: BLE001  (a broken path must not break "auto"; it is reported)
-            _warn_once(f"tsrnn: the {path} path failed while being timed ({type(exc).__name__}: {exc}); "
-                       "'auto' does not use it for this shape")
-            continue
-        times[path] = min(runs)  # the least disturbed run: noise only ever adds time
+            except Exception as exc:  # noqa: BLE001
+                _failed_timing(path, exc)
+                alive.remove(path)
+                times.pop(path, None)
+                continue
+            times[path] = min(times.get(path, float("inf")), time.perf_counter() - began)
     if not times:
         raise RuntimeError(f"tsrnn: every path failed for this call ({', '.join(paths)}); "
                            "see the warnings, or use backend='reference'")
     first = next(p for p in paths if p in times)
     best = min(times, key=times.get)
     return best if times[best] < (1 - TUNE_MARGIN) * times[first] else first
+
+
+def _failed_timing(path: str, exc: Exception) -> None:
+    _warn_once(f"tsrnn: the {path} path failed while being timed ({type(exc).__name__}: {exc}); "
+               "'auto' does not use it for this shape")
