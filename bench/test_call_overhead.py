@@ -9,11 +9,13 @@ the Python and dispatch cost of a call.
 graph), "forward+backward" adds the backward of out.sum(). Targets (issue 49): a warm forward at
 most 1.3x torch.nn.LSTM's for tsrnn.LSTM, 1.5x for tsrnn.PowerLawLSTM. "auto" is what users get
 (on this shape the dispatcher picks "cpu" or "onednn" by timing them); "cpu" and "onednn" are the
-LSTM's two paths by name. The script form times every module in the same rounds, alternating, and
-keeps each one's fastest round: on a shared machine the noise between processes is larger than the
-difference measured.
+LSTM's two paths by name. The script form times every module in the same short rounds, in turn,
+and compares each module's fastest round with torch.nn.LSTM's (noise only ever adds time; on a
+shared machine the drift between rounds and processes is larger than the difference measured),
+with the median of the ratios within a round beside it.
 """
 import platform
+import statistics
 import sys
 import time
 
@@ -74,12 +76,12 @@ def test_warm_call(benchmark, one_thread, kind, step):
     benchmark(step, module, x)
 
 
-def interleaved(rounds=15, calls=400) -> dict:
-    """{(kind, step name): the fastest round's µs per call}, every module timed in every round."""
+def interleaved(rounds=60, calls=100) -> dict:
+    """{(kind, step name): [µs per call in each round]}, every module timed in every round, in turn."""
     torch.set_num_threads(1)
     x = torch.randn(T, B, H)
     modules = {kind: make(kind)[0] for kind in KINDS}
-    best = {}
+    times = {}
     for r in range(rounds):
         for kind, module in modules.items():
             for step in (forward, forward_backward):
@@ -89,10 +91,8 @@ def interleaved(rounds=15, calls=400) -> dict:
                 start = time.perf_counter()
                 for _ in range(calls):
                     step(module, x)
-                took = (time.perf_counter() - start) / calls * 1e6
-                key = (kind, step.__name__)
-                best[key] = min(best.get(key, took), took)
-    return best
+                times.setdefault((kind, step.__name__), []).append((time.perf_counter() - start) / calls * 1e6)
+    return times
 
 
 def cpu_model() -> str:
@@ -108,12 +108,15 @@ def cpu_model() -> str:
 
 
 if __name__ == "__main__":
-    best = interleaved()
+    times = interleaved()
     print(f"{cpu_model()}, torch {torch.__version__}, Python {sys.version.split()[0]}, one thread, "
-          f"T={T} B={B} H=I={H} float32; the fastest of 15 rounds of 400 calls, microseconds per call")
+          f"T={T} B={B} H=I={H} float32; 60 rounds of 100 calls, each module in every round. Microseconds "
+          "per call of the fastest round, its ratio to torch.nn.LSTM's fastest (noise only adds time), and "
+          "the median of the ratios within a round")
     for step in ("forward", "forward_backward"):
-        base = best["torch.nn.LSTM", step]
+        base = times["torch.nn.LSTM", step]
         for kind in KINDS:
-            ratio = best[kind, step] / base
+            paired = statistics.median(t / b for t, b in zip(times[kind, step], base))
             target = f"  (target <= {TARGETS[kind]}x)" if kind in TARGETS and step == "forward" else ""
-            print(f"  {step:17s} {kind:20s} {best[kind, step]:7.1f} us  {ratio:4.2f}x{target}")
+            print(f"  {step:17s} {kind:20s} {min(times[kind, step]):7.1f} us  {min(times[kind, step]) / min(base):4.2f}x"
+                  f"  median in a round {paired:4.2f}x{target}")

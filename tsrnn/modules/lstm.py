@@ -86,8 +86,8 @@ class LSTM(StackedRNN):
         ``_EffectiveBias`` (built once per version of its biases), traced as plain ops."""
         if layer not in self.timescale_layers:
             return self.raw_bias(layer)
-        b_ih, b_hh = getattr(self, f"bias_ih_l{layer}"), getattr(self, f"bias_hh_l{layer}")
-        fixed = getattr(self, f"bias_fixed_l{layer}")
+        b_ih, b_hh = self._member(f"bias_ih_l{layer}"), self._member(f"bias_hh_l{layer}")
+        fixed = self._member(f"bias_fixed_l{layer}")
         if torch.compiler.is_compiling() or torch.jit.is_tracing() or torch._C._are_functorch_transforms_active():
             return torch.cat([fixed, (b_ih + b_hh)[fixed.shape[0]:]])
         memos = self.__dict__.setdefault("_bias_memo", {})  # an MTS layer -> its _EffectiveBias memo

@@ -82,8 +82,8 @@ class PowerLawLSTM(StackedRNN):
     def _p(self, layer: int) -> torch.Tensor:
         """``p`` of a layer index known to be valid."""
         if self.fixed_p is not None:
-            return getattr(self, f"p_l{layer}")
-        return torch.sigmoid(getattr(self, f"p_logit_l{layer}"))
+            return self._member(f"p_l{layer}")
+        return torch.sigmoid(self._member(f"p_logit_l{layer}"))
 
     def extra_repr(self) -> str:
         p = f"fixed_p={self.fixed_p}" if self.fixed_p is not None else f"learn_p={self.learn_p}"
