@@ -18,9 +18,8 @@ TILTBufferContext. The modules' earlier homes (``tsrnn.timescales``, ``tsrnn.dat
 import importlib
 
 from tsrnn import _moved, backend, functional, ops, reference
+from tsrnn._version import VERSION as __version__
 from tsrnn.modules import LSTM, PowerLawLSTM
-
-__version__ = "0.1.0"
 
 # Names re-exported from a lazily imported module: name -> module.
 _LAZY_ATTRS = {

@@ -120,7 +120,7 @@ def test_a_foreign_file_is_ignored(counts, monkeypatch):
     lstm_forward_backward(4)
     (file,) = cache_files(cache.directory())
     with monkeypatch.context() as other_version:
-        other_version.setattr(tsrnn, "__version__", "0.0.0-other")
+        other_version.setattr(tsrnn._version, "VERSION", "0.0.0-other")
         backend.forget()
         cache.forget()
         choice._tuned.clear()

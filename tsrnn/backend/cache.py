@@ -31,6 +31,8 @@ from pathlib import Path
 
 import torch
 
+from tsrnn import _version
+
 try:
     import fcntl
 except ImportError:  # not on Windows: writers then only replace the file atomically
@@ -67,16 +69,14 @@ def device_name(device: torch.device) -> str | None:
 
 def identity(name: str) -> dict:
     """The header of the file of device ``name``: what a verdict or a timing depends on besides the call."""
-    import tsrnn
-
     try:
         from tsrnn._built_with import TORCH_VERSION as built_with
     except ImportError:  # a source tree that setup.py has not built
         built_with = None
-    folder = Path(tsrnn.__file__).parent
+    folder = Path(__file__).resolve().parents[1]  # the package's folder, where the extensions lie
     extensions = [[file.name, file.stat().st_size, file.stat().st_mtime_ns] for file in sorted(folder.iterdir())
                   if file.name.startswith(("_C.", "_cuda.")) and file.suffix in (".so", ".pyd")]
-    return {"tsrnn": tsrnn.__version__, "built_with": built_with, "extensions": extensions,
+    return {"tsrnn": _version.VERSION, "built_with": built_with, "extensions": extensions,
             "torch": torch.__version__, "device": name}
 
 
