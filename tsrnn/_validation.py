@@ -33,6 +33,12 @@ def under_transforms() -> bool:
     return torch._C._are_functorch_transforms_active()
 
 
+def eager() -> bool:
+    """A call runs eagerly: nothing traces it (``tracing``) and no torch.func transform wraps it
+    (``under_transforms``); one expression, as the warm path asks it per op."""
+    return not (torch.compiler.is_compiling() or torch.jit.is_tracing() or torch._C._are_functorch_transforms_active())
+
+
 def capturing() -> bool:
     """Whether the current CUDA stream is capturing a graph (False without CUDA)."""
     return torch.cuda.is_available() and torch.cuda.is_current_stream_capturing()

@@ -65,7 +65,7 @@ def _route(cell, x, h0, states, w_ih, w_hh, bias, p, dt, eps, backend, traces, p
     grad = library.needs_grad(x, h0, *states, w_ih, w_hh, bias, p)
     steps = x.shape[0] if packing is None else packing.steps
     key = path = None
-    if not (torch.compiler.is_compiling() or torch.jit.is_tracing() or torch._C._are_functorch_transforms_active()):
+    if check.eager():
         # T as a power-of-two bucket, as it enters the tuning key, and the products' precision (a
         # choice verified with TF32 allowed is not one for exact products, nor the other way)
         key = (cell.name, x.device, x.dtype, steps.bit_length(), h0.shape[0], x.shape[-1], w_hh.shape[1],

@@ -173,23 +173,30 @@ def _cooperative_cuda(call: Call) -> str | None:
     return None
 
 
-_planned_blocks: dict[tuple, int] = {}  # (namespace, device index, cell, H, B, precision, forcing) -> blocks
+_plans: dict[tuple, object] = {}  # (planning op, namespace, device index, cell, H, B, precision, forcing) -> answer
 _FORCING = {"tsrnn_cluster": "TSRNN_CLUSTER", "tsrnn_grid": "TSRNN_GRID"}  # what the GPU report's sweep sets
 
 
-def _tensor_core_blocks(namespace: str, call: Call, products: str) -> int:
-    """Thread blocks of a tensor-core kernel's plan (``namespace``: "tsrnn_cluster", "tsrnn_grid")
-    for this cell, H, B and precision on the call's device (0: no fit), asked once per key (and its
-    environment forcing, the GPU report's configuration); while torch.compile traces, an unknown
-    key counts as no fit."""
+def _ask_plan(op: str, namespace: str, call: Call, products: str, unknown):
+    """The answer of a tensor-core kernel's planning op ``op`` (``namespace``: "tsrnn_cluster",
+    "tsrnn_grid"; "recurrence_plan": its thread blocks, 0 where nothing fits; "recurrence_config":
+    its configuration) for this cell, H, B and precision on the call's device, asked once per key
+    (and its environment forcing, the GPU report's configuration); while torch.compile traces, an
+    unknown key gets ``unknown`` (the plan is a host call that cannot be traced)."""
     index = call.device.index if call.device.index is not None else torch.cuda.current_device()
-    key = (namespace, index, call.cell, call.shape[3], call.shape[1], products, os.environ.get(_FORCING[namespace], ""))
-    if key not in _planned_blocks:
+    key = (op, namespace, index, call.cell, call.shape[3], call.shape[1], products,
+           os.environ.get(_FORCING[namespace], ""))
+    if key not in _plans:
         if torch.compiler.is_compiling():
-            return 0
+            return unknown
         probe = torch.empty(0, call.shape[3], device=call.device, dtype=torch.float32)  # sizes only
-        _planned_blocks[key] = getattr(torch.ops, namespace).recurrence_plan(call.cell, probe, call.shape[1], products)
-    return _planned_blocks[key]
+        _plans[key] = getattr(getattr(torch.ops, namespace), op)(call.cell, probe, call.shape[1], products)
+    return _plans[key]
+
+
+def _tensor_core_blocks(namespace: str, call: Call, products: str) -> int:
+    """Thread blocks of a tensor-core kernel's plan for the call (0: no fit; ``_ask_plan``)."""
+    return _ask_plan("recurrence_plan", namespace, call, products, 0)
 
 
 def _tensor_core(namespace: str, fits: str) -> Callable[[Call], str | None]:
@@ -209,27 +216,15 @@ def _tensor_core(namespace: str, fits: str) -> Callable[[Call], str | None]:
     return rule
 
 
-_configs: dict[tuple, tuple[int, ...]] = {}  # _planned_blocks's key -> the plan's regime
-
-
 def _tensor_core_regime(namespace: str) -> Callable[[Call], tuple[int, ...]]:
     """The regime of a tensor-core kernel's call (``Path.regime``): its plan's cluster size, batch
-    tile (cluster-resident) or chunk (grid-resident), and units a block (``recurrence_config``,
-    asked on the call's CUDA device once per plan key; the number of clusters, which only scales
-    with B, is left out); while torch.compile traces, an unknown key is (0,), a regime never verified."""
+    tile (cluster-resident) or chunk (grid-resident), and units a block (``recurrence_config``
+    through ``_ask_plan``; the number of clusters, which only scales with B, is left out); while
+    torch.compile traces, an unknown key is (0,), a regime never verified."""
 
     def regime(call: Call) -> tuple[int, ...]:
-        index = call.device.index if call.device.index is not None else torch.cuda.current_device()
-        products = precision.products(call.dtype, call.device)
-        key = (namespace, index, call.cell, call.shape[3], call.shape[1], products,
-               os.environ.get(_FORCING[namespace], ""))
-        if key not in _configs:
-            if torch.compiler.is_compiling():
-                return (0,)
-            probe = torch.empty(0, call.shape[3], device=call.device, dtype=torch.float32)  # sizes only
-            config = getattr(torch.ops, namespace).recurrence_config(call.cell, probe, call.shape[1], products)
-            _configs[key] = (int(config[0]), int(config[1]), int(config[3]))
-        return _configs[key]
+        config = _ask_plan("recurrence_config", namespace, call, precision.products(call.dtype, call.device), None)
+        return (0,) if config is None else (int(config[0]), int(config[1]), int(config[3]))
 
     return regime
 

@@ -88,7 +88,7 @@ class LSTM(StackedRNN):
             return self.raw_bias(layer)
         b_ih, b_hh = self._member(f"bias_ih_l{layer}"), self._member(f"bias_hh_l{layer}")
         fixed = self._member(f"bias_fixed_l{layer}")
-        if torch.compiler.is_compiling() or torch.jit.is_tracing() or torch._C._are_functorch_transforms_active():
+        if not check.eager():
             return torch.cat([fixed, (b_ih + b_hh)[fixed.shape[0]:]])
         memos = self.__dict__.setdefault("_bias_memo", {})  # an MTS layer -> its _EffectiveBias memo
         return _EffectiveBias.apply(b_ih, b_hh, fixed, memos.setdefault(layer, {}))

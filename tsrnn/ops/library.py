@@ -23,6 +23,8 @@ import importlib
 
 import torch
 
+from tsrnn import _validation as check
+
 COMPILED = "tsrnn"  # the namespace of the compiled kernels (tsrnn._C, tsrnn._cuda)
 _LIBRARIES: dict[str, torch.library.Library] = {}
 # (namespace, op name) -> (the op, the apply of the autograd.Function that runs it eagerly with its formula)
@@ -81,7 +83,7 @@ def call(namespace: str, name: str, *args):
     gradient will flow; through the dispatcher while torch.compile, torch.export or
     torch.jit.trace record, or under torch.func transforms."""
     op, apply = _EAGER[namespace, name]
-    if torch.compiler.is_compiling() or torch.jit.is_tracing() or torch._C._are_functorch_transforms_active():
+    if not check.eager():
         return op(*args)
     if torch.is_grad_enabled() and torch._C._any_requires_grad(*args):
         return apply(*args)

@@ -28,6 +28,7 @@ import warnings
 
 import torch
 
+from tsrnn import _validation as check
 from tsrnn.ops import library
 from tsrnn.ops.recurrence import export_scan
 from tsrnn.ops.recurrence.cells import math_dtype
@@ -64,7 +65,7 @@ _ZEROS: dict[tuple, torch.Tensor] = {}  # (size, dtype, device) -> the torch-LST
 def _zeros(size: int, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
     """A zero vector of ``size`` in ``dtype`` on ``device``, made once (read-only: cuDNN and oneDNN
     read their biases, and a traced graph records a fresh one)."""
-    if torch.compiler.is_compiling() or torch.jit.is_tracing():
+    if check.tracing():
         return torch.zeros(size, dtype=dtype, device=device)
     key = (size, dtype, device)
     if key not in _ZEROS:
