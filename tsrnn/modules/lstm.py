@@ -12,7 +12,7 @@ from __future__ import annotations
 import torch
 
 from tsrnn import _validation as check
-from tsrnn.ops.recurrence import cells
+from tsrnn.ops.recurrence import cells, paths
 from tsrnn.modules.stacked import StackedRNN
 from tsrnn.memory.timescales import bias_from_timescale, timescale_from_bias
 
@@ -59,6 +59,7 @@ class LSTM(StackedRNN):
             raise ValueError("timescales need bias=True: they are fixed gate biases")
         for k in self.timescale_layers:
             self.register_buffer(f"bias_fixed_l{k}", self._fixed_bias(k, timescales[k]))
+        self.flatten_parameters()
 
     def _fixed_bias(self, layer: int, timescales) -> torch.Tensor:
         """The fixed part of a layer's effective bias: (i, f) rows, or all 4H rows if freeze="all"."""
@@ -81,17 +82,72 @@ class LSTM(StackedRNN):
         """The effective (4H,) bias the layer uses: b_ih + b_hh with the fixed entries in place."""
         return self._gate_biases(check.index("layer", layer, self.num_layers))
 
-    def _gate_biases(self, layer: int) -> torch.Tensor:
-        """``gate_biases`` of a layer index known to be valid: an MTS layer's eagerly through
-        ``_EffectiveBias`` (built once per version of its biases), traced as plain ops."""
-        if layer not in self.timescale_layers:
-            return self.raw_bias(layer)
+    def _gate_biases(self, layer: int) -> torch.Tensor | None:
+        """``gate_biases`` of a layer index known to be valid (None without biases): an MTS layer's
+        eagerly through ``_EffectiveBias`` (built once per version of its biases), traced as plain
+        ops. On eager calls the bias carries the pair torch's LSTM kernel adds in its place
+        (``paths.torch_bias``): b_ih and b_hh of a plain layer, the effective bias and a zero vector
+        of an MTS layer (the slots of its flat buffer where ``flatten_parameters`` made one)."""
+        if not self.bias:
+            return None
         b_ih, b_hh = self._member(f"bias_ih_l{layer}"), self._member(f"bias_hh_l{layer}")
+        eager = check.eager()
+        if layer not in self.timescale_layers:
+            bias = b_ih + b_hh
+            return paths.torch_bias(bias, b_ih, b_hh) if eager else bias
         fixed = self._member(f"bias_fixed_l{layer}")
-        if not check.eager():
+        if not eager:
             return torch.cat([fixed, (b_ih + b_hh)[fixed.shape[0]:]])
-        memos = self.__dict__.setdefault("_bias_memo", {})  # an MTS layer -> its _EffectiveBias memo
-        return _EffectiveBias.apply(b_ih, b_hh, fixed, memos.setdefault(layer, {}))
+        memo = self.__dict__.setdefault("_bias_memo", {}).setdefault(layer, {})  # see _EffectiveBias
+        bias = _EffectiveBias.apply(b_ih, b_hh, fixed, memo)
+        zeros = memo.get("zeros")
+        if zeros is None or zeros.dtype != bias.dtype or zeros.device != bias.device:
+            zeros = paths.zeros(bias.shape[0], bias.dtype, bias.device)
+        return paths.torch_bias(bias, None, zeros)
+
+    def flatten_parameters(self) -> None:
+        """As torch.nn.LSTM's: on CUDA, where cuDNN takes a layer's tensors, they become views of
+        one buffer in cuDNN's layout, W_ih, W_hh, b_ih, b_hh (an MTS layer's buffer holds its
+        effective bias and a zero vector in the biases' places; its b_ih and b_hh stay apart), so
+        the cudnn path hands cuDNN the module's own tensors and cuDNN copies none of them. Run at
+        construction and after every move or cast (``.to``, ``.cuda``, ``.half``...); a no-op for
+        a layer that is flat already, on the CPU (oneDNN takes the tensors as they are) and for a
+        layer whose weights are not the module's Parameters (weight drop, parametrizations)."""
+        for k in range(self.num_layers):
+            self._flatten_layer(k)
+
+    def _flatten_layer(self, layer: int) -> None:
+        """``flatten_parameters`` for one layer."""
+        mts = layer in self.timescale_layers
+        names = [f"weight_ih_l{layer}", f"weight_hh_l{layer}"]
+        if self.bias and not mts:
+            names += [f"bias_ih_l{layer}", f"bias_hh_l{layer}"]
+        params = [self._parameters.get(name) for name in names]
+        memos = self.__dict__.setdefault("_bias_memo", {})
+        slots = [memos.get(layer, {}).get(name) for name in ("slot", "zeros")] if mts else []
+        if any(p is None for p in params):
+            return  # not the module's Parameters
+        if all(t is not None for t in slots) and paths.one_buffer(*params, *slots):
+            return
+        memos.pop(layer, None)  # an MTS layer's effective bias is built afresh, into the new slot
+        rows = params[0].shape[0]
+        biases = [params[0].new_empty(rows), params[0].new_zeros(rows)] if mts else []
+        layout = _flat_layout(params + biases)
+        if layout is None:
+            return
+        with torch.no_grad():
+            layout(params + biases, self.input_size if layer == 0 else self.hidden_size, self.hidden_size)
+        if mts:
+            memos[layer] = {"slot": biases[0], "zeros": biases[1]}
+
+    def _apply(self, fn, recurse=True):
+        result = super()._apply(fn, recurse)
+        self.flatten_parameters()  # as torch.nn.LSTM: a move or a cast makes new tensors
+        return result
+
+    def __setstate__(self, state):
+        super().__setstate__(state)
+        self.flatten_parameters()  # as torch.nn.LSTM: a copy or an unpickled module has separate tensors
 
     def timescales(self, layer: int) -> torch.Tensor | None:
         """The fixed timescales of an MTS layer (S2 of its forget bias), or None."""
@@ -121,19 +177,58 @@ class LSTM(StackedRNN):
         return self._gate_biases(layer), None
 
 
+def _flat_layout(tensors: list):
+    """How to lay one layer's tensors ([W_ih, W_hh] and two bias vectors, or none) out in one
+    buffer for cuDNN, or None where cuDNN would not take them as one (off CUDA, cuDNN off or unable
+    to take a tensor, mixed dtypes, aliased tensors), as torch.nn.LSTM.flatten_parameters decides."""
+    first = tensors[0]
+    if not (first.is_cuda and torch._use_cudnn_rnn_flatten_weight()):
+        return None
+    if any(t.dtype != first.dtype or not t.is_cuda or not torch.backends.cudnn.is_acceptable(t) for t in tensors):
+        return None
+    if len({t.data_ptr() for t in tensors}) != len(tensors):
+        return None
+    return _cudnn_layout
+
+
+def _cudnn_layout(tensors: list, input_size: int, hidden_size: int) -> None:
+    """Make ``tensors`` views of one new buffer in cuDNN's layout for one unidirectional LSTM layer
+    (torch's ``_cudnn_rnn_flatten_weight``, which copies them in and points each at its place)."""
+    from torch.backends.cudnn import rnn
+
+    with torch.cuda.device_of(tensors[0]):
+        torch._cudnn_rnn_flatten_weight(tensors, len(tensors), input_size, rnn.get_cudnn_mode("LSTM"), hidden_size,
+                                        0, 1, False, False)
+
+
+def _state(t: torch.Tensor) -> tuple:
+    """What a memo built from ``t`` keys on: its version, memory, dtype and device, and for a
+    parameter its gradient's identity and version (a backward or zero_grad since the memo was
+    built: the ``p.data.add_(...)`` training loops, whose writes torch counts as no new version)."""
+    grad = t.grad if t.is_leaf and t.requires_grad else None
+    return t._version, t.data_ptr(), t.dtype, t.device, None if grad is None else (id(grad), grad._version)
+
+
 class _EffectiveBias(torch.autograd.Function):
     """An MTS layer's effective bias b = [fixed; (b_ih + b_hh)[n:]] (n = len(fixed)), computed once
-    per version of b_ih, b_hh and fixed (an optimizer step, a load or a move makes a new one) and
-    kept in ``memo``, so a warm call builds no bias (on CUDA: launches no kernel for it); a write
-    through ``.data``, which torch counts as no new version, is not seen (write in place under
-    torch.no_grad(), as optimizers and load_state_dict do). Backward:
-    the incoming gradient to b_ih and to b_hh, zero in the fixed rows (they are no parameters)."""
+    per state of b_ih, b_hh and fixed (``_state``: an optimizer step, a load, a move, a backward make
+    a new one) and kept in ``memo``, so a warm call builds no bias (on CUDA: launches no kernel
+    for it); written into ``memo["slot"]`` (the layer's flat cuDNN buffer) where the module has
+    one, else into a new tensor (a normal one under torch.inference_mode too). A write through
+    ``.data`` with no backward or zero_grad after it is not seen (write in place under
+    torch.no_grad(), as optimizers and load_state_dict do). Backward: the incoming gradient to b_ih
+    and to b_hh, zero in the fixed rows (they are no parameters)."""
 
     @staticmethod
     def forward(ctx, b_ih, b_hh, fixed, memo):
-        key = tuple((t._version, t.data_ptr(), t.dtype, t.device) for t in (b_ih, b_hh, fixed))
-        if memo.get("key") != key:
-            memo["value"], memo["key"] = torch.cat([fixed, (b_ih + b_hh)[fixed.shape[0]:]]), key
+        key = (_state(b_ih), _state(b_hh), _state(fixed))
+        if memo.get("key") != key or memo["value"]._version != memo["written"]:  # (a write into a returned view)
+            with torch.inference_mode(False), torch.no_grad():  # (the first turns grad mode on)
+                value = torch.cat([fixed, (b_ih + b_hh)[fixed.shape[0]:]])
+                slot = memo.get("slot")
+                if slot is not None and (slot.dtype, slot.device, slot.shape) == (value.dtype, value.device, value.shape):
+                    value = slot.copy_(value)
+            memo["value"], memo["key"], memo["written"] = value, key, value._version
         ctx.fixed = fixed.shape[0]
         value = memo["value"]
         return value.view_as(value)  # a new tensor object each call, the same memory

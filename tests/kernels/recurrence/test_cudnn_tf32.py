@@ -1,11 +1,15 @@
 """On CUDA the cudnn path runs cuDNN as torch.nn.LSTM does, under the user's settings: TF32 in the
 forward and the backward where torch.backends.cudnn.allow_tf32 is true (torch's default), exact
 float32 where it is false, a bf16 layer in bf16; no call changes a torch flag, forward or backward
-(read inside the backward's hooks too), on any CUDA path.
+(read inside the backward's hooks too), on any CUDA path; a module's weights are one flat buffer
+per layer, as torch.nn.LSTM's, which cuDNN reads without a copy (tests/unit/test_flat_weights.py
+runs the same module code on the CPU with a stand-in layout).
 ``tsrnn.precision.products`` follows the flag, and the harness judges the path with the row of
 that precision (tsrnn.backend.tolerance.rows). GPU only: tests/unit/test_precision.py checks the
 rule and the rounding on the CPU."""
 from __future__ import annotations
+
+import warnings
 
 import pytest
 import torch
@@ -62,10 +66,10 @@ def test_no_flag_changes_inside_the_backward(path):
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
 def test_a_module_on_cudnn_is_torch_nn_lstms_call(dtype):
-    """tsrnn.LSTM on cudnn, bf16 as float32, computes what torch.nn.LSTM computes with its bias in
-    b_ih and b_hh = 0 (tsrnn's effective bias): the same cuDNN call in the layer's dtype, so the
-    forward bit for bit (the backward within the dtype's row: cuDNN's weight gradients may sum in
-    another order from run to run)."""
+    """tsrnn.LSTM on cudnn, bf16 and float32, computes what torch.nn.LSTM computes with the same
+    biases (an MTS layer's: its effective bias in b_ih and b_hh = 0): the same cuDNN call in the
+    layer's dtype, so the forward bit for bit (the backward within the dtype's row: cuDNN's weight
+    gradients may sum in another order from run to run)."""
     torch.manual_seed(0)
     ours = tsrnn.LSTM(24, 40, num_layers=2, timescales=[torch.linspace(1, 30, 40), None],
                       backend="cudnn").cuda().to(dtype)
@@ -74,8 +78,9 @@ def test_a_module_on_cudnn_is_torch_nn_lstms_call(dtype):
         for k in range(2):
             getattr(torch_lstm, f"weight_ih_l{k}").copy_(getattr(ours, f"weight_ih_l{k}"))
             getattr(torch_lstm, f"weight_hh_l{k}").copy_(getattr(ours, f"weight_hh_l{k}"))
-            getattr(torch_lstm, f"bias_ih_l{k}").copy_(ours.gate_biases(k))
-            getattr(torch_lstm, f"bias_hh_l{k}").zero_()
+            mts = k in ours.timescale_layers
+            getattr(torch_lstm, f"bias_ih_l{k}").copy_(ours.gate_biases(k) if mts else getattr(ours, f"bias_ih_l{k}"))
+            getattr(torch_lstm, f"bias_hh_l{k}").copy_(0 if mts else getattr(ours, f"bias_hh_l{k}"))
     x = torch.randn(9, 5, 24, device="cuda", dtype=dtype)
     x_ours, x_torch = x.clone().requires_grad_(), x.clone().requires_grad_()
     out, (h, c) = ours(x_ours)
@@ -127,3 +132,39 @@ def test_the_projection_rounds_whatever_the_matmul_flag():
             assert (got.double() - want).abs().max().item() <= 1e-5 * want.abs().max().item()
     finally:
         torch.backends.cuda.matmul.allow_tf32 = before
+
+
+def _storages(module, layer):
+    names = ("weight_ih", "weight_hh") + (() if layer in module.timescale_layers else ("bias_ih", "bias_hh"))
+    return {getattr(module, f"{name}_l{layer}").untyped_storage().data_ptr() for name in names}
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_the_flat_buffer_is_read_in_place_and_rebuilt_after_a_step(dtype):
+    """Where torch.nn.LSTM flattens its weights (float32; torch's cuDNN check leaves bf16 out), each
+    layer's weights are views of one buffer in cuDNN's layout (a plain layer's biases too; an MTS
+    layer's effective bias and zero vector in their slots): cuDNN takes it without copying (it
+    would warn: the warnings are errors here), a warm call writes nothing into it, an optimizer step
+    rewrites the effective bias in its slot, and a cast flattens again."""
+    torch.manual_seed(0)
+    module = tsrnn.LSTM(24, 40, num_layers=2, timescales=[torch.linspace(1, 30, 40), None],
+                        backend="cudnn").cuda().to(dtype)
+    torch_flat = len({p.untyped_storage().data_ptr() for p in torch.nn.LSTM(24, 40).cuda().to(dtype).parameters()}) == 1
+    assert [len(_storages(module, k)) == 1 for k in range(2)] == [torch_flat] * 2
+    x = torch.randn(9, 5, 24, device="cuda", dtype=dtype)
+    optimizer = torch.optim.SGD(module.parameters(), lr=0.1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        out = module(x)[0]
+        memo = module.__dict__["_bias_memo"][0]
+        slot = memo["value"]
+        assert (slot.untyped_storage().data_ptr() == module.weight_ih_l0.untyped_storage().data_ptr()) == torch_flat
+        version = slot._version
+        assert torch.equal(module(x)[0], out) and slot._version == version and memo["value"] is slot
+        out.float().square().sum().backward()
+        optimizer.step()
+        module(x)
+        assert torch.equal(memo["value"], module.gate_biases(0)) and (memo["value"] is slot) == torch_flat
+        module.float()
+        assert all(len(_storages(module, k)) == 1 for k in range(2))
+        module(x.float())[0].sum().backward()

@@ -35,14 +35,26 @@ from tsrnn.ops.recurrence.cells import math_dtype
 
 
 def run_torch_lstm(path, cell, x, h0, states, w_ih, w_hh, bias, p, dt, eps, traces, packing):
-    """(S1) through torch's LSTM kernel with ``bias`` as b_ih and b_hh = 0 (one zero vector per
-    device, dtype and size, shared by every call), on packed data through its PackedSequence
-    entry; returns (out, (h_n, c_n), None). On CUDA in the layer's dtype, as torch.nn.LSTM runs
-    cuDNN (a bf16 layer in bf16); on the CPU (oneDNN) in the math dtype, as the other CPU paths
-    (a bf16 layer in float32, where torch.nn.LSTM would run bf16)."""
+    """(S1) through torch's LSTM kernel, on packed data through its PackedSequence entry; returns
+    (out, (h_n, c_n), None). The kernel adds two bias vectors: a module's layer hands the pair
+    ``torch_bias`` marked on its bias (its own b_ih and b_hh, or its effective bias and a zero
+    vector, as views of the layer's flat cuDNN buffer where ``tsrnn.LSTM.flatten_parameters`` made
+    one), so the kernel reads the module's tensors as torch.nn.LSTM's and nothing is built per
+    call; any other bias goes as b_ih with b_hh = 0 (one zero vector per device, dtype and size,
+    shared by every call). On CUDA in the layer's dtype, as torch.nn.LSTM runs cuDNN (a bf16 layer
+    in bf16); on the CPU (oneDNN) in the math dtype, as the other CPU paths (a bf16 layer in
+    float32, its weights cast per call, where torch.nn.LSTM would run bf16)."""
     dtype = x.dtype if x.is_cuda else math_dtype(x.dtype)
     (c0,) = states
-    weights = [w_ih, w_hh] if bias is None else [w_ih, w_hh, bias, _zeros(bias.shape[0], dtype, bias.device)]
+    pair = None if bias is None or check.tracing() else getattr(bias, TORCH_BIAS, None)
+    if pair is not None and pair[2] is not None and pair[2] != bias._version:  # written in place since marked
+        pair = None
+    if bias is None:
+        weights = [w_ih, w_hh]
+    elif pair is None:
+        weights = [w_ih, w_hh, bias, zeros(bias.shape[0], dtype, bias.device)]
+    else:
+        weights = [w_ih, w_hh, bias if pair[0] is None else pair[0], pair[1]]
     train = torch.is_grad_enabled() or torch.jit.is_tracing()  # a traced graph serves training and inference
     # cuDNN takes contiguous states and weights only (refused or failing a view on CUDA, not on the CPU)
     states = (_as(h0, dtype).contiguous().unsqueeze(0), _as(c0, dtype).contiguous().unsqueeze(0))
@@ -50,27 +62,47 @@ def run_torch_lstm(path, cell, x, h0, states, w_ih, w_hh, bias, p, dt, eps, trac
     args = (*data, states, [_as(w, dtype).contiguous() for w in weights], bias is not None, 1, 0.0, train, False)
     if packing is None:
         args += (False,)  # batch_first
-    if not x.is_cuda:
-        out, h_n, c_n = torch._VF.lstm(*args)
+    if not x.is_cuda or (pair is not None and one_buffer(w_ih, pair[1])):
+        out, h_n, c_n = torch._VF.lstm(*args)  # a flat layer: cuDNN warns if it still has to copy
     else:
-        with warnings.catch_warnings():
-            warnings.filterwarnings("ignore", message=".*not part of single contiguous chunk.*")  # weights are per call
+        with warnings.catch_warnings():  # separate tensors (the caller's, weight drop's, a bf16 layer's): copied
+            warnings.filterwarnings("ignore", message=".*not part of single contiguous chunk.*")
             out, h_n, c_n = torch._VF.lstm(*args)
     return _as(out, x.dtype), (_as(h_n[0], x.dtype), _as(c_n[0], x.dtype)), None
+
+
+TORCH_BIAS = "_tsrnn_torch_bias"  # the attribute ``torch_bias`` sets on a layer's bias
+
+
+def torch_bias(bias: torch.Tensor, first: torch.Tensor | None, second: torch.Tensor) -> torch.Tensor:
+    """Mark ``bias`` with the two vectors that torch's LSTM kernel is to add into it (``first`` None:
+    ``bias`` itself), so ``run_torch_lstm`` hands those (a module's own tensors) in its place while
+    ``bias`` is unchanged since (its version: an inference tensor has none); ``bias`` must equal
+    first + second. A module marks its layers' biases on eager calls only."""
+    setattr(bias, TORCH_BIAS, (first, second, None if bias.is_inference() else bias._version))
+    return bias
 
 
 _ZEROS: dict[tuple, torch.Tensor] = {}  # (size, dtype, device) -> the torch-LSTM paths' b_hh (never written)
 
 
-def _zeros(size: int, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+def zeros(size: int, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
     """A zero vector of ``size`` in ``dtype`` on ``device``, made once (read-only: cuDNN and oneDNN
-    read their biases, and a traced graph records a fresh one)."""
+    read their biases, and a traced graph records a fresh one); a normal tensor even when first
+    asked for under torch.inference_mode, so that later calls with autograd can save it."""
     if check.tracing():
         return torch.zeros(size, dtype=dtype, device=device)
     key = (size, dtype, device)
     if key not in _ZEROS:
-        _ZEROS[key] = torch.zeros(size, dtype=dtype, device=device)
+        with torch.inference_mode(False), torch.no_grad():
+            _ZEROS[key] = torch.zeros(size, dtype=dtype, device=device)
     return _ZEROS[key]
+
+
+def one_buffer(*tensors: torch.Tensor) -> bool:
+    """Whether ``tensors`` are views of one buffer that starts with the first (a layer that
+    ``tsrnn.LSTM.flatten_parameters`` laid out: its first and last tensors tell)."""
+    return tensors[0].storage_offset() == 0 and len({t.untyped_storage().data_ptr() for t in tensors}) == 1
 
 
 def _as(t: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
