@@ -15,7 +15,7 @@ MODULES = {
 
 
 @pytest.mark.parametrize("kind", list(MODULES))
-def test_flatten_parameters_is_a_no_op(kind):
+def test_flatten_parameters_on_the_cpu_changes_nothing(kind):
     torch.manual_seed(0)
     module = MODULES[kind]()
     before = {k: v.clone() for k, v in module.state_dict().items()}

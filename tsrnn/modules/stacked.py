@@ -220,8 +220,8 @@ class StackedRNN(nn.Module):
         return self._layout_out(zeros, False), tuple(initial), per_layer
 
     def flatten_parameters(self) -> None:
-        """A no-op, as torch.nn.LSTM's on CPU: each layer's weights are separate tensors that every
-        path reads as they are (code written for cuDNN, such as AWD-LSTM's, calls it)."""
+        """A no-op here (code written for cuDNN, such as AWD-LSTM's, calls it): every path of the
+        pLSTM reads each layer's tensors as they are; ``tsrnn.LSTM`` lays its layers out for cuDNN."""
 
     def __prepare_scriptable__(self):
         raise RuntimeError(f"torch.jit.script cannot compile {type(self).__name__} (its forward takes keyword inputs "
