@@ -5,8 +5,12 @@ the fixed biases) and a zero vector. On CUDA ``flatten_parameters`` lays a layer
 buffer in cuDNN's layout (tests/kernels/recurrence/test_cudnn_tf32.py runs cuDNN on it); here the
 layout is a plain concatenation (``concatenated``), so the same module code (the Parameters turned
 into views, the effective bias written into its slot once per state, the re-flattening after a
-move) runs on the CPU, with oneDNN reading the buffer.
+move) runs on the CPU, with oneDNN reading the buffer. Every effective bias is checked against
+[fixed; (b_ih + b_hh)[n:]] computed here, never against the module's own memo.
 """
+import copy
+import io
+
 import pytest
 import torch
 
@@ -50,6 +54,37 @@ def make(timescales=None, seed=0, backend="onednn"):
     return tsrnn.LSTM(4, 6, backend=backend, timescales=timescales)
 
 
+def effective_bias(module, layer=0):
+    """[fixed; (b_ih + b_hh)[n:]] from the module's tensors, computed here."""
+    b_ih, b_hh = getattr(module, f"bias_ih_l{layer}"), getattr(module, f"bias_hh_l{layer}")
+    fixed = getattr(module, f"bias_fixed_l{layer}")
+    return torch.cat([fixed, (b_ih + b_hh)[fixed.shape[0]:]]).detach()
+
+
+def by_hand(module, params, x):
+    """The first layer's output with the biases in ``params``, computed by the functional reference
+    loop from an effective bias formed here (no module memo involved)."""
+    fixed = module.bias_fixed_l0 if 0 in module.timescale_layers else None
+    bias = params["bias_ih_l0"] + params["bias_hh_l0"]
+    if fixed is not None:
+        bias = torch.cat([fixed, bias[fixed.shape[0]:]])
+    zeros = torch.zeros(x.shape[1], module.hidden_size)
+    weights = (module.weight_ih_l0.detach(), module.weight_hh_l0.detach())
+    return tsrnn.functional.lstm(x, zeros, zeros, *weights, bias.detach(), backend="reference")[0]
+
+
+def memo(module, layer=0):
+    return module._memo(layer, module.weight_ih_l0.device)
+
+
+def same_function(module, timescales, x):
+    """Whether ``module`` computes on x what a fresh module loaded with its state dict computes."""
+    fresh = make(timescales, seed=1)
+    fresh.load_state_dict(module.state_dict())
+    with torch.no_grad():
+        return torch.equal(module(x)[0], fresh(x)[0])
+
+
 def test_a_plain_layer_hands_its_own_parameters(monkeypatch):
     module, spy = make(), Spy(monkeypatch)
     module(torch.randn(3, 2, 4))
@@ -80,29 +115,29 @@ def test_an_mts_layer_builds_its_effective_bias_once_per_state(monkeypatch):
     first, second = spy.calls
     assert first[0] is module.weight_ih_l0 and first[1] is module.weight_hh_l0
     assert first[2].data_ptr() == second[2].data_ptr() and first[3].data_ptr() == second[3].data_ptr()
-    assert torch.equal(first[2], module.gate_biases(0)) and not first[3].any()
+    assert torch.equal(first[2], effective_bias(module)) and not first[3].any()
     optimizer = torch.optim.SGD(module.parameters(), lr=0.5)
     module(x)[0].sum().backward()
     optimizer.step()
     module(x)
-    assert torch.equal(spy.calls[-1][2], module.gate_biases(0))
+    assert torch.equal(spy.calls[-1][2], effective_bias(module))
     assert not torch.equal(spy.calls[-1][2], first[2]), "the step moved the learned rows"
 
 
 @pytest.mark.parametrize("timescales", [None, TIMESCALES], ids=["plain", "mts"])
-def test_a_training_loop_through_data_is_seen(timescales):
-    """The ``p.data.add_(-lr, p.grad)`` loop of older examples: the write after each backward reaches
-    the next forward (a memo keyed on versions alone would keep the old bias)."""
+def test_a_training_loop_through_data_is_seen_at_every_step(timescales):
+    """The ``p.data.add_(-lr, p.grad)`` loop of older examples (zero_grad first, as PyTorch's word
+    language model example): each forward sees the previous step's write, which torch counts as
+    no new version."""
     module = make(timescales)
     x = torch.randn(5, 2, 4)
-    for _ in range(2):
+    for _ in range(3):
         module.zero_grad()
+        assert same_function(module, timescales, x)
         module(x)[0].square().sum().backward()
         for p in module.parameters():
             p.data.add_(p.grad, alpha=-0.3)
-    fresh = make(timescales, seed=1)
-    fresh.load_state_dict(module.state_dict())
-    assert torch.equal(module(x)[0], fresh(x)[0])
+    assert same_function(module, timescales, x)
 
 
 @pytest.mark.parametrize("timescales", [None, TIMESCALES], ids=["plain", "mts"])
@@ -117,8 +152,8 @@ def test_inference_mode_first_then_training(timescales, backend):
     out = module(x)[0]
     out.square().sum().backward()
     assert torch.equal(out, expected) and module.weight_hh_l0.grad is not None
-    memo = module.__dict__.get("_bias_memo", {}).get(0, {})
-    assert "value" not in memo or not memo["value"].requires_grad, "the memo records no graph"
+    kept = memo(module).get("value")
+    assert kept is None or (not kept.requires_grad and not kept.is_inference()), "the memo records no graph"
 
 
 @pytest.mark.parametrize("timescales", [None, TIMESCALES], ids=["plain", "mts"])
@@ -136,19 +171,40 @@ def test_flattening_makes_one_buffer_and_changes_no_value(flat_on_cpu, timescale
     assert module.weight_ih_l0.untyped_storage().data_ptr() == before, "a flat layer is left as it is"
 
 
+def test_flatten_parameters_where_nothing_is_flattened_keeps_the_effective_bias():
+    """On the CPU (and wherever torch would not flatten) it is a no-op: code that calls it before
+    every forward does not rebuild the effective bias."""
+    module = make(TIMESCALES)
+    x = torch.randn(3, 2, 4)
+    module(x)
+    kept = memo(module)["value"]
+    module.flatten_parameters()
+    module(x)
+    assert memo(module)["value"] is kept
+
+
+def test_tied_parameters_are_not_flattened(flat_on_cpu):
+    torch.manual_seed(0)
+    module = tsrnn.LSTM(6, 6, num_layers=2, backend="onednn")
+    module.weight_hh_l1 = module.weight_hh_l0
+    module.flatten_parameters()
+    assert module.weight_hh_l1 is module.weight_hh_l0
+    assert module.weight_hh_l0.untyped_storage().data_ptr() != module.weight_ih_l1.untyped_storage().data_ptr()
+
+
 def test_the_effective_bias_slot_is_reused_and_rewritten_after_a_step(flat_on_cpu, monkeypatch):
     module = make(TIMESCALES)
     with monkeypatch.context() as m:
         m.setattr(lstm_module, "_flat_layout", lambda tensors: None)
         unflat = make(TIMESCALES)
-    slot = module.__dict__["_bias_memo"][0]["slot"]
+    slot = memo(module)["slot"]
     assert slot.untyped_storage().data_ptr() == module.weight_ih_l0.untyped_storage().data_ptr()
     spy = Spy(monkeypatch)
     x = torch.randn(6, 3, 4)
     out = module(x)[0]
     version = slot._version
     assert torch.equal(module(x)[0], out) and slot._version == version, "a warm call writes nothing"
-    assert spy.calls[0][2].data_ptr() == slot.data_ptr()
+    assert spy.calls[0][2].data_ptr() == slot.data_ptr() and torch.equal(slot, effective_bias(module))
     assert spy.calls[0][3].untyped_storage().data_ptr() == slot.untyped_storage().data_ptr()
     assert torch.equal(out, unflat(x)[0])
     optimizers = [torch.optim.Adam(m.parameters(), lr=0.05) for m in (module, unflat)]
@@ -156,16 +212,34 @@ def test_the_effective_bias_slot_is_reused_and_rewritten_after_a_step(flat_on_cp
         m(x)[0].square().sum().backward()
         opt.step()
     out = module(x)[0]
-    assert slot._version > version and torch.equal(slot, module.gate_biases(0))
+    assert slot._version > version and torch.equal(slot, effective_bias(module))
+    assert spy.calls[-1][2].data_ptr() == slot.data_ptr()
     assert torch.equal(out, unflat(x)[0])
     for (name, p), q in zip(module.named_parameters(), unflat.parameters()):
         assert torch.equal(p, q), name
 
 
+def test_a_graph_waiting_for_its_backward_keeps_its_bias(flat_on_cpu):
+    """Two forwards, the first one's backward, a third forward (the effective bias is built again
+    after a backward), then the second one's backward: the slot the second graph saved is not
+    written, and its gradients are those of a module that never flattened."""
+    module, x = make(TIMESCALES), torch.randn(4, 2, 4)
+    first, second = module(x)[0], module(x)[0]
+    first.sum().backward()
+    with torch.no_grad():
+        module(x)
+    module.zero_grad()
+    second.square().sum().backward()
+    plain = make(TIMESCALES)
+    plain(x)[0].square().sum().backward()
+    for (name, p), q in zip(module.named_parameters(), plain.parameters()):
+        assert torch.equal(p.grad, q.grad), name
+
+
 def test_a_cast_flattens_again(flat_on_cpu):
     module = make(TIMESCALES).double()
     x = torch.randn(4, 2, 4, dtype=torch.float64)
-    slot = module.__dict__["_bias_memo"][0]["slot"]
+    slot = memo(module)["slot"]
     assert slot.dtype == torch.float64
     assert slot.untyped_storage().data_ptr() == module.weight_hh_l0.untyped_storage().data_ptr()
     out = module(x)[0]
@@ -173,33 +247,69 @@ def test_a_cast_flattens_again(flat_on_cpu):
     torch.testing.assert_close(out, reference(x)[0])
 
 
-def test_a_copy_is_flat_and_computes_the_same(flat_on_cpu):
-    import copy
-
+def test_a_copy_and_a_pickled_module_are_flat_and_compute_the_same(flat_on_cpu):
     module = make(TIMESCALES)
     x = torch.randn(4, 2, 4)
     out = module(x)[0]
-    twin = copy.deepcopy(module)
-    assert twin.weight_ih_l0.untyped_storage().data_ptr() != module.weight_ih_l0.untyped_storage().data_ptr()
-    slot = twin.__dict__["_bias_memo"][0]["slot"]
-    assert slot.untyped_storage().data_ptr() == twin.weight_hh_l0.untyped_storage().data_ptr()
-    assert torch.equal(twin(x)[0], out)
+    out.sum().backward()  # the memo now holds hooks and weak references: not pickled
+    buffer = io.BytesIO()
+    torch.save(module, buffer)
+    buffer.seek(0)
+    for twin in (copy.deepcopy(module), torch.load(buffer, weights_only=False)):
+        assert twin.weight_ih_l0.untyped_storage().data_ptr() != module.weight_ih_l0.untyped_storage().data_ptr()
+        assert memo(twin)["slot"].untyped_storage().data_ptr() == twin.weight_hh_l0.untyped_storage().data_ptr()
+        assert torch.equal(twin(x)[0], out)
 
 
 @pytest.mark.parametrize("timescales", [None, TIMESCALES], ids=["plain", "mts"])
-def test_a_bias_written_in_place_after_it_was_handed_out_is_taken_as_written(timescales):
-    """``gate_biases`` hands out the layer's bias (an MTS layer's: a view of its memo, which torch
-    lets one write into only detached): a write into it reaches a functional call that takes it,
-    and an MTS layer builds its effective bias again."""
-    module = make(timescales)
+def test_new_bias_tensors_each_call_are_taken_as_new(timescales):
+    """torch.func.functional_call with fresh biases each step (meta-learning, hypernetworks): each
+    call computes with the biases it is given, whatever address or version they have."""
+    module, x = make(timescales), torch.randn(4, 2, 4)
+    for step in range(4):
+        params = {name: torch.randn_like(p) for name, p in module.named_parameters() if name.startswith("bias")}
+        got = torch.func.functional_call(module, params, (x,))[0]
+        torch.testing.assert_close(got, by_hand(module, params, x), msg=f"step {step}")
+
+
+def test_a_bias_handed_out_stays_what_it_was(monkeypatch):
+    """``gate_biases`` hands out a plain tensor: a later optimizer step does not change what a
+    functional call with it computes, and autograd reaches it."""
+    module = make()
     x, h0, c0 = torch.randn(5, 2, 4), torch.zeros(2, 6), torch.zeros(2, 6)
-    module(x)
-    bias = module.gate_biases(0) if timescales is None else module.gate_biases(0).detach()
+    bias = module.gate_biases(0)
+    kept = bias.detach().clone()
     with torch.no_grad():
-        bias.add_(0.5)
+        module.bias_ih_l0.add_(1.0)
     weights = (module.weight_ih_l0.detach(), module.weight_hh_l0.detach())
-    got = tsrnn.functional.lstm(x, h0, c0, *weights, bias, backend="onednn")[0]
-    want = tsrnn.functional.lstm(x, h0, c0, *weights, bias.clone(), backend="reference")[0]
-    torch.testing.assert_close(got, want)
-    fresh = make(timescales)
-    assert torch.equal(module(x)[0], fresh(x)[0]), "the module's own bias is unchanged"
+    out = tsrnn.functional.lstm(x, h0, c0, *weights, bias, backend="onednn")[0]
+    want = tsrnn.functional.lstm(x, h0, c0, *weights, kept, backend="reference")[0]
+    torch.testing.assert_close(out, want)
+    (grad,) = torch.autograd.grad(out.sum(), bias)
+    assert grad.abs().sum() > 0
+
+
+def test_a_write_into_a_handed_out_effective_bias_is_seen():
+    """An MTS layer's ``gate_biases`` is a view of its memo (torch lets one write into it only
+    detached): the module builds its effective bias again."""
+    module, x = make(TIMESCALES), torch.randn(5, 2, 4)
+    module(x)
+    with torch.no_grad():
+        module.gate_biases(0).detach().add_(0.5)
+    assert same_function(module, TIMESCALES, x)
+
+
+def test_a_new_tensor_at_an_old_tensors_address_and_version_is_taken_as_new():
+    """Biases read from one numpy buffer rewritten between calls: each call's tensors have the same
+    address and version as the last call's, and are still new tensors with new values."""
+    np = pytest.importorskip("numpy")
+    module, x = make(TIMESCALES), torch.randn(4, 2, 4)
+    buffers = {name: np.zeros(p.shape, dtype=np.float32) for name, p in module.named_parameters()
+               if name.startswith("bias")}
+    for step in range(3):
+        for array in buffers.values():
+            array[:] = np.random.default_rng(step).standard_normal(array.shape)
+        params = {name: torch.from_numpy(array) for name, array in buffers.items()}
+        with torch.no_grad():
+            got = torch.func.functional_call(module, params, (x,))[0]
+        torch.testing.assert_close(got, by_hand(module, params, x), msg=f"step {step}")

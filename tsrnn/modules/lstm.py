@@ -9,6 +9,8 @@ it computes the same function).
 """
 from __future__ import annotations
 
+import weakref
+
 import torch
 
 from tsrnn import _validation as check
@@ -82,37 +84,50 @@ class LSTM(StackedRNN):
         """The effective (4H,) bias the layer uses: b_ih + b_hh with the fixed entries in place."""
         return self._gate_biases(check.index("layer", layer, self.num_layers))
 
-    def _gate_biases(self, layer: int) -> torch.Tensor | None:
+    def _gate_biases(self, layer: int, mark: bool = False) -> torch.Tensor | None:
         """``gate_biases`` of a layer index known to be valid (None without biases): an MTS layer's
-        eagerly through ``_EffectiveBias`` (built once per version of its biases), traced as plain
-        ops. On eager calls the bias carries the pair torch's LSTM kernel adds in its place
-        (``paths.torch_bias``): b_ih and b_hh of a plain layer, the effective bias and a zero vector
-        of an MTS layer (the slots of its flat buffer where ``flatten_parameters`` made one)."""
+        eagerly through ``_EffectiveBias`` (built once per state of its biases), traced as plain
+        ops. With ``mark`` (the forward's own call, eager only) the bias carries the pair torch's
+        LSTM kernel adds in its place (``paths.torch_bias``): b_ih and b_hh of a plain layer, the
+        effective bias and a zero vector of an MTS layer (the slots of its flat buffer where
+        ``flatten_parameters`` made one and the bias is written there)."""
         if not self.bias:
             return None
         b_ih, b_hh = self._member(f"bias_ih_l{layer}"), self._member(f"bias_hh_l{layer}")
         eager = check.eager()
         if layer not in self.timescale_layers:
             bias = b_ih + b_hh
-            return paths.torch_bias(bias, b_ih, b_hh) if eager else bias
+            return paths.torch_bias(bias, b_ih, b_hh) if mark and eager else bias
         fixed = self._member(f"bias_fixed_l{layer}")
         if not eager:
             return torch.cat([fixed, (b_ih + b_hh)[fixed.shape[0]:]])
-        memo = self.__dict__.setdefault("_bias_memo", {}).setdefault(layer, {})  # see _EffectiveBias
+        memo = self._memo(layer, b_ih.device)
         bias = _EffectiveBias.apply(b_ih, b_hh, fixed, memo)
-        zeros = memo.get("zeros")
-        if zeros is None or zeros.dtype != bias.dtype or zeros.device != bias.device:
-            zeros = paths.zeros(bias.shape[0], bias.dtype, bias.device)
+        if not mark:
+            return bias
+        slot = memo.get("slot")
+        zeros = memo["zeros"] if slot is not None and memo["value"] is slot else paths.zeros(
+            bias.shape[0], bias.dtype, bias.device)
         return paths.torch_bias(bias, None, zeros)
+
+    def _memo(self, layer: int, device: torch.device) -> dict:
+        """An MTS layer's effective-bias memo on ``device`` (``_EffectiveBias``; one per device:
+        nn.DataParallel's replicas share this module's dict). Not pickled (``__getstate__``)."""
+        return self.__dict__.setdefault("_bias_memo", {}).setdefault((layer, device), {})
 
     def flatten_parameters(self) -> None:
         """As torch.nn.LSTM's: on CUDA, where cuDNN takes a layer's tensors, they become views of
         one buffer in cuDNN's layout, W_ih, W_hh, b_ih, b_hh (an MTS layer's buffer holds its
         effective bias and a zero vector in the biases' places; its b_ih and b_hh stay apart), so
         the cudnn path hands cuDNN the module's own tensors and cuDNN copies none of them. Run at
-        construction and after every move or cast (``.to``, ``.cuda``, ``.half``...); a no-op for
-        a layer that is flat already, on the CPU (oneDNN takes the tensors as they are) and for a
-        layer whose weights are not the module's Parameters (weight drop, parametrizations)."""
+        construction, after every move or cast (``.to``, ``.cuda``, ``.half``...) and on a copy
+        or an unpickled module. A no-op for a layer that is flat already, on the CPU (oneDNN takes
+        the tensors as they are), where torch would not flatten (bf16, cuDNN off), for a layer
+        whose weights are not the module's Parameters (weight drop, parametrizations) and, as
+        torch's, for a module with tied parameters."""
+        params = [p for p in self._parameters.values() if p is not None]
+        if len({p.data_ptr() for p in params}) != len(params):
+            return
         for k in range(self.num_layers):
             self._flatten_layer(k)
 
@@ -123,27 +138,32 @@ class LSTM(StackedRNN):
         if self.bias and not mts:
             names += [f"bias_ih_l{layer}", f"bias_hh_l{layer}"]
         params = [self._parameters.get(name) for name in names]
-        memos = self.__dict__.setdefault("_bias_memo", {})
-        slots = [memos.get(layer, {}).get(name) for name in ("slot", "zeros")] if mts else []
         if any(p is None for p in params):
             return  # not the module's Parameters
-        if all(t is not None for t in slots) and paths.one_buffer(*params, *slots):
-            return
-        memos.pop(layer, None)  # an MTS layer's effective bias is built afresh, into the new slot
-        rows = params[0].shape[0]
-        biases = [params[0].new_empty(rows), params[0].new_zeros(rows)] if mts else []
-        layout = _flat_layout(params + biases)
+        layout = _flat_layout(params)
         if layout is None:
             return
+        memo = self._memo(layer, params[0].device) if mts else {}
+        slots = [memo.get("slot"), memo.get("zeros")] if mts else []
+        if all(t is not None for t in slots) and paths.one_buffer(*params, *slots):
+            return
+        rows = params[0].shape[0]
+        slots = [params[0].new_empty(rows), params[0].new_zeros(rows)] if mts else []
         with torch.no_grad():
-            layout(params + biases, self.input_size if layer == 0 else self.hidden_size, self.hidden_size)
+            layout(params + slots, self.input_size if layer == 0 else self.hidden_size, self.hidden_size)
         if mts:
-            memos[layer] = {"slot": biases[0], "zeros": biases[1]}
+            _EffectiveBias.forget(memo)
+            memo.update(slot=slots[0], zeros=slots[1])  # the effective bias is built afresh, into the slot
 
     def _apply(self, fn, recurse=True):
         result = super()._apply(fn, recurse)
         self.flatten_parameters()  # as torch.nn.LSTM: a move or a cast makes new tensors
         return result
+
+    def __getstate__(self):
+        state = self.__dict__.copy()
+        state.pop("_bias_memo", None)  # built again on the first call (it holds hooks and weak references)
+        return state
 
     def __setstate__(self, state):
         super().__setstate__(state)
@@ -174,13 +194,14 @@ class LSTM(StackedRNN):
         super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
 
     def _layer_inputs(self, layer: int) -> tuple:
-        return self._gate_biases(layer), None
+        return self._gate_biases(layer, mark=True), None
 
 
 def _flat_layout(tensors: list):
-    """How to lay one layer's tensors ([W_ih, W_hh] and two bias vectors, or none) out in one
-    buffer for cuDNN, or None where cuDNN would not take them as one (off CUDA, cuDNN off or unable
-    to take a tensor, mixed dtypes, aliased tensors), as torch.nn.LSTM.flatten_parameters decides."""
+    """How to lay one layer's tensors (W_ih, W_hh and b_ih, b_hh where it has them) out in one
+    buffer for cuDNN, with two bias vectors after W_hh where the layer gives none, or None where
+    cuDNN would not take them as one (off CUDA, cuDNN off or unable to take a tensor, mixed dtypes,
+    aliased tensors), as torch.nn.LSTM.flatten_parameters decides."""
     first = tensors[0]
     if not (first.is_cuda and torch._use_cudnn_rnn_flatten_weight()):
         return None
@@ -201,37 +222,61 @@ def _cudnn_layout(tensors: list, input_size: int, hidden_size: int) -> None:
                                         0, 1, False, False)
 
 
-def _state(t: torch.Tensor) -> tuple:
-    """What a memo built from ``t`` keys on: its version, memory, dtype and device, and for a
-    parameter its gradient's identity and version (a backward or zero_grad since the memo was
-    built: the ``p.data.add_(...)`` training loops, whose writes torch counts as no new version)."""
-    grad = t.grad if t.is_leaf and t.requires_grad else None
-    return t._version, t.data_ptr(), t.dtype, t.device, None if grad is None else (id(grad), grad._version)
-
-
 class _EffectiveBias(torch.autograd.Function):
-    """An MTS layer's effective bias b = [fixed; (b_ih + b_hh)[n:]] (n = len(fixed)), computed once
-    per state of b_ih, b_hh and fixed (``_state``: an optimizer step, a load, a move, a backward make
-    a new one) and kept in ``memo``, so a warm call builds no bias (on CUDA: launches no kernel
-    for it); written into ``memo["slot"]`` (the layer's flat cuDNN buffer) where the module has
-    one, else into a new tensor (a normal one under torch.inference_mode too). A write through
-    ``.data`` with no backward or zero_grad after it is not seen (write in place under
-    torch.no_grad(), as optimizers and load_state_dict do). Backward: the incoming gradient to b_ih
-    and to b_hh, zero in the fixed rows (they are no parameters)."""
+    """An MTS layer's effective bias b = [fixed; (b_ih + b_hh)[n:]] (n = len(fixed)), kept in
+    ``memo`` so a warm call builds no bias (on CUDA: launches no kernel for it). It is built again
+    when b_ih, b_hh or fixed are other tensors than last time (held by weak reference, so a new
+    tensor at a freed one's address is not taken for it), when their version, memory, dtype or
+    device changed (an optimizer step, a load, a move), after a backward that reached b_ih or b_hh
+    (a hook: the ``p.data.add_(...)`` training loops, whose writes torch counts as no new version),
+    and after a write into a view it handed out. Where the module has a flat cuDNN buffer it is
+    written into the buffer's slot (``memo["slot"]``) when the same tensors changed version, as an
+    optimizer's step writes torch.nn.LSTM's weights in place; otherwise into a new tensor (a
+    normal one under torch.inference_mode too), so that a graph still waiting for its backward
+    keeps the bias it saw. A write through ``.data`` with no backward after it is not seen (write
+    in place under torch.no_grad(), as optimizers and load_state_dict do). Backward: the incoming
+    gradient to b_ih and to b_hh, zero in the fixed rows (they are no parameters)."""
 
     @staticmethod
     def forward(ctx, b_ih, b_hh, fixed, memo):
-        key = (_state(b_ih), _state(b_hh), _state(fixed))
-        if memo.get("key") != key or memo["value"]._version != memo["written"]:  # (a write into a returned view)
+        sources = (b_ih, b_hh, fixed)
+        refs = memo.get("refs")
+        same = refs is not None and all(ref() is t for ref, t in zip(refs, sources))
+        key = tuple((t._version, t.data_ptr(), t.dtype, t.device) for t in sources)
+        value = memo.get("value")
+        if not same or memo["stale"] or key != memo["key"] or value._version != memo["written"]:
+            moved = refs is None or (same and key != memo["key"])  # the first build, or the same tensors written
             with torch.inference_mode(False), torch.no_grad():  # (the first turns grad mode on)
                 value = torch.cat([fixed, (b_ih + b_hh)[fixed.shape[0]:]])
                 slot = memo.get("slot")
-                if slot is not None and (slot.dtype, slot.device, slot.shape) == (value.dtype, value.device, value.shape):
+                if moved and slot is not None and (slot.dtype, slot.device, slot.shape) == (
+                        value.dtype, value.device, value.shape):
                     value = slot.copy_(value)
-            memo["value"], memo["key"], memo["written"] = value, key, value._version
+            if not same:
+                _EffectiveBias.watch(memo, sources)
+            memo.update(value=value, key=key, written=value._version, stale=False)
         ctx.fixed = fixed.shape[0]
-        value = memo["value"]
         return value.view_as(value)  # a new tensor object each call, the same memory
+
+    @staticmethod
+    def watch(memo: dict, sources: tuple) -> None:
+        """Key ``memo`` on ``sources`` (weak references) and mark it stale after every backward
+        that accumulates a gradient into one of them."""
+        _EffectiveBias.forget(memo)
+
+        def stale(_):
+            memo["stale"] = True
+
+        memo["refs"] = tuple(weakref.ref(t) for t in sources)
+        memo["hooks"] = [t.register_post_accumulate_grad_hook(stale) for t in sources if t.is_leaf and t.requires_grad]
+
+    @staticmethod
+    def forget(memo: dict) -> None:
+        """Empty ``memo`` of what it was built from (its slots stay)."""
+        for hook in memo.get("hooks", ()):
+            hook.remove()
+        for name in ("refs", "hooks", "value", "key", "written", "stale"):
+            memo.pop(name, None)
 
     @staticmethod
     def backward(ctx, grad):

@@ -139,6 +139,13 @@ def _storages(module, layer):
     return {getattr(module, f"{name}_l{layer}").untyped_storage().data_ptr() for name in names}
 
 
+def _effective_bias(module, layer=0):
+    """[fixed; (b_ih + b_hh)[n:]], formed here."""
+    fixed = getattr(module, f"bias_fixed_l{layer}")
+    b = getattr(module, f"bias_ih_l{layer}") + getattr(module, f"bias_hh_l{layer}")
+    return torch.cat([fixed, b[fixed.shape[0]:]]).detach()
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_the_flat_buffer_is_read_in_place_and_rebuilt_after_a_step(dtype):
     """Where torch.nn.LSTM flattens its weights (float32; torch's cuDNN check leaves bf16 out), each
@@ -156,15 +163,32 @@ def test_the_flat_buffer_is_read_in_place_and_rebuilt_after_a_step(dtype):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         out = module(x)[0]
-        memo = module.__dict__["_bias_memo"][0]
+        memo = module._memo(0, x.device)
         slot = memo["value"]
         assert (slot.untyped_storage().data_ptr() == module.weight_ih_l0.untyped_storage().data_ptr()) == torch_flat
+        assert torch.equal(slot, _effective_bias(module))
         version = slot._version
         assert torch.equal(module(x)[0], out) and slot._version == version and memo["value"] is slot
         out.float().square().sum().backward()
         optimizer.step()
         module(x)
-        assert torch.equal(memo["value"], module.gate_biases(0)) and (memo["value"] is slot) == torch_flat
+        assert torch.equal(memo["value"], _effective_bias(module)) and (memo["value"] is slot) == torch_flat
         module.float()
         assert all(len(_storages(module, k)) == 1 for k in range(2))
         module(x.float())[0].sum().backward()
+
+
+def test_weight_drop_on_a_flat_module_copies_quietly():
+    """AWD-LSTM's weight drop hands a new W_hh each call (functional_call): cuDNN copies that
+    layer's weights, as it would torch.nn.LSTM's, without tsrnn's calls warning each time, and the
+    results are those of the same weights on a module that was never flattened."""
+    torch.manual_seed(0)
+    module = tsrnn.LSTM(24, 40, timescales=[torch.linspace(1, 30, 40)], backend="cudnn").cuda()
+    x = torch.randn(9, 5, 24, device="cuda")
+    dropped = torch.nn.functional.dropout(module.weight_hh_l0, 0.5)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        out = torch.func.functional_call(module, {"weight_hh_l0": dropped}, (x,))[0]
+    h0 = torch.zeros(5, 40, device="cuda")
+    want = tsrnn.functional.lstm(x, h0, h0, module.weight_ih_l0, dropped, _effective_bias(module), backend="cudnn")[0]
+    assert torch.equal(out, want)

@@ -39,7 +39,7 @@ def run_torch_lstm(path, cell, x, h0, states, w_ih, w_hh, bias, p, dt, eps, trac
     (out, (h_n, c_n), None). The kernel adds two bias vectors: a module's layer hands the pair
     ``torch_bias`` marked on its bias (its own b_ih and b_hh, or its effective bias and a zero
     vector, as views of the layer's flat cuDNN buffer where ``tsrnn.LSTM.flatten_parameters`` made
-    one), so the kernel reads the module's tensors as torch.nn.LSTM's and nothing is built per
+    one), so the kernel reads the module's tensors as torch.nn.LSTM's and nothing is copied per
     call; any other bias goes as b_ih with b_hh = 0 (one zero vector per device, dtype and size,
     shared by every call). On CUDA in the layer's dtype, as torch.nn.LSTM runs cuDNN (a bf16 layer
     in bf16); on the CPU (oneDNN) in the math dtype, as the other CPU paths (a bf16 layer in
@@ -47,8 +47,6 @@ def run_torch_lstm(path, cell, x, h0, states, w_ih, w_hh, bias, p, dt, eps, trac
     dtype = x.dtype if x.is_cuda else math_dtype(x.dtype)
     (c0,) = states
     pair = None if bias is None or check.tracing() else getattr(bias, TORCH_BIAS, None)
-    if pair is not None and pair[2] is not None and pair[2] != bias._version:  # written in place since marked
-        pair = None
     if bias is None:
         weights = [w_ih, w_hh]
     elif pair is None:
@@ -62,7 +60,7 @@ def run_torch_lstm(path, cell, x, h0, states, w_ih, w_hh, bias, p, dt, eps, trac
     args = (*data, states, [_as(w, dtype).contiguous() for w in weights], bias is not None, 1, 0.0, train, False)
     if packing is None:
         args += (False,)  # batch_first
-    if not x.is_cuda or (pair is not None and one_buffer(w_ih, pair[1])):
+    if not x.is_cuda or (pair is not None and one_buffer(*weights)):
         out, h_n, c_n = torch._VF.lstm(*args)  # a flat layer: cuDNN warns if it still has to copy
     else:
         with warnings.catch_warnings():  # separate tensors (the caller's, weight drop's, a bf16 layer's): copied
@@ -76,10 +74,10 @@ TORCH_BIAS = "_tsrnn_torch_bias"  # the attribute ``torch_bias`` sets on a layer
 
 def torch_bias(bias: torch.Tensor, first: torch.Tensor | None, second: torch.Tensor) -> torch.Tensor:
     """Mark ``bias`` with the two vectors that torch's LSTM kernel is to add into it (``first`` None:
-    ``bias`` itself), so ``run_torch_lstm`` hands those (a module's own tensors) in its place while
-    ``bias`` is unchanged since (its version: an inference tensor has none); ``bias`` must equal
-    first + second. A module marks its layers' biases on eager calls only."""
-    setattr(bias, TORCH_BIAS, (first, second, None if bias.is_inference() else bias._version))
+    ``bias`` itself), so ``run_torch_lstm`` hands those (a module's own tensors) in its place;
+    ``bias`` must equal first + second until that call. A module marks the biases of its own
+    forward's eager calls only, and hands no marked bias out."""
+    setattr(bias, TORCH_BIAS, (first, second))
     return bias
 
 
@@ -101,7 +99,7 @@ def zeros(size: int, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
 
 def one_buffer(*tensors: torch.Tensor) -> bool:
     """Whether ``tensors`` are views of one buffer that starts with the first (a layer that
-    ``tsrnn.LSTM.flatten_parameters`` laid out: its first and last tensors tell)."""
+    ``tsrnn.LSTM.flatten_parameters`` laid out)."""
     return tensors[0].storage_offset() == 0 and len({t.untyped_storage().data_ptr() for t in tensors}) == 1
 
 
