@@ -313,3 +313,16 @@ def test_a_new_tensor_at_an_old_tensors_address_and_version_is_taken_as_new():
         with torch.no_grad():
             got = torch.func.functional_call(module, params, (x,))[0]
         torch.testing.assert_close(got, by_hand(module, params, x), msg=f"step {step}")
+
+
+def test_a_layout_that_fails_leaves_the_layer_as_it_was(monkeypatch):
+    """Where torch's flattening raises (a cuDNN error), the module keeps separate tensors and says so."""
+    def fails(tensors, input_size, hidden_size):
+        raise RuntimeError("cuDNN error: CUDNN_STATUS_NOT_SUPPORTED")
+
+    monkeypatch.setattr(lstm_module, "_flat_layout", lambda tensors: fails)
+    with pytest.warns(RuntimeWarning, match="could not be laid out.*CUDNN_STATUS_NOT_SUPPORTED"):
+        module = make(TIMESCALES)
+    x = torch.randn(4, 2, 4)
+    monkeypatch.undo()
+    assert same_function(module, TIMESCALES, x) and "slot" not in memo(module)

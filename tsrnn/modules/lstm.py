@@ -9,6 +9,7 @@ it computes the same function).
 """
 from __future__ import annotations
 
+import warnings
 import weakref
 
 import torch
@@ -149,8 +150,13 @@ class LSTM(StackedRNN):
             return
         rows = params[0].shape[0]
         slots = [params[0].new_empty(rows), params[0].new_zeros(rows)] if mts else []
-        with torch.no_grad():
-            layout(params + slots, self.input_size if layer == 0 else self.hidden_size, self.hidden_size)
+        try:
+            with torch.no_grad():
+                layout(params + slots, self.input_size if layer == 0 else self.hidden_size, self.hidden_size)
+        except RuntimeError as err:  # the layer stays as it was: cuDNN copies its weights per call
+            warnings.warn(f"tsrnn.LSTM: layer {layer}'s weights could not be laid out in one buffer for cuDNN "
+                          f"({err}); cuDNN copies them on every call", RuntimeWarning, stacklevel=3)
+            return
         if mts:
             _EffectiveBias.forget(memo)
             memo.update(slot=slots[0], zeros=slots[1])  # the effective bias is built afresh, into the slot
