@@ -1,7 +1,9 @@
 """Argument checks shared by every public entry point (docs/equations.md §8).
 
 Each check raises a ValueError (bad value or shape) or a TypeError (bad type or dtype) whose
-message names the argument and what was expected.
+message names the argument and what was expected. Where torch.nn.LSTM refuses the same input with
+another type, the error is an instance of both (``ShapeError``, ``DeviceError``, ``DtypeError``),
+so code that catches torch's exception types catches tsrnn's too.
 
 What is checked where: the public entry points (the modules, ``tsrnn.functional``, TILT, the
 data and training code) check everything once, then call unchecked internals; the operators'
@@ -21,6 +23,19 @@ import os
 from typing import Sequence
 
 import torch
+
+
+class ShapeError(ValueError, RuntimeError):
+    """A bad shape or rank: a ValueError, and the RuntimeError torch's RNN checks raise for it."""
+
+
+class DeviceError(ValueError, RuntimeError):
+    """Tensors on different devices: a ValueError, and the RuntimeError torch's kernels raise."""
+
+
+class DtypeError(TypeError, ValueError, RuntimeError):
+    """A bad or mismatched dtype: a TypeError, the ValueError torch.nn.LSTM raises for an input of
+    another dtype than its weights, and the RuntimeError torch's kernels raise for mixed dtypes."""
 
 
 def tracing() -> bool:
@@ -65,26 +80,26 @@ def tensor(name: str, value, ndims: Sequence[int] | int | None = None) -> torch.
     if not isinstance(value, torch.Tensor):
         raise TypeError(f"{name} must be a torch.Tensor, got {type(value).__name__}")
     if not value.is_floating_point():
-        raise TypeError(f"{name} must be a floating-point tensor, got dtype {value.dtype}")
+        raise DtypeError(f"{name} must be a floating-point tensor, got dtype {value.dtype}")
     if ndims is not None:
         allowed = (ndims,) if isinstance(ndims, int) else tuple(ndims)
         if value.dim() not in allowed:
             want = " or ".join(str(n) for n in allowed)
-            raise ValueError(f"{name} must have {want} dimensions, got shape {tuple(value.shape)}")
+            raise ShapeError(f"{name} must have {want} dimensions, got shape {tuple(value.shape)}")
     return value
 
 
 def shape(name: str, value: torch.Tensor, expected: Sequence[int]) -> None:
     """Exact shape match."""
     if tuple(value.shape) != tuple(expected):
-        raise ValueError(f"{name} must have shape {tuple(expected)}, got {tuple(value.shape)}")
+        raise ShapeError(f"{name} must have shape {tuple(expected)}, got {tuple(value.shape)}")
 
 
 def same_device(reference_name: str, reference: torch.Tensor, **others: torch.Tensor | None) -> None:
     """Every tensor in ``others`` lives on the device of ``reference``."""
     for name, value in others.items():
         if value is not None and value.device != reference.device:
-            raise ValueError(
+            raise DeviceError(
                 f"{name} is on {value.device} but {reference_name} is on {reference.device}; "
                 "move them to one device"
             )
@@ -94,7 +109,7 @@ def same_dtype(reference_name: str, reference: torch.Tensor, **others: torch.Ten
     """Every tensor in ``others`` has the dtype of ``reference``."""
     for name, value in others.items():
         if value is not None and value.dtype != reference.dtype:
-            raise TypeError(
+            raise DtypeError(
                 f"{name} has dtype {value.dtype} but {reference_name} has {reference.dtype}; "
                 "cast them to one dtype"
             )
@@ -151,6 +166,13 @@ def reset_mask(reset, steps: int, batch: int, batch_first: bool, like_name: str,
             _require(reset, ((reset == 0) | (reset == 1)).all(), "reset must hold only 0 and 1 (or be a bool tensor)")
         reset = reset != 0
     return reset.transpose(0, 1) if batch_first else reset
+
+
+def flag(name: str, value) -> bool:
+    """A bool, as torch.nn.LSTM requires of its flags (a string such as "False" is truthy)."""
+    if not isinstance(value, bool):
+        raise TypeError(f"{name} must be a bool (True or False), got {type(value).__name__} {value!r}")
+    return value
 
 
 def choice(name: str, value, options: Sequence) -> None:
@@ -261,22 +283,29 @@ def sizes(name: str, value) -> tuple[int, ...]:
     return tuple(count(f"{name}[{k}]", v) for k, v in enumerate(value))
 
 
-def recurrent_layer(cell, x, h0, states: Sequence, w_ih, w_hh, bias, p=None, dt=None):
+def recurrent_layer(cell, x, h0, states: Sequence, w_ih, w_hh, bias, p=None, dt=None, w_hr=None):
     """One recurrent layer's arguments (``tsrnn.functional.lstm`` / ``plstm``): x (T, B, I),
     h0 and each state (B, H) in the cell's order (``cell.initial_states``), w_ih (G*H, I), w_hh
     (G*H, H), bias (G*H,) or None, p (H,) > 0 for the pLSTM, dt (T, B) or (T, B, 1) > 0 or None;
     ``cell`` a ``tsrnn.ops.recurrence.cells.Cell``. The states of ``cell.math_states`` (the age) may have another
-    dtype and must be >= 0. Returns dt as (T, B) or None."""
+    dtype and must be >= 0. With the LSTM's projection ``w_hr`` (P, H), P < H: h0 is (B, P) and
+    w_hh (4H, P). Returns dt as (T, B) or None."""
     tensor("x", x, 3)
     steps, batch, in_size = x.shape
     if steps < 1 or batch < 1:
-        raise ValueError(f"x must have at least one step and one batch row, got shape {tuple(x.shape)}")
+        raise ShapeError(f"x must have at least one step and one batch row, got shape {tuple(x.shape)}")
     tensor("w_hh", w_hh, 2)
-    hidden = w_hh.shape[1]
+    if w_hr is not None:
+        tensor("w_hr", w_hr, 2)
+        if not 1 <= w_hr.shape[0] < w_hr.shape[1]:
+            raise ShapeError(f"w_hr must be (P, H) with 1 <= P < H (proj_size < hidden_size), got shape "
+                             f"{tuple(w_hr.shape)}")
+    out_size = w_hh.shape[1]
+    hidden = out_size if w_hr is None else w_hr.shape[1]
     if hidden < 1:
-        raise ValueError(f"w_hh must have at least one hidden unit, got shape {tuple(w_hh.shape)}")
+        raise ShapeError(f"w_hh must have at least one hidden unit, got shape {tuple(w_hh.shape)}")
     rows = cell.num_gates * hidden
-    shape("w_hh", w_hh, (rows, hidden))
+    shape("w_hh", w_hh, (rows, out_size))
     tensor("w_ih", w_ih, 2)
     shape("w_ih", w_ih, (rows, in_size))
     if bias is not None:
@@ -285,10 +314,10 @@ def recurrent_layer(cell, x, h0, states: Sequence, w_ih, w_hh, bias, p=None, dt=
     named = dict(zip(cell.initial_states, (h0, *states)))
     for name, state in named.items():
         tensor(name, state, 2)
-        shape(name, state, (batch, hidden))
-    same_dtype("x", x, w_ih=w_ih, w_hh=w_hh, bias=bias,
+        shape(name, state, (batch, out_size if name == "h0" else hidden))
+    same_dtype("x", x, w_ih=w_ih, w_hh=w_hh, bias=bias, w_hr=w_hr,
                **{n: v for n, v in named.items() if n not in cell.initial_math_states})
-    same_device("x", x, w_ih=w_ih, w_hh=w_hh, bias=bias, p=p, dt=dt, **named)
+    same_device("x", x, w_ih=w_ih, w_hh=w_hh, bias=bias, p=p, dt=dt, w_hr=w_hr, **named)
     if cell.has_p:
         tensor("p", p, 1)
         shape("p", p, (hidden,))

@@ -26,7 +26,7 @@ from tsrnn.ops.recurrence.packing import Packing
 
 
 def _layer(cell, x, h0, states, w_ih, w_hh, bias, p=None, dt=None, eps=0.0, backend="auto", traces=False,
-           batch_sizes=None):
+           batch_sizes=None, w_hr=None):
     """One layer of ``cell`` (a ``cells.Cell``) on the chosen path, arguments unchecked; ``states``
     the initial states after h0 in the cell's order. Returns (out, (h_n, *states_n), traces): with
     ``traces``, a dict of per-step (T, B, H) values holding at least the forget gate "f" and, for
@@ -35,11 +35,12 @@ def _layer(cell, x, h0, states, w_ih, w_hh, bias, p=None, dt=None, eps=0.0, back
 
     With ``batch_sizes`` (T,) int64 on the CPU, x (N, I), dt (N,) and out (N, H) are packed
     sequences, the rows sorted by length (``Packing``), batch_sizes[0] == B; h_n and the states
-    are each row's after its last step, the traces padded (T, B, H), zero past the ends."""
+    are each row's after its last step, the traces padded (T, B, H), zero past the ends. ``w_hr``
+    (P, H): the LSTM's projection (torch.nn.LSTM's proj_size), h0 and out of P units."""
     packing = None if batch_sizes is None else Packing.in_order(batch_sizes, x.device)
-    path = _route(cell, x, h0, states, w_ih, w_hh, bias, p, dt, eps, backend, traces, packing)
+    path = _route(cell, x, h0, states, w_ih, w_hh, bias, p, dt, eps, backend, traces, packing, w_hr)
     out, finals, per_step = path.run["recurrence"](path, cell, x, h0, states, w_ih, w_hh, bias, p, dt, eps, traces,
-                                                   packing)
+                                                   packing, w_hr)
     return out, finals, _with_ages(cell, per_step, states, dt, packing) if traces else None
 
 
@@ -55,34 +56,36 @@ def _with_ages(cell, per_step, states, dt, packing):
     return {**per_step, "a": ages if packing is None else ages * packing.mask.unsqueeze(-1)}
 
 
-def _route(cell, x, h0, states, w_ih, w_hh, bias, p, dt, eps, backend, traces, packing):
+def _route(cell, x, h0, states, w_ih, w_hh, bias, p, dt, eps, backend, traces, packing, w_hr=None):
     """The record of the path that runs this layer (``_layer``'s arguments, ``packing`` a
     ``Packing`` of sorted rows or None); its ``run["recurrence"]`` runs it. The modules call this
     and the runner themselves, so a layer costs them two calls.
 
     The hot path: a call whose key ``MEMO`` holds takes the remembered record at once (no
     candidates, no environment read); tracing and torch.func transforms always choose anew."""
-    grad = library.needs_grad(x, h0, *states, w_ih, w_hh, bias, p)
+    grad = library.needs_grad(x, h0, *states, w_ih, w_hh, bias, p, w_hr)
     steps = x.shape[0] if packing is None else packing.steps
     key = path = None
     if check.eager():
         # T as a power-of-two bucket, as it enters the tuning key, and the products' precision (a
         # choice verified with TF32 allowed is not one for exact products, nor the other way)
         key = (cell.name, x.device, x.dtype, steps.bit_length(), h0.shape[0], x.shape[-1], w_hh.shape[1],
-               bias is None, grad, traces, packing is None, precision.products(x.dtype, x.device))
+               bias is None, grad, traces, packing is None, w_hr is None, precision.products(x.dtype, x.device))
         path = _choice.MEMO.get((backend, key))
     if path is None:
         path = REGISTRY[_choose(cell, x, h0, states, w_ih, w_hh, bias, p, dt, eps, backend, traces, packing, grad,
-                                steps, key)]
+                                steps, key, w_hr)]
     return path
 
 
-def _choose(cell, x, h0, states, w_ih, w_hh, bias, p, dt, eps, backend, traces, packing, grad, steps, key) -> str:
+def _choose(cell, x, h0, states, w_ih, w_hh, bias, p, dt, eps, backend, traces, packing, grad, steps, key,
+            w_hr=None) -> str:
     """``_layer``'s choice of path for a call ``MEMO`` does not hold (``tsrnn.backend.choose``, which
     remembers it under ``key`` unless None), with the run that "auto" times and verifies."""
-    call = Call("recurrence", x.device, x.dtype, (steps, h0.shape[0], x.shape[-1], w_hh.shape[1]), cell.name,
-                bias is not None, grad, traces, packing is not None)
-    tensors = (x, h0, *states, w_ih, w_hh, bias, p)
+    hidden = w_hh.shape[1] if w_hr is None else w_hr.shape[1]
+    call = Call("recurrence", x.device, x.dtype, (steps, h0.shape[0], x.shape[-1], hidden), cell.name,
+                bias is not None, grad, traces, packing is not None, w_hr is not None)
+    tensors = (x, h0, *states, w_ih, w_hh, bias, p, w_hr)
 
     def timed(path, dtype=None):
         """The call on detached copies, cast to ``dtype`` if given (dt too: data, no gradient), for
@@ -90,13 +93,13 @@ def _choose(cell, x, h0, states, w_ih, w_hh, bias, p, dt, eps, backend, traces, 
         and the copies that need gradients, by name (``tsrnn.backend.choice.Run``)."""
         x, h0, *rest = [None if t is None else t.detach().to(dtype or t.dtype).requires_grad_(t.requires_grad)
                         for t in tensors]
-        *states, w_ih, w_hh, bias, p = rest
+        *states, w_ih, w_hh, bias, p, w_hr = rest
         record = REGISTRY[path]
         out, finals, _ = record.run["recurrence"](record, cell, x, h0, states, w_ih, w_hh, bias, p,
                                                   dt if dt is None or dtype is None else dt.to(dtype), eps, traces,
-                                                  packing)
+                                                  packing, w_hr)
         outputs = dict(zip(("out", *(f"{s}_n" for s in ("h", *cell.states))), (out, *finals)))
-        names = ("x", *cell.initial_states, "w_ih", "w_hh", "bias", "p")
+        names = ("x", *cell.initial_states, "w_ih", "w_hh", "bias", "p", "w_hr")
         return outputs, {name: t for name, t in zip(names, (x, h0, *rest)) if t is not None and t.requires_grad}
 
     return _choice.choose(backend, call, timed, key)
@@ -117,23 +120,26 @@ def _padded_outputs(packing, out, finals, initial, traces):
     return packing.unpack(out), finals, traces
 
 
-def _lengths_layer(cell, x, h0, states, w_ih, w_hh, bias, p, dt, eps, backend, traces, lengths):
+def _lengths_layer(cell, x, h0, states, w_ih, w_hh, bias, p, dt, eps, backend, traces, lengths, w_hr=None):
     """``_layer`` over a padded batch whose row b runs its first lengths[b] steps (``tsrnn.ops.recurrence.packing``):
     packed, run, and unpacked; (out, finals, traces) as ``_layer``'s, in the padded layout."""
     packing = Packing.from_lengths(lengths, x.shape[0]).to(x.device)
     if packing.live == 0:  # no row runs a step
-        zeros = {name: x.new_zeros(*x.shape[:2], w_hh.shape[1]) for name in cell.traces} if traces else None
-        return x.new_zeros(*x.shape[:2], w_hh.shape[1]), (h0, *states), zeros
+        zeros = {name: x.new_zeros(*x.shape[:2], states[0].shape[1]) for name in cell.traces} if traces else None
+        return x.new_zeros(*x.shape[:2], h0.shape[1]), (h0, *states), zeros
     x_p, (h0_p, *states_p), dt_p = _packed_inputs(packing, x, (h0, *states), dt)
     out, finals, per_step = _layer(cell, x_p, h0_p, states_p, w_ih, w_hh, bias, p, dt_p, eps, backend, traces,
-                                   packing.batch_sizes)
+                                   packing.batch_sizes, w_hr)
     return _padded_outputs(packing, out, finals, (h0, *states), per_step)
 
 
-def lstm(x, h0, c0, w_ih, w_hh, bias=None, backend="auto", return_forget=False, lengths=None):
+def lstm(x, h0, c0, w_ih, w_hh, bias=None, backend="auto", return_forget=False, lengths=None, w_hr=None):
     """(S1) over a sequence: ``out, (h_n, c_n) = lstm(x, h0, c0, w_ih, w_hh, bias)``.
 
     x (T, B, I), h0/c0 (B, H), w_ih (4H, I), w_hh (4H, H), bias (4H,) the effective bias or None.
+    ``w_hr`` (P, H) with P < H: torch.nn.LSTM's projection (proj_size = P), h_t = W_hr (o tanh(c_t));
+    then h0, out and h_n have P units and w_hh is (4H, P). Only torch's LSTM kernels and the
+    reference run a projected layer (the fused kernels recur on h of H units).
     With ``return_forget=True`` also returns the forget gates (T, B, H).
     ``lengths`` (B,) integers in [0, T] on any device, or None: row b runs its first lengths[b]
     steps only, as torch.nn.LSTM runs packed sequences: out is zero past each row's end, h_n and
@@ -141,10 +147,10 @@ def lstm(x, h0, c0, w_ih, w_hh, bias=None, backend="auto", return_forget=False, 
     """
     cell = cells.CELLS["lstm"]
     with precision.layer_region(x) as low:
-        x, h0, c0, w_ih, w_hh, bias = precision.cast(low, x, h0, c0, w_ih, w_hh, bias)
-        check.recurrent_layer(cell, x, h0, (c0,), w_ih, w_hh, bias)
+        x, h0, c0, w_ih, w_hh, bias, w_hr = precision.cast(low, x, h0, c0, w_ih, w_hh, bias, w_hr)
+        check.recurrent_layer(cell, x, h0, (c0,), w_ih, w_hh, bias, w_hr=w_hr)
         out, state, traces = _any_layer(cell, x, h0, (c0,), w_ih, w_hh, bias, None, None, 0.0, backend,
-                                        return_forget, lengths)
+                                        return_forget, lengths, w_hr)
     return (out, state, traces["f"]) if return_forget else (out, state)
 
 
@@ -167,12 +173,12 @@ def plstm(x, h0, c0, a0, w_ih, w_hh, bias, p, dt=None, eps=1e-3, input_gate="cou
     return (out, state, traces["f"]) if return_forget else (out, state)
 
 
-def _any_layer(cell, x, h0, states, w_ih, w_hh, bias, p, dt, eps, backend, traces, lengths):
+def _any_layer(cell, x, h0, states, w_ih, w_hh, bias, p, dt, eps, backend, traces, lengths, w_hr=None):
     """The public functions' layer: ``_layer``, or ``_lengths_layer`` with ``lengths`` (checked here)."""
     if lengths is None:
-        return _layer(cell, x, h0, states, w_ih, w_hh, bias, p, dt, eps, backend, traces)
+        return _layer(cell, x, h0, states, w_ih, w_hh, bias, p, dt, eps, backend, traces, w_hr=w_hr)
     lengths = check.sequence_lengths(lengths, x.shape[0], x.shape[1])
-    return _lengths_layer(cell, x, h0, states, w_ih, w_hh, bias, p, dt, eps, backend, traces, lengths)
+    return _lengths_layer(cell, x, h0, states, w_ih, w_hh, bias, p, dt, eps, backend, traces, lengths, w_hr)
 
 
 def linear_scan(a, u, x0=None, backend="auto"):

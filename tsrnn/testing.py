@@ -9,6 +9,10 @@ the three judge a kernel by the same inputs, loss and tolerances:
   float64, and returns the errors of the outputs, the final states and the gradients of a loss
   that reaches all of them, each against ``TOLERANCE`` / ``GRAD_TOLERANCE`` (``tsrnn.backend.tolerance``'s
   tables and rule, imported here);
+- ``compare_module(path, kind, shape, dtype, ...)`` does the same for a whole two-layer module
+  (``tsrnn.LSTM``, its multi-timescale form or ``tsrnn.PowerLawLSTM``) with torch.nn.LSTM's
+  options, ``bidirectional`` and ``proj_size``, padded, with ``lengths`` or packed, against the
+  module on the reference loops in float64 with the same rounded weights (``MODULE_CASES``);
 - ``SHAPES`` is the table of (T, B, I, H) every path is checked on: T=1, B=1, odd sizes, H=301;
   the named sets after it hold the edges of one kernel each (``GPU_SHAPES``, ``PERSISTENT_SHAPES``,
   the scan's ``SCAN_SHAPES``...), each shape with the edge it crosses.
@@ -22,6 +26,7 @@ from dataclasses import dataclass
 import torch
 
 from tsrnn import backend, functional, precision, reference
+from tsrnn.modules import LSTM, PowerLawLSTM
 from tsrnn.ops.recurrence import cells
 from tsrnn.backend.tolerance import GRAD_TOLERANCE, TOLERANCE, rows  # the tests import the tables from here
 from tsrnn.backend.tolerance import error as _error
@@ -281,3 +286,80 @@ def compare_scan(path: str, shape, dtype: torch.dtype = torch.float64, device="c
     want = torch.autograd.grad((x_r * weights).sum(), list(theirs.values()))
     errors.update({f"grad {k}": _error(a, b, GRAD_TOLERANCE[dtype]) for k, a, b in zip(ours, got, want)})
     return Comparison(path, "linear_scan", tuple(shape), dtype, errors)
+
+
+# Whole modules with torch.nn.LSTM's options (``compare_module``): (kind, bidirectional, proj_size,
+# input layout), each on every path that takes it. "mts" is tsrnn.LSTM with fixed timescales in its
+# first layer; "packed" a PackedSequence, "lengths" a padded batch with lengths= ("unsorted").
+MODULE_CASES = [("lstm", True, 0, "padded"), ("lstm", True, 0, "packed"), ("lstm", False, 3, "padded"),
+                ("lstm", True, 3, "lengths"), ("mts", True, 0, "lengths"), ("plstm", True, 0, "padded"),
+                ("plstm", True, 0, "packed")]
+MODULE_SHAPES = [(5, 3, 4, 6), (1, 1, 2, 5)]  # (T, B, I, H): odd sizes; one step and one row
+
+
+def module_for(kind: str, shape, bidirectional: bool = False, proj_size: int = 0, backend: str = "auto",
+               dtype: torch.dtype = torch.float64, seed: int = 0):
+    """A two-layer module of ``kind`` ("lstm", "mts", "plstm") for (T, B, I, H) ``shape``, its
+    parameters drawn from ``seed``."""
+    _, _, input_size, hidden = shape
+    torch.manual_seed(seed)
+    options = dict(num_layers=2, bidirectional=bidirectional, backend=backend, dtype=dtype)
+    if kind == "plstm":
+        return PowerLawLSTM(input_size, hidden, **options)
+    timescales = [torch.linspace(1.5, 500.0, hidden), None] if kind == "mts" else None
+    return LSTM(input_size, hidden, proj_size=proj_size, timescales=timescales, **options)
+
+
+def compare_module(path: str, kind: str, shape, dtype: torch.dtype = torch.float64, bidirectional: bool = False,
+                   proj_size: int = 0, layout: str = "padded", device="cpu", seed: int = 0,
+                   products: str | None = None) -> Comparison:
+    """A two-layer module of ``kind`` (``module_for``) on ``path`` in ``dtype`` on ``device``
+    against the same module on the reference loops in float64 with its weights rounded to
+    ``dtype``: the output, every final state and the gradients of the input and of every
+    parameter (the loss of ``loss_of``), within ``rows(dtype, products)``. ``layout``: "padded",
+    "lengths" (``lengths_for("unsorted")``) or "packed" (a PackedSequence of those lengths); the
+    pLSTM gets Δt in [0.1, 2.1)."""
+    from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence
+
+    steps, batch, input_size, _ = shape
+    ours = module_for(kind, shape, bidirectional, proj_size, path, dtype, seed).to(device)
+    theirs = module_for(kind, shape, bidirectional, proj_size, "reference", torch.float64, seed)
+    theirs.load_state_dict({k: v.double().cpu() for k, v in ours.state_dict().items()})
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(steps, batch, input_size, generator=g, dtype=torch.float64).to(dtype).double()
+    inputs = {}
+    if kind == "plstm":
+        inputs["dt"] = torch.rand(steps, batch, generator=g, dtype=torch.float64) * 2 + 0.1
+    lengths = lengths_for("unsorted", steps, batch, seed) if layout != "padded" else None
+
+    def run(module, x, dev, dt_type):
+        x = x.to(dev, dt_type).requires_grad_()
+        extra = {k: v.to(dev) for k, v in inputs.items()}
+        if layout == "packed":
+            packed = pack_padded_sequence(x, lengths, enforce_sorted=False)
+            if "dt" in extra:
+                extra["dt"] = pack_padded_sequence(extra["dt"], lengths, enforce_sorted=False)
+            out, state = module(packed, **extra)
+        else:
+            out, state = module(x, lengths=lengths, **extra)
+        out = out.data if isinstance(out, PackedSequence) else out
+        params = [p for p in module.parameters()]
+        grads = torch.autograd.grad(loss_of(out, state), [x, *params])
+        return out, state, dict(zip(["x", *(n for n, _ in module.named_parameters())], grads))
+
+    out, state, grads = run(ours, x, device, dtype)
+    out_r, state_r, grads_r = run(theirs, x, "cpu", torch.float64)
+    value_row, grad_row = rows(dtype, products or precision.products(dtype, torch.device(device)))
+    errors = {"out": _error(out, out_r, value_row)}
+    names = ("h", "c", "a")
+    errors.update({f"{n}_n": _error(s, s_r, value_row) for n, s, s_r in zip(names, state, state_r)})
+    errors.update({f"grad {k}": _error(grads[k], grads_r[k], grad_row) for k in grads_r})
+    label = f"{kind}{' bidirectional' if bidirectional else ''}{f' proj {proj_size}' if proj_size else ''} {layout}"
+    return Comparison(path, label, tuple(shape), dtype, errors)
+
+
+def module_why_not(path: str, kind: str, proj_size: int, dtype: torch.dtype, device="cpu") -> str | None:
+    """None if ``path`` runs the layers of a module of ``kind`` with ``proj_size``, else why not."""
+    cell = "lstm" if kind in ("lstm", "mts") else "plstm_coupled"
+    call = backend.Call("recurrence", torch.device(device), dtype, (5, 3, 4, 6), cell, projected=proj_size > 0)
+    return backend.why_not(path, call)

@@ -20,7 +20,7 @@ from tsrnn.modules import lstm as lstm_module
 TIMESCALES = [torch.linspace(1.5, 40.0, 6)]
 
 
-def concatenated(tensors, input_size, hidden_size):
+def concatenated(tensors, input_size, hidden_size, proj_size):
     """The CPU stand-in for cuDNN's layout: the tensors one after the other in one new buffer."""
     flat = torch.cat([t.reshape(-1) for t in tensors])
     offset = 0
@@ -74,7 +74,7 @@ def by_hand(module, params, x):
 
 
 def memo(module, layer=0):
-    return module._memo(layer, module.weight_ih_l0.device)
+    return module._memo(layer, "", module.weight_ih_l0.device)
 
 
 def same_function(module, timescales, x):
@@ -317,7 +317,7 @@ def test_a_new_tensor_at_an_old_tensors_address_and_version_is_taken_as_new():
 
 def test_a_layout_that_fails_leaves_the_layer_as_it_was(monkeypatch):
     """Where torch's flattening raises (a cuDNN error), the module keeps separate tensors and says so."""
-    def fails(tensors, input_size, hidden_size):
+    def fails(tensors, input_size, hidden_size, proj_size):
         raise RuntimeError("cuDNN error: CUDNN_STATUS_NOT_SUPPORTED")
 
     monkeypatch.setattr(lstm_module, "_flat_layout", lambda tensors: fails)

@@ -296,16 +296,12 @@ def test_lstm_takes_torch_lstm_arguments_positionally():
         tsrnn.LSTM(4, 8, 1, True, False, 0.0, False, 0, None, None, None)
 
 
-@pytest.mark.parametrize("module", MODULES)
-@pytest.mark.parametrize("kwargs, match", [
-    ({"bidirectional": True}, r"bidirectional=True is not supported: tsrnn\.\w+ runs unidirectional layers "
-                              r"without projection.*two modules"),
-    ({"proj_size": 3}, r"proj_size=3 is not supported: tsrnn\.\w+ runs unidirectional layers without projection"),
-    ({"proj_size": 3, "bidirectional": True}, r"bidirectional=True"),
-])
-def test_unsupported_torch_lstm_options_raise_naming_the_argument(module, kwargs, match):
-    with pytest.raises(ValueError, match=match):
-        MODULES[module](4, 8, **kwargs)
+def test_the_plstm_refuses_a_projection_naming_the_argument():
+    """proj_size is torch.nn.LSTM's projection of h: tsrnn.LSTM has it, the pLSTM does not."""
+    with pytest.raises(ValueError, match=r"proj_size=3 is not supported: tsrnn.PowerLawLSTM has no projection"):
+        tsrnn.PowerLawLSTM(4, 8, proj_size=3)
+    with pytest.raises(ValueError, match=r"proj_size must be smaller than hidden_size \(8\), got 8"):
+        tsrnn.LSTM(4, 8, proj_size=8)
 
 
 @pytest.mark.parametrize("module", MODULES)

@@ -58,7 +58,8 @@ class Call:
     a scan; ``cell``: a name of ``tsrnn.ops.recurrence.cells.CELLS`` or None; ``grad``: autograd will run the
     backward of this call; ``traces``: the caller wants per-step gate traces (the forget gates, the
     pLSTM's reset gates and ages); ``packed``: sequences of several lengths (``tsrnn.ops.recurrence.packing``),
-    T the longest."""
+    T the longest; ``projected``: an LSTM layer with torch.nn.LSTM's projection (proj_size > 0; H
+    is then the size of c, the recurrence's h has P units)."""
 
     op: str
     device: torch.device
@@ -69,6 +70,7 @@ class Call:
     grad: bool = False
     traces: bool = False
     packed: bool = False
+    projected: bool = False
 
     def __post_init__(self):
         # Sizes as ints: torch.jit.trace hands sizes over as tensors. The choice of path is what
@@ -92,7 +94,8 @@ class Call:
         if self.op == "recurrence":
             rest[0] = rest[0].bit_length()
         return (self.op, self.device.type, self.device.index, self.dtype, self.cell, steps.bit_length(),
-                *rest, self.bias, self.grad, self.traces, self.packed, precision.products(self.dtype, self.device))
+                *rest, self.bias, self.grad, self.traces, self.packed, self.projected,
+                precision.products(self.dtype, self.device))
 
     def recorded_key(self) -> str:
         """The key as ``tuned_choices`` and ``reuse_choices`` write it (``_recorded``)."""
@@ -290,6 +293,9 @@ class Path:
                 return refused
         elif self.devices is not None and device not in self.devices:
             return f"it runs on {self.devices[0].upper()} tensors, got {device} tensors"
+        if call.projected and self.kind == "operator":
+            return ("its kernels recur on h of hidden_size units: a layer with proj_size > 0 runs on torch's "
+                    "LSTM kernel (onednn, cudnn) or the reference")
         return self.rule(call)
 
 

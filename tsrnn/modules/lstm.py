@@ -2,10 +2,13 @@
 
 A multi-timescale (MTS) layer gives unit j the timescale T_j through fixed gate biases:
 effective forget bias b_f(T_j) = -log(expm1(1/T_j)) and input bias -b_f(T_j). They live in the
-buffer ``bias_fixed_l{k}``, never in a Parameter, so no optimizer (momentum, weight decay, Adam)
-can move them; the raw entries of bias_ih/bias_hh they replace get no gradient, and a saved
-state_dict writes them so that b_ih + b_hh equals the effective bias (a torch.nn.LSTM that loads
-it computes the same function).
+buffer ``bias_fixed_l{k}`` (``bias_fixed_l{k}_reverse`` for a bidirectional layer's reverse
+direction, with the same timescales), never in a Parameter, so no optimizer (momentum, weight
+decay, Adam) can move them; they stay float32 (float64 in a float64 module) when the module is
+cast to bf16 or fp16. The raw entries of bias_ih/bias_hh they replace get no gradient, and a saved
+state_dict writes them so that b_ih + b_hh equals the effective bias: a torch.nn.LSTM loads it
+with strict=False (the fixed buffers are no entries of its own) and computes the same function;
+``to_torch()`` does that, and ``LSTM.from_torch`` the reverse.
 """
 from __future__ import annotations
 
@@ -15,6 +18,7 @@ import weakref
 import torch
 
 from tsrnn import _validation as check
+from tsrnn import precision
 from tsrnn.ops.recurrence import cells, paths
 from tsrnn.modules.stacked import StackedRNN
 from tsrnn.memory.timescales import bias_from_timescale, timescale_from_bias
@@ -25,10 +29,14 @@ FREEZE = ("gates", "all")
 class LSTM(StackedRNN):
     """Drop-in for ``torch.nn.LSTM`` (same parameters, state_dict and forward) with fused kernels.
 
-    The arguments up to ``dtype`` are torch.nn.LSTM's, in its order; ``device`` and ``dtype`` place
-    the parameters (and fixed biases). ``bidirectional`` and ``proj_size`` are accepted at their
-    defaults only (False, 0): tsrnn runs unidirectional layers without projection, and other values
-    raise a ValueError. The tsrnn arguments are keyword-only:
+    The arguments up to ``dtype`` are torch.nn.LSTM's, in its order and with its rules (the flags
+    must be bools); ``device`` and ``dtype`` place the parameters (and fixed biases, float32 for a
+    16-bit dtype). ``bidirectional=True`` adds each layer's reverse direction (parameters
+    ``..._reverse``; out has 2 * H features, h_n and c_n 2 * num_layers rows, as torch's);
+    ``proj_size`` P > 0 is torch's projection h_t = W_hr (o tanh(c_t)) (weight_hr_l{k}; h and out
+    of P units), which only torch's LSTM kernels (onednn, cudnn) and the reference run: "auto"
+    takes one of those, a fused path named by ``backend`` refuses. The tsrnn arguments are
+    keyword-only:
 
     Args:
         timescales: None, or one entry per layer, each None (biases learned as usual) or H
@@ -51,6 +59,12 @@ class LSTM(StackedRNN):
         super().__init__(input_size, hidden_size, num_layers, bias, batch_first, dropout, backend,
                          cells.CELLS["lstm"], device=device, dtype=dtype, bidirectional=bidirectional,
                          proj_size=proj_size)
+        self._init_timescales(timescales, freeze)
+        self.flatten_parameters()
+
+    def _init_timescales(self, timescales, freeze) -> None:
+        """Check ``timescales`` and ``freeze`` and register the fixed biases of the MTS layers."""
+        num_layers = self.num_layers
         check.choice("freeze", freeze, FREEZE)
         self.freeze = freeze
         if timescales is None:
@@ -58,14 +72,15 @@ class LSTM(StackedRNN):
         if not isinstance(timescales, (list, tuple)) or len(timescales) != num_layers:
             raise ValueError(f"timescales must be None or a list of {num_layers} entries (one per layer)")
         self.timescale_layers = tuple(k for k, ts in enumerate(timescales) if ts is not None)
-        if self.timescale_layers and not bias:
+        if self.timescale_layers and not self.bias:
             raise ValueError("timescales need bias=True: they are fixed gate biases")
         for k in self.timescale_layers:
-            self.register_buffer(f"bias_fixed_l{k}", self._fixed_bias(k, timescales[k]))
-        self.flatten_parameters()
+            for suffix in self._directions:
+                self.register_buffer(f"bias_fixed_l{k}{suffix}", self._fixed_bias(k, suffix, timescales[k]))
 
-    def _fixed_bias(self, layer: int, timescales) -> torch.Tensor:
-        """The fixed part of a layer's effective bias: (i, f) rows, or all 4H rows if freeze="all"."""
+    def _fixed_bias(self, layer: int, suffix: str, timescales) -> torch.Tensor:
+        """The fixed part of a layer's effective bias: (i, f) rows, or all 4H rows if freeze="all",
+        in the parameters' dtype, float32 for a 16-bit one."""
         name = f"timescales[{layer}]"
         try:
             ts = torch.as_tensor(timescales, dtype=torch.float64).detach().cpu()
@@ -76,16 +91,17 @@ class LSTM(StackedRNN):
         check.positive(name, ts)
         b_f = bias_from_timescale(ts)
         fixed = torch.cat([-b_f, b_f])
-        weight = getattr(self, f"bias_ih_l{layer}")
+        weight = getattr(self, f"bias_ih_l{layer}{suffix}")
         if self.freeze == "all":
-            fixed = torch.cat([fixed, self.raw_bias(layer).detach()[2 * self.hidden_size:].double().cpu()])
-        return fixed.to(device=weight.device, dtype=weight.dtype)
+            fixed = torch.cat([fixed, self.raw_bias(layer, suffix).detach()[2 * self.hidden_size:].double().cpu()])
+        return fixed.to(device=weight.device, dtype=_full_precision(weight.dtype))
 
-    def gate_biases(self, layer: int) -> torch.Tensor:
-        """The effective (4H,) bias the layer uses: b_ih + b_hh with the fixed entries in place."""
-        return self._gate_biases(check.index("layer", layer, self.num_layers))
+    def gate_biases(self, layer: int, reverse: bool = False) -> torch.Tensor:
+        """The effective (4H,) bias the layer uses (its reverse direction's with ``reverse``): b_ih
+        + b_hh with the fixed entries in place; an MTS layer's in float32 in a 16-bit module."""
+        return self._gate_biases(check.index("layer", layer, self.num_layers), self._suffix(reverse))
 
-    def _gate_biases(self, layer: int, mark: bool = False) -> torch.Tensor | None:
+    def _gate_biases(self, layer: int, suffix: str = "", mark: bool = False) -> torch.Tensor | None:
         """``gate_biases`` of a layer index known to be valid (None without biases): an MTS layer's
         eagerly through ``_EffectiveBias`` (built once per state of its biases), traced as plain
         ops. With ``mark`` (the forward's own call, eager only) the bias carries the pair torch's
@@ -94,15 +110,15 @@ class LSTM(StackedRNN):
         ``flatten_parameters`` made one and the bias is written there)."""
         if not self.bias:
             return None
-        b_ih, b_hh = self._member(f"bias_ih_l{layer}"), self._member(f"bias_hh_l{layer}")
+        b_ih, b_hh = self._member(f"bias_ih_l{layer}{suffix}"), self._member(f"bias_hh_l{layer}{suffix}")
         eager = check.eager()
         if layer not in self.timescale_layers:
             bias = b_ih + b_hh
             return paths.torch_bias(bias, b_ih, b_hh) if mark and eager else bias
-        fixed = self._member(f"bias_fixed_l{layer}")
+        fixed = self._member(f"bias_fixed_l{layer}{suffix}")
         if not eager:
-            return torch.cat([fixed, (b_ih + b_hh)[fixed.shape[0]:]])
-        memo = self._memo(layer, b_ih.device)
+            return _effective_bias(fixed, b_ih, b_hh)
+        memo = self._memo(layer, suffix, b_ih.device)
         bias = _EffectiveBias.apply(b_ih, b_hh, fixed, memo)
         if not mark:
             return bias
@@ -111,10 +127,10 @@ class LSTM(StackedRNN):
             bias.shape[0], bias.dtype, bias.device)
         return paths.torch_bias(bias, None, zeros)
 
-    def _memo(self, layer: int, device: torch.device) -> dict:
-        """An MTS layer's effective-bias memo on ``device`` (``_EffectiveBias``; one per device:
-        nn.DataParallel's replicas share this module's dict). Not pickled (``__getstate__``)."""
-        return self.__dict__.setdefault("_bias_memo", {}).setdefault((layer, device), {})
+    def _memo(self, layer: int, suffix: str, device: torch.device) -> dict:
+        """An MTS layer's (direction's) effective-bias memo on ``device`` (``_EffectiveBias``; one per
+        device: nn.DataParallel's replicas share this module's dict). Not pickled (``__getstate__``)."""
+        return self.__dict__.setdefault("_bias_memo", {}).setdefault((layer, suffix, device), {})
 
     def flatten_parameters(self) -> None:
         """As torch.nn.LSTM's: on CUDA, where cuDNN takes a layer's tensors, they become views of
@@ -130,29 +146,34 @@ class LSTM(StackedRNN):
         if len({p.data_ptr() for p in params}) != len(params):
             return
         for k in range(self.num_layers):
-            self._flatten_layer(k)
+            for suffix in self._directions:
+                self._flatten_layer(k, suffix)
 
-    def _flatten_layer(self, layer: int) -> None:
-        """``flatten_parameters`` for one layer."""
+    def _flatten_layer(self, layer: int, suffix: str) -> None:
+        """``flatten_parameters`` for one layer's direction: W_ih, W_hh, the two biases (an MTS
+        layer's slots for its effective bias and a zero vector), W_hr, in cuDNN's order."""
         mts = layer in self.timescale_layers
-        names = [f"weight_ih_l{layer}", f"weight_hh_l{layer}"]
+        names = [f"weight_ih_l{layer}{suffix}", f"weight_hh_l{layer}{suffix}"]
         if self.bias and not mts:
-            names += [f"bias_ih_l{layer}", f"bias_hh_l{layer}"]
+            names += [f"bias_ih_l{layer}{suffix}", f"bias_hh_l{layer}{suffix}"]
+        if self.proj_size:
+            names.append(f"weight_hr_l{layer}{suffix}")
         params = [self._parameters.get(name) for name in names]
         if any(p is None for p in params):
             return  # not the module's Parameters
         layout = _flat_layout(params)
         if layout is None:
             return
-        memo = self._memo(layer, params[0].device) if mts else {}
+        memo = self._memo(layer, suffix, params[0].device) if mts else {}
         slots = [memo.get("slot"), memo.get("zeros")] if mts else []
-        if all(t is not None for t in slots) and paths.one_buffer(*params, *slots):
+        weights, projection = (params[:-1], params[-1:]) if self.proj_size else (params, [])
+        if all(t is not None for t in slots) and paths.one_buffer(*weights, *slots, *projection):
             return
         rows = params[0].shape[0]
         slots = [params[0].new_empty(rows), params[0].new_zeros(rows)] if mts else []
         try:
             with torch.no_grad():
-                layout(params + slots, self.input_size if layer == 0 else self.hidden_size, self.hidden_size)
+                layout(weights + slots + projection, params[0].shape[1], self.hidden_size, self.proj_size)
         except RuntimeError as err:  # the layer stays as it was: cuDNN copies its weights per call
             warnings.warn(f"tsrnn.LSTM: layer {layer}'s weights could not be laid out in one buffer for cuDNN "
                           f"({err}); cuDNN copies them on every call", RuntimeWarning, stacklevel=3)
@@ -176,31 +197,92 @@ class LSTM(StackedRNN):
         self.flatten_parameters()  # as torch.nn.LSTM: a copy or an unpickled module has separate tensors
 
     def timescales(self, layer: int) -> torch.Tensor | None:
-        """The fixed timescales of an MTS layer (S2 of its forget bias), or None."""
+        """The fixed timescales of an MTS layer (S2 of its forget bias; both directions share them), or None."""
         layer = check.index("layer", layer, self.num_layers)
         if layer not in self.timescale_layers:
             return None
         b_f = getattr(self, f"bias_fixed_l{layer}")[self.hidden_size:2 * self.hidden_size]
         return timescale_from_bias(b_f.double())
 
+    def _fixed_names(self):
+        """(layer, suffix) of every MTS layer's direction, with its fixed biases."""
+        return [(k, suffix) for k in self.timescale_layers for suffix in self._directions]
+
     def _save_to_state_dict(self, destination, prefix, keep_vars):
         super()._save_to_state_dict(destination, prefix, keep_vars)
-        for k in self.timescale_layers:
-            fixed = getattr(self, f"bias_fixed_l{k}").detach()
+        for k, suffix in self._fixed_names():
+            fixed = getattr(self, f"bias_fixed_l{k}{suffix}").detach()
             n = fixed.shape[0]
-            b_ih = destination[f"{prefix}bias_ih_l{k}"].detach().clone()
-            b_hh = destination[f"{prefix}bias_hh_l{k}"].detach().clone()
+            b_ih = destination[f"{prefix}bias_ih_l{k}{suffix}"].detach().clone()
+            b_hh = destination[f"{prefix}bias_hh_l{k}{suffix}"].detach().clone()
             b_ih[:n], b_hh[:n] = fixed, 0
-            destination[f"{prefix}bias_ih_l{k}"], destination[f"{prefix}bias_hh_l{k}"] = b_ih, b_hh
+            destination[f"{prefix}bias_ih_l{k}{suffix}"], destination[f"{prefix}bias_hh_l{k}{suffix}"] = b_ih, b_hh
 
     def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
-        # A torch.nn.LSTM state_dict has no fixed biases: keep the ones built from `timescales`.
-        for k in self.timescale_layers:
-            state_dict.setdefault(f"{prefix}bias_fixed_l{k}", getattr(self, f"bias_fixed_l{k}"))
+        """nn.Module's; a state dict without fixed biases (a torch.nn.LSTM's) keeps the ones built
+        from ``timescales``, with one warning where its fixed rows of b_ih + b_hh differ from them
+        (the loaded model computed another function there)."""
+        changed = []
+        for k, suffix in self._fixed_names():
+            name = f"bias_fixed_l{k}{suffix}"
+            fixed = getattr(self, name)
+            if prefix + name not in state_dict:
+                state_dict[prefix + name] = fixed
+                b_ih, b_hh = (state_dict.get(f"{prefix}bias_{kind}_l{k}{suffix}") for kind in ("ih", "hh"))
+                if b_ih is not None and b_hh is not None and not _equal_rows(b_ih + b_hh, fixed):
+                    changed.append(f"{k}{suffix}")
         super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
+        if changed:
+            rows = "i and f" if self.freeze == "gates" else "all"
+            warnings.warn(f"tsrnn.LSTM: the loaded state dict has no fixed biases and its b_ih + b_hh differ from "
+                          f"this module's fixed ones in the {rows} rows of layer(s) {', '.join(changed)}; the fixed "
+                          "biases (from timescales) were kept, so the module does not compute what the saved one did",
+                          UserWarning, stacklevel=3)
 
-    def _layer_inputs(self, layer: int) -> tuple:
-        return self._gate_biases(layer, mark=True), None
+    def _layer_inputs(self, layer: int, suffix: str) -> tuple:
+        return self._gate_biases(layer, suffix, mark=True), None
+
+    def _exact_bias(self, layer: int) -> bool:
+        return layer in self.timescale_layers
+
+    def _full_precision_buffers(self) -> list[str]:
+        return [f"bias_fixed_l{k}{suffix}" for k, suffix in self._fixed_names()]
+
+    def to_torch(self) -> torch.nn.LSTM:
+        """A torch.nn.LSTM computing the same function: the same arguments, on the same device in the
+        same dtype, in the same training mode, its biases this module's state dict's (an MTS
+        layer's fixed biases folded into bias_ih, bias_hh zero there). In a 16-bit module the
+        folded biases round to its dtype (torch.nn.LSTM holds no float32 biases)."""
+        weight = self._member("weight_ih_l0")
+        lstm = torch.nn.LSTM(self.input_size, self.hidden_size, self.num_layers, self.bias, self.batch_first,
+                             self.dropout, self.bidirectional, self.proj_size, device=weight.device, dtype=weight.dtype)
+        fixed = {f"bias_fixed_l{k}{suffix}" for k, suffix in self._fixed_names()}
+        lstm.load_state_dict({k: v for k, v in self.state_dict().items() if k not in fixed})
+        return lstm.train(self.training)
+
+    @classmethod
+    def from_torch(cls, lstm: torch.nn.LSTM, timescales=None, *, freeze: str = "gates",
+                   backend: str = "auto") -> "LSTM":
+        """A tsrnn.LSTM with ``lstm``'s arguments, weights, device, dtype and training mode; with
+        ``timescales`` (as the constructor's), MTS layers whose fixed biases replace ``lstm``'s in
+        their rows (the i and f rows; every row with freeze="all", the g and o ones taken from
+        ``lstm``), without the warning of ``load_state_dict``. ``from_torch(m.to_torch(), ts)``
+        gives back a module computing what ``m`` computes."""
+        if not isinstance(lstm, torch.nn.LSTM):
+            raise TypeError(f"lstm must be a torch.nn.LSTM, got {type(lstm).__name__}")
+        weight = lstm.weight_ih_l0
+        module = cls(lstm.input_size, lstm.hidden_size, lstm.num_layers, lstm.bias, lstm.batch_first, lstm.dropout,
+                     lstm.bidirectional, lstm.proj_size, device=weight.device, dtype=weight.dtype,
+                     timescales=timescales, freeze=freeze, backend=backend)
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message="tsrnn.LSTM: the loaded state dict has no fixed biases")
+            module.load_state_dict(lstm.state_dict())
+        if freeze == "all":
+            with torch.no_grad():
+                for k, suffix in module._fixed_names():
+                    raw = module.raw_bias(k, suffix)
+                    getattr(module, f"bias_fixed_l{k}{suffix}")[2 * module.hidden_size:] = raw[2 * module.hidden_size:]
+        return module.train(lstm.training)
 
 
 def _flat_layout(tensors: list):
@@ -218,14 +300,34 @@ def _flat_layout(tensors: list):
     return _cudnn_layout
 
 
-def _cudnn_layout(tensors: list, input_size: int, hidden_size: int) -> None:
+def _cudnn_layout(tensors: list, input_size: int, hidden_size: int, proj_size: int) -> None:
     """Make ``tensors`` views of one new buffer in cuDNN's layout for one unidirectional LSTM layer
     (torch's ``_cudnn_rnn_flatten_weight``, which copies them in and points each at its place)."""
     from torch.backends.cudnn import rnn
 
     with torch.cuda.device_of(tensors[0]):
         torch._cudnn_rnn_flatten_weight(tensors, len(tensors), input_size, rnn.get_cudnn_mode("LSTM"), hidden_size,
-                                        0, 1, False, False)
+                                        proj_size, 1, False, False)
+
+
+def _full_precision(dtype: torch.dtype) -> torch.dtype:
+    """The dtype of fixed biases in a module of ``dtype``: float32 for a 16-bit one, else ``dtype``."""
+    return torch.float32 if dtype in precision.LOW_PRECISION else dtype
+
+
+def _effective_bias(fixed: torch.Tensor, b_ih: torch.Tensor, b_hh: torch.Tensor) -> torch.Tensor:
+    """b = [fixed; (b_ih + b_hh)[n:]] (n = len(fixed)) in the dtype of ``fixed`` (float32 in a bf16
+    layer: the learned rows are summed in it too)."""
+    n = fixed.shape[0]
+    return torch.cat([fixed, b_ih[n:].to(fixed.dtype) + b_hh[n:].to(fixed.dtype)])
+
+
+def _equal_rows(loaded: torch.Tensor, fixed: torch.Tensor) -> bool:
+    """Whether the first len(fixed) rows of ``loaded`` hold ``fixed`` as ``loaded``'s dtype rounds it
+    (a state dict that ``_save_to_state_dict`` or ``to_torch`` wrote)."""
+    expected = fixed.detach().to(device=loaded.device, dtype=loaded.dtype).double()
+    got = loaded.detach()[:fixed.shape[0]].double()
+    return bool(torch.allclose(got, expected, rtol=4 * torch.finfo(loaded.dtype).eps, atol=0.0))
 
 
 class _EffectiveBias(torch.autograd.Function):
@@ -253,7 +355,7 @@ class _EffectiveBias(torch.autograd.Function):
         if not same or memo["stale"] or key != memo["key"] or value._version != memo["written"]:
             moved = refs is None or (same and key != memo["key"])  # the first build, or the same tensors written
             with torch.inference_mode(False), torch.no_grad():  # (the first turns grad mode on)
-                value = torch.cat([fixed, (b_ih + b_hh)[fixed.shape[0]:]])
+                value = _effective_bias(fixed, b_ih, b_hh)
                 slot = memo.get("slot")
                 if moved and slot is not None and (slot.dtype, slot.device, slot.shape) == (
                         value.dtype, value.device, value.shape):
@@ -261,7 +363,7 @@ class _EffectiveBias(torch.autograd.Function):
             if not same:
                 _EffectiveBias.watch(memo, sources)
             memo.update(value=value, key=key, written=value._version, stale=False)
-        ctx.fixed = fixed.shape[0]
+        ctx.fixed, ctx.dtypes = fixed.shape[0], (b_ih.dtype, b_hh.dtype)
         return value.view_as(value)  # a new tensor object each call, the same memory
 
     @staticmethod
@@ -287,4 +389,4 @@ class _EffectiveBias(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad):
         grad = torch.cat([grad.new_zeros(ctx.fixed), grad[ctx.fixed:]])
-        return grad, grad, None, None
+        return grad.to(ctx.dtypes[0]), grad.to(ctx.dtypes[1]), None, None

@@ -19,8 +19,13 @@ from tsrnn.modules.stacked import StackedRNN
 class PowerLawLSTM(StackedRNN):
     """Stacked pLSTM with fused kernels.
 
-    The arguments up to ``dtype`` are torch.nn.LSTM's, in its order (``bidirectional`` and
-    ``proj_size`` at their defaults only, as for tsrnn.LSTM); the pLSTM arguments are keyword-only:
+    The arguments up to ``dtype`` are torch.nn.LSTM's, in its order and with its rules.
+    ``bidirectional=True`` adds each layer's reverse direction (parameters ``..._reverse``, its own
+    p), which reads every sequence backwards within its own length, Δt included: the reverse
+    direction's step t takes the Δt the forward direction took at the same position (Δt read
+    backwards, not shifted to the gap before it; a bidirectional pLSTM is tsrnn's extension, not
+    seed 002's). ``proj_size`` must be 0: the pLSTM has no projection. The pLSTM arguments are
+    keyword-only:
 
     Args:
         eps: ε of the forget gate (S7), > 0.
@@ -36,6 +41,8 @@ class PowerLawLSTM(StackedRNN):
     PackedSequence (dt then one of the same batch_sizes), or padded with ``lengths`` (B,): see
     ``tsrnn.LSTM``. a_n is each row's age after its last step.
     """
+
+    mode = "PLSTM"
 
     def __init__(self, input_size, hidden_size, num_layers=1, bias=True, batch_first=False,
                  dropout=0.0, bidirectional=False, proj_size=0, device=None, dtype=None, *,
@@ -53,17 +60,36 @@ class PowerLawLSTM(StackedRNN):
                          device=device, dtype=dtype, bidirectional=bidirectional, proj_size=proj_size)
         self.eps, self.input_gate, self.learn_p = float(eps), input_gate, learn_p
         self.fixed_p = fixed_p
+        names = [f"l{k}{suffix}" for k in range(num_layers) for suffix in self._directions]
         if fixed_p is not None:
-            for k in range(num_layers):
-                self.register_buffer(f"p_l{k}", torch.full((hidden_size,), fixed_p, device=device, dtype=dtype))
+            full = torch.float32 if dtype in (torch.float16, torch.bfloat16) else dtype  # a fixed p never rounds
+            for name in names:
+                self.register_buffer(f"p_{name}", torch.full((hidden_size,), fixed_p, device=device, dtype=full))
             return
-        for k in range(num_layers):
+        for name in names:
             p_logit = torch.empty(hidden_size, device=device, dtype=dtype)
             if learn_p:
-                self.register_parameter(f"p_logit_l{k}", nn.Parameter(p_logit))
+                self.register_parameter(f"p_logit_{name}", nn.Parameter(p_logit))
             else:
-                self.register_buffer(f"p_logit_l{k}", p_logit)
+                self.register_buffer(f"p_logit_{name}", p_logit)
         self.reset_p()
+
+    def _check_projection(self, proj_size: int, hidden_size: int) -> None:
+        if proj_size:
+            raise ValueError(f"proj_size={proj_size} is not supported: tsrnn.PowerLawLSTM has no projection "
+                             "(proj_size=0); torch.nn.LSTM's projection is tsrnn.LSTM's proj_size")
+
+    def reset_parameters(self) -> None:
+        """torch.nn.LSTM's initialization of the weights and biases, and p ~ U(0, 1) again where p
+        is drawn (``reset_p``; a fixed p stays)."""
+        super().reset_parameters()
+        if self.fixed_p is None:
+            self.reset_p()
+
+    def _full_precision_buffers(self) -> list[str]:
+        if self.fixed_p is None:
+            return []
+        return [f"p_l{k}{suffix}" for k in range(self.num_layers) for suffix in self._directions]
 
     @torch.no_grad()
     def reset_p(self, generator: torch.Generator | None = None) -> None:
@@ -71,26 +97,27 @@ class PowerLawLSTM(StackedRNN):
         if self.fixed_p is not None:
             raise ValueError(f"this PowerLawLSTM has p fixed at {self.fixed_p}; it has no p to draw")
         for k in range(self.num_layers):
-            p_logit = getattr(self, f"p_logit_l{k}")
-            u = torch.rand(p_logit.shape, generator=generator, dtype=torch.float64)
-            p_logit.copy_(torch.logit(u.clamp(1e-6, 1 - 1e-6)))
+            for suffix in self._directions:
+                p_logit = getattr(self, f"p_logit_l{k}{suffix}")
+                u = torch.rand(p_logit.shape, generator=generator, dtype=torch.float64)
+                p_logit.copy_(torch.logit(u.clamp(1e-6, 1 - 1e-6)))
 
-    def p(self, layer: int) -> torch.Tensor:
-        """Decay exponents σ(p_logit) of one layer, (H,)."""
-        return self._p(check.index("layer", layer, self.num_layers))
+    def p(self, layer: int, reverse: bool = False) -> torch.Tensor:
+        """Decay exponents σ(p_logit) of one layer (of its reverse direction with ``reverse``), (H,)."""
+        return self._p(check.index("layer", layer, self.num_layers), self._suffix(reverse))
 
-    def _p(self, layer: int) -> torch.Tensor:
-        """``p`` of a layer index known to be valid."""
+    def _p(self, layer: int, suffix: str = "") -> torch.Tensor:
+        """``p`` of a layer index known to be valid and a direction's suffix."""
         if self.fixed_p is not None:
-            return self._member(f"p_l{layer}")
-        return torch.sigmoid(self._member(f"p_logit_l{layer}"))
+            return self._member(f"p_l{layer}{suffix}")
+        return torch.sigmoid(self._member(f"p_logit_l{layer}{suffix}"))
 
     def extra_repr(self) -> str:
         p = f"fixed_p={self.fixed_p}" if self.fixed_p is not None else f"learn_p={self.learn_p}"
         return super().extra_repr() + f", eps={self.eps}, input_gate={self.input_gate!r}, {p}"
 
-    def _layer_inputs(self, layer: int) -> tuple:
-        return self.raw_bias(layer), self._p(layer)
+    def _layer_inputs(self, layer: int, suffix: str) -> tuple:
+        return self.raw_bias(layer, suffix), self._p(layer, suffix)
 
     def _call_inputs(self, x, unbatched, packing, dt=None) -> dict:
         """dt in the caller's layout ((T,), (T, B) or (B, T) if batch_first, optionally with a
@@ -132,11 +159,15 @@ class PowerLawLSTM(StackedRNN):
 
     @torch.no_grad()
     def trace(self, input, state=None, dt=None, lengths=None) -> list[dict[str, torch.Tensor]]:
-        """The pLSTM's inner variables for this input (seed 002 §5.2's analyses), one dict per layer:
+        """The pLSTM's inner variables for this input (seed 002 §5.2's analyses), one dict per layer
+        (and direction, as h_n's rows: a bidirectional layer k's reverse direction at 2k + 1, its
+        traces in the input's time order, its age counted from the sequence's end):
         "r" the reset gate, "a" the age t - k_t after the step (S9; the paper's reference time is
         k_t = t - a_t), "f" the forget gate, each (T, B, H) time-major in the math dtype, and "p"
         the decay exponents (H,). A fused path reads r and f from the activations it saves for
         the backward and rebuilds a from r and Δt with one linear scan; the reference records
         them in its step loop."""
         traces = self._traces(input, state, lengths, dt=dt)
-        return [{"r": t["r"], "a": t["a"], "f": t["f"], "p": self.p(k).detach()} for k, t in enumerate(traces)]
+        directions = len(self._directions)
+        return [{"r": t["r"], "a": t["a"], "f": t["f"], "p": self.p(i // directions, bool(i % directions)).detach()}
+                for i, t in enumerate(traces)]

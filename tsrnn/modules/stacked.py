@@ -24,18 +24,33 @@ from tsrnn.ops.recurrence.cells import Cell
 from tsrnn.ops.recurrence.packing import Packing
 
 
+DIRECTIONS = ("", "_reverse")  # the suffix of each direction's parameter names, as torch.nn.LSTM's
+
+
 class StackedRNN(nn.Module):
-    """Base of the stacked recurrent modules of ``cell`` (``cell.num_gates`` rows of W per unit)."""
+    """Base of the stacked recurrent modules of ``cell`` (``cell.num_gates`` rows of W per unit).
+
+    Its parameters are torch.nn.LSTM's, named and ordered as torch's, per layer k and direction
+    (suffix "" and, bidirectional, "_reverse"): weight_ih_l{k}, weight_hh_l{k}, bias_ih_l{k},
+    bias_hh_l{k} and, with ``proj_size`` P > 0, weight_hr_l{k} (P, H). ``_flat_weights_names``,
+    ``_all_weights``, ``_flat_weights`` and ``all_weights`` list them as torch.nn.LSTM does (the
+    pLSTM's p and the fixed timescale biases are not among them)."""
+
+    mode = "LSTM"  # torch.nn.RNNBase's: the kind of cell (tsrnn.PowerLawLSTM: "PLSTM")
 
     def __init__(self, input_size, hidden_size, num_layers, bias, batch_first, dropout, backend,
                  cell: Cell, device=None, dtype=None, bidirectional=False, proj_size=0):
         super().__init__()
-        self._check_torch_only_options(bidirectional, proj_size)
+        for name, value in (("bias", bias), ("batch_first", batch_first), ("bidirectional", bidirectional)):
+            check.flag(name, value)
         for name, value in (("input_size", input_size), ("hidden_size", hidden_size),
                             ("num_layers", num_layers)):
             check.count(name, value)
-        if not 0 <= check.real("dropout", dropout) <= 1:
-            raise ValueError(f"dropout must be in [0, 1], got {dropout!r}")
+        if isinstance(dropout, bool) or not isinstance(dropout, numbers.Real) or not 0 <= dropout <= 1:
+            raise ValueError(f"dropout must be in [0, 1], got {dropout!r} (a number: the probability of zeroing "
+                             "an element)")
+        check.count("proj_size", proj_size, minimum=0)
+        self._check_projection(proj_size, hidden_size)
         if dropout > 0 and num_layers == 1:  # torch.nn.LSTM's warning, word for word
             warnings.warn("dropout option adds dropout after all but last recurrent layer, so non-zero dropout "
                           f"expects num_layers greater than 1, but got dropout={dropout} and num_layers={num_layers}",
@@ -43,18 +58,45 @@ class StackedRNN(nn.Module):
         check.choice("backend", backend, BACKENDS + tuple(p for p in PATHS["recurrence"] if p not in BACKENDS))
         self.input_size, self.hidden_size, self.num_layers = input_size, hidden_size, num_layers
         self.bias, self.batch_first, self.dropout = bias, batch_first, float(dropout)
+        self.bidirectional, self.proj_size = bidirectional, int(proj_size)
         self.backend, self.cell = backend, cell
+        # plain attributes (read per call): the parameter-name suffix of each direction, ("",) or
+        # ("", "_reverse"); the units of h, of each direction's output and of what a layer feeds back
+        self._directions = DIRECTIONS if bidirectional else DIRECTIONS[:1]
+        self._out_size = self.proj_size or hidden_size
         factory = {"device": device, "dtype": dtype}
-        rows = cell.num_gates * hidden_size
+        rows, out_size = cell.num_gates * hidden_size, self._out_size
+        self._flat_weights_names, self._all_weights = [], []
         for k in range(num_layers):
-            layer_in = input_size if k == 0 else hidden_size
-            self.register_parameter(f"weight_ih_l{k}", nn.Parameter(torch.empty(rows, layer_in, **factory)))
-            self.register_parameter(f"weight_hh_l{k}", nn.Parameter(torch.empty(rows, hidden_size, **factory)))
+            shapes = {"weight_ih": (rows, input_size if k == 0 else out_size * len(self._directions)),
+                      "weight_hh": (rows, out_size)}
             if bias:
-                self.register_parameter(f"bias_ih_l{k}", nn.Parameter(torch.empty(rows, **factory)))
-                self.register_parameter(f"bias_hh_l{k}", nn.Parameter(torch.empty(rows, **factory)))
-        self._init_weights()
+                shapes.update(bias_ih=(rows,), bias_hh=(rows,))
+            if proj_size:
+                shapes["weight_hr"] = (proj_size, hidden_size)
+            for suffix in self._directions:
+                names = [f"{kind}_l{k}{suffix}" for kind in shapes]
+                for name, size in zip(names, shapes.values()):
+                    self.register_parameter(name, nn.Parameter(torch.empty(size, **factory)))
+                self._flat_weights_names.extend(names)
+                self._all_weights.append(names)
+        StackedRNN.reset_parameters(self)
         self._watchers = []
+
+    @property
+    def _flat_weights(self) -> list:
+        """The tensors of ``_flat_weights_names``, as getattr gives them (a weight drop's too)."""
+        return [self._member(name) for name in self._flat_weights_names]
+
+    @property
+    def all_weights(self) -> list[list]:
+        """torch.nn.LSTM's: per layer and direction, the list of its weights and biases."""
+        return [[self._member(name) for name in names] for names in self._all_weights]
+
+    def _check_projection(self, proj_size: int, hidden_size: int) -> None:
+        """torch.nn.LSTM's rule for ``proj_size``: 0 (no projection) or in [1, hidden_size)."""
+        if proj_size >= hidden_size:
+            raise ValueError(f"proj_size must be smaller than hidden_size ({hidden_size}), got {proj_size}")
 
     @contextlib.contextmanager
     def watch(self, callback):
@@ -75,35 +117,27 @@ class StackedRNN(nn.Module):
         for callback in list(self._watchers):
             callback(traces)
 
-    def _check_torch_only_options(self, bidirectional, proj_size) -> None:
-        """torch.nn.LSTM's ``bidirectional`` and ``proj_size`` are accepted at their defaults only."""
-        name = f"tsrnn.{type(self).__name__}"
-        if bidirectional:
-            raise ValueError(
-                f"bidirectional={bidirectional!r} is not supported: {name} runs unidirectional layers "
-                "without projection. For a bidirectional layer, run two modules, one on the input and one "
-                "on the input reversed in time, reverse the second output back and concatenate the two "
-                "along the feature dimension")
-        if isinstance(proj_size, bool) or not isinstance(proj_size, numbers.Integral):
-            raise TypeError(f"proj_size must be an int, got {type(proj_size).__name__}")
-        if proj_size != 0:
-            raise ValueError(
-                f"proj_size={proj_size!r} is not supported: {name} runs unidirectional layers without "
-                "projection (proj_size=0). A torch.nn.Linear(hidden_size, proj_size) on the output "
-                "projects the features, though not the state fed back into the recurrence")
-
-    def _init_weights(self) -> None:
-        """torch.nn.LSTM's initialization: every weight and bias ~ U(-1/sqrt(H), 1/sqrt(H))."""
+    def reset_parameters(self) -> None:
+        """torch.nn.LSTM's initialization: every weight and bias ~ U(-1/sqrt(H), 1/sqrt(H)) (buffers,
+        such as fixed timescale biases, stay as they are)."""
         bound = 1.0 / math.sqrt(self.hidden_size)
         with torch.no_grad():
             for name, param in self.named_parameters(recurse=False):
                 if name.startswith(("weight_", "bias_")):
                     param.uniform_(-bound, bound)
 
-    def weights(self, layer: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """(W_ih, W_hh) of one layer."""
-        layer = check.index("layer", layer, self.num_layers)
-        return getattr(self, f"weight_ih_l{layer}"), getattr(self, f"weight_hh_l{layer}")
+    def _suffix(self, reverse) -> str:
+        """The parameter-name suffix of the direction ``reverse`` (a bool; True needs a bidirectional module)."""
+        check.flag("reverse", reverse)
+        if reverse and not self.bidirectional:
+            raise ValueError("reverse=True names the reverse direction of a bidirectional module; this one has "
+                             "bidirectional=False")
+        return DIRECTIONS[reverse]
+
+    def weights(self, layer: int, reverse: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+        """(W_ih, W_hh) of one layer (of its reverse direction with ``reverse``)."""
+        layer, suffix = check.index("layer", layer, self.num_layers), self._suffix(reverse)
+        return self._member(f"weight_ih_l{layer}{suffix}"), self._member(f"weight_hh_l{layer}{suffix}")
 
     def _member(self, name: str) -> torch.Tensor:
         """The parameter or buffer ``name``, as ``getattr`` gives it: from the module's tables
@@ -116,20 +150,24 @@ class StackedRNN(nn.Module):
             found = self._buffers.get(name)
         return found if found is not None else getattr(self, name)
 
-    def raw_bias(self, layer: int) -> torch.Tensor | None:
-        """b_ih + b_hh of one layer, or None without biases."""
+    def raw_bias(self, layer: int, suffix: str = "") -> torch.Tensor | None:
+        """b_ih + b_hh of one layer and direction (``suffix``), or None without biases."""
         if not self.bias:
             return None
-        return self._member(f"bias_ih_l{layer}") + self._member(f"bias_hh_l{layer}")
+        return self._member(f"bias_ih_l{layer}{suffix}") + self._member(f"bias_hh_l{layer}{suffix}")
 
     def extra_repr(self) -> str:
         s = f"{self.input_size}, {self.hidden_size}, num_layers={self.num_layers}"
+        if self.proj_size:
+            s += f", proj_size={self.proj_size}"
         if not self.bias:
             s += ", bias=False"
         if self.batch_first:
             s += ", batch_first=True"
         if self.dropout:
             s += f", dropout={self.dropout}"
+        if self.bidirectional:
+            s += ", bidirectional=True"
         return s + f", backend={self.backend!r}"
 
     # -- inputs and outputs -------------------------------------------------------------
@@ -138,18 +176,18 @@ class StackedRNN(nn.Module):
         autocast to ``low`` casts them) and device."""
         check.tensor("input", x, ndims)
         if x.shape[-1] != self.input_size:
-            raise ValueError(f"input must have {self.input_size} features in its last dimension, "
-                             f"got shape {tuple(x.shape)}")
-        if x.numel() == 0:
-            raise ValueError(f"input must have at least one step and one batch row, got shape {tuple(x.shape)}")
+            raise check.ShapeError(f"input must have {self.input_size} features in its last dimension (input_size), "
+                                   f"got shape {tuple(x.shape)}")
+        if x.shape[1 if self.batch_first and x.dim() == 3 else 0] == 0:  # no rows (B = 0) is an empty batch
+            raise check.ShapeError(f"input must have at least one step, got shape {tuple(x.shape)}")
         weight = self._member("weight_ih_l0")
         expected = weight.dtype if low is None else precision.cast(low, weight)[0].dtype
         if x.dtype != expected:
-            raise TypeError(f"input has dtype {x.dtype} but the module's parameters are {expected}; "
-                            "cast the input, or the module with .to(dtype)")
+            raise check.DtypeError(f"input has dtype {x.dtype} but the module's parameters are {expected}; "
+                                   "cast the input, or the module with .to(dtype)")
         if x.device != weight.device:
-            raise ValueError(f"input is on {x.device} but the module's parameters are on {weight.device}; "
-                             "move the input, or the module with .to(device)")
+            raise check.DeviceError(f"input is on {x.device} but the module's parameters are on {weight.device}; "
+                                    "move the input, or the module with .to(device)")
 
     def _time_major(self, input, x, lengths) -> tuple[torch.Tensor, bool, Packing | None]:
         """(x, unbatched, packing): ``input``'s checked data ``x`` as (T, B, I), or as packed rows
@@ -176,13 +214,15 @@ class StackedRNN(nn.Module):
         return out.transpose(0, 1) if self.batch_first else out
 
     def _initial_states(self, given, x: torch.Tensor, batch: int, unbatched: bool):
-        """Per-layer initial states (L, B, H), one per name of ``cell.initial_states``; zeros when
-        ``given`` is None. The states of ``cell.math_states`` (the pLSTM age, which a bf16 layer
-        carries in float32) may have another dtype and must be >= 0."""
+        """Initial states (L * D, B, H) per layer and direction (D = 2 if bidirectional, else 1;
+        row 2k + d the layer k's direction d, as torch), one per name of ``cell.initial_states``;
+        h0 has P units with a projection; zeros when ``given`` is None. The states of
+        ``cell.math_states`` (the pLSTM age, which a bf16 layer carries in float32) may have
+        another dtype and must be >= 0."""
         names = self.cell.initial_states
-        shape = (self.num_layers, self.hidden_size) if unbatched else (self.num_layers, batch, self.hidden_size)
+        rows = self.num_layers * len(self._directions)
         if given is None:
-            return [x.new_zeros(self.num_layers, batch, self.hidden_size) for _ in names]
+            return [x.new_zeros(rows, batch, self._out_size if name == "h0" else self.hidden_size) for name in names]
         if not isinstance(given, (tuple, list)) or len(given) != len(names):
             got = type(given).__name__
             if isinstance(given, (tuple, list)):
@@ -193,7 +233,8 @@ class StackedRNN(nn.Module):
         states = []
         for name, state in zip(names, given):
             check.tensor(name, state)
-            check.shape(name, state, shape)
+            check.shape(name, state, (rows, self._state_size(name)) if unbatched else
+                        (rows, batch, self._state_size(name)))
             check.same_device("input", x, **{name: state})
             if name in self.cell.initial_math_states:
                 check.nonnegative(name, state)
@@ -202,10 +243,37 @@ class StackedRNN(nn.Module):
             states.append(state.unsqueeze(1) if unbatched else state)
         return states
 
+    def _state_size(self, name: str) -> int:
+        """The units of the initial state ``name``: h0 has P with a projection, the others H."""
+        return self._out_size if name == "h0" else self.hidden_size
+
     # -- the subclass's hooks ----------------------------------------------------------------
-    def _layer_inputs(self, layer: int) -> tuple:
-        """(bias, p) of one layer: the effective bias or None, and the pLSTM's decay exponents or None."""
+    def _layer_inputs(self, layer: int, suffix: str) -> tuple:
+        """(bias, p) of one layer and direction (``suffix`` of ``DIRECTIONS``): the effective bias
+        or None, and the pLSTM's decay exponents or None."""
         raise NotImplementedError
+
+    def _exact_bias(self, layer: int) -> bool:
+        """Whether a layer's effective bias is kept as it is under autocast (fixed timescale biases,
+        formed in float32 or float64: ``tsrnn.LSTM``)."""
+        return False
+
+    def _full_precision_buffers(self) -> list[str]:
+        """The buffers that stay float32 when the module is cast to bf16 or fp16 (fixed timescale
+        biases, a fixed p): ``_apply``."""
+        return []
+
+    def _apply(self, fn, recurse=True):
+        """nn.Module's, with ``_full_precision_buffers`` kept in float32 (or float64) when ``fn``
+        casts them to a 16-bit dtype (``.half()``, ``.bfloat16()``, ``.to(dtype)``): a forget bias
+        of timescale 40,000 rounded to bf16 would be one of timescale 41,151."""
+        kept = {name: self._buffers[name] for name in self._full_precision_buffers()}
+        result = super()._apply(fn, recurse)
+        for name, before in kept.items():
+            after = self._buffers[name]
+            if after.dtype in precision.LOW_PRECISION:
+                self._buffers[name] = before.to(device=after.device, dtype=torch.float32)
+        return result
 
     def _call_inputs(self, x: torch.Tensor, unbatched: bool, packing: Packing | None) -> dict:
         """What one forward call adds for every layer, from the forward's own keyword arguments
@@ -216,8 +284,10 @@ class StackedRNN(nn.Module):
     def _no_step(self, x, initial, traces: bool):
         """``forward``'s results where every length is 0: zero output and traces, the initial states."""
         zeros = x.new_zeros(*x.shape[:2], self.hidden_size)
-        per_layer = [{n: zeros for n in self.cell.traces} if traces else None for _ in range(self.num_layers)]
-        return self._layout_out(zeros, False), tuple(initial), per_layer
+        out = x.new_zeros(*x.shape[:2], self._out_size * len(self._directions))
+        per_layer = [{n: zeros for n in self.cell.traces} if traces else None
+                     for _ in range(self.num_layers * len(self._directions))]
+        return self._layout_out(out, False), tuple(initial), per_layer
 
     def flatten_parameters(self) -> None:
         """A no-op here (code written for cuDNN, such as AWD-LSTM's, calls it): every path of the
@@ -237,8 +307,12 @@ class StackedRNN(nn.Module):
         The pass: every layer in turn, with dropout between them in training; under autocast, as a
         layer of its dtype (``tsrnn.precision``). The input and states are checked here once; each
         layer runs unchecked on the path ``functional._route`` gives, on packed rows for a
-        PackedSequence or with ``lengths`` (the rows sorted by length once, for all layers). Inside
-        a ``watch`` block the per-step traces of every layer go to the watchers."""
+        PackedSequence or with ``lengths`` (the rows sorted by length once, for all layers). A
+        bidirectional layer runs its reverse direction as a second call on every sequence read
+        backwards within its own length (``_backwards``), and concatenates the two outputs, forward
+        first, as torch.nn.LSTM. A batch of 0 rows runs the reference loops on empty tensors (an
+        empty output, as torch's). Inside a ``watch`` block the per-step traces of every layer
+        and direction go to the watchers."""
         traces = bool(self._watchers)
         packed = isinstance(input, PackedSequence)
         data = input.data if packed else input
@@ -263,24 +337,35 @@ class StackedRNN(nn.Module):
                     x = packing.pack(x)  # padded with lengths: packed once for every layer
                 layer_packing = Packing.in_order(packing.batch_sizes, x.device)
             dt, eps = per_call.get("dt"), self.__dict__.get("eps", 0.0)  # the pLSTM's plain attribute; none: 0
-            finals, per_layer = [], []
+            backend = self.backend if batch else "reference"  # no row: the loops on empty tensors
+            finals, per_layer, directions = [], [], self._directions
             for k in range(self.num_layers):
-                h0, *states = [s[k] for s in initial] if packing is None else [packing.sort(s[k]) for s in initial]
-                bias, p = self._layer_inputs(k)
-                w_ih, w_hh = self._member(f"weight_ih_l{k}"), self._member(f"weight_hh_l{k}")
-                if low is not None:
-                    w_ih, w_hh, bias = precision.cast(low, w_ih, w_hh, bias)
-                path = functional._route(self.cell, x, h0, states, w_ih, w_hh, bias, p, dt, eps, self.backend, traces,
-                                         layer_packing)
-                x, layer_finals, layer_traces = path.run["recurrence"](path, self.cell, x, h0, states, w_ih, w_hh, bias,
-                                                                       p, dt, eps, traces, layer_packing)
-                if traces:
-                    layer_traces = functional._with_ages(self.cell, layer_traces, states, dt, layer_packing)
-                if packing is not None:
-                    layer_finals = [packing.unsort(f, s[k]) for f, s in zip(layer_finals, initial)]
-                    layer_traces = layer_traces and {n: packing.reorder(v) for n, v in layer_traces.items()}
-                finals.append(layer_finals)
-                per_layer.append(layer_traces if traces else None)
+                outs = []
+                for d, suffix in enumerate(directions):
+                    row = k * len(directions) + d
+                    h0, *states = [s[row] if packing is None else packing.sort(s[row]) for s in initial]
+                    bias, p = self._layer_inputs(k, suffix)
+                    w_ih, w_hh = self._member(f"weight_ih_l{k}{suffix}"), self._member(f"weight_hh_l{k}{suffix}")
+                    w_hr = self._member(f"weight_hr_l{k}{suffix}") if self.proj_size else None
+                    if low is not None:
+                        w_ih, w_hh, w_hr = precision.cast(low, w_ih, w_hh, w_hr)
+                        bias = bias if self._exact_bias(k) else precision.cast(low, bias)[0]
+                    x_d, dt_d = (x, dt) if d == 0 else (_backwards(x, layer_packing), _backwards(dt, layer_packing))
+                    path = functional._route(self.cell, x_d, h0, states, w_ih, w_hh, bias, p, dt_d, eps, backend,
+                                             traces, layer_packing, w_hr)
+                    out, layer_finals, layer_traces = path.run["recurrence"](
+                        path, self.cell, x_d, h0, states, w_ih, w_hh, bias, p, dt_d, eps, traces, layer_packing, w_hr)
+                    if traces:
+                        layer_traces = functional._with_ages(self.cell, layer_traces, states, dt_d, layer_packing)
+                        if d == 1:
+                            layer_traces = {n: _backwards_padded(v, layer_packing) for n, v in layer_traces.items()}
+                    outs.append(out if d == 0 else _backwards(out, layer_packing))
+                    if packing is not None:
+                        layer_finals = [packing.unsort(f, s[row]) for f, s in zip(layer_finals, initial)]
+                        layer_traces = layer_traces and {n: packing.reorder(v) for n, v in layer_traces.items()}
+                    finals.append(layer_finals)
+                    per_layer.append(layer_traces if traces else None)
+                x = outs[0] if len(outs) == 1 else torch.cat(outs, -1)
                 if self.dropout and self.training and k < self.num_layers - 1:
                     x = nn.functional.dropout(x, self.dropout, training=True)
         state = [torch.stack(s) if len(s) > 1 else s[0].unsqueeze(0) for s in zip(*finals)]
@@ -301,6 +386,21 @@ class StackedRNN(nn.Module):
 
     @torch.no_grad()
     def forget_gates(self, input, hx=None, lengths=None, **inputs) -> list[torch.Tensor]:
-        """Forget-gate values (T, B, H) of every layer for this input (S6 data); with lengths or a
-        PackedSequence, zero past each row's end."""
+        """Forget-gate values (T, B, H) of every layer (and direction, as h_n's rows) for this input
+        (S6 data); with lengths or a PackedSequence, zero past each row's end."""
         return [traces["f"] for traces in self._traces(input, hx, lengths, **inputs)]
+
+
+def _backwards(data: torch.Tensor | None, packing: Packing | None) -> torch.Tensor | None:
+    """Every sequence of ``data`` read backwards within its own length: (T, B, ...) flipped in
+    time, or packed rows (N, ...) through ``packing.reversed``; its own inverse. None stays None."""
+    if data is None:
+        return None
+    return data.flip(0) if packing is None else data.index_select(0, packing.reversed)
+
+
+def _backwards_padded(per_step: torch.Tensor, packing: Packing | None) -> torch.Tensor:
+    """``_backwards`` of a layer's padded traces (T', live, ...) in packed order, zero past the ends."""
+    if packing is None:
+        return per_step.flip(0)
+    return packing.unpack(_backwards(packing.pack(per_step), packing))

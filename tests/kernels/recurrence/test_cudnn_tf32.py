@@ -163,7 +163,7 @@ def test_the_flat_buffer_is_read_in_place_and_rebuilt_after_a_step(dtype):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         out = module(x)[0]
-        memo = module._memo(0, x.device)
+        memo = module._memo(0, "", x.device)
         slot = memo["value"]
         assert (slot.untyped_storage().data_ptr() == module.weight_ih_l0.untyped_storage().data_ptr()) == torch_flat
         assert torch.equal(slot, _effective_bias(module))

@@ -68,12 +68,12 @@ class Cell:
         """The name of this cell's layer in ``tsrnn.functional`` and ``tsrnn.reference``."""
         return "plstm" if self.has_p else "lstm"
 
-    def reference_layer(self, x, h0, states, w_ih, w_hh, bias, p=None, dt=None, eps=0.0, lengths=None):
+    def reference_layer(self, x, h0, states, w_ih, w_hh, bias, p=None, dt=None, eps=0.0, lengths=None, w_hr=None):
         """One layer through the step loop of ``tsrnn.reference``: (out, (h_n, *states_n), traces),
         traces the per-step (T, B, H) forget gates "f" and, for the pLSTM, reset gates "r" and ages "a";
-        ``lengths`` (B,) or None, as the reference loops take it."""
+        ``lengths`` (B,) or None, as the reference loops take it; ``w_hr`` the LSTM's projection or None."""
         if not self.has_p:
-            out, finals, forget = reference.lstm(x, h0, *states, w_ih, w_hh, bias, lengths=lengths)
+            out, finals, forget = reference.lstm(x, h0, *states, w_ih, w_hh, bias, lengths=lengths, w_hr=w_hr)
             return out, finals, {"f": forget}
         traces = {}
         out, finals, forget = reference.plstm(x, h0, *states, w_ih, w_hh, bias, p, dt, eps, self.input_gate,

@@ -102,6 +102,16 @@ class Packing:
         return torch.zeros(self.steps * self.batch, dtype=torch.bool, device=self.device).index_fill_(
             0, self.index, True).view(self.steps, self.batch)
 
+    @functools.cached_property
+    def reversed(self) -> torch.Tensor:
+        """(N,) on the device: the packed row that holds each packed row's step counted from its row's
+        end, (t, b) -> (L_b - 1 - t, b); ``data.index_select(0, reversed)`` runs every sequence
+        backwards within its own length (a bidirectional layer's reverse direction), and applied
+        twice gives ``data`` back."""
+        step = torch.repeat_interleave(torch.arange(self.batch_sizes.shape[0]), self.batch_sizes)
+        rank = torch.arange(self.rows) - self._first[step]
+        return (self._first[self.lengths[rank] - 1 - step] + rank).to(self.device)
+
     def pack(self, padded: torch.Tensor) -> torch.Tensor:
         """(T, B, ...) -> (N, ...): the packed rows."""
         return padded.reshape(self.steps * self.batch, *padded.shape[2:]).index_select(0, self.index)

@@ -1,6 +1,8 @@
 """How each kind of path runs one recurrent layer; each function is the ``run`` of the path records
 (``tsrnn.backend.registry``) of its kind, called as ``run(path, cell, x, h0, states, w_ih, w_hh,
-bias, p, dt, eps, traces, packing)`` with ``path`` the record:
+bias, p, dt, eps, traces, packing, w_hr)`` with ``path`` the record (``w_hr`` the LSTM's
+projection W_hr (P, H) of a layer with torch.nn.LSTM's proj_size, or None; ``Path.why_not`` offers
+a projected layer to the torch-LSTM paths and the reference only):
 
 - ``run_operator`` (cpu, cuda_cluster, cuda_coop, triton_persistent, triton_step) reads the
   precision of the call's products once (the record's ``products``, ``tsrnn.precision.products``:
@@ -34,7 +36,7 @@ from tsrnn.ops.recurrence import export_scan
 from tsrnn.ops.recurrence.cells import math_dtype
 
 
-def run_torch_lstm(path, cell, x, h0, states, w_ih, w_hh, bias, p, dt, eps, traces, packing):
+def run_torch_lstm(path, cell, x, h0, states, w_ih, w_hh, bias, p, dt, eps, traces, packing, w_hr=None):
     """(S1) through torch's LSTM kernel, on packed data through its PackedSequence entry; returns
     (out, (h_n, c_n), None). The kernel adds two bias vectors: a module's layer hands the pair
     ``torch_bias`` marked on its bias (its own b_ih and b_hh, or its effective bias and a zero
@@ -53,6 +55,8 @@ def run_torch_lstm(path, cell, x, h0, states, w_ih, w_hh, bias, p, dt, eps, trac
         weights = [w_ih, w_hh, bias, zeros(bias.shape[0], dtype, bias.device)]
     else:
         weights = [w_ih, w_hh, bias if pair[0] is None else pair[0], pair[1]]
+    if w_hr is not None:
+        weights.append(w_hr)  # torch's kernel tells a projected layer by its fifth (third) weight
     train = torch.is_grad_enabled() or torch.jit.is_tracing()  # a traced graph serves training and inference
     # cuDNN takes contiguous states and weights only (refused or failing a view on CUDA, not on the CPU)
     states = (_as(h0, dtype).contiguous().unsqueeze(0), _as(c0, dtype).contiguous().unsqueeze(0))
@@ -108,17 +112,21 @@ def _as(t: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     return t if t.dtype == dtype else t.to(dtype)
 
 
-def run_operator(path, cell, x, h0, states, w_ih, w_hh, bias, p, dt, eps, traces, packing):
+def run_operator(path, cell, x, h0, states, w_ih, w_hh, bias, p, dt, eps, traces, packing, w_hr=None):
     """One layer through the recurrence operator of ``path``'s namespace; returns (out, final states,
     traces): the saved activations, padded (T, B, H) each (the caller adds the pLSTM's ages,
-    ``tsrnn.functional._with_ages``)."""
+    ``tsrnn.functional._with_ages``). ``w_hr`` is None: the operators recur on h of H units, and no
+    projected layer is offered to them. A bias of another dtype than x (a bf16 multi-timescale
+    layer's float32 effective bias) is added in the math dtype after the projection's GEMM."""
     math = math_dtype(x.dtype)
     hidden = w_hh.shape[1]
     products = path.products(x.dtype, x.device)  # read once per call: the projection's and the operator's
     flat = x.reshape(-1, x.shape[-1])  # the input projection in the layer's dtype (a low-precision GEMM for bf16/fp16)
     # the CPU engine's projection serves CPU tensors, whose products are always "ieee": it takes no precision
-    xg = path.projection(flat, w_ih, bias, *(() if products == "ieee" else (products,)))
-    xg = _as(xg, math).view(*x.shape[:-1], cell.num_gates * hidden)
+    exact_bias = bias is not None and bias.dtype != x.dtype
+    xg = path.projection(flat, w_ih, None if exact_bias else bias, *(() if products == "ieee" else (products,)))
+    xg = _as(xg, math) + _as(bias, math) if exact_bias else _as(xg, math)
+    xg = xg.view(*x.shape[:-1], cell.num_gates * hidden)
     state0 = states[0].to(math).unsqueeze(0) if len(states) == 1 else torch.stack([s.to(math) for s in states])
     save = traces or torch.jit.is_tracing() or (  # a traced graph serves training and inference
         library.needs_grad(x, w_ih, w_hh, bias, h0, p, *states))
@@ -137,22 +145,22 @@ def run_operator(path, cell, x, h0, states, w_ih, w_hh, bias, p, dt, eps, traces
     return out, (h_n, *finals), per_step
 
 
-def run_reference(path, cell, x, h0, states, w_ih, w_hh, bias, p, dt, eps, traces, packing):
+def run_reference(path, cell, x, h0, states, w_ih, w_hh, bias, p, dt, eps, traces, packing, w_hr=None):
     """One layer through the cell's step loop (``Cell.reference_layer``) in the math dtype, as the
     other paths compute: every argument cast to it (a bf16 layer's float32 age, a float64 dt with
     float32 inputs); h and the states not in ``math_states`` come back in x's dtype. Packed data
     runs as a padded batch in the loop masked by the rows' lengths. While torch.export traces, a
     full-length call without traces runs the loop as one scan operator (``export_scan``)."""
     dtype, math = x.dtype, math_dtype(x.dtype)
-    x, h0, w_ih, w_hh, bias, p, dt, *states = (None if t is None else t.to(math)
-                                                for t in (x, h0, w_ih, w_hh, bias, p, dt, *states))
-    if torch.compiler.is_exporting() and packing is None and not traces:  # the time loop as one scan operator
+    x, h0, w_ih, w_hh, bias, p, dt, w_hr, *states = (None if t is None else t.to(math)
+                                                      for t in (x, h0, w_ih, w_hh, bias, p, dt, w_hr, *states))
+    if torch.compiler.is_exporting() and packing is None and not traces and w_hr is None:  # one scan operator
         out, finals = export_scan.layer(cell, x, h0, states, w_ih, w_hh, bias, p, dt, eps)
         per_step = None
     else:
         lengths = None
         if packing is not None:
             x, dt, lengths = packing.unpack(x), None if dt is None else packing.unpack(dt), packing.lengths
-        out, finals, per_step = cell.reference_layer(x, h0, states, w_ih, w_hh, bias, p, dt, eps, lengths)
+        out, finals, per_step = cell.reference_layer(x, h0, states, w_ih, w_hh, bias, p, dt, eps, lengths, w_hr)
     finals = [s if name in cell.math_states else s.to(dtype) for name, s in zip(("h", *cell.states), finals)]
     return (out if packing is None else packing.pack(out)).to(dtype), tuple(finals), per_step

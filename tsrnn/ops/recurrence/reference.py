@@ -31,12 +31,15 @@ def lstm_step(z, c):
     return o * torch.tanh(c_new), c_new, f
 
 
-def lstm(x, h0, c0, w_ih, w_hh, bias, lengths=None):
+def lstm(x, h0, c0, w_ih, w_hh, bias, lengths=None, w_hr=None):
     """(S1) LSTM with gate order (i, f, g, o) and one effective bias b (4H,) or None.
 
         z = W_ih x_t + W_hh h_{t-1} + b
         i, f, g, o = σ(z_i), σ(z_f), tanh(z_g), σ(z_o)
         c_t = f c_{t-1} + i g,   h_t = o tanh(c_t)
+
+    With ``w_hr`` (P, H), torch.nn.LSTM's projection (proj_size = P): h_t = W_hr (o tanh(c_t)), of
+    P units, is the output and the state fed back (W_hh is (4H, P), h0 (B, P)); c stays (B, H).
     """
     h, c = h0, c0
     outs, forgets = [], []
@@ -45,6 +48,8 @@ def lstm(x, h0, c0, w_ih, w_hh, bias, lengths=None):
         if bias is not None:
             z = z + bias
         h_new, c_new, f = lstm_step(z, c)
+        if w_hr is not None:
+            h_new = h_new @ w_hr.T
         h, c = _advance(lengths, t, h_new, h), _advance(lengths, t, c_new, c)
         outs.append(_advance(lengths, t, h_new))
         forgets.append(_advance(lengths, t, f))
