@@ -169,6 +169,30 @@ def check_recurrences(device, paths, shapes, dtypes, lengths=(None,), rows=None,
     return rows
 
 
+def check_modules(device, paths, shapes, dtypes, rows, progress=lambda rows: None):
+    """Each of ``paths`` on whole modules with torch.nn.LSTM's options (tsrnn.testing.MODULE_CASES:
+    bidirectional, proj_size, lengths, packed) against the module on the reference loops: a row
+    each, appended to ``rows`` (returned)."""
+    from tsrnn import testing
+
+    for path in paths:
+        for (kind, bidirectional, proj, layout), shape, dtype in itertools.product(testing.MODULE_CASES, shapes,
+                                                                                  dtypes):
+            if testing.module_why_not(path, kind, proj, dtype, device):
+                continue
+            row = {"kernel": f"module {kind}{' bidirectional' if bidirectional else ''}"
+                             f"{f' proj {proj}' if proj else ''} {layout} {path}",
+                   "shape": list(shape), "dtype": str(dtype).replace("torch.", "")}
+            try:
+                result = testing.compare_module(path, kind, shape, dtype, bidirectional, proj, layout, device)
+                rows.append({**row, "worst": max(result.worst(False), result.worst(True)), "ok": result.ok,
+                             "failures": result.failures()})
+            except Exception as exc:  # noqa: BLE001  (a failing path is reported, not fatal)
+                rows.append({**row, "worst": None, "ok": False, "failures": f"{type(exc).__name__}: {exc}"[:300]})
+            progress(rows)
+    return rows
+
+
 def flashrnn_step(x, H, dtype):
     """A fwd+bwd closure of FlashRNN's fused LSTM (one head of size H) behind the input projection
     x W^T (a torch.nn.Linear, as torch.nn.LSTM and tsrnn compute it inside), or the reason it
@@ -310,9 +334,11 @@ def run_job(name: str, device_name: str, quick: bool, repeats: int, path: str) -
         paths = [part] if part else testing.LAYER_PATHS
         rows = check_recurrences(device, paths, testing.QUICK_SHAPES if quick else
                                  testing.SHAPES + testing.TARGET_SHAPES, dtypes, progress=saver("checks"))
-        out = {"checks": check_recurrences(device, paths, testing.QUICK_SHAPES if quick else testing.LENGTH_SHAPES,
-                                           [torch.float32], testing.LENGTH_CASES[:1] if quick else
-                                           testing.LENGTH_CASES, rows, saver("checks"))}
+        rows = check_recurrences(device, paths, testing.QUICK_SHAPES if quick else testing.LENGTH_SHAPES,
+                                 [torch.float32], testing.LENGTH_CASES[:1] if quick else testing.LENGTH_CASES, rows,
+                                 saver("checks"))
+        out = {"checks": check_modules(device, paths, testing.MODULE_SHAPES[1:] if quick else testing.MODULE_SHAPES,
+                                       dtypes, rows, saver("checks"))}
     elif stage == "timings":
         out = {"recurrences_fwd_bwd_ms": time_recurrences(device, tuple(map(int, part.split(","))), dtypes, repeats,
                                                           saver("recurrences_fwd_bwd_ms"))}

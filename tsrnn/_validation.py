@@ -2,7 +2,8 @@
 
 Each check raises a ValueError (bad value or shape) or a TypeError (bad type or dtype) whose
 message names the argument and what was expected. Where torch.nn.LSTM refuses the same input with
-another type, the error is an instance of both (``ShapeError``, ``DeviceError``, ``DtypeError``),
+another type, the error is an instance of both (``ShapeError``, ``DeviceError``, ``DtypeError``,
+``StateError``),
 so code that catches torch's exception types catches tsrnn's too.
 
 What is checked where: the public entry points (the modules, ``tsrnn.functional``, TILT, the
@@ -36,6 +37,11 @@ class DeviceError(ValueError, RuntimeError):
 class DtypeError(TypeError, ValueError, RuntimeError):
     """A bad or mismatched dtype: a TypeError, the ValueError torch.nn.LSTM raises for an input of
     another dtype than its weights, and the RuntimeError torch's kernels raise for mixed dtypes."""
+
+
+class StateError(TypeError, RuntimeError):
+    """An initial state that is no tuple of the cell's states (a bare tensor, too many entries): a
+    TypeError, and the RuntimeError torch.nn.LSTM raises for it."""
 
 
 def tracing() -> bool:

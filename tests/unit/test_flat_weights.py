@@ -326,3 +326,31 @@ def test_a_layout_that_fails_leaves_the_layer_as_it_was(monkeypatch):
     x = torch.randn(4, 2, 4)
     monkeypatch.undo()
     assert same_function(module, TIMESCALES, x) and "slot" not in memo(module)
+
+
+@pytest.mark.parametrize("options", [{"bidirectional": True}, {"proj_size": 3}, {"bidirectional": True, "proj_size": 3}],
+                         ids=str)
+@pytest.mark.parametrize("timescales", [None, TIMESCALES], ids=["plain", "mts"])
+def test_each_direction_is_one_buffer_with_its_projection_last(flat_on_cpu, monkeypatch, options, timescales):
+    """A bidirectional or projected layer: one buffer per layer and direction, W_hr after the two
+    bias vectors (cuDNN's order), torch's kernel handed the buffer's views, the same function."""
+    torch.manual_seed(0)
+    module = tsrnn.LSTM(4, 6, 2, backend="onednn", timescales=None if timescales is None else [timescales[0], None],
+                        **options)
+    directions = ("", "_reverse") if options.get("bidirectional") else ("",)
+    for k in range(2):
+        for suffix in directions:
+            names = [f"{w}_l{k}{suffix}" for w in ("weight_ih", "weight_hh", "bias_ih", "bias_hh", "weight_hr")]
+            tensors = [getattr(module, n) for n in names if hasattr(module, n)]
+            storages = {t.untyped_storage().data_ptr() for t in tensors}
+            assert len(storages) == (3 if k == 0 and timescales is not None else 1), (k, suffix)  # b_ih, b_hh apart
+            if options.get("proj_size") and not (k == 0 and timescales is not None):
+                assert tensors[-1].storage_offset() == sum(t.numel() for t in tensors[:-1])
+    spy = Spy(monkeypatch)
+    x = torch.randn(5, 2, 4)
+    out = module(x)[0]
+    assert len(spy.calls) == 2 * len(directions)
+    if options.get("proj_size"):
+        assert spy.calls[0][-1] is module.weight_hr_l0
+    want = module.to_torch()(x)[0]  # an MTS layer's bias summed in another order: equal to rounding
+    assert torch.equal(out, want) if timescales is None else torch.allclose(out, want, rtol=1e-5, atol=1e-6)

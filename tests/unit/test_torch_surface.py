@@ -316,6 +316,12 @@ def _forward_cases():
         "unbatched-h0-rank": (lambda m: m(x[:, 0], (torch.zeros(2, 1, H), torch.zeros(2, 1, H)))),
         "h0-dtype": (lambda m: m(x, (torch.zeros(2, B, H, dtype=torch.float64), torch.zeros(2, B, H)))),
         "h0-device": (lambda m: m(x, (torch.zeros(2, B, H, device="meta"), torch.zeros(2, B, H)))),
+        "h0-int": (lambda m: m(x, (torch.zeros(2, B, H, dtype=torch.int64), torch.zeros(2, B, H)))),
+        "state-a-tensor": (lambda m: m(x, torch.zeros(2, B, H))),
+        "state-three-entries": (lambda m: m(x, (torch.zeros(2, B, H),) * 3)),
+        "input-int": (lambda m: m(torch.ones(T, B, I, dtype=torch.int64))),
+        "input-1d": (lambda m: m(torch.randn(I))),
+        "packed-3d": (lambda m: m(torch.nn.utils.rnn.PackedSequence(torch.randn(T, B, I), torch.tensor([3, 3])))),
     }
 
 

@@ -229,7 +229,7 @@ class StackedRNN(nn.Module):
                 missing = names[len(given):]
                 got = f"{len(given)} {'entry' if len(given) == 1 else 'entries'}" + (f": {', '.join(missing)} {'is' if len(missing) == 1 else 'are'} "
                                                  "missing" if missing else "")
-            raise TypeError(f"the initial state must be a tuple ({', '.join(names)}), got {got}")
+            raise check.StateError(f"the initial state must be a tuple ({', '.join(names)}), got {got}")
         states = []
         for name, state in zip(names, given):
             check.tensor(name, state)

@@ -16,6 +16,7 @@ import torch
 
 import tsrnn
 from tsrnn import backend, precision, testing
+from conftest import assert_close
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 
@@ -140,10 +141,34 @@ def _storages(module, layer):
 
 
 def _effective_bias(module, layer=0):
-    """[fixed; (b_ih + b_hh)[n:]], formed here."""
+    """[fixed; (b_ih + b_hh)[n:]], formed here in the fixed biases' dtype (float32 in a bf16 module)."""
     fixed = getattr(module, f"bias_fixed_l{layer}")
-    b = getattr(module, f"bias_ih_l{layer}") + getattr(module, f"bias_hh_l{layer}")
+    b = getattr(module, f"bias_ih_l{layer}").to(fixed.dtype) + getattr(module, f"bias_hh_l{layer}").to(fixed.dtype)
     return torch.cat([fixed, b[fixed.shape[0]:]]).detach()
+
+
+@pytest.mark.parametrize("options", [{"bidirectional": True}, {"proj_size": 16},
+                                     {"bidirectional": True, "proj_size": 16}], ids=str)
+@pytest.mark.parametrize("mts", [False, True])
+def test_bidirectional_and_projected_flat_layers_match_torch_without_a_copy(options, mts):
+    """Each direction of each layer is one flat buffer (W_hr after the biases, as cuDNN lays it out):
+    cuDNN reads it without a copy (its warning is an error here) and the results are
+    torch.nn.LSTM's with the same state dict (its own cuDNN call, both directions at once)."""
+    torch.manual_seed(0)
+    timescales = [torch.linspace(1, 30, 40), None] if mts else None
+    module = tsrnn.LSTM(24, 40, num_layers=2, timescales=timescales, backend="cudnn", **options).cuda()
+    theirs = module.to_torch()
+    names = [n for n in theirs._flat_weights_names if "bias" not in n or not mts or "_l0" not in n]
+    assert len({getattr(module, n).untyped_storage().data_ptr() for n in names}) == 2 * (
+        2 if options.get("bidirectional") else 1)
+    x = torch.randn(9, 5, 24, device="cuda", requires_grad=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        out, (h, c) = module(x)
+    out_t, (h_t, c_t) = theirs(x)
+    row = testing.rows(torch.float32, precision.products(torch.float32, x.device))[0]
+    for a, b in zip((out, h, c), (out_t, h_t, c_t)):
+        assert_close(a, b, row)
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
