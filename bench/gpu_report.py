@@ -137,10 +137,8 @@ def check_scan(device, shapes) -> list[dict]:
     rows = []
     for path in backend.paths_on("cuda", "linear_scan"):
         for shape in shapes:
-            result = testing.compare_scan(path, shape, torch.float32, device)
-            rows.append({"kernel": f"linear_scan {path}", "shape": list(shape), "dtype": "float32",
-                         "worst": max(result.worst(False), result.worst(True)), "ok": result.ok,
-                         "failures": result.failures()})
+            rows.append(_checked({"kernel": f"linear_scan {path}", "shape": list(shape), "dtype": "float32"},
+                                 lambda: testing.compare_scan(path, shape, torch.float32, device)))
     return rows
 
 
@@ -159,14 +157,22 @@ def check_recurrences(device, paths, shapes, dtypes, lengths=(None,), rows=None,
                     continue
                 row = {"kernel": f"{cell} {path}" + (f" lengths {case}" if case else ""), "shape": list(shape),
                        "dtype": str(dtype).replace("torch.", "")}
-                try:
-                    result = testing.compare(path, cell, shape, dtype, device, dt=cells.get(cell).has_p, lengths=case)
-                    rows.append({**row, "worst": max(result.worst(False), result.worst(True)), "ok": result.ok,
-                                 "failures": result.failures()})
-                except Exception as exc:  # noqa: BLE001  (a failing path is reported, not fatal)
-                    rows.append({**row, "worst": None, "ok": False, "failures": f"{type(exc).__name__}: {exc}"[:300]})
+                rows.append(_checked(row, lambda: testing.compare(path, cell, shape, dtype, device,
+                                                                  dt=cells.get(cell).has_p, lengths=case)))
                 progress(rows)
     return rows
+
+
+def _checked(row, compare):
+    """``row`` with the result of ``compare()`` (a tsrnn.testing.Comparison): its worst error as a
+    fraction of its bound, whether it passed and its failures; an exception makes a failing row (a
+    failing path is reported, not fatal)."""
+    try:
+        result = compare()
+        return {**row, "worst": max(result.worst(False), result.worst(True)), "ok": result.ok,
+                "failures": result.failures()}
+    except Exception as exc:  # noqa: BLE001
+        return {**row, "worst": None, "ok": False, "failures": f"{type(exc).__name__}: {exc}"[:300]}
 
 
 def check_modules(device, paths, shapes, dtypes, rows, progress=lambda rows: None):
@@ -183,12 +189,8 @@ def check_modules(device, paths, shapes, dtypes, rows, progress=lambda rows: Non
             row = {"kernel": f"module {kind}{' bidirectional' if bidirectional else ''}"
                              f"{f' proj {proj}' if proj else ''} {layout} {path}",
                    "shape": list(shape), "dtype": str(dtype).replace("torch.", "")}
-            try:
-                result = testing.compare_module(path, kind, shape, dtype, bidirectional, proj, layout, device)
-                rows.append({**row, "worst": max(result.worst(False), result.worst(True)), "ok": result.ok,
-                             "failures": result.failures()})
-            except Exception as exc:  # noqa: BLE001  (a failing path is reported, not fatal)
-                rows.append({**row, "worst": None, "ok": False, "failures": f"{type(exc).__name__}: {exc}"[:300]})
+            rows.append(_checked(row, lambda: testing.compare_module(path, kind, shape, dtype, bidirectional, proj,
+                                                                     layout, device)))
             progress(rows)
     return rows
 

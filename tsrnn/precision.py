@@ -91,3 +91,11 @@ def round_operands(t: torch.Tensor, products: str) -> torch.Tensor:
     if products == "ieee":
         return t
     raise ValueError(f"products must be one of {PRODUCTS}, got {products!r}")
+
+
+def straight_through(t: torch.Tensor, products: str) -> torch.Tensor:
+    """``t`` rounded for ``products`` (``round_operands``), its derivative that of the identity (the
+    rounding's error is a constant): what a backward that is itself differentiated multiplies by."""
+    if products == "ieee":
+        return t
+    return t + (round_operands(t, products) - t).detach()  # exact: t and its rounding are close

@@ -168,10 +168,11 @@ def why_not(path: str, cell: str, shape, dtype, device) -> str | None:
 
 
 def gradcheck(path: str, cell: str, shape, device="cpu", seed: int = 0, lengths: list[int] | None = None,
-              fast: bool = False) -> bool:
+              fast: bool = False, second_order: bool = False) -> bool:
     """``torch.autograd.gradcheck`` of the layer on ``path`` in float64 (out and every final state
     against every differentiable argument), padded or with ``lengths``; ``fast``: its fast mode (a
-    random projection of the Jacobian, for the Triton interpreter)."""
+    random projection of the Jacobian, for the Triton interpreter); ``second_order``:
+    ``gradgradcheck``, the second derivatives."""
     args = layer_args(cell, *shape, seed=seed, dt=cells.get(cell).has_p)
     args = {k: (v.to(device) if isinstance(v, torch.Tensor) else v) for k, v in args.items()}
     if lengths is not None:
@@ -182,7 +183,8 @@ def gradcheck(path: str, cell: str, shape, device="cpu", seed: int = 0, lengths:
         out, state = run_layer(cell, {**args, **dict(zip(names, tensors))}, path)
         return out, *state
 
-    return torch.autograd.gradcheck(layer, tuple(args[k].clone().requires_grad_() for k in names), fast_mode=fast)
+    check = torch.autograd.gradgradcheck if second_order else torch.autograd.gradcheck
+    return check(layer, tuple(args[k].clone().requires_grad_() for k in names), fast_mode=fast)
 
 
 def _strided(t: torch.Tensor) -> torch.Tensor:

@@ -23,8 +23,8 @@ tsrnn operators, which ONNX cannot translate).
 
 Inside torch.func transforms (vmap, grad, jacrev, jvp, functional_call under them) every call
 runs the reference loops: "auto" takes them without timing or verifying, and any other request
-raises a ValueError or RuntimeError that says so. The fused kernels are first-order autograd
-ops with no batching or forward-mode rules.
+raises a ValueError or RuntimeError that says so. The fused kernels are autograd ops
+with no batching or forward-mode rules.
 
 Before ``"auto"`` (the request after TSRNN_BACKEND) uses a candidate, it verifies it once per kernel
 regime (the op, cell, dtype, device, products precision, gradients, traces, packing, bias and the

@@ -6,8 +6,10 @@ are compiled (csrc/: ``tsrnn._C`` for CPU tensors, ``tsrnn._cuda`` for CUDA tens
 namespace per Triton path, whose kernels are Python functions imported on their first call.
 Registering the backward with ``torch.library.register_autograd`` and the shapes with
 ``register_fake`` lets ``torch.compile`` trace a module through a whole recurrence as one node.
-The fused kernels compute first derivatives only; a backward that is itself differentiated
-raises (``first_order_only``).
+A backward that is itself differentiated (create_graph=True) recomputes the layer through the
+reference steps on CPU tensors (``tsrnn.ops.recurrence.recompute``; the scan's backward is torch
+ops then); on CUDA tensors the fused recurrence kernels compute first derivatives only, as
+torch.nn.LSTM's cuDNN kernel, and a second derivative through them raises (``first_order_only``).
 
 An eager call goes through ``call``, not the dispatcher's Python autograd kernel: the same setup
 and backward as one ``torch.autograd.Function`` whose forward runs the op's kernel below autograd.
@@ -110,10 +112,10 @@ def without_autocast(like: torch.Tensor):
     return torch.autocast(like.device.type, enabled=False)
 
 
-DOUBLE_BACKWARD = ("tsrnn: the fused {op} kernels compute first derivatives only, and this backward was "
-                   "differentiated again (create_graph=True: a gradient penalty, a Hessian-vector product); run "
-                   "this layer with backend='reference' (or, for the LSTM on CPU, 'onednn'), whose step loops "
-                   "torch differentiates to any order")
+DOUBLE_BACKWARD = ("tsrnn: on CUDA the fused {op} kernels compute first derivatives only (as torch.nn.LSTM's "
+                   "cuDNN kernel), and this backward was differentiated again (create_graph=True: a gradient "
+                   "penalty, a Hessian-vector product); run this layer with backend='reference', whose step loops "
+                   "torch differentiates to any order (on the CPU every path does)")
 
 
 class _FirstOrderOnly(torch.autograd.Function):

@@ -42,12 +42,6 @@ def torch_projection(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None
     return _RoundedProjection.apply(x, w, bias, products)
 
 
-def _straight_through(t: torch.Tensor, products: str) -> torch.Tensor:
-    """``t`` rounded for ``products``, its derivative that of the identity (the rounding's error
-    is a constant): what a backward that is itself differentiated multiplies by."""
-    return t + (precision.round_operands(t, products) - t).detach()  # exact: t and its rounding are close
-
-
 class _RoundedProjection(torch.autograd.Function):
     """x w^T + bias with the operands of the GEMM and of its gradients' GEMMs rounded to
     ``products``; the bias's gradient sums the incoming gradient as it is (no product)."""
@@ -64,7 +58,7 @@ class _RoundedProjection(torch.autograd.Function):
         x, w = ctx.saved_tensors
         needs = ctx.needs_input_grad
         # differentiated again (create_graph=True), the rounding's derivative is the identity's
-        rounded = _straight_through if torch.is_grad_enabled() else precision.round_operands
+        rounded = precision.straight_through if torch.is_grad_enabled() else precision.round_operands
         with library.without_autocast(grad):
             g = rounded(grad, ctx.products)
             dx = g @ rounded(w, ctx.products) if needs[0] else None

@@ -1,14 +1,17 @@
 """Second derivatives (create_graph=True: gradient penalties, Hessian-vector products).
 
-The reference loops and torch's own LSTM kernel on CPU (onednn) are differentiable to any order
-(gradgradcheck); the fused kernels compute first derivatives only, and differentiating their
-backward raises an error that names the way out, whichever input the second derivative is taken
-for, instead of returning a second derivative that silently misses their terms. The "cpu" path's
-input projection is differentiable twice (its backward runs torch's ops under create_graph).
+On the CPU every path is differentiable to any order, as torch.nn.LSTM is there: the reference
+loops and torch's own LSTM kernel (onednn) by autograd, the fused paths because their backward,
+asked for a graph, recomputes the layer through the reference steps (tsrnn/ops/recurrence/
+recompute.py): gradgradcheck, and gradient penalties equal to the reference's, through the
+functional layer and the modules on "auto". On CUDA, as torch.nn.LSTM's cuDNN kernel, the fused
+recurrence kernels compute first derivatives only and differentiating their backward raises an
+error that names the way out, whichever input the second derivative is taken for.
 """
 import pytest
 import torch
 
+import tsrnn
 from tsrnn import backend, functional, testing
 from tsrnn.ops.recurrence import cells
 from conftest import needs_native
@@ -40,14 +43,16 @@ def test_gradgradcheck(path, cell):
     assert torch.autograd.gradgradcheck(layer, inputs)
 
 
-def _penalty_grads(path, cell, wrt, scale_out=False):
+def _penalty_grads(path, cell, wrt, scale_out=False, lengths=None):
     """d/d(wrt) of |dL/dx|^2 with L the layer's loss, the way a gradient penalty computes it."""
     args = _layer_inputs(path, cell)
+    if lengths is not None:
+        args["lengths"] = torch.tensor(lengths)
     for name in testing.differentiable(args):
         args[name] = args[name].clone().requires_grad_()
     head = torch.linspace(-1, 1, SHAPE[3], dtype=torch.float64, device=DEVICE).requires_grad_()
-    out, _ = testing.run_layer(cell, args, path)
-    loss = (out * head).sum() if scale_out else out.pow(2).sum()
+    out, state = testing.run_layer(cell, args, path)
+    loss = ((out * head).sum() if scale_out else out.pow(2).sum()) + sum(s.pow(2).sum() for s in state)
     (g,) = torch.autograd.grad(loss, args["x"], create_graph=True)
     targets = [head if w == "head" else args[w] for w in wrt]
     return torch.autograd.grad(g.pow(2).sum(), targets, allow_unused=True)
@@ -56,14 +61,83 @@ def _penalty_grads(path, cell, wrt, scale_out=False):
 @pytest.mark.parametrize("cell", list(cells.CELLS))
 @pytest.mark.parametrize("wrt", [("x",), ("w_ih",), ("w_hh",), ("head",)], ids=str)
 @pytest.mark.parametrize("path", FUSED)
-def test_fused_double_backward_raises(path, cell, wrt):
-    """Every route of the second derivative through the fused backward raises: through the input
-    (x, w_ih reach it through the projection), W_hh, and a downstream weight that reaches it
-    only through the incoming gradient (out * head: the fused backward's grad_h)."""
+def test_fused_second_derivatives(path, cell, wrt):
+    """Every route of the second derivative through the fused backward: through the input (x,
+    w_ih reach it through the projection), W_hh, and a downstream weight that reaches it only
+    through the incoming gradient (out * head: the fused backward's grad_h). On the CPU they equal
+    the reference's; on CUDA they raise."""
     if DEVICE == "cpu" and path.startswith("triton") and (wrt != ("x",) or cell != "lstm"):
         pytest.skip("one case is enough under the Triton interpreter")
-    with pytest.raises(RuntimeError, match="first derivatives only.*backend='reference'"):
-        _penalty_grads(path, cell, wrt, scale_out=wrt == ("head",))
+    if DEVICE == "cuda":
+        with pytest.raises(RuntimeError, match="first derivatives only.*backend='reference'"):
+            _penalty_grads(path, cell, wrt, scale_out=wrt == ("head",))
+        return
+    got = _penalty_grads(path, cell, wrt, scale_out=wrt == ("head",))
+    want = _penalty_grads("reference", cell, wrt, scale_out=wrt == ("head",))
+    for a, b in zip(got, want):
+        torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-12)
+        assert b.abs().sum() > 0
+
+
+@pytest.mark.skipif(DEVICE != "cpu", reason="the fused CUDA kernels are first-order, as cuDNN's")
+@pytest.mark.parametrize("cell", list(cells.CELLS))
+@pytest.mark.parametrize("lengths", [[3, 1], [2, 0]], ids=str)
+@needs_native
+def test_cpu_second_derivatives_with_lengths(cell, lengths):
+    """Packed rows (a row of no step too): the recomputed layer runs each row for its own steps."""
+    got = _penalty_grads("cpu", cell, ("x", "w_hh", "h0"), lengths=lengths)
+    want = _penalty_grads("reference", cell, ("x", "w_hh", "h0"), lengths=lengths)
+    for a, b in zip(got, want):
+        torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.skipif(DEVICE != "cpu", reason="the fused CUDA kernels are first-order, as cuDNN's")
+@pytest.mark.parametrize("cell", list(cells.CELLS))
+@pytest.mark.parametrize("lengths", [None, [3, 1]], ids=["padded", "lengths"])
+@needs_native
+def test_cpu_path_gradgradcheck(cell, lengths):
+    assert testing.gradcheck("cpu", cell, SHAPE, lengths=lengths, second_order=True)
+
+
+@pytest.mark.skipif(DEVICE != "cpu", reason="the fused CUDA kernels are first-order, as cuDNN's")
+@pytest.mark.parametrize("make", [tsrnn.LSTM, tsrnn.PowerLawLSTM], ids=["lstm", "plstm"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=str)
+def test_a_gradient_penalty_through_auto_modules(make, dtype):
+    """A gradient penalty through a two-layer module on "auto" (the "cpu" path where it wins the
+    timing) equals the reference module's: the issue's case, which raised in float32."""
+    torch.manual_seed(0)
+    modules = [make(3, 5, 2, dtype=dtype, backend=b) for b in ("auto", "cpu", "reference")]
+    for m in modules[1:]:
+        m.load_state_dict(modules[0].state_dict())
+    x = torch.randn(4, 2, 3, dtype=dtype)
+    results = []
+    for m in modules:
+        xi = x.clone().requires_grad_()
+        out, _ = m(xi)
+        (g,) = torch.autograd.grad(out.square().sum(), xi, create_graph=True)
+        results.append(torch.autograd.grad(g.square().sum(), list(m.parameters())))
+    tol = {"rtol": 1e-10, "atol": 1e-12} if dtype == torch.float64 else {"rtol": 1e-4, "atol": 1e-5}
+    for got in results[:2]:
+        for a, b in zip(got, results[2]):
+            torch.testing.assert_close(a, b, **tol)
+
+
+def test_the_recompute_runs_only_when_a_graph_is_asked_for(monkeypatch):
+    """A plain backward (and a forward without gradients) never recomputes the layer."""
+    from tsrnn.ops.recurrence import recompute
+
+    def refuse(*args):
+        raise AssertionError("recomputed without create_graph")
+
+    monkeypatch.setattr(recompute, "layer", refuse)
+    args = _layer_inputs("cpu", "lstm")
+    for name in testing.differentiable(args):
+        args[name] = args[name].clone().requires_grad_()
+    out, state = testing.run_layer("lstm", args, "cpu")
+    testing.loss_of(out, state).backward()
+    with pytest.raises(AssertionError, match="recomputed without create_graph"):
+        out, state = testing.run_layer("lstm", args, "cpu")
+        torch.autograd.grad(testing.loss_of(out, state), args["x"], create_graph=True)
 
 
 @pytest.mark.parametrize("path", FUSED)
@@ -108,7 +182,4 @@ def test_linear_scan_second_derivative(path):
     reason = backend.why_not(path, backend.Call("linear_scan", a.device, a.dtype, (5, 3)))
     if reason:
         pytest.skip(reason)
-    x = functional.linear_scan(a, u, backend=path)
-    (gu,) = torch.autograd.grad(x.pow(2).sum(), u, create_graph=True)
-    with pytest.raises(RuntimeError, match="linear scan kernels compute first derivatives only"):
-        torch.autograd.grad(gu.pow(2).sum(), a)
+    assert torch.autograd.gradgradcheck(lambda a, u: functional.linear_scan(a, u, backend=path), (a, u))

@@ -8,7 +8,7 @@ import torch
 
 from tsrnn.ops import extensions  # noqa: F401  (loads the compiled kernels before their schemas)
 from tsrnn.ops import library
-from tsrnn.ops.recurrence import checks
+from tsrnn.ops.recurrence import checks, recompute
 from tsrnn.ops.recurrence.cells import CELLS
 
 # xg: [T,B,G*H] input projection plus bias, w_hh: [G*H,H], h0: [B,H], state0: [S,B,H],
@@ -81,9 +81,14 @@ def _recurrence_backward_fake(cell, grad_h, grad_state_n, w_hh, h0, state0, h_al
 
 
 def _recurrence_setup(ctx, inputs, output):
-    cell, _, w_hh, h0, state0, p, dt, eps, _, batch_sizes, precision = inputs  # every argument, defaults filled
+    """Saves what the backward reads; on CPU tensors also the input xg (a reference, no copy: one
+    (T, B, G*H) tensor a layer held until the backward), from which a backward that is itself
+    differentiated recomputes the layer (``recompute``), as torch.nn.LSTM's CPU kernel is
+    differentiable twice. On CUDA, as torch.nn.LSTM's cuDNN kernel, first derivatives only."""
+    cell, xg, w_hh, h0, state0, p, dt, eps, _, batch_sizes, precision = inputs  # every argument, defaults filled
     h_all, _, state_all, saved = output
-    ctx.save_for_backward(w_hh, h0, state0, h_all, state_all, saved, p, dt, batch_sizes)
+    ctx.save_for_backward(xg if xg.device.type == "cpu" else None, w_hh, h0, state0, h_all, state_all, saved, p, dt,
+                          batch_sizes)
     ctx.cell, ctx.eps, ctx.precision = cell, eps, precision
     ctx.mark_non_differentiable(state_all, saved)
     ctx.set_materialize_grads(False)  # an unused output's gradient stays None, not a tensor of zeros
@@ -91,7 +96,12 @@ def _recurrence_setup(ctx, inputs, output):
 
 def _recurrence_autograd(backward_op):
     def recurrence_backward(ctx, grad_h, grad_state_n, _grad_state_all, _grad_saved):
-        w_hh, h0, state0, h_all, state_all, saved, p, dt, batch_sizes = ctx.saved_tensors
+        xg, w_hh, h0, state0, h_all, state_all, saved, p, dt, batch_sizes = ctx.saved_tensors
+        if torch.is_grad_enabled() and xg is not None:  # create_graph=True: a graph through the reference steps
+            with library.without_autocast(h_all):
+                grads = recompute.gradients(ctx.cell, ctx.needs_input_grad[1:6], grad_h, grad_state_n, xg, w_hh, h0,
+                                            state0, p, dt, ctx.eps, batch_sizes, ctx.precision)
+            return (None, *grads, None, None, None, None, None)
         with library.without_autocast(h_all), torch.no_grad():
             grad_xg, grad_w, grad_h0, grad_state0, grad_p = backward_op(
                 ctx.cell, grad_h, grad_state_n, w_hh, h0, state0, h_all, state_all, saved, p, dt, ctx.eps, batch_sizes,

@@ -14,7 +14,7 @@ from __future__ import annotations
 import torch
 
 
-def _advance(lengths, t, new, old=0):
+def advance(lengths, t, new, old=0):
     """The values after step t: ``new`` for the rows that run it (all rows without lengths),
     ``old`` for those that have ended (0: an output past a row's end)."""
     if lengths is None:
@@ -50,9 +50,9 @@ def lstm(x, h0, c0, w_ih, w_hh, bias, lengths=None, w_hr=None):
         h_new, c_new, f = lstm_step(z, c)
         if w_hr is not None:
             h_new = h_new @ w_hr.T
-        h, c = _advance(lengths, t, h_new, h), _advance(lengths, t, c_new, c)
-        outs.append(_advance(lengths, t, h_new))
-        forgets.append(_advance(lengths, t, f))
+        h, c = advance(lengths, t, h_new, h), advance(lengths, t, c_new, c)
+        outs.append(advance(lengths, t, h_new))
+        forgets.append(advance(lengths, t, f))
     return torch.stack(outs), (h, c), torch.stack(forgets)
 
 
@@ -96,11 +96,11 @@ def plstm(x, h0, c0, a0, w_ih, w_hh, bias, p, dt=None, eps=1e-3, input_gate="cou
             z = z + bias
         step = 1.0 if dt is None else dt[t].unsqueeze(-1)
         h_new, c_new, a_new, f, r = plstm_step(z, c, a, p, step, eps, input_gate)
-        h, c, a = _advance(lengths, t, h_new, h), _advance(lengths, t, c_new, c), _advance(lengths, t, a_new, a)
-        outs.append(_advance(lengths, t, h_new))
-        forgets.append(_advance(lengths, t, f))
-        resets.append(_advance(lengths, t, r))
-        ages.append(_advance(lengths, t, a_new))
+        h, c, a = advance(lengths, t, h_new, h), advance(lengths, t, c_new, c), advance(lengths, t, a_new, a)
+        outs.append(advance(lengths, t, h_new))
+        forgets.append(advance(lengths, t, f))
+        resets.append(advance(lengths, t, r))
+        ages.append(advance(lengths, t, a_new))
     if trace is not None:
         trace.update(r=torch.stack(resets), a=torch.stack(ages))
     return torch.stack(outs), (h, c, a), torch.stack(forgets)
