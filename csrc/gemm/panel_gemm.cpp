@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <tuple>
+#include "check_message.h"
 
 namespace tsrnn {
 
@@ -43,11 +44,11 @@ const PanelKernel* choose_default() {
   }
   const std::string wanted(env);
   if (wanted == "aten") return nullptr;
-  TORCH_CHECK(wanted == "avx512" || wanted == "avx2",
+  TSRNN_CHECK(wanted == "avx512" || wanted == "avx2",
               "tsrnn: TSRNN_CPU_GEMM must be 'avx512', 'avx2' or 'aten', got '", wanted, "'");
   const PanelKernel* kernel = panel_kernel_named(wanted);
-  TORCH_CHECK(kernel != nullptr, "tsrnn: TSRNN_CPU_GEMM=", wanted,
-              " but this CPU or build does not run it; it runs: ", c10::Join(", ", panel_kernel_names()),
+  TSRNN_CHECK(kernel != nullptr, "tsrnn: TSRNN_CPU_GEMM=", wanted,
+              " but this CPU or build does not run it; it runs: ", tsrnn::join(", ", panel_kernel_names()),
               " (or 'aten')");
   return kernel;
 }
@@ -106,16 +107,16 @@ namespace {
 // place). Returns C and, from blocked_gemm with `row_sums`, a's row sums ([0] otherwise).
 std::tuple<at::Tensor, at::Tensor> cpu_gemm(const at::Tensor& a, const at::Tensor& b, const std::string& name,
                                             bool blocked, const c10::optional<at::Tensor>& init, bool row_sums) {
-  TORCH_CHECK(a.dim() == 2 && b.dim() == 2, "tsrnn: cpu_gemm takes 2-D a and b, got ", a.sizes(), " and ",
+  TSRNN_CHECK(a.dim() == 2 && b.dim() == 2, "tsrnn: cpu_gemm takes 2-D a and b, got ", a.sizes(), " and ",
               b.sizes());
-  TORCH_CHECK(a.scalar_type() == at::kFloat && b.scalar_type() == at::kFloat,
+  TSRNN_CHECK(a.scalar_type() == at::kFloat && b.scalar_type() == at::kFloat,
               "tsrnn: cpu_gemm takes float32, got ", a.scalar_type(), " and ", b.scalar_type());
   const int64_t M = a.size(0), K = a.size(1), N = b.size(1);
-  TORCH_CHECK(b.size(0) == K, "tsrnn: cpu_gemm: a ", a.sizes(), " and b ", b.sizes(), " do not multiply");
+  TSRNN_CHECK(b.size(0) == K, "tsrnn: cpu_gemm: a ", a.sizes(), " and b ", b.sizes(), " do not multiply");
   const PanelKernel* kernel = panel_kernel_named(name);
-  TORCH_CHECK(kernel != nullptr, "tsrnn: this CPU or build does not run the '", name, "' kernel; it runs: ",
-              c10::Join(", ", panel_kernel_names()));
-  TORCH_CHECK(blocked || (!init && !row_sums), "tsrnn: cpu_gemm takes init and row_sums only with blocked=True");
+  TSRNN_CHECK(kernel != nullptr, "tsrnn: this CPU or build does not run the '", name, "' kernel; it runs: ",
+              tsrnn::join(", ", panel_kernel_names()));
+  TSRNN_CHECK(blocked || (!init && !row_sums), "tsrnn: cpu_gemm takes init and row_sums only with blocked=True");
   const Strided b_view{b.data_ptr<float>(), b.stride(0), b.stride(1)};
   // C a view of rows wider than N, so its row stride differs from its width as in the callers'.
   const at::Tensor c = at::empty({M, N + 3}, a.options()).narrow(1, 0, N);
@@ -131,7 +132,7 @@ std::tuple<at::Tensor, at::Tensor> cpu_gemm(const at::Tensor& a, const at::Tenso
   int64_t ld_start = 0;
   at::Tensor bias;
   if (init) {
-    TORCH_CHECK(init->scalar_type() == at::kFloat && (init->sizes() == at::IntArrayRef{N} ||
+    TSRNN_CHECK(init->scalar_type() == at::kFloat && (init->sizes() == at::IntArrayRef{N} ||
                                                       init->sizes() == at::IntArrayRef{M, N}),
                 "tsrnn: cpu_gemm: init must be float32 [", N, "] or [", M, ", ", N, "], got ", init->sizes());
     if (init->dim() == 1) {

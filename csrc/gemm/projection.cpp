@@ -17,6 +17,7 @@
 
 #include "gemm/blocked_gemm.h"
 #include "gemm/large_buffer.h"
+#include "check_message.h"
 
 namespace tsrnn {
 namespace {
@@ -24,14 +25,14 @@ namespace {
 using at::Tensor;
 
 void check_projection(const Tensor& x, const Tensor& w) {
-  TORCH_CHECK(x.dim() == 2 && w.dim() == 2 && x.size(1) == w.size(1),
+  TSRNN_CHECK(x.dim() == 2 && w.dim() == 2 && x.size(1) == w.size(1),
               "tsrnn: cpu_projection takes x [M, I] and w [N, I], got ", x.sizes(), " and ", w.sizes());
 }
 
 Tensor cpu_projection(const Tensor& x, const Tensor& w, const c10::optional<Tensor>& bias) {
   check_projection(x, w);
   const Tensor b = bias ? bias->contiguous() : Tensor();
-  TORCH_CHECK(!bias || (b.dim() == 1 && b.size(0) == w.size(0)), "tsrnn: cpu_projection's bias must be [", w.size(0),
+  TSRNN_CHECK(!bias || (b.dim() == 1 && b.size(0) == w.size(0)), "tsrnn: cpu_projection's bias must be [", w.size(0),
               "], got ", b.sizes());
   if (!runs_blocked(x.size(0), {x, w, b})) return bias ? at::addmm(b, x, w.t()) : at::mm(x, w.t());
   const Tensor xg = empty_large({x.size(0), w.size(0)}, x.options());
@@ -42,7 +43,7 @@ Tensor cpu_projection(const Tensor& x, const Tensor& w, const c10::optional<Tens
 std::tuple<Tensor, Tensor, Tensor> cpu_projection_backward(const Tensor& grad, const Tensor& x, const Tensor& w,
                                                            std::array<bool, 3> mask) {
   check_projection(x, w);
-  TORCH_CHECK(grad.dim() == 2 && grad.size(0) == x.size(0) && grad.size(1) == w.size(0),
+  TSRNN_CHECK(grad.dim() == 2 && grad.size(0) == x.size(0) && grad.size(1) == w.size(0),
               "tsrnn: cpu_projection_backward's grad must be [", x.size(0), ", ", w.size(0), "], got ", grad.sizes());
   const bool ours_dx = runs_blocked(grad.size(0), {grad, x, w}), ours_dw = runs_blocked(grad.size(1), {grad, x, w});
   Tensor dx = at::empty({0}, x.options()), dw = at::empty({0}, w.options()), db = at::empty({0}, grad.options());

@@ -7,6 +7,7 @@
 #include <torch/library.h>
 
 #include <tuple>
+#include "check_message.h"
 
 namespace tsrnn {
 namespace {
@@ -16,18 +17,18 @@ using at::Tensor;
 constexpr int64_t kGrain = 4096;  // channels per OpenMP task
 
 void check_scan(const Tensor& a, const Tensor& u, const Tensor& x0) {
-  TORCH_CHECK(u.dim() == 2 && u.size(0) >= 1, "tsrnn: linear_scan u must be [T, N] with T >= 1, got ",
+  TSRNN_CHECK(u.dim() == 2 && u.size(0) >= 1, "tsrnn: linear_scan u must be [T, N] with T >= 1, got ",
               u.sizes());
-  TORCH_CHECK(a.sizes() == u.sizes(), "tsrnn: linear_scan a must match u ", u.sizes(), ", got ",
+  TSRNN_CHECK(a.sizes() == u.sizes(), "tsrnn: linear_scan a must match u ", u.sizes(), ", got ",
               a.sizes());
-  TORCH_CHECK(x0.dim() == 1 && x0.size(0) == u.size(1), "tsrnn: linear_scan x0 must be [",
+  TSRNN_CHECK(x0.dim() == 1 && x0.size(0) == u.size(1), "tsrnn: linear_scan x0 must be [",
               u.size(1), "], got ", x0.sizes());
   for (const Tensor* t : {&a, &u, &x0}) {
-    TORCH_CHECK(t->device().is_cpu(), "tsrnn: linear_scan takes CPU tensors, got ", t->device());
-    TORCH_CHECK(t->scalar_type() == u.scalar_type(), "tsrnn: linear_scan dtypes differ: ",
+    TSRNN_CHECK(t->device().is_cpu(), "tsrnn: linear_scan takes CPU tensors, got ", t->device());
+    TSRNN_CHECK(t->scalar_type() == u.scalar_type(), "tsrnn: linear_scan dtypes differ: ",
                 t->scalar_type(), " vs ", u.scalar_type());
   }
-  TORCH_CHECK(u.scalar_type() == at::kFloat || u.scalar_type() == at::kDouble,
+  TSRNN_CHECK(u.scalar_type() == at::kFloat || u.scalar_type() == at::kDouble,
               "tsrnn: linear_scan takes float32 or float64, got ", u.scalar_type());
 }
 
@@ -54,7 +55,7 @@ std::tuple<Tensor, Tensor, Tensor> linear_scan_backward(const Tensor& grad_x_in,
                                                         const Tensor& a_in, const Tensor& x_in,
                                                         const Tensor& x0_in) {
   check_scan(a_in, x_in, x0_in);
-  TORCH_CHECK(grad_x_in.sizes() == x_in.sizes() && grad_x_in.scalar_type() == x_in.scalar_type(),
+  TSRNN_CHECK(grad_x_in.sizes() == x_in.sizes() && grad_x_in.scalar_type() == x_in.scalar_type(),
               "tsrnn: linear_scan grad_x must match x");
   const Tensor g_out = grad_x_in.contiguous(), a = a_in.contiguous(), x = x_in.contiguous(),
                x0 = x0_in.contiguous();

@@ -15,6 +15,7 @@
 
 #include "recurrence/cells.h"
 #include "recurrence/products.h"
+#include "check_message.h"
 
 namespace tsrnn {
 
@@ -30,17 +31,17 @@ void dispatch_cell(const std::string& cell, Fn&& fn) {
   } else if (cell == "plstm_separate") {
     fn(PowerLawCell<false>{});
   } else {
-    TORCH_CHECK(false, "tsrnn: unknown cell '", cell,
+    TSRNN_CHECK(false, "tsrnn: unknown cell '", cell,
                 "', expected 'lstm', 'plstm_coupled' or 'plstm_separate'");
   }
 }
 
 // t has `dim` dimensions and the device and dtype of `like`.
 inline void check_tensor(const Tensor& t, const char* name, int64_t dim, const Tensor& like) {
-  TORCH_CHECK(t.dim() == dim, "tsrnn: ", name, " must have ", dim, " dimensions, got ", t.sizes());
-  TORCH_CHECK(t.device() == like.device(), "tsrnn: ", name, " is on ", t.device(), ", expected ",
+  TSRNN_CHECK(t.dim() == dim, "tsrnn: ", name, " must have ", dim, " dimensions, got ", t.sizes());
+  TSRNN_CHECK(t.device() == like.device(), "tsrnn: ", name, " is on ", t.device(), ", expected ",
               like.device());
-  TORCH_CHECK(t.scalar_type() == like.scalar_type(), "tsrnn: ", name, " has dtype ",
+  TSRNN_CHECK(t.scalar_type() == like.scalar_type(), "tsrnn: ", name, " has dtype ",
               t.scalar_type(), ", expected ", like.scalar_type());
 }
 
@@ -49,7 +50,7 @@ inline Products products_of(const std::string& name) {
   if (name == "ieee") return Products::kIeee;
   if (name == "tf32") return Products::kTf32;
   if (name == "bf16") return Products::kBf16;
-  TORCH_CHECK(false, "tsrnn: unknown precision '", name, "', expected 'ieee', 'tf32' or 'bf16'");
+  TSRNN_CHECK(false, "tsrnn: unknown precision '", name, "', expected 'ieee', 'tf32' or 'bf16'");
 }
 
 // Shapes of one call, checked once: T steps, B rows, H units.
@@ -83,13 +84,13 @@ inline Steps steps_of(const c10::optional<Tensor>& batch_sizes, const Shapes& s,
   const Tensor sizes = batch_sizes->contiguous();
   const int64_t* size = sizes.data_ptr<int64_t>();
   for (int64_t t = 0; t < s.T; ++t) {
-    TORCH_CHECK(size[t] >= 1 && size[t] <= s.B, "tsrnn: batch_sizes must be in [1, B=", s.B, "], got ",
+    TSRNN_CHECK(size[t] >= 1 && size[t] <= s.B, "tsrnn: batch_sizes must be in [1, B=", s.B, "], got ",
                 size[t]);
-    TORCH_CHECK(t == 0 || size[t] <= size[t - 1],
+    TSRNN_CHECK(t == 0 || size[t] <= size[t - 1],
                 "tsrnn: batch_sizes must be non-increasing (the batch sorted by length, longest first)");
     steps.offsets[t + 1] = steps.offsets[t] + size[t];
   }
-  TORCH_CHECK(steps.offsets[s.T] == n, "tsrnn: the packed tensors have ", n, " rows, batch_sizes sums to ",
+  TSRNN_CHECK(steps.offsets[s.T] == n, "tsrnn: the packed tensors have ", n, " rows, batch_sizes sums to ",
               steps.offsets[s.T]);
   steps.offsets_cpu = at::tensor(steps.offsets, at::kLong);
   return steps;
@@ -97,11 +98,11 @@ inline Steps steps_of(const c10::optional<Tensor>& batch_sizes, const Shapes& s,
 
 // batch_sizes [T] int64 on the CPU; returns T.
 inline int64_t check_batch_sizes(const Tensor& batch_sizes) {
-  TORCH_CHECK(batch_sizes.dim() == 1 && batch_sizes.size(0) >= 1,
+  TSRNN_CHECK(batch_sizes.dim() == 1 && batch_sizes.size(0) >= 1,
               "tsrnn: batch_sizes must be [T] with T >= 1, got ", batch_sizes.sizes());
-  TORCH_CHECK(batch_sizes.scalar_type() == at::kLong, "tsrnn: batch_sizes must be int64, got ",
+  TSRNN_CHECK(batch_sizes.scalar_type() == at::kLong, "tsrnn: batch_sizes must be int64, got ",
               batch_sizes.scalar_type());
-  TORCH_CHECK(batch_sizes.device().is_cpu(), "tsrnn: batch_sizes must be on the CPU, got ",
+  TSRNN_CHECK(batch_sizes.device().is_cpu(), "tsrnn: batch_sizes must be on the CPU, got ",
               batch_sizes.device());
   return batch_sizes.size(0);
 }
@@ -109,9 +110,9 @@ inline int64_t check_batch_sizes(const Tensor& batch_sizes) {
 // t is [T, B, width] (padded) or [N, width] (packed), its rank checked by the caller.
 inline void check_rows(const Tensor& t, const char* name, const Shapes& s, int64_t width, bool packed) {
   if (packed) {
-    TORCH_CHECK(t.size(1) == width, "tsrnn: ", name, " must be [N, ", width, "] (packed), got ", t.sizes());
+    TSRNN_CHECK(t.size(1) == width, "tsrnn: ", name, " must be [N, ", width, "] (packed), got ", t.sizes());
   } else {
-    TORCH_CHECK(t.size(0) == s.T && t.size(1) == s.B && t.size(2) == width, "tsrnn: ", name,
+    TSRNN_CHECK(t.size(0) == s.T && t.size(1) == s.B && t.size(2) == width, "tsrnn: ", name,
                 " must be [T, B, ", width, "], got ", t.sizes());
   }
 }
@@ -123,29 +124,29 @@ template <typename Cell>
 void check_layer(const Shapes& s, const Tensor& like, const Tensor& w_hh, const Tensor& h0,
                  const Tensor& state0, const c10::optional<Tensor>& p,
                  const c10::optional<Tensor>& dt, bool packed) {
-  TORCH_CHECK(w_hh.size(0) == Cell::kGates * s.H && w_hh.size(1) == s.H, "tsrnn: w_hh must be [",
+  TSRNN_CHECK(w_hh.size(0) == Cell::kGates * s.H && w_hh.size(1) == s.H, "tsrnn: w_hh must be [",
               Cell::kGates * s.H, ", ", s.H, "], got ", w_hh.sizes());
   check_tensor(h0, "h0", 2, like);
-  TORCH_CHECK(h0.size(0) == s.B && h0.size(1) == s.H, "tsrnn: h0 must be [", s.B, ", ", s.H,
+  TSRNN_CHECK(h0.size(0) == s.B && h0.size(1) == s.H, "tsrnn: h0 must be [", s.B, ", ", s.H,
               "], got ", h0.sizes());
   check_tensor(state0, "state0", 3, like);
-  TORCH_CHECK(state0.size(0) == Cell::kStates && state0.size(1) == s.B && state0.size(2) == s.H,
+  TSRNN_CHECK(state0.size(0) == Cell::kStates && state0.size(1) == s.B && state0.size(2) == s.H,
               "tsrnn: state0 must be [", Cell::kStates, ", ", s.B, ", ", s.H, "], got ",
               state0.sizes());
-  TORCH_CHECK(p.has_value() == Cell::kHasP, "tsrnn: p is ", Cell::kHasP ? "required" : "not used",
+  TSRNN_CHECK(p.has_value() == Cell::kHasP, "tsrnn: p is ", Cell::kHasP ? "required" : "not used",
               " for this cell");
   if (p) {
     check_tensor(*p, "p", 1, like);
-    TORCH_CHECK(p->size(0) == s.H, "tsrnn: p must be [", s.H, "], got ", p->sizes());
+    TSRNN_CHECK(p->size(0) == s.H, "tsrnn: p must be [", s.H, "], got ", p->sizes());
   }
   if (dt) {
-    TORCH_CHECK(Cell::kHasP, "tsrnn: dt is only used by the pLSTM cells");
+    TSRNN_CHECK(Cell::kHasP, "tsrnn: dt is only used by the pLSTM cells");
     if (packed) {
       check_tensor(*dt, "dt", 1, like);
-      TORCH_CHECK(dt->size(0) == like.size(0), "tsrnn: dt must be [N], got ", dt->sizes());
+      TSRNN_CHECK(dt->size(0) == like.size(0), "tsrnn: dt must be [N], got ", dt->sizes());
     } else {
       check_tensor(*dt, "dt", 2, like);
-      TORCH_CHECK(dt->size(0) == s.T && dt->size(1) == s.B, "tsrnn: dt must be [", s.T, ", ", s.B,
+      TSRNN_CHECK(dt->size(0) == s.T && dt->size(1) == s.B, "tsrnn: dt must be [", s.T, ", ", s.B,
                   "], got ", dt->sizes());
     }
   }
@@ -162,7 +163,7 @@ Shapes check_inputs(const Tensor& xg, const Tensor& w_hh, const Tensor& h0, cons
   if (packed) check_tensor(h0, "h0", 2, xg);
   const Shapes s = packed ? Shapes{check_batch_sizes(*batch_sizes), h0.size(0), w_hh.size(1)}
                           : Shapes{xg.size(0), xg.size(1), w_hh.size(1)};
-  TORCH_CHECK(s.T >= 1 && s.B >= 1 && s.H >= 1, "tsrnn: empty input, xg ", xg.sizes());
+  TSRNN_CHECK(s.T >= 1 && s.B >= 1 && s.H >= 1, "tsrnn: empty input, xg ", xg.sizes());
   check_layer<Cell>(s, xg, w_hh, h0, state0, p, dt, packed);
   check_rows(xg, "xg", s, Cell::kGates * s.H, packed);
   return s;
@@ -177,33 +178,33 @@ Shapes check_backward_inputs(const c10::optional<Tensor>& grad_h,
                              const c10::optional<Tensor>& p, const c10::optional<Tensor>& dt,
                              const c10::optional<Tensor>& batch_sizes) {
   const bool packed = batch_sizes.has_value();
-  TORCH_CHECK(h_all.dim() == (packed ? 2 : 3), "tsrnn: h_all must be ", packed ? "[N, H] (packed)" : "[T, B, H]",
+  TSRNN_CHECK(h_all.dim() == (packed ? 2 : 3), "tsrnn: h_all must be ", packed ? "[N, H] (packed)" : "[T, B, H]",
               ", got ", h_all.sizes());
   if (packed) check_tensor(h0, "h0", 2, h_all);
   const Shapes s = packed ? Shapes{check_batch_sizes(*batch_sizes), h0.size(0), h_all.size(1)}
                           : Shapes{h_all.size(0), h_all.size(1), h_all.size(2)};
-  TORCH_CHECK(s.T >= 1 && s.B >= 1 && s.H >= 1, "tsrnn: empty input, h_all ", h_all.sizes());
+  TSRNN_CHECK(s.T >= 1 && s.B >= 1 && s.H >= 1, "tsrnn: empty input, h_all ", h_all.sizes());
   check_tensor(w_hh, "w_hh", 2, h_all);
   check_layer<Cell>(s, h_all, w_hh, h0, state0, p, dt, packed);
   check_tensor(state_all, "state_all", 4, h_all);
-  TORCH_CHECK(state_all.sizes() == at::IntArrayRef({s.T, Cell::kStates, s.B, s.H}),
+  TSRNN_CHECK(state_all.sizes() == at::IntArrayRef({s.T, Cell::kStates, s.B, s.H}),
               "tsrnn: state_all must be [T, S, B, H], got ", state_all.sizes());
   check_tensor(saved, "saved", saved.dim(), h_all);
-  TORCH_CHECK(saved.dim() == h_all.dim(), "tsrnn: saved must be ", packed ? "[N, " : "[T, B, ",
+  TSRNN_CHECK(saved.dim() == h_all.dim(), "tsrnn: saved must be ", packed ? "[N, " : "[T, B, ",
               Cell::kSaved * s.H, "], got ", saved.sizes(), " (was the forward run with save=false?)");
   for (int64_t d = 0; d + 1 < h_all.dim(); ++d) {
-    TORCH_CHECK(saved.size(d) == h_all.size(d) && saved.size(-1) == Cell::kSaved * s.H, "tsrnn: saved must be ",
+    TSRNN_CHECK(saved.size(d) == h_all.size(d) && saved.size(-1) == Cell::kSaved * s.H, "tsrnn: saved must be ",
                 packed ? "[N, " : "[T, B, ", Cell::kSaved * s.H, "], got ", saved.sizes(),
                 " (was the forward run with save=false?)");
   }
   if (grad_h) {
     check_tensor(*grad_h, "grad_h", h_all.dim(), h_all);
-    TORCH_CHECK(grad_h->sizes() == h_all.sizes(), "tsrnn: grad_h must be ", h_all.sizes(), ", got ",
+    TSRNN_CHECK(grad_h->sizes() == h_all.sizes(), "tsrnn: grad_h must be ", h_all.sizes(), ", got ",
                 grad_h->sizes());
   }
   if (grad_state_n) {
     check_tensor(*grad_state_n, "grad_state_n", 3, h_all);
-    TORCH_CHECK(grad_state_n->sizes() == state0.sizes(), "tsrnn: grad_state_n must be [",
+    TSRNN_CHECK(grad_state_n->sizes() == state0.sizes(), "tsrnn: grad_state_n must be [",
                 Cell::kStates, ", ", s.B, ", ", s.H, "], got ", grad_state_n->sizes());
   }
   return s;

@@ -28,6 +28,7 @@
 #include "recurrence/cpu/phase_clock.h"
 #include "gemm/step_gemm.h"
 #include "recurrence/cpu/vector_math.h"
+#include "check_message.h"
 
 namespace tsrnn {
 namespace {
@@ -287,7 +288,7 @@ struct CpuRecurrence {
   struct Plan {};
 
   static void check_dtype(const Tensor& t) {
-    TORCH_CHECK(t.scalar_type() == at::kFloat || t.scalar_type() == at::kDouble,
+    TSRNN_CHECK(t.scalar_type() == at::kFloat || t.scalar_type() == at::kDouble,
                 "tsrnn: the CPU kernels take float32 or float64, got ", t.scalar_type());
   }
 

@@ -12,6 +12,7 @@
 #include "recurrence/cuda/cluster_policy.h"
 #include "recurrence/cuda/cuda_recurrence.h"
 #include "recurrence/cuda/grid_policy.h"
+#include "check_message.h"
 
 extern "C" {
 PyObject* PyInit__cuda(void) {
@@ -24,7 +25,7 @@ namespace tsrnn {
 namespace {
 
 void check_plan_weight(const Tensor& w_hh) {
-  TORCH_CHECK(w_hh.dim() == 2 && w_hh.is_cuda(), "tsrnn: the plan takes a 2-D CUDA w_hh, got ", w_hh.sizes(), " on ",
+  TSRNN_CHECK(w_hh.dim() == 2 && w_hh.is_cuda(), "tsrnn: the plan takes a 2-D CUDA w_hh, got ", w_hh.sizes(), " on ",
               w_hh.device());
 }
 

@@ -18,12 +18,13 @@
 
 #include "recurrence/cuda/recurrence.h"
 #include "recurrence/op.h"
+#include "check_message.h"
 
 namespace tsrnn {
 namespace cuda_binding {
 
 inline void check_cuda(cudaError_t err, const char* what) {
-  TORCH_CHECK(err == cudaSuccess, "tsrnn: ", what, " failed: ", cudaGetErrorString(err));
+  TSRNN_CHECK(err == cudaSuccess, "tsrnn: ", what, " failed: ", cudaGetErrorString(err));
 }
 
 // The launch plan of Cell for w_hh [G*H, H] on the current device (the caller makes w_hh's device
@@ -97,7 +98,7 @@ inline cuda::BackwardArgs backward_args(const BackwardTensors& io, const Tensor&
 
 // The float32 check of the CUDA kernels' inputs.
 inline void check_float32(const Tensor& t) {
-  TORCH_CHECK(t.scalar_type() == at::kFloat, "tsrnn: the CUDA kernels take float32, got ", t.scalar_type(),
+  TSRNN_CHECK(t.scalar_type() == at::kFloat, "tsrnn: the CUDA kernels take float32, got ", t.scalar_type(),
               " (tsrnn.functional runs bf16/fp16 layers in float32)");
 }
 
@@ -120,10 +121,10 @@ struct CudaRecurrence : AtenBuffersAndGemm {
 
   template <typename Cell>
   static Plan plan(const Tensor& w_hh, const Shapes& s, Products /*products*/) {
-    TORCH_CHECK(s.T <= INT_MAX && s.B <= INT_MAX, "tsrnn: the CUDA kernels take at most ", INT_MAX,
+    TSRNN_CHECK(s.T <= INT_MAX && s.B <= INT_MAX, "tsrnn: the CUDA kernels take at most ", INT_MAX,
                 " steps and batch rows, got T=", s.T, ", B=", s.B);
     const Plan found = plan_for<Cell>(w_hh);
-    TORCH_CHECK(found.blocks > 0, "tsrnn: the persistent CUDA kernel does not take H=", s.H,
+    TSRNN_CHECK(found.blocks > 0, "tsrnn: the persistent CUDA kernel does not take H=", s.H,
                 " on this GPU (W_hh does not fit in the shared memory of co-resident blocks); use "
                 "backend='triton' or 'auto'");
     return found;

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "recurrence/cuda/cuda_recurrence.h"
+#include "check_message.h"
 
 namespace tsrnn {
 namespace cuda_binding {
@@ -36,7 +37,7 @@ inline std::pair<int, int> forced_configuration(const char* variable) {
   const char* text = std::getenv(variable);
   int first = 0, second = 0;
   if (text && *text) {
-    TORCH_CHECK(std::sscanf(text, "%d,%d", &first, &second) == 2 && first >= 0 && second >= 0, "tsrnn: ", variable,
+    TSRNN_CHECK(std::sscanf(text, "%d,%d", &first, &second) == 2 && first >= 0 && second >= 0, "tsrnn: ", variable,
                 " must be two non-negative integers 'a,b' (0: the plan's choice), got '", text, "'");
   }
   return {first, second};
@@ -116,10 +117,10 @@ struct TensorCoreRecurrence : AtenBuffersAndGemm {
 
   template <typename Cell>
   static Plan plan(const Tensor& w_hh, const Shapes& s, Products products) {
-    TORCH_CHECK(s.T <= INT_MAX && s.B <= INT_MAX, "tsrnn: the CUDA kernels take at most ", INT_MAX,
+    TSRNN_CHECK(s.T <= INT_MAX && s.B <= INT_MAX, "tsrnn: the CUDA kernels take at most ", INT_MAX,
                 " steps and batch rows, got T=", s.T, ", B=", s.B);
     const typename Kernel::Plan found = tensor_core_plan<Kernel, Cell>(w_hh.size(1), s.B, products);
-    TORCH_CHECK(found.cluster > 0, "tsrnn: the ", Kernel::kName, " CUDA kernel does not take H=", s.H, ", B=", s.B,
+    TSRNN_CHECK(found.cluster > 0, "tsrnn: the ", Kernel::kName, " CUDA kernel does not take H=", s.H, ", B=", s.B,
                 " on this GPU (", found.why, "); use backend='auto'");
     return {found, products};
   }

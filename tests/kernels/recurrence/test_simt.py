@@ -94,6 +94,12 @@ def test_the_plan_refuses_what_the_kernel_cannot_take(simt):
         xg, w_hh, h0 = torch.zeros(2, 2, 4 * 37), torch.zeros(4 * 37, 37), torch.zeros(2, 37)
         with pytest.raises(RuntimeError, match="does not take H=37"):
             torch.ops.tsrnn_simt.recurrence_forward("lstm", xg, w_hh, h0, h0[None], None, None, 0.0, False)
+        # the CUDA entry's argument checks, their messages built without C++ streams (csrc/check_message.h)
+        with pytest.raises(RuntimeError, match=r"^tsrnn: the CUDA kernels take float32, got Double"):
+            torch.ops.tsrnn_simt.recurrence_forward("lstm", xg.double(), w_hh.double(), h0.double(), h0.double()[None],
+                                                    None, None, 0.0, False)
+        with pytest.raises(RuntimeError, match=r"^tsrnn: h0 must be \[2, 37\], got \[1, 37\]"):
+            torch.ops.tsrnn_simt.recurrence_forward("lstm", xg, w_hh, h0[:1], h0[None], None, None, 0.0, False)
 
 
 # The sanitized run's cases (nine seconds each under ASan): the padded shape with every edge of a
