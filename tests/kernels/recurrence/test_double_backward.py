@@ -176,10 +176,8 @@ def test_cpu_projection_gradgradcheck():
 def test_linear_scan_second_derivative(path):
     g = torch.Generator().manual_seed(4)
     a, u = (torch.rand(5, 3, generator=g, dtype=torch.float64).to(DEVICE).requires_grad_() for _ in range(2))
-    if path == "reference":
-        assert torch.autograd.gradgradcheck(lambda a, u: functional.linear_scan(a, u, backend=path), (a, u))
-        return
     reason = backend.why_not(path, backend.Call("linear_scan", a.device, a.dtype, (5, 3)))
     if reason:
         pytest.skip(reason)
-    assert torch.autograd.gradgradcheck(lambda a, u: functional.linear_scan(a, u, backend=path), (a, u))
+    fast = DEVICE == "cpu" and path.startswith("triton")  # the interpreter: a random projection of the Jacobian
+    assert torch.autograd.gradgradcheck(lambda a, u: functional.linear_scan(a, u, backend=path), (a, u), fast_mode=fast)
