@@ -177,7 +177,8 @@ def test_each_check_raises_a_runtime_error_naming_the_argument(key):
         variable, value = call.split("=")
         if key[1] == "TSRNN_CPU_GEMM kernel" and value in OPS.cpu_gemm_kernels():
             pytest.skip(f"this CPU runs {value}: the check needs a CPU without it")
-        code = "import torch, tsrnn; torch.ops.tsrnn.cpu_gemm_in_use()"
+        code = ("import torch, tsrnn; z = torch.zeros(2, 1, 3); h = torch.zeros(1, 4)\n"
+                "tsrnn.functional.lstm(z, h, h, torch.zeros(16, 3), torch.zeros(16, 4), backend='cpu')")
         done = subprocess.run([sys.executable, "-c", code], env={**__import__("os").environ, variable: value},
                               capture_output=True, text=True, timeout=120)
         assert done.returncode == 1 and "RuntimeError: tsrnn: " in done.stderr, done.stderr[-2000:]
