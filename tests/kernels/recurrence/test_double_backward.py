@@ -4,9 +4,11 @@ On the CPU every path is differentiable to any order, as torch.nn.LSTM is there:
 loops and torch's own LSTM kernel (onednn) by autograd, the fused paths because their backward,
 asked for a graph, recomputes the layer through the reference steps (tsrnn/ops/recurrence/
 recompute.py): gradgradcheck, and gradient penalties equal to the reference's, through the
-functional layer and the modules on "auto". On CUDA, as torch.nn.LSTM's cuDNN kernel, the fused
-recurrence kernels compute first derivatives only and differentiating their backward raises an
-error that names the way out, whichever input the second derivative is taken for.
+functional layer and the modules on "auto" (padded and packed, Δt drawn or 1, a loss on every
+result or on some), third derivatives too, and a plain backward never recomputes. On CUDA, as
+torch.nn.LSTM's cuDNN kernel, the fused recurrence kernels compute first derivatives only and
+differentiating their backward raises an error that names the way out, whichever input the
+second derivative is taken for.
 """
 import pytest
 import torch
@@ -21,11 +23,13 @@ FUSED = [p for p in testing.LAYER_PATHS if p not in ("onednn", "cudnn")]
 SHAPE = (3, 2, 2, 3)
 
 
-def _layer_inputs(path, cell, seed=0):
+def _layer_inputs(path, cell, seed=0, unit_dt=False):
+    """The float64 arguments of one layer on ``path``; a pLSTM's Δt drawn per step and row, or 1
+    (dt=None) with ``unit_dt``."""
     reason = testing.why_not(path, cell, SHAPE, torch.float64, DEVICE)
     if reason:
         pytest.skip(reason)
-    args = testing.layer_args(cell, *SHAPE, seed=seed, dt=cells.get(cell).has_p)
+    args = testing.layer_args(cell, *SHAPE, seed=seed, dt=cells.get(cell).has_p and not unit_dt)
     return {k: (v.to(DEVICE) if isinstance(v, torch.Tensor) else v) for k, v in args.items()}
 
 
@@ -43,16 +47,20 @@ def test_gradgradcheck(path, cell):
     assert torch.autograd.gradgradcheck(layer, inputs)
 
 
-def _penalty_grads(path, cell, wrt, scale_out=False, lengths=None):
-    """d/d(wrt) of |dL/dx|^2 with L the layer's loss, the way a gradient penalty computes it."""
-    args = _layer_inputs(path, cell)
+def _penalty_grads(path, cell, wrt, scale_out=False, lengths=None, unit_dt=False, reads="both"):
+    """d/d(wrt) of |dL/dx|^2 with L the layer's loss, the way a gradient penalty computes it. L
+    reads the outputs and the final states (``reads`` "both"), the outputs only ("out": the op's
+    backward gets no grad_state_n) or the final cell state only ("c": no grad_h)."""
+    args = _layer_inputs(path, cell, unit_dt=unit_dt)
     if lengths is not None:
         args["lengths"] = torch.tensor(lengths)
     for name in testing.differentiable(args):
         args[name] = args[name].clone().requires_grad_()
     head = torch.linspace(-1, 1, SHAPE[3], dtype=torch.float64, device=DEVICE).requires_grad_()
     out, state = testing.run_layer(cell, args, path)
-    loss = ((out * head).sum() if scale_out else out.pow(2).sum()) + sum(s.pow(2).sum() for s in state)
+    out_loss = (out * head).sum() if scale_out else out.pow(2).sum()
+    state_loss = sum(s.pow(2).sum() for s in state)
+    loss = {"both": out_loss + state_loss, "out": out_loss, "c": state[1].pow(2).sum()}[reads]
     (g,) = torch.autograd.grad(loss, args["x"], create_graph=True)
     targets = [head if w == "head" else args[w] for w in wrt]
     return torch.autograd.grad(g.pow(2).sum(), targets, allow_unused=True)
@@ -89,6 +97,87 @@ def test_cpu_second_derivatives_with_lengths(cell, lengths):
     want = _penalty_grads("reference", cell, ("x", "w_hh", "h0"), lengths=lengths)
     for a, b in zip(got, want):
         torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.skipif(DEVICE != "cpu", reason="the fused CUDA kernels are first-order, as cuDNN's")
+@pytest.mark.parametrize("cell", ["plstm_coupled", "plstm_separate"])
+@needs_native
+def test_cpu_second_derivatives_with_unit_dt(cell):
+    """Δt = 1 (dt=None): the recomputed pLSTM step's other branch, through every pLSTM argument."""
+    wrt = ("x", "w_hh", "h0", "c0", "a0", "p")
+    got = _penalty_grads("cpu", cell, wrt, unit_dt=True)
+    want = _penalty_grads("reference", cell, wrt, unit_dt=True)
+    for a, b in zip(got, want):
+        torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-12)
+        assert b.abs().sum() > 0
+
+
+@pytest.mark.skipif(DEVICE != "cpu", reason="the fused CUDA kernels are first-order, as cuDNN's")
+@pytest.mark.parametrize("cell", list(cells.CELLS))
+@pytest.mark.parametrize("reads", ["out", "c"])
+@needs_native
+def test_cpu_second_derivatives_of_a_loss_on_part_of_the_results(cell, reads):
+    """A loss on the outputs only (the op's backward gets grad_state_n None) or on the final cell
+    state only (grad_h None): the recomputation differentiates the results that have a gradient."""
+    wrt = ("x", "w_hh", "c0")
+    got = _penalty_grads("cpu", cell, wrt, reads=reads)
+    want = _penalty_grads("reference", cell, wrt, reads=reads)
+    for a, b in zip(got, want):
+        torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-12)
+        assert b.abs().sum() > 0
+
+
+def _third_derivatives(path, cell):
+    """d/d(x, W_hh) of |d/dW_hh |dL/dx|^2|^2: three backwards, each through the one before."""
+    args = _layer_inputs(path, cell)
+    for name in testing.differentiable(args):
+        args[name] = args[name].clone().requires_grad_()
+    out, state = testing.run_layer(cell, args, path)
+    (g,) = torch.autograd.grad(testing.loss_of(out, state), args["x"], create_graph=True)
+    (gg,) = torch.autograd.grad(g.pow(2).sum(), args["w_hh"], create_graph=True)
+    return torch.autograd.grad(gg.pow(2).sum(), [args["x"], args["w_hh"]])
+
+
+@pytest.mark.skipif(DEVICE != "cpu", reason="the fused CUDA kernels are first-order, as cuDNN's")
+@pytest.mark.parametrize("cell", list(cells.CELLS))
+@needs_native
+def test_cpu_third_derivatives(cell):
+    """The recomputed gradients carry a graph of torch ops: differentiable to any order."""
+    for a, b in zip(_third_derivatives("cpu", cell), _third_derivatives("reference", cell)):
+        torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-12)
+        assert b.abs().sum() > 0
+
+
+@pytest.mark.parametrize("products", ["tf32", "bf16"])
+@pytest.mark.parametrize("cell", list(cells.CELLS))
+def test_the_recompute_rounds_the_products_as_the_call_did(cell, products):
+    """A call whose recurrent products round W_hh and h (TF32, bf16: CUDA's; CPU calls are
+    "ieee") is recomputed with them rounded, the rounding's derivative the identity's
+    (precision.straight_through): its results and gradients move by a rounding from the ieee
+    layer's, the gradients neither cut nor refused."""
+    from tsrnn.ops.recurrence import recompute
+
+    described = cells.get(cell)
+    T, B, H = 3, 2, 4
+    g = torch.Generator().manual_seed(5)
+    xg = torch.randn(T, B, described.num_gates * H, generator=g)
+    w_hh = torch.randn(described.num_gates * H, H, generator=g) / 2
+    h0 = torch.randn(B, H, generator=g)
+    state0 = torch.rand(described.num_states, B, H, generator=g)
+    p = torch.rand(H, generator=g) if described.has_p else None
+    dt = torch.rand(T, B, generator=g) + 0.5 if described.has_p else None
+    grad_h = torch.randn(T, B, H, generator=g)
+    results = {}
+    for mode in ("ieee", products):
+        inputs = [t.clone().requires_grad_() for t in (xg, w_hh, h0, state0)]
+        h_all, _ = recompute.layer(cell, *inputs, p, dt, 1e-3, None, mode)
+        grads = recompute.gradients(cell, (True,) * 4 + (False,), grad_h, None, *inputs, p, dt, 1e-3, None, mode)
+        results[mode] = (h_all, *grads[:4])
+    tol = {"tf32": 2e-3, "bf16": 2e-2}[products]
+    assert not torch.equal(results["ieee"][0], results[products][0])  # the operands were rounded
+    for a, b in zip(results[products], results["ieee"]):
+        torch.testing.assert_close(a, b, rtol=tol, atol=tol)
+        assert a.abs().sum() > 0
 
 
 @pytest.mark.skipif(DEVICE != "cpu", reason="the fused CUDA kernels are first-order, as cuDNN's")
