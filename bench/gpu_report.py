@@ -184,7 +184,7 @@ def check_modules(device, paths, shapes, dtypes, rows, progress=lambda rows: Non
     for path in paths:
         for (kind, bidirectional, proj, layout), shape, dtype in itertools.product(testing.MODULE_CASES, shapes,
                                                                                   dtypes):
-            if testing.module_why_not(path, kind, proj, dtype, device):
+            if testing.module_why_not(path, kind, shape, proj, dtype, device):
                 continue
             row = {"kernel": f"module {kind}{' bidirectional' if bidirectional else ''}"
                              f"{f' proj {proj}' if proj else ''} {layout} {path}",

@@ -360,8 +360,9 @@ def compare_module(path: str, kind: str, shape, dtype: torch.dtype = torch.float
     return Comparison(path, label, tuple(shape), dtype, errors)
 
 
-def module_why_not(path: str, kind: str, proj_size: int, dtype: torch.dtype, device="cpu") -> str | None:
-    """None if ``path`` runs the layers of a module of ``kind`` with ``proj_size``, else why not."""
+def module_why_not(path: str, kind: str, shape, proj_size: int, dtype: torch.dtype, device="cpu") -> str | None:
+    """None if ``path`` runs the layers of a module of ``kind`` for (T, B, I, H) ``shape`` with
+    ``proj_size``, else why not."""
     cell = "lstm" if kind in ("lstm", "mts") else "plstm_coupled"
-    call = backend.Call("recurrence", torch.device(device), dtype, (5, 3, 4, 6), cell, projected=proj_size > 0)
+    call = backend.Call("recurrence", torch.device(device), dtype, tuple(shape), cell, projected=proj_size > 0)
     return backend.why_not(path, call)

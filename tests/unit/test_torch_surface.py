@@ -19,8 +19,8 @@ from conftest import assert_close, needs_native
 
 EXACT = TOLERANCE[torch.float64]
 # A timescale from a float32 forget bias: b_f = log(T) for large T, so T's relative error is
-# |b_f| * 2^-24 ~ 1e-6 at T = 40,000; bf16's (2^-9 * 10.6 = 2 %) would break the row.
-FLOAT32_BIAS = {"atol": 0.0, "rtol": 1e-4}
+# |b_f| * 2^-24 ~ 1e-6 at T = 40,000 (8x margin below); bf16's (2^-9 * 10.6 = 2 %) breaks the row.
+FLOAT32_BIAS = {"atol": 0.0, "rtol": 1e-5}
 
 T, B, I, H, P = 6, 4, 5, 7, 3
 LENGTHS = torch.tensor([6, 2, 5, 1])
@@ -190,14 +190,13 @@ def test_reset_parameters_draws_torchs_init_and_keeps_fixed_biases():
     m = tsrnn.LSTM(I, H, 2, timescales=[ts, None], bidirectional=True)
     fixed = {n: b.clone() for n, b in m.named_buffers()}
     before = {n: p.clone() for n, p in m.named_parameters()}
-    loop = [name for name, _ in m.named_parameters() if hasattr(m, "reset_parameters")]
     m.reset_parameters()
     bound = 1 / H ** 0.5
     for name, p in m.named_parameters():
         assert not torch.equal(p, before[name]) and p.abs().max() <= bound, name
     for name, b in m.named_buffers():
         assert torch.equal(b, fixed[name]), name
-    assert loop and torch.equal(m.gate_biases(0)[:2 * H], fixed["bias_fixed_l0"])
+    assert torch.equal(m.gate_biases(0)[:2 * H], fixed["bias_fixed_l0"])
     p = tsrnn.PowerLawLSTM(I, H)
     p_before = p.p(0).clone()
     p.reset_parameters()

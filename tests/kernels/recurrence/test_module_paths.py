@@ -18,7 +18,7 @@ DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
                          ids=lambda v: str(v))
 @pytest.mark.parametrize("path", testing.LAYER_PATHS)
 def test_module_matches_the_reference(path, kind, bidirectional, proj_size, layout, shape, dtype):
-    reason = testing.module_why_not(path, kind, proj_size, dtype, DEVICE)
+    reason = testing.module_why_not(path, kind, shape, proj_size, dtype, DEVICE)
     if reason:
         pytest.skip(reason)
     if DEVICE == "cpu" and path.startswith("triton") and shape[0] > 1:
