@@ -93,28 +93,39 @@ def _list_problem(args) -> str | None:
     return None
 
 
-TASK_OPTIONS = {"ahead": ("mlp-lm",), "drop_taus": ("mlp-lm",), "rare_words": ("mlp-lm",), "vocab_from": ("mlp-lm",),
-                "loss_norm": ("averaging-lm", "mlp-lm"),
-                "order": ("averaging-lm",), "memory": ("averaging-lm",), "lstm_init": ("lm",), "bptt_std": ("lm",),
-                "level": ("lm", "averaging-lm", "mlp-lm")}
+def _foreign_option_problem(args) -> str | None:
+    """An option given (``args.given``) that the task of a fresh run does not read
+    (``train_options.tasks_of``), whatever its value: refused rather than ignored."""
+    from tsrnn.lab import train_options
+    from tsrnn.lab.training import recipes
+
+    if args.command != "train" or args.resume is not None:
+        return None
+    task = recipes.task(args)
+    for dest, typed in getattr(args, "given", {}).items():
+        tasks = train_options.tasks_of(dest)
+        if tasks is not None and task not in tasks:
+            return f"{typed} is an option of --task {' / '.join(tasks)}, not of --task {task}"
+    return None
 
 
 def _task_option_problem(args) -> str | None:
-    """An option of other tasks (``TASK_OPTIONS``) given for this one, or --bptt-std without the
-    random windows it shapes, or --vocab-from on a corpus other than Brown: refused rather than ignored."""
+    """--bptt-std without the random windows it shapes, --nonmono without the SGD it switches from,
+    or --vocab-from on a corpus other than Brown: refused rather than ignored."""
     from tsrnn.lab.data.brown import is_brown_path
     from tsrnn.lab.training import recipes
 
     task = recipes.task(args)
-    for dest, tasks in TASK_OPTIONS.items():
-        if getattr(args, dest, None) is not None and task not in tasks:
-            return f"{flag(dest)} is an option of --task {' / '.join(tasks)}, not of --task {task}"
     if getattr(args, "vocab_from", None) is not None and not is_brown_path(args.data):
         return (f"--vocab-from counts the words of Brown's documents (--data brown.zip or a brown/ directory); "
                 f"the vocabulary of --data {args.data or '(the embedded default)'} is its training text's")
     preset = recipes.RECIPES.get(args.recipe, {}).get(task, {}) if getattr(args, "recipe", None) else {}
     if getattr(args, "bptt_std", None) is not None and not (args.random_bptt or preset.get("random_bptt")):
         return "--bptt-std sets the jitter of --random-bptt windows; give --random-bptt too"
+    optimizer = getattr(args, "optimizer", None) or preset.get("optimizer")
+    if getattr(args, "nonmono", None) and optimizer != "sgd":
+        return (f"--nonmono switches SGD to averaged SGD (NT-ASGD); this run's optimizer is {optimizer or 'adam'}: "
+                "give --optimizer sgd")
     return None
 
 
@@ -164,7 +175,7 @@ def problem(args) -> str | None:
     """The first problem with ``args`` of any command as one line, or None."""
     from tsrnn.lab.training import checkpoint, distributed, recipes, run_dir
 
-    found = _range_problem(args) or _list_problem(args)
+    found = _foreign_option_problem(args) or _range_problem(args) or _list_problem(args)
     if found or args.command == "selftest":
         return found
     try:
