@@ -249,7 +249,7 @@ def first_step(points: list[tuple[int, float]], threshold: float) -> int | None:
 
 def restore(run_dir: Path, checkpoint: str = "best.pt"):
     """(task, model) of a run's checkpoint, on the CPU, in eval mode."""
-    from tsrnn.lab.training.commands import restore as restore_checkpoint
+    from tsrnn.lab.loading import restore as restore_checkpoint
 
     return restore_checkpoint(str(run_dir / checkpoint), None, torch.device("cpu"))
 

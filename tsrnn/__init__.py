@@ -10,8 +10,9 @@ and is never imported by it.
 
 ``import tsrnn`` loads the engine only (the modules, the functional API, the ops and the
 dispatcher; the Triton kernels load on their first call). The rest loads on first use (PEP 562):
-the memory science, the lab, and the names TILT, averaging_context, BufferContext, TILTContext and
-TILTBufferContext. The modules' earlier homes (``tsrnn.timescales``, ``tsrnn.data``,
+the memory science, the lab, and the names TILT, averaging_context, BufferContext, TILTContext,
+TILTBufferContext and load (``tsrnn.load(path)``: a checkpoint or run folder of ``tsrnn train`` as a
+ready model, tsrnn.lab.loading). The modules' earlier homes (``tsrnn.timescales``, ``tsrnn.data``,
 ``tsrnn.training``, ``tsrnn.cells``, ...) stay importable, as attributes and in import statements:
 ``tsrnn._moved`` maps each to its home.
 """
@@ -28,9 +29,10 @@ _LAZY_ATTRS = {
     "BufferContext": "tsrnn.memory.contexts",
     "TILTContext": "tsrnn.memory.contexts",
     "TILTBufferContext": "tsrnn.memory.contexts",
+    "load": "tsrnn.lab.loading",
 }
 
-__all__ = ["LSTM", "PowerLawLSTM", "TILT", "averaging_context", "BufferContext", "TILTContext",
+__all__ = ["LSTM", "PowerLawLSTM", "load", "TILT", "averaging_context", "BufferContext", "TILTContext",
            "TILTBufferContext", "averaging", "contexts", "plot", "convert", "data", "models",
            "training", "backend", "cells", "functional", "ops", "reference", "timescales"]
 

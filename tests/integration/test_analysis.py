@@ -15,7 +15,7 @@ from tsrnn.memory import timescales as ts
 from tsrnn.lab.analysis import forget_map, passes, plstm, receptive_fields, routing, timescales, word_ablation
 from tsrnn.memory.contexts import BufferContext, TILTContext
 from tsrnn.lab.models import AWDLSTMLM, CopyModel
-from tsrnn.lab.training.commands import restore
+from tsrnn.lab.loading import restore
 
 pytest.importorskip("matplotlib")
 

@@ -12,7 +12,7 @@ from tsrnn.memory import timescales as ts
 from tsrnn.lab.analysis import passes, timescales
 from tsrnn.lab.data import default_corpus
 from tsrnn.lab.data.markov import write_markov_corpus
-from tsrnn.lab.training.commands import restore
+from tsrnn.lab.loading import restore
 
 pytest.importorskip("matplotlib")
 

@@ -11,7 +11,7 @@ import torch
 
 from tsrnn.lab import cli
 from tsrnn.lab.analysis import plstm
-from tsrnn.lab.training.commands import restore
+from tsrnn.lab.loading import restore
 
 pytest.importorskip("matplotlib")
 

@@ -28,7 +28,7 @@ from tsrnn.lab import plot
 from tsrnn.lab.analysis import by_length, forget_map, passes, plstm, receptive_fields, routing, timescales, word_ablation
 from tsrnn.modules import PowerLawLSTM
 from tsrnn.lab.training import checkpoint
-from tsrnn.lab.training.commands import restore
+from tsrnn.lab.loading import restore
 
 def _lm(task, model, args, out: Path) -> dict:
     device = next(model.parameters()).device

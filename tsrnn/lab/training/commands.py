@@ -1,11 +1,11 @@
 """What ``tsrnn train`` and ``tsrnn eval`` do with their parsed arguments."""
 from __future__ import annotations
 
-import argparse
 import sys
 
 import torch
 
+from tsrnn.lab.loading import restore
 from tsrnn.lab.training import checkpoint, distributed, evaluation, interrupts, recipes, resume, trainer
 from tsrnn.lab.training.tasks import TASKS
 
@@ -45,21 +45,6 @@ def train(args) -> int:
     finally:
         distributed.teardown()
     return 0
-
-
-def restore(path, data, device):
-    """The task and model of a checkpoint, on the data it names (or ``data``)."""
-    state = checkpoint.load(path)
-    args = argparse.Namespace(**state["args"])
-    if data is not None:
-        args.data = data
-    task = TASKS[state["task"]](args, device, vocab_state=state["vocab"]) if state["vocab"] is not None \
-        else TASKS[state["task"]](args, device)
-    if task.config() != state["config"]:
-        raise checkpoint.CheckpointError(f"{path}: its recorded config does not rebuild the same model")
-    model = task.build_model().to(device)
-    model.load_state_dict(state["model"])
-    return task, model.eval()
 
 
 def evaluate(args) -> int:
