@@ -271,6 +271,32 @@ def test_analyze_an_mts_lm(lm_checkpoint, tmp_path):
     assert first["timescale"] == pytest.approx(max(timescales_l2))  # longest first
 
 
+def test_analyze_only_some_analyses_and_windows_in_every_one(lm_checkpoint, tmp_path):
+    assert analyze(lm_checkpoint, tmp_path, "--only", "routing,forget_gates", "--windows", "2") == 0
+    summary = summary_of(tmp_path)
+    assert summary["finished"] and summary["only"] == ["routing", "forget_gates"] and summary["windows"] == 2
+    assert list(summary["analyses"]) == ["forget_gates", "routing"]  # in the order they run
+    assert not (tmp_path / "timescales.png").exists() and not (tmp_path / "word_ablation.png").exists()
+    routed = summary["analyses"]["routing"]
+    assert routed["windows"] == 2 and routed["targets"][0] == 2 * 70  # the first 2 windows' targets
+    task, model = restore(lm_checkpoint, None, CPU)
+    nll = task.token_nll(model, "test", tokens=2 * 70 + 1)[0]
+    assert routed["intact_ppl"][0] == pytest.approx(nll.double().mean().exp().item(), rel=1e-12)
+
+
+def test_summary_holds_each_analysis_as_it_finishes(lm_checkpoint, tmp_path, monkeypatch, capsys):
+    def fails(*args, **kwargs):
+        assert summary_of(tmp_path)["analyses"].keys() == {"timescales", "forget_gates", "word_ablation"}
+        raise ValueError("routing stopped")
+
+    monkeypatch.setattr(routing, "routing", fails)
+    assert analyze(lm_checkpoint, tmp_path, "--windows", "2") == 2
+    assert "routing stopped" in capsys.readouterr().err
+    summary = summary_of(tmp_path)
+    assert not summary["finished"] and list(summary["analyses"]) == ["timescales", "forget_gates", "word_ablation"]
+    assert not list(tmp_path.glob("*.part"))
+
+
 def test_analyze_a_plain_lm_and_a_plstm_lm(tmp_path):
     for cell in ("lstm", "plstm"):
         run = tmp_path / cell
@@ -329,6 +355,12 @@ def test_analyze_errors_are_one_line(tmp_path, capsys, monkeypatch):
     assert "must be a directory" in capsys.readouterr().err
     assert cli.main(["analyze", str(tmp_path / "buffer" / "last.pt"), "--windows", "0"]) == 2
     assert "--windows must be >= 1, got 0" in capsys.readouterr().err
+    assert analyze(tmp_path / "buffer" / "last.pt", tmp_path / "d", "--windows", "3") == 2
+    assert "is a 'mlp-lm' checkpoint, whose analyses read no windows" in capsys.readouterr().err
+    assert analyze(tmp_path / "dyck" / "last.pt", tmp_path / "d", "--only", "routing") == 2
+    assert analyze(tmp_path / "buffer" / "last.pt", tmp_path / "d", "--only", "routing") == 2
+    assert "--only routing: routing is not an analysis of this checkpoint; it has receptive_fields" in \
+        capsys.readouterr().err.splitlines()[-1]
 
     def no_matplotlib():
         raise ImportError("tsrnn.plot needs matplotlib: pip install matplotlib")

@@ -44,8 +44,13 @@ def _analyze_parser(commands):
                                  "checkpoint)")
     p.add_argument("--data", help="the corpus the checkpoint was trained on (default: as recorded)")
     p.add_argument("--split", default="test", choices=["valid", "test"])
-    p.add_argument("--windows", type=int, help="lm: use the first N test windows of 70 tokens for the timescales, "
-                   "forget gates and word ablation (default: all, as the authors)")
+    p.add_argument("--only", metavar="NAMES", help="run only these analyses, comma-separated: lm timescales, "
+                   "forget_gates, word_ablation, routing; copy copy; mlp-lm receptive_fields; imdb by_length; a pLSTM's "
+                   "learned_p; p_ttest with --compare-p, timescale_comparison with --compare-timescales (default: all "
+                   "of the checkpoint's)")
+    p.add_argument("--windows", type=int, help="lm: score only the first N windows of 70 tokens of --split in every "
+                   "analysis (timescales, forget gates, word ablation, routing, the timescale comparison; default: all, "
+                   "as the authors); refused for other tasks, whose analyses read no windows")
     p.add_argument("--length-bins", help="imdb: review-length bin boundaries in tokens, comma-separated (default "
                    "50,100,150,200,250,300,350,400: bins 0-49, ..., 350-399, 400+)")
     p.add_argument("--compare-p", metavar="CHECKPOINT", help="pLSTM: two-sample t-test of this checkpoint's learned p "

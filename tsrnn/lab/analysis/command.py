@@ -13,6 +13,11 @@ one ``summary.json`` holding every number the figures show.
 - ``--compare-timescales B.pt`` (lm): seed 000 Figure 1, this LM's timescale distribution and fits
   beside B's (the paper: an LM trained on PTB beside the same model trained on Markov-PTB).
 
+``--only NAMES`` runs those analyses alone (the names are ``summary.json``'s keys); ``--windows N``
+has every lm analysis read the split's first N windows of 70 tokens. ``summary.json`` is rewritten
+as each analysis finishes ("finished": false until the last has), so a long run's finished
+analyses are on disk before it ends.
+
 Analyses that need an MTS layer's fixed timescales (assigned vs estimated) are skipped for an
 LSTM or pLSTM LM, with the reason in the analysis's "skipped" entry and on the terminal.
 """
@@ -20,7 +25,9 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from pathlib import Path
+from typing import Iterator
 
 import torch
 
@@ -30,38 +37,48 @@ from tsrnn.modules import PowerLawLSTM
 from tsrnn.lab.training import checkpoint
 from tsrnn.lab.loading import restore
 
-def _lm(task, model, args, out: Path) -> dict:
+def _lm(task, model, args, out: Path, wanted) -> Iterator[tuple[str, dict]]:
+    """timescales, forget_gates, word_ablation and routing, those ``wanted`` (the unit timescales
+    that sort layer 2 for the last two are estimated either way, not recorded unless wanted)."""
     device = next(model.parameters()).device
     windows = passes.lm_windows(task.split(args.split), passes.WINDOW, args.windows)
-    results = {}
-    layers = timescales.lm_layer_timescales(model, windows, device, args.quiet)
-    results["timescales"] = timescales.summarize(layers)
-    timescales.figure(results["timescales"], out / "timescales.png")
-    figures = ["timescales.png"]
-    if timescales.assigned_figure(results["timescales"], out / "assigned_vs_estimated.png"):
-        figures.append("assigned_vs_estimated.png")
-    else:
-        results["timescales"]["skipped"] = {"assigned_vs_estimated.png": NO_ASSIGNED}
-    results["timescales"]["figures"] = figures
+    layers = None
+    if any(wanted(name) for name in ("timescales", "word_ablation", "routing", "timescale_comparison")):
+        layers = timescales.lm_layer_timescales(model, windows, device, args.quiet)
+    if wanted("timescales") or wanted("timescale_comparison"):
+        entry = timescales.summarize(layers)
+        if wanted("timescales"):
+            timescales.figure(entry, out / "timescales.png")
+            figures = ["timescales.png"]
+            if timescales.assigned_figure(entry, out / "assigned_vs_estimated.png"):
+                figures.append("assigned_vs_estimated.png")
+            else:
+                entry["skipped"] = {"assigned_vs_estimated.png": NO_ASSIGNED}
+            entry["figures"] = figures
+        yield "timescales", entry
 
-    results["forget_gates"] = forget_map.lm_forget_maps(model, windows, device, task.vocab)
-    forget_map.figure(results["forget_gates"], out / "forget_gates.png")
-    results["forget_gates"]["figures"] = ["forget_gates.png"]
+    if wanted("forget_gates"):
+        entry = forget_map.lm_forget_maps(model, windows, device, task.vocab)
+        forget_map.figure(entry, out / "forget_gates.png")
+        yield "forget_gates", {**entry, "figures": ["forget_gates.png"]}
 
+    if not (wanted("word_ablation") or wanted("routing")):
+        return
     chosen = layers[1] if len(layers) > 1 else layers[0]  # the papers' layer 2
     unit_T = chosen.assigned if chosen.assigned is not None else chosen.estimated
     order = torch.argsort(unit_T, descending=True, stable=True)
-    groups = [{"layer": chosen.layer, "units": idx, "timescale": float(unit_T[idx].mean())}
-              for idx in order.split(word_ablation.group_size(order.numel()))]
-    results["word_ablation"] = word_ablation.word_ablation(model, windows, device, groups, args.quiet)
-    word_ablation.figure(results["word_ablation"], out / "word_ablation.png")
-    results["word_ablation"]["figures"] = ["word_ablation.png"]
-
-    results["routing"] = routing.routing(task, model, chosen.layer, order, unit_T, split=args.split, quiet=args.quiet)
-    results["routing"]["sorted_by"] = "assigned" if chosen.assigned is not None else "estimated"
-    routing.figure(results["routing"], out / "routing.png")
-    results["routing"]["figures"] = ["routing.png"]
-    return results
+    if wanted("word_ablation"):
+        groups = [{"layer": chosen.layer, "units": idx, "timescale": float(unit_T[idx].mean())}
+                  for idx in order.split(word_ablation.group_size(order.numel()))]
+        entry = word_ablation.word_ablation(model, windows, device, groups, args.quiet)
+        word_ablation.figure(entry, out / "word_ablation.png")
+        yield "word_ablation", {**entry, "figures": ["word_ablation.png"]}
+    if wanted("routing"):
+        entry = routing.routing(task, model, chosen.layer, order, unit_T, split=args.split, quiet=args.quiet,
+                                windows=args.windows)
+        entry["sorted_by"] = "assigned" if chosen.assigned is not None else "estimated"
+        routing.figure(entry, out / "routing.png")
+        yield "routing", {**entry, "figures": ["routing.png"]}
 
 
 NO_ASSIGNED = ("no layer has fixed (assigned) timescales, so there is nothing to compare the estimates with "
@@ -95,31 +112,31 @@ def _learned_p(model, out: Path, later_reset=None) -> dict:
     return {"layers": layers, "figures": ["learned_p.png"]}
 
 
-def _copy(task, model, args, out: Path) -> dict:
+def _copy(task, model, args, out: Path, wanted) -> Iterator[tuple[str, dict]]:
     summary = plstm.copy_analysis(task, model, args.quiet)
     plstm.ablation_figure(summary, out / "unit_ablation.png")
     summary["figures"] = ["unit_ablation.png"]
     if "later_reset" in summary:
         plstm.reset_figure(summary, out / "reset_traces.png")
         summary["figures"].append("reset_traces.png")
-    return {"copy": summary}
+    yield "copy", summary
 
 
-def _tilt(task, model, args, out: Path) -> dict:
+def _tilt(task, model, args, out: Path, wanted) -> Iterator[tuple[str, dict]]:
     if not receptive_fields.is_tilt(model.context):
         raise ValueError(f"{args.checkpoint} is a Buffer-MLP: its context is a plain shift register with no "
                          "receptive fields to analyze (train --context tilt or tilt-buffer)")
     summary = receptive_fields.receptive_fields(model.context)
     receptive_fields.figure(model.context, summary, out / "receptive_fields.png")
-    return {"receptive_fields": {**summary, "figures": ["receptive_fields.png"]}}
+    yield "receptive_fields", {**summary, "figures": ["receptive_fields.png"]}
 
 
-def _imdb(task, model, args, out: Path) -> dict:
+def _imdb(task, model, args, out: Path, wanted) -> Iterator[tuple[str, dict]]:
     summary = by_length.imdb_by_length(task, model, args.split, args.length_bins)
     by_length.figure({task.args.cell: summary}, out / "accuracy_by_length.png")
     print("accuracy by review length: " + ", ".join(f"{b['label']} {b['accuracy']:.3f} (n {b['count']})"
                                                     for b in summary["bins"]))
-    return {"by_length": {**summary, "figures": ["accuracy_by_length.png"]}}
+    yield "by_length", {**summary, "figures": ["accuracy_by_length.png"]}
 
 
 def _p_ttest(summary: dict, out: Path) -> dict:
@@ -133,6 +150,37 @@ def _p_ttest(summary: dict, out: Path) -> dict:
 
 RUNNERS = {"lm": _lm, "copy": _copy, "mlp-lm": _tilt, "imdb": _imdb}
 P_ONLY = ("freq", "pixels")
+# The analyses of each task's runner, in the order they run (--only chooses among them).
+OWN = {"lm": ("timescales", "forget_gates", "word_ablation", "routing"), "copy": ("copy",),
+       "mlp-lm": ("receptive_fields",), "imdb": ("by_length",)}
+
+
+def available(name: str, has_p: bool, args) -> list[str]:
+    """The analyses ``tsrnn analyze`` runs on a ``name`` checkpoint with these flags, in order."""
+    return [*OWN.get(name, ()), *(["learned_p"] if has_p else []), *(["p_ttest"] if args.compare_p else []),
+            *(["timescale_comparison"] if args.compare_timescales else [])]
+
+
+class Summary:
+    """``summary.json``, rewritten (atomically) as each analysis finishes: ``finished`` is false
+    until the last one has; ``analyses`` holds those done so far."""
+
+    def __init__(self, path: Path, head: dict):
+        self.path, self.data = path, {**head, "finished": False, "analyses": {}}
+        self._write()
+
+    def add(self, name: str, entry: dict) -> None:
+        self.data["analyses"][name] = entry
+        self._write()
+
+    def finish(self) -> None:
+        self.data["finished"] = True
+        self._write()
+
+    def _write(self) -> None:
+        part = self.path.with_name(self.path.name + ".part")
+        part.write_text(json.dumps(strict_json(self.data), indent=1) + "\n")
+        os.replace(part, self.path)
 
 
 def strict_json(value):
@@ -170,19 +218,36 @@ def run(args) -> int:
         if name != "lm" or other != "lm":
             raise ValueError(f"--compare-timescales compares two lm checkpoints; {args.checkpoint} is a {name!r} "
                              f"and {args.compare_timescales} a {other!r} checkpoint")
+    names = available(name, has_p, args)
+    if args.windows is not None and name != "lm":
+        raise ValueError(f"--windows picks the test windows of an lm checkpoint's analyses; {args.checkpoint} is a "
+                         f"{name!r} checkpoint, whose analyses read no windows")
+    chosen = names if args.only is None else [part.strip() for part in args.only.split(",")]
+    unknown = [part for part in chosen if part not in names]
+    if unknown or not chosen:
+        raise ValueError(f"--only {args.only}: {', '.join(unknown) or 'no name'} is not an analysis of this "
+                         f"checkpoint; it has {', '.join(names)}")
+    wanted = set(chosen).__contains__
     task, model = restore(args.checkpoint, args.data, device)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    analyses = RUNNERS[name](task, model, args, out) if name in RUNNERS else {}
-    if any(isinstance(m, PowerLawLSTM) for m in model.modules()):
-        analyses["learned_p"] = _learned_p(model, out, analyses.get("copy", {}).get("later_reset"))
-    if compared is not None:
-        analyses["p_ttest"] = _p_ttest(compared, out)
-    if args.compare_timescales is not None:
-        analyses["timescale_comparison"] = _compare_timescales(task, analyses["timescales"], args, out, device)
-    summary = {"checkpoint": str(args.checkpoint), "task": name, "config": state["config"], "split": args.split,
-               "tsrnn_version": state.get("tsrnn_version"), "analyses": analyses}
-    (out / "summary.json").write_text(json.dumps(strict_json(summary), indent=1) + "\n")
+    summary = Summary(out / "summary.json", {
+        "checkpoint": str(args.checkpoint), "task": name, "config": state["config"], "split": args.split,
+        "windows": args.windows, "only": args.only and chosen, "tsrnn_version": state.get("tsrnn_version")})
+    analyses = summary.data["analyses"]
+    timescale_summary = None
+    for analysis, entry in (RUNNERS[name](task, model, args, out, wanted) if name in RUNNERS else ()):
+        if analysis == "timescales":
+            timescale_summary = entry
+        if wanted(analysis):
+            summary.add(analysis, entry)
+    if wanted("learned_p"):
+        summary.add("learned_p", _learned_p(model, out, analyses.get("copy", {}).get("later_reset")))
+    if wanted("p_ttest"):
+        summary.add("p_ttest", _p_ttest(compared, out))
+    if wanted("timescale_comparison"):
+        summary.add("timescale_comparison", _compare_timescales(task, timescale_summary, args, out, device))
+    summary.finish()
     figures = [f for entry in analyses.values() for f in entry.get("figures", [])]
     print(f"tsrnn analyze: {', '.join(analyses)} of {args.checkpoint}")
     print(f"wrote {', '.join(figures)} and summary.json in {out}")

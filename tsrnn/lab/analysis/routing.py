@@ -18,7 +18,7 @@ import numpy as np
 import torch
 
 from tsrnn.lab import plot
-from tsrnn.lab.analysis.passes import authors_share, progress
+from tsrnn.lab.analysis.passes import WINDOW, authors_share, progress
 from tsrnn.lab.training import evaluation
 
 AUTHORS_CHUNK = 50
@@ -61,24 +61,27 @@ class ZeroedOutput:
 
 @torch.no_grad()
 def routing(task, model, layer: int, order: torch.Tensor, timescales: torch.Tensor, chunk: int | None = None,
-            split: str = "test", quiet: bool = True) -> dict:
+            split: str = "test", quiet: bool = True, windows: int | None = None) -> dict:
     """Perplexity ratios (ablated / intact) per chunk of ``layer`` (1-based) and frequency bin.
 
     order: the layer's units sorted as they are chunked; timescales: (H,) the timescales the
     chunks report (their mean). ``task`` is the lm task of the checkpoint, ``model`` its AWD LM.
+    windows: score only the split's first ``windows`` windows of ``passes.WINDOW`` tokens (the
+    text the other analyses read with ``--windows``), else all of it.
     """
     module = model.rnns[layer - 1]
     chunk = chunk or chunk_size(module.hidden_size)
-    nll, targets = task.token_nll(model, split)
+    tokens = None if windows is None else windows * WINDOW + 1
+    nll, targets = task.token_nll(model, split, tokens=tokens)
     bins = evaluation.target_bins(targets, evaluation.word_counts(task.corpus))
     intact = bin_perplexities(nll, bins)
     rows = []
     for units in progress(order.split(chunk), "routing", quiet):
         with ZeroedOutput(module, units):
-            ablated = bin_perplexities(task.token_nll(model, split)[0], bins)
+            ablated = bin_perplexities(task.token_nll(model, split, tokens=tokens)[0], bins)
         rows.append({"units": units.tolist(), "timescale": float(timescales[units].mean()),
                      "ppl": ablated, "ratio": [a / b for a, b in zip(ablated, intact)]})
-    return {"layer": layer, "chunk": chunk, "split": split, "bins": ["all", *evaluation.BINS],
+    return {"layer": layer, "chunk": chunk, "split": split, "windows": windows, "bins": ["all", *evaluation.BINS],
             "targets": [int(targets.numel()), *[int((bins == b).sum()) for b in range(len(evaluation.BINS))]],
             "intact_ppl": intact, "chunks": rows}
 

@@ -131,11 +131,12 @@ class LanguageModelTask(TextTask):
         return loss + _unwrap(model).regularization(extras), carry, y.numel()
 
     @torch.no_grad()
-    def token_nll(self, model, split, batch_size=1):
+    def token_nll(self, model, split, batch_size=1, tokens=None):
         """Per-token negative log-likelihood and target of a split, read as ``batch_size`` streams
-        (1: every token after the first is a target, as seed 000 scores its test set)."""
+        (1: every token after the first is a target, as seed 000 scores its test set); only its
+        first ``tokens`` tokens if given."""
         model.eval()
-        stream = datasets.batchify(self.split(split), batch_size)
+        stream = datasets.batchify(self.split(split)[:tokens], batch_size)
         carry, nll, targets = None, [], []
         for x, y in datasets.bptt_batches(stream, self.args.bptt):
             logits, carry, _ = model(x.to(self.device), carry)
