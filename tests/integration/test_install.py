@@ -108,3 +108,37 @@ def test_the_extensions_use_the_shared_cxx_runtime(tmp_path):
     if subprocess.run(["c++", "-shared", "-fPIC", str(source), "-static-libstdc++", "-o", str(static)]).returncode:
         pytest.skip("c++ cannot link libstdc++ statically here")
     assert "does not need libstdc++.so.6" in cxx_runtime_problem(str(static))
+
+
+def test_the_sdist_holds_what_a_build_needs_and_twine_accepts_it(tmp_path):
+    """``python -m build --sdist`` of the tracked files: the backend, the license, every C++/CUDA
+    source and header, py.typed, the version from tsrnn/_version.py; no build record or binary.
+    (CI builds the wheel from such an sdist, installs it into a fresh venv and imports it.)"""
+    pytest.importorskip("build")
+    twine = pytest.importorskip("twine")
+    if not (ROOT / ".git").exists():
+        pytest.skip("needs the source checkout")
+    tracked = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True).stdout.split()
+    tree = tmp_path / "tree"
+    for name in tracked:
+        (tree / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(ROOT / name, tree / name)
+    (tree / "tsrnn" / "_built_with.py").write_text("TORCH_VERSION = None\nNOT_BUILT = {}\n")  # an editable build's
+    subprocess.run([sys.executable, "-m", "build", "--sdist", "--no-isolation", "--outdir", str(tmp_path / "dist"),
+                    str(tree)], check=True, capture_output=True)
+    from tsrnn._version import VERSION
+
+    (sdist,) = (tmp_path / "dist").iterdir()
+    assert sdist.name == f"tsrnn-{VERSION}.tar.gz"
+    import tarfile
+
+    with tarfile.open(sdist) as archive:
+        names = {name.split("/", 1)[1] for name in archive.getnames() if "/" in name}
+    sources = {name for name in tracked if name.startswith("csrc/")}
+    assert sources and sources <= names
+    assert {"build_backend.py", "LICENSE", "CHANGELOG.md", "README.md", "tsrnn/py.typed", "setup.py",
+            "pyproject.toml", "tsrnn/lab/data/tiny_shakespeare.txt"} <= names
+    assert "tsrnn/_built_with.py" not in names and not [n for n in names if n.endswith((".so", ".pyc"))]
+    result = subprocess.run([sys.executable, "-m", "twine", "check", "--strict", str(sdist)], capture_output=True,
+                            text=True)
+    assert result.returncode == 0 and "PASSED" in result.stdout, (twine.__version__, result.stdout, result.stderr)
