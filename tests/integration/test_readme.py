@@ -57,8 +57,13 @@ def test_readme_example_is_on_the_first_screen_and_the_readme_stays_small():
 
 
 def test_usage_example_runs(tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)  # the example saves a PNG
+    from tsrnn.lab import cli
+
+    monkeypatch.chdir(tmp_path)  # the example saves a PNG and loads runs/lm: a main job cut to 2 steps
+    assert cli.main(["train", "--emsize", "8", "--nhid", "16,8", "--bptt", "10", "--batch-size", "4", "--max-steps",
+                     "2", "--out", "runs/lm", "--quiet"]) == 0
     ns = _run(USAGE, _blocks(USAGE), {})
+    assert ns["score"].tokens[:5] == ["the", "king", "is", "dead", "<eos>"] and ns["score"].ppl > 1
     assert ns["y"].shape == (70, 20, 256)
     assert ns["fit"].alpha > 0
     assert (tmp_path / "fields.png").stat().st_size > 0
