@@ -14,7 +14,10 @@ The modules call ``_layer`` directly: they check their inputs once in their own 
 """
 from __future__ import annotations
 
+from typing import Sequence
+
 import torch
+from torch import Tensor
 
 from tsrnn import _validation as check
 from tsrnn import precision
@@ -133,7 +136,9 @@ def _lengths_layer(cell, x, h0, states, w_ih, w_hh, bias, p, dt, eps, backend, t
     return _padded_outputs(packing, out, finals, (h0, *states), per_step)
 
 
-def lstm(x, h0, c0, w_ih, w_hh, bias=None, backend="auto", return_forget=False, lengths=None, w_hr=None):
+def lstm(x: Tensor, h0: Tensor, c0: Tensor, w_ih: Tensor, w_hh: Tensor, bias: Tensor | None = None,
+         backend: str = "auto", return_forget: bool = False, lengths: Tensor | Sequence[int] | None = None,
+         w_hr: Tensor | None = None) -> tuple:
     """(S1) over a sequence: ``out, (h_n, c_n) = lstm(x, h0, c0, w_ih, w_hh, bias)``.
 
     x (T, B, I), h0/c0 (B, H), w_ih (4H, I), w_hh (4H, H), bias (4H,) the effective bias or None.
@@ -154,8 +159,9 @@ def lstm(x, h0, c0, w_ih, w_hh, bias=None, backend="auto", return_forget=False, 
     return (out, state, traces["f"]) if return_forget else (out, state)
 
 
-def plstm(x, h0, c0, a0, w_ih, w_hh, bias, p, dt=None, eps=1e-3, input_gate="coupled",
-          backend="auto", return_forget=False, lengths=None):
+def plstm(x: Tensor, h0: Tensor, c0: Tensor, a0: Tensor, w_ih: Tensor, w_hh: Tensor, bias: Tensor | None, p: Tensor,
+          dt: Tensor | None = None, eps: float = 1e-3, input_gate: str = "coupled", backend: str = "auto",
+          return_forget: bool = False, lengths: Tensor | Sequence[int] | None = None) -> tuple:
     """(S9) over a sequence: ``out, (h_n, c_n, a_n) = plstm(x, h0, c0, a0, w_ih, w_hh, bias, p)``.
 
     w_ih (G*H, I), w_hh (G*H, H), bias (G*H,) or None with G = 3 (coupled: r, g, o) or 4
@@ -181,7 +187,7 @@ def _any_layer(cell, x, h0, states, w_ih, w_hh, bias, p, dt, eps, backend, trace
     return _lengths_layer(cell, x, h0, states, w_ih, w_hh, bias, p, dt, eps, backend, traces, lengths, w_hr)
 
 
-def linear_scan(a, u, x0=None, backend="auto"):
+def linear_scan(a: Tensor, u: Tensor, x0: Tensor | None = None, backend: str = "auto") -> Tensor:
     """x_t = a_t x_{t-1} + u_t elementwise over u (T, ...); a broadcasts against u; x0 (...)."""
     check.tensor("u", u)
     check.tensor("a", a)

@@ -19,6 +19,7 @@ import argparse
 import math
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -26,7 +27,7 @@ from tsrnn.lab.training import checkpoint
 from tsrnn.lab.training.tasks import TASKS
 
 
-def restore(path, data, device) -> tuple:
+def restore(path: str | Path, data: str | None, device: torch.device) -> tuple[Any, torch.nn.Module]:
     """The task (its data read from ``data``, else the path the checkpoint records) and the model
     of a checkpoint file, on ``device``, the model in eval mode."""
     state = checkpoint.load(path)
@@ -59,7 +60,7 @@ class Trained:
     its data: ``task.corpus`` / ``task.vocab`` for text, ``task.split(name)``)."""
 
     model: torch.nn.Module
-    task: object
+    task: Any  # a tsrnn.lab.training.tasks Task
     path: Path
 
     @property
@@ -68,7 +69,7 @@ class Trained:
         return self.task.name
 
     @property
-    def vocab(self):
+    def vocab(self) -> Any:
         """The vocabulary of a text task (``tsrnn.lab.data.vocab.Vocabulary``), else None."""
         return getattr(self.task, "vocab", None)
 
@@ -102,19 +103,20 @@ class Trained:
         tokens = line_tokens(text)
         ids = self.vocab.encode([EOS, *tokens]).view(-1, 1)
         device = next(self.model.parameters()).device
-        carry, nll = None, []
+        carry, losses = None, []
         bptt = self.task.args.bptt
         for start in range(0, ids.shape[0] - 1, bptt):
             x, y = ids[start:start + bptt], ids[start + 1:start + 1 + bptt]
             x = x[:y.shape[0]]
             logits, carry, _ = self.model(x.to(device), carry)
-            nll.append(token_losses(logits, y.to(device)).double().cpu().reshape(-1))
-        nll = torch.cat(nll)
+            losses.append(token_losses(logits, y.to(device)).double().cpu().reshape(-1))
+        nll = torch.cat(losses)
         loss = nll.mean().item()
         return TextScore(tokens, nll, loss, math.exp(loss) if loss < 700 else math.inf)
 
 
-def load(path, *, data=None, device="cpu", which: str = "best") -> Trained:
+def load(path: str | Path, *, data: str | None = None, device: torch.device | str = "cpu",
+         which: str = "best") -> Trained:
     """A checkpoint (``.pt``) or run folder of ``tsrnn train`` as a ``Trained``: the model in eval
     mode on ``device``, with its task and data.
 

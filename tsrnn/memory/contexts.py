@@ -31,6 +31,8 @@ A reset clears the carried state at its step like any earlier history.
 """
 from __future__ import annotations
 
+from typing import Any, Sequence
+
 import torch
 from torch import nn
 
@@ -43,7 +45,7 @@ from tsrnn.memory.tilt import TILT
 # "τ* 4" at 5.56 words = 1.1^18, i.e. the 4th τ* (1-indexed) is fine-grid index 3 * 6: every = 6.
 # The MLP reads the first n of those (n = 5 in most runs, 1..8 in Experiment 1). k = 4 (the code's
 # default) fits the text: the first τ* spans words 1-3 back. g = 0: later τ* peak lower (Fig. 3).
-PAPER = {"tau_min": 1.0, "c": 0.1, "every": 6, "k": 4, "g": 0.0}
+PAPER: dict[str, Any] = {"tau_min": 1.0, "c": 0.1, "every": 6, "k": 4, "g": 0.0}
 
 
 def _time_major(u, reset, batch_first):
@@ -121,7 +123,7 @@ class BufferContext(nn.Module):
     zeros before their last reset), fills them. With ``return_state``, returns (output, P after u).
     """
 
-    def __init__(self, n: int, batch_first: bool = False):
+    def __init__(self, n: int, batch_first: bool = False) -> None:
         super().__init__()
         self.n = check.count("n", n)
         self.batch_first = bool(batch_first)
@@ -140,7 +142,7 @@ class BufferContext(nn.Module):
         return torch.eye(self.n, length, dtype=torch.float64)
 
     def forward(self, u: torch.Tensor, reset: torch.Tensor | None = None, state: torch.Tensor | None = None,
-                return_state: bool = False):
+                return_state: bool = False) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
         u, reset = _time_major(u, reset, self.batch_first)
         y, state = _buffer(u, self.n, reset, _check_past(state, self.n, u))
         y = _batch_layout(y, self.batch_first)
@@ -178,7 +180,8 @@ class TILTContext(nn.Module):
 
     def __init__(self, n: int, tau_min: float = PAPER["tau_min"], c: float = PAPER["c"],
                  every: int = PAPER["every"], k: int = PAPER["k"], g: float = PAPER["g"], dt: float = 1.0,
-                 integrate: str = "exact", batch_first: bool = False, method: str = "auto", drop=()):
+                 integrate: str = "exact", batch_first: bool = False, method: str = "auto",
+                 drop: Sequence[int] = ()) -> None:
         super().__init__()
         self.n = check.count("n", n)
         self.keep = _kept(self.n, drop)
@@ -214,7 +217,7 @@ class TILTContext(nn.Module):
         return self.tilt.kernels(length)[self._rows]
 
     def forward(self, u: torch.Tensor, reset: torch.Tensor | None = None, state: torch.Tensor | None = None,
-                return_state: bool = False):
+                return_state: bool = False) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
         u, reset = _time_major(u, reset, self.batch_first)
         y, state = self.tilt(u, state=state, reset=reset)  # (T, B, N, D)
         y = _batch_layout(y[:, :, self._rows], self.batch_first)
@@ -237,7 +240,7 @@ class TILTBufferContext(nn.Module):
 
     def __init__(self, n: int, tau_min: float = PAPER["tau_min"], c: float = PAPER["c"], k: int = PAPER["k"],
                  g: float = PAPER["g"], dt: float = 1.0, integrate: str = "exact", batch_first: bool = False,
-                 method: str = "auto"):
+                 method: str = "auto") -> None:
         super().__init__()
         self.n = check.count("n", n)
         self.c = check.positive_real("c", c)
@@ -268,7 +271,9 @@ class TILTBufferContext(nn.Module):
             K[i, i:] = g0[: length - i]
         return K
 
-    def forward(self, u: torch.Tensor, reset: torch.Tensor | None = None, state=None, return_state: bool = False):
+    def forward(self, u: torch.Tensor, reset: torch.Tensor | None = None,
+                state: tuple[torch.Tensor, torch.Tensor] | None = None,
+                return_state: bool = False) -> torch.Tensor | tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
         u, reset = _time_major(u, reset, self.batch_first)
         if state is not None and (not isinstance(state, (tuple, list)) or len(state) != 2):
             raise TypeError(f"state must be the pair (F, P) or None, got {type(state).__name__}")

@@ -58,8 +58,15 @@ class TILT(nn.Module):
     float32's range (k = 60 there: float32 outputs inf and NaN).
     """
 
-    def __init__(self, n_taus=30, tau_min=1.0, tau_max=50.0, k=4, g=0.0, dt=1.0,
-                 integrate="exact", batch_first=False, method="auto", chunk=64):
+    tau_star: torch.Tensor  # buffers (not saved in the state dict: they follow from the arguments)
+    s: torch.Tensor
+    decay: torch.Tensor
+    beta: torch.Tensor
+    post: torch.Tensor
+
+    def __init__(self, n_taus: int = 30, tau_min: float = 1.0, tau_max: float = 50.0, k: int = 4, g: float = 0.0,
+                 dt: float = 1.0, integrate: str = "exact", batch_first: bool = False, method: str = "auto",
+                 chunk: int = 64) -> None:
         super().__init__()
         laplace.validate(n_taus, tau_min, tau_max, k, g, dt, integrate)
         check.choice("method", method, METHODS)
@@ -111,7 +118,8 @@ class TILT(nn.Module):
             check.finite("state", state)
         return reset
 
-    def forward(self, u, state=None, reset=None):
+    def forward(self, u: torch.Tensor, state: torch.Tensor | None = None,
+                reset: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         check.tensor("u", u, 3)
         if self.batch_first:
             u = u.transpose(0, 1)

@@ -71,7 +71,7 @@ def _uniform(n: int, generator: torch.Generator | None) -> torch.Tensor:
 # ---------------------------------------------------------------------------------------------
 # S2-S4: bias <-> timescale
 
-def bias_from_timescale(T) -> torch.Tensor:
+def bias_from_timescale(T: torch.Tensor | float | Sequence[float]) -> torch.Tensor:
     """Forget-gate bias with timescale T (S3): b_f = -log(expm1(1/T)).
 
     Computed as -x - log(-expm1(-x)), x = 1/T, which is the same number without the overflow
@@ -85,7 +85,7 @@ def bias_from_timescale(T) -> torch.Tensor:
     return (-x - torch.log(-torch.expm1(-x))).to(T.dtype)
 
 
-def timescale_from_bias(b) -> torch.Tensor:
+def timescale_from_bias(b: torch.Tensor | float | Sequence[float]) -> torch.Tensor:
     """Timescale of a forget-gate bias (S2): T = -1/log σ(b) = 1/log(1 + e^{-b}).
 
     softplus(-b) is computed as max(-b, 0) + log1p(exp(-|b|)): no overflow for any finite b and
@@ -184,7 +184,7 @@ def chrono(n: int, t_max: float, generator: torch.Generator | None = None) -> to
 # ---------------------------------------------------------------------------------------------
 # S6: timescales of a trained model, and the Inverse-Gamma fit
 
-def estimate_timescales(forget_gates) -> torch.Tensor:
+def estimate_timescales(forget_gates: torch.Tensor | Sequence[torch.Tensor]) -> torch.Tensor:
     """Per-unit timescale from forget-gate activations (S6): T_est = -1/log(mean_{t,b} f).
 
     forget_gates: a floating tensor (T, B, H) or (T, H), or a list/tuple of such tensors (e.g.
@@ -217,6 +217,7 @@ def estimate_timescales(forget_gates) -> torch.Tensor:
         count += flat.shape[0]
     if count == 0:
         raise ValueError("forget_gates must hold at least one time step, got none")
+    assert total is not None  # count > 0
     mean = total / count
     return torch.where(mean >= 1, torch.full_like(mean, math.inf), -1.0 / torch.log(mean))
 
@@ -274,7 +275,8 @@ def _default_grid() -> np.ndarray:
     return np.arange(1, 501, dtype=np.float64) / 100.0   # 0.01, 0.02, ..., 5.00
 
 
-def fit_inverse_gamma(timescales, alphas=None, beta: float = 1.0) -> InverseGammaFit:
+def fit_inverse_gamma(timescales: torch.Tensor | Sequence[float], alphas: torch.Tensor | Sequence[float] | None = None,
+                      beta: float = 1.0) -> InverseGammaFit:
     """Fit the Inverse-Gamma shape α to timescales by the Kolmogorov-Smirnov statistic (seed 000, Fig. 1).
 
     For each α on the grid, D(α) = sup_T |F_n(T) - F_α(T)|, F_α the InvGamma(α, scale β) CDF
@@ -308,7 +310,8 @@ class GaussianFit(NamedTuple):
     statistics: torch.Tensor   # (K,) float64, KS statistic at each grid value
 
 
-def fit_narrow_gaussian(timescales, mus=None, sigma: float = 0.1) -> GaussianFit:
+def fit_narrow_gaussian(timescales: torch.Tensor | Sequence[float], mus: torch.Tensor | Sequence[float] | None = None,
+                        sigma: float = 0.1) -> GaussianFit:
     """Fit a narrow Gaussian N(μ, σ²) of fixed width σ to timescales by the KS statistic (seed 000, Fig. 1).
 
     Seed 000 compares the Inverse-Gamma fit with a "narrow Gaussian distribution" (an approximate

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import warnings
 import weakref
+from typing import Sequence
 
 import torch
 
@@ -53,9 +54,11 @@ class LSTM(StackedRNN):
     last step (h0, c0 for a length of 0), and the fused paths do no work for rows that have ended.
     """
 
-    def __init__(self, input_size, hidden_size, num_layers=1, bias=True, batch_first=False,
-                 dropout=0.0, bidirectional=False, proj_size=0, device=None, dtype=None, *,
-                 timescales=None, freeze="gates", backend="auto"):
+    def __init__(self, input_size: int, hidden_size: int, num_layers: int = 1, bias: bool = True,
+                 batch_first: bool = False, dropout: float = 0.0, bidirectional: bool = False, proj_size: int = 0,
+                 device: torch.device | str | None = None, dtype: torch.dtype | None = None, *,
+                 timescales: Sequence[torch.Tensor | None] | None = None, freeze: str = "gates",
+                 backend: str = "auto") -> None:
         super().__init__(input_size, hidden_size, num_layers, bias, batch_first, dropout, backend,
                          cells.CELLS["lstm"], device=device, dtype=dtype, bidirectional=bidirectional,
                          proj_size=proj_size)
@@ -93,12 +96,20 @@ class LSTM(StackedRNN):
         fixed = torch.cat([-b_f, b_f])
         weight = getattr(self, f"bias_ih_l{layer}{suffix}")
         if self.freeze == "all":
-            fixed = torch.cat([fixed, self.raw_bias(layer, suffix).detach()[2 * self.hidden_size:].double().cpu()])
+            fixed = torch.cat([fixed, self._mts_raw_bias(layer, suffix).detach()[2 * self.hidden_size:].double().cpu()])
         return fixed.to(device=weight.device, dtype=_full_precision(weight.dtype))
 
-    def gate_biases(self, layer: int, reverse: bool = False) -> torch.Tensor:
+    def _mts_raw_bias(self, layer: int, suffix: str) -> torch.Tensor:
+        """``raw_bias`` of an MTS layer, which has biases (timescales need bias=True)."""
+        raw = self.raw_bias(layer, suffix)
+        if raw is None:
+            raise ValueError("timescales need bias=True: they are fixed gate biases")
+        return raw
+
+    def gate_biases(self, layer: int, reverse: bool = False) -> torch.Tensor | None:
         """The effective (4H,) bias the layer uses (its reverse direction's with ``reverse``): b_ih
-        + b_hh with the fixed entries in place; an MTS layer's in float32 in a 16-bit module."""
+        + b_hh with the fixed entries in place; an MTS layer's in float32 in a 16-bit module. None
+        for a module with bias=False."""
         return self._gate_biases(check.index("layer", layer, self.num_layers), self._suffix(reverse))
 
     def _gate_biases(self, layer: int, suffix: str = "", mark: bool = False) -> torch.Tensor | None:
@@ -158,14 +169,14 @@ class LSTM(StackedRNN):
             names += [f"bias_ih_l{layer}{suffix}", f"bias_hh_l{layer}{suffix}"]
         if self.proj_size:
             names.append(f"weight_hr_l{layer}{suffix}")
-        params = [self._parameters.get(name) for name in names]
-        if any(p is None for p in params):
+        params = [p for p in (self._parameters.get(name) for name in names) if p is not None]
+        if len(params) < len(names):
             return  # not the module's Parameters
         layout = _flat_layout(params)
         if layout is None:
             return
         memo = self._memo(layer, suffix, params[0].device) if mts else {}
-        slots = [memo.get("slot"), memo.get("zeros")] if mts else []
+        slots: list = [memo.get("slot"), memo.get("zeros")] if mts else []
         weights, projection = (params[:-1], params[-1:]) if self.proj_size else (params, [])
         if all(t is not None for t in slots) and paths.one_buffer(*weights, *slots, *projection):
             return
@@ -261,7 +272,8 @@ class LSTM(StackedRNN):
         return lstm.train(self.training)
 
     @classmethod
-    def from_torch(cls, lstm: torch.nn.LSTM, timescales=None, *, freeze: str = "gates",
+    def from_torch(cls, lstm: torch.nn.LSTM, timescales: Sequence[torch.Tensor | None] | None = None, *,
+                   freeze: str = "gates",
                    backend: str = "auto") -> "LSTM":
         """A tsrnn.LSTM with ``lstm``'s arguments, weights, device, dtype and training mode; with
         ``timescales`` (as the constructor's), MTS layers whose fixed biases replace ``lstm``'s in
@@ -270,7 +282,7 @@ class LSTM(StackedRNN):
         gives back a module computing what ``m`` computes."""
         if not isinstance(lstm, torch.nn.LSTM):
             raise TypeError(f"lstm must be a torch.nn.LSTM, got {type(lstm).__name__}")
-        weight = lstm.weight_ih_l0
+        weight = lstm.all_weights[0][0]
         module = cls(lstm.input_size, lstm.hidden_size, lstm.num_layers, lstm.bias, lstm.batch_first, lstm.dropout,
                      lstm.bidirectional, lstm.proj_size, device=weight.device, dtype=weight.dtype,
                      timescales=timescales, freeze=freeze, backend=backend)
@@ -280,7 +292,7 @@ class LSTM(StackedRNN):
         if freeze == "all":
             with torch.no_grad():
                 for k, suffix in module._fixed_names():
-                    raw = module.raw_bias(k, suffix)
+                    raw = module._mts_raw_bias(k, suffix)
                     getattr(module, f"bias_fixed_l{k}{suffix}")[2 * module.hidden_size:] = raw[2 * module.hidden_size:]
         return module.train(lstm.training)
 

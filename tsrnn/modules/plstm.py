@@ -7,13 +7,15 @@ to the next (truncated BPTT) with no global clock.
 """
 from __future__ import annotations
 
+from typing import Sequence
+
 import torch
 from torch import nn
 from torch.nn.utils.rnn import PackedSequence
 
 from tsrnn import _validation as check
+from tsrnn.modules.stacked import StackedRNN, State
 from tsrnn.ops.recurrence import cells
-from tsrnn.modules.stacked import StackedRNN
 
 
 class PowerLawLSTM(StackedRNN):
@@ -44,9 +46,11 @@ class PowerLawLSTM(StackedRNN):
 
     mode = "PLSTM"
 
-    def __init__(self, input_size, hidden_size, num_layers=1, bias=True, batch_first=False,
-                 dropout=0.0, bidirectional=False, proj_size=0, device=None, dtype=None, *,
-                 eps=1e-3, input_gate="coupled", learn_p=None, fixed_p=None, backend="auto"):
+    def __init__(self, input_size: int, hidden_size: int, num_layers: int = 1, bias: bool = True,
+                 batch_first: bool = False, dropout: float = 0.0, bidirectional: bool = False, proj_size: int = 0,
+                 device: torch.device | str | None = None, dtype: torch.dtype | None = None, *, eps: float = 1e-3,
+                 input_gate: str = "coupled", learn_p: bool | None = None, fixed_p: float | None = None,
+                 backend: str = "auto") -> None:
         cell = cells.plstm(input_gate)
         check.positive_real("eps", eps)
         check.choice("learn_p", learn_p, (None, True, False))
@@ -150,15 +154,22 @@ class PowerLawLSTM(StackedRNN):
             dt = dt.transpose(0, 1)
         return {"dt": (dt if packing is None else packing.pack(dt)).detach()}
 
-    def forward(self, input, state=None, dt=None, lengths=None):
+    # dt comes before lengths: a positional call differs from StackedRNN's (input, hx, lengths)
+    def forward(self, input: torch.Tensor | PackedSequence, state: State = None,  # type: ignore[override]
+                dt: torch.Tensor | None = None,
+                lengths: torch.Tensor | Sequence[int] | None = None) -> tuple[torch.Tensor | PackedSequence, tuple[torch.Tensor, ...]]:
         return super().forward(input, state, lengths, dt=dt)
 
-    def forget_gates(self, input, state=None, dt=None, lengths=None) -> list[torch.Tensor]:
+    # dt comes before lengths, as in forward
+    def forget_gates(self, input: torch.Tensor | PackedSequence, state: State = None,  # type: ignore[override]
+                     dt: torch.Tensor | None = None,
+                     lengths: torch.Tensor | Sequence[int] | None = None) -> list[torch.Tensor]:
         """Forget-gate values (T, B, H) of every layer for this input (S6 data)."""
         return super().forget_gates(input, state, lengths, dt=dt)
 
     @torch.no_grad()
-    def trace(self, input, state=None, dt=None, lengths=None) -> list[dict[str, torch.Tensor]]:
+    def trace(self, input: torch.Tensor | PackedSequence, state: State = None, dt: torch.Tensor | None = None,
+              lengths: torch.Tensor | Sequence[int] | None = None) -> list[dict[str, torch.Tensor]]:
         """The pLSTM's inner variables for this input (seed 002 §5.2's analyses), one dict per layer
         (and direction, as h_n's rows: a bidirectional layer k's reverse direction at 2k + 1, its
         traces in the input's time order, its age counted from the sequence's end):

@@ -12,6 +12,7 @@ import contextlib
 import math
 import numbers
 import warnings
+from typing import Callable, Iterator, Optional, Sequence, overload
 
 import torch
 from torch import nn
@@ -23,6 +24,10 @@ from tsrnn.backend import BACKENDS, PATHS
 from tsrnn.ops.recurrence.cells import Cell
 from tsrnn.ops.recurrence.packing import Packing
 
+
+# An initial state: None (zeros), or one (L * D, B, H) tensor per state of the cell ((h0, c0);
+# the pLSTM's (h0, c0, a0)).
+State = Optional[Sequence[torch.Tensor]]
 
 DIRECTIONS = ("", "_reverse")  # the suffix of each direction's parameter names, as torch.nn.LSTM's
 
@@ -37,15 +42,30 @@ class StackedRNN(nn.Module):
     pLSTM's p and the fixed timescale biases are not among them)."""
 
     mode = "LSTM"  # torch.nn.RNNBase's: the kind of cell (tsrnn.PowerLawLSTM: "PLSTM")
+    input_size: int
+    hidden_size: int
+    num_layers: int
+    bias: bool
+    batch_first: bool
+    dropout: float
+    bidirectional: bool
+    proj_size: int
+    backend: str
+    cell: Cell
+    _directions: tuple[str, ...]
+    _out_size: int
+    _flat_weights_names: list[str]
+    _all_weights: list[list[str]]
 
-    def __init__(self, input_size, hidden_size, num_layers, bias, batch_first, dropout, backend,
-                 cell: Cell, device=None, dtype=None, bidirectional=False, proj_size=0):
+    def __init__(self, input_size: int, hidden_size: int, num_layers: int, bias: bool, batch_first: bool,
+                 dropout: float, backend: str, cell: Cell, device: torch.device | str | None = None,
+                 dtype: torch.dtype | None = None, bidirectional: bool = False, proj_size: int = 0) -> None:
         super().__init__()
         for name, value in (("bias", bias), ("batch_first", batch_first), ("bidirectional", bidirectional)):
             check.flag(name, value)
-        for name, value in (("input_size", input_size), ("hidden_size", hidden_size),
+        for name, count in (("input_size", input_size), ("hidden_size", hidden_size),
                             ("num_layers", num_layers)):
-            check.count(name, value)
+            check.count(name, count)
         if isinstance(dropout, bool) or not isinstance(dropout, numbers.Real) or not 0 <= dropout <= 1:
             raise ValueError(f"dropout must be in [0, 1], got {dropout!r} (a number: the probability of zeroing "
                              "an element)")
@@ -81,7 +101,7 @@ class StackedRNN(nn.Module):
                 self._flat_weights_names.extend(names)
                 self._all_weights.append(names)
         StackedRNN.reset_parameters(self)
-        self._watchers = []
+        self._watchers: list[Callable] = []
 
     @property
     def _flat_weights(self) -> list:
@@ -99,7 +119,7 @@ class StackedRNN(nn.Module):
             raise ValueError(f"proj_size must be smaller than hidden_size ({hidden_size}), got {proj_size}")
 
     @contextlib.contextmanager
-    def watch(self, callback):
+    def watch(self, callback: Callable[[list[dict[str, torch.Tensor]]], object]) -> Iterator[StackedRNN]:
         """Within the block, every forward also computes its per-step traces and hands them to
         ``callback(traces)``: one dict per layer of (T, B, H) tensors, "f" the forget gate (and for
         the pLSTM "r" and "a", as ``trace`` returns them; a fused path adds its other saved
@@ -145,7 +165,7 @@ class StackedRNN(nn.Module):
         norm or AWD-LSTM's weight drop put in its place). nn.Module's ``__getattr__``, which a plain
         ``self.name`` reaches, costs about 1.7 µs a call on a 2-core Xeon: a tenth of a warm T = 1
         forward's host time over a layer's five tensors."""
-        found = self._parameters.get(name)
+        found: torch.Tensor | None = self._parameters.get(name)
         if found is None:
             found = self._buffers.get(name)
         return found if found is not None else getattr(self, name)
@@ -298,7 +318,9 @@ class StackedRNN(nn.Module):
                            "and dispatches to kernels in Python); use torch.jit.trace, torch.compile or "
                            "torch.onnx.export(..., dynamo=True)")
 
-    def forward(self, input, hx=None, lengths=None, **inputs):
+    def forward(self, input: torch.Tensor | PackedSequence, hx: State = None,
+                lengths: torch.Tensor | Sequence[int] | None = None,
+                **inputs: torch.Tensor | None) -> tuple[torch.Tensor | PackedSequence, tuple[torch.Tensor, ...]]:
         """``out, state = m(input, hx)``: the torch.nn.LSTM convention, input a tensor or a
         PackedSequence (out is then one too); ``lengths`` (B,) integers in [0, T], for a padded
         input: row b runs its first lengths[b] steps, out is zero past them and the final states are
@@ -315,7 +337,7 @@ class StackedRNN(nn.Module):
         and direction go to the watchers."""
         traces = bool(self._watchers)
         packed = isinstance(input, PackedSequence)
-        data = input.data if packed else input
+        data = input.data if isinstance(input, PackedSequence) else input
         with precision.layer_region(data) as low:
             if low is not None:
                 (data,) = precision.cast(low, data)
@@ -373,22 +395,32 @@ class StackedRNN(nn.Module):
             state = [s.squeeze(1) for s in state]
         if traces:
             self._notify(per_layer)
-        if packed:
+        if isinstance(input, PackedSequence):
             return PackedSequence(x, input.batch_sizes, input.sorted_indices, input.unsorted_indices), tuple(state)
         return self._layout_out(x if packing is None else packing.unpack(x), unbatched), tuple(state)
 
     def _traces(self, input, hx, lengths, **inputs) -> list[dict]:
         """Every layer's per-step traces for this input (a forward inside a ``watch`` block)."""
-        seen = []
+        seen: list[list[dict]] = []
         with self.watch(seen.append):
             StackedRNN.forward(self, input, hx, lengths, **inputs)
         return seen[0]
 
     @torch.no_grad()
-    def forget_gates(self, input, hx=None, lengths=None, **inputs) -> list[torch.Tensor]:
+    def forget_gates(self, input: torch.Tensor | PackedSequence, hx: State = None,
+                     lengths: torch.Tensor | Sequence[int] | None = None,
+                     **inputs: torch.Tensor | None) -> list[torch.Tensor]:
         """Forget-gate values (T, B, H) of every layer (and direction, as h_n's rows) for this input
         (S6 data); with lengths or a PackedSequence, zero past each row's end."""
         return [traces["f"] for traces in self._traces(input, hx, lengths, **inputs)]
+
+
+@overload
+def _backwards(data: torch.Tensor, packing: Packing | None) -> torch.Tensor: ...
+
+
+@overload
+def _backwards(data: None, packing: Packing | None) -> None: ...
 
 
 def _backwards(data: torch.Tensor | None, packing: Packing | None) -> torch.Tensor | None:
