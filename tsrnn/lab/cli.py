@@ -106,6 +106,10 @@ def _train_parser(commands):
                    "frozen (default: a trained embedding)")
     p.add_argument("--valid-every", type=int, default=0, help="validate every N steps (and after each epoch)")
     p.add_argument("--log-every", type=int, default=10, help="write a train metrics line every N steps")
+    p.add_argument("--tensorboard", metavar="DIR", help="also log every metric as TensorBoard scalars (train/loss, "
+                   "train/lr, train/grad_norm, valid/..., epoch/...) at the optimizer step (needs tensorboard)")
+    p.add_argument("--csv", metavar="FILE", help="also write the metrics to a CSV file, one row per value: "
+                   "time,event,step,epoch,name,value")
     p.add_argument("--save-every", type=int, default=0, help="write last.pt every N steps (0: only by time, at "
                    "epoch ends and on SIGINT/SIGTERM)")
     p.add_argument("--save-minutes", type=float, default=10.0, help="write last.pt when this many minutes have "
