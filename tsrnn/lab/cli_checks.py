@@ -191,7 +191,7 @@ def problem(args) -> str | None:
                 return "--backend triton runs on CUDA GPUs; this run is on the CPU (use --backend auto or native)"
         fresh = args.resume is None
         found = (fresh and (_task_option_problem(args) or _mlp_lm_problem(args))) or _out_problem(args) or \
-            (fresh and loggers.destination_error(args))
+            (loggers.destination_error(args) if fresh else None)
         if found is None and args.nhid is not None and "," in args.nhid and recipes.task(args) != "lm":
             found = (f"--task {recipes.task(args)} takes one --nhid size, got {args.nhid!r} (per-layer sizes are "
                      "for --task lm)")
