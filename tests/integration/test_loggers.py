@@ -3,7 +3,6 @@ and gradient norm; --csv and --tensorboard hold the same records as metrics.json
 resume; off a terminal the output is one line per epoch, never a progress bar."""
 import csv
 import json
-import math
 import shutil
 import subprocess
 import sys
@@ -13,7 +12,7 @@ import torch
 from torch.optim.optimizer import register_optimizer_step_pre_hook
 
 from tsrnn.lab import cli
-from tsrnn.lab.training import checkpoint, loggers, run_dir
+from tsrnn.lab.training import checkpoint, loggers
 
 COPY = ["train", "--task", "copy", "--nhid", "8", "--batch-size", "8", "--delay", "6", "--copy-size", "16,8",
         "--log-every", "1", "--lr", "0.02"]  # 2 steps an epoch
@@ -174,7 +173,7 @@ def test_a_resume_continues_the_csv_and_tensorboard_without_duplicates(tmp_path,
     assert csv_records(tmp_path / "new.csv") == records(run)  # given on resume: every record, from step 1
 
 
-def test_a_fresh_run_does_not_write_over_another_runs_csv_or_events(tmp_path, capsys, monkeypatch):
+def test_a_fresh_run_does_not_write_over_another_runs_csv_or_events(tmp_path, capsys):
     pytest.importorskip("tensorboard")
     assert train(tmp_path / "a", "--max-steps", "1", "--csv", str(tmp_path / "m.csv"), "--tensorboard",
                  str(tmp_path / "tb")) == 0
@@ -189,8 +188,10 @@ def test_a_fresh_run_does_not_write_over_another_runs_csv_or_events(tmp_path, ca
                  str(tmp_path / "tb"), "--overwrite") == 0
     assert [r["step"] for r in csv_records(tmp_path / "m.csv") if r["event"] == "train"] == [1, 2]
     assert [step for step, _ in scalars(tmp_path / "tb", "train/loss")] == [1, 2]
+
+
+def test_tensorboard_not_installed_is_one_line_up_front(tmp_path, capsys, monkeypatch):
     monkeypatch.setattr(loggers, "tensorboard_installed", lambda: False)
-    capsys.readouterr()
     assert train(tmp_path / "c", "--tensorboard", str(tmp_path / "tb2")) == 2
     assert capsys.readouterr().err.strip() == \
         "tsrnn train: error: --tensorboard needs the tensorboard package: pip install tensorboard"
