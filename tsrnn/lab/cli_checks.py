@@ -3,7 +3,9 @@
 ``problem(args)`` returns the first problem as one line naming the flag and the value (None if
 there is none): counts and sizes are integers in range, rates and probabilities finite numbers
 in range, lists of counts well formed, the device usable, the checkpoints files, the run
-directory writable and holding no other run (``tsrnn.training.run_dir``).
+directory writable and holding no other run (``tsrnn.training.run_dir``), TensorBoard installed
+for --tensorboard; --csv and --tensorboard destinations are checked once a resume's arguments are
+known (``tsrnn.training.loggers.destination_error``).
 """
 from __future__ import annotations
 
@@ -173,7 +175,7 @@ def _out_problem(args) -> str | None:
 
 def problem(args) -> str | None:
     """The first problem with ``args`` of any command as one line, or None."""
-    from tsrnn.lab.training import checkpoint, distributed, recipes, run_dir
+    from tsrnn.lab.training import checkpoint, distributed, loggers, recipes, run_dir
 
     found = _foreign_option_problem(args) or _range_problem(args) or _list_problem(args)
     if found or args.command == "selftest":
@@ -191,13 +193,16 @@ def problem(args) -> str | None:
             return None
         if args.resume is not None:
             checkpoint.check_file(args.resume)
+        if args.tensorboard is not None and not loggers.tensorboard_installed():
+            return loggers.TENSORBOARD_MISSING
         if args.backend == "triton" and (args.device or "cpu").split(":")[0] != "cuda":
             import torch
 
             if args.device is not None or not torch.cuda.is_available():  # no --device: cuda if available
                 return "--backend triton runs on CUDA GPUs; this run is on the CPU (use --backend auto or native)"
         fresh = args.resume is None
-        found = (fresh and (_task_option_problem(args) or _mlp_lm_problem(args))) or _out_problem(args)
+        found = (fresh and (_task_option_problem(args) or _mlp_lm_problem(args))) or _out_problem(args) or \
+            (loggers.destination_error(args) if fresh else None)
         if found is None and args.nhid is not None and "," in args.nhid and recipes.task(args) != "lm":
             found = (f"--task {recipes.task(args)} takes one --nhid size, got {args.nhid!r} (per-layer sizes are "
                      "for --task lm)")

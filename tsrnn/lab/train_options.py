@@ -51,9 +51,14 @@ GROUPS = [
         ("--lr-decay-factor", {"type": float}),
         ("--patience", {"type": int, "help": "stop after N epochs without a better validation loss (0: never)"}),
     ]),
-    ("logging and checkpoints", None, "metrics.jsonl, last.pt and best.pt in --out", [
+    ("logging and checkpoints", None, "metrics.jsonl (and a CSV, TensorBoard), last.pt and best.pt in --out", [
         ("--valid-every", {"type": int, "default": 0, "help": "validate every N steps (0: after each epoch only)"}),
         ("--log-every", {"type": int, "default": 10, "help": "write a train metrics line every N steps"}),
+        ("--tensorboard", {"metavar": "DIR", "help": "also log every metric as TensorBoard scalars (train/loss, "
+                           "train/lr, train/grad_norm, valid/..., epoch/...) at the optimizer step (needs "
+                           "tensorboard)", "default": "none"}),
+        ("--csv", {"metavar": "FILE", "help": "also write the metrics to a CSV file, one row per value: "
+                   "time,event,step,epoch,name,value", "default": "none"}),
         ("--save-every", {"type": int, "default": 0, "help": "write last.pt every N steps (0: only by time, at "
                           "epoch ends and on SIGINT/SIGTERM)"}),
         ("--save-minutes", {"type": float, "default": 10.0, "help": "write last.pt when this many minutes have "

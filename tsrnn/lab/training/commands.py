@@ -6,7 +6,7 @@ import sys
 import torch
 
 from tsrnn.lab.loading import restore
-from tsrnn.lab.training import checkpoint, distributed, evaluation, interrupts, recipes, resume, trainer
+from tsrnn.lab.training import checkpoint, distributed, evaluation, interrupts, loggers, recipes, resume, trainer
 from tsrnn.lab.training.tasks import TASKS
 
 
@@ -21,6 +21,9 @@ def train(args) -> int:
             raise checkpoint.CheckpointError(finished)
     else:  # a checkpoint's arguments were resolved when its run started: an option newer than it keeps the default
         recipes.apply(args)
+    destination = loggers.destination_error(args)  # --csv / --tensorboard, the checkpoint's on a resume
+    if destination:
+        raise ValueError(destination)
     ctx = distributed.setup(args.device)
     try:
         args.out = args.out or f"runs/{args.task}"

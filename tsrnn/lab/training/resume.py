@@ -2,7 +2,7 @@
 
 The checkpoint's arguments are the resumed run's. A flag given with ``--resume`` either
 changes how the run goes on, and is applied (``APPLIED``: the learning rate, how long it trains,
-when it validates, logs and saves, where it runs, and the data's path, whose vocabulary must be
+when it validates, logs and saves, where it logs to (--tensorboard, --csv), where it runs, and the data's path, whose vocabulary must be
 the checkpoint's), or must equal the checkpoint's value, else the resume is refused naming both
 values: the task, the model, the data order and the optimizer (batch size, seed, ...) are what
 make the continuation the same run. An option newer than the checkpoint (absent from its
@@ -18,8 +18,8 @@ from pathlib import Path
 
 from tsrnn.lab.training import checkpoint
 
-APPLIED = ("lr", "clip", "epochs", "max_steps", "patience", "stop_accuracy", "valid_every", "log_every", "save_every",
-           "save_minutes", "device", "backend", "quiet", "data")
+APPLIED = ("lr", "clip", "epochs", "max_steps", "patience", "stop_accuracy", "valid_every", "log_every", "tensorboard",
+           "csv", "save_every", "save_minutes", "device", "backend", "quiet", "data")
 THIS_COMMAND = ("command", "resume", "out", "overwrite", "given")  # never taken from the checkpoint
 
 

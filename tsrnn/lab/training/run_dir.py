@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import time
 from pathlib import Path
@@ -78,7 +79,8 @@ def prepare(out, metrics_records, overwrite: bool) -> None:
 
 
 class Metrics:
-    """Appends JSON lines to OUT/metrics.jsonl (rank 0 only; ``path`` None elsewhere) and counts them."""
+    """Appends JSON lines to OUT/metrics.jsonl (rank 0 only; ``path`` None elsewhere) and counts them.
+    A non-finite number (a NaN or inf gradient norm) is written as ``null``: JSON has no NaN."""
 
     def __init__(self, path: Path | None):
         self.path = path
@@ -87,8 +89,13 @@ class Metrics:
             with path.open("rb") as f:
                 self.records = sum(1 for _ in f)
 
-    def write(self, **record) -> None:
+    def write(self, **record) -> dict:
+        """Append ``record`` with its time; returns it as written, its numbers as given."""
+        record = {"time": round(time.time(), 3), **record}
         if self.path is not None:
+            line = json.dumps({k: None if isinstance(v, float) and not math.isfinite(v) else v
+                               for k, v in record.items()}, allow_nan=False)
             with self.path.open("a") as f:
-                f.write(json.dumps({"time": round(time.time(), 3), **record}) + "\n")
+                f.write(line + "\n")
             self.records += 1
+        return record

@@ -3,10 +3,16 @@
 A task (``tsrnn.training.tasks``) says how to build its model and optimizer, which batches make
 an epoch, what a batch's loss is and how to evaluate a split; this loop does the rest:
 
-- tqdm progress (loss, items/s) on rank 0, validation every ``--valid-every`` steps and at the
-  end of each epoch, one JSON line per event in ``OUT/metrics.jsonl`` ("train" every
-  ``--log-every`` steps, "valid", "switch", and "epoch" with ``epoch_s``, the seconds the
-  epoch's training steps took, validation not counted; after ``--resume``, the steps since);
+- a tqdm progress bar (loss, items/s) on rank 0 when stderr is a terminal (not with --quiet);
+  elsewhere (a file, a pipe, a scheduler's log) no bar: one line per epoch, after its validation;
+- validation every ``--valid-every`` steps and at the end of each epoch, one JSON line per event
+  in ``OUT/metrics.jsonl`` ("train" every ``--log-every`` steps with ``loss``, ``lr``, the
+  learning rate the step's optimizer.step() used (param group 0's, after the task's per-step
+  scale; the seeds' optimizers have one group, else the others may differ) and ``grad_norm``, the
+  2-norm of all the step's gradients before --clip (under DDP: of the averaged gradient; null if
+  not finite), "valid", "switch", and "epoch" with ``epoch_s``, the seconds the epoch's training
+  steps took, validation not counted; after ``--resume``, the steps since), and the same records
+  in ``--csv FILE`` and ``--tensorboard DIR`` if asked (``tsrnn.training.loggers``);
 - ``OUT/last.pt`` at each epoch's end, every ``--save-every`` steps and every ``--save-minutes``
   minutes (default 10), and when SIGINT or SIGTERM stops the run after the current step
   (``tsrnn.training.interrupts``); ``best.pt`` on a better validation loss; all written
@@ -24,6 +30,7 @@ from __future__ import annotations
 
 import math
 import signal
+import sys
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -32,7 +39,7 @@ import torch
 from tqdm import tqdm
 
 from tsrnn import backend
-from tsrnn.lab.training import checkpoint, interrupts, run_dir, schedules
+from tsrnn.lab.training import checkpoint, interrupts, loggers, run_dir, schedules
 from tsrnn.lab.training.distributed import Context
 
 
@@ -87,7 +94,16 @@ def run(task, args, ctx: Context, state: dict | None = None, log=print) -> dict:
     trained = ctx.wrap(model)
     if ctx.is_main:
         run_dir.prepare(out, records, args.overwrite)
-    metrics = run_dir.Metrics(out / "metrics.jsonl" if ctx.is_main else None)
+    metrics = loggers.Loggers(out, args, ctx.is_main, progress.step)
+    try:
+        return _train(task, args, ctx, model, trained, optimizer, progress, carry, metrics, log)
+    finally:
+        metrics.close()
+
+
+def _train(task, args, ctx, model, trained, optimizer, progress, carry, metrics, log) -> dict:
+    out = Path(args.out)
+    show_bar = ctx.is_main and not args.quiet and sys.stderr.isatty()  # no carriage returns in a log file
     saved_at = clock()
 
     def save(name: str) -> None:
@@ -101,6 +117,7 @@ def run(task, args, ctx: Context, state: dict | None = None, log=print) -> dict:
                 "backend_choices": backend.tuned_choices(), "metrics_records": metrics.records})
         if name == "last.pt":
             saved_at = clock()
+            metrics.flush()
 
     def save_due() -> bool:
         """--save-every steps or --save-minutes minutes since the last save of last.pt."""
@@ -155,7 +172,7 @@ def run(task, args, ctx: Context, state: dict | None = None, log=print) -> dict:
             batches = task.train_batches(progress.epoch, ctx.rank, ctx.world)
             batches = batches[:ctx.min(len(batches))]  # shards can differ; DDP needs equal step counts
             bar = tqdm(total=len(batches), initial=progress.batch, desc=f"epoch {progress.epoch + 1}/{args.epochs}",
-                       disable=not ctx.is_main or args.quiet, leave=False, dynamic_ncols=True, mininterval=1.0)
+                       disable=not show_bar, leave=False, dynamic_ncols=True, mininterval=1.0)
             started, paused, items = time.perf_counter(), 0.0, 0  # paused: mid-epoch validation
             for index, batch in enumerate(batches):
                 if index < progress.batch:
@@ -176,11 +193,17 @@ def run(task, args, ctx: Context, state: dict | None = None, log=print) -> dict:
                 carry = carry_next
                 optimizer.zero_grad(set_to_none=True)
                 loss.backward()
+                logged = metrics.active and (progress.step + 1) % args.log_every == 0
+                grad_norm = None  # the 2-norm of this step's gradients before clipping, on logged steps
                 if args.clip > 0:
-                    torch.nn.utils.clip_grad_norm_(model.parameters(), args.clip)
+                    grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), args.clip)
+                elif logged:
+                    grad_norm = torch.nn.utils.get_total_norm([p.grad for p in model.parameters()
+                                                               if p.grad is not None])
                 rates = [group["lr"] for group in optimizer.param_groups]
                 for group in optimizer.param_groups:  # AWD-LSTM's random BPTT: rate * window length / bptt
                     group["lr"] *= task.lr_scale(batch)
+                step_lr = optimizer.param_groups[0]["lr"]  # what optimizer.step() uses
                 try:
                     optimizer.step()
                 except RuntimeError as exc:  # a step too large for the parameters' dtype
@@ -195,9 +218,9 @@ def run(task, args, ctx: Context, state: dict | None = None, log=print) -> dict:
                 rate = items / max(time.perf_counter() - started - paused, 1e-9)
                 bar.update(1)
                 bar.set_postfix(loss=f"{value:.3f}", **{f"{task.unit}/s": f"{rate:.0f}"})
-                if progress.step % args.log_every == 0:
-                    metrics.write(event="train", step=progress.step, epoch=progress.epoch, loss=value,
-                                  **{f"{task.unit}_per_s": round(rate, 1)})
+                if logged:
+                    metrics.write(event="train", step=progress.step, epoch=progress.epoch, loss=value, lr=step_lr,
+                                  grad_norm=grad_norm.item(), **{f"{task.unit}_per_s": round(rate, 1)})
                 if args.valid_every and progress.step % args.valid_every == 0:
                     valid_started = time.perf_counter()
                     last_valid = {"step": progress.step, **validate()}
@@ -220,5 +243,5 @@ def run(task, args, ctx: Context, state: dict | None = None, log=print) -> dict:
                         + ", ".join(f"valid {k} {v:.4g}" for k, v in last_valid.items() if k != "step"))
             if not done:
                 done = end_of_epoch(last_valid)
-            save("last.pt")
+            save("last.pt")  # flushes the loggers
     return {k: v for k, v in last_valid.items() if k != "step"}
