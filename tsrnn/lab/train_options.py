@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 
-from tsrnn.lab.cli_checks import flag as _flag
 from tsrnn.lab.training.recipes import RECIPES
 from tsrnn.lab.training.resume import APPLIED
 
@@ -28,7 +27,7 @@ GROUPS = [
         ("--out", {"help": "directory for the checkpoints and metrics.jsonl", "default": "runs/TASK, or with "
                    "--resume the checkpoint's directory"}),
         ("--resume", {"help": "checkpoint to continue from (bit-identical continuation) with its settings; only "
-                      + ", ".join(_flag(dest) for dest in APPLIED) + " may change"}),
+                      "{APPLIED} may change"}),
         ("--overwrite", {"action": "store_true", "help": "replace the run --out holds (its checkpoints and "
                          "metrics); without it such an --out is refused"}),
         ("--seed", {"type": int}),
@@ -214,6 +213,7 @@ def add_to(parser: argparse.ArgumentParser) -> None:
     """The options of ``tsrnn train`` on ``parser``, one help section a group, each help ending
     with the tasks it applies to (where not all) and its default."""
     specs = {flag: (spec, tasks, stated, extra) for flag, spec, tasks, stated, extra in _options()}
+    applied = ", ".join(flag for dest in APPLIED for flag, (spec, *_) in specs.items() if _dest(flag, spec) == dest)
     for title, group_tasks, description, options in GROUPS:
         group = parser.add_argument_group(title, description)
         for flag, _ in options:
@@ -227,4 +227,5 @@ def add_to(parser: argparse.ArgumentParser) -> None:
             text = spec.get("help", "")
             if notes:
                 text = f"{text} [{'; '.join(notes)}]" if text else f"[{'; '.join(notes)}]"
+            text = text.replace("{APPLIED}", applied)
             group.add_argument(flag, **{**spec, "help": text.replace("%", "%%")})
