@@ -2,10 +2,11 @@
 
 Mahto et al. (ICLR 2021) fix the forget and input gate biases of each LSTM unit j by a timescale
 T_j, b_f = -log(exp(1/T_j) - 1) and b_i = -b_f, so that the unit's forget gate starts at
-exp(-1/T_j) and its memory decays as exp(-t/T_j); drawing the T_j from an inverse-gamma law gives
-the power-law decay of natural language. Here layer 1 has T = 3 and 4, layer 2 inverse-gamma
-quantiles and layer 3 learned biases, in an AWD-LSTM (Merity et al., 2018: weight drop on W_hh,
-locked and embedding dropout, tied weights). The model is the usual one with one line changed:
+exp(-1/T_j) and its memory decays as exp(-t/T_j); with the T_j drawn from an inverse-gamma law,
+the mixture of these decays is a power law, as the dependencies of natural language are. Here
+layer 1 has T = 3 and 4, layer 2 inverse-gamma quantiles and layer 3 learned biases, in an
+AWD-LSTM (Merity et al., 2018: weight drop on W_hh, locked and embedding dropout, tied weights).
+The model is the usual one with one line changed:
 
     rnn = torch.nn.LSTM(n_in, n_out)                              # before
     rnn = tsrnn.LSTM(n_in, n_out, timescales=[layer_timescales])  # after (None: learned biases)
@@ -13,7 +14,7 @@ locked and embedding dropout, tied weights). The model is the usual one with one
 It trains on the tiny-shakespeare excerpt shipped in the package and prints the training loss
 and the validation perplexity, with a unigram model's for comparison.
 
-    python examples/awd_lstm_multitimescale.py          # about a minute on 2 CPU cores
+    python examples/awd_lstm_multitimescale.py          # 880 steps: about a minute on 2 CPU cores
     python examples/awd_lstm_multitimescale.py --toy    # a few seconds, end to end
 """
 import argparse
@@ -43,7 +44,8 @@ class MultiTimescaleAWDLSTM(nn.Module):
             for n_in, n_out, ts in zip(inputs, sizes, timescales))
         self.decoder = nn.Linear(sizes[-1], vocab_size)
         self.decoder.weight = self.encoder.weight
-        self.wdrop, self.dropout, self.dropouth, self.dropouti, self.dropoute = wdrop, dropout, dropouth, dropouti, dropoute
+        self.wdrop, self.dropoute, self.dropouti = wdrop, dropoute, dropouti
+        self.dropouth, self.dropout = dropouth, dropout
 
     def run_layer(self, rnn, x, state):
         """Weight drop: the layer runs once with a dropped copy of its W_hh; the gradient reaches the raw one."""

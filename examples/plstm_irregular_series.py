@@ -10,7 +10,7 @@ sequence's state after its own last sample.
 The task: a sine wave sampled at 20 to 100 random times is fast (period 3 to 6) or slow (period
 12 to 24); the model sees only the sampled values and their Δt. It prints the test accuracy.
 
-    python examples/plstm_irregular_series.py          # about a minute on 2 CPU cores
+    python examples/plstm_irregular_series.py          # 1000 steps: 10-20 s on 2 CPU cores
     python examples/plstm_irregular_series.py --toy    # a few seconds, end to end
 """
 import argparse
