@@ -10,6 +10,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
 USAGE = ROOT / "docs" / "usage.md"
 BACKENDS = ROOT / "docs" / "backends.md"
+MIGRATING = ROOT / "docs" / "migrating.md"
 README_MAX_BYTES = 12 * 1024
 
 
@@ -74,6 +75,16 @@ def test_lengths_and_autocast_examples_run():
     assert ns["logits"].shape == (32, 2)
     assert isinstance(ns["packed_out"], torch.nn.utils.rnn.PackedSequence)
     assert ns["out"].dtype == torch.bfloat16 and ns["c_n"].dtype == torch.bfloat16
+
+
+def test_migration_examples_run():
+    ns = _run(MIGRATING, _blocks(MIGRATING), {})
+    assert ns["out"].shape == (8, 50, 64) and ns["h_n"].shape == ns["c_n"].shape == (2, 8, 64)
+    assert ns["result"].unexpected_keys == ["bias_fixed_l0"] and not ns["result"].missing_keys
+    assert type(ns["back"]) is torch.nn.LSTM
+    torch.testing.assert_close(ns["trained"].timescales(0), ns["timescales"], rtol=1e-5, atol=0)  # float32 biases
+    assert ns["h"].shape == (35, 20, 32)
+    assert all(rnn.weight_hh_l0.grad is not None for rnn in ns["rnns"])
 
 
 def test_every_relative_link_of_the_readme_and_the_docs_exists():

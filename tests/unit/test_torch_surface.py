@@ -378,3 +378,45 @@ def test_flags_given_as_strings_are_refused_not_read_as_truthy():
     for flag in ("bias", "batch_first", "bidirectional"):
         with pytest.raises(TypeError, match=rf"{flag} must be a bool \(True or False\), got str 'False'"):
             tsrnn.LSTM(I, H, **{flag: "False"})
+
+
+# -- AWD-LSTM's weight drop --------------------------------------------------------------------
+class WeightDrop(torch.nn.Module):
+    """salesforce/awd-lstm-lm's WeightDrop on layer 0 (without its variational mask): the Parameter
+    weight_hh_l0 becomes weight_hh_l0_raw, and before each call a dropped copy is set in its place,
+    as a plain tensor or, as the original does, as a new Parameter (``as_parameter``)."""
+
+    def __init__(self, module, p, as_parameter):
+        super().__init__()
+        self.module, self.p, self.as_parameter = module, p, as_parameter
+        raw = module.weight_hh_l0
+        del module._parameters["weight_hh_l0"]
+        module.register_parameter("weight_hh_l0_raw", torch.nn.Parameter(raw.data))
+
+    def forward(self, *args):
+        dropped = torch.nn.functional.dropout(self.module.weight_hh_l0_raw, self.p, self.training)
+        self.module.weight_hh_l0 = torch.nn.Parameter(dropped) if self.as_parameter else dropped
+        return self.module.forward(*args)
+
+
+@pytest.mark.parametrize("as_parameter", [False, True], ids=["tensor", "parameter"])
+def test_awd_lstms_weight_drop_gives_torchs_outputs_and_gradients(as_parameter):
+    """docs/migrating.md: a dropped tensor set as a plain attribute trains the raw weight as on
+    torch.nn.LSTM; the original's new Parameter cuts its gradient on both."""
+    x = torch.randn(T, B, I, dtype=torch.float64)
+    results = []
+    for module in pair():
+        wrapped = WeightDrop(module, 0.5, as_parameter)
+        torch.manual_seed(1)  # the same mask for both
+        out, (_, c_n) = wrapped(x)
+        (out * out).sum().add(c_n.sum()).backward()
+        results.append((out, c_n, module.weight_hh_l0 == 0, module.weight_hh_l0_raw.grad))
+    (out_t, c_t, dropped_t, grad_t), (out, c_n, dropped, grad) = results
+    assert torch.equal(dropped, dropped_t) and 0.3 < dropped.double().mean() < 0.7
+    assert_close(out, out_t, EXACT)
+    assert_close(c_n, c_t, EXACT)
+    if as_parameter:
+        assert grad is None and grad_t is None
+    else:
+        assert_close(grad, grad_t, EXACT)
+        assert torch.equal(grad == 0, dropped)
