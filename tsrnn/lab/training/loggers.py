@@ -15,7 +15,7 @@ TensorBoard log (``--tensorboard DIR``) when asked; the trainer writes each reco
 - **TensorBoard** (``torch.utils.tensorboard.SummaryWriter``): one scalar per number of a record,
   tagged ``EVENT/NAME`` (``train/loss``, ``train/lr``, ``train/grad_norm``, ``valid/accuracy``,
   ``epoch/epoch_s``, ...) at the record's optimizer step, with its wall time; a record's strings
-  (the "switch" record's optimizer) are not scalars and are left out.
+  (the "switch" record's optimizer) and nulls (a non-finite number) are not scalars and are left out.
 
 Both hold every record of metrics.jsonl, also across ``--resume``: the CSV is written again from
 metrics.jsonl (as cut back to the checkpoint: no row twice, the header once) and then appended
@@ -31,7 +31,6 @@ from __future__ import annotations
 import csv
 import importlib.util
 import json
-import math
 from pathlib import Path
 
 from tsrnn.lab.training import run_dir
@@ -73,11 +72,6 @@ def destination_error(args) -> str | None:
     return None
 
 
-def _json_value(value):
-    """A value as metrics.jsonl holds it: a non-finite number is None (null)."""
-    return None if isinstance(value, float) and not math.isfinite(value) else value
-
-
 class CSVLog:
     """The long-format CSV of the records (see the module's docstring)."""
 
@@ -94,7 +88,6 @@ class CSVLog:
         where = [record.get(key, "") for key in COORDINATES]
         for name, value in record.items():
             if name not in COORDINATES:
-                value = _json_value(value)
                 self.writer.writerow([*where, name, "" if value is None else value])
 
     def flush(self) -> None:

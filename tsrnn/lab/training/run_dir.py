@@ -90,12 +90,12 @@ class Metrics:
                 self.records = sum(1 for _ in f)
 
     def write(self, **record) -> dict:
-        """Append ``record`` with its time; returns it as written, its numbers as given."""
-        record = {"time": round(time.time(), 3), **record}
+        """Append ``record`` with its time; returns it as written (a non-finite number as None), so
+        what the other logs take from here equals what they read back from the file on a resume."""
+        record = {"time": round(time.time(), 3),
+                  **{k: None if isinstance(v, float) and not math.isfinite(v) else v for k, v in record.items()}}
         if self.path is not None:
-            line = json.dumps({k: None if isinstance(v, float) and not math.isfinite(v) else v
-                               for k, v in record.items()}, allow_nan=False)
             with self.path.open("a") as f:
-                f.write(line + "\n")
+                f.write(json.dumps(record, allow_nan=False) + "\n")
             self.records += 1
         return record
