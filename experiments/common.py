@@ -297,26 +297,53 @@ def paired(better: dict, other: dict, level: float = 0.95) -> dict:
 
 NOT_LIKE_FOR_LIKE = "not like-for-like data"  # the seed's task, on other data (8x8 digits for MNIST)
 SHORTER = "shorter training than the seed's"  # the seed's data, trained for far fewer epochs
+NOT_SEED_SIZE = "not the seed's size"
+WORDS = ("reproduced", "consistent", "not reproduced", "reversed", "against the claim", "not tested")
 
 
-def verdict(stats: dict, unlike: str = "", seed_size: bool = False) -> str:
-    """What a seed-level interval of (the model the claim favours - the other) says of the claim:
-    "reproduced" only on like-for-like data and protocol at the seed's size (``unlike`` empty and
-    ``seed_size``; else it says how the comparison is not the seed's); "reversed" when the interval
-    is below 0; otherwise "consistent" when the mean points the claim's way and "not reproduced"
-    when it does not, saying why (one seed, or an interval that includes 0; then ``unlike``).
-    "Not reproduced" and "reversed" say "at this size", "consistent" "not the seed's size",
-    unless the runs had the seed's size."""
-    at = "" if seed_size else " at this size"
+def verdict(stats: dict, unlike: str = "", seed_size: bool = False, untested: str = "") -> str:
+    """What a seed-level interval of (the model the claim favours - the other) says of the claim,
+    by one rubric for both directions (``WORDS``):
+
+    - "not tested" when the measure cannot decide the claim (``untested`` says why, e.g. no run
+      reached the claim's end point), whatever the interval;
+    - like-for-like (the seed's size, ``seed_size``, and its data and protocol, ``unlike`` empty):
+      "reproduced" when the interval lies above 0, "reversed" when below;
+    - otherwise the same intervals give "consistent" and "against the claim", saying how the
+      comparison is not the seed's (``unlike``; "not the seed's size");
+    - an interval that includes 0 (or one seed) gives "consistent" when the mean points the
+      claim's way and "not reproduced" when it does not, saying why.
+    """
+    if untested:
+        return f"not tested ({untested})"
+    differs = ([] if seed_size else [NOT_SEED_SIZE]) + ([unlike] if unlike else [])
+    like = not differs
     if stats["n"] > 1 and stats["high"] < 0:
-        return f"reversed{at}" + (f" ({unlike})" if unlike else "")
-    above = stats["n"] > 1 and stats["low"] > 0
-    why = [] if above else ["one seed" if stats["n"] < 2 else f"the {100 * stats['level']:.0f}% interval includes 0"]
-    why += [unlike] if unlike else []
-    if stats["mean"] <= 0:
-        return f"not reproduced{at} ({'; '.join(why)})"
-    why += [] if seed_size or unlike else ["not the seed's size"]
-    return f"consistent ({'; '.join(why)})" if why else "reproduced"
+        return "reversed" if like else f"against the claim ({'; '.join(differs)})"
+    if stats["n"] > 1 and stats["low"] > 0:
+        return "reproduced" if like else f"consistent ({'; '.join(differs)})"
+    why = ["one seed" if stats["n"] < 2 else f"the {100 * stats['level']:.0f}% interval includes 0", *differs]
+    return f"{'consistent' if stats['mean'] > 0 else 'not reproduced'} ({'; '.join(why)})"
+
+
+def one_model(favours: bool, why: str, seed_size: bool = False) -> str:
+    """The verdict of a claim measured on one trained model (no interval over trainings): never
+    "reproduced" or "reversed"; "consistent" when the measure points the claim's way, else "not
+    reproduced"; ``why`` names the measure."""
+    differs = "" if seed_size else f"; {NOT_SEED_SIZE}"
+    return f"{'consistent' if favours else 'not reproduced'} (one seed; {why}{differs})"
+
+
+def alike(stats: dict, unlike: str = "", seed_size: bool = False) -> str:
+    """The verdict of a claim that two models are alike, for which the seed states no margin:
+    "against the claim" when the seed-level interval excludes 0, else "consistent"; never
+    "reproduced", since no interval can show "alike" without a margin."""
+    differs = ([] if seed_size else [NOT_SEED_SIZE]) + ([unlike] if unlike else [])
+    level = f"the {100 * stats['level']:.0f}% interval"
+    if stats["n"] > 1 and (stats["low"] > 0 or stats["high"] < 0):
+        return f"against the claim ({'; '.join([f'{level} excludes 0', *differs])})"
+    why = ["one seed" if stats["n"] < 2 else f"{level} includes 0", "the seed states no margin for alike", *differs]
+    return f"consistent ({'; '.join(why)})"
 
 
 def against(verdicts: dict[str, str]) -> str:

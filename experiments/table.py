@@ -1,10 +1,12 @@
 """Write the table of ``REPRODUCTION.md`` from the scripts' JSON records, so that every number in
 it is one a script wrote: ``python -m experiments.table`` (``--check``: exit 1 if the file's
-table differs from the records').
+table differs from the records'; ``--reword``: first give every record the verdict its script
+words today from the record's own results, after a change to a verdict rule).
 """
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import sys
 from pathlib import Path
@@ -21,6 +23,25 @@ def load(results: Path = common.RESULTS) -> list[dict]:
     """The records of ``results/*.json``, in claim order."""
     records = [json.loads(path.read_text()) for path in results.glob("*.json")]
     return sorted(records, key=lambda r: int(r["claim"].split(".")[0]))
+
+
+def verdict(record: dict) -> str:
+    """The verdict the record's script words today from the record's own results."""
+    script = importlib.import_module(f"experiments.{record['name']}")
+    return script.verdict(record["results"], record["size"] == "full")
+
+
+def reword(results: Path = common.RESULTS) -> list[str]:
+    """Rewrite the ``verdict`` of every record in ``results`` that its script now words otherwise;
+    the names of the records changed."""
+    changed = []
+    for path in sorted(results.glob("*.json")):
+        record = json.loads(path.read_text())
+        if record["verdict"] != verdict(record):
+            record["verdict"] = verdict(record)
+            path.write_text(json.dumps(record, indent=1) + "\n")
+            changed.append(record["name"])
+    return changed
 
 
 def _cell(text) -> str:
@@ -84,7 +105,10 @@ def with_table(document: str, table: str) -> str:
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--check", action="store_true", help="exit 1 if REPRODUCTION.md's table is not the records'")
+    p.add_argument("--reword", action="store_true", help="first rewrite each record's verdict by its script's rule")
     args = p.parse_args(argv)
+    if args.reword:
+        print(f"reworded the verdicts of: {', '.join(reword()) or 'no record'}")
     document = DOCUMENT.read_text()
     updated = with_table(document, render_all(load()))
     if args.check:

@@ -175,7 +175,7 @@ def test_interval_is_students_t_and_paired_differences_pair_by_seed():
     ([0.2, 0.15, 0.25], True, "reproduced"),
     ([0.2, 0.15, 0.25], False, "consistent (not like-for-like data)"),
     ([-0.2, -0.15, -0.25], True, "reversed"),
-    ([-0.2, -0.15, -0.25], False, "reversed (not like-for-like data)"),
+    ([-0.2, -0.15, -0.25], False, "against the claim (not like-for-like data)"),  # as "reproduced": like-for-like only
     ([0.2, -0.1, 0.25], True, "consistent (the 95% interval includes 0)"),
     ([-0.2, 0.1, -0.25], True, "not reproduced (the 95% interval includes 0)"),
     ([0.2], True, "consistent (one seed)"),
@@ -190,8 +190,8 @@ def test_verdict_follows_the_seed_level_interval_at_the_seeds_size(diffs, like, 
 @pytest.mark.parametrize("diffs, expected", [
     ([0.2, 0.15, 0.25], "consistent (not the seed's size)"),  # never "reproduced" from smaller runs
     ([0.2], "consistent (one seed; not the seed's size)"),
-    ([-0.2, -0.15, -0.25], "reversed at this size"),
-    ([-0.2], "not reproduced at this size (one seed)"),
+    ([-0.2, -0.15, -0.25], "against the claim (not the seed's size)"),  # nor "reversed"
+    ([-0.2], "not reproduced (one seed; not the seed's size)"),
 ])
 def test_verdict_of_smaller_runs_says_so(diffs, expected):
     assert common.verdict(common.interval(diffs)) == expected
@@ -203,20 +203,72 @@ def test_verdict_names_how_the_comparison_is_not_the_seeds():
     assert common.verdict(above, seed_size=True) == "reproduced"
 
 
-def test_copy_verdict_is_reproduced_only_when_every_run_converged():
+def test_verdict_is_not_tested_where_the_measure_cannot_decide_the_claim():
+    for diffs in ([0.2, 0.15, 0.25], [-0.2, -0.15, -0.25], [0.1]):
+        assert common.verdict(common.interval(diffs), seed_size=True, untested="no run converged") == (
+            "not tested (no run converged)")
+
+
+def test_alike_claims_are_never_reproduced():
+    apart, level = common.interval([0.2, 0.15, 0.25]), common.interval([0.2, -0.1, 0.05])
+    assert common.alike(apart, seed_size=True) == "against the claim (the 95% interval excludes 0)"
+    assert common.alike(common.interval([-0.2, -0.15, -0.25])).startswith("against the claim (the 95% interval excl")
+    assert common.alike(level, seed_size=True) == (
+        "consistent (the 95% interval includes 0; the seed states no margin for alike)")
+
+
+def test_one_model_claims_are_never_reproduced():
+    assert common.one_model(True, "KS 0.1 against 0.2", seed_size=True) == "consistent (one seed; KS 0.1 against 0.2)"
+    assert common.one_model(False, "KS 0.3 against 0.2") == "not reproduced (one seed; KS 0.3 against 0.2; not the seed's size)"
+
+
+def _copy_results(reached: dict) -> dict:
+    areas = {"plstm": {"0": 0.5, "1": 0.6, "2": 0.55}, "lstm": {"0": 0.4, "1": 0.5, "2": 0.45},
+             "chrono": {"0": 0.2, "1": 0.3, "2": 0.25}}
+    return {"area": areas, "first_step_at_target": reached, "target": 0.99, "steps": 3000}
+
+
+def test_copy_verdict_is_not_tested_until_a_run_converges_and_reproduced_only_when_every_run_did():
     from experiments import copy_task
 
-    ahead = {"lstm": common.interval([0.05, 0.04, 0.06]), "chrono": common.interval([-0.1, -0.12, -0.11])}
     never = {cell: {seed: None for seed in "012"} for cell in copy_task.CELLS}
     some = {**never, "plstm": {"0": 500, "1": 750, "2": None}}
     every = {cell: {seed: 1000 for seed in "012"} for cell in copy_task.CELLS}
-    assert copy_task.verdict(ahead, never, 3000) == {
-        "lstm": "consistent (0 of 9 runs reached 0.99 within 3000 steps)",
-        "chrono": "reversed (0 of 9 runs reached 0.99 within 3000 steps)"}
-    assert copy_task.verdict(ahead, some, 3000)["lstm"] == "consistent (2 of 9 runs reached 0.99 within 3000 steps)"
-    assert copy_task.verdict(ahead, every, 3000) == {"lstm": "reproduced", "chrono": "reversed"}
-    assert copy_task.verdict(ahead, every, 6, seed_size=False) == {
-        "lstm": "consistent (not the seed's size)", "chrono": "reversed at this size"}
+    assert copy_task.verdict(_copy_results(never), seed_size=True).startswith(
+        "plstm before lstm: not tested (0 of 9 runs reached 0.99 within 3000 steps), area plstm - lstm +0.100 [")
+    assert "chrono before lstm: not tested (0 of 9" in copy_task.verdict(_copy_results(never), seed_size=True)
+    assert copy_task.verdict(_copy_results(some), seed_size=True).startswith(
+        "plstm before lstm: consistent (2 of 9 runs reached 0.99 within 3000 steps)")
+    assert "chrono before lstm: against the claim (2 of 9 runs" in copy_task.verdict(_copy_results(some), seed_size=True)
+    full = copy_task.verdict(_copy_results(every), seed_size=True)
+    assert full.startswith("plstm before lstm: reproduced,") and "chrono before lstm: reversed," in full
+    assert copy_task.verdict(_copy_results(every)).startswith("plstm before lstm: consistent (not the seed's size)")
+
+
+def test_frequency_verdict_gives_every_condition_its_half_of_the_claim():
+    from experiments import frequency
+
+    ahead = common.interval([0.3, 0.28, 0.31])
+    paired = {"async": {"lstm": ahead, "chrono": ahead}, "sync1": {"lstm": common.interval([0.01, -0.01, 0.0]),
+                                                                   "chrono": ahead}}
+    assert frequency.verdict({"paired": paired}, seed_size=True) == (
+        "async (pLSTM ahead): vs lstm: reproduced; vs chrono: reproduced; sync1 (alike): vs lstm: consistent (the 95% "
+        "interval includes 0; the seed states no margin for alike); vs chrono: against the claim (the 95% interval "
+        "excludes 0)")
+
+
+def test_dyck_long_dependency_half_is_not_tested_at_the_floor():
+    from experiments import dyck
+
+    def cell(per_seed, long):
+        bins = [[0.9, 0.5, 0.2, long, long, long, long, long] for _ in per_seed]
+        return {"per_seed": per_seed, "bins": bins, "bin_mean": bins[0]}
+
+    low = {"edges": dyck.EDGES, "mts": cell([0.6, 0.62, 0.58], 0.05), "lstm": cell([0.5, 0.52, 0.49], 0.04)}
+    assert "longest dependency >= 75: not tested (neither model gets 10% of any such bin's words right: at most 5.0%" \
+        in dyck.verdict(low)
+    high = {**low, "mts": cell([0.6, 0.62, 0.58], 0.3)}
+    assert "longest dependency >= 75: consistent (not the seed's size" in dyck.verdict(high)
 
 
 def test_brown_verdict_names_the_unigram_baselines_beside_the_seeds():
@@ -224,10 +276,10 @@ def test_brown_verdict_names_the_unigram_baselines_beside_the_seeds():
 
     per_seed = {"tilt": {5: {0: 240.0, 1: 245.0, 2: 250.0}}, "buffer": {5: {0: 260.0, 1: 262.0, 2: 266.0}}}
     unigram = {"unigram_seen_ppl": 806.9, "unigram_ppl": 870.6}
-    assert brown_mlp.verdict({"ppl_per_seed": per_seed, **unigram}).startswith(
+    assert brown_mlp.verdict({"ppl_per_seed": per_seed, **unigram}, seed_size=True).startswith(
         "n = 5: consistent (unigram 807 to 871 against the seed's 853), buffer - tilt +18 [")
     one = {context: {5: {0: runs[5][0]}} for context, runs in per_seed.items()}
-    assert brown_mlp.verdict({"ppl_per_seed": one, **unigram}) == (
+    assert brown_mlp.verdict({"ppl_per_seed": one, **unigram}, seed_size=True) == (
         "n = 5: consistent (one seed; unigram 807 to 871 against the seed's 853), buffer - tilt +20 ppl (one seed)")
 
 
@@ -287,26 +339,24 @@ def test_every_committed_record_has_its_verdict_in_the_table():
     assert all(r["verdict"] and r["verdict"] in rendered for r in table.load())
 
 
-def _recorded_verdict(record: dict) -> str:
-    """The verdict the record's script words today from the record's own results."""
-    results, full = record["results"], record["size"] == "full"
-    script = importlib.import_module(f"experiments.{record['name']}")
-    if record["name"] == "copy_task":
-        return common.against(script.verdict(results["paired_area"], results["first_step_at_target"],
-                                             results["steps"], full))
-    if record["name"] == "frequency":
-        return common.against(script.verdict(results["paired"][script.CLAIM], full))
-    return script.verdict(results)
-
-
 def test_every_committed_verdict_is_the_one_its_script_words_today():
-    """A change to a script's verdict rule leaves no record carrying the old wording."""
-    assert {r["name"]: r["verdict"] for r in table.load()} == {r["name"]: _recorded_verdict(r) for r in table.load()}
+    """A change to a script's verdict rule leaves no record carrying the old wording (``python -m
+    experiments.table --reword`` rewrites them)."""
+    assert {r["name"]: r["verdict"] for r in table.load()} == {r["name"]: table.verdict(r) for r in table.load()}
+
+
+def test_reword_rewrites_only_the_verdicts_that_changed(tmp_path):
+    records = {r["name"]: r for r in table.load()}
+    stale = {**records["char_ptb"], "verdict": "reversed at this size (an old rule)"}
+    for record in (stale, records["pixels"]):
+        (tmp_path / f"{record['name']}.json").write_text(json.dumps(record))
+    assert table.reword(tmp_path) == ["char_ptb"]
+    assert json.loads((tmp_path / "char_ptb.json").read_text()) == records["char_ptb"]
 
 
 def test_each_claims_heading_in_reproduction_names_the_verdicts_of_its_record():
     """The hand-written "What the runs show" opens each claim with the record's verdict words."""
-    words = re.compile(r"(?<!not )\breproduced\b|not reproduced|consistent|reversed")
+    words = re.compile(r"(?<!not )\breproduced\b|not reproduced|consistent|reversed|against the claim|not tested")
     headings = dict(re.findall(r"^\*\*(\d)\. [^:]*: (.*?)\*\*", table.DOCUMENT.read_text(), flags=re.M | re.S))
     records = {r["claim"].split(".")[0]: r["verdict"] for r in table.load()}
     assert set(headings) == set(records)
