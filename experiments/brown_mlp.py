@@ -38,17 +38,28 @@ SIZES = {"full": {"n": (5,), "seeds": (0, 1, 2), "args": ["--recipe", "seed004",
 SEED = {"tilt": {5: 244, 8: 235}, "buffer": {5: 262, 8: 254}, "unigram": 853}
 
 
-def verdict(results: dict, seed_size: bool = True) -> str:
+def recipe(size: str, corpus: str) -> list[str]:
+    """The ``tsrnn train`` options every run of ``size`` shares: the task, the corpus, the recipe
+    and, on Brown, the vocabulary of the whole corpus (a text corpus: its training text's)."""
+    vocab = ["--vocab-from", "all"] if is_brown_path(corpus) else []
+    return ["--task", "mlp-lm", "--data", corpus, *vocab, *SIZES[size]["args"]]
+
+
+def unlike(results: dict) -> str:
+    """How the data are not shown to be the seed's: the unigram baselines (the seed's formula over
+    the targets seen in training, and add-one) beside the seed's 853."""
+    return (f"unigram {results['unigram_seen_ppl']:.0f} to {results['unigram_ppl']:.0f} against the seed's "
+            f"{SEED['unigram']}")
+
+
+def verdict(results: dict, seed_size: bool = False) -> str:
     """The claim's status at each n from the seed-paired 95% interval of Buffer - TILT
-    perplexity; never like-for-like: the corpus cannot be checked to be the seed's, and its
-    unigram baselines (the seed's formula over the targets seen in training, and add-one) bracket
-    the seed's 853 without meeting it. ``seed_size``: the seed's model and recipe (``--size full``)."""
-    unlike = (f"unigram {results['unigram_seen_ppl']:.0f} to {results['unigram_ppl']:.0f} against the seed's "
-              f"{SEED['unigram']}")
+    perplexity; never like-for-like: the corpus cannot be checked to be the seed's (``unlike``).
+    ``seed_size``: the seed's model (``--size full``)."""
     parts = []
     for n, tilt in results["ppl_per_seed"]["tilt"].items():
         gap = common.paired(results["ppl_per_seed"]["buffer"][n], tilt)
-        parts.append(f"n = {n}: {common.verdict(gap, unlike, seed_size)}, "
+        parts.append(f"n = {n}: {common.verdict(gap, unlike(results), seed_size)}, "
                      f"buffer - tilt {common.described(gap, ' ppl', 1, 0)}")
     return "; ".join(parts)
 
@@ -89,9 +100,8 @@ def main(argv=None) -> int:
     started = time.time()
     size = SIZES[args.size]
     seeds = args.seeds
-    vocab = ["--vocab-from", "all"] if is_brown_path(args.brown) else []  # a text corpus: its training text's
-    runs = {f"{context}_n{n}_seed{seed}": ["--task", "mlp-lm", "--data", args.brown, "--context", context, "--n",
-                                           str(n), *vocab, "--seed", str(seed), *size["args"]]
+    runs = {f"{context}_n{n}_seed{seed}": [*recipe(args.size, args.brown), "--context", context, "--n", str(n),
+                                           "--seed", str(seed)]
             for seed in seeds for n in size["n"] for context in CONTEXTS}
     dirs = common.train(NAME, runs, args)
     validations = {run: common.metrics(dirs[run]) for run in runs}
@@ -104,11 +114,17 @@ def main(argv=None) -> int:
     unigram = {key: first[key] for key in ("unigram_seen_ppl", "unigram_ppl", "unseen_targets")}
     steps = {run: last[run]["step"] for run in runs}
     epochs = [len({record["epoch"] for record in validations[run]}) for run in runs]
+    test = {context: {n: {seed: common.test_metrics(dirs[f"{context}_n{n}_seed{seed}"], "last.pt")["ppl"]
+                          for seed in seeds} for n in size["n"]} for context in CONTEXTS}
+    over = ", mean +- sd over the seeds" if len(seeds) > 1 else ""
     ours = "; ".join(f"n = {n}: " + ", ".join(f"{context} {_perplexity(per_seed[context][n].values())}"
                                             for context in CONTEXTS) for n in size["n"])
-    ours += (f" (perplexity after the last epoch{', mean +- sd over the seeds' if len(seeds) > 1 else ''}); unigram "
-             f"{unigram['unigram_seen_ppl']:.0f} by the seed's formula (the {100 * unigram['unseen_targets']:.1f}% of "
-             f"targets unseen in training left out), {unigram['unigram_ppl']:.0f} add-one")
+    ours += (f" (perplexity of the 200K words after training, after the last epoch{over}; on the held-out rest of "
+             "the corpus: " + "; ".join(f"n = {n}: " + ", ".join(f"{context} {_perplexity(test[context][n].values())}"
+                                                               for context in CONTEXTS) for n in size["n"])
+             + f"); unigram {unigram['unigram_seen_ppl']:.0f} by the seed's formula (the "
+             f"{100 * unigram['unseen_targets']:.1f}% of targets unseen in training left out), "
+             f"{unigram['unigram_ppl']:.0f} add-one")
     row = {"claim": "6. TILT-MLP vs Buffer-MLP vs TILT-Buffer-MLP on Brown (seed 004 Fig 5)",
            "seed": "n = 5: TILT 244, Buffer 262; n = 8: TILT 235, Buffer 254; TILT below Buffer at every n; "
                    "unigram 853",
@@ -123,7 +139,8 @@ def main(argv=None) -> int:
     n = size["n"][0]
     curves = {context: {seed: [(r["epoch"], r["ppl"]) for r in validations[f"{context}_n{n}_seed{seed}"]]
                         for seed in seeds} for context in CONTEXTS}
-    results = {"ppl": ppl, "ppl_per_seed": per_seed, **unigram, "steps": steps, f"curves_n{n}": curves, "seed": SEED}
+    results = {"ppl": ppl, "ppl_per_seed": per_seed, "test_ppl_per_seed": test, **unigram, "steps": steps,
+               f"curves_n{n}": curves, "seed": SEED}
     common.report(NAME, args, row, results, _figure(curves, unigram, n), dirs, started)
     return 0
 

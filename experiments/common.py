@@ -37,7 +37,7 @@ COLOURS = {"mts": "tab:red", "plstm": "tab:red", "lstm": "tab:blue", "chrono": "
 
 
 def arguments(module: str, doc: str, argv=None, data: str | None = None,
-              sizes: tuple[str, ...] = ("small", "toy"), seeds: dict | None = None) -> argparse.Namespace:
+              sizes: tuple[str, ...] = ("small", "toy"), seeds: dict | None = None, extend=None) -> argparse.Namespace:
     """The common options of the script ``experiments.<module>`` (docstring ``doc``), parsed from
     ``argv`` (default: the command line); ``data`` names its corpus option (``--ptb`` or
     ``--brown``); ``sizes``: the script's sizes, the reported one first; ``seeds``: each size's
@@ -45,7 +45,7 @@ def arguments(module: str, doc: str, argv=None, data: str | None = None,
     a machine's budget allows; ``args.seeds`` is then the chosen ones in the size's order, all of
     them by default). The default folders depend on the size: only the reported size writes into
     experiments/results and runs/experiments, so a toy run never writes over the reported results
-    or their checkpoints."""
+    or their checkpoints. ``extend(parser)`` adds the script's own options."""
     p = argparse.ArgumentParser(prog=f"python -m experiments.{module}", description=doc.splitlines()[0])
     p.add_argument("--size", choices=sizes, default=sizes[0],
                    help=f"{sizes[0]}: the reported CPU run; toy: seconds, to check the script works")
@@ -62,6 +62,8 @@ def arguments(module: str, doc: str, argv=None, data: str | None = None,
         p.add_argument("--ptb", required=True, help="directory with ptb.{train,valid,test}.txt (and ptb.char.*)")
     elif data == "brown":
         p.add_argument("--brown", required=True, help="NLTK's brown.zip, or a text corpus directory")
+    if extend is not None:
+        extend(p)
     args = p.parse_args(argv)
     if seeds is not None:
         listed = tuple(seeds[args.size])

@@ -67,6 +67,25 @@ def test_script_runs_at_toy_size_and_writes_its_record(name, corpus, tmp_path, c
     assert runs and all((run / common.DONE).exists() for run in runs)
 
 
+@pytest.mark.parametrize("experiment", [1, 2, 3, 4])
+def test_brown_sweep_runs_each_of_seed_004s_experiments_at_toy_size(experiment, corpus, tmp_path):
+    from experiments import brown_sweeps
+
+    argv = ["--experiment", str(experiment), "--size", "toy", "--runs", str(tmp_path / "runs"), "--brown", corpus]
+    assert brown_sweeps.main(argv) == 0
+    record = json.loads((tmp_path / "runs" / "results" / f"brown_experiment{experiment}.json").read_text())
+    settings = brown_sweeps.TOY[experiment]
+    assert set(ROW) <= set(record) and record["claim"].startswith(f"{8 + experiment}. Brown, seed 004 Experiment")
+    assert record["verdict"] == brown_sweeps.verdict(record["results"]) and record["verdict"].startswith(settings[0])
+    contexts = brown_sweeps.EXPERIMENTS[experiment]["contexts"]
+    assert {c: set(v) for c, v in record["results"]["ppl"].items()} == {c: set(settings) for c in contexts}
+    trained = {path.name for path in (tmp_path / "runs" / f"brown_experiment{experiment}").iterdir()}
+    assert trained == {f"{c}_{s}_seed0" for c in contexts for s in settings}
+    options = json.loads((tmp_path / "runs" / f"brown_experiment{experiment}" / f"{contexts[0]}_{settings[-1]}_seed0"
+                          / common.DONE).read_text())["argv"]
+    assert all(flag in options for flag in brown_sweeps.EXPERIMENTS[experiment]["settings"][settings[-1]])
+
+
 TINY = ["--task", "freq", "--freq-size", "64,32", "--batch-size", "8", "--nhid", "4", "--seed", "3",
         "--log-every", "1"]
 
@@ -380,7 +399,7 @@ def test_command_line_hides_corpus_paths_and_folders():
 def test_reproduction_table_is_the_committed_records():
     assert table.main(["--check"]) == 0
     records = table.load()
-    assert {r["name"] for r in records} <= set(SCRIPTS)
+    assert {r["name"] for r in records} <= set(SCRIPTS) | {f"brown_experiment{e}" for e in range(1, 5)}
     assert all(r["size"] != "toy" for r in records)
     rendered = table.render(records)
     assert all(r["ours"].replace("|", "\\|") in rendered for r in records)
