@@ -16,12 +16,12 @@ import torch
 from tsrnn import _validation as check
 
 
-def _segment_starts(reset: torch.Tensor, steps: int, batch: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """(T, B) int64 index of the last reset at or before each step (0 if none), and (T, B) bool:
-    True where no reset came yet (the memory there is the one carried in)."""
-    t = torch.arange(steps, device=reset.device)[:, None].expand(steps, batch)
-    start = torch.where(reset, t, torch.full_like(t, -1)).cummax(dim=0).values
-    return start.clamp(min=0), start < 0
+def _segment_starts(reset: torch.Tensor | None, steps: int, batch: int, device) -> torch.Tensor:
+    """(T, B) int64: the index of the last reset at or before each step (0 if none)."""
+    t = torch.arange(steps, device=device)[:, None].expand(steps, batch)
+    if reset is None:
+        return torch.zeros_like(t)
+    return torch.where(reset, t, torch.zeros_like(t)).cummax(dim=0).values
 
 
 def _initial_memory(state, batch: int, size: int, count_h0: bool, like: torch.Tensor):
@@ -95,7 +95,9 @@ def averaging_context(h: torch.Tensor, reset: torch.Tensor | None = None, batch_
     if reset is None:  # every step in the carried-in segment
         total, count = before + carried_sum, t + carried_count
     else:
-        start, carried = _segment_starts(torch.cat([reset, reset.new_zeros(1, batch)]), steps + 1, batch)
+        reset = torch.cat([reset, reset.new_zeros(1, batch)])  # and none after the last step
+        start = _segment_starts(reset, steps + 1, batch, h.device)
+        carried = reset.cumsum(dim=0) == 0  # no reset yet: the memory carried in
         total = before - torch.gather(before, 0, start[:, :, None].expand_as(before)) \
             + torch.where(carried[:, :, None], carried_sum, 0.0)
         count = t - start + torch.where(carried, carried_count, int(count_h0))
