@@ -24,7 +24,8 @@ def _segment_starts(reset: torch.Tensor | None, steps: int, batch: int, device) 
     return torch.where(reset, t, torch.zeros_like(t)).cummax(dim=0).values
 
 
-def _initial_memory(state, batch: int, size: int, count_h0: bool, like: torch.Tensor):
+def _initial_memory(state: tuple[torch.Tensor, torch.Tensor] | None, batch: int, size: int, count_h0: bool,
+                    like: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """The memory before the first step: ``state`` checked, or a fresh one (sum 0; count 1 with h_0, else 0)."""
     if state is None:
         return like.new_zeros(batch, size, dtype=torch.float64), \
@@ -43,7 +44,9 @@ def _initial_memory(state, batch: int, size: int, count_h0: bool, like: torch.Te
 
 
 def averaging_context(h: torch.Tensor, reset: torch.Tensor | None = None, batch_first: bool = False,
-                      count_h0: bool = True, state=None, return_state: bool = False):
+                      count_h0: bool = True, state: tuple[torch.Tensor, torch.Tensor] | None = None,
+                      return_state: bool = False
+                      ) -> torch.Tensor | tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
     """(S10) The averaging-memory context m for every step of a sequence of hidden states.
 
     h (T, B, H) (``(B, T, H)`` if ``batch_first``): the outputs h_1 .. h_T of the top layer, so
