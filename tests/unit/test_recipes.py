@@ -1,6 +1,6 @@
 """The recipes' values that follow the seeds' text, and the options they use (tsrnn.training.recipes):
 seed 000's window rule and LSTM initialization, seed 001's loss normalization, seed 002's
-character-level LM, seed 004's batch."""
+character-level LM, seed 004's batch, and seed 000's and seed 001's WikiText-2 settings."""
 from __future__ import annotations
 
 import argparse
@@ -9,8 +9,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from tsrnn.lab import cli, models
-from tsrnn.lab.training import recipes, schedules
+from tsrnn.lab import cli, data, models
+from tsrnn.lab.training import checkpoint, recipes, schedules
 from tsrnn.lab.training.tasks import TASKS
 
 
@@ -174,3 +174,54 @@ def test_mlp_lm_sequence_loss_norm_sums_each_windows_words():
     assert (args.batch_size, args.bptt, args.loss_norm, args.optimizer, args.lr) == (1, 128, "sequence", "sgd", 1e-3)
     assert args.clip == 0.0  # no clipping (Bengio et al.'s steps); the task's default 1.0 would cut the summed step
     assert (args.vocab_from, args.rare_words) == ("all", "drop")  # the seed's "only analyzed" words seen > 5 times
+
+
+# -- the WikiText-2 recipes: seed 000 (the authors' code) and seed 001 §6.2 ------------------------------
+
+def test_wikitext2_recipes_change_only_what_the_seeds_change():
+    seed000, wiki000 = recipe_args("seed000", "lm"), recipe_args("seed000-wikitext2", "lm")
+    assert (wiki000.batch_size, wiki000.dropouth, wiki000.dropouti, wiki000.seed) == (80, 0.2, 0.65, 1882)
+    seed001, wiki001 = recipe_args("seed001", "averaging-lm"), recipe_args("seed001-wikitext2", "averaging-lm")
+    assert (wiki001.emsize, wiki001.nhid, wiki001.nlayers, wiki001.dropout) == (1000, "1000", 2, 0.65)
+    assert (wiki001.lr_decay_after, wiki001.lr_decay_factor, wiki001.lr, wiki001.clip) == (14, 1.15, 1.0, 5.0)
+    for ptb, wiki, changed in ((seed000, wiki000, {"batch_size", "dropouth", "dropouti", "seed"}),
+                               (seed001, wiki001, {"emsize", "nhid", "dropout", "lr_decay_after", "lr_decay_factor"})):
+        differ = {key for key in vars(ptb) if getattr(ptb, key) != getattr(wiki, key)} - {"recipe"}
+        assert differ == changed
+    assert list(recipes.RECIPES["seed000-wikitext2"]) == ["lm"]  # dyck reads no corpus
+    assert set(recipes.NOTES) == set(recipes.RECIPES)
+
+
+def wikitext2_folder(tmp_path):
+    """A WikiText-2-layout folder (train.txt, valid.txt, test.txt): the embedded tiny-shakespeare
+    text's first 1,000 lines, then 150 and 150."""
+    from importlib import resources
+
+    lines = resources.files("tsrnn.lab.data").joinpath("tiny_shakespeare.txt").read_text().splitlines(keepends=True)
+    folder = tmp_path / "wikitext-2"
+    folder.mkdir()
+    for split, part in (("train", lines[:1000]), ("valid", lines[1000:1150]), ("test", lines[1150:1300])):
+        (folder / f"{split}.txt").write_text("".join(part))
+    return folder
+
+
+SIZES = {"lm": ["--emsize", "8", "--nhid", "12,8", "--bptt", "8"],
+         "averaging-lm": ["--emsize", "8", "--nhid", "8", "--bptt", "12"]}
+
+
+@pytest.mark.parametrize("recipe, task", [("seed000-wikitext2", "lm"), ("seed001-wikitext2", "averaging-lm")])
+def test_wikitext2_recipe_trains_on_a_wikitext2_folder(tmp_path, capsys, recipe, task):
+    """Two steps at toy sizes (the rest the recipe's) on a WikiText-2-layout folder; the run holds
+    the recipe's values and the folder's vocabulary; `tsrnn train --help` lists the recipe."""
+    folder = wikitext2_folder(tmp_path)
+    assert cli.main(["train", "--recipe", recipe, "--data", str(folder), *SIZES[task], "--max-steps", "2", "--quiet",
+                     "--out", str(tmp_path / "run")]) == 0
+    state = checkpoint.load(tmp_path / "run" / "last.pt")
+    assert state["task"] == task and state["progress"]["step"] == 2
+    for key, value in recipes.RECIPES[recipe][task].items():
+        if f"--{key.replace('_', '-')}" not in SIZES[task]:
+            assert state["args"][key] == value, key
+    assert state["config"]["vocab_size"] == len(data.load_text_corpus(folder).vocab)
+    with pytest.raises(SystemExit):
+        cli.main(["train", "--help"])
+    assert recipe in capsys.readouterr().out

@@ -36,7 +36,7 @@ REAL_MEANING = {"fixed_p": "exponent", "resolution": "time", "save_minutes": "nu
                 "lr_decay_factor": "number (the lr is divided by it each epoch)"}
 
 
-FLAGS = {"memory": "--no-memory", "asynchronous": "--async"}  # dests whose option is not their name
+FLAGS = {"memory": "--no-memory", "count_h0": "--no-h0", "asynchronous": "--async"}  # dests whose option is not their name
 
 
 def flag(dest: str) -> str:
@@ -113,7 +113,8 @@ def _foreign_option_problem(args) -> str | None:
 
 def _task_option_problem(args) -> str | None:
     """--bptt-std without the random windows it shapes, --nonmono without the SGD it switches from,
-    or --vocab-from on a corpus other than Brown: refused rather than ignored."""
+    --vocab-from on a corpus other than Brown, --no-h0 without the memory it changes, or --order
+    shuffled with --memory-span stream, which reads the windows in order: refused rather than ignored."""
     from tsrnn.lab.data.brown import is_brown_path
     from tsrnn.lab.training import recipes
 
@@ -124,6 +125,11 @@ def _task_option_problem(args) -> str | None:
     preset = recipes.RECIPES.get(args.recipe, {}).get(task, {}) if getattr(args, "recipe", None) else {}
     if getattr(args, "bptt_std", None) is not None and not (args.random_bptt or preset.get("random_bptt")):
         return "--bptt-std sets the jitter of --random-bptt windows; give --random-bptt too"
+    if getattr(args, "count_h0", None) is False and getattr(args, "memory", None) is False:
+        return "--no-h0 changes the averaging memory that --no-memory removes; give one of them"
+    if getattr(args, "memory_span", None) == "stream" and getattr(args, "order", None) == "shuffled":
+        return ("--order shuffled shuffles the sentences of --memory-span sentence; --memory-span stream reads each "
+                "stream's windows in order (leave --order out)")
     optimizer = getattr(args, "optimizer", None) or preset.get("optimizer")
     if getattr(args, "nonmono", None) and optimizer != "sgd":
         return (f"--nonmono switches SGD to averaged SGD (NT-ASGD); this run's optimizer is {optimizer or 'adam'}: "

@@ -78,8 +78,8 @@ GROUPS = [
                                "none, required"}),
         ("--level", {"choices": ["word", "char"], "tasks": TEXT, "help": "PTB word or character files",
                      "default": "word"}),
-        ("--bptt", {"type": int, "tasks": TEXT, "help": "steps per batch (averaging-lm: the longest sentence; "
-                    "mlp-lm: words per document batch)"}),
+        ("--bptt", {"type": int, "tasks": TEXT, "help": "steps per batch (averaging-lm: the longest sentence, "
+                    "or the window with --memory-span stream; mlp-lm: words per document batch)"}),
         ("--mts-alpha", {"type": float, "tasks": ("lm", "dyck"), "help": "inverse-gamma shape of the MTS "
                          "timescales"}),
         ("--freeze", {"choices": ["gates", "all"], "tasks": ("lm", "dyck"), "help": "MTS: fix the i/f gate biases "
@@ -106,6 +106,13 @@ GROUPS = [
                      "corpus order (seed 001)"}),
         ("--no-memory", {"dest": "memory", "action": "store_false", "default": None, "help": "the same LM "
                          "without the averaging memory (the baseline)"}),
+        ("--no-h0", {"dest": "count_h0", "action": "store_false", "default": None, "help": "leave the initial "
+                     "state h_0 = 0 out of the memory's average, m_t = mean(h_1 .. h_{t-1}) and m_1 = 0 (the ablation "
+                     "of seed 001 §6.3, which counts h_0)"}),
+        ("--memory-span", {"choices": ["sentence", "stream"], "help": "the memory restarts at each sentence, one "
+                           "per batch column (seed 001), or spans sentences: --batch-size streams read in windows of "
+                           "--bptt steps, the LSTM state and the memory carried across them (seed 001 §6's longer "
+                           "memory)"}),
     ]),
     ("--task mlp-lm", ("mlp-lm",), "the next-word MLP on a Buffer, TILT or TILT-Buffer context (seed 004)", [
         ("--context", {"choices": ["buffer", "tilt", "tilt-buffer"]}),

@@ -4,8 +4,10 @@ The memory at step t holds h_0 = 0 and the top layer's outputs h_1 .. h_{t-1}; t
 
     (S10) m_t = (1/t) Σ_{i=0}^{t-1} h_i
 
-and it restarts (holds h_0 = 0 alone) at the steps the caller marks. It is a cumulative sum
-divided by a count, so it is written with ``torch.cumsum`` and no custom kernel (docs/equations.md §4).
+and it restarts (holds h_0 = 0 alone) at the steps the caller marks. The seed counts h_0 in the
+average (§3, footnote 3; §6.3: it "improves the performance"); ``count_h0=False`` is the ablation
+that leaves it out, m_t = (1/(t-1)) Σ_{i=1}^{t-1} h_i and m_1 = 0. It is a cumulative sum divided by a
+count, so it is written with ``torch.cumsum`` and no custom kernel (docs/equations.md §4).
 """
 from __future__ import annotations
 
@@ -22,7 +24,29 @@ def _segment_starts(reset: torch.Tensor | None, steps: int, batch: int, device) 
     return torch.where(reset, t, torch.zeros_like(t)).cummax(dim=0).values
 
 
-def averaging_context(h: torch.Tensor, reset: torch.Tensor | None = None, batch_first: bool = False) -> torch.Tensor:
+def _initial_memory(state: tuple[torch.Tensor, torch.Tensor] | None, batch: int, size: int, count_h0: bool,
+                    like: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The memory before the first step: ``state`` checked, or a fresh one (sum 0; count 1 with h_0, else 0)."""
+    if state is None:
+        return like.new_zeros(batch, size, dtype=torch.float64), \
+            torch.full((batch,), int(count_h0), dtype=torch.int64, device=like.device)
+    if not (isinstance(state, (tuple, list)) and len(state) == 2):
+        raise TypeError(f"state must be a (sum, count) pair, got {type(state).__name__}")
+    total, count = state
+    check.tensor("state sum", total, 2)
+    check.shape("state sum", total, (batch, size))
+    if not isinstance(count, torch.Tensor) or count.is_floating_point() or count.is_complex() or count.dtype == torch.bool:
+        raise TypeError(f"state count must be an integer tensor, got {getattr(count, 'dtype', type(count).__name__)}")
+    check.shape("state count", count, (batch,))
+    check.same_device("h", like, **{"state sum": total, "state count": count})
+    check.finite("state sum", total)
+    return total.to(torch.float64), count.to(torch.int64)
+
+
+def averaging_context(h: torch.Tensor, reset: torch.Tensor | None = None, batch_first: bool = False,
+                      count_h0: bool = True, state: tuple[torch.Tensor, torch.Tensor] | None = None,
+                      return_state: bool = False
+                      ) -> torch.Tensor | tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
     """(S10) The averaging-memory context m for every step of a sequence of hidden states.
 
     h (T, B, H) (``(B, T, H)`` if ``batch_first``): the outputs h_1 .. h_T of the top layer, so
@@ -35,7 +59,18 @@ def averaging_context(h: torch.Tensor, reset: torch.Tensor | None = None, batch_
     later step t averages h_0 = 0 with the h's from the last reset r on:
     m[t] = sum(h[r:t]) / (t - r + 1).
 
-    Returns m with the shape and dtype of h; differentiable in h.
+    count_h0: False leaves h_0 out of the memory (the ablation of seed 001 §6.3's choice):
+    m[t] = sum(h[r:t]) / (t - r) for t > r, and m[r] = 0 (an empty memory) at a segment's first step.
+
+    state: the memory carried in from the previous window of the same streams, a pair (sum (B, H),
+    count (B,) int64) of its entries (h_0 counts as one entry holding 0); None: a fresh memory.
+    Until a column's first reset its steps average the carried entries with the new h's,
+    m[t] = (sum + sum(h[:t])) / (count + t) (0 if that count is 0). With ``return_state``, returns
+    (m, the memory after the last step); the windows of a stream fed in order, each with the state
+    the previous one returned, give the context of the whole stream at once, to float rounding.
+
+    Returns m with the shape and dtype of h (the state's sum is float64); differentiable in h and
+    in the carried sum.
 
     Precision: the prefix sums are accumulated in float64 whatever the dtype of h, then cast
     back. A segment mean is a difference of two prefix sums, which cancels in float32 once the
@@ -48,21 +83,27 @@ def averaging_context(h: torch.Tensor, reset: torch.Tensor | None = None, batch_
     """
     check.tensor("h", h, 3)
     check.finite("h", h)
+    count_h0 = check.flag("count_h0", count_h0)
     if batch_first:
         h = h.transpose(0, 1)
-    steps, batch, _ = h.shape
+    steps, batch, size = h.shape
     if reset is not None:
         reset = check.reset_mask(reset, steps, batch, batch_first, "h", h)
+    carried_sum, carried_count = _initial_memory(state, batch, size, count_h0, h)
 
     x = h.to(torch.float64)
-    # before[t] = sum(h[:t]): the exclusive prefix sum, (T, B, H)
-    before = torch.cat([torch.zeros_like(x[:1]), torch.cumsum(x, dim=0)[:-1]], dim=0)
-    start = _segment_starts(reset, steps, batch, h.device)  # (T, B)
-    t = torch.arange(steps, device=h.device)[:, None]
-    if reset is None:
-        total = before  # start is 0 everywhere and before[0] = 0
+    # before[t] = sum(h[:t]) for t = 0..T: the exclusive prefix sums, and the sum after the last step
+    before = torch.cat([x.new_zeros(1, batch, size), torch.cumsum(x, dim=0)], dim=0)  # (T + 1, B, H)
+    t = torch.arange(steps + 1, device=h.device)[:, None]
+    if reset is None:  # every step in the carried-in segment
+        total, count = before + carried_sum, t + carried_count
     else:
-        total = before - torch.gather(before, 0, start[:, :, None].expand_as(before))
-    count = (t - start + 1).to(torch.float64)[:, :, None]  # h_0 = 0 counts as one entry
-    m = (total / count).to(h.dtype)
-    return m.transpose(0, 1) if batch_first else m
+        reset = torch.cat([reset, reset.new_zeros(1, batch)])  # and none after the last step
+        start = _segment_starts(reset, steps + 1, batch, h.device)
+        carried = reset.cumsum(dim=0) == 0  # no reset yet: the memory carried in
+        total = before - torch.gather(before, 0, start[:, :, None].expand_as(before)) \
+            + torch.where(carried[:, :, None], carried_sum, 0.0)
+        count = t - start + torch.where(carried, carried_count, int(count_h0))
+    m = (total[:steps] / count[:steps, :, None].clamp(min=1)).to(h.dtype)  # count 0: the sum is 0 too
+    m = m.transpose(0, 1) if batch_first else m
+    return (m, (total[steps], count[steps])) if return_state else m

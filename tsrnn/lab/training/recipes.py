@@ -9,29 +9,44 @@ that gives the code's behaviour. A value may depend on --cell: a dict {cell: val
 """
 from __future__ import annotations
 
-RECIPES: dict[str, dict[str, dict]] = {
-    # Mahto et al. (seed 000 §3.1.1) via AWD-LSTM, as the authors' run.sh trains PTB
-    # (train_mts.py --batch_size 20 --dropouti 0.4 --dropouth 0.25 --seed 141 --epoch 1000), with the
-    # text's windows ("70 with a probability of 0.95 and 35 with a probability of 0.05": --bptt-std 0)
-    # and LSTM initialization ("uniformly initialized between [-1/H, 1/H]": --lstm-init inverse).
-    "seed000": {
-        "lm": {"cell": "mts", "emsize": 400, "nhid": "1150,1150,400", "dropout": 0.4, "dropouth": 0.25,
+# Mahto et al. (seed 000 §3.1.1) via AWD-LSTM, as the authors' run.sh trains PTB
+# (train_mts.py --batch_size 20 --dropouti 0.4 --dropouth 0.25 --seed 141 --epoch 1000), with the
+# text's windows ("70 with a probability of 0.95 and 35 with a probability of 0.05": --bptt-std 0)
+# and LSTM initialization ("uniformly initialized between [-1/H, 1/H]": --lstm-init inverse).
+_SEED000_LM = {"cell": "mts", "emsize": 400, "nhid": "1150,1150,400", "dropout": 0.4, "dropouth": 0.25,
                "dropouti": 0.4, "dropoute": 0.1, "wdrop": 0.5, "alpha": 2.0, "beta": 1.0, "mts_alpha": 0.56,
                "freeze": "all", "lstm_init": "inverse", "batch_size": 20, "bptt": 70, "random_bptt": True,
                "bptt_std": 0.0, "optimizer": "sgd", "lr": 30.0, "clip": 0.25, "weight_decay": 1.2e-6, "nonmono": 5,
-               "epochs": 1000, "seed": 141},
+               "epochs": 1000, "seed": 141}
+# Salton & Kelleher (seed 001 §5), PTB: 2 x 650, SGD lr 1 halved each epoch after 12, clip 5 of the
+# gradient "normalized by the mini-batch size" (--loss-norm sequence), dropout 0.5, batch 32,
+# sentences of at most 35 in corpus order, early stopping after 10.
+_SEED001_PTB = {"emsize": 650, "nhid": "650", "nlayers": 2, "dropout": 0.5, "batch_size": 32, "bptt": 35,
+                "order": "corpus", "loss_norm": "sequence", "optimizer": "sgd", "lr": 1.0, "lr_decay_after": 12,
+                "lr_decay_factor": 2.0, "clip": 5.0, "patience": 10, "epochs": 100}
+
+RECIPES: dict[str, dict[str, dict]] = {
+    "seed000": {
+        "lm": _SEED000_LM,
         # seed 000 §3.1.2 / run_dyckn.py: Adam 1e-4, clip 1, stateful chunks of 200, MSELoss(sum)
         "dyck": {"cell": "mts", "nhid": "256", "mts_alpha": 1.5, "freeze": "all", "batch_size": 32,
                  "optimizer": "adam", "lr": 1e-4, "clip": 1.0, "epochs": 2000, "chunk": 200, "dyck_loss": "sum",
                  "dyck_size": "10000,2000,5000"},
     },
-    # Salton & Kelleher (seed 001 §5), PTB: 2 x 650, SGD lr 1 halved each epoch after 12, clip 5 of the
-    # gradient "normalized by the mini-batch size" (--loss-norm sequence), dropout 0.5, batch 32,
-    # sentences of at most 35 in corpus order, early stopping after 10.
+    # seed 000 on WikiText-2 (--data WT2_DIR; §3.1.1 states the same model and training for both
+    # corpora): the authors' README trains it with train_mts.py --data data/wikitext-2 --dropouth 0.2
+    # --seed 1882 --epoch 1000, so AWD-LSTM's defaults give the rest: batch 80, dropouti 0.65.
+    "seed000-wikitext2": {
+        "lm": {**_SEED000_LM, "batch_size": 80, "dropouth": 0.2, "dropouti": 0.65, "seed": 1882},
+    },
     "seed001": {
-        "averaging-lm": {"emsize": 650, "nhid": "650", "nlayers": 2, "dropout": 0.5, "batch_size": 32, "bptt": 35,
-                         "order": "corpus", "loss_norm": "sequence", "optimizer": "sgd", "lr": 1.0,
-                         "lr_decay_after": 12, "lr_decay_factor": 2.0, "clip": 5.0, "patience": 10, "epochs": 100},
+        "averaging-lm": _SEED001_PTB,
+    },
+    # seed 001 §6.2, WikiText-2 (--data WT2_DIR): 2 x 1000 (embeddings 1000, tied), dropout 0.65, the lr
+    # divided by 1.15 each epoch after 14; the rest as PTB's.
+    "seed001-wikitext2": {
+        "averaging-lm": {**_SEED001_PTB, "emsize": 1000, "nhid": "1000", "dropout": 0.65, "lr_decay_after": 14,
+                         "lr_decay_factor": 1.15},
     },
     # Chien et al. (seed 002 §4.1): batch 128, 128 units, RMSprop(1e-3, alpha 0.9), 100K training and
     # 10K validation sequences, T = 200 (also 500, 1000); stop when both accuracies reach 0.999.
@@ -76,11 +91,23 @@ NOTES = {
                "train_mts.py, AWD-LSTM's loop, adds N(0, 5): --bptt-std 5) and recurrent weights and biases "
                "U(+-1/H) (--lstm-init inverse; their model_mts.py keeps torch.nn.LSTM's U(+-1/sqrt(H)): "
                "--lstm-init sqrt). --freeze all is the code's (the text fixes only the i and f biases). dyck: "
-               "batch 32 as the seed's text (run_dyckn.py defaults to 128).",
+               "batch 32 as the seed's text (run_dyckn.py defaults to 128). WikiText-2: --recipe seed000-wikitext2.",
+    "seed000-wikitext2": "lm on WikiText-2 (--data WT2_DIR, its 33,278-word vocabulary: the paper's '33K'). The paper "
+                         "states one setting for PTB and WikiText-2 (the model, 1000 epochs of SGD then NT-ASGD, the "
+                         "windows, the initialization, alpha 0.56, which A.5 found best on both); it gives no "
+                         "WikiText-2 batch size or dropout. Those are the authors' code's: their README trains "
+                         "WikiText-2 with --dropouth 0.2 --seed 1882 and AWD-LSTM's defaults, batch 80 and dropouti "
+                         "0.65 (dropout 0.4, dropoute 0.1, wdrop 0.5 as on PTB). The choices of seed000 between the "
+                         "text and the code (--bptt-std 0, --lstm-init inverse, --freeze all) are kept.",
     "seed001": "the loss is summed over each sentence's words and averaged over the 32 sentences (--loss-norm "
                "sequence), the gradient the paper clips at 5 'normalized by the mini-batch size', so lr 1 and clip 5 "
                "are the paper's; the train loss lines are then nats per sentence, validation and test per word. "
-               "WikiText-2: --lr-decay-after 14 --lr-decay-factor 1.15 --emsize 1000 --nhid 1000 --dropout 0.65.",
+               "WikiText-2: --recipe seed001-wikitext2. Ablations: --no-h0 (§6.3), --memory-span stream (§6).",
+    "seed001-wikitext2": "averaging-lm on WikiText-2 (--data WT2_DIR, its 33,278-word vocabulary as §6.3's): §6.2's 2 "
+                         "layers of 1000 units, embeddings 1000 (tied), dropout 0.65, SGD lr 1 divided by 1.15 each "
+                         "epoch after 14, clip 5, early stopping after 10; the batch (32 sentences of at most 35 "
+                         "words, in corpus order) as seed001's (§6.3 states it for both corpora). The epoch limit "
+                         "(100) is tsrnn's: the paper stops on the early-stopping counter alone.",
     "seed002": "copy: the paper does not state gradient clipping (none here); the authors' copy-task notebook "
                "(sherrychien/PowerlawLSTM) clips the gradient norm at 1.0 (--clip 1 gives theirs) and gives up on a "
                "run after 200 epochs of 100K sequences below 0.2 accuracy; --variable --delay-min 200 --delay 500 "

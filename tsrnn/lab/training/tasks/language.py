@@ -192,29 +192,66 @@ class AveragingLanguageModelTask(MaskedTextTask):
     """LSTM LM reading the running mean of its past states (seed 001), one sentence per column.
 
     --loss-norm sequence (``normalized_loss``) sums each sentence's loss and averages over the batch:
-    seed 001's gradient "normalized by the mini-batch size", at its lr 1 and clip 5."""
+    seed 001's gradient "normalized by the mini-batch size", at its lr 1 and clip 5.
+
+    Two ablations of seed 001's memory, each recorded in the config when set (a run without them
+    keeps the config, and so the checkpoints, of before they existed):
+
+    --no-h0 leaves the initial state h_0 = 0 out of the average (§3 footnote 3, §6.3: counting it
+    "improves the performance"): m_t = (1/(t-1)) Σ_{i=1}^{t-1} h_i, m_1 = 0 (``averaging_context``'s
+    count_h0).
+
+    --memory-span stream lets the memory span sentences (§6: "permitted the memory buffer to hold
+    longer sequences before being reset and the performance ... dipped"). A sentence per column
+    cannot hold a longer memory, so the split is read as the lm task reads it: --batch-size
+    contiguous streams (``batchify``) in consecutive windows of --bptt steps, the LSTM state and the
+    memory (its running sum and count) carried from a window to the next (the trainer's carry,
+    detached between windows; cleared at each epoch) and restarted only at each stream's start.
+    tsrnn's PTB and WikiText-2 splits are one token stream each (no document marks), so the stream
+    is the memory's only boundary. Every token of a stream but its first is a target (the sentence
+    layout's truncation to --bptt words does not apply), and --order does not apply (the windows
+    come in stream order).
+    """
 
     name = "averaging-lm"
     cells = ("lstm",)
     defaults = {"cell": "lstm", "emsize": 64, "nhid": "128", "nlayers": 2, "dropout": 0.2,
                 "batch_size": 32, "bptt": 35, "order": "shuffled", "lr": 3e-3, "clip": 0.25, "epochs": 6,
-                "memory": True, "loss_norm": "token"}
+                "memory": True, "loss_norm": "token", "count_h0": True, "memory_span": "sentence"}
     model_keys = ("emsize", "nhid", "nlayers", "dropout", "memory")
+
+    def config(self) -> dict:
+        """The model keys, and ``count_h0`` / ``memory_span`` when not the default (the first changes
+        the model, the second how it reads the text)."""
+        extra = {} if self.args.count_h0 else {"count_h0": False}
+        if self.args.memory_span != "sentence":
+            extra["memory_span"] = self.args.memory_span
+        return {**super().config(), **extra}
 
     def build_model(self):
         a = self.args
         return models.AveragingLM(len(self.vocab), embedding_size=a.emsize, hidden_size=int(a.nhid),
-                                  num_layers=a.nlayers, dropout=a.dropout, memory=a.memory, backend=a.backend)
+                                  num_layers=a.nlayers, dropout=a.dropout, memory=a.memory, count_h0=a.count_h0,
+                                  backend=a.backend)
 
     def _batches(self, split, epoch=0, rank=0, world=1):
         """One sentence per column, padded to --bptt (35); for training in corpus order (seed 001:
-        "taken from the dataset in sequence", --order corpus) or shuffled per epoch."""
-        g = self.epoch_generator(epoch)
+        "taken from the dataset in sequence", --order corpus) or shuffled per epoch. --memory-span
+        stream: --bptt windows of --batch-size streams, every target counted."""
         ids = datasets.shard(self.split(split), rank, world)
+        if self.args.memory_span == "stream":
+            windows = datasets.bptt_batches(datasets.batchify(ids, self.args.batch_size), self.args.bptt)
+            return [(x, y, None, torch.ones_like(y, dtype=torch.bool)) for x, y in windows]
         shuffle = split == "train" and self.args.order == "shuffled"
         batches = datasets.sentence_batches(ids, self.vocab.eos_id, self.args.batch_size, length=self.args.bptt,
-                                            shuffle=shuffle, generator=g)
+                                            shuffle=shuffle, generator=self.epoch_generator(epoch))
         return [(x, y, None, mask) for x, y, mask in batches]
+
+    def _forward(self, model, x, reset, state):
+        """--memory-span stream: the LSTM state and the memory go on from a window to the stream's next."""
+        if self.args.memory_span == "sentence":
+            return super()._forward(model, x, reset, state)
+        return model(x, reset=reset, state=state, return_state=True)
 
 
 def normalized_loss(nll: torch.Tensor, mask: torch.Tensor, norm: str) -> torch.Tensor:
