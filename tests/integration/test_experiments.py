@@ -16,7 +16,7 @@ from experiments import common, table
 pytestmark = pytest.mark.slow  # the experiment scripts, trained at toy size
 
 SCRIPTS = {"dyck": [], "copy_task": [], "frequency": [], "pixels": [], "ptb_lm": ["--ptb"],
-           "brown_mlp": ["--brown"], "averaging_lm": ["--ptb"], "char_ptb": ["--ptb"]}
+           "brown_mlp": ["--brown"], "averaging_lm": ["--ptb"], "char_ptb": ["--ptb"], "averaging_ablations": ["--ptb"]}
 ROW = ("claim", "seed", "ours", "verdict", "command", "model", "epochs", "seeds", "train_min", "jobs", "wall_min",
        "machine", "date")
 
