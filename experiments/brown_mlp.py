@@ -32,7 +32,7 @@ from tsrnn.lab.data.brown import is_brown_path
 
 NAME = "brown_mlp"
 CONTEXTS = ("tilt", "buffer", "tilt-buffer")
-SIZES = {"full": {"n": (5,), "seeds": (0, 1, 2), "args": ["--recipe", "seed004", "--patience", "2"]},
+SIZES = {"full": {"n": (5,), "seeds": (0, 1, 2), "args": ["--recipe", "seed004-tuned"]},
          "toy": {"n": (2,), "seeds": (0, 1),
                  "args": ["--epochs", "1", "--max-steps", "2", "--bptt", "16", "--batch-size", "4"]}}
 SEED = {"tilt": {5: 244, 8: 235}, "buffer": {5: 262, 8: 254}, "unigram": 853}
