@@ -55,7 +55,8 @@ def main(argv=None) -> int:
     row = {"claim": "7. Averaging LM vs the same LSTM LM without memory, PTB sentences (seed 001)",
            "seed": "Averaging RNN-LM test ppl 69.9 (valid 71.6); no memory-less twin reported (nearest: "
                    "Zaremba large LSTM 78.4)",
-           "ours": ours, "verdict": verdict({"test_ppl": test}, args.size == "full"), "model": "2 x 200, emb 200 (seed: 2 x 650)",
+           "ours": ours, "verdict": verdict({"test_ppl": test}, args.size == "full"),
+           "model": "2 x 200, emb 200 (seed: 2 x 650)",
            "epochs": f"{common.option(SIZES[args.size], '--epochs')} (Adam 3e-3; seed: SGD, early stopping)",
            "seeds": ", ".join(map(str, seeds)),
            "gpu": "tsrnn train --recipe seed001 --data PTB_DIR (and --no-memory)"}

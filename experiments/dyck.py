@@ -47,12 +47,13 @@ def verdict(results: dict, seed_size: bool = False) -> str:
     """The claim's two halves from seed-paired 95% intervals: whole-word accuracy, MTS - LSTM; and
     at longest dependency >= LONG, the mean over those bins of each seed's accuracy, MTS - LSTM,
     "not tested" when neither model gets FLOOR of any such bin's words right, on average over the
-    seeds (the seed's 5-10 point gain cannot show at the floor). The seed's task; smaller models, far shorter training."""
+    seeds (the seed's 5-10 point gain cannot show at the floor). The seed's task; smaller models, far
+    shorter training."""
     cells = ("mts", "lstm")
     whole = common.paired(*(dict(enumerate(results[cell]["per_seed"])) for cell in cells))
     long = [k for k, low in enumerate(results["edges"][:-1]) if low >= LONG]
-    per_seed = {cell: {i: sum(b[k] for k in long if b[k] == b[k]) / len(long) for i, b in enumerate(results[cell]["bins"])}
-                for cell in cells}
+    per_seed = {cell: {i: sum(b[k] for k in long if b[k] == b[k]) / len(long)
+                       for i, b in enumerate(results[cell]["bins"])} for cell in cells}
     gap = common.paired(per_seed["mts"], per_seed["lstm"])
     best = max(results[cell]["bin_mean"][k] for cell in cells for k in long if results[cell]["bin_mean"][k] >= 0)
     floor = (f"neither model gets {100 * FLOOR:.0f}% of any such bin's words right: at most {100 * best:.1f}%, "
@@ -60,7 +61,8 @@ def verdict(results: dict, seed_size: bool = False) -> str:
              if best < FLOOR else "")
     return (f"whole words: {common.verdict(whole, common.SHORTER, seed_size)}, MTS - LSTM "
             f"{common.described(whole, ' points', 100)}; longest dependency >= {LONG}: "
-            f"{common.verdict(gap, common.SHORTER, seed_size, floor)}, MTS - LSTM {common.described(gap, ' points', 100)}")
+            f"{common.verdict(gap, common.SHORTER, seed_size, floor)}, MTS - LSTM "
+            f"{common.described(gap, ' points', 100)}")
 
 
 def _figure(summary, train_timescales):

@@ -33,7 +33,8 @@ def verdict(results: dict, seed_size: bool = False) -> str:
         parts.append(f"{order}: {common.verdict(gap, common.NOT_LIKE_FOR_LIKE, seed_size)}, plstm - lstm "
                      f"{common.described(gap, ' points', 100)}")
     larger = common.paired(gaps["permuted"], gaps["sequential"])
-    parts.append(f"gap larger when permuted: {common.verdict(larger, common.NOT_LIKE_FOR_LIKE, seed_size)}, permuted gap - "
+    parts.append(f"gap larger when permuted: {common.verdict(larger, common.NOT_LIKE_FOR_LIKE, seed_size)}, "
+                 "permuted gap - "
                  f"sequential gap {common.described(larger, ' points', 100)}")
     return "; ".join(parts)
 

@@ -78,12 +78,15 @@ def verdict(results: dict, seed_size: bool = False) -> str:
     per_seed = results["per_seed"]
     gap = common.paired({s: v["lstm"] for s, v in per_seed.items()}, {s: v["mts"] for s, v in per_seed.items()})
     bins = results["per_seed_bins"]
-    rare = common.paired({s: v["lstm"]["<100"] for s, v in bins.items()}, {s: v["mts"]["<100"] for s, v in bins.items()})
+    rare = common.paired(*({s: v[cell]["<100"] for s, v in bins.items()} for cell in ("lstm", "mts")))
     fit = results["markov_fits"]["ptb"]
-    parts = [f"overall: {common.verdict(gap, common.SHORTER, seed_size)}, LSTM - MTS {common.described(gap, ' ppl', 1, 2)}",
-             f"<100 bin: {common.verdict(rare, common.SHORTER, seed_size)}, LSTM - MTS {common.described(rare, ' ppl', 1, 0)}",
+    parts = [f"overall: {common.verdict(gap, common.SHORTER, seed_size)}, LSTM - MTS "
+             f"{common.described(gap, ' ppl', 1, 2)}",
+             f"<100 bin: {common.verdict(rare, common.SHORTER, seed_size)}, LSTM - MTS "
+             f"{common.described(rare, ' ppl', 1, 0)}",
              "LSTM timescales best fit by an Inverse Gamma: " + common.one_model(
-                 fit["alpha_ks"] < fit["mu_ks"], f"KS {fit['alpha_ks']:.3f} against the Gaussian's {fit['mu_ks']:.3f}", seed_size)]
+                 fit["alpha_ks"] < fit["mu_ks"], f"KS {fit['alpha_ks']:.3f} against the Gaussian's {fit['mu_ks']:.3f}",
+                 seed_size)]
     for layer in results["assigned_vs_estimated"]:
         parts.append(f"MTS layer {layer['layer']} timescales follow the assigned: " + common.one_model(
             layer["pearson_log"] >= STRONG, f"log-correlation {layer['pearson_log']:.2f}, estimated median "

@@ -238,7 +238,8 @@ def test_alike_claims_are_never_reproduced():
 
 def test_one_model_claims_are_never_reproduced():
     assert common.one_model(True, "KS 0.1 against 0.2", seed_size=True) == "consistent (one seed; KS 0.1 against 0.2)"
-    assert common.one_model(False, "KS 0.3 against 0.2") == "not reproduced (one seed; KS 0.3 against 0.2; not the seed's size)"
+    assert common.one_model(False, "KS 0.3 against 0.2") == (
+        "not reproduced (one seed; KS 0.3 against 0.2; not the seed's size)")
 
 
 def _copy_results(reached: dict) -> dict:
@@ -258,7 +259,7 @@ def test_copy_verdict_is_not_tested_until_a_run_converges_and_reproduced_only_wh
     assert "chrono before lstm: not tested (0 of 9" in copy_task.verdict(_copy_results(never), seed_size=True)
     assert copy_task.verdict(_copy_results(some), seed_size=True).startswith(
         "plstm before lstm: consistent (2 of 9 runs reached 0.99 within 3000 steps)")
-    assert "chrono before lstm: against the claim (2 of 9 runs" in copy_task.verdict(_copy_results(some), seed_size=True)
+    assert "chrono before lstm: against the claim (2 of 9" in copy_task.verdict(_copy_results(some), seed_size=True)
     full = copy_task.verdict(_copy_results(every), seed_size=True)
     assert full.startswith("plstm before lstm: reproduced,") and "chrono before lstm: reversed," in full
     assert copy_task.verdict(_copy_results(every)).startswith("plstm before lstm: consistent (not the seed's size)")
