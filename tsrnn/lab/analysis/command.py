@@ -114,7 +114,7 @@ def _learned_p(model, out: Path, later_reset=None) -> dict:
 
 def _copy(task, model, args, out: Path, wanted) -> Iterator[tuple[str, dict]]:
     summary = plstm.copy_analysis(task, model, args.quiet)
-    plstm.ablation_figure(summary, out / "unit_ablation.png")
+    plstm.ablation_figure(summary["ablation"], out / "unit_ablation.png", f"copy task T = {summary['delay']}")
     summary["figures"] = ["unit_ablation.png"]
     if "later_reset" in summary:
         plstm.reset_figure(summary, out / "reset_traces.png")

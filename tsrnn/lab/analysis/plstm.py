@@ -13,10 +13,13 @@
   these units, "do not reset k_t until the reproduction of target elements starts", without a
   number; r is a sigmoid, never exactly 0, so the age of a unit that barely resets still grows
   more slowly than t: half the delay is tsrnn's threshold).
-- **Unit ablation** (Figure 5): copy-task accuracy as 5 units at a time are ablated, up to 100
-  (of 128 in the seed), in a random order and with the later-reset units first. An ablated unit
-  is silenced everywhere: its columns of W_hh are zeroed (no recurrent input from it) and its
-  output is zeroed for the readout, so h_j reaches nothing; this works for every cell.
+- **Unit ablation** (§5.3, Figure 5): test accuracy as 5 units at a time are ablated, up to 100
+  (of 128 in the seed), in a random order (``torch.randperm`` seeded with the checkpoint's
+  ``--seed``, recorded as ``seed``) and, on the copy task, with the later-reset units first. An
+  ablated unit is silenced everywhere: its columns of W_hh are zeroed (no recurrent input from
+  it) and its output and final h are zeroed for the readout, so h_j reaches nothing; this works
+  for every cell, in the copy model and in a single-layer classifier (freq, pixels, imdb: the
+  seed runs it on the copy task only).
 """
 from __future__ import annotations
 
@@ -139,14 +142,14 @@ def later_reset_units(ages: torch.Tensor, delay: int, n_copy: int = N_COPY) -> t
 
 
 class AblatedUnits:
-    """Context manager: ``units`` of a single-layer recurrent module silenced (W_hh columns and
-    output zeroed); the weights are restored on exit."""
+    """Context manager: ``units`` of a single-layer recurrent module silenced (W_hh columns, output
+    and h_n zeroed); the weights are restored on exit."""
 
     def __init__(self, module, units: torch.Tensor):
         if module.num_layers != 1:
             raise ValueError("unit ablation needs a single-layer recurrent module")
         self.module, self.units = module, units
-        self.output = ZeroedOutput(module, units)
+        self.output = ZeroedOutput(module, units, h_n=True)
 
     def __enter__(self):
         w = self.module.weight_hh_l0
@@ -163,10 +166,18 @@ class AblatedUnits:
 
 
 @torch.no_grad()
-def unit_ablation(task, model, orders: dict, step: int = STEP, limit: int = LIMIT, quiet: bool = True) -> dict:
-    """Test accuracy of a copy model with the first 0, step, 2 step, ... (up to ``limit``) units of
-    each order in ``orders`` ({name: LongTensor}) ablated."""
+def unit_ablation(task, model, seed: int, chance: float, later: torch.Tensor | None = None, step: int = STEP,
+                  limit: int = LIMIT, quiet: bool = True) -> dict:
+    """Test accuracy (``task.evaluate(model, "test")["accuracy"]``) of a model whose recurrent layer
+    ``model.rnn`` has one layer, with its first 0, step, 2 step, ... (up to ``limit``) units
+    ablated in each order: "random" (``torch.randperm`` from ``seed``) and, given the bool (H,)
+    mask ``later``, "later-reset first" (those units, then the others in the random order).
+    ``chance`` is the accuracy of a uniform guess, recorded for the figure."""
     module = model.rnn
+    random = torch.randperm(module.hidden_size, generator=torch.Generator().manual_seed(seed))
+    orders = {"random": random}
+    if later is not None:
+        orders["later-reset first"] = torch.cat([later.nonzero()[:, 0], random[~later[random]]])
     counts = list(range(0, min(limit, module.hidden_size) + 1, step))
     curves = {}
     for name, order in orders.items():
@@ -175,7 +186,7 @@ def unit_ablation(task, model, orders: dict, step: int = STEP, limit: int = LIMI
             with AblatedUnits(module, order[:n]):
                 accuracy.append(task.evaluate(model, "test")["accuracy"])
         curves[name] = {"order": order.tolist(), "accuracy": accuracy}
-    return {"ablated": counts, "orders": curves, "chance": 1.0 / model.n_symbols}
+    return {"ablated": counts, "orders": curves, "chance": chance, "seed": seed}
 
 
 def copy_analysis(task, model, quiet: bool = True) -> dict:
@@ -183,14 +194,11 @@ def copy_analysis(task, model, quiet: bool = True) -> dict:
     model.eval()
     device = next(model.parameters()).device
     x, _ = copy_sample(task)
-    g = torch.Generator().manual_seed(task.args.seed)
-    orders = {"random": torch.randperm(model.rnn.hidden_size, generator=g)}
     out = {"delay": task.args.delay, "sample": x.shape[1]}
+    later = None
     if isinstance(model.rnn, PowerLawLSTM):
         traces = reset_traces(model, x.to(device))
         later = later_reset_units(traces["a"], task.args.delay)
-        rest = orders["random"][~later[orders["random"]]]
-        orders["later-reset first"] = torch.cat([later.nonzero()[:, 0], rest])
         p = model.rnn.p(0).detach().double().cpu()
         out.update({"later_reset": later.nonzero()[:, 0].tolist(), "later_reset_share": float(later.double().mean()),
                     "p_later_reset_mean": float(p[later].mean()) if later.any() else None,
@@ -198,7 +206,7 @@ def copy_analysis(task, model, quiet: bool = True) -> dict:
                     "reference_time": (torch.arange(1, x.shape[0] + 1, dtype=torch.float64)[:, None]
                                        - traces["a"][:, 0]).tolist(),
                     "mean_reset": traces["r"].mean(1).tolist()})
-    out["ablation"] = unit_ablation(task, model, orders, quiet=quiet)
+    out["ablation"] = unit_ablation(task, model, task.args.seed, 1.0 / model.n_symbols, later, quiet=quiet)
     return out
 
 
@@ -242,17 +250,18 @@ def reset_figure(summary: dict, path) -> None:
     plot.save(fig, path)
 
 
-def ablation_figure(summary: dict, path) -> None:
-    """Seed 002 Figure 5: copy accuracy against the number of ablated units, per order."""
-    ablation = summary["ablation"]
+def ablation_figure(ablation: dict, path, title: str) -> None:
+    """Seed 002 Figure 5: test accuracy against the number of ablated units, per order
+    (``unit_ablation``'s result)."""
     fig = plot.new_figure(figsize=(6.5, 4.2))
     ax = fig.add_subplot()
     for name, curve in ablation["orders"].items():
         ax.plot(ablation["ablated"], curve["accuracy"], marker="o", markersize=3, label=f"{name} order")
-    ax.axhline(ablation["chance"], color="0.5", linestyle="--", linewidth=0.8, label="chance (1 / symbols)")
+    ax.axhline(ablation["chance"], color="0.5", linestyle="--", linewidth=0.8,
+               label=f"chance ({ablation['chance']:.3g})")
     ax.set_xlabel("ablated units")
-    ax.set_ylabel("test symbol accuracy")
+    ax.set_ylabel("test accuracy")
     ax.set_ylim(0, 1)
-    ax.set_title(f"unit ablation, copy task T = {summary['delay']}")
+    ax.set_title(f"unit ablation, {title} (random order: seed {ablation['seed']})")
     ax.legend(fontsize="x-small")
     plot.save(fig, path)
