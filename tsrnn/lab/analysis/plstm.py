@@ -20,6 +20,10 @@
   it) and its output and final h are zeroed for the readout, so h_j reaches nothing; this works
   for every cell, in the copy model and in a single-layer classifier (freq, pixels, imdb: the
   seed runs it on the copy task only).
+- **p sensitivity**: the test metrics of a trained pLSTM with every unit's p held at each of
+  several values, after its own p. This probes a trained model after the fact; it is not seed
+  002's Figure A.3 (§5.1), which trains a model at each fixed p and compares how they converge
+  (``tsrnn train --fixed-p P``, one run per value).
 """
 from __future__ import annotations
 
@@ -52,6 +56,77 @@ def learned_p(model) -> list[dict]:
                         "quartiles": torch.quantile(p, torch.tensor([0.25, 0.5, 0.75], dtype=p.dtype)).tolist(),
                         "fixed": module.fixed_p is not None})
     return out
+
+
+def parse_p_values(text: str) -> tuple[float, ...]:
+    """``"0.25,0.5,1.5"`` -> (0.25, 0.5, 1.5): finite decay exponents p > 0 (``tsrnn analyze
+    --fixed-p``); ValueError naming the text."""
+    try:
+        values = tuple(float(v) for v in text.split(","))
+    except ValueError:
+        values = ()
+    if not values or not all(math.isfinite(v) and v > 0 for v in values):
+        raise ValueError(f"--fixed-p expects finite decay exponents p > 0 separated by commas (e.g. 0.25,0.5,1,1.5), "
+                         f"got {text!r}")
+    return values
+
+
+class HeldP:
+    """Context manager: every unit's p in every layer (and direction) of each ``PowerLawLSTM`` in
+    ``model`` held at ``value``, whether the module learned p or was trained with a fixed one (a
+    p >= 1, which σ(p_logit) cannot reach, too). No weight is written: the module's ``_p``, which
+    every forward and ``p()`` read, is shadowed by one returning ``value`` in its p's dtype and
+    device, and removed on exit, so the module reads its own p again."""
+
+    def __init__(self, model, value: float):
+        self.modules = [m for m in model.modules() if isinstance(m, PowerLawLSTM)]
+        if not self.modules:
+            raise ValueError("the model has no pLSTM layer: no p to hold")
+        self.value = float(value)
+
+    def __enter__(self):
+        for module in self.modules:
+            module._p = lambda layer, suffix="", own=module._p: torch.full_like(own(layer, suffix), self.value)
+        return self
+
+    def __exit__(self, *exc):
+        for module in self.modules:
+            del module._p
+
+
+@torch.no_grad()
+def p_sensitivity(task, model, values, split: str = "test", quiet: bool = True) -> dict:
+    """The metrics of ``task.evaluate(model, split)`` (accuracy and loss, or whatever the task
+    reports) of a trained pLSTM with its own p, the first row ("p": "trained": learned, or the
+    fixed p it was trained with), then with every unit's p held at each of ``values``
+    (``HeldP``); ``mean_p`` is the mean p over every unit of every layer. A post-hoc sensitivity
+    of one trained model to its decay exponent, not seed 002's Figure A.3 (§5.1), which trains a
+    model at each fixed p and compares their convergence (``tsrnn train --fixed-p P``)."""
+    own = torch.cat([torch.tensor(layer["p"], dtype=torch.float64) for layer in learned_p(model)])
+    rows = [{"p": "trained", "mean_p": float(own.mean()), "metrics": task.evaluate(model, split)}]
+    for value in progress(values, "p sensitivity", quiet):
+        with HeldP(model, value):
+            rows.append({"p": value, "mean_p": value, "metrics": task.evaluate(model, split)})
+    return {"split": split, "rows": rows}
+
+
+def p_sensitivity_figure(summary: dict, path, title: str) -> None:
+    """One panel per metric of ``p_sensitivity``: the metric against the p every unit is held at,
+    the trained model's result dashed and starred at its mean p."""
+    trained, held = summary["rows"][0], summary["rows"][1:]
+    names = list(trained["metrics"])
+    fig = plot.new_figure(figsize=(4.0 * len(names), 3.6))
+    for ax, name in zip(fig.subplots(1, len(names), squeeze=False)[0], names):
+        ax.plot([row["p"] for row in held], [row["metrics"][name] for row in held], marker="o", markersize=3,
+                label="every unit's p held")
+        ax.axhline(trained["metrics"][name], color="0.5", linestyle="--", linewidth=0.8)
+        ax.plot([trained["mean_p"]], [trained["metrics"][name]], marker="*", markersize=10, color="tab:red",
+                linestyle="none", label=f"trained p (mean {trained['mean_p']:.3f})")
+        ax.set_xlabel("decay exponent p")
+        ax.set_ylabel(f"{summary['split']} {name}")
+        ax.legend(fontsize="x-small")
+    fig.suptitle(f"p sensitivity of a trained pLSTM, {title}", fontsize="medium")
+    plot.save(fig, path)
 
 
 def p_ttest(a, b, equal_var: bool = True) -> dict:
