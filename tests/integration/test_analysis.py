@@ -14,7 +14,7 @@ from tsrnn.lab import cli
 from tsrnn.memory import timescales as ts
 from tsrnn.lab.analysis import forget_map, passes, plstm, receptive_fields, routing, timescales, word_ablation
 from tsrnn.memory.contexts import BufferContext, TILTContext
-from tsrnn.lab.models import AWDLSTMLM, CopyModel
+from tsrnn.lab.models import AWDLSTMLM, CopyModel, SequenceClassifier
 from tsrnn.lab.loading import restore
 
 pytest.importorskip("matplotlib")
@@ -210,6 +210,23 @@ def test_an_ablated_unit_reaches_nothing():
     torch.testing.assert_close(everything, model.output.bias.expand_as(everything))
     with pytest.raises(ValueError, match="single-layer"):
         plstm.AblatedUnits(tsrnn.LSTM(3, 4, num_layers=2), units)
+
+
+def test_an_ablated_unit_reaches_a_classifiers_readout_neither():
+    torch.manual_seed(0)
+    model = SequenceClassifier("plstm", 2, 6, 3, backend="reference").double().eval()
+    x, lengths = torch.randn(9, 4, 2, dtype=torch.float64), torch.tensor([9, 3, 5, 1])
+    units = torch.tensor([1, 4])
+    with plstm.AblatedUnits(model.rnn, units):
+        ablated = model(x, lengths)
+        with torch.no_grad():
+            model.rnn.weight_ih_l0[units] += 1.0         # the ablated units' r, g, o rows
+            model.rnn.weight_ih_l0[units + 6] += 1.0
+            model.rnn.weight_ih_l0[units + 12] += 1.0
+        torch.testing.assert_close(model(x, lengths), ablated)  # the readout of h_n does not see them
+    with plstm.AblatedUnits(model.rnn, torch.arange(6)):
+        everything = model(x, lengths)
+    torch.testing.assert_close(everything, model.output.bias.expand_as(everything))
 
 
 def test_later_reset_units_keep_their_age_through_the_delay():

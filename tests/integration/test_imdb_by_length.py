@@ -147,6 +147,17 @@ def test_length_bins_option_and_its_errors(imdb_run, tmp_path, capsys):
     assert "--length-bins applies to imdb checkpoints" in capsys.readouterr().err
 
 
+def test_unit_ablation_of_an_imdb_checkpoint(imdb_run, tmp_path):
+    out = tmp_path / "a"
+    assert cli.main(["analyze", str(imdb_run), "--ablate-units", "--only", "unit_ablation", "--out", str(out),
+                     "--quiet"]) == 0
+    ablation = json.loads((out / "summary.json").read_text())["analyses"]["unit_ablation"]
+    task, model = restore(imdb_run, None, CPU)
+    assert ablation["ablated"] == [0, 5] and ablation["chance"] == 0.5 and list(ablation["orders"]) == ["random"]
+    assert ablation["orders"]["random"]["accuracy"][0] == task.evaluate(model, "test")["accuracy"]
+    assert (out / "unit_ablation.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
 def test_an_lstm_imdb_checkpoint_is_analyzed_too(tmp_path):
     root = write_aclimdb(tmp_path / "aclImdb")
     assert cli.main(["train", "--task", "imdb", "--cell", "lstm", "--data", str(root), "--nhid", "4", "--emsize", "4",

@@ -46,13 +46,21 @@ def _analyze_parser(commands):
     p.add_argument("--split", default="test", choices=["valid", "test"])
     p.add_argument("--only", metavar="NAMES", help="run only these analyses, comma-separated: lm timescales, "
                    "forget_gates, word_ablation, routing; copy copy; mlp-lm receptive_fields; imdb by_length; a pLSTM's "
-                   "learned_p; p_ttest with --compare-p, timescale_comparison with --compare-timescales (default: all "
-                   "of the checkpoint's)")
+                   "learned_p; unit_ablation with --ablate-units, p_sensitivity with --fixed-p, p_ttest with "
+                   "--compare-p, timescale_comparison with --compare-timescales (default: all of the checkpoint's)")
     p.add_argument("--windows", type=int, help="lm: score only the first N windows of 70 tokens of --split in every "
                    "analysis (timescales, forget gates, word ablation, routing, the timescale comparison; default: all, "
                    "as the authors); refused for other tasks, whose analyses read no windows")
     p.add_argument("--length-bins", help="imdb: review-length bin boundaries in tokens, comma-separated (default "
                    "50,100,150,200,250,300,350,400: bins 0-49, ..., 350-399, 400+)")
+    p.add_argument("--ablate-units", action="store_true", help="freq, pixels, imdb (every cell): seed 002 §5.3's "
+                   "unit ablation, test accuracy as 5 units at a time are silenced up to 100, in a random order seeded "
+                   "with the checkpoint's --seed (unit_ablation.png; a copy checkpoint's copy analysis runs it already, "
+                   "also with the later-reset units first)")
+    p.add_argument("--fixed-p", dest="held_p", metavar="P1,P2,...", help="pLSTM: the task's metrics on --split with "
+                   "every unit's p held at each of these values (comma-separated, > 0), after the trained p "
+                   "(p_sensitivity.png): a trained model's sensitivity to p, not seed 002's Figure A.3, which trains "
+                   "one model per fixed p (tsrnn train --fixed-p P)")
     p.add_argument("--compare-p", metavar="CHECKPOINT", help="pLSTM: two-sample t-test of this checkpoint's learned p "
                    "against another pLSTM checkpoint's, layer by layer (seed 002 §5.2)")
     p.add_argument("--compare-timescales", metavar="CHECKPOINT", help="lm: seed 000 Figure 1, this LM's unit "

@@ -9,6 +9,12 @@ one ``summary.json`` holding every number the figures show.
 - mlp-lm with a TILT or TILT-Buffer context: the receptive fields.
 - imdb (every cell): test accuracy by review length (seed 002 Figure 4); with the pLSTM also the learned p.
 - freq, pixels with the pLSTM: the learned p.
+- ``--ablate-units`` (freq, pixels, imdb; any cell): seed 002 §5.3's unit ablation (Figure 5),
+  random order only (later-reset units are defined by the copy task's delay; the copy analysis
+  runs the ablation by default, so the option is refused there).
+- ``--fixed-p P1,P2,...`` (any pLSTM checkpoint): the task's metrics on ``--split`` with every
+  unit's p held at each value, after the trained p: a post-hoc sensitivity of the trained model,
+  not seed 002's Figure A.3, which trains one model per fixed p (``tsrnn train --fixed-p P``).
 - ``--compare-p B.pt`` (any pLSTM checkpoint): seed 002 §5.2's t-test of this checkpoint's p against B's.
 - ``--compare-timescales B.pt`` (lm): seed 000 Figure 1, this LM's timescale distribution and fits
   beside B's (the paper: an LM trained on PTB beside the same model trained on Markov-PTB).
@@ -114,7 +120,7 @@ def _learned_p(model, out: Path, later_reset=None) -> dict:
 
 def _copy(task, model, args, out: Path, wanted) -> Iterator[tuple[str, dict]]:
     summary = plstm.copy_analysis(task, model, args.quiet)
-    plstm.ablation_figure(summary, out / "unit_ablation.png")
+    plstm.ablation_figure(summary["ablation"], out / "unit_ablation.png", f"copy task T = {summary['delay']}")
     summary["figures"] = ["unit_ablation.png"]
     if "later_reset" in summary:
         plstm.reset_figure(summary, out / "reset_traces.png")
@@ -139,6 +145,24 @@ def _imdb(task, model, args, out: Path, wanted) -> Iterator[tuple[str, dict]]:
     yield "by_length", {**summary, "figures": ["accuracy_by_length.png"]}
 
 
+def _unit_ablation(task, model, args, out: Path) -> dict:
+    """Seed 002 §5.3 on a single-layer classifier: random order from the checkpoint's --seed,
+    chance 1 / classes."""
+    summary = plstm.unit_ablation(task, model, task.args.seed, 1.0 / model.n_classes, quiet=args.quiet)
+    plstm.ablation_figure(summary, out / "unit_ablation.png", f"{task.name} task")
+    return {**summary, "figures": ["unit_ablation.png"]}
+
+
+def _p_sensitivity(task, model, args, out: Path) -> dict:
+    summary = plstm.p_sensitivity(task, model, args.held_p, args.split, args.quiet)
+    plstm.p_sensitivity_figure(summary, out / "p_sensitivity.png", f"{task.name} task")
+    for row in summary["rows"]:
+        held = f"trained p (mean {row['mean_p']:.3f})" if row["p"] == "trained" else f"p = {row['p']:g}"
+        print(f"p sensitivity ({args.split}), {held}: "
+              + ", ".join(f"{name} {value:.4g}" for name, value in row["metrics"].items()))
+    return {**summary, "figures": ["p_sensitivity.png"]}
+
+
 def _p_ttest(summary: dict, out: Path) -> dict:
     plstm.compare_figure(summary, out / "p_compare.png")
     for e in summary["layers"]:
@@ -150,6 +174,7 @@ def _p_ttest(summary: dict, out: Path) -> dict:
 
 RUNNERS = {"lm": _lm, "copy": _copy, "mlp-lm": _tilt, "imdb": _imdb}
 P_ONLY = ("freq", "pixels")
+ABLATABLE = ("freq", "pixels", "imdb")  # single-layer recurrent classifiers: --ablate-units
 # The analyses of each task's runner, in the order they run (--only chooses among them).
 OWN = {"lm": ("timescales", "forget_gates", "word_ablation", "routing"), "copy": ("copy",),
        "mlp-lm": ("receptive_fields",), "imdb": ("by_length",)}
@@ -157,8 +182,9 @@ OWN = {"lm": ("timescales", "forget_gates", "word_ablation", "routing"), "copy":
 
 def available(name: str, has_p: bool, args) -> list[str]:
     """The analyses ``tsrnn analyze`` runs on a ``name`` checkpoint with these flags, in order."""
-    return [*OWN.get(name, ()), *(["learned_p"] if has_p else []), *(["p_ttest"] if args.compare_p else []),
-            *(["timescale_comparison"] if args.compare_timescales else [])]
+    return [*OWN.get(name, ()), *(["unit_ablation"] if args.ablate_units else []),
+            *(["learned_p"] if has_p else []), *(["p_sensitivity"] if args.held_p else []),
+            *(["p_ttest"] if args.compare_p else []), *(["timescale_comparison"] if args.compare_timescales else [])]
 
 
 class Summary:
@@ -202,11 +228,21 @@ def run(args) -> int:
     device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
     state = checkpoint.load(args.checkpoint)
     name = state["task"]
-    has_p = state["config"].get("cell") == "plstm"
-    if name not in RUNNERS and not (name in P_ONLY and has_p):
-        raise ValueError(f"tsrnn analyze has no analysis for a {name!r} checkpoint with cell "
-                         f"{state['config'].get('cell')!r}: it analyzes lm, copy, imdb and mlp-lm (TILT) checkpoints, "
-                         f"and the pLSTM's learned p of {', '.join(P_ONLY)}")
+    cell = state["config"].get("cell")
+    has_p = cell == "plstm"
+    if args.ablate_units and name not in ABLATABLE:
+        raise ValueError(f"--ablate-units silences units of a single-layer recurrent classifier ({', '.join(ABLATABLE)} "
+                         f"checkpoints; a copy checkpoint's copy analysis ablates units already); {args.checkpoint} is "
+                         f"a {name!r} checkpoint")
+    if name not in RUNNERS and not (name in P_ONLY and (has_p or args.ablate_units)):
+        raise ValueError(f"tsrnn analyze has no analysis for a {name!r} checkpoint with cell {cell!r}: it analyzes lm, "
+                         f"copy, imdb and mlp-lm (TILT) checkpoints, the pLSTM's learned p of {', '.join(P_ONLY)}, "
+                         f"and with --ablate-units {', '.join(P_ONLY)} checkpoints of every cell")
+    if args.held_p is not None:
+        args.held_p = plstm.parse_p_values(args.held_p)
+        if not has_p:
+            raise ValueError(f"--fixed-p holds the pLSTM's decay exponent p; {args.checkpoint} is a {name!r} "
+                             f"checkpoint with cell {cell!r}, which has no p")
     if args.length_bins is not None and name != "imdb":
         raise ValueError(f"--length-bins applies to imdb checkpoints; {args.checkpoint} is a {name!r} checkpoint")
     args.length_bins = by_length.parse_boundaries(args.length_bins) if args.length_bins else by_length.BOUNDARIES
@@ -241,8 +277,12 @@ def run(args) -> int:
             timescale_summary = entry
         if wanted(analysis):
             summary.add(analysis, entry)
+    if wanted("unit_ablation"):
+        summary.add("unit_ablation", _unit_ablation(task, model, args, out))
     if wanted("learned_p"):
         summary.add("learned_p", _learned_p(model, out, analyses.get("copy", {}).get("later_reset")))
+    if wanted("p_sensitivity"):
+        summary.add("p_sensitivity", _p_sensitivity(task, model, args, out))
     if wanted("p_ttest"):
         summary.add("p_ttest", _p_ttest(compared, out))
     if wanted("timescale_comparison"):

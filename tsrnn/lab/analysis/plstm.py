@@ -13,10 +13,17 @@
   these units, "do not reset k_t until the reproduction of target elements starts", without a
   number; r is a sigmoid, never exactly 0, so the age of a unit that barely resets still grows
   more slowly than t: half the delay is tsrnn's threshold).
-- **Unit ablation** (Figure 5): copy-task accuracy as 5 units at a time are ablated, up to 100
-  (of 128 in the seed), in a random order and with the later-reset units first. An ablated unit
-  is silenced everywhere: its columns of W_hh are zeroed (no recurrent input from it) and its
-  output is zeroed for the readout, so h_j reaches nothing; this works for every cell.
+- **Unit ablation** (§5.3, Figure 5): test accuracy as 5 units at a time are ablated, up to 100
+  (of 128 in the seed), in a random order (``torch.randperm`` seeded with the checkpoint's
+  ``--seed``, recorded as ``seed``) and, on the copy task, with the later-reset units first. An
+  ablated unit is silenced everywhere: its columns of W_hh are zeroed (no recurrent input from
+  it) and its output and final h are zeroed for the readout, so h_j reaches nothing; this works
+  for every cell, in the copy model and in a single-layer classifier (freq, pixels, imdb: the
+  seed runs it on the copy task only).
+- **p sensitivity**: the test metrics of a trained pLSTM with every unit's p held at each of
+  several values, after its own p. This probes a trained model after the fact; it is not seed
+  002's Figure A.3 (§5.1), which trains a model at each fixed p and compares how they converge
+  (``tsrnn train --fixed-p P``, one run per value).
 """
 from __future__ import annotations
 
@@ -49,6 +56,77 @@ def learned_p(model) -> list[dict]:
                         "quartiles": torch.quantile(p, torch.tensor([0.25, 0.5, 0.75], dtype=p.dtype)).tolist(),
                         "fixed": module.fixed_p is not None})
     return out
+
+
+def parse_p_values(text: str) -> tuple[float, ...]:
+    """``"0.25,0.5,1.5"`` -> (0.25, 0.5, 1.5): finite decay exponents p > 0 (``tsrnn analyze
+    --fixed-p``); ValueError naming the text."""
+    try:
+        values = tuple(float(v) for v in text.split(","))
+    except ValueError:
+        values = ()
+    if not values or not all(math.isfinite(v) and v > 0 for v in values):
+        raise ValueError(f"--fixed-p expects finite decay exponents p > 0 separated by commas (e.g. 0.25,0.5,1,1.5), "
+                         f"got {text!r}")
+    return values
+
+
+class HeldP:
+    """Context manager: every unit's p in every layer (and direction) of each ``PowerLawLSTM`` in
+    ``model`` held at ``value``, whether the module learned p or was trained with a fixed one (a
+    p >= 1, which σ(p_logit) cannot reach, too). No weight is written: the module's ``_p``, which
+    every forward and ``p()`` read, is shadowed by one returning ``value`` in its p's dtype and
+    device, and removed on exit, so the module reads its own p again."""
+
+    def __init__(self, model, value: float):
+        self.modules = [m for m in model.modules() if isinstance(m, PowerLawLSTM)]
+        if not self.modules:
+            raise ValueError("the model has no pLSTM layer: no p to hold")
+        self.value = float(value)
+
+    def __enter__(self):
+        for module in self.modules:
+            module._p = lambda layer, suffix="", own=module._p: torch.full_like(own(layer, suffix), self.value)
+        return self
+
+    def __exit__(self, *exc):
+        for module in self.modules:
+            del module._p
+
+
+@torch.no_grad()
+def p_sensitivity(task, model, values, split: str = "test", quiet: bool = True) -> dict:
+    """The metrics of ``task.evaluate(model, split)`` (accuracy and loss, or whatever the task
+    reports) of a trained pLSTM with its own p, the first row ("p": "trained": learned, or the
+    fixed p it was trained with), then with every unit's p held at each of ``values``
+    (``HeldP``); ``mean_p`` is the mean p over every unit of every layer. A post-hoc sensitivity
+    of one trained model to its decay exponent, not seed 002's Figure A.3 (§5.1), which trains a
+    model at each fixed p and compares their convergence (``tsrnn train --fixed-p P``)."""
+    own = torch.cat([torch.tensor(layer["p"], dtype=torch.float64) for layer in learned_p(model)])
+    rows = [{"p": "trained", "mean_p": float(own.mean()), "metrics": task.evaluate(model, split)}]
+    for value in progress(values, "p sensitivity", quiet):
+        with HeldP(model, value):
+            rows.append({"p": value, "mean_p": value, "metrics": task.evaluate(model, split)})
+    return {"split": split, "rows": rows}
+
+
+def p_sensitivity_figure(summary: dict, path, title: str) -> None:
+    """One panel per metric of ``p_sensitivity``: the metric against the p every unit is held at,
+    the trained model's result dashed and starred at its mean p."""
+    trained, held = summary["rows"][0], summary["rows"][1:]
+    names = list(trained["metrics"])
+    fig = plot.new_figure(figsize=(4.0 * len(names), 3.6))
+    for ax, name in zip(fig.subplots(1, len(names), squeeze=False)[0], names):
+        ax.plot([row["p"] for row in held], [row["metrics"][name] for row in held], marker="o", markersize=3,
+                label="every unit's p held")
+        ax.axhline(trained["metrics"][name], color="0.5", linestyle="--", linewidth=0.8)
+        ax.plot([trained["mean_p"]], [trained["metrics"][name]], marker="*", markersize=10, color="tab:red",
+                linestyle="none", label=f"trained p (mean {trained['mean_p']:.3f})")
+        ax.set_xlabel("decay exponent p")
+        ax.set_ylabel(f"{summary['split']} {name}")
+        ax.legend(fontsize="x-small")
+    fig.suptitle(f"p sensitivity of a trained pLSTM, {title}", fontsize="medium")
+    plot.save(fig, path)
 
 
 def p_ttest(a, b, equal_var: bool = True) -> dict:
@@ -139,14 +217,14 @@ def later_reset_units(ages: torch.Tensor, delay: int, n_copy: int = N_COPY) -> t
 
 
 class AblatedUnits:
-    """Context manager: ``units`` of a single-layer recurrent module silenced (W_hh columns and
-    output zeroed); the weights are restored on exit."""
+    """Context manager: ``units`` of a single-layer recurrent module silenced (W_hh columns, output
+    and h_n zeroed); the weights are restored on exit."""
 
     def __init__(self, module, units: torch.Tensor):
         if module.num_layers != 1:
             raise ValueError("unit ablation needs a single-layer recurrent module")
         self.module, self.units = module, units
-        self.output = ZeroedOutput(module, units)
+        self.output = ZeroedOutput(module, units, h_n=True)
 
     def __enter__(self):
         w = self.module.weight_hh_l0
@@ -163,10 +241,18 @@ class AblatedUnits:
 
 
 @torch.no_grad()
-def unit_ablation(task, model, orders: dict, step: int = STEP, limit: int = LIMIT, quiet: bool = True) -> dict:
-    """Test accuracy of a copy model with the first 0, step, 2 step, ... (up to ``limit``) units of
-    each order in ``orders`` ({name: LongTensor}) ablated."""
+def unit_ablation(task, model, seed: int, chance: float, later: torch.Tensor | None = None, step: int = STEP,
+                  limit: int = LIMIT, quiet: bool = True) -> dict:
+    """Test accuracy (``task.evaluate(model, "test")["accuracy"]``) of a model whose recurrent layer
+    ``model.rnn`` has one layer, with its first 0, step, 2 step, ... (up to ``limit``) units
+    ablated in each order: "random" (``torch.randperm`` from ``seed``) and, given the bool (H,)
+    mask ``later``, "later-reset first" (those units, then the others in the random order).
+    ``chance`` is the accuracy of a uniform guess, recorded for the figure."""
     module = model.rnn
+    random = torch.randperm(module.hidden_size, generator=torch.Generator().manual_seed(seed))
+    orders = {"random": random}
+    if later is not None:
+        orders["later-reset first"] = torch.cat([later.nonzero()[:, 0], random[~later[random]]])
     counts = list(range(0, min(limit, module.hidden_size) + 1, step))
     curves = {}
     for name, order in orders.items():
@@ -175,7 +261,7 @@ def unit_ablation(task, model, orders: dict, step: int = STEP, limit: int = LIMI
             with AblatedUnits(module, order[:n]):
                 accuracy.append(task.evaluate(model, "test")["accuracy"])
         curves[name] = {"order": order.tolist(), "accuracy": accuracy}
-    return {"ablated": counts, "orders": curves, "chance": 1.0 / model.n_symbols}
+    return {"ablated": counts, "orders": curves, "chance": chance, "seed": seed}
 
 
 def copy_analysis(task, model, quiet: bool = True) -> dict:
@@ -183,14 +269,11 @@ def copy_analysis(task, model, quiet: bool = True) -> dict:
     model.eval()
     device = next(model.parameters()).device
     x, _ = copy_sample(task)
-    g = torch.Generator().manual_seed(task.args.seed)
-    orders = {"random": torch.randperm(model.rnn.hidden_size, generator=g)}
     out = {"delay": task.args.delay, "sample": x.shape[1]}
+    later = None
     if isinstance(model.rnn, PowerLawLSTM):
         traces = reset_traces(model, x.to(device))
         later = later_reset_units(traces["a"], task.args.delay)
-        rest = orders["random"][~later[orders["random"]]]
-        orders["later-reset first"] = torch.cat([later.nonzero()[:, 0], rest])
         p = model.rnn.p(0).detach().double().cpu()
         out.update({"later_reset": later.nonzero()[:, 0].tolist(), "later_reset_share": float(later.double().mean()),
                     "p_later_reset_mean": float(p[later].mean()) if later.any() else None,
@@ -198,7 +281,7 @@ def copy_analysis(task, model, quiet: bool = True) -> dict:
                     "reference_time": (torch.arange(1, x.shape[0] + 1, dtype=torch.float64)[:, None]
                                        - traces["a"][:, 0]).tolist(),
                     "mean_reset": traces["r"].mean(1).tolist()})
-    out["ablation"] = unit_ablation(task, model, orders, quiet=quiet)
+    out["ablation"] = unit_ablation(task, model, task.args.seed, 1.0 / model.n_symbols, later, quiet=quiet)
     return out
 
 
@@ -242,17 +325,18 @@ def reset_figure(summary: dict, path) -> None:
     plot.save(fig, path)
 
 
-def ablation_figure(summary: dict, path) -> None:
-    """Seed 002 Figure 5: copy accuracy against the number of ablated units, per order."""
-    ablation = summary["ablation"]
+def ablation_figure(ablation: dict, path, title: str) -> None:
+    """Seed 002 Figure 5: test accuracy against the number of ablated units, per order
+    (``unit_ablation``'s result)."""
     fig = plot.new_figure(figsize=(6.5, 4.2))
     ax = fig.add_subplot()
     for name, curve in ablation["orders"].items():
         ax.plot(ablation["ablated"], curve["accuracy"], marker="o", markersize=3, label=f"{name} order")
-    ax.axhline(ablation["chance"], color="0.5", linestyle="--", linewidth=0.8, label="chance (1 / symbols)")
+    ax.axhline(ablation["chance"], color="0.5", linestyle="--", linewidth=0.8,
+               label=f"chance ({ablation['chance']:.3g})")
     ax.set_xlabel("ablated units")
-    ax.set_ylabel("test symbol accuracy")
+    ax.set_ylabel("test accuracy")
     ax.set_ylim(0, 1)
-    ax.set_title(f"unit ablation, copy task T = {summary['delay']}")
+    ax.set_title(f"unit ablation, {title} (random order: seed {ablation['seed']})")
     ax.legend(fontsize="x-small")
     plot.save(fig, path)

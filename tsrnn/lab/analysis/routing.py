@@ -40,15 +40,21 @@ def bin_perplexities(nll: torch.Tensor, bins: torch.Tensor) -> list[float]:
 
 
 class ZeroedOutput:
-    """Context manager: ``module``'s output (T, B, H) has ``units`` zeroed for whatever reads it."""
+    """Context manager: ``module``'s output (T, B, H) has ``units`` zeroed for whatever reads it;
+    with ``h_n`` also the final h of the state it returns (what a classifier reads), else that
+    state is untouched (the state an LM carries to its next window)."""
 
-    def __init__(self, module, units: torch.Tensor):
-        self.module, self.units = module, units
+    def __init__(self, module, units: torch.Tensor, h_n: bool = False):
+        self.module, self.units, self.h_n = module, units, h_n
 
     def _hook(self, module, args, result):
         out, state = result
         out = out.clone()
         out[..., self.units.to(out.device)] = 0
+        if self.h_n:
+            h = state[0].clone()
+            h[..., self.units.to(h.device)] = 0
+            state = (h, *state[1:])
         return out, state
 
     def __enter__(self):
