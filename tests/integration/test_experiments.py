@@ -296,11 +296,15 @@ def test_brown_verdict_names_the_unigram_baselines_beside_the_seeds():
 
     per_seed = {"tilt": {5: {0: 240.0, 1: 245.0, 2: 250.0}}, "buffer": {5: {0: 260.0, 1: 262.0, 2: 266.0}}}
     unigram = {"unigram_seen_ppl": 806.9, "unigram_ppl": 870.6}
+    caveat = f"{brown_mlp.RECIPE_CAVEAT}; unigram 807 to 871 against the seed's 853"
     assert brown_mlp.verdict({"ppl_per_seed": per_seed, **unigram}, seed_size=True).startswith(
-        "n = 5: consistent (unigram 807 to 871 against the seed's 853), buffer - tilt +18 [")
+        f"n = 5: consistent ({caveat}), buffer - tilt +18 [")
+    reversed_ = {"tilt": per_seed["buffer"], "buffer": per_seed["tilt"]}
+    assert brown_mlp.verdict({"ppl_per_seed": reversed_, **unigram}, seed_size=True).startswith(
+        f"n = 5: against the claim ({caveat}), buffer - tilt -18 [")  # never "reversed": not like-for-like
     one = {context: {5: {0: runs[5][0]}} for context, runs in per_seed.items()}
     assert brown_mlp.verdict({"ppl_per_seed": one, **unigram}, seed_size=True) == (
-        "n = 5: consistent (one seed; unigram 807 to 871 against the seed's 853), buffer - tilt +20 ppl (one seed)")
+        f"n = 5: consistent (one seed; {caveat}), buffer - tilt +20 ppl (one seed)")
 
 
 def test_seeds_option_keeps_the_sizes_order_and_refuses_other_seeds(capsys):
@@ -382,6 +386,18 @@ def test_each_claims_heading_in_reproduction_names_the_verdicts_of_its_record():
     assert set(headings) == set(records)
     assert {k: set(words.findall(h)) for k, h in headings.items()} == {
         k: set(words.findall(v)) for k, v in records.items()}
+
+
+def test_docs_count_the_reproduced_claims_as_the_records_do():
+    """docs/papers.md and docs/reproduction.md say how many claims are reproduced: the records' count."""
+    from pathlib import Path
+
+    reproduced = [r["name"] for r in table.load() if re.search(r"(?<!not )\breproduced\b", r["verdict"])]
+    assert reproduced == ["frequency"]
+    root = Path(table.__file__).parents[1]
+    for doc in ("docs/papers.md", "docs/reproduction.md"):
+        text = " ".join((root / doc).read_text().split())
+        assert "one claim is reproduced" in text and "headline claims" not in text, doc
 
 
 def test_a_failed_run_raises_with_its_log(tmp_path):
