@@ -295,7 +295,7 @@ def test_brown_verdict_names_the_unigram_baselines_beside_the_seeds():
     from experiments import brown_mlp
 
     per_seed = {"tilt": {5: {0: 240.0, 1: 245.0, 2: 250.0}}, "buffer": {5: {0: 260.0, 1: 262.0, 2: 266.0}}}
-    unigram = {"unigram_seen_ppl": 806.9, "unigram_ppl": 870.6}
+    unigram = {"unigram_seen_ppl": 806.9, "unigram_ppl": 870.6, "recipe": "seed004-tuned"}
     caveat = f"{brown_mlp.RECIPE_CAVEAT}; unigram 807 to 871 against the seed's 853"
     assert brown_mlp.verdict({"ppl_per_seed": per_seed, **unigram}, seed_size=True).startswith(
         f"n = 5: consistent ({caveat}), buffer - tilt +18 [")
@@ -305,6 +305,9 @@ def test_brown_verdict_names_the_unigram_baselines_beside_the_seeds():
     one = {context: {5: {0: runs[5][0]}} for context, runs in per_seed.items()}
     assert brown_mlp.verdict({"ppl_per_seed": one, **unigram}, seed_size=True) == (
         f"n = 5: consistent (one seed; {caveat}), buffer - tilt +20 ppl (one seed)")
+    seeds_own = {**unigram, "recipe": "seed004"}  # the seed's stated recipe: the data caveat alone
+    assert brown_mlp.verdict({"ppl_per_seed": per_seed, **seeds_own}, seed_size=True).startswith(
+        "n = 5: consistent (unigram 807 to 871 against the seed's 853), buffer - tilt +18 [")
 
 
 def test_seeds_option_keeps_the_sizes_order_and_refuses_other_seeds(capsys):
