@@ -345,6 +345,7 @@ RECIPE_SMOKE = {  # each recipe's schedule at a size a test runs (the recipe's o
     ("seed002", "freq"): ["--nhid", "8", "--freq-size", "64,32", "--epochs", "1"],
     ("seed002", "pixels"): ["--nhid", "8", "--max-steps", "2"],
     ("seed004", "mlp-lm"): ["--emsize", "8", "--nhid", "16", "--max-steps", "3"],
+    ("seed004-tuned", "mlp-lm"): ["--emsize", "8", "--nhid", "16", "--max-steps", "3"],
 }
 
 

@@ -176,6 +176,16 @@ def test_mlp_lm_sequence_loss_norm_sums_each_windows_words():
     assert (args.vocab_from, args.rare_words) == ("all", "drop")  # the seed's "only analyzed" words seen > 5 times
 
 
+# -- seed 004: seed004-tuned, tsrnn's training of the seed's model -------------------------------------------
+
+def test_seed004_tuned_keeps_the_seeds_model_and_data_and_changes_only_the_training():
+    seed, tuned = recipe_args("seed004", "mlp-lm"), recipe_args("seed004-tuned", "mlp-lm")
+    changed = {key for key in vars(seed) if getattr(seed, key) != getattr(tuned, key)} - {"recipe"}
+    assert changed == {"rare_words", "optimizer", "weight_decay", "clip", "batch_size", "loss_norm", "epochs"}
+    assert (tuned.rare_words, tuned.optimizer, tuned.weight_decay, tuned.loss_norm) == ("unk", "adam", 1e-5, "token")
+    assert (tuned.context, tuned.n, tuned.emsize, tuned.nhid, tuned.bptt) == ("tilt", 5, 30, "100", 128)
+
+
 # -- the WikiText-2 recipes: seed 000 (the authors' code) and seed 001 §6.2 ------------------------------
 
 def test_wikitext2_recipes_change_only_what_the_seeds_change():
