@@ -64,13 +64,16 @@ def unlike(results: dict) -> str:
 
 def verdict(results: dict, seed_size: bool = False) -> str:
     """The claim's status at each n from the seed-paired 95% interval of Buffer - TILT
-    perplexity; never like-for-like: the corpus cannot be checked to be the seed's (``unlike``).
-    ``seed_size``: the seed's model (``--size full``)."""
+    perplexity on the 200K words the seed evaluates on, then on the held-out rest of the corpus
+    (when the record has it); never like-for-like: the corpus cannot be checked to be the seed's
+    (``unlike``). ``seed_size``: the seed's model (``--size full``)."""
     parts = []
-    for n, tilt in results["ppl_per_seed"]["tilt"].items():
-        gap = common.paired(results["ppl_per_seed"]["buffer"][n], tilt)
-        parts.append(f"n = {n}: {common.verdict(gap, unlike(results), seed_size)}, "
-                     f"buffer - tilt {common.described(gap, ' ppl', 1, 0)}")
+    splits = {"": "ppl_per_seed", "held-out rest, ": "test_ppl_per_seed"}  # the seed's evaluation words first
+    for split, key in ((split, key) for split, key in splits.items() if key in results):
+        for n, tilt in results[key]["tilt"].items():
+            gap = common.paired(results[key]["buffer"][n], tilt)
+            parts.append(f"{split}n = {n}: {common.verdict(gap, unlike(results), seed_size)}, "
+                         f"buffer - tilt {common.described(gap, ' ppl', 1, 0)}")
     return "; ".join(parts)
 
 

@@ -143,7 +143,7 @@ NOTES = {
                "text (--rare-words drop: the seed 'only analyzed' the others; Bengio et al. merge rare words into one "
                "symbol, --rare-words unk). In tsrnn's runs of this recipe (three seeds, n = 5) the 20 epochs end at 430 "
                "to 503 evaluation perplexity, far above the paper's 244 to 262, and still falling: the recipe trains, "
-               "but does not reach the paper's level (--recipe seed004-tuned does). Experiment 2: --ahead K; Experiment "
+               "but does not reach the paper's level (--recipe seed004-tuned brings the Buffer-MLP within 300). Experiment 2: --ahead K; Experiment "
                "3: --emsize, --nhid; Experiment 4: --drop-taus 0 (0,1 / 0,1,2 / 0,1,2,3); python -m "
                "experiments.brown_sweeps runs each.",
     "seed004-tuned": "seed 004's model and data split (n = 5, 30-d features, 100 tanh units, the vocabulary of words "
