@@ -142,8 +142,8 @@ def test_resume_in_a_fresh_process_reuses_the_kernels(tmp_path):
     assert resumed["backend_choices"] == straight["backend_choices"]
 
 
-def tiny_corpus(folder):
-    """A WikiText-2-layout corpus of a few lines: an epoch of 5 batches at TINY["lm"]'s sizes."""
+def five_batch_corpus(folder):
+    """A WikiText-2-layout corpus of a few lines: an epoch of 5 batches at CARRIED["lm"]'s sizes."""
     words = [f"w{i}" for i in range(12)]
     for split, lines in (("train", 8), ("valid", 6), ("test", 2)):
         text = "\n".join(" ".join(words[(3 * n + 5 * k) % 12] for k in range(19)) for n in range(lines))
@@ -169,11 +169,12 @@ def test_a_resumed_process_chooses_as_the_uninterrupted_run_for_shapes_met_after
     come out bit for bit."""
     arguments, steps, epoch, inside = CARRIED[task]
     if task == "lm":
-        arguments = [*arguments, "--data", str(tiny_corpus(tmp_path))]
+        arguments = [*arguments, "--data", str(five_batch_corpus(tmp_path))]
     base = ["train", "--task", task, *arguments, "--quiet", "--valid-every", "3"]
     monkeypatch.setattr(choice, "_fastest", lambda paths, call, run: paths[-1])
     assert cli.main([*base, "--max-steps", str(steps), "--out", str(tmp_path / "straight")]) == 0
     straight = checkpoint.load(tmp_path / "straight" / "last.pt")
+    assert [r["step"] for r in metrics(tmp_path, "straight") if r["event"] == "epoch"][0] == epoch
     env = {k: v for k, v in os.environ.items() if not k.startswith("TSRNN_") or k == "TSRNN_CACHE_DIR"}
     env["OMP_NUM_THREADS"] = str(torch.get_num_threads())
     for stop in (epoch, inside):
