@@ -61,6 +61,16 @@ def forget_verdicts():
         file.unlink()
 
 
+def corpus_folder(folder, text, name="{split}.txt"):
+    """``folder`` made a corpus whose train, valid and test files (named by ``name``) each hold
+    ``text``; its path as a str."""
+    folder = pathlib.Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    for split in ("train", "valid", "test"):
+        (folder / name.format(split=split)).write_text(text)
+    return str(folder)
+
+
 def wrap_layer_runs(monkeypatch, wrap, kinds=("reference", "torch_lstm", "operator")):
     """For this test, every path of ``kinds`` runs its recurrent layers through ``wrap(runner)``, the
     runner its record holds (``Path.run["recurrence"]``, called with the record first)."""

@@ -14,6 +14,7 @@ from tsrnn.lab import cli
 from tsrnn.lab.data.text import line_tokens
 from tsrnn.lab.data.vocab import EOS
 from tsrnn.lab.training.checkpoint import CheckpointError
+from conftest import corpus_folder
 
 
 @pytest.fixture(scope="module")
@@ -71,10 +72,7 @@ def test_bad_paths_and_uses_are_clear_errors(lm_run, tmp_path):
 
 
 def test_data_moved_is_named_with_the_way_out(tmp_path):
-    corpus = tmp_path / "corpus"
-    corpus.mkdir()
-    for split in ("train", "valid", "test"):
-        (corpus / f"{split}.txt").write_text("a b c d e f g h\n" * 30)
+    corpus = corpus_folder(tmp_path / "corpus", "a b c d e f g h\n" * 30)
     run = tmp_path / "run"
     assert cli.main(["train", "--task", "lm", "--data", str(corpus), "--emsize", "4", "--nhid", "6,4", "--bptt", "5",
                      "--batch-size", "2", "--max-steps", "1", "--out", str(run), "--quiet"]) == 0

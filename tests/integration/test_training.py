@@ -16,6 +16,7 @@ from tsrnn.lab import cli
 from tsrnn.lab.training import checkpoint
 from tsrnn.lab.training.recipes import RECIPES
 from tsrnn.lab.training.tasks import TASKS
+from conftest import corpus_folder
 
 from test_interrupts import assert_same_weights
 
@@ -323,11 +324,8 @@ def test_torchrun_two_processes(tmp_path):
 
 
 def test_character_level_reports_bits_per_character(tmp_path, capsys):
-    data = tmp_path / "ptb-char"
-    data.mkdir()
-    text = "a _ c a t _ s a t\nt h e _ d o g _ r a n _ f a s t\n" * 40
-    for split in ("train", "valid", "test"):
-        (data / f"ptb.char.{split}.txt").write_text(text)
+    data = corpus_folder(tmp_path / "ptb-char", "a _ c a t _ s a t\nt h e _ d o g _ r a n _ f a s t\n" * 40,
+                         name="ptb.char.{split}.txt")
     assert train(tmp_path, "lm", "--data", str(data), "--level", "char", steps=2, out="char") == 0
     valid = [r for r in metrics(tmp_path, "char") if r["event"] == "valid"][-1]
     assert valid["bpc"] == pytest.approx(valid["loss"] / math.log(2))
@@ -361,11 +359,7 @@ def test_each_recipe_runs_a_short_epoch(tmp_path, recipe, task):
 
 
 def tiny_corpus(tmp_path):
-    data = tmp_path / "tiny"
-    data.mkdir(exist_ok=True)
-    for split in ("train", "valid", "test"):
-        (data / f"{split}.txt").write_text("the cat sat on the mat\nthe dog ran to the cat\n" * 20)
-    return str(data)
+    return corpus_folder(tmp_path / "tiny", "the cat sat on the mat\nthe dog ran to the cat\n" * 20)
 
 
 def scripted_validation(monkeypatch, losses):

@@ -11,6 +11,7 @@ from tsrnn.lab import cli, data
 from tsrnn.lab.models import AveragingLM
 from tsrnn.lab.training import checkpoint, commands
 from tsrnn.lab.training.tasks import TASKS
+from conftest import corpus_folder
 
 V, D, H = 30, 8, 12
 
@@ -80,11 +81,7 @@ def task(path=None, **given):
 
 def corpus(tmp_path):
     """A WikiText-2-layout folder whose train split is 14 ids: 'a b <eos> c d e <eos>' twice."""
-    folder = tmp_path / "corpus"
-    folder.mkdir(exist_ok=True)
-    for split in ("train", "valid", "test"):
-        (folder / f"{split}.txt").write_text("a b\nc d e\n" * 2)
-    return str(folder)
+    return corpus_folder(tmp_path / "corpus", "a b\nc d e\n" * 2)
 
 
 def test_stream_batches_span_sentences_by_hand(tmp_path):
