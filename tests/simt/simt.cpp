@@ -233,8 +233,12 @@ void wait(Launch& l, const char* what, int line) {
   to_scheduler(l, false);
 }
 
+// The emulated clock's counter (clock_tick), advanced by every scheduling point too.
+std::uint64_t ticks = 0;
+
 // The running fiber yields: it stays runnable, another draw decides who continues.
 void yield(Launch& l) {
+  ++ticks;
   push_runnable(l, static_cast<unsigned>(l.current - l.fibers.data()));
   to_scheduler(l, false);
 }
@@ -551,6 +555,20 @@ void set_plant(const std::string& name) {
 
 Plant plant() { return planted; }
 std::int64_t launches() { return launched; }
+
+namespace {
+std::int64_t counts[static_cast<int>(Count::kKinds)] = {};
+}  // namespace
+
+void count(Count what) { ++counts[static_cast<int>(what)]; }
+std::int64_t counted(Count what) { return counts[static_cast<int>(what)]; }
+void reset_counts() {
+  for (std::int64_t& c : counts) c = 0;
+}
+std::uint64_t clock_tick() {
+  count(Count::kClock);
+  return ++ticks;
+}
 const char* last_error_message() { return last_error.c_str(); }
 
 const uint3& thread_idx() { return now().current->thread; }
@@ -574,6 +592,7 @@ void fail(const char* what, int line) {
 }
 
 void block_barrier(int line) {
+  count(Count::kBlockBarrier);
   Launch& l = now();
   forget_reads(*l.current);
   arrive(l, l.block_barriers[l.current->block_index], l.threads_per_block, "__syncthreads", line);
@@ -585,7 +604,8 @@ unsigned cluster_rank() {
   return rank_of(l, *l.current);
 }
 
-void cluster_arrive(int line) {
+void cluster_arrive(int line, bool relaxed) {
+  count(relaxed ? Count::kArriveRelaxed : Count::kArriveRelease);
   Launch& l = now();
   Fiber& me = *l.current;
   forget_reads(me);
@@ -607,6 +627,7 @@ void cluster_arrive(int line) {
 }
 
 void cluster_wait(int line) {
+  count(Count::kClusterWait);
   Launch& l = now();
   Fiber& me = *l.current;
   forget_reads(me);
@@ -622,6 +643,7 @@ void cluster_wait(int line) {
 }
 
 void* map_shared(const void* address, int rank, int line) {
+  count(Count::kMapShared);
   Launch& l = now();
   const Fiber& me = *l.current;
   Cluster& c = cluster_of(l);
@@ -668,6 +690,7 @@ bool spun(const void* address, unsigned bytes, std::uint64_t bits, const char* f
 }
 
 void atomic_wrote(const void* address, unsigned bytes) {
+  count(Count::kAtomicWrite);
   Launch& l = now();
   ++l.writes;
   forget_reads(*l.current);

@@ -147,6 +147,18 @@ int add_device(const Device& device);
 void set_device(int index);
 void set_seed(std::uint64_t seed);
 std::int64_t launches();              // kernels launched so far (each ran to completion)
+
+// What the kernels did, counted since reset_counts() (the GPU probe's removal ladder checks that a
+// variant really skips its part): cluster arrivals by flavour, cluster waits, tensor-core products
+// (wmma mma_sync, per warp), block barriers, atomic writes, distributed shared memory mappings, and
+// reads of the clock.
+enum class Count { kArriveRelease, kArriveRelaxed, kClusterWait, kMma, kBlockBarrier, kAtomicWrite, kMapShared, kClock, kKinds };
+void count(Count what);
+std::int64_t counted(Count what);
+void reset_counts();
+// The emulated clock (clock64, %globaltimer): one counter for the whole process, advanced by every
+// read and every scheduling point, so a thread's successive reads strictly increase.
+std::uint64_t clock_tick();
 const char* last_error_message();     // what the last failed launch found, or ""
 
 // The planted bugs of the tests, chosen at run time. set_drop: the barrier on `line` of the source
@@ -265,7 +277,7 @@ void atomic_write(T* p, T v, int line) {
 // shared memory at the offset of `address` in the caller's.
 unsigned cluster_blocks();
 unsigned cluster_rank();
-void cluster_arrive(int line);
+void cluster_arrive(int line, bool relaxed = false);  // relaxed: barrier.cluster.arrive.relaxed (counted apart)
 void cluster_wait(int line);
 void* map_shared(const void* address, int rank, int line);
 

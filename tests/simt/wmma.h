@@ -180,6 +180,7 @@ void mma_sync(fragment<accumulator, M, N, K, float>& d, const fragment<matrix_a,
     const B* b;
     const C* c;
   } mine{&a, &b, &c};
+  if (simt::lane() == 0) simt::count(simt::Count::kMma);
   std::uint64_t all[32];
   simt::warp_exchange("wmma::mma_sync", 0xffffffffu, reinterpret_cast<std::uintptr_t>(&mine), all, line);
   const int* la = simt::fragment_layout(A::kind, A::rows, A::cols);

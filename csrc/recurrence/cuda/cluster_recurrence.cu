@@ -40,6 +40,7 @@
 #include "recurrence/cells.h"
 #include "recurrence/cuda/cluster_recurrence.h"
 #include "recurrence/cuda/device_common.h"
+#include "recurrence/cuda/probe.h"
 #include "recurrence/cuda/tensor_core.h"
 
 namespace tsrnn {
@@ -58,10 +59,30 @@ using tensor_core::tile_product;
 
 constexpr int kWarps = kThreads / 32;
 
-// What the kernels need of the plan.
+// What the kernels need of the plan (and, in the probe's build, where to record the phase trace).
 struct Shape {
   int units, rows, width, tile;
+#ifdef TSRNN_PROBE
+  probe::Trace trace;
+#endif
 };
+
+// The cluster barrier's two halves, or what a ladder rung puts in their place (probe.h).
+template <unsigned Skip>
+__device__ inline void arrive([[maybe_unused]] Cluster& cluster) {
+  if constexpr (probe::Skips<Skip>::of(probe::kBarriers)) {
+    return;
+  } else if constexpr (probe::Skips<Skip>::of(probe::kRelaxed)) {
+    ptx::cluster_arrive_relaxed();
+  } else {
+    cluster.barrier_arrive();
+  }
+}
+
+template <unsigned Skip>
+__device__ inline void wait([[maybe_unused]] Cluster& cluster) {
+  if constexpr (!probe::Skips<Skip>::of(probe::kBarriers)) cluster.barrier_wait();
+}
 
 // Loads block r's rows of W_hh into w [rows][width], rounded, zero where no unit or column is.
 template <class C, Products P>
@@ -74,11 +95,13 @@ __device__ inline void load_weights(typename Operand<P>::T* w, const float* w_hh
   }
 }
 
-template <class C, Products P>
+template <class C, Products P, unsigned Skip>
 __global__ void __launch_bounds__(kThreads) forward_kernel(ForwardArgs a, Shape s) {
   using T = typename Operand<P>::T;
   constexpr int G = C::kGates, S = C::kStates, K = C::kSaved;
+  using Skipped = probe::Skips<Skip>;
   Cluster cluster = this_cluster();
+  probe::Recorder clock(s);
   const int c = static_cast<int>(cluster.num_blocks()), rank = static_cast<int>(cluster.block_rank());
   const int H = a.H, b0 = static_cast<int>(blockIdx.x) / c * s.tile;
   const int j0 = rank * s.units, nj = max(0, min(s.units, H - j0));
@@ -106,14 +129,19 @@ __global__ void __launch_bounds__(kThreads) forward_kernel(ForwardArgs a, Shape 
   const int m_tiles = s.rows / 16, jobs = m_tiles * (s.tile / 16);
   for (int t = 0; t < a.T; ++t) {
     const StepRows step = step_rows(a.offsets, t, a.B);
-    if (t > 0) cluster.barrier_wait();  // phase A: h_{t-1} is in the h tile
-    for (int job = static_cast<int>(threadIdx.x) / 32; job < jobs; job += kWarps) {
+    clock.step(t);
+    if (t > 0) wait<Skip>(cluster);  // phase A: h_{t-1} is in the h tile
+    clock.mark(probe::Phase::kWait);
+    for (int job = static_cast<int>(threadIdx.x) / 32; job < jobs && !Skipped::of(probe::kOperands); job += kWarps) {
       const int mt = job % m_tiles, nt = job / m_tiles;
-      tile_product<P, false>(w + mt * 16 * s.width, s.width, h_tile + nt * 16 * s.width, s.width, s.width,
-                             z + nt * 16 * s.rows + mt * 16, s.rows);
+      tile_product<P, false, !Skipped::of(probe::kMma)>(w + mt * 16 * s.width, s.width, h_tile + nt * 16 * s.width,
+                                                          s.width, s.width, z + nt * 16 * s.rows + mt * 16, s.rows);
     }
-    __syncthreads();           // z complete
-    cluster.barrier_arrive();  // phase B: done reading the h tile
+    clock.mark(probe::Phase::kProduct);
+    __syncthreads();  // z complete
+    clock.mark(probe::Phase::kBlockSync);
+    arrive<Skip>(cluster);  // phase B: done reading the h tile
+    clock.mark(probe::Phase::kArrive);
     float h_new[kMaxPairs];
 #pragma unroll
     for (int i = 0; i < kMaxPairs; ++i) {
@@ -124,23 +152,28 @@ __global__ void __launch_bounds__(kThreads) forward_kernel(ForwardArgs a, Shape 
       const long long row = step.first + b0 + q.n, n = static_cast<long long>(b0 + q.n) * H + j;
       float zj[G], act[K], next[S];
 #pragma unroll
-      for (int g = 0; g < G; ++g) zj[g] = z[q.n * s.rows + g * s.units + q.u] + a.xg[row * G * H + g * H + j];
+      for (int g = 0; g < G; ++g) {
+        zj[g] = z[q.n * s.rows + g * s.units + q.u] + (Skipped::of(probe::kCellLoads) ? 0.f : a.xg[row * G * H + g * H + j]);
+      }
       const float p = a.p ? a.p[j] : 0.f, dt = a.dt ? a.dt[row] : 1.f;
       h_new[i] = C::forward(zj, 1, act, state[i], next, 1, 1, p, dt, a.eps);
 #pragma unroll
       for (int k = 0; k < S; ++k) {
-        a.state_all[t * (S * BH) + k * BH + n] = next[k];
+        if (!Skipped::of(probe::kStores)) a.state_all[t * (S * BH) + k * BH + n] = next[k];
         state[i][k] = next[k];
       }
+      if (Skipped::of(probe::kStores)) continue;
       a.h_all[row * H + j] = h_new[i];
       if (a.saved) {
 #pragma unroll
         for (int k = 0; k < K; ++k) a.saved[row * K * H + k * H + j] = act[k];
       }
     }
-    cluster.barrier_wait();  // phase B: no block reads its h tile any more
+    clock.mark(probe::Phase::kCell);
+    wait<Skip>(cluster);  // phase B: no block reads its h tile any more
+    clock.mark(probe::Phase::kWaitB);
     if (t + 1 == a.T) break;
-    for (int peer = 0; peer < c; ++peer) {
+    for (int peer = 0; peer < c && !Skipped::of(probe::kExchange); ++peer) {
       T* const tile = cluster.map_shared_rank(h_tile, peer);
 #pragma unroll
       for (int i = 0; i < kMaxPairs; ++i) {
@@ -148,15 +181,21 @@ __global__ void __launch_bounds__(kThreads) forward_kernel(ForwardArgs a, Shape 
         if (q.valid && b0 + q.n < step.rows) tile[q.n * s.width + j0 + q.u] = Operand<P>::round(h_new[i]);
       }
     }
-    cluster.barrier_arrive();  // phase A: h_t written into every block's h tile
+    clock.mark(probe::Phase::kExchange);
+    arrive<Skip>(cluster);  // phase A: h_t written into every block's h tile
+    clock.mark(probe::Phase::kArriveA);
   }
+  if constexpr (Skipped::of(probe::kBarriers)) cluster.sync();  // no peer writes into this block's h tile any more
+  clock.finish();
 }
 
-template <class C, Products P>
+template <class C, Products P, unsigned Skip>
 __global__ void __launch_bounds__(kThreads) backward_kernel(BackwardArgs a, Shape s) {
   using T = typename Operand<P>::T;
   constexpr int G = C::kGates, S = C::kStates, K = C::kSaved;
+  using Skipped = probe::Skips<Skip>;
   Cluster cluster = this_cluster();
+  probe::Recorder clock(s);
   const int c = static_cast<int>(cluster.num_blocks()), rank = static_cast<int>(cluster.block_rank());
   const int H = a.H, GH = G * a.H, b0 = static_cast<int>(blockIdx.x) / c * s.tile;
   const int j0 = rank * s.units, nj = max(0, min(s.units, H - j0));
@@ -182,12 +221,14 @@ __global__ void __launch_bounds__(kThreads) backward_kernel(BackwardArgs a, Shap
   __syncthreads();  // W and the zero dz tile in place
   const int k_tiles = s.width / 16, jobs = k_tiles * (s.tile / 16);
   for (int t = a.T - 1; t >= -1; --t) {
+    clock.step(t + 1);
     // dL/dh_t of the pairs: the cluster's partial products of step t + 1 (none at t = T - 1).
 #pragma unroll
     for (int i = 0; i < kMaxPairs; ++i) dh[i] = 0.f;
     if (t + 1 < a.T) {
-      cluster.barrier_wait();  // phase A: every block's P of step t + 1 is complete
-      for (int peer = 0; peer < c; ++peer) {
+      wait<Skip>(cluster);  // phase A: every block's P of step t + 1 is complete
+      clock.mark(probe::Phase::kWait);
+      for (int peer = 0; peer < c && !Skipped::of(probe::kExchange); ++peer) {
         const float* const from = cluster.map_shared_rank(partial, peer);
 #pragma unroll
         for (int i = 0; i < kMaxPairs; ++i) {
@@ -195,7 +236,9 @@ __global__ void __launch_bounds__(kThreads) backward_kernel(BackwardArgs a, Shap
           if (q.valid) dh[i] += from[q.n * s.width + j0 + q.u];
         }
       }
-      cluster.barrier_arrive();  // phase B: done reading the peers' P
+      clock.mark(probe::Phase::kExchange);
+      arrive<Skip>(cluster);  // phase B: done reading the peers' P
+      clock.mark(probe::Phase::kArrive);
     }
     if (t < 0) break;  // dh holds dL/dh0
     const StepRows step = step_rows(a.offsets, t, a.B);
@@ -212,34 +255,45 @@ __global__ void __launch_bounds__(kThreads) backward_kernel(BackwardArgs a, Shap
         const int j = j0 + q.u;
         const long long row = step.first + b0 + q.n, n = static_cast<long long>(b0 + q.n) * H + j;
         float act[K], prev_l[S], next_l[S];
+        constexpr bool kLoads = !Skipped::of(probe::kCellLoads);
 #pragma unroll
-        for (int k = 0; k < K; ++k) act[k] = a.saved[row * K * H + k * H + j];
+        for (int k = 0; k < K; ++k) act[k] = kLoads ? a.saved[row * K * H + k * H + j] : 0.5f;
 #pragma unroll
         for (int k = 0; k < S; ++k) {
-          prev_l[k] = prev[k * BH + n];
-          next_l[k] = next[k * BH + n];
+          prev_l[k] = kLoads ? prev[k * BH + n] : 0.f;
+          next_l[k] = kLoads ? next[k * BH + n] : 0.f;
         }
         const float p = a.p ? a.p[j] : 0.f, dt = a.dt ? a.dt[row] : 1.f;
-        const float dh_total = dh[i] + (a.grad_h ? a.grad_h[row * H + j] : 0.f);
+        const float dh_total = dh[i] + (a.grad_h && kLoads ? a.grad_h[row * H + j] : 0.f);
         float dp_step = 0.f;
         C::backward(act, prev_l, next_l, dh_total, dstate[i], dz, &dp_step, 1, 1, p, dt, a.eps);
         dp[i] += dp_step;
 #pragma unroll
-        for (int g = 0; g < G; ++g) a.dz[row * GH + g * H + j] = dz[g];
+        for (int g = 0; g < G && !Skipped::of(probe::kStores); ++g) a.dz[row * GH + g * H + j] = dz[g];
       }
 #pragma unroll
       for (int g = 0; g < G; ++g) dz_tile[q.n * s.rows + g * s.units + q.u] = Operand<P>::round(dz[g]);
     }
-    __syncthreads();                            // the dz tile is complete
-    if (t + 1 < a.T) cluster.barrier_wait();  // phase B: no block reads this block's P any more
-    for (int job = static_cast<int>(threadIdx.x) / 32; job < jobs; job += kWarps) {
+    clock.mark(probe::Phase::kCell);
+    __syncthreads();  // the dz tile is complete
+    clock.mark(probe::Phase::kBlockSync);
+    if (t + 1 < a.T) wait<Skip>(cluster);  // phase B: no block reads this block's P any more
+    clock.mark(probe::Phase::kWaitB);
+    for (int job = static_cast<int>(threadIdx.x) / 32; job < jobs && !Skipped::of(probe::kOperands); job += kWarps) {
       const int kt = job % k_tiles, nt = job / k_tiles;
-      tile_product<P, true>(w + kt * 16, s.width, dz_tile + nt * 16 * s.rows, s.rows, s.rows,
-                            partial + nt * 16 * s.width + kt * 16, s.width);
+      tile_product<P, true, !Skipped::of(probe::kMma)>(w + kt * 16, s.width, dz_tile + nt * 16 * s.rows, s.rows, s.rows,
+                                                         partial + nt * 16 * s.width + kt * 16, s.width);
     }
-    cluster.barrier_arrive();  // phase A: this block's P of step t is complete
+    clock.mark(probe::Phase::kProduct);
+    arrive<Skip>(cluster);  // phase A: this block's P of step t is complete
+    clock.mark(probe::Phase::kArriveA);
   }
-  cluster.barrier_wait();  // phase B: no block reads this block's P any more (it may exit)
+  if constexpr (Skipped::of(probe::kBarriers)) {
+    cluster.sync();  // no block reads this block's P any more (it may exit)
+  } else {
+    cluster.barrier_wait();  // phase B: no block reads this block's P any more (it may exit)
+  }
+  clock.finish();
 #pragma unroll
   for (int i = 0; i < kMaxPairs; ++i) {
     const Pair q = pairs[i];
@@ -272,7 +326,17 @@ double step_cycles(Products products, int cluster, int units, int rows, int widt
   return static_cast<double>((clusters + resident - 1) / resident) * step;
 }
 
-Shape shape_of(const Plan& plan) { return Shape{plan.units, plan.rows, plan.width, plan.tile}; }
+Shape shape_of(const Plan& plan) {
+#ifdef TSRNN_PROBE
+  return Shape{plan.units, plan.rows, plan.width, plan.tile, probe::armed().trace};
+#else
+  return Shape{plan.units, plan.rows, plan.width, plan.tile};
+#endif
+}
+
+// Whether the ladder's variants of (C, P) are built (probe.h: the LSTM in TF32 and bf16).
+template <class C, Products P>
+constexpr bool kLadder = std::is_same<C, LSTMCell>::value && P != Products::kIeee;
 
 }  // namespace
 
@@ -312,9 +376,9 @@ cudaError_t plan(int hidden, int batch, int cluster, int tile, Plan* out) {
       const std::size_t fb = forward_bytes(P, rows, width, nb), bb = backward_bytes(P, rows, width, nb);
       if (units * nb > kThreads * kMaxPairs || std::max(fb, bb) > static_cast<std::size_t>(optin)) continue;
       int forward_resident = 0, backward_resident = 0;
-      err = tensor_core::resident_clusters(forward_kernel<C, P>, kThreads, optin, c, fb, &forward_resident);
+      err = tensor_core::resident_clusters(forward_kernel<C, P, 0>, kThreads, optin, c, fb, &forward_resident);
       if (err == cudaSuccess) {
-        err = tensor_core::resident_clusters(backward_kernel<C, P>, kThreads, optin, c, bb, &backward_resident);
+        err = tensor_core::resident_clusters(backward_kernel<C, P, 0>, kThreads, optin, c, bb, &backward_resident);
       }
       if (err != cudaSuccess) return err;
       const int resident = std::min(forward_resident, backward_resident);
@@ -333,14 +397,19 @@ cudaError_t plan(int hidden, int batch, int cluster, int tile, Plan* out) {
 
 template <class C, Products P>
 cudaError_t forward(const Plan& plan, const ForwardArgs& args, cudaStream_t stream) {
-  return tensor_core::launch_clusters(forward_kernel<C, P>, plan.clusters * plan.cluster, kThreads, plan.cluster,
-                                      plan.forward_bytes, false, stream, args, shape_of(plan));
+  return probe::with_skip<kLadder<C, P>, probe::kClusterRungs>([&](auto skip) {
+    return tensor_core::launch_clusters(forward_kernel<C, P, decltype(skip)::value>, plan.clusters * plan.cluster,
+                                        kThreads, plan.cluster, plan.forward_bytes, false, stream, args, shape_of(plan));
+  });
 }
 
 template <class C, Products P>
 cudaError_t backward(const Plan& plan, const BackwardArgs& args, cudaStream_t stream) {
-  return tensor_core::launch_clusters(backward_kernel<C, P>, plan.clusters * plan.cluster, kThreads, plan.cluster,
-                                      plan.backward_bytes, false, stream, args, shape_of(plan));
+  return probe::with_skip<kLadder<C, P>, probe::kClusterRungs>([&](auto skip) {
+    return tensor_core::launch_clusters(backward_kernel<C, P, decltype(skip)::value>, plan.clusters * plan.cluster,
+                                        kThreads, plan.cluster, plan.backward_bytes, false, stream, args,
+                                        shape_of(plan));
+  });
 }
 
 // The cells of csrc/recurrence/cells.h and the precisions of csrc/recurrence/products.h, the only

@@ -41,6 +41,7 @@
 #include "recurrence/cuda/device_common.h"
 #include "recurrence/cuda/flag_barrier.h"
 #include "recurrence/cuda/grid_recurrence.h"
+#include "recurrence/cuda/probe.h"
 #include "recurrence/cuda/tensor_core.h"
 
 namespace tsrnn {
@@ -60,10 +61,26 @@ using tensor_core::tile_product;
 constexpr int kWarps = kThreads / 32;
 
 // What a direction's kernel needs of the plan: the cluster's units, the weight slice's padded
-// rows and width, the batch chunk.
+// rows and width, the batch chunk (and, in the probe's build, where to record the phase trace).
 struct Shape {
   int units, rows, width, chunk;
+#ifdef TSRNN_PROBE
+  probe::Trace trace;
+#endif
 };
+
+// cluster.sync(), or what a ladder rung puts in its place (probe.h).
+template <unsigned Skip>
+__device__ inline void sync([[maybe_unused]] Cluster& cluster) {
+  if constexpr (probe::Skips<Skip>::of(probe::kBarriers)) {
+    return;
+  } else if constexpr (probe::Skips<Skip>::of(probe::kRelaxed)) {
+    ptx::cluster_arrive_relaxed();
+    cluster.barrier_wait();
+  } else {
+    cluster.sync();
+  }
+}
 
 // The block's position: its cluster's units [j0, j0 + nj) and its rank in the cluster.
 struct Place {
@@ -89,23 +106,28 @@ __device__ inline void load_chunk(typename Operand<P>::T* x, const float* src, l
 }
 
 // out [chunk rows][s.rows] (float, column-major tiles) = w [s.rows][s.width] x^T for the first
-// `rows` rows of x [chunk][s.width]: the block's warps take the 16 x 16 tiles in turn.
-template <Products P>
+// `rows` rows of x [chunk][s.width]: the block's warps take the 16 x 16 tiles in turn (none, or
+// without the mma, on the ladder's rungs that skip them: probe.h).
+template <Products P, unsigned Skip>
 __device__ inline void block_product(const typename Operand<P>::T* w, const typename Operand<P>::T* x, int rows,
                                      const Shape& s, float* out) {
+  if constexpr (probe::Skips<Skip>::of(probe::kOperands)) return;
   const int m_tiles = s.rows / 16, jobs = m_tiles * ((rows + 15) / 16);
   for (int job = static_cast<int>(threadIdx.x) / 32; job < jobs; job += kWarps) {
     const int mt = job % m_tiles, nt = job / m_tiles;
-    tile_product<P, false>(w + mt * 16 * s.width, s.width, x + nt * 16 * s.width, s.width, s.width,
-                           out + nt * 16 * s.rows + mt * 16, s.rows);
+    tile_product<P, false, !probe::Skips<Skip>::of(probe::kMma)>(w + mt * 16 * s.width, s.width, x + nt * 16 * s.width,
+                                                                  s.width, s.width, out + nt * 16 * s.rows + mt * 16,
+                                                                  s.rows);
   }
 }
 
-template <class C, Products P>
+template <class C, Products P, unsigned Skip>
 __global__ void __launch_bounds__(kThreads, 1) forward_kernel(ForwardArgs a, Shape s, FlagBarrier barrier) {
   using T = typename Operand<P>::T;
   constexpr int G = C::kGates, S = C::kStates, K = C::kSaved;
+  using Skipped = probe::Skips<Skip>;
   Cluster cluster = this_cluster();
+  probe::Recorder clock(s);
   const int H = a.H;
   const Place at = place(cluster, H, s.units);
   const int k0 = at.rank * s.width, nk = max(0, min(s.width, H - k0));  // the block's slice of [0, H)
@@ -134,20 +156,29 @@ __global__ void __launch_bounds__(kThreads, 1) forward_kernel(ForwardArgs a, Sha
   // W's load is ordered before the first product by the block barrier after the first chunk's load.
   for (int t = 0; t < a.T; ++t) {
     const StepRows step = step_rows(a.offsets, t, a.B);
+    clock.step(t);
     const float* h_prev = a.h0;
     if (t > 0) {
-      barrier.wait(t);  // every block has published h_{t-1}
+      if (!Skipped::of(probe::kFlagBarrier)) barrier.wait(t);  // every block has published h_{t-1}
       h_prev = a.h_all + step_rows(a.offsets, t - 1, a.B).first * H;
     }
+    clock.mark(probe::Phase::kWait);
 #pragma unroll
     for (int i = 0; i < kMaxPairs; ++i) ran[i] = false;
     for (int n0 = 0; n0 < step.rows; n0 += s.chunk) {
       const int rows = min(s.chunk, step.rows - n0), padded = (rows + 15) / 16 * 16;
-      if (n0 > 0) cluster.sync();  // no block reads the previous chunk's partial sums any more
-      load_chunk<P>(x, h_prev, static_cast<long long>(n0) * H + k0, H, rows, padded, s.width, nk);
+      if (n0 > 0) sync<Skip>(cluster);  // no block reads the previous chunk's partial sums any more
+      clock.mark(probe::Phase::kClusterSync);
+      if (!Skipped::of(probe::kGridLoads)) {
+        load_chunk<P>(x, h_prev, static_cast<long long>(n0) * H + k0, H, rows, padded, s.width, nk);
+      }
+      clock.mark(probe::Phase::kLoad);
       __syncthreads();  // the chunk of h_{t-1} loaded
-      block_product<P>(w, x, rows, s, z);
-      cluster.sync();  // every block's partial sums of the chunk are complete
+      clock.mark(probe::Phase::kBlockSync);
+      block_product<P, Skip>(w, x, rows, s, z);
+      clock.mark(probe::Phase::kProduct);
+      sync<Skip>(cluster);  // every block's partial sums of the chunk are complete
+      clock.mark(probe::Phase::kClusterSync);
 #pragma unroll
       for (int i = 0; i < kMaxPairs; ++i) {
         const Pair q = pairs[i];
@@ -156,23 +187,26 @@ __global__ void __launch_bounds__(kThreads, 1) forward_kernel(ForwardArgs a, Sha
         const long long row = step.first + q.n;
         float zj[G], next[S];
 #pragma unroll
-        for (int g = 0; g < G; ++g) zj[g] = a.xg[row * G * H + g * H + j];
-        for (int peer = 0; peer < at.c; ++peer) {
+        for (int g = 0; g < G; ++g) zj[g] = Skipped::of(probe::kCellLoads) ? 0.f : a.xg[row * G * H + g * H + j];
+        for (int peer = 0; peer < at.c && !Skipped::of(probe::kExchange); ++peer) {
           const float* const from = cluster.map_shared_rank(z, peer) + (q.n - n0) * s.rows + q.u;
 #pragma unroll
           for (int g = 0; g < G; ++g) zj[g] += from[g * s.units];
         }
         const float p = a.p ? a.p[j] : 0.f, dt = a.dt ? a.dt[row] : 1.f;
-        a.h_all[row * H + j] = C::forward(zj, 1, act[i], state[i], next, 1, 1, p, dt, a.eps);
+        const float h = C::forward(zj, 1, act[i], state[i], next, 1, 1, p, dt, a.eps);
+        if (!Skipped::of(probe::kStores)) a.h_all[row * H + j] = h;
 #pragma unroll
         for (int k = 0; k < S; ++k) state[i][k] = next[k];
         ran[i] = true;
       }
+      clock.mark(probe::Phase::kCell);
     }
-    barrier.arrive();  // h_t published
+    if (!Skipped::of(probe::kFlagBarrier)) barrier.arrive();  // h_t published
+    clock.mark(probe::Phase::kFlagArrive);
 #pragma unroll
     for (int i = 0; i < kMaxPairs; ++i) {
-      if (!ran[i]) continue;
+      if (!ran[i] || Skipped::of(probe::kStores)) continue;
       const Pair q = pairs[i];
       const int j = at.j0 + q.u;
       const long long row = step.first + q.n, n = static_cast<long long>(q.n) * H + j;
@@ -183,15 +217,19 @@ __global__ void __launch_bounds__(kThreads, 1) forward_kernel(ForwardArgs a, Sha
         for (int k = 0; k < K; ++k) a.saved[row * K * H + k * H + j] = act[i][k];
       }
     }
+    clock.mark(probe::Phase::kStoresAfter);
   }
   cluster.sync();  // no peer reads this block's partial sums any more (it may exit)
+  clock.finish();
 }
 
-template <class C, Products P>
+template <class C, Products P, unsigned Skip>
 __global__ void __launch_bounds__(kThreads, 1) backward_kernel(BackwardArgs a, Shape s, FlagBarrier barrier) {
   using T = typename Operand<P>::T;
   constexpr int G = C::kGates, S = C::kStates, K = C::kSaved;
+  using Skipped = probe::Skips<Skip>;
   Cluster cluster = this_cluster();
+  probe::Recorder clock(s);
   const int H = a.H, GH = G * a.H;
   const Place at = place(cluster, H, s.units);
   const int m0 = at.rank * s.width, nm = max(0, min(s.width, GH - m0));  // the block's gate rows
@@ -219,28 +257,38 @@ __global__ void __launch_bounds__(kThreads, 1) backward_kernel(BackwardArgs a, S
   // W's load is ordered before the first product by the block barriers of the flag barrier and of
   // the first chunk's load.
   for (int t = a.T - 1; t >= -1; --t) {
+    clock.step(t + 1);
     // dL/dh_t of the pairs from dz_{t+1} (none at t = T - 1).
 #pragma unroll
     for (int i = 0; i < kMaxPairs; ++i) dh[i] = 0.f;
     if (t + 1 < a.T) {
-      barrier.wait(a.T - 1 - t);  // every block has published dz_{t+1}
+      if (!Skipped::of(probe::kFlagBarrier)) barrier.wait(a.T - 1 - t);  // every block has published dz_{t+1}
+      clock.mark(probe::Phase::kWait);
       const StepRows next = step_rows(a.offsets, t + 1, a.B);
       const int active = t >= 0 ? step_rows(a.offsets, t, a.B).rows : a.B;
       for (int n0 = 0; n0 < active; n0 += s.chunk) {
         const int rows = min(s.chunk, active - n0), padded = (rows + 15) / 16 * 16;
-        if (n0 > 0) cluster.sync();  // no block reads the previous chunk's partial sums any more
-        load_chunk<P>(x, a.dz, (next.first + n0) * GH + m0, GH, min(rows, next.rows - n0), padded, s.width, nm);
+        if (n0 > 0) sync<Skip>(cluster);  // no block reads the previous chunk's partial sums any more
+        clock.mark(probe::Phase::kClusterSync);
+        if (!Skipped::of(probe::kGridLoads)) {
+          load_chunk<P>(x, a.dz, (next.first + n0) * GH + m0, GH, min(rows, next.rows - n0), padded, s.width, nm);
+        }
+        clock.mark(probe::Phase::kLoad);
         __syncthreads();  // the chunk of dz_{t+1} loaded
-        block_product<P>(w, x, rows, s, partial);
-        cluster.sync();  // every block's partial sums of the chunk are complete
+        clock.mark(probe::Phase::kBlockSync);
+        block_product<P, Skip>(w, x, rows, s, partial);
+        clock.mark(probe::Phase::kProduct);
+        sync<Skip>(cluster);  // every block's partial sums of the chunk are complete
+        clock.mark(probe::Phase::kClusterSync);
 #pragma unroll
         for (int i = 0; i < kMaxPairs; ++i) {
           const Pair q = pairs[i];
           if (!q.valid || q.n < n0 || q.n >= n0 + rows) continue;
-          for (int peer = 0; peer < at.c; ++peer) {
+          for (int peer = 0; peer < at.c && !Skipped::of(probe::kExchange); ++peer) {
             dh[i] += cluster.map_shared_rank(partial, peer)[(q.n - n0) * s.rows + q.u];
           }
         }
+        clock.mark(probe::Phase::kExchange);
       }
     }
     if (t < 0) break;  // dh holds dL/dh0
@@ -254,22 +302,25 @@ __global__ void __launch_bounds__(kThreads, 1) backward_kernel(BackwardArgs a, S
       const int j = at.j0 + q.u;
       const long long row = step.first + q.n, n = static_cast<long long>(q.n) * H + j;
       float act[K], prev_l[S], next_l[S], dz[G];
+      constexpr bool kLoads = !Skipped::of(probe::kCellLoads);
 #pragma unroll
-      for (int k = 0; k < K; ++k) act[k] = a.saved[row * K * H + k * H + j];
+      for (int k = 0; k < K; ++k) act[k] = kLoads ? a.saved[row * K * H + k * H + j] : 0.5f;
 #pragma unroll
       for (int k = 0; k < S; ++k) {
-        prev_l[k] = prev[k * BH + n];
-        next_l[k] = next[k * BH + n];
+        prev_l[k] = kLoads ? prev[k * BH + n] : 0.f;
+        next_l[k] = kLoads ? next[k * BH + n] : 0.f;
       }
       const float p = a.p ? a.p[j] : 0.f, dt = a.dt ? a.dt[row] : 1.f;
-      const float dh_total = dh[i] + (a.grad_h ? a.grad_h[row * H + j] : 0.f);
+      const float dh_total = dh[i] + (a.grad_h && kLoads ? a.grad_h[row * H + j] : 0.f);
       float dp_step = 0.f;
       C::backward(act, prev_l, next_l, dh_total, dstate[i], dz, &dp_step, 1, 1, p, dt, a.eps);
       dp[i] += dp_step;
 #pragma unroll
-      for (int g = 0; g < G; ++g) a.dz[row * GH + g * H + j] = dz[g];
+      for (int g = 0; g < G && !Skipped::of(probe::kStores); ++g) a.dz[row * GH + g * H + j] = dz[g];
     }
-    barrier.arrive();  // dz_t published
+    clock.mark(probe::Phase::kCell);
+    if (!Skipped::of(probe::kFlagBarrier)) barrier.arrive();  // dz_t published
+    clock.mark(probe::Phase::kFlagArrive);
   }
   cluster.sync();  // no peer reads this block's partial sums any more (it may exit)
 #pragma unroll
@@ -282,6 +333,7 @@ __global__ void __launch_bounds__(kThreads, 1) backward_kernel(BackwardArgs a, S
     for (int k = 0; k < S; ++k) a.dstate[k * BH + n] = dstate[i][k];
     if (C::kHasP) a.dp[n] = dp[i];
   }
+  clock.finish();
 }
 
 // -- the plan ---------------------------------------------------------------------------------------
@@ -348,9 +400,9 @@ cudaError_t plan(int hidden, int batch, int cluster, int chunk, Plan* out) {
         const std::size_t bb = block_bytes(P, backward_rows, backward_width, nb);
         if (std::max(fb, bb) > static_cast<std::size_t>(optin)) continue;
         int forward_resident = 0, backward_resident = 0;
-        err = tensor_core::resident_clusters(forward_kernel<C, P>, kThreads, optin, c, fb, &forward_resident);
+        err = tensor_core::resident_clusters(forward_kernel<C, P, 0>, kThreads, optin, c, fb, &forward_resident);
         if (err == cudaSuccess) {
-          err = tensor_core::resident_clusters(backward_kernel<C, P>, kThreads, optin, c, bb, &backward_resident);
+          err = tensor_core::resident_clusters(backward_kernel<C, P, 0>, kThreads, optin, c, bb, &backward_resident);
         }
         if (err != cudaSuccess) return err;
         if (std::min(forward_resident, backward_resident) < clusters) continue;
@@ -368,21 +420,39 @@ cudaError_t plan(int hidden, int batch, int cluster, int chunk, Plan* out) {
   return cudaSuccess;
 }
 
+// A direction's Shape: the rows and width of its weight slice (and the armed trace in the probe's build).
+Shape shape_of(const Plan& plan, int rows, int width) {
+#ifdef TSRNN_PROBE
+  return Shape{plan.units, rows, width, plan.chunk, probe::armed().trace};
+#else
+  return Shape{plan.units, rows, width, plan.chunk};
+#endif
+}
+
+// Whether the ladder's variants of (C, P) are built (probe.h: the LSTM in TF32 and bf16).
+template <class C, Products P>
+constexpr bool kLadder = std::is_same<C, LSTMCell>::value && P != Products::kIeee;
+
 template <class C, Products P>
 cudaError_t forward(const Plan& plan, const ForwardArgs& args, unsigned long long* counter, cudaStream_t stream) {
   const int blocks = plan.clusters * plan.cluster;
-  return tensor_core::launch_clusters(forward_kernel<C, P>, blocks, kThreads, plan.cluster, plan.forward_bytes, true,
-                                      stream, args, Shape{plan.units, plan.forward_rows, plan.forward_width, plan.chunk},
-                                      FlagBarrier{counter, static_cast<unsigned long long>(blocks)});
+  return probe::with_skip<kLadder<C, P>, probe::kGridRungs>([&](auto skip) {
+    return tensor_core::launch_clusters(forward_kernel<C, P, decltype(skip)::value>, blocks, kThreads, plan.cluster,
+                                        plan.forward_bytes, true, stream, args,
+                                        shape_of(plan, plan.forward_rows, plan.forward_width),
+                                        FlagBarrier{counter, static_cast<unsigned long long>(blocks)});
+  });
 }
 
 template <class C, Products P>
 cudaError_t backward(const Plan& plan, const BackwardArgs& args, unsigned long long* counter, cudaStream_t stream) {
   const int blocks = plan.clusters * plan.cluster;
-  return tensor_core::launch_clusters(backward_kernel<C, P>, blocks, kThreads, plan.cluster, plan.backward_bytes,
-                                      true, stream, args,
-                                      Shape{plan.units, plan.backward_rows, plan.backward_width, plan.chunk},
-                                      FlagBarrier{counter, static_cast<unsigned long long>(blocks)});
+  return probe::with_skip<kLadder<C, P>, probe::kGridRungs>([&](auto skip) {
+    return tensor_core::launch_clusters(backward_kernel<C, P, decltype(skip)::value>, blocks, kThreads, plan.cluster,
+                                        plan.backward_bytes, true, stream, args,
+                                        shape_of(plan, plan.backward_rows, plan.backward_width),
+                                        FlagBarrier{counter, static_cast<unsigned long long>(blocks)});
+  });
 }
 
 // The cells of csrc/recurrence/cells.h and the precisions of csrc/recurrence/products.h, the only

@@ -64,7 +64,9 @@ struct Operand<Products::kBf16> {
 // a[i * lda + k]) or, with ATransposed, column-major (at a[k * lda + i]); B is inner x 16,
 // column-major (element (k, n) at b[n * ldb + k]); out is column-major (element (i, n) at
 // out[n * ldo + i]); inner is a multiple of 16. The operands are already rounded to P's type.
-template <Products P, bool ATransposed>
+// Multiply false (the GPU probe's ladder, csrc/recurrence/cuda/probe.h): the operands are loaded and
+// summed into the accumulator instead of multiplied, so the loads stay and the mma goes.
+template <Products P, bool ATransposed, bool Multiply = true>
 __device__ inline void tile_product(const typename Operand<P>::T* a, unsigned lda, const typename Operand<P>::T* b,
                                     unsigned ldb, int inner, float* out, unsigned ldo) {
   if constexpr (P == Products::kIeee) {
@@ -88,7 +90,14 @@ __device__ inline void tile_product(const typename Operand<P>::T* a, unsigned ld
     for (int k = 0; k < inner; k += kK) {
       wmma::load_matrix_sync(fa, ATransposed ? a + k * lda : a + k, lda);
       wmma::load_matrix_sync(fb, b + k, ldb);
-      wmma::mma_sync(acc, fa, fb, acc);
+      if constexpr (Multiply) {
+        wmma::mma_sync(acc, fa, fb, acc);
+      } else {
+        float sum = 0.f;
+        for (int i = 0; i < fa.num_elements; ++i) sum += static_cast<float>(fa.x[i]);
+        for (int i = 0; i < fb.num_elements; ++i) sum += static_cast<float>(fb.x[i]);
+        acc.x[0] += sum;
+      }
     }
     wmma::store_matrix_sync(out, acc, ldo, wmma::mem_col_major);
   }
