@@ -11,6 +11,9 @@
 #include "recurrence/cuda/cluster_policy.h"
 #include "recurrence/cuda/cuda_recurrence.h"
 #include "recurrence/cuda/grid_policy.h"
+#ifdef TSRNN_PROBE
+#include "recurrence/cuda/probe_ops.h"
+#endif
 
 std::string simt_probe(const std::string& name);
 
@@ -33,6 +36,17 @@ void use(int64_t device, int64_t seed) {
 }
 
 int64_t launches() { return simt::launches(); }
+
+// What the kernels did since the last reset (simt::Count's order: cluster arrivals release and
+// relaxed, cluster waits, mma_sync per warp, block barriers, atomic writes, distributed shared
+// memory mappings, clock reads, fragment loads per warp, __ldcg loads).
+std::vector<int64_t> counts() {
+  std::vector<int64_t> out;
+  for (int i = 0; i < static_cast<int>(simt::Count::kKinds); ++i) out.push_back(simt::counted(static_cast<simt::Count>(i)));
+  return out;
+}
+
+void reset_counts() { simt::reset_counts(); }
 
 // The barrier on `line` of the kernel source file whose path ends with `file` becomes a no-op
 // ("", 0: none); barrier_drops: how many barrier calls it dropped since.
@@ -72,6 +86,13 @@ TORCH_LIBRARY(simt, m) {
   m.def("barrier_drops() -> int", &barrier_drops);
   m.def("plant(str name) -> ()", &plant);
   m.def("probe(str name, int seed) -> str", &probe);
+  m.def("counts() -> int[]", &counts);
+  m.def("reset_counts() -> ()", &reset_counts);
+#ifdef TSRNN_PROBE
+  m.def("probe_arm(int skip, Tensor? trace, bool ignore_skip=False) -> ()", &tsrnn::cuda::probe::arm);
+  m.def("probe_layout() -> (str[], str[], int)", &tsrnn::cuda::probe::layout);
+  m.def("probe_rungs(str kernel) -> int[]", &tsrnn::cuda::probe::rungs);
+#endif
 }
 
 TORCH_LIBRARY_IMPL(tsrnn_simt_cluster, CPU, m) {

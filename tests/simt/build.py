@@ -4,9 +4,12 @@ Eight objects: the kernels of csrc/recurrence/cuda/recurrence.cu, cluster_recurr
 grid_recurrence.cu (``KERNEL_SOURCES``), each compiled as C++ with tests/simt/include ahead of the
 system headers (its <cuda_runtime.h>, <cooperative_groups.h>, <mma.h>, <cuda_bf16.h> and <cuda/atomic>
 are the emulation); the emulation's runtime (simt.cpp); its probes (probes.cpp, cluster_probes.cpp,
-flag_probes.cpp); and the torch binding (binding.cpp, the CUDA binding's own policy). Two libraries:
-the plain one, and ``sanitize``, all but the binding built with AddressSanitizer and
-UndefinedBehaviorSanitizer (a process must preload libasan: see ``sanitizer_environment``). The
+flag_probes.cpp); and the torch binding (binding.cpp, the CUDA binding's own policy). Three libraries:
+the plain one; ``sanitize``, all but the binding built with AddressSanitizer and
+UndefinedBehaviorSanitizer (a process must preload libasan: see ``sanitizer_environment``); and
+``probe``, everything built with -DTSRNN_PROBE=1, as the GPU probe's own build (the tensor-core
+kernels' phase trace and removal ladder, csrc/recurrence/cuda/probe.h, and the operators
+torch.ops.simt.probe_arm, probe_layout and probe_rungs). The
 tests' planted bugs are no builds of their own: a dropped barrier (torch.ops.simt.drop_barrier) and
 broken atomics (torch.ops.simt.plant) are chosen at run time in either library (tests/simt/run.py's
 --drop and --plant). Libraries are cached under ``$TSRNN_SIMT_CACHE`` (default ~/.cache/tsrnn-simt,
@@ -35,6 +38,7 @@ GRID_KERNELS = KERNELS.with_name("grid_recurrence.cu")  # the grid-resident tens
 KERNEL_SOURCES = (KERNELS, CLUSTER_KERNELS, GRID_KERNELS)  # the kernel files of every library
 PROBES = (HERE / "probes.cpp", HERE / "cluster_probes.cpp", HERE / "flag_probes.cpp")  # the emulation's own checks
 SANITIZE = ["-fsanitize=address,undefined", "-fno-sanitize-recover=all", "-fno-omit-frame-pointer"]
+PROBE = ["-DTSRNN_PROBE=1"]
 INCLUDES = [f"-I{HERE / 'include'}", f"-I{HERE}", f"-I{ROOT / 'csrc'}"]
 COMMON = ["g++", "-std=c++20", "-fPIC", "-O1", "-g0", "-w"]
 
@@ -77,23 +81,26 @@ def _cache_root() -> Path:
         return Path(tempfile.gettempdir()) / f"tsrnn-simt-{os.getuid()}"
 
 
-def library(sanitize: bool = False) -> Path:
-    """The emulation's shared library (plain, or built with the sanitizers), compiled if not cached."""
+def library(sanitize: bool = False, probe: bool = False) -> Path:
+    """The emulation's shared library (plain, built with the sanitizers, or the probe's build),
+    compiled if not cached."""
+    if sanitize and probe:
+        raise ValueError("the probe's library is not sanitized")
     cache = _cache_root() / _digest()
     cache.mkdir(parents=True, exist_ok=True)
-    base = "asan" if sanitize else "plain"
+    base = "asan" if sanitize else "probe" if probe else "plain"
     target = cache / f"tsrnn_simt_{base}.so"
     with open(cache / ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # pytest-xdist workers build one at a time
         if target.exists():
             return target
-        flags = COMMON + (SANITIZE if sanitize else []) + INCLUDES
-        binding = cache / "binding.o"
+        flags = COMMON + (SANITIZE if sanitize else []) + (PROBE if probe else []) + INCLUDES
+        binding = cache / ("binding_probe.o" if probe else "binding.o")
         jobs = {cache / f"{source.stem}_{base}.o": flags + (["-x", "c++"] if source.suffix == ".cu" else []) + ["-c", str(source)]
                 for source in (*KERNEL_SOURCES, *PROBES)}
         jobs.update({
             cache / f"simt_{base}.o": flags + ["-c", str(HERE / "simt.cpp")],
-            binding: COMMON + INCLUDES + _binding_flags() + ["-c", str(HERE / "binding.cpp")],
+            binding: COMMON + (PROBE if probe else []) + INCLUDES + _binding_flags() + ["-c", str(HERE / "binding.cpp")],
         })
         todo = [command + ["-o", str(out)] for out, command in jobs.items() if not out.exists()]
         with concurrent.futures.ThreadPoolExecutor(max(1, len(todo))) as pool:

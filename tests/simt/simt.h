@@ -150,9 +150,12 @@ std::int64_t launches();              // kernels launched so far (each ran to co
 
 // What the kernels did, counted since reset_counts() (the GPU probe's removal ladder checks that a
 // variant really skips its part): cluster arrivals by flavour, cluster waits, tensor-core products
-// (wmma mma_sync, per warp), block barriers, atomic writes, distributed shared memory mappings, and
-// reads of the clock.
-enum class Count { kArriveRelease, kArriveRelaxed, kClusterWait, kMma, kBlockBarrier, kAtomicWrite, kMapShared, kClock, kKinds };
+// (wmma mma_sync, per warp), block barriers, atomic writes, distributed shared memory mappings,
+// reads of the clock, fragment loads (wmma load_matrix_sync, per warp) and __ldcg loads.
+enum class Count {
+  kArriveRelease, kArriveRelaxed, kClusterWait, kMma, kBlockBarrier, kAtomicWrite, kMapShared, kClock, kFragmentLoad,
+  kCachedLoad, kKinds
+};
 void count(Count what);
 std::int64_t counted(Count what);
 void reset_counts();
@@ -385,6 +388,7 @@ inline int __all_sync(unsigned mask, int predicate, int line = __builtin_LINE())
 // scheduling point, and a poll that can never end is reported as a livelock.
 template <typename T>
 T __ldcg(const T* p) {
+  simt::count(simt::Count::kCachedLoad);
   return *p;
 }
 template <typename T>

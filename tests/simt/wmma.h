@@ -136,6 +136,7 @@ E* element(E* p, unsigned ldm, bool row_major, int r, int c) {
 template <typename F, typename E>
 void load(F& f, const E* p, unsigned ldm, bool row_major, int line) {
   simt::matrix_access("wmma::load_matrix_sync", p, ldm, sizeof(E), row_major, line);
+  if (simt::lane() == 0) simt::count(simt::Count::kFragmentLoad);
   const int* layout = simt::fragment_layout(F::kind, F::rows, F::cols) + simt::lane() * F::num_elements;
   for (int i = 0; i < F::num_elements; ++i) f.x[i] = *element(p, ldm, row_major, layout[i] / F::cols, layout[i] % F::cols);
 }
