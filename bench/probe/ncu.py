@@ -34,8 +34,9 @@ from probe.context import Context, failed, skipped
 PLACES = ["/usr/local/cuda/bin/ncu", *sorted(glob.glob("/opt/nvidia/nsight-compute/*/ncu"), reverse=True)]
 TARGET = os.path.join(os.path.dirname(os.path.abspath(__file__)), "ncu_target.py")
 # (kernel family, direction, path, (T, B, H)): the namespace tsrnn::cuda::<family> holds <direction>_kernel.
-TARGETS = [("cluster", "forward", "cuda_cluster", (70, 20, 400)), ("cluster", "backward", "cuda_cluster", (70, 20, 400)),
-           ("grid", "forward", "cuda_grid", (70, 20, 1150)), ("grid", "backward", "cuda_grid", (70, 20, 1150))]
+TARGETS = [(family, direction, path, shape) for family, path, shape in
+           (("cluster", "cuda_cluster", (70, 20, 400)), ("grid", "cuda_grid", (70, 20, 1150)))
+           for direction in ("forward", "backward")]
 DTYPE, WARMUP = "bfloat16", 3
 SECTIONS = ["SpeedOfLight", "WarpStateStats", "SourceCounters", "InstructionStats", "MemoryWorkloadAnalysis_Tables",
             "Occupancy"]
@@ -46,8 +47,8 @@ TENSOR_PIPE = ["sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_
                "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active",
                "sm__pipe_tensor_op_gmma_cycles_active.avg.pct_of_peak_sustained_active"]  # Hopper's wgmma
 EXTRA = BANK_CONFLICTS + TENSOR_PIPE + [name for r in STALLS for name in (
-    f"smsp__average_warp_latency_issue_stalled_{r}.ratio", f"smsp__average_warps_issue_stalled_{r}_per_issue_active.ratio",
-    f"smsp__pcsamp_warps_issue_stalled_{r}")]
+    f"smsp__average_warp_latency_issue_stalled_{r}.ratio",
+    f"smsp__average_warps_issue_stalled_{r}_per_issue_active.ratio", f"smsp__pcsamp_warps_issue_stalled_{r}")]
 KEY = {"duration_us": "gpu__time_duration.sum", "sm_throughput_pct": "sm__throughput.avg.pct_of_peak_sustained_elapsed",
        "memory_throughput_pct": "gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed",
        "dram_throughput_pct": "gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed",

@@ -1,10 +1,11 @@
 """torch.profiler over one warm forward+backward call per model, shape and dtype: where a call's time goes.
 
-Models (MODELS): torch.nn.LSTM (cuDNN, torch's defaults), tsrnn.LSTM on its ``cudnn`` path (the same
+Models (``models``): torch.nn.LSTM (cuDNN, torch's defaults), tsrnn.LSTM on its ``cudnn`` path (the same
 kernels behind tsrnn's module), and tsrnn.LSTM on the tensor-core kernel that serves the shape
 (``cuda_cluster`` at H = 128 / 400, ``cuda_grid`` at H = 1150, the path name as the backend: the
 kernel's plan picks the configuration); a path that refuses a shape is recorded as refused with
-tsrnn.backend's reason. At each (T, B, H) of SHAPES, float32 and bf16:
+tsrnn.backend's reason. At each (T, B, H) of SHAPES, float32 and bf16 (``ctx.quick``: the first
+shape, float32):
 
 * ``host_ms`` / ``wall_ms``: median of HOST_CALLS unprofiled calls (after WARMUP), the host-side
   time until the call returns and until the device is done (torch.cuda.synchronize);
@@ -14,9 +15,12 @@ tsrnn.backend's reason. At each (T, B, H) of SHAPES, float32 and bf16:
   busy time (the union of their intervals) against their span (first start to last end), and the
   idle gaps between them (total, count, the GAPS largest).
 
+A run that recorded no GPU activity (CUPTI unavailable) is "partial", with its host and wall times.
+
 ``cudnn_vs_torch`` puts the ``cudnn`` path's table beside torch.nn.LSTM's at each shape and dtype:
-the kernels only one of them runs, the totals of those both run, and the differences of the
-totals, busy, span and host times (what the path's 0.15-0.9 ms extra per call is made of).
+the kernels only one of them runs, those both run ([cudnn path, torch.nn.LSTM] calls and total us,
+the largest difference first), and the path's minus torch's kernel total, busy, span, idle, host
+and wall times (what the path's 0.15-0.9 ms extra per call is made of).
 
 On the CPU (``ctx.device == "cpu"``) the same code is a stand-in, exercised in CI in seconds: CPU
 activities only, a tiny shape, float32, with the CPU's counterparts (``onednn``, torch's own LSTM
@@ -41,6 +45,7 @@ TENSOR_CORE = {128: "cuda_cluster", 400: "cuda_cluster", 1150: "cuda_grid"}  # t
 STAND_IN = {"cudnn": "onednn", "tensor_core": "cpu"}  # the CPU's counterparts of the GPU paths
 WARMUP, HOST_CALLS, TOP, GAPS = 3, 5, 15, 5
 NAME_CHARS = 160  # kernel names are long template instantiations: cut in the record, not when grouping
+NO_EVENTS = "torch.profiler recorded no GPU activity (CUPTI cannot trace on this machine?)"
 MIN_LEFT = 5.0  # seconds: a run that would start with less left before the deadline is not started
 
 
@@ -117,7 +122,8 @@ def profile_call(step, device: str) -> tuple[dict, dict]:
         sync()
     events = activities(prof, device)
     table = kernel_table(events)
-    return {"status": "ok", "host_ms": round(1e3 * statistics.median(host), 3),
+    status = {"status": "ok"} if events else {"status": "partial", "reason": NO_EVENTS}
+    return {**status, "host_ms": round(1e3 * statistics.median(host), 3),
             "wall_ms": round(1e3 * statistics.median(wall), 3), "kernel_count": len(events),
             "kernel_total_us": round(sum(own for *_, own in events), 1),
             **timeline(events), "kernels": rows(table)}, table
@@ -180,5 +186,5 @@ def run(ctx: Context) -> dict:
                 record["cudnn_vs_torch"].append(compare(runs["tsrnn cudnn"], tables["tsrnn cudnn"],
                                                         runs["torch.nn.LSTM"], tables["torch.nn.LSTM"]))
     if not any(r["status"] == "ok" for r in record["runs"]):
-        return {**record, **failed("no model ran: " + "; ".join(r.get("reason", "") for r in record["runs"]))}
+        return {**record, **failed("no model profiled: " + "; ".join(sorted({r["reason"] for r in record["runs"]})))}
     return record

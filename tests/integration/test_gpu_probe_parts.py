@@ -19,11 +19,12 @@ def context(tmp_path, seconds=60.0):
 
 
 def test_timeline_merges_overlaps_and_measures_the_gaps_between():
-    events = [("a", 0.0, 10.0, 10.0), ("b", 5.0, 15.0, 10.0), ("c", 20.0, 25.0, 5.0), ("a", 40.0, 41.0, 1.0)]
+    events = [("a", 0.0, 10.0, 10.0), ("b", 5.0, 15.0, 10.0), ("c", 20.0, 25.0, 5.0), ("d", 21.0, 22.0, 1.0),
+              ("a", 40.0, 41.0, 1.0)]  # b overlaps a, d lies inside c
     assert profile.timeline(events) == {"busy_us": 21.0, "span_us": 41.0, "idle_us": 20.0, "gap_count": 2,
                                         "largest_gaps_us": [15.0, 5.0]}
     table = profile.kernel_table(events)
-    assert list(table) == ["a", "b", "c"] and table["a"] == {"calls": 2, "total_us": 11.0}
+    assert list(table) == ["a", "b", "c", "d"] and table["a"] == {"calls": 2, "total_us": 11.0}
 
 
 def test_profile_cpu_stand_in_records_kernels_gaps_and_the_cudnn_comparison(tmp_path):
@@ -71,6 +72,7 @@ if {mode!r} == "no counters":
     print("==PROF== Connected to process 4321")
     print("==ERROR== ERR_NVGPUCTRPERM - The user does not have permission to access NVIDIA GPU Performance "
           "Counters on the target device 0.")
+    print("==ERROR== The application returned an error code (1).")
     sys.exit(1)
 if "--query-metrics" in args:
     print("Device NVIDIA H100 80GB HBM3 (GH100)")
@@ -143,7 +145,8 @@ def test_ncu_parses_the_raw_csv_of_each_kernel(tmp_path, monkeypatch):
     assert "-c" in check and query == ["--query-metrics"] and len(runs) == 4
     for args in runs:
         assert args[args.index("--clock-control") + 1] == "none"
-        assert args[args.index("--launch-skip") + 1] == str(ncu.WARMUP) and args[args.index("--launch-count") + 1] == "1"
+        assert args[args.index("--launch-skip") + 1] == str(ncu.WARMUP)
+        assert args[args.index("--launch-count") + 1] == "1"
         assert int(args[-1]) > ncu.WARMUP  # the target makes a call past the skipped ones
         assert {args[i + 1] for i, a in enumerate(args) if a == "--section"} == set(ncu.SECTIONS)
         assert args[args.index("--metrics") + 1] == ",".join(record["metrics_requested"])
