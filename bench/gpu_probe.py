@@ -55,7 +55,7 @@ def build_part(ctx) -> dict:
         started = time.monotonic()
         kernels.Probe("cpu")
         return {"status": "ok", "seconds": round(time.monotonic() - started, 1), "emulated": True}
-    return {"status": "ok", "seconds": round(kernels.build(ctx.out), 1)}
+    return {"status": "ok", "seconds": round(kernels.build(), 1)}
 
 
 def run_part(name: str, device: str, quick: bool, out: Path, seconds: float) -> dict:
@@ -69,7 +69,7 @@ def run_part(name: str, device: str, quick: bool, out: Path, seconds: float) -> 
         if device == "cuda" and name in ("trace", "ladder"):
             from probe import kernels
 
-            kernels.build(out)  # loads the build the first part made (ninja finds nothing to do)
+            kernels.build()  # loads the build the first part made (ninja finds nothing to do)
         return importlib.import_module(f"probe.{name}").run(ctx)
     except Exception as exc:  # noqa: BLE001  (the record says what went wrong; the next part still runs)
         return failed(f"{type(exc).__name__}: {exc}", traceback=traceback.format_exc()[-2000:])

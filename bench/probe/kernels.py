@@ -2,7 +2,8 @@
 ladder), one interface for the GPU and the CPU.
 
 On a GPU, ``bench/probe/binding.cpp`` and the two kernel files compiled with -DTSRNN_PROBE=1 by
-torch.utils.cpp_extension (about a minute; cached under the output folder), as the operators of
+torch.utils.cpp_extension (about a minute; cached in BUILD, outside the output folder that a GPU
+call brings back), as the operators of
 ``tsrnn_probe_cluster`` / ``tsrnn_probe_grid`` and ``tsrnn_probe.arm``. On the CPU, the same source
 under the SIMT emulation's probe library (tests/simt/build.py ``library(probe=True)``), as
 ``tsrnn_simt_cluster`` / ``tsrnn_simt_grid`` and ``simt.probe_arm``, on an emulated H100 (132 SMs)
@@ -14,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,14 +31,15 @@ from tsrnn.ops.recurrence import op as recurrence_op  # noqa: E402
 KERNELS = ("cluster", "grid")
 CELL = "lstm"  # the ladder's variants are built for the LSTM (the multi-timescale LSTM runs it too)
 EMULATED_SMS = {"cluster": 132, "grid": 4}
+BUILD = Path(tempfile.gettempdir()) / "tsrnn_probe_build"
 
 
-def build(out: Path) -> float:
-    """Compiles and loads the probe's GPU extension (build folder under ``out``); seconds taken."""
+def build() -> float:
+    """Compiles (once per machine) and loads the probe's GPU extension; seconds taken."""
     from torch.utils import cpp_extension
 
     started = time.monotonic()
-    folder = out / "probe_build"
+    folder = BUILD
     folder.mkdir(parents=True, exist_ok=True)
     for namespace in ("tsrnn_probe_cluster", "tsrnn_probe_grid"):
         recurrence_op.define(namespace, plan=True, config=True)
