@@ -61,7 +61,7 @@ def test_the_plan_takes_what_the_fitted_model_ranks_first(emulated, kernel, shap
             assert got[2] <= resident[got[0]]  # one wave: the emulation's count of more blocks an SM changes nothing
             candidates[tuple(got[:4])] = cost_model.step_us(H, B, cost_model.gates_of(cell), precision, kernel, got,
                                                             model["coefficients_us"], resident)
-    assert len(candidates) >= 2, candidates
+    assert candidates  # one only where W_hh needs every block (H = 400, LSTM, TF32)
     with cluster.forced(0, 0, kernel):
         chosen = tuple(config(kernel, cell, H, B, precision)[:4])
     best = min(candidates.values())
