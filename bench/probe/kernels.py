@@ -43,12 +43,12 @@ def build() -> float:
     folder.mkdir(parents=True, exist_ok=True)
     for namespace in ("tsrnn_probe_cluster", "tsrnn_probe_grid"):
         recurrence_op.define(namespace, plan=True, config=True)
-    flags = ["-O3", "-std=c++17", "-DTSRNN_PROBE=1"]
+    flags = ["-O3", "-DTSRNN_PROBE=1"]  # the host binding takes torch's own C++ standard, the .cu files C++17
     cuda = os.path.join(ROOT, "csrc", "recurrence", "cuda")
     cpp_extension.load(name="tsrnn_probe", sources=[str(ROOT / "bench" / "probe" / "binding.cpp"),
                                                      os.path.join(cuda, "cluster_recurrence.cu"),
                                                      os.path.join(cuda, "grid_recurrence.cu")],
-                       extra_cflags=flags, extra_cuda_cflags=flags + ["-gencode=arch=compute_90,code=sm_90"],
+                       extra_cflags=flags, extra_cuda_cflags=flags + ["-std=c++17", "-gencode=arch=compute_90,code=sm_90"],
                        extra_include_paths=[str(ROOT / "csrc")], build_directory=str(folder),
                        is_python_module=False, verbose=False)
     return time.monotonic() - started

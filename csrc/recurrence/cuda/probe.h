@@ -19,7 +19,11 @@
 #include <type_traits>
 #include <utility>
 
+#include <cuda_runtime.h>
+
+#if defined(__CUDACC__) || defined(TSRNN_SIMT)  // device code (a host-only binding sees the host side only)
 #include "recurrence/cuda/ptx.h"
+#endif
 
 namespace tsrnn {
 namespace cuda {
@@ -93,7 +97,7 @@ struct Skips {
   __host__ __device__ static constexpr bool of(unsigned part) { return (Skip & part) != 0; }
 };
 
-#ifdef TSRNN_PROBE
+#if defined(TSRNN_PROBE) && (defined(__CUDACC__) || defined(TSRNN_SIMT))
 // Thread 0's clock marks of a block (see the top of this file).
 class Recorder {
  public:
@@ -132,6 +136,17 @@ class Recorder {
   std::uint64_t last_ = 0;
 };
 
+#elif defined(__CUDACC__) || defined(TSRNN_SIMT)
+struct Recorder {
+  template <class Shape>
+  __device__ explicit Recorder(const Shape&) {}
+  __device__ void step(int) {}
+  __device__ void mark(int) {}
+  __device__ void finish() {}
+};
+#endif
+
+#ifdef TSRNN_PROBE
 // fn(std::integral_constant<unsigned, Rungs[I]>) for the first rung from I on that equals skip.
 template <const auto& Rungs, std::size_t I, typename Fn>
 cudaError_t dispatch_rung(unsigned skip, Fn& fn) {
@@ -154,14 +169,6 @@ cudaError_t with_skip(Fn&& fn) {
   }
 }
 #else
-struct Recorder {
-  template <class Shape>
-  __device__ explicit Recorder(const Shape&) {}
-  __device__ void step(int) {}
-  __device__ void mark(int) {}
-  __device__ void finish() {}
-};
-
 template <bool Eligible, const auto& Rungs, typename Fn>
 cudaError_t with_skip(Fn&& fn) {
   return fn(std::integral_constant<unsigned, 0>{});
