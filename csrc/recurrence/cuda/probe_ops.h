@@ -31,9 +31,10 @@ inline void arm(int64_t skip, const std::optional<at::Tensor>& trace, bool ignor
   state.ignore_skip = ignore_skip;
   if (!trace) return;
   const at::Tensor& t = *trace;
+  constexpr int phases = Phase::kPhases;
   TSRNN_CHECK(t.scalar_type() == at::kLong && t.dim() == 2 && t.is_contiguous() &&
                   t.size(1) >= kHeader + Phase::kPhases && (t.size(1) - kHeader) % Phase::kPhases == 0,
-              "tsrnn probe: the trace must be a contiguous int64 [blocks, ", kHeader, " + steps * ", Phase::kPhases,
+              "tsrnn probe: the trace must be a contiguous int64 [blocks, ", kHeader, " + steps * ", phases,
               "], got ", t.sizes());
   state.trace = Trace{t.data_ptr<int64_t>(), static_cast<int>(t.size(0)),
                       static_cast<int>((t.size(1) - kHeader) / Phase::kPhases)};

@@ -151,3 +151,86 @@ def test_the_local_memory_check_can_fail(tmp_path):
     report, sass = compile_report(planted, "90", tmp_path)
     (mangled,) = [m for m in report if "planted" in m]
     assert report[mangled]["stack"] > 0 and re.search(r"\b(LDL|STL)\b", sass[mangled])
+
+
+# -- the GPU probe's hooks (csrc/recurrence/cuda/probe.h) ------------------------------------------
+CLOCK = re.compile(r"SR_CLOCKLO|SR_GLOBALTIMER")
+SKIP = re.compile(r"ProductsE(\d)ELj(\d+)E")  # the kernels' Skip template argument (the ladder's rung)
+
+
+def test_the_installed_build_has_no_probe_in_it(built):
+    """Without -DTSRNN_PROBE the kernels read no clock and only the rung 0 (nothing skipped) is
+    built: the installed kernels are those without the probe's hooks (the probe build below shows
+    both checks can fail)."""
+    arch, _, sass, kernels = built
+    for mangled, name in kernels.items():
+        assert not CLOCK.search(sass[mangled]), f"{arch} {name}: a clock read in the installed build"
+        assert SKIP.search(mangled).group(2) == "0", f"{arch} {name}: a ladder variant in the installed build"
+
+
+@pytest.fixture(scope="module", params=list(SOURCES), ids=lambda name: f"{name}-probe-sm90")
+def probe_built(request, tmp_path_factory):
+    """The probe's build (-DTSRNN_PROBE=1, sm_90) of one kernel file: {(direction, precision, rung): SASS}
+    of the LSTM kernels and the ladder's rungs, and the number of kernels."""
+    if not NVCC.exists() or cuobjdump() is None:
+        pytest.skip("needs nvcc ($CUDA_HOME/bin) and cuobjdump (CUDA's or Triton's)")
+    out = tmp_path_factory.mktemp(f"{request.param}-probe")
+    binary = out / "probe.o"
+    done = subprocess.run([str(NVCC), "-std=c++17", "-O3", "-arch=sm_90", "-DTSRNN_PROBE=1", "-Werror", "all-warnings",
+                           "-Xcompiler", "-Wall,-Wextra,-Werror", f"-I{ROOT / 'csrc'}", "-c",
+                           str(SOURCES[request.param]), "-o", str(binary)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-3000:]
+    dump = subprocess.run([cuobjdump(), "-sass", str(binary)], capture_output=True, text=True, check=True).stdout
+    sass = {m.group(1): m.group(2) for m in re.finditer(r"Function : (\S+)\n(.*?)(?=\n\s*Function : |\Z)", dump, re.S)}
+    lstm = {}
+    for mangled, code in sass.items():
+        found = SKIP.search(mangled)
+        if "LSTMCell" in mangled and found and found.group(1) != "0":
+            lstm[("forward" if "forward_kernel" in mangled else "backward", PRODUCTS[found.group(1)],
+                  int(found.group(2)))] = code
+    return request.param, lstm, len(sass)
+
+
+def _count(pattern: str, code: str) -> int:
+    return len(re.findall(pattern, code))
+
+
+# What each rung (probe.h's Part bits) must show against the baseline of its direction and precision.
+RUNG_SASS = {
+    1: ("mma: no HMMA, the operand loads stay",
+        lambda r, b, o: _count(r"\bHMMA\.", r) == 0 and _count(r"\bLD\.E", r) > _count(r"\bLD\.E", o)),
+    2: ("operands: no HMMA, fewer generic loads", lambda r, b, o: _count(r"\bHMMA\.", r) == 0
+        and _count(r"\bLD\.E", r) < _count(r"\bLD\.E", b)),
+    4: ("cell_loads: fewer global loads", lambda r, b, o: _count(r"\bLDG\.", r) < _count(r"\bLDG\.", b)),
+    8: ("stores: fewer global stores, the cell's math stays",
+        lambda r, b, o: _count(r"\bSTG\.", r) < _count(r"\bSTG\.", b) and _count(r"\bMUFU\.", r) == _count(r"\bMUFU\.", b)),
+    16: ("exchange: fewer generic (distributed shared memory) accesses",
+         lambda r, b, o: _count(r"\b(LD|ST)\.E", r) < _count(r"\b(LD|ST)\.E", b)),
+    32: ("relaxed: fewer memory barriers", lambda r, b, o: _count(r"MEMBAR", r) < _count(r"MEMBAR", b)),
+    64: ("barriers: one cluster arrive and wait (the sync before exit)",
+         lambda r, b, o: _count(r"UCGABAR_ARV", r) == 1 and _count(r"UCGABAR_WAIT", r) == 1 < _count(r"UCGABAR_WAIT", b)),
+    128: ("grid_loads: fewer global loads", lambda r, b, o: _count(r"\bLDG\.", r) < _count(r"\bLDG\.", b)),
+    256: ("flag_barrier: no atomic add, no poll", lambda r, b, o: "NANOSLEEP" not in r and "ATOM.E.ADD" not in r
+          and "NANOSLEEP" in b),
+}
+RUNGS = {"cluster": [0, 1, 2, 4, 8, 16, 32, 64], "grid": [0, 1, 2, 4, 8, 16, 32, 64, 128, 256]}  # probe.h
+
+
+def test_the_probe_build_traces_every_kernel_and_builds_every_rung(probe_built):
+    """Every kernel of the probe's build reads the clock; the LSTM in TF32 and bf16 has each rung of
+    its kernel in both directions beside the 18 kernels of the installed build."""
+    name, lstm, count = probe_built
+    assert set(lstm) == {(d, p, r) for d in ("forward", "backward") for p in ("tf32", "bf16") for r in RUNGS[name]}
+    assert count == 18 + 2 * 2 * (len(RUNGS[name]) - 1)
+    assert all(CLOCK.search(code) for code in lstm.values())
+
+
+def test_each_rung_leaves_its_part_out_of_the_machine_code(probe_built):
+    """The removal ladder measures what it claims only if the compiler really dropped the part (and
+    nothing else dead with it: the stores rung keeps the cell's math)."""
+    name, lstm, _ = probe_built
+    for direction, precision in ((d, p) for d in ("forward", "backward") for p in ("tf32", "bf16")):
+        base, operands = lstm[(direction, precision, 0)], lstm[(direction, precision, 2)]
+        for rung in RUNGS[name][1:]:
+            what, holds = RUNG_SASS[rung]
+            assert holds(lstm[(direction, precision, rung)], base, operands), f"{name} {direction} {precision}: {what}"
