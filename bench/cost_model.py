@@ -42,7 +42,8 @@ squared relative errors, so the short and the long calls weigh the same. The sca
 (products "ieee") has no measurements: the plans rank it as TF32.
 
 ``python bench/cost_model.py --refit PATH/TO/gpu_report.json [MORE.json ...] [--write]`` fits the
-model to the sweep rows of the reports (their "tensor_core_sweep"), prints the median and worst
+model to the sweep rows of the reports (their "tensor_core_sweep") and to the kernel-alone rows of
+any GPU probe's phase trace among them (bench/gpu_probe.py's probe.json), prints the median and worst
 relative error (overall, per kernel, leaving each shape out in turn) and a per-row table;
 ``--write`` rewrites bench/cost_model.json and csrc/recurrence/cuda/cost_model.h.
 """
@@ -166,7 +167,10 @@ def load() -> dict:
 # -- the fit ---------------------------------------------------------------------------------------
 
 def measured_rows(reports) -> list[dict]:
-    """Every timed configuration of the reports' sweeps: kernel, T, B, H, cell, precision, config, ms."""
+    """Every timed configuration of the reports' sweeps: kernel, T, B, H, cell, precision, config, ms;
+    and of a GPU probe's phase trace (bench/gpu_probe.py's probe.json, not emulated): the kernels
+    alone, forward plus backward from the global timer, marked ``kernel_alone`` (no GEMM, no call
+    overhead in them)."""
     rows = []
     for report in reports:
         for row in report.get("tensor_core_sweep", []):
@@ -174,6 +178,25 @@ def measured_rows(reports) -> list[dict]:
                 if "ms" in variant:
                     rows.append({key: row[key] for key in ("kernel", "T", "B", "H", "cell", "precision")}
                                 | {"config": variant["config"][:4], "ms": variant["ms"]})
+        rows += traced_rows(report)
+    return rows
+
+
+def traced_rows(probe: dict) -> list[dict]:
+    """The rows of a GPU probe's phase trace (bench/probe/trace.py: sites "KERNEL (T,B,H) PRECISION"):
+    T steps forward and T + 1 backward at the traced configuration."""
+    trace = probe.get("parts", {}).get("trace", {})
+    if trace.get("status") != "ok" or trace.get("emulated"):
+        return []
+    rows = []
+    for site, record in trace["sites"].items():
+        if record.get("status") != "ok":
+            continue
+        kernel, shape, precision = site.split()[:3]
+        T, B, H = (int(v) for v in shape.strip("()").split(","))
+        us = record["forward"]["wall_us_per_step"] * T + record["backward"]["wall_us_per_step"] * (T + 1)
+        rows.append({"kernel": kernel, "T": T, "B": B, "H": H, "cell": "lstm", "precision": precision,
+                     "config": record["config"][:4], "ms": us / 1e3, "kernel_alone": True})
     return rows
 
 
@@ -198,7 +221,9 @@ def gates_of(cell: str) -> int:
 def design(rows, resident):
     import numpy as np
 
-    return np.array([[features(r["T"], r["B"], r["H"], gates_of(r["cell"]), r["precision"], r["kernel"], r["config"],
+    outside = ("gemm_tf32", "gemm_bf16", "call")  # what a kernel-alone row does not hold
+    return np.array([[0.0 if r.get("kernel_alone") and name in outside else
+                      features(r["T"], r["B"], r["H"], gates_of(r["cell"]), r["precision"], r["kernel"], r["config"],
                                resident)["terms"][name] for name in TERMS] for r in rows], dtype=float)
 
 

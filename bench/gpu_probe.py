@@ -43,7 +43,7 @@ PARTS = ("build", "trace", "ladder", "profile", "ncu", "micro")
 # Seconds each part may take on a GPU (the build: about a minute with 16 cores); the deadline may
 # give less. On the CPU every part is bounded by CPU_LIMIT (the emulation library's first build
 # excepted: it is cached, and the tests build it).
-LIMITS = {"build": 180, "trace": 60, "ladder": 120, "profile": 90, "ncu": 150, "micro": 120}
+LIMITS = {"build": 180, "trace": 60, "ladder": 120, "profile": 60, "ncu": 120, "micro": 90}
 CPU_LIMIT = 600
 SHORTEST = 10  # seconds: a part left less than this is skipped
 

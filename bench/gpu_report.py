@@ -75,7 +75,7 @@ TIMED_SHAPES = [(70, 20, 400), (70, 80, 400), (70, 20, 1150), (70, 80, 1150), (1
 FLASHRNN_SHAPES = [(1000, 128, 128), (70, 20, 400), (70, 80, 400), (70, 20, 1150), (70, 80, 1150)]
 QUICK_SHAPE = (5, 2, 8)
 # Seconds each job may take at most (the deadline may give it less).
-LIMITS = {"probe": 360, "throw": 150, "checks": 300, "pytest": 300, "selftest": 120, "memcheck": 300, "racecheck": 300, "timings": 90,
+LIMITS = {"probe": 330, "throw": 150, "checks": 300, "pytest": 300, "selftest": 120, "memcheck": 300, "racecheck": 300, "timings": 90,
           "scan": 60, "lengths": 150, "flashrnn": 300, "sweep": 300, "stress": 240, "synccheck": 300}
 # Seconds of timed calls per model and shape, after its warm-up: a slow path (the reference loop at
 # T = 1000) is timed fewer than --repeats times rather than eating the run.

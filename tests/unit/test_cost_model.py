@@ -147,3 +147,24 @@ def test_waves_of_clusters_over_the_resident_ones():
     fixed = cost_model.predict_ms(*args, resident={16: 8}, coefficients=dict(
         cost_model.load()["coefficients_us"], shared_wavefronts=0, pairs=0, barriers=0))
     assert math.isclose(two - fixed, 2 * (one - fixed))
+
+
+def _probe(emulated: bool) -> dict:
+    """A GPU probe's record (bench/probe/trace.py's form) with one traced site."""
+    site = {"status": "ok", "config": [16, 16, 2, 25, 1, 1], "forward": {"wall_us_per_step": 6.0},
+            "backward": {"wall_us_per_step": 8.0}}
+    return {"parts": {"trace": {"status": "ok", "emulated": emulated, "sites": {"cluster (70,20,400) bf16": site,
+                                                                                 "grid (70,20,1150) tf32": {"status": "failed"}}}}}
+
+
+def test_a_gpu_probe_s_trace_adds_kernel_alone_rows():
+    """The trace's sites are rows of the kernels alone: T forward and T + 1 backward steps from the
+    global timer, without the GEMM and call terms; an emulated trace adds nothing."""
+    (row,) = cost_model.traced_rows(_probe(False))
+    assert row == {"kernel": "cluster", "T": 70, "B": 20, "H": 400, "cell": "lstm", "precision": "bf16",
+                   "config": [16, 16, 2, 25], "ms": pytest.approx((6.0 * 70 + 8.0 * 71) / 1e3), "kernel_alone": True}
+    assert cost_model.traced_rows(_probe(True)) == []
+    X = cost_model.design([row, {**row, "kernel_alone": False}], cost_model.load()["resident_clusters"])
+    outside = [cost_model.TERMS.index(name) for name in ("gemm_tf32", "gemm_bf16", "call")]
+    assert all(X[0, i] == 0 for i in outside) and X[1, cost_model.TERMS.index("call")] > 0
+    assert list(X[0, :3]) == list(X[1, :3])  # the step terms are the same
