@@ -81,8 +81,9 @@ __device__ inline void arrive([[maybe_unused]] Cluster& cluster) {
 }
 
 template <unsigned Skip>
-__device__ inline void wait([[maybe_unused]] Cluster& cluster) {
-  if constexpr (!probe::Skips<Skip>::of(probe::kBarriers)) cluster.barrier_wait();
+__device__ inline void wait([[maybe_unused]] Cluster& cluster, int line = __builtin_LINE(),
+                            const char* file = __builtin_FILE()) {
+  if constexpr (!probe::Skips<Skip>::of(probe::kBarriers)) tensor_core::wait_at(cluster, line, file);
 }
 
 // Loads block r's rows of W_hh into w [rows][width], rounded, zero where no unit or column is.
@@ -289,11 +290,8 @@ __global__ void __launch_bounds__(kThreads) backward_kernel(BackwardArgs a, Shap
     arrive<Skip>(cluster);  // phase A: this block's P of step t is complete
     clock.mark(probe::Phase::kArriveA);
   }
-  if constexpr (Skipped::of(probe::kBarriers)) {
-    cluster.sync();  // no block reads this block's P any more (it may exit)
-  } else {
-    cluster.barrier_wait();  // phase B: no block reads this block's P any more (it may exit)
-  }
+  if constexpr (Skipped::of(probe::kBarriers)) cluster.barrier_arrive();  // the ladder's rung arrived nowhere
+  cluster.barrier_wait();  // phase B: no block reads this block's P any more (it may exit)
   clock.finish();
 #pragma unroll
   for (int i = 0; i < kMaxPairs; ++i) {

@@ -72,14 +72,15 @@ struct Shape {
 
 // cluster.sync(), or what a ladder rung puts in its place (probe.h).
 template <unsigned Skip>
-__device__ inline void sync([[maybe_unused]] Cluster& cluster) {
+__device__ inline void sync([[maybe_unused]] Cluster& cluster, [[maybe_unused]] int line = __builtin_LINE(),
+                            [[maybe_unused]] const char* file = __builtin_FILE()) {
   if constexpr (probe::Skips<Skip>::of(probe::kBarriers)) {
     return;
   } else if constexpr (probe::Skips<Skip>::of(probe::kRelaxed)) {
     ptx::cluster_arrive_relaxed();
-    cluster.barrier_wait();
+    tensor_core::wait_at(cluster, line, file);
   } else {
-    cluster.sync();
+    tensor_core::sync_at(cluster, line, file);
   }
 }
 

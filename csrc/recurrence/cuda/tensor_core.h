@@ -43,6 +43,25 @@ using Cluster = cg::cluster_group;
 __device__ inline Cluster this_cluster() { return cg::this_cluster(); }
 #endif
 
+// cluster.barrier_wait() and cluster.sync() called for the source line `line` of `file`: the SIMT
+// emulation's planted-bug tests remove one barrier by its caller's line (tests/simt/simt.h's
+// set_drop), which a helper that waits for its caller passes on; on a GPU both are unused.
+__device__ inline void wait_at(Cluster& cluster, [[maybe_unused]] int line, [[maybe_unused]] const char* file) {
+#ifdef TSRNN_SIMT
+  cluster.barrier_wait(line, file);
+#else
+  cluster.barrier_wait();
+#endif
+}
+
+__device__ inline void sync_at(Cluster& cluster, [[maybe_unused]] int line, [[maybe_unused]] const char* file) {
+#ifdef TSRNN_SIMT
+  cluster.sync(line, file);
+#else
+  cluster.sync();
+#endif
+}
+
 // The operand type of products P and the rounding of a float32 value to it.
 template <Products P>
 struct Operand {
