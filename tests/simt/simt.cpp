@@ -582,6 +582,11 @@ void* dynamic_shared() {
   return l.shared[l.current->block_index]->data;
 }
 
+std::size_t dynamic_shared_bytes() {
+  Launch& l = now();
+  return l.shared[l.current->block_index]->size;
+}
+
 void fail(const char* what, int line) {
   Launch& l = now();
   if (l.error.empty()) {

@@ -182,6 +182,7 @@ const uint3& block_idx();
 const dim3& block_dim();
 const dim3& grid_dim();
 void* dynamic_shared();
+std::size_t dynamic_shared_bytes();  // the size of the running block's dynamic shared memory
 void block_barrier(int line);
 void grid_barrier(int line);
 
@@ -438,6 +439,7 @@ inline int max(int a, int b) { return a > b ? a : b; }
 
 // --- the host API ------------------------------------------------------------------------------
 cudaError_t cudaGetDevice(int* device);
+inline cudaError_t cudaDeviceSynchronize() { return cudaSuccess; }  // every emulated launch has completed
 cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attr, int device);
 const char* cudaGetErrorString(cudaError_t error);
 
