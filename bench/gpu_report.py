@@ -6,7 +6,10 @@
 1. Installs what ``--wheels DIR`` holds (``pip install --no-index --find-links DIR``, e.g. the
    flashrnn wheel), since the GPU machine has no network; with ``--build``, builds tsrnn with its
    CUDA extension (``TSRNN_CUDA=1 pip install --no-build-isolation -e .``, every core).
-2. Times forward+backward (CUDA events, median of ``--repeats`` after warm-up) at the target
+2. Runs the GPU probe first (bench/gpu_probe.py: the tensor-core kernels' phase trace and removal
+   ladder, torch.profiler, ncu, microbenchmarks) into ``probe/`` beside the JSON, within the job
+   limit LIMITS["probe"], so a call cut short still brings back where a step's time goes.
+   Then times forward+backward (CUDA events, median of ``--repeats`` after warm-up) at the target
    shapes (T=70, B in {20, 80}, H in {400, 1150}; T=1000, B=128, H=128) in float32 and bf16:
    torch.nn.LSTM (cuDNN, as users run it: TF32 per torch's default; and in float32 with TF32
    off, as tsrnn's cudnn path runs), tsrnn.LSTM with MTS timescales and tsrnn.PowerLawLSTM on "auto" (recording the path it
@@ -72,7 +75,7 @@ TIMED_SHAPES = [(70, 20, 400), (70, 80, 400), (70, 20, 1150), (70, 80, 1150), (1
 FLASHRNN_SHAPES = [(1000, 128, 128), (70, 20, 400), (70, 80, 400), (70, 20, 1150), (70, 80, 1150)]
 QUICK_SHAPE = (5, 2, 8)
 # Seconds each job may take at most (the deadline may give it less).
-LIMITS = {"throw": 150, "checks": 300, "pytest": 300, "selftest": 120, "memcheck": 300, "racecheck": 300, "timings": 90,
+LIMITS = {"probe": 360, "throw": 150, "checks": 300, "pytest": 300, "selftest": 120, "memcheck": 300, "racecheck": 300, "timings": 90,
           "scan": 60, "lengths": 150, "flashrnn": 300, "sweep": 300, "stress": 240, "synccheck": 300}
 # Seconds of timed calls per model and shape, after its warm-up: a slow path (the reference loop at
 # T = 1000) is timed fewer than --repeats times rather than eating the run.
@@ -377,9 +380,17 @@ def run_job(name: str, device_name: str, quick: bool, repeats: int, path: str) -
     write_json(path, out)
 
 
-def plan(device_type: str, quick: bool, tests: list[str] | None = None) -> list[tuple[str, list[str] | None]]:
+def probe_command(device_type: str, quick: bool, folder: str) -> list[str]:
+    """bench/gpu_probe.py into ``folder``, returning before the probe job's limit."""
+    return [sys.executable, os.path.join(ROOT, "bench", "gpu_probe.py"), "--device", device_type, "--out", folder,
+            "--deadline", str(LIMITS["probe"] - 15)] + (["--quick"] if quick else [])
+
+
+def plan(device_type: str, quick: bool, tests: list[str] | None = None,
+         probe_folder: str = "gpu_probe") -> list[tuple[str, list[str] | None]]:
     """The jobs in the order they run, one at a time: (name, command, or None for a job of this
-    script). CUDA processes side by side share the GPU by time slices: on the first GPU run
+    script), the probe (bench/gpu_probe.py, into ``probe_folder``) first: where a step's time goes
+    is what the last GPU run left to learn. CUDA processes side by side share the GPU by time slices: on the first GPU run
     (bench/RESULTS.md) six of them slowed each other's small launches so much that no job
     finished, so nothing runs beside a job. The order: ``throw`` (the second run found there why
     the compiled operators' errors crashed the process, a static libstdc++; it stays first as a
@@ -389,17 +400,18 @@ def plan(device_type: str, quick: bool, tests: list[str] | None = None) -> list[
     from tsrnn import backend, testing
 
     shapes = [QUICK_SHAPE] if quick else TIMED_SHAPES
+    probe = [("probe", probe_command(device_type, quick, probe_folder))]
     timed = ([(f"timings:{','.join(map(str, s))}", None) for s in shapes]
              + [("sweep:grid", None), ("stress", None), ("sweep:cluster", None), ("scan", None)])
     if device_type == "cpu":  # one check job for every path: nothing here can fault a CUDA context
-        return [("checks", None)] + timed + [("lengths", None)]
+        return probe + [("checks", None)] + timed + [("lengths", None)]
     pytest_cmd = [sys.executable, "-m", "pytest", "-v", "-rfE", "--tb=short", "-p", "no:cacheprovider"]  # -v: each
     # test's name and outcome as it ends, also if the run is stopped at its limit
     if importlib.util.find_spec("xdist"):
         pytest_cmd += ["-n", str(PYTEST_WORKERS)]
     cuda_bin = os.path.join(os.environ.get("CUDA_HOME", "/usr/local/cuda"), "bin")
     flashrnn = [(f"flashrnn:{','.join(map(str, s))}", None) for s in ([QUICK_SHAPE] if quick else FLASHRNN_SHAPES)]
-    return ([("throw", throw_command(cuda_bin)), ("pytest", pytest_cmd + (tests or GPU_TESTS))] + timed + flashrnn[:1]
+    return (probe + [("throw", throw_command(cuda_bin)), ("pytest", pytest_cmd + (tests or GPU_TESTS))] + timed + flashrnn[:1]
             + [(f"checks:{p}", None) for p in testing.LAYER_PATHS if p in backend.paths_on("cuda", "recurrence")]
             + [("checks:linear_scan", None), ("lengths", None), ("selftest", [sys.executable, "-m", "tsrnn", "selftest"])]
             + [(tool, [os.path.join(cuda_bin, "compute-sanitizer"), "--tool", tool, "--error-exitcode", "1",
@@ -547,6 +559,8 @@ def merge(report: dict, parts: list[dict]) -> None:
 def print_summary(report: dict) -> None:
     print(f"{report['device']}, torch {report['versions']['torch']}")
     print(f"build: {report['build']}; extensions: {report['extensions']}")
+    if "probe" in report:
+        print(f"probe ({report['probe']['folder']}/probe.md): {report['probe']['parts']}")
     for row in report["jobs"]:
         if row.get("skipped") or row.get("rc") or row.get("timed_out"):
             print(f"job {row['job']}: {row}")
@@ -639,12 +653,19 @@ def main(argv=None) -> int:
     runner = Runner(args, None if args.deadline is None else started + args.deadline)
     wanted = lambda name: name not in args.skip and name.partition(":")[0] not in args.skip  # noqa: E731
 
+    probe_folder = os.path.join(os.path.dirname(args.json), "probe")
+
     def save():
         merge(report, runner.parts)
+        probe_json = os.path.join(probe_folder, "probe.json")
+        if os.path.exists(probe_json):
+            with open(probe_json) as f:
+                report["probe"] = {"folder": probe_folder,
+                                   "parts": {k: v.get("status") for k, v in json.load(f)["parts"].items()}}
         report["tests"], report["jobs"] = runner.runs, runner.jobs
         write_json(args.json, report)
 
-    for name, cmd in plan(device.type, args.quick, args.tests):
+    for name, cmd in plan(device.type, args.quick, args.tests, probe_folder):
         if wanted(name):
             runner.run(name, cmd)
             save()

@@ -20,7 +20,6 @@ float32 layers) on tiny shapes: the times are the emulator's and mean nothing; t
 from __future__ import annotations
 
 import contextlib
-import math
 import os
 import sys
 
@@ -30,6 +29,8 @@ import tsrnn
 from tsrnn import testing
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import cost_model  # noqa: E402  (bench/cost_model.py, beside this script: the plans' fitted model)
 from simt.cluster import forced  # noqa: E402  (TSRNN_CLUSTER / TSRNN_GRID for the duration of a block)
 
 # Per kernel, (T, B, H) of the GPU sweep (the target shapes it serves) and of the quick CPU run, and
@@ -42,68 +43,6 @@ CONFIGS = {"cluster": [(c, tile) for c in (1, 2, 4, 8, 16) for tile in (16, 32)]
 QUICK_CONFIGS = {"cluster": [(2, 32)], "grid": [(2, 16)]}  # a cluster each: the emulator is slow
 CELLS = ("lstm", "plstm_coupled")
 PATHS = {"cluster": "cuda_cluster", "grid": "cuda_grid"}
-
-# The cost model of one configuration (estimates from public H100/H200 figures, nothing measured:
-# the first GPU run compares them with its times): dense tensor-core FLOP/s, 2/3 of it reached by
-# wmma, 128 bytes of shared memory an SM cycle (W_r is read from shared memory every step), 64
-# bytes a cycle into an SM over distributed shared memory, a cluster barrier 0.2 us, a distributed
-# shared memory round trip 0.1 us, the cell 0.1 us (special-function latency), 0.3 ms of host work
-# a forward+backward call, cuBLAS at 40% of peak for the input projection and the weight gradients,
-# and ~29 values a (step, row, unit) through HBM (xg, h, states, saved activations, dz).
-CLOCK, SMS, HBM = 1.98e9, 132, 4.8e12
-PEAK = {"tf32": 494e12, "bf16": 989e12}
-MMA_EFFICIENCY, SHARED_BYTES_PER_CYCLE, INGRESS_BYTES_PER_CYCLE = 2 / 3, 128, 64
-CLUSTER_BARRIER, DSMEM_LATENCY, CELL, HOST, CUBLAS_EFFICIENCY = 0.2e-6, 0.1e-6, 0.1e-6, 0.3e-3, 0.4
-FLAG_BARRIER, L2_LATENCY = 0.8e-6, 0.3e-6  # the grid kernel's flag barrier through L2, the first read from L2
-
-
-def rest_ms(T: int, B: int, H: int, gates: int, precision: str) -> float:
-    """What both kernels add to their steps: the input projection and weight-gradient GEMMs, the
-    HBM traffic and the host's work per call."""
-    item = 4 if precision == "tf32" else 2
-    gemms = 3 * 2 * T * B * H * gates * H / (PEAK[precision] * CUBLAS_EFFICIENCY)
-    return 1e3 * (gemms + T * B * H * 29 * item / HBM + HOST)
-
-
-def predicted_grid_ms(T: int, B: int, H: int, gates: int, config: list[int], precision: str) -> float:
-    """The model's forward+backward milliseconds of the grid kernel's plan ``config`` ([cluster,
-    chunk, clusters, units, ...]; grid_recurrence.cu's direction_cycles): per step and direction the
-    flag barrier, the first read from L2, the block's product bounded by the tensor cores, by
-    reading its weight slice from shared memory once per chunk, or by reading its slice of h (dz)
-    from L2, the reduction over the cluster, two cluster barriers per extra chunk, the cell."""
-    cluster, chunk, clusters, units = config[:4]
-    item, padded = (4 if precision == "tf32" else 2), math.ceil(B / 16) * 16
-    chunks = math.ceil(B / chunk)
-    step = 0.0
-    for rows, width, cell in ((math.ceil(gates * units / 16) * 16, math.ceil(math.ceil(H / cluster) / 16) * 16, CELL),
-                              (math.ceil(units / 16) * 16, math.ceil(math.ceil(gates * H / cluster) / 16) * 16,
-                               1.5 * CELL)):
-        mma = 2 * padded * rows * width / (PEAK[precision] / SMS * MMA_EFFICIENCY)
-        shared = chunks * rows * width * item / (SHARED_BYTES_PER_CYCLE * CLOCK)
-        inner = padded * width * item / (INGRESS_BYTES_PER_CYCLE * CLOCK)
-        reduce = (cluster - 1) * padded * rows * 4 / cluster / (INGRESS_BYTES_PER_CYCLE * CLOCK)
-        barriers = (2 * chunks - 1) * (CLUSTER_BARRIER if cluster > 1 else 0.05e-6)
-        step += FLAG_BARRIER + L2_LATENCY + barriers + max(mma, shared, inner) + reduce + cell
-    return 1e3 * T * step + rest_ms(T, B, H, gates, precision)
-
-
-def predicted_ms(T: int, B: int, H: int, gates: int, cluster: int, tile: int, precision: str) -> float:
-    """The model's forward+backward milliseconds of one configuration of the cluster kernel: per
-    step and direction, the exposed barrier phase (phase B hides behind the cell where it can),
-    then the block's product, bounded by the tensor cores, by reading W_r from shared memory, or by
-    the exchange; times the waves of clusters; plus the GEMMs, the HBM traffic and the host."""
-    item = 4 if precision == "tf32" else 2
-    units = math.ceil(H / cluster)
-    rows, width = math.ceil(gates * units / 16) * 16, math.ceil(H / 16) * 16
-    mma = 2 * tile * rows * width / (PEAK[precision] / SMS * MMA_EFFICIENCY)
-    shared = rows * width * item / (SHARED_BYTES_PER_CYCLE * CLOCK)
-    exchange = (cluster - 1) * tile * units * item / (INGRESS_BYTES_PER_CYCLE * CLOCK)
-    barrier = CLUSTER_BARRIER + DSMEM_LATENCY if cluster > 1 else 0.05e-6
-    hidden_phase = max(0.0, barrier - CELL)
-    step = 2 * (barrier + hidden_phase + max(mma, shared, exchange)) + 2.5 * CELL
-    waves = math.ceil(math.ceil(B / tile) * cluster / SMS)
-    return 1e3 * waves * T * step + rest_ms(T, B, H, gates, precision)
-
 
 class Target:
     """Where the sweep of ``kernel`` runs: on a GPU the registry's path (precision from the layer's
@@ -140,10 +79,8 @@ class Target:
                                                                     precision))
 
     def predicted_ms(self, T: int, B: int, H: int, cell: str, config: list[int], precision: str) -> float:
-        gates = 4 if cell == "lstm" else 3
-        if self.kernel == "grid":
-            return predicted_grid_ms(T, B, H, gates, config, precision)
-        return predicted_ms(T, B, H, gates, config[0], config[1], precision)
+        """bench/cost_model.py's prediction (fitted on an H200, with its resident clusters)."""
+        return cost_model.predict_ms(T, B, H, cost_model.gates_of(cell), precision, self.kernel, config)
 
 
 def time_layer(measure, path: str, cell: str, shape, dtype, device, repeats: int) -> float:

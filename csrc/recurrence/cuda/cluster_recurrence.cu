@@ -39,6 +39,7 @@
 
 #include "recurrence/cells.h"
 #include "recurrence/cuda/cluster_recurrence.h"
+#include "recurrence/cuda/cost_model.h"
 #include "recurrence/cuda/device_common.h"
 #include "recurrence/cuda/probe.h"
 #include "recurrence/cuda/tensor_core.h"
@@ -307,25 +308,7 @@ __global__ void __launch_bounds__(kThreads) backward_kernel(BackwardArgs a, Shap
 }
 
 // -- the plan ---------------------------------------------------------------------------------------
-// The cost model of a configuration, in SM cycles per step of both directions: the model of
-// bench/cluster_sweep.py's predicted_ms (its constants are estimates from public H100/H200 figures,
-// to be corrected by the GPU report's sweep): per direction the exposed barrier phase, phase B where
-// the cell does not hide it, and the block's product, bounded by the tensor cores (2/3 of the dense
-// rate), by reading W_r from shared memory (128 B a cycle) or by the exchange (64 B a cycle into
-// an SM); the cell; times the waves of clusters the device runs at once.
-double step_cycles(Products products, int cluster, int units, int rows, int width, int tile, int clusters,
-                   int resident) {
-  constexpr double kCell = 198.0;  // 0.1 us at 1.98 GHz
-  const int item = operand_bytes(products);
-  const double rate = products == Products::kBf16 ? 2520.0 : products == Products::kTf32 ? 1260.0 : 64.0;
-  const double mma = 2.0 * rows * width * tile / rate;
-  const double shared = static_cast<double>(rows) * width * item / 128.0;
-  const double exchange = static_cast<double>(cluster - 1) * tile * units * item / 64.0;
-  const double barrier = cluster > 1 ? 594.0 : 99.0;  // a cluster barrier and a DSMEM round trip, or a block barrier
-  const double step = 2.0 * (barrier + std::max(0.0, barrier - kCell) + std::max({mma, shared, exchange})) + 2.5 * kCell;
-  return static_cast<double>((clusters + resident - 1) / resident) * step;
-}
-
+// Configurations are priced by the fitted cost model of cost_model.h (cluster_step_us).
 Shape shape_of(const Plan& plan) {
 #ifdef TSRNN_PROBE
   return Shape{plan.units, plan.rows, plan.width, plan.tile, probe::armed().trace};
@@ -384,7 +367,7 @@ cudaError_t plan(int hidden, int batch, int cluster, int tile, Plan* out) {
       const int resident = std::min(forward_resident, backward_resident);
       if (resident < 1) continue;
       const int clusters = (batch + nb - 1) / nb;
-      const double cost = step_cycles(P, c, units, rows, width, nb, clusters, resident);
+      const double cost = cost_model::cluster_step_us(operand_bytes(P), hidden, C::kGates, nb, clusters, units, resident);
       if (out->cluster == 0 || cost < best) {
         best = cost;
         *out = Plan{c, nb, clusters, units, rows, width, fb, bb, ""};

@@ -42,8 +42,9 @@ std::size_t backward_bytes(Products products, int rows, int width, int tile);
 
 // The configuration for `hidden` units of cell C, a batch of `batch` rows and products P on the
 // current device: every (cluster, tile) whose shared memory fits one block and whose cluster the
-// device can host, priced by the cost model of the .cu file (per step: the cluster barrier, and the
-// tensor-core time of the block's product, times the waves of clusters the device runs at once);
+// device can host, priced by the fitted cost model of cost_model.h (per step: the shared-memory
+// wavefronts of the block's products, the cell's pairs a thread, the cluster barriers; times the
+// waves of clusters the device runs at once);
 // `cluster` / `tile` > 0 force that value (the GPU report's sweep), refused with `why` if it does
 // not fit. Returns the first CUDA error of the queries.
 template <class C, Products P>

@@ -38,6 +38,7 @@
 #include <climits>
 
 #include "recurrence/cells.h"
+#include "recurrence/cuda/cost_model.h"
 #include "recurrence/cuda/device_common.h"
 #include "recurrence/cuda/flag_barrier.h"
 #include "recurrence/cuda/grid_recurrence.h"
@@ -337,25 +338,7 @@ __global__ void __launch_bounds__(kThreads, 1) backward_kernel(BackwardArgs a, S
 }
 
 // -- the plan ---------------------------------------------------------------------------------------
-
-// The cost model of one direction, in SM cycles per step: regime B of bench/cluster_sweep.py's
-// predicted_ms, with estimated constants (to be corrected by the GPU report's sweep):
-// the flag barrier through L2, the first read from L2, the block's product bounded by the tensor
-// cores (2/3 of the dense rate), by reading its weight slice from shared memory (128 B a cycle)
-// once per chunk or by reading its slice of the inner vector from L2 (64 B a cycle into an SM),
-// the reduction of the partial sums over the cluster through distributed shared memory, two
-// cluster barriers per extra chunk, and the cell.
-double direction_cycles(Products products, int cluster, int rows, int width, int chunk, int batch, double cell) {
-  constexpr double kFlagBarrier = 1584.0, kL2Latency = 594.0;  // 0.8 us and 0.3 us at 1.98 GHz
-  const int item = operand_bytes(products), padded = round_up(batch, 16), chunks = (batch + chunk - 1) / chunk;
-  const double rate = products == Products::kBf16 ? 2520.0 : products == Products::kTf32 ? 1260.0 : 64.0;
-  const double mma = 2.0 * rows * width * padded / rate;
-  const double shared = static_cast<double>(chunks) * rows * width * item / 128.0;
-  const double inner = static_cast<double>(padded) * width * item / 64.0;
-  const double reduce = static_cast<double>(cluster - 1) * padded * rows * 4.0 / cluster / 64.0;
-  const double cluster_barrier = cluster > 1 ? 396.0 : 99.0;
-  return kFlagBarrier + kL2Latency + (2 * chunks - 1) * cluster_barrier + std::max({mma, shared, inner}) + reduce + cell;
-}
+// Configurations are priced by the fitted cost model of cost_model.h (grid_step_us).
 
 }  // namespace
 
@@ -406,8 +389,7 @@ cudaError_t plan(int hidden, int batch, int cluster, int chunk, Plan* out) {
         }
         if (err != cudaSuccess) return err;
         if (std::min(forward_resident, backward_resident) < clusters) continue;
-        const double cost = direction_cycles(P, c, forward_rows, forward_width, nb, batch, 198.0) +
-                            direction_cycles(P, c, backward_rows, backward_width, nb, batch, 297.0);
+        const double cost = cost_model::grid_step_us(operand_bytes(P), hidden, batch, G, c, nb, units);
         if (out->cluster == 0 || cost < best) {
           best = cost;
           *out = Plan{c, clusters, units, nb, forward_rows, forward_width, backward_rows, backward_width, fb, bb, ""};

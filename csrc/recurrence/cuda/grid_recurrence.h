@@ -49,8 +49,8 @@ std::size_t block_bytes(Products products, int rows, int width, int chunk);
 
 // The configuration for `hidden` units of cell C, a batch of `batch` rows and products P on the
 // current device: for each cluster size and chunk, as many clusters as the device keeps resident
-// (cudaOccupancyMaxActiveClusters) with blocks whose shared memory fits, priced by the cost model
-// of the .cu file; `cluster` / `chunk` > 0 force that value (the GPU report's sweep), refused with
+// (cudaOccupancyMaxActiveClusters) with blocks whose shared memory fits, priced by the fitted cost
+// model of cost_model.h; `cluster` / `chunk` > 0 force that value (the GPU report's sweep), refused with
 // `why` if it does not fit. Returns the first CUDA error of the queries.
 template <class C, Products P>
 cudaError_t plan(int hidden, int batch, int cluster, int chunk, Plan* out);

@@ -60,6 +60,10 @@ struct Operand<Products::kBf16> {
   __device__ static __nv_bfloat16 round(float x) { return __float2bfloat16(x); }
 };
 
+// A fragment element as float (tf32 fragments hold floats, bf16 ones bfloat16).
+__device__ inline float to_float(float x) { return x; }
+__device__ inline float to_float(__nv_bfloat16 x) { return __bfloat162float(x); }
+
 // out = A B for one 16 x 16 tile, by one whole warp: A is 16 x inner, row-major (element (i, k) at
 // a[i * lda + k]) or, with ATransposed, column-major (at a[k * lda + i]); B is inner x 16,
 // column-major (element (k, n) at b[n * ldb + k]); out is column-major (element (i, n) at
@@ -94,8 +98,8 @@ __device__ inline void tile_product(const typename Operand<P>::T* a, unsigned ld
         wmma::mma_sync(acc, fa, fb, acc);
       } else {
         float sum = 0.f;
-        for (int i = 0; i < fa.num_elements; ++i) sum += static_cast<float>(fa.x[i]);
-        for (int i = 0; i < fb.num_elements; ++i) sum += static_cast<float>(fb.x[i]);
+        for (int i = 0; i < fa.num_elements; ++i) sum += to_float(fa.x[i]);
+        for (int i = 0; i < fb.num_elements; ++i) sum += to_float(fb.x[i]);
         acc.x[0] += sum;
       }
     }

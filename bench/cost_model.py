@@ -1,0 +1,429 @@
+"""The fitted cost model of the tensor-core kernels' configurations, and the command that refits it.
+
+Both kernels (csrc/recurrence/cuda/cluster_recurrence.cu, grid_recurrence.cu) pick their launch
+configuration by this model: ``predict_ms`` here (the GPU report's sweep prints it beside each
+measured time, bench/tensor_core_sweep.py) and the generated header csrc/recurrence/cuda/cost_model.h
+(the plans) evaluate the same features with the same coefficients, kept in bench/cost_model.json.
+
+The model of one forward+backward call of one layer, in microseconds::
+
+    t = T * waves * (a_S * S + a_pairs * pairs + a_bar * barriers)   # the recurrent steps
+      + T * a_L2 * L2                                                 # the grid kernel's L2 loads
+      + a_gemm[precision] * T * B * G * H^2 + a_call                  # the GEMMs and the host
+
+with every coefficient >= 0 and, per fwd+bwd step (both directions) of one block:
+
+- ``S``: shared-memory wavefronts of the wmma operand loads, bank conflicts included. Each
+  ``load_matrix_sync`` of a 16 x 8-word fragment (TF32 m16n16k8, bf16 m16n16k16) compiles to four
+  scalar 32-bit loads a thread; a load of a row-major A or a column-major B reads 8 rows (one per
+  lane group of four) of 4 consecutive 32-bit words at the row pitch p (words: the row length in
+  elements x element bytes / 4); a column-major (transposed) A reads 4 columns of 8 words (TF32) or
+  4 columns at pitch 2p of 4 words (bf16, two bf16 of a word). Bank rule: 32 banks of 4 bytes, word
+  w in bank w mod 32; a load takes as many wavefronts as the most distinct words one bank holds
+  (equal words are broadcast). S = sum over the step's products of m-tiles x n-tiles x k-steps x 4
+  x (wavefronts of an A load + of a B load).
+- ``pairs``: the (unit, batch row) pairs one thread runs one after another in the cell, each
+  waiting on its own global loads.
+- ``barriers``: cluster barriers a step: 4 in the cluster kernel (two phases each direction), 2 (2
+  chunks - 1) in the grid kernel (two per batch chunk and direction, but the first chunk's first).
+- ``L2`` (grid kernel): the serialized ``__ldcg`` loads a thread makes reading its chunks of h and
+  dz: per direction and chunk, ceil(padded chunk rows x block width / 256 threads).
+- ``waves``: ceil(clusters / resident clusters) of the cluster kernel (1 for the grid kernel,
+  whose launch is cooperative): the device's resident clusters of that size
+  (cudaOccupancyMaxActiveClusters in the plan; here the H200's, read off the report's grid plans,
+  which take as many clusters as are resident).
+- The per-call terms (the input projection and weight-gradient GEMMs, 3 of 2 T B G H^2 flops,
+  TF32 as FP32 SIMT GEMMs and bf16 on tensor cores, and the host's work) are the same for every
+  configuration of a shape: they set the predicted times, not the plans' choice.
+
+The fit: nonnegative least squares (scipy.optimize.nnls) of the relative error, each row's
+features divided by its measured time against a target of ones, i.e. minimizing the sum of
+squared relative errors, so the short and the long calls weigh the same. The scalar float32 loop
+(products "ieee") has no measurements: the plans rank it as TF32.
+
+``python bench/cost_model.py --refit PATH/TO/gpu_report.json [MORE.json ...] [--write]`` fits the
+model to the sweep rows of the reports (their "tensor_core_sweep"), prints the median and worst
+relative error (overall, per kernel, leaving each shape out in turn) and a per-row table;
+``--write`` rewrites bench/cost_model.json and csrc/recurrence/cuda/cost_model.h.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import math
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+JSON_PATH = Path("bench") / "cost_model.json"
+HEADER_PATH = Path("csrc") / "recurrence" / "cuda" / "cost_model.h"
+THREADS = 256  # threads of a block in both kernels (kThreads)
+BANKS = 32
+SMS = 132  # the H200's (and the H100 SXM's) multiprocessors
+# The coefficients, in microseconds per unit of their feature (names as in the JSON).
+STEP_TERMS = ("shared_wavefronts", "pairs", "barriers")  # times T x waves
+TERMS = STEP_TERMS + ("l2_loads", "gemm_tf32", "gemm_bf16", "call")
+
+
+def round_up(x: int, to: int) -> int:
+    return -(-x // to) * to
+
+
+def wavefronts(pitch: int, lines: int, width: int) -> int:
+    """Wavefronts of one warp-wide load of ``lines`` runs of ``width`` consecutive 32-bit words,
+    ``pitch`` words apart: the most distinct words one of the 32 banks holds."""
+    banks: dict[int, set[int]] = {}
+    for line in range(lines):
+        for word in range(width):
+            address = line * pitch + word
+            banks.setdefault(address % BANKS, set()).add(address)
+    return max(len(words) for words in banks.values())
+
+
+def product_wavefronts(m_tiles: int, n_tiles: int, inner: int, pitch_a: int, pitch_b: int, item: int,
+                       transposed_a: bool) -> int:
+    """Shared-memory wavefronts of one block's product of [16 m_tiles][inner] x [inner][16 n_tiles]
+    on wmma: A at row pitch ``pitch_a`` elements (column pitch if ``transposed_a``), B column-major
+    at ``pitch_b``, elements of ``item`` bytes (4: TF32, 2: bf16)."""
+    k_step = 8 if item == 4 else 16  # elements of a k-step: 8 words a fragment row either way
+    words_a, words_b = pitch_a * item // 4, pitch_b * item // 4
+    if not transposed_a:
+        load_a = wavefronts(words_a, 8, 4)
+    elif item == 4:
+        load_a = wavefronts(words_a, 4, 8)
+    else:
+        load_a = wavefronts(2 * words_a, 4, 4)
+    load_b = wavefronts(words_b, 8, 4)
+    return m_tiles * n_tiles * (inner // k_step) * 4 * (load_a + load_b)
+
+
+def chunk_rows(batch: int, chunk: int) -> list[int]:
+    """The grid kernel's chunks of the batch: rows of each."""
+    return [min(chunk, batch - first) for first in range(0, batch, chunk)]
+
+
+def features(T: int, B: int, H: int, gates: int, precision: str, kernel: str, config, resident=None) -> dict:
+    """The model's features of one call on configuration ``config`` ([cluster, tile or chunk,
+    clusters, units, ...], as recurrence_config gives it): per step (S, pairs, barriers, L2,
+    chunks, waves) and per call (each term's multiplier, keyed as the coefficients).
+    ``resident``: resident clusters by cluster size (default: the fitted device's)."""
+    cluster, tile, clusters, units = (int(x) for x in config[:4])
+    item = 2 if precision == "bf16" else 4
+    if kernel == "cluster":
+        rows, width = round_up(gates * units, 16), round_up(H, 16)
+        S = (product_wavefronts(rows // 16, tile // 16, width, width, width, item, False)  # z = W h
+             + product_wavefronts(width // 16, tile // 16, rows, width, rows, item, True))  # P = W^T dz
+        pairs = math.ceil(units * tile / THREADS)
+        barriers, l2, chunks = 4, 0, 1
+        resident = resident if resident is not None else load()["resident_clusters"]
+        waves = math.ceil(clusters / {int(c): int(n) for c, n in resident.items()}[cluster])
+    elif kernel == "grid":
+        forward = (round_up(gates * units, 16), round_up(math.ceil(H / cluster), 16))  # (rows, width)
+        backward = (round_up(units, 16), round_up(math.ceil(gates * H / cluster), 16))
+        rows_of = chunk_rows(B, tile)
+        n_tiles = sum(math.ceil(rows / 16) for rows in rows_of)
+        S = sum(product_wavefronts(rows // 16, n_tiles, width, width, width, item, False)
+                for rows, width in (forward, backward))
+        pairs = math.ceil(units * B / (cluster * THREADS))
+        chunks = len(rows_of)
+        barriers = 2 * (2 * chunks - 1)
+        l2 = sum(math.ceil(round_up(rows, 16) * width / THREADS) for rows in rows_of
+                 for _, width in (forward, backward))
+        waves = 1
+    else:
+        raise ValueError(f"unknown kernel {kernel!r}")
+    gemm = T * B * gates * H * H
+    return {"S": S, "pairs_per_thread": pairs, "barriers_per_step": barriers, "L2_per_step": l2, "chunks": chunks,
+            "waves": waves,
+            "terms": {"shared_wavefronts": T * waves * S, "pairs": T * waves * pairs, "barriers": T * waves * barriers,
+                      "l2_loads": T * l2, "gemm_tf32": gemm if item == 4 else 0, "gemm_bf16": gemm if item == 2 else 0,
+                      "call": 1}}
+
+
+def predict_ms(T: int, B: int, H: int, gates: int, precision: str, kernel: str, config, coefficients=None,
+               resident=None) -> float:
+    """The model's forward+backward milliseconds of one call (``coefficients``: microseconds per
+    unit of each term, default bench/cost_model.json's)."""
+    model = load() if coefficients is None or resident is None else None
+    coefficients = coefficients if coefficients is not None else model["coefficients_us"]
+    resident = resident if resident is not None else model["resident_clusters"]
+    terms = features(T, B, H, gates, precision, kernel, config, resident)["terms"]
+    return sum(coefficients[name] * terms[name] for name in TERMS) / 1e3
+
+
+_loaded: dict | None = None
+
+
+def load() -> dict:
+    """bench/cost_model.json (read once)."""
+    global _loaded
+    if _loaded is None:
+        _loaded = json.loads((ROOT / JSON_PATH).read_text())
+    return _loaded
+
+
+# -- the fit ---------------------------------------------------------------------------------------
+
+def measured_rows(reports) -> list[dict]:
+    """Every timed configuration of the reports' sweeps: kernel, T, B, H, cell, precision, config, ms."""
+    rows = []
+    for report in reports:
+        for row in report.get("tensor_core_sweep", []):
+            for variant in row["variants"]:
+                if "ms" in variant:
+                    rows.append({key: row[key] for key in ("kernel", "T", "B", "H", "cell", "precision")}
+                                | {"config": variant["config"][:4], "ms": variant["ms"]})
+    return rows
+
+
+def resident_clusters(reports) -> dict[str, int]:
+    """Resident clusters by cluster size on the reports' device: the most clusters a grid plan of
+    that size took (it takes as many as are resident); one block an SM without one."""
+    resident = {str(c): SMS // c for c in (1, 2, 4, 8, 16)}
+    seen: dict[str, int] = {}
+    for report in reports:
+        for row in report.get("tensor_core_sweep", []):
+            if row["kernel"] == "grid":
+                for variant in row["variants"]:
+                    c = str(variant["config"][0])
+                    seen[c] = max(seen.get(c, 0), variant["config"][2])
+    return resident | seen
+
+
+def gates_of(cell: str) -> int:
+    return 4 if cell == "lstm" else 3
+
+
+def design(rows, resident):
+    import numpy as np
+
+    return np.array([[features(r["T"], r["B"], r["H"], gates_of(r["cell"]), r["precision"], r["kernel"], r["config"],
+                               resident)["terms"][name] for name in TERMS] for r in rows], dtype=float)
+
+
+def solve(X, ms):
+    """Nonnegative coefficients (us per unit) minimizing the squared relative errors."""
+    import numpy as np
+    from scipy.optimize import nnls
+
+    A = X / (ms[:, None] * 1e3)
+    scale = np.where(A.max(axis=0) > 0, A.max(axis=0), 1.0)  # columns of comparable size for nnls
+    coef, _ = nnls(A / scale, np.ones(len(ms)))
+    return coef / scale
+
+
+def errors(X, coef, ms):
+    return abs(X @ coef / 1e3 / ms - 1)
+
+
+def summary(err) -> dict:
+    import numpy as np
+
+    return {"median": float(np.median(err)), "worst": float(err.max()), "rows": int(len(err))}
+
+
+def fit(reports, sources) -> dict:
+    """The model fitted to the reports' sweeps: coefficients, errors in and out of sample, rows."""
+    import numpy as np  # the fit's only (numpy, scipy): predict_ms needs neither
+
+    rows = measured_rows(reports)
+    if not rows:
+        raise SystemExit("no timed configuration in the reports' tensor_core_sweep")
+    resident = resident_clusters(reports)
+    X, ms = design(rows, resident), np.array([r["ms"] for r in rows])
+    coef = solve(X, ms)
+    err = errors(X, coef, ms)
+    shapes = sorted({(r["kernel"], r["T"], r["B"], r["H"]) for r in rows})
+    held_out_ms = np.zeros(len(rows))
+    for shape in shapes:  # leave one shape out: fit the others, predict it
+        out = np.array([(r["kernel"], r["T"], r["B"], r["H"]) == shape for r in rows])
+        held_out_ms[out] = X[out] @ solve(X[~out], ms[~out]) / 1e3
+    held_out = np.abs(held_out_ms / ms - 1)
+    kernels = np.array([r["kernel"] for r in rows])
+    return {
+        "generated_by": "python bench/cost_model.py --refit " + " ".join(sources) + " --write",
+        "date": datetime.date.today().isoformat(),
+        "fitted_to": list(sources),
+        "device": sorted({str(report.get("device", "?")) for report in reports}),
+        "method": "scipy.optimize.nnls of the relative error (features / measured time against ones)",
+        "coefficients_us": {name: float(c) for name, c in zip(TERMS, coef)},
+        "resident_clusters": resident,
+        "errors": {"in_sample": summary(err),
+                   "in_sample_by_kernel": {k: summary(err[kernels == k]) for k in sorted(set(kernels))},
+                   "leave_one_shape_out": summary(held_out),
+                   "leave_one_shape_out_by_kernel": {k: summary(held_out[kernels == k]) for k in sorted(set(kernels))}},
+        "rows": [r | {"predicted_ms": float(p), "held_out_predicted_ms": float(q)}
+                 for r, p, q in zip(rows, X @ coef / 1e3, held_out_ms)],
+    }
+
+
+# -- the generated header ----------------------------------------------------------------------------
+
+HEADER = """\
+// Generated by bench/cost_model.py --refit ...; do not edit. Regenerate with
+//   {command}
+// (the coefficients, their fit and the rows they were fitted to: bench/cost_model.json; the terms:
+// bench/cost_model.py).
+//
+// The fitted cost model of the tensor-core kernels' configurations: microseconds a forward+backward
+// step (both directions) of one layer, waves x (shared-memory wavefronts of the wmma operand loads x
+// kSharedWavefront + (unit, row) pairs a thread runs x kPair + cluster barriers x kBarrier) +
+// serialized L2 loads a thread x kL2Load (the grid kernel). bench/cost_model.py's predict_ms is T
+// such steps plus the per-call terms (the GEMMs and the host), which are the same for every
+// configuration of a shape and left out here: the plans (cluster_recurrence.cu, grid_recurrence.cu)
+// take the configuration with the lowest step cost. Products: item = 4 (TF32, and the scalar
+// float32 loop, which has no measurements and is ranked as TF32) or 2 (bf16).
+// Fitted to {rows} configurations: median relative error {median:.1%}, worst {worst:.1%} (in sample).
+#pragma once
+
+namespace tsrnn {{
+namespace cuda {{
+namespace cost_model {{
+
+constexpr double kSharedWavefront = {shared_wavefronts!r};  // us per shared-memory wavefront
+constexpr double kPair = {pairs!r};  // us per (unit, row) pair a thread runs a step
+constexpr double kBarrier = {barriers!r};  // us per cluster barrier
+constexpr double kL2Load = {l2_loads!r};  // us per serialized L2 load of a thread (grid kernel)
+constexpr int kBlockThreads = {threads};  // threads of a block in both kernels
+
+inline int ceil_div(int x, int y) {{ return (x + y - 1) / y; }}
+inline int round_up16(int x) {{ return ceil_div(x, 16) * 16; }}
+
+// Wavefronts of one warp-wide load of `lines` runs of `width` consecutive 32-bit words, `pitch`
+// words apart: 32 banks of 4 bytes (word w in bank w mod 32), as many wavefronts as the most
+// distinct words one bank holds (equal words are broadcast). lines x width <= 32: a word a lane.
+inline int wavefronts(int pitch, int lines, int width) {{
+  int words[32], count = 0, most = 0;
+  for (int line = 0; line < lines; ++line) {{
+    for (int word = 0; word < width; ++word) {{
+      const int address = line * pitch + word;
+      bool seen = false;
+      for (int i = 0; i < count; ++i) seen = seen || words[i] == address;
+      if (seen) continue;
+      words[count++] = address;
+      int in_bank = 0;
+      for (int i = 0; i < count; ++i) in_bank += words[i] % 32 == address % 32 ? 1 : 0;
+      most = in_bank > most ? in_bank : most;
+    }}
+  }}
+  return most;
+}}
+
+// Wavefronts of one block's product [16 m_tiles][inner] x [inner][16 n_tiles] on wmma: four
+// 32-bit loads a thread per fragment and k-step (8 words of a row), A row-major at `pitch_a`
+// elements (8 rows of 4 words a load) or transposed (4 columns of 8 words; bf16: 4 columns at twice
+// the pitch of 4 words), B column-major at `pitch_b` (8 columns of 4 words).
+inline double product_wavefronts(int m_tiles, int n_tiles, int inner, int pitch_a, int pitch_b, int item,
+                                 bool transposed_a) {{
+  const int k_step = item == 4 ? 8 : 16, words_a = pitch_a * item / 4, words_b = pitch_b * item / 4;
+  const int load_a = !transposed_a ? wavefronts(words_a, 8, 4) : item == 4 ? wavefronts(words_a, 4, 8)
+                                                                           : wavefronts(2 * words_a, 4, 4);
+  const int load_b = wavefronts(words_b, 8, 4);
+  return static_cast<double>(m_tiles) * n_tiles * (inner / k_step) * 4 * (load_a + load_b);
+}}
+
+// The cluster kernel, blocks of `units` units in `clusters` clusters over batch tiles of `tile`
+// rows, `resident` clusters at once: per step z = W_r h (W_r [rows][width] row-major, h [tile][width])
+// and P = W_r^T dz (dz [tile][rows]), four cluster barriers, the pairs; times the waves.
+inline double cluster_step_us(int item, int hidden, int gates, int tile, int clusters, int units, int resident) {{
+  const int rows = round_up16(gates * units), width = round_up16(hidden);
+  const double shared = product_wavefronts(rows / 16, tile / 16, width, width, width, item, false) +
+                        product_wavefronts(width / 16, tile / 16, rows, width, rows, item, true);
+  const int pairs = ceil_div(units * tile, kBlockThreads), barriers = 4;
+  const int waves = ceil_div(clusters, resident);
+  return waves * (kSharedWavefront * shared + kPair * pairs + kBarrier * barriers);
+}}
+
+// The grid kernel, clusters of `cluster` blocks of `units` units each, the batch of `batch` rows in
+// chunks of `chunk`: per step and chunk the forward product (W [rows G U][width H/c])
+// and the backward one (W^T [rows U][width G H/c]), each chunk's h or dz read from L2 by every
+// block, two cluster barriers per chunk and direction (but the first's first), the pairs.
+inline double grid_step_us(int item, int hidden, int batch, int gates, int cluster, int chunk, int units) {{
+  const int forward_rows = round_up16(gates * units), forward_width = round_up16(ceil_div(hidden, cluster));
+  const int backward_rows = round_up16(units), backward_width = round_up16(ceil_div(gates * hidden, cluster));
+  int n_tiles = 0, chunks = 0, l2 = 0;
+  for (int first = 0; first < batch; first += chunk) {{
+    const int rows = batch - first < chunk ? batch - first : chunk;
+    n_tiles += ceil_div(rows, 16);
+    chunks += 1;
+    l2 += ceil_div(round_up16(rows) * forward_width, kBlockThreads) +
+          ceil_div(round_up16(rows) * backward_width, kBlockThreads);
+  }}
+  const double shared =
+      product_wavefronts(forward_rows / 16, n_tiles, forward_width, forward_width, forward_width, item, false) +
+      product_wavefronts(backward_rows / 16, n_tiles, backward_width, backward_width, backward_width, item, false);
+  const int pairs = ceil_div(units * batch, cluster * kBlockThreads), barriers = 2 * (2 * chunks - 1);
+  return kSharedWavefront * shared + kPair * pairs + kBarrier * barriers + kL2Load * l2;
+}}
+
+}}  // namespace cost_model
+}}  // namespace cuda
+}}  // namespace tsrnn
+"""
+
+
+def header(model: dict) -> str:
+    """csrc/recurrence/cuda/cost_model.h of a fitted model."""
+    errors_in = model["errors"]["in_sample"]
+    return HEADER.format(command=model["generated_by"], rows=errors_in["rows"], median=errors_in["median"],
+                         worst=errors_in["worst"], threads=THREADS, **model["coefficients_us"])
+
+
+def step_us(H: int, B: int, gates: int, precision: str, kernel: str, config, coefficients, resident) -> float:
+    """What the plans rank: the header's step cost (microseconds a fwd+bwd step, waves included)."""
+    terms = features(1, B, H, gates, precision, kernel, config, resident)["terms"]
+    return sum(coefficients[name] * terms[name] for name in ("shared_wavefronts", "pairs", "barriers", "l2_loads"))
+
+
+def table(model: dict) -> str:
+    lines = [f"{'kernel':8} {'T,B,H':>13} {'cell':14} {'prec':4} {'config':>18} {'ms':>7} {'model':>7} {'err':>6}"
+             f" {'held-out':>8} {'err':>6}"]
+    for r in model["rows"]:
+        shape, config = f"{r['T']},{r['B']},{r['H']}", ",".join(map(str, r["config"]))
+        lines.append(f"{r['kernel']:8} {shape:>13} {r['cell']:14} {r['precision']:4} {config:>18} {r['ms']:7.2f}"
+                     f" {r['predicted_ms']:7.2f} {r['predicted_ms'] / r['ms'] - 1:+6.1%}"
+                     f" {r['held_out_predicted_ms']:8.2f} {r['held_out_predicted_ms'] / r['ms'] - 1:+6.1%}")
+    return "\n".join(lines)
+
+
+def report_errors(model: dict) -> str:
+    e = model["errors"]
+    def line(name, s):
+        return f"{name}: median {s['median']:.1%}, worst {s['worst']:.1%} ({s['rows']} rows)"
+    out = [line("in sample", e["in_sample"])]
+    out += [line(f"  {k}", s) for k, s in e["in_sample_by_kernel"].items()]
+    out += [line("leaving each shape out", e["leave_one_shape_out"])]
+    out += [line(f"  {k}", s) for k, s in e["leave_one_shape_out_by_kernel"].items()]
+    out += ["coefficients (us per unit): " + ", ".join(f"{k} {v:.4g}" for k, v in model["coefficients_us"].items())]
+    return "\n".join(out)
+
+
+def relative(path: str) -> str:
+    resolved = Path(path).resolve()
+    return str(resolved.relative_to(ROOT)) if resolved.is_relative_to(ROOT) else str(path)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--refit", nargs="+", required=True, metavar="REPORT.json",
+                        help="GPU report JSONs with a tensor-core sweep (bench/gpu_report.py's job 'sweep')")
+    parser.add_argument("--write", action="store_true", help="rewrite bench/cost_model.json and the C++ header")
+    parser.add_argument("--root", default=str(ROOT), help="where to write them (default: this checkout)")
+    args = parser.parse_args(argv)
+    reports = [json.loads(Path(p).read_text()) for p in args.refit]
+    model = fit(reports, [relative(p) for p in args.refit])
+    print(table(model))
+    print(report_errors(model))
+    if args.write:
+        root = Path(args.root)
+        (root / JSON_PATH).parent.mkdir(parents=True, exist_ok=True)
+        (root / HEADER_PATH).parent.mkdir(parents=True, exist_ok=True)
+        (root / JSON_PATH).write_text(json.dumps(model, indent=1) + "\n")
+        (root / HEADER_PATH).write_text(header(model))
+        print(f"wrote {root / JSON_PATH} and {root / HEADER_PATH}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,142 @@
+"""A GPU call's first job: where each recurrent step of the tensor-core kernels spends its time.
+
+    python bench/gpu_probe.py [--device cuda|cpu] [--quick] [--out DIR] [--deadline SECONDS]
+                              [--parts NAME ...]
+
+The parts run in this order, each in a process of its own with a time limit (LIMITS, cut so that
+the whole run ends by --deadline), and probe.json and probe.md in --out are rewritten after each,
+so a call cut short still returns what was gathered:
+
+1. ``build``: the probe's build of the two tensor-core kernels (-DTSRNN_PROBE=1: the phase trace
+   and the removal ladder of csrc/recurrence/cuda/probe.h; bench/probe/kernels.py), never the
+   installed extension; on the CPU the SIMT emulation's probe library (tests/simt).
+2. ``trace``: microseconds per phase per step, forward and backward (bench/probe/trace.py).
+3. ``ladder``: the kernels timed with one part left out at a time (bench/probe/ladder.py).
+4. ``profile``: torch.profiler over torch.nn.LSTM, the cudnn path and the tensor-core kernels
+   (bench/probe/profile.py).
+5. ``ncu``: Nsight Compute's counters of one launch per kernel and direction, where the machine
+   lets it read them (bench/probe/ncu.py).
+6. ``micro``: microbenchmarks of the Hopper primitives the next kernels rely on (bench/probe/micro.py).
+
+``--device cpu`` runs the same code without a GPU (the kernels' source under the SIMT emulation,
+stand-ins for the profiler and ncu): CI runs ``--quick --device cpu`` so the probe works whenever a
+GPU comes. bench/gpu_report.py runs this first, right after its build.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+import traceback
+from pathlib import Path
+
+BENCH = Path(__file__).resolve().parent
+sys.path.insert(0, str(BENCH))
+sys.path.insert(0, str(BENCH.parent))  # tsrnn from this tree
+
+PARTS = ("build", "trace", "ladder", "profile", "ncu", "micro")
+# Seconds each part may take on a GPU (the build: about a minute with 16 cores); the deadline may
+# give less. On the CPU every part is bounded by CPU_LIMIT (the emulation library's first build
+# excepted: it is cached, and the tests build it).
+LIMITS = {"build": 180, "trace": 60, "ladder": 120, "profile": 90, "ncu": 150, "micro": 120}
+CPU_LIMIT = 600
+SHORTEST = 10  # seconds: a part left less than this is skipped
+
+
+def build_part(ctx) -> dict:
+    from probe import kernels
+
+    if ctx.device == "cpu":
+        started = time.monotonic()
+        kernels.Probe("cpu")
+        return {"status": "ok", "seconds": round(time.monotonic() - started, 1), "emulated": True}
+    return {"status": "ok", "seconds": round(kernels.build(), 1)}
+
+
+def run_part(name: str, device: str, quick: bool, out: Path, seconds: float) -> dict:
+    """One part in this process: its record."""
+    from probe.context import Context, failed
+
+    ctx = Context(device, quick, out, time.monotonic() + seconds)
+    try:
+        if name == "build":
+            return build_part(ctx)
+        if device == "cuda" and name in ("trace", "ladder"):
+            from probe import kernels
+
+            kernels.build()  # loads the build the first part made (ninja finds nothing to do)
+        return importlib.import_module(f"probe.{name}").run(ctx)
+    except Exception as exc:  # noqa: BLE001  (the record says what went wrong; the next part still runs)
+        return failed(f"{type(exc).__name__}: {exc}", traceback=traceback.format_exc()[-2000:])
+
+
+def header(device: str) -> dict:
+    import torch
+
+    return {"date": time.strftime("%Y-%m-%d %H:%M:%S"),
+            "device": torch.cuda.get_device_name() if device == "cuda" else platform.processor() or "cpu",
+            "torch": torch.__version__, "python": platform.python_version(), "cuda": torch.version.cuda}
+
+
+def write(out: Path, probe: dict) -> None:
+    from probe import summary
+
+    (out / "probe.json").write_text(json.dumps(probe, indent=1))
+    (out / "probe.md").write_text(summary.markdown(probe))
+
+
+def main(argv=None) -> int:
+    started = time.monotonic()
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
+    p.add_argument("--quick", action="store_true", help="tiny shapes (the CPU smoke run)")
+    p.add_argument("--out", default="gpu_probe", help="output folder (probe.json, probe.md, part files)")
+    p.add_argument("--deadline", type=float, default=420.0, help="seconds from the start by which the probe returns")
+    p.add_argument("--parts", nargs="+", default=list(PARTS), choices=PARTS)
+    p.add_argument("--part", help=argparse.SUPPRESS)  # one part, in the process started for it
+    p.add_argument("--seconds", type=float, help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
+    out = Path(args.out).resolve()
+    (out / "parts").mkdir(parents=True, exist_ok=True)
+    if args.part:
+        record = run_part(args.part, args.device, args.quick, out, args.seconds)
+        (out / "parts" / f"{args.part}.json").write_text(json.dumps(record, indent=1))
+        return 0
+    probe = {**header(args.device), "deadline_s": args.deadline, "parts": {}, "seconds": {}}
+    for name in (n for n in PARTS if n in args.parts):
+        left = args.deadline - (time.monotonic() - started)
+        limit = min(CPU_LIMIT if args.device == "cpu" else LIMITS[name], left)
+        if limit < SHORTEST:
+            probe["parts"][name] = {"status": "skipped", "reason": "past the deadline"}
+            continue
+        print(f"[{time.strftime('%H:%M:%S')}] probe: {name} (limit {limit:.0f} s)", flush=True)
+        part_started = time.monotonic()
+        file = out / "parts" / f"{name}.json"
+        file.unlink(missing_ok=True)
+        cmd = [sys.executable, __file__, "--part", name, "--device", args.device, "--out", str(out),
+               "--seconds", str(limit - 5)] + (["--quick"] if args.quick else [])
+        try:
+            done = subprocess.run(cmd, timeout=limit, capture_output=True, text=True)
+            tail = (done.stdout + done.stderr)[-1500:]
+            record = json.loads(file.read_text()) if file.exists() else {
+                "status": "failed", "reason": f"the part's process ended with {done.returncode}", "output": tail}
+        except subprocess.TimeoutExpired:
+            record = {"status": "failed", "reason": f"stopped at its limit of {limit:.0f} s"}
+        probe["parts"][name] = record
+        probe["seconds"][name] = round(time.monotonic() - part_started, 1)
+        print(f"[{time.strftime('%H:%M:%S')}] probe: {name} {record.get('status')} in {probe['seconds'][name]} s "
+              f"{record.get('reason', '')}"[:300], flush=True)
+        write(out, probe)
+    probe["seconds"]["total"] = round(time.monotonic() - started, 1)
+    write(out, probe)
+    print(f"wrote {out / 'probe.json'} and {out / 'probe.md'} in {probe['seconds']['total']} s", flush=True)
+    return 0 if all(r.get("status") in ("ok", "skipped") for r in probe["parts"].values()) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,128 @@
+"""The removal ladder: each tensor-core kernel timed with one part left out at a time (the rungs of
+csrc/recurrence/cuda/probe.h: the mma, the whole product, the cell's global loads, its global
+stores, the distributed shared memory exchange, relaxed or no cluster barriers, and for the grid
+kernel the load of h (dz) from L2 and the flag barrier), at each site of ``shapes.sites``.
+
+Each rung's forward and backward are timed apart on the kernel alone (the recurrence operators; on
+a GPU CUDA events around one launch, the median of ``repeats``), the backward on the baseline's
+forward outputs. A rung's difference to the baseline is what its part costs on the critical path
+(parts that overlap others cost less than their own time); the results of a rung are wrong by
+design and are not used. Under the CPU's emulation the times mean nothing; there each rung is
+checked to really leave its part out: the emulator's counters (mma, fragment loads, cluster
+arrivals and waits, distributed shared memory mappings, __ldcg loads, atomic writes) or the
+outputs must show it (``verify``), so a rung that silently runs the baseline fails.
+"""
+from __future__ import annotations
+
+import statistics
+import time
+
+import torch
+
+from probe import kernels, shapes
+from probe.context import Context, failed
+
+COUNTS = ("arrive_release", "arrive_relaxed", "cluster_wait", "mma", "block_barrier", "atomic_write", "map_shared",
+          "clock", "fragment_load", "cached_load")  # torch.ops.simt.counts()'s order (tests/simt/simt.h's Count)
+THREADS = 256  # a block of either kernel
+
+
+def time_ms(probe: kernels.Probe, fn, repeats: int) -> float:
+    """Median milliseconds of one call of fn after one warm-up."""
+    fn()
+    times = []
+    for _ in range(repeats):
+        if probe.device == "cuda":
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            fn()
+            end.record()
+            end.synchronize()
+            times.append(start.elapsed_time(end))
+        else:
+            started = time.perf_counter()
+            fn()
+            times.append(1e3 * (time.perf_counter() - started))
+    return statistics.median(times)
+
+
+def counted(probe: kernels.Probe, fn) -> tuple[dict, object]:
+    """What the emulated kernels did during fn(), and fn()'s result."""
+    torch.ops.simt.reset_counts()
+    result = fn()
+    return dict(zip(COUNTS, torch.ops.simt.counts())), result
+
+
+def verify(part: str, base: dict, rung: dict, base_h: torch.Tensor, rung_h: torch.Tensor, blocks: int) -> bool:
+    """Whether a rung's counts (forward and backward) and forward h show that it left ``part`` out."""
+    arrivals = lambda c: c["arrive_release"] + c["arrive_relaxed"]  # noqa: E731
+    checks = {
+        "mma": rung["mma"] == 0 < base["mma"] and rung["fragment_load"] > 0,
+        "operands": rung["fragment_load"] == 0 < base["fragment_load"] and rung["mma"] == 0,
+        "cell_loads": not torch.equal(torch.nan_to_num(base_h), torch.nan_to_num(rung_h)),
+        "stores": bool(torch.isnan(rung_h).all()) and bool(torch.isfinite(base_h).all()),
+        "exchange": rung["map_shared"] == 0 < base["map_shared"],
+        "relaxed": rung["arrive_relaxed"] > 0 and rung["arrive_release"] < base["arrive_release"],
+        # one cluster sync before each of the two launches' exits, nothing in the time loop
+        "barriers": arrivals(rung) == 2 * blocks * THREADS < arrivals(base),
+        "grid_loads": rung["cached_load"] == 0 < base["cached_load"],
+        "flag_barrier": rung["atomic_write"] == 0 < base["atomic_write"],
+    }
+    return checks[part]
+
+
+def ladder_site(probe: kernels.Probe, site: shapes.Site, repeats: int, ignore_skip: bool = False) -> dict:
+    T, B, H = site.shape
+    with kernels.forced(*site.forced, site.kernel):
+        config = probe.config(site.kernel, H, B, site.precision)
+        if config[0] == 0:
+            return failed(f"the plan does not take {site.id}")
+        x, blocks = probe.inputs(T, B, H), probe.blocks(config)
+        with probe.armed(site.kernel):
+            base_out = probe.forward(site.kernel, x, site.precision)
+        record, base_counts, base_h = {"status": "ok", "config": config, "rungs": {}}, None, None
+        for rung in probe.rungs(site.kernel):
+            name = probe.part_names(rung)
+            with probe.armed(site.kernel, rung, ignore_skip=ignore_skip):
+                fwd = time_ms(probe, lambda: probe.forward(site.kernel, x, site.precision), repeats)
+                bwd = time_ms(probe, lambda: probe.backward(site.kernel, x, base_out, site.precision), repeats)
+                row = {"mask": rung, "forward_ms": fwd, "backward_ms": bwd}
+                if probe.device == "cpu":
+                    def both():
+                        out = probe.forward(site.kernel, x, site.precision)
+                        probe.backward(site.kernel, x, base_out, site.precision)
+                        return out[0]
+                    from simt import emulation
+
+                    with emulation.nan_filled():
+                        counts, h = counted(probe, both)
+                    row["counts"] = counts
+                    if rung == 0:
+                        base_counts, base_h = counts, h
+                    else:
+                        row["skipped_verified"] = verify(name, base_counts, counts, base_h, h, blocks)
+            record["rungs"][name] = row
+        base = record["rungs"]["baseline"]
+        for row in record["rungs"].values():
+            for direction, steps in (("forward", T), ("backward", T + 1)):
+                row[f"{direction}_saved_us_per_step"] = 1e3 * (base[f"{direction}_ms"] - row[f"{direction}_ms"]) / steps
+    return record
+
+
+def run(ctx: Context, probe: kernels.Probe | None = None, ignore_skip: bool = False) -> dict:
+    """The ladder at every site (``ignore_skip``: the tests' planted bug, every rung runs the baseline)."""
+    probe = probe or kernels.Probe(ctx.device)
+    repeats = 1 if ctx.device == "cpu" else 20
+    record = {"status": "ok", "emulated": ctx.device == "cpu", "repeats": repeats, "sites": {},
+              "note": "a rung's results are wrong by design; its time difference to the baseline is what the part "
+                      "costs on the critical path"}
+    for site in shapes.sites(ctx.device):
+        if ctx.left() < 10:
+            record["stopped"] = f"deadline before {site.id}"
+            break
+        try:
+            record["sites"][site.id] = ladder_site(probe, site, repeats, ignore_skip)
+        except Exception as exc:  # noqa: BLE001  (one site failing is recorded, the others still run)
+            record["sites"][site.id] = failed(f"{type(exc).__name__}: {exc}")
+        ctx.log(f"ladder {site.id}: {record['sites'][site.id]['status']}")
+    return record
