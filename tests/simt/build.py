@@ -1,6 +1,6 @@
 """Compiles the SIMT emulation (tests/simt/simt.h) with g++ into a shared library of torch operators.
 
-Eight objects: the kernels of csrc/recurrence/cuda/recurrence.cu, cluster_recurrence.cu and
+Nine objects: the kernels of csrc/recurrence/cuda/recurrence.cu, cluster_recurrence.cu and
 grid_recurrence.cu (``KERNEL_SOURCES``), each compiled as C++ with tests/simt/include ahead of the
 system headers (its <cuda_runtime.h>, <cooperative_groups.h>, <mma.h>, <cuda_bf16.h> and <cuda/atomic>
 are the emulation); the emulation's runtime (simt.cpp); its probes (probes.cpp, cluster_probes.cpp,

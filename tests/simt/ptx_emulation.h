@@ -123,9 +123,10 @@ inline std::map<std::tuple<std::int64_t, unsigned, unsigned, const void*>, unsig
   return seen;
 }
 
-inline bool mbarrier_try_wait_parity(void* bar, unsigned parity, int line) {
+// `file` and `line`: the caller's, for a livelock report.
+inline bool mbarrier_try_wait_parity(void* bar, unsigned parity, const char* file, int line) {
   std::uint64_t* word = mbarrier_at(shared_address(bar, line), line);
-  const Mbarrier m = unpack(atomic_read(word, __FILE__, line), line);
+  const Mbarrier m = unpack(atomic_read(word, file, line), line);
   if ((m.phase & 1u) == (parity & 1u)) return false;  // the phase of that parity is the current one
   const uint3& t = thread_idx();
   const unsigned thread = t.x + block_dim().x * (t.y + block_dim().y * t.z);

@@ -110,11 +110,13 @@ __device__ inline void mbarrier_arrive_expect_tx(std::uint64_t* bar, unsigned by
 
 // mbarrier.try_wait.parity.shared::cta.b64 (acquire, CTA scope): whether the phase of parity
 // `parity` has completed (a bounded wait in hardware; false means poll again).
-__device__ inline bool mbarrier_try_wait_parity(std::uint64_t* bar, unsigned parity, int line = __builtin_LINE()) {
+__device__ inline bool mbarrier_try_wait_parity(std::uint64_t* bar, unsigned parity, int line = __builtin_LINE(),
+                                                const char* file = __builtin_FILE()) {
 #ifdef TSRNN_SIMT
-  return simt::ptx::mbarrier_try_wait_parity(bar, parity, line);
+  return simt::ptx::mbarrier_try_wait_parity(bar, parity, file, line);
 #else
   (void)line;
+  (void)file;
   std::uint32_t done;
   asm volatile(
       "{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, 1, 0, p;\n}"
