@@ -77,17 +77,16 @@ __global__ void __launch_bounds__(kThreads) cluster_barrier_kernel(int stores, i
 // Shared memory: an mbarrier (expecting 1 arrival and 4 bytes a phase) and the slot the peer
 // pushes into. Round r: rank 0 pushes 2r + 1 and waits for the reply 2r + 2; rank 1 waits for
 // 2r + 1 and replies. Each block checks every value it receives.
-__device__ void await(std::uint64_t* bar, unsigned parity, int* wrong) {
+// Polls the mbarrier until the phase of `parity` completes; false after kTimeoutNs on the GPU.
+__device__ bool await(std::uint64_t* bar, unsigned parity) {
 #ifdef TSRNN_SIMT
   simt::label("mbarrier phase parity", parity);
 #endif
   const unsigned long long start = ptx::globaltimer();
   while (!ptx::mbarrier_try_wait_parity(bar, parity)) {
-    if (ptx::globaltimer() - start > kTimeoutNs) {
-      *wrong = 2;
-      return;
-    }
+    if (ptx::globaltimer() - start > kTimeoutNs) return false;
   }
+  return true;
 }
 
 __global__ void dsmem_pingpong_kernel(int iters, int reps, Times* times, int* wrong) {
@@ -104,18 +103,19 @@ __global__ void dsmem_pingpong_kernel(int iters, int reps, Times* times, int* wr
     const std::uint32_t peer_slot = ptx::mapa(ptx::shared_address(slot), rank ^ 1u);
     const std::uint32_t peer_bar = ptx::mapa(ptx::shared_address(bar), rank ^ 1u);
     unsigned round = 0;
-    for (int rep = 0; rep < reps && !*wrong; ++rep) {
+    int bad = 0;  // 1: a wrong value, 2: a wait timed out (the peer then times out too)
+    for (int rep = 0; rep < reps && !bad; ++rep) {
       const Stamp start = stamp();
-      for (int i = 0; i < iters; ++i, ++round) {
+      for (int i = 0; i < iters && !bad; ++i, ++round) {
         ptx::mbarrier_arrive_expect_tx(bar, sizeof(std::uint32_t));
         if (rank == 0) ptx::st_async(peer_slot, 2 * round + 1, peer_bar);
-        await(bar, round & 1u, wrong);
-        if (*slot != 2 * round + 2 - rank) *wrong = 1;  // rank 0 gets the reply, rank 1 the push
-        if (rank == 1) ptx::st_async(peer_slot, 2 * round + 2, peer_bar);
-        if (*wrong) break;
+        if (!await(bar, round & 1u)) bad = 2;
+        if (!bad && *slot != 2 * round + 2 - rank) bad = 1;  // rank 0 gets the reply, rank 1 the push
+        if (rank == 1 && !bad) ptx::st_async(peer_slot, 2 * round + 2, peer_bar);
       }
       if (rank == 0) record(times, rep, start);
     }
+    if (bad) *wrong = bad;
   }
   cluster.sync();  // no block exits while its peer may still push into it
 }
