@@ -3,7 +3,8 @@ through bench/gpu_probe.py on the CPU, micro.cu under the SIMT emulation, and re
 benchmark ok (its own check passed) in the record's shape; and the SASS gate, from nvcc and
 cuobjdump without a GPU: the ldmatrix kernel loads with LDSM, the relaxed cluster arrive's kernel
 holds no MEMBAR.ALL.GPU (the release arrive's does), the ping-pong pushes with STAS and waits with
-SYNCS (the mbarrier's phase check)."""
+SYNCS (the mbarrier's phase check). A benchmark whose own check fails (the emulation's atomics
+broken at run time: tests/simt/run.py's plants) is failed with its reason, never timed."""
 from __future__ import annotations
 
 import json
@@ -45,6 +46,41 @@ def test_micro_runs_every_benchmark_under_the_emulation(tmp_path):
     clusters = results["active_clusters"]["clusters"]
     assert list(clusters) == ["100", "150", "200", "227"] and list(clusters["100"]) == [str(c) for c in range(2, 17)]
     assert clusters["100"]["2"] >= clusters["227"]["2"] >= 1 and clusters["227"]["16"] == 0  # 4 emulated SMs
+
+
+# In a process of its own: the probe library (one emulation library a process).
+PLANTED = """
+import json, torch
+from probe import micro
+from simt import emulation
+micro._build("cpu")
+records = []
+for plant, seeds in (("flag_early", range(4)), ("skip_arrive", range(1))):
+    torch.ops.simt.plant(plant)
+    for seed in seeds:
+        emulation.emulate(4, seed)
+        records.append([plant, micro._timed(torch.ops.tsrnn_micro.flag_barrier, (0, 8, 1), 2, 1, torch.device("cpu"))])
+print(json.dumps(records))
+"""
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="the SIMT emulation is built with g++")
+def test_a_benchmark_whose_check_fails_is_failed_not_timed():
+    """The flag barrier's round trip with a counter that opens one arrival early: in the by-warp
+    thread orders (odd seeds) a block reads its neighbour's slot before it was written; with a block
+    whose arrive is dropped, the emulation's livelock report."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "bench"), str(ROOT / "tests"), str(ROOT)])}
+    done = subprocess.run([sys.executable, "-c", PLANTED], capture_output=True, text=True, timeout=600, env=env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    records = json.loads(done.stdout.splitlines()[-1])
+    early = [r for plant, r in records if plant == "flag_early"]
+    assert any(r["status"] == "failed" for r in early)
+    for r in early:
+        assert r == {"status": "failed", "reason": "wrong: a block passed the barrier before its neighbour arrived"} or \
+            r["status"] == "ok", r
+    (skipped,) = [r for plant, r in records if plant == "skip_arrive"]
+    assert skipped["status"] == "failed" and "livelock: block 0 thread 0 waits at flag barrier phase 1" in skipped["reason"]
+    assert "ns" not in skipped
 
 
 def cuobjdump() -> str | None:
