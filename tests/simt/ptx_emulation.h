@@ -131,8 +131,8 @@ inline bool mbarrier_try_wait_parity(void* bar, unsigned parity, const char* fil
   const uint3& t = thread_idx();
   const unsigned thread = t.x + block_dim().x * (t.y + block_dim().y * t.z);
   auto& seen = waited();
-  if (!seen.empty() && std::get<0>(seen.begin()->first) != launches()) seen.clear();
-  auto [it, fresh] = seen.try_emplace({launches(), block_linear(), thread, bar}, m.phase);
+  if (!seen.empty() && std::get<0>(seen.begin()->first) != launch_serial()) seen.clear();
+  auto [it, fresh] = seen.try_emplace({launch_serial(), block_linear(), thread, bar}, m.phase);
   if (!fresh && it->second == m.phase) fail("mbarrier try_wait.parity succeeds again on the phase the thread already waited for (a reused phase parity)", line);
   it->second = m.phase;
   return true;

@@ -147,6 +147,7 @@ int add_device(const Device& device);
 void set_device(int index);
 void set_seed(std::uint64_t seed);
 std::int64_t launches();              // kernels launched so far (each ran to completion)
+std::int64_t launch_serial();         // the running launch's number among all begun, failed ones too
 
 // What the kernels did, counted since reset_counts() (the GPU probe's removal ladder checks that a
 // variant really skips its part): cluster arrivals by flavour, cluster waits, tensor-core products

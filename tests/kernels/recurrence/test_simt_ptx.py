@@ -71,3 +71,4 @@ def test_each_check_fails_on_its_planted_bug(simt, probe, message):
     for seed in SEEDS:
         got = torch.ops.simt.probe(probe, seed)
         assert re.search(message, got), got
+        assert torch.ops.simt.probe("ptx_pingpong", seed) == "ok"  # a failed launch leaves nothing behind
