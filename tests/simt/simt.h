@@ -33,7 +33,8 @@
 // memory is refilled with NaN bytes (and poisoned under ASan), so a later read through an old
 // pointer shows. A launch without a cluster dimension runs clusters of one block, as CUDA's
 // (this_cluster() is the block). Tensor cores (nvcuda::wmma, fragments in a layout drawn per seed):
-// tests/simt/wmma.h.
+// tests/simt/wmma.h. The PTX wrappers of csrc/recurrence/cuda/ptx.h (mapa, mbarriers, st.async,
+// ldmatrix): tests/simt/ptx_emulation.h.
 //
 // Atomics and the grid-resident kernel's flag barrier (csrc/recurrence/cuda/flag_barrier.h):
 // include/cuda/atomic's cuda::atomic_ref (load, store, exchange, compare_exchange, fetch_add & co.),
