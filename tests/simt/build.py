@@ -1,15 +1,16 @@
 """Compiles the SIMT emulation (tests/simt/simt.h) with g++ into a shared library of torch operators.
 
-Eight objects: the kernels of csrc/recurrence/cuda/recurrence.cu, cluster_recurrence.cu and
+Nine objects: the kernels of csrc/recurrence/cuda/recurrence.cu, cluster_recurrence.cu and
 grid_recurrence.cu (``KERNEL_SOURCES``), each compiled as C++ with tests/simt/include ahead of the
 system headers (its <cuda_runtime.h>, <cooperative_groups.h>, <mma.h>, <cuda_bf16.h> and <cuda/atomic>
 are the emulation); the emulation's runtime (simt.cpp); its probes (probes.cpp, cluster_probes.cpp,
-flag_probes.cpp); and the torch binding (binding.cpp, the CUDA binding's own policy). Three libraries:
+flag_probes.cpp, ptx_probes.cpp); and the torch binding (binding.cpp, the CUDA binding's own policy). Three libraries:
 the plain one; ``sanitize``, all but the binding built with AddressSanitizer and
 UndefinedBehaviorSanitizer (a process must preload libasan: see ``sanitizer_environment``); and
 ``probe``, everything built with -DTSRNN_PROBE=1, as the GPU probe's own build (the tensor-core
 kernels' phase trace and removal ladder, csrc/recurrence/cuda/probe.h, and the operators
-torch.ops.simt.probe_arm, probe_layout and probe_rungs). The
+torch.ops.simt.probe_arm, probe_layout and probe_rungs), with the GPU probe's microbenchmarks
+(bench/probe/micro.cu and its operators torch.ops.tsrnn_micro, micro_ops.cpp) added. The
 tests' planted bugs are no builds of their own: a dropped barrier (torch.ops.simt.drop_barrier) and
 broken atomics (torch.ops.simt.plant) are chosen at run time in either library (tests/simt/run.py's
 --drop and --plant). Libraries are cached under ``$TSRNN_SIMT_CACHE`` (default ~/.cache/tsrnn-simt,
@@ -36,7 +37,8 @@ KERNELS = ROOT / "csrc" / "recurrence" / "cuda" / "recurrence.cu"  # the coopera
 CLUSTER_KERNELS = KERNELS.with_name("cluster_recurrence.cu")  # the cluster-resident tensor-core kernel
 GRID_KERNELS = KERNELS.with_name("grid_recurrence.cu")  # the grid-resident tensor-core kernel
 KERNEL_SOURCES = (KERNELS, CLUSTER_KERNELS, GRID_KERNELS)  # the kernel files of every library
-PROBES = (HERE / "probes.cpp", HERE / "cluster_probes.cpp", HERE / "flag_probes.cpp")  # the emulation's own checks
+PROBES = (HERE / "probes.cpp", HERE / "cluster_probes.cpp", HERE / "flag_probes.cpp", HERE / "ptx_probes.cpp")  # the emulation's own checks
+MICRO = ROOT / "bench" / "probe"  # the GPU probe's microbenchmarks (micro.cu, micro_ops.cpp): in the probe library
 SANITIZE = ["-fsanitize=address,undefined", "-fno-sanitize-recover=all", "-fno-omit-frame-pointer"]
 PROBE = ["-DTSRNN_PROBE=1"]
 INCLUDES = [f"-I{HERE / 'include'}", f"-I{HERE}", f"-I{ROOT / 'csrc'}"]
@@ -45,7 +47,7 @@ COMMON = ["g++", "-std=c++20", "-fPIC", "-O1", "-g0", "-w"]
 
 def _sources() -> list[Path]:
     patterns = [(HERE, "*.h"), (HERE, "*.cpp"), (HERE / "include", "**/*"), (ROOT / "csrc", "**/*.h"),
-                (ROOT / "csrc" / "recurrence" / "cuda", "*.cu")]
+                (ROOT / "csrc" / "recurrence" / "cuda", "*.cu"), (MICRO, "micro*")]
     return sorted(p for base, pattern in patterns for p in base.glob(pattern) if p.is_file())
 
 
@@ -102,6 +104,11 @@ def library(sanitize: bool = False, probe: bool = False) -> Path:
             cache / f"simt_{base}.o": flags + ["-c", str(HERE / "simt.cpp")],
             binding: COMMON + (PROBE if probe else []) + INCLUDES + _binding_flags() + ["-c", str(HERE / "binding.cpp")],
         })
+        if probe:  # the microbenchmarks of bench/probe/micro.py, as torch.ops.tsrnn_micro
+            jobs.update({
+                cache / "micro_probe.o": flags + ["-x", "c++", "-c", str(MICRO / "micro.cu")],
+                cache / "micro_ops_probe.o": COMMON + PROBE + INCLUDES + _binding_flags() + ["-c", str(MICRO / "micro_ops.cpp")],
+            })
         todo = [command + ["-o", str(out)] for out, command in jobs.items() if not out.exists()]
         with concurrent.futures.ThreadPoolExecutor(max(1, len(todo))) as pool:
             list(pool.map(_compile, todo))

@@ -10,6 +10,7 @@
 
 std::string simt_cluster_probe(const std::string& name);
 std::string simt_flag_probe(const std::string& name);
+std::string simt_ptx_probe(const std::string& name);
 
 namespace {
 
@@ -117,5 +118,6 @@ std::string simt_probe(const std::string& name) {
   if (name.rfind("flag_", 0) == 0 || name.rfind("atomic", 0) == 0) {
     return simt_flag_probe(name);  // atomics and the flag barrier (flag_probes.cpp)
   }
+  if (name.rfind("ptx_", 0) == 0) return simt_ptx_probe(name);  // ptx.h's wrappers (ptx_probes.cpp)
   return simt_cluster_probe(name);  // tensor cores and clusters (cluster_probes.cpp)
 }

@@ -156,6 +156,7 @@ std::vector<Device> devices{Device{}};
 int current_device = 0;
 std::uint64_t seed = 0;
 std::int64_t launched = 0;
+std::int64_t started = 0;  // launches begun, failed ones too
 std::string last_error;
 std::map<const void*, int> max_dynamic_shared;
 std::map<const void*, bool> non_portable_clusters;
@@ -555,6 +556,7 @@ void set_plant(const std::string& name) {
 
 Plant plant() { return planted; }
 std::int64_t launches() { return launched; }
+std::int64_t launch_serial() { return started; }
 
 namespace {
 std::int64_t counts[static_cast<int>(Count::kKinds)] = {};
@@ -580,6 +582,11 @@ unsigned lane() { return now().current->lane; }
 void* dynamic_shared() {
   Launch& l = now();
   return l.shared[l.current->block_index]->data;
+}
+
+std::size_t dynamic_shared_bytes() {
+  Launch& l = now();
+  return l.shared[l.current->block_index]->size;
 }
 
 void fail(const char* what, int line) {
@@ -911,6 +918,7 @@ cudaError_t launch(void (*body)(void*), void* context, dim3 grid, dim3 block, st
     }
   }
   active = &l;
+  ++started;
   run(l);
   active = nullptr;
 #if SIMT_ASAN

@@ -33,7 +33,8 @@
 // memory is refilled with NaN bytes (and poisoned under ASan), so a later read through an old
 // pointer shows. A launch without a cluster dimension runs clusters of one block, as CUDA's
 // (this_cluster() is the block). Tensor cores (nvcuda::wmma, fragments in a layout drawn per seed):
-// tests/simt/wmma.h.
+// tests/simt/wmma.h. The PTX wrappers of csrc/recurrence/cuda/ptx.h (mapa, mbarriers, st.async,
+// ldmatrix): tests/simt/ptx_emulation.h.
 //
 // Atomics and the grid-resident kernel's flag barrier (csrc/recurrence/cuda/flag_barrier.h):
 // include/cuda/atomic's cuda::atomic_ref (load, store, exchange, compare_exchange, fetch_add & co.),
@@ -147,6 +148,7 @@ int add_device(const Device& device);
 void set_device(int index);
 void set_seed(std::uint64_t seed);
 std::int64_t launches();              // kernels launched so far (each ran to completion)
+std::int64_t launch_serial();         // the running launch's number among all begun, failed ones too
 
 // What the kernels did, counted since reset_counts() (the GPU probe's removal ladder checks that a
 // variant really skips its part): cluster arrivals by flavour, cluster waits, tensor-core products
@@ -182,6 +184,7 @@ const uint3& block_idx();
 const dim3& block_dim();
 const dim3& grid_dim();
 void* dynamic_shared();
+std::size_t dynamic_shared_bytes();  // the size of the running block's dynamic shared memory
 void block_barrier(int line);
 void grid_barrier(int line);
 
@@ -438,6 +441,7 @@ inline int max(int a, int b) { return a > b ? a : b; }
 
 // --- the host API ------------------------------------------------------------------------------
 cudaError_t cudaGetDevice(int* device);
+inline cudaError_t cudaDeviceSynchronize() { return cudaSuccess; }  // every emulated launch has completed
 cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attr, int device);
 const char* cudaGetErrorString(cudaError_t error);
 
