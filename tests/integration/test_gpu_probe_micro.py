@@ -53,7 +53,7 @@ PLANTED = """
 import json, torch
 from probe import micro
 from simt import emulation
-micro._build("cpu")
+micro.build("cpu")
 records = []
 for plant, seeds in (("flag_early", range(4)), ("skip_arrive", range(1))):
     torch.ops.simt.plant(plant)

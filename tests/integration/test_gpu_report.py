@@ -45,6 +45,9 @@ def test_gpu_report_quick_cpu_run(tmp_path, capsys):
     assert {(k, c, p) for k in ("cluster", "grid") for c in ("lstm", "plstm_coupled") for p in ("tf32", "bf16")} <= swept
     assert data["flag_barrier_stress"] and all(r["ok"] and r["launches"] > 0 and r["differing"] == 0
                                                for r in data["flag_barrier_stress"])
+    assert data["jobs"][0]["job"] == "probe"  # the probe first, into probe/ beside the JSON
+    assert data["probe"]["parts"]["trace"] == "ok" and data["probe"]["parts"]["ladder"] == "ok"
+    assert (tmp_path / "probe" / "probe.md").exists()
     assert data["jobs"] and all(job["rc"] == 0 and not job["timed_out"] for job in data["jobs"])
     assert "===== timings:5,2,8: rc 0" in pathlib.Path(str(out) + ".log").read_text()
     assert "wrote" in capsys.readouterr().out
