@@ -61,6 +61,17 @@ def forget_verdicts():
         file.unlink()
 
 
+def script_module(path):
+    """The Python file at ``path`` (a script of bench/ or docs/, which are no packages) as a module."""
+    import importlib.util
+
+    path = pathlib.Path(path)
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def corpus_folder(folder, text, name="{split}.txt"):
     """``folder`` made a corpus whose train, valid and test files (named by ``name``) each hold
     ``text``; its path as a str."""

@@ -4,12 +4,12 @@
 the coefficients give, and the features reproduce the counts read off the sm_90 SASS. The plans'
 choices through the C++ header: tests/kernels/recurrence/test_cost_model_plans.py."""
 import copy
-import importlib.util
 import json
 import math
 import pathlib
 
 import pytest
+from conftest import script_module
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 REPORT = ROOT / "bench" / "gpu_runs" / "2026-11-28_h200_call4" / "gpu_report.json"
@@ -19,14 +19,7 @@ HEADER = ROOT / "csrc" / "recurrence" / "cuda" / "cost_model.h"
 pytest.importorskip("scipy")  # the fit's (nnls); predict_ms needs only the standard library
 
 
-def _load():
-    spec = importlib.util.spec_from_file_location("cost_model", ROOT / "bench" / "cost_model.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-cost_model = _load()
+cost_model = script_module(ROOT / "bench" / "cost_model.py")
 
 
 @pytest.fixture(scope="module")

@@ -6,12 +6,12 @@ C++ header and the Python model compute the same features: a plan that priced co
 other way (the old model, a term left out) picks differently at some of these shapes."""
 from __future__ import annotations
 
-import importlib.util
 import pathlib
 import shutil
 
 import pytest
 import torch
+from conftest import script_module
 
 pytestmark = [pytest.mark.slow,  # compiles the emulation (cached after)
               pytest.mark.skipif(shutil.which("g++") is None, reason="the SIMT emulation is built with g++")]
@@ -25,14 +25,7 @@ PLAN = {"cluster": [(c, tile) for c in (1, 2, 4, 8, 16) for tile in (16, 32)],  
         "grid": [(c, chunk) for c in (1, 2, 4, 8, 16) for chunk in (16, 32, 48, 64, 80)]}
 
 
-def _cost_model():
-    spec = importlib.util.spec_from_file_location("cost_model", ROOT / "bench" / "cost_model.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-cost_model = _cost_model()
+cost_model = script_module(ROOT / "bench" / "cost_model.py")
 
 
 @pytest.fixture(scope="module")
