@@ -57,15 +57,33 @@ def profile(record: dict) -> list[str]:
     return lines + [""]
 
 
-def generic(name: str, record: dict) -> list[str]:
-    """A part without a table of its own: its status and top-level numbers."""
-    lines = [f"## {name}", "", f"status: {record.get('status')} {record.get('reason', '')}".rstrip(), ""]
-    for key, value in record.items():
-        if isinstance(value, dict) and key in ("results", "kernels"):
-            for item, result in value.items():
-                lines.append(f"- {item}: {result}"[:400])
-        elif isinstance(value, list) and key == "kernels":
-            lines += [f"- {k}"[:400] for k in value]
+def micro(record: dict) -> list[str]:
+    lines = ["## Microbenchmarks: a median operation", ""]
+    if record.get("emulated"):
+        lines += ["Emulated (CPU): the times are a counter; only the statuses mean something.", ""]
+    lines += ["| benchmark | status | ns | cycles |", "|---|---|---|---|"]
+    for name, r in record.get("results", {}).items():
+        if name != "active_clusters":
+            lines.append(f"| {name} | {r['status']} {r.get('reason', '')} | {_f(r.get('ns'), 1)} | {_f(r.get('cycles'), 0)} |")
+    occupancy = record.get("results", {}).get("active_clusters", {})
+    if occupancy.get("status") == "ok":
+        sizes = list(next(iter(occupancy["clusters"].values())))
+        lines += ["", "Resident clusters (cudaOccupancyMaxActiveClusters, 256 threads) by shared memory:", "",
+                  "| KiB | " + " | ".join(f"c={c}" for c in sizes) + " |", "|---" * (len(sizes) + 1) + "|"]
+        lines += [f"| {kib} | " + " | ".join(str(row[c]) for c in sizes) + " |" for kib, row in occupancy["clusters"].items()]
+    return lines + [""]
+
+
+def ncu(record: dict) -> list[str]:
+    keys = ("duration_us", "sm_throughput_pct", "memory_throughput_pct", "achieved_occupancy_pct", "tensor_pipe_pct",
+            "bank_conflicts_ld", "bank_conflicts_st")
+    lines = ["## Nsight Compute: one launch each", "", "| kernel | status | " + " | ".join(keys) + " | stalls |",
+             "|---" * (len(keys) + 3) + "|"]
+    for k in record.get("kernels", []):
+        stalls = ", ".join(f"{n} {_f(v)}" for n, v in sorted((k.get("stalls") or {}).items(), key=lambda i: -(i[1] or 0))[:4])
+        lines.append(f"| {k.get('kernel')} {k.get('name', '')[:60]} | {k.get('status')} | "
+                     + " | ".join(_f(k.get(key)) if isinstance(k.get(key), (int, float)) else "n/a" for key in keys)
+                     + f" | {stalls} |")
     return lines + [""]
 
 
@@ -73,7 +91,11 @@ def markdown(probe: dict) -> str:
     lines = [f"# GPU probe: {probe.get('device')}, {probe.get('date')}", "",
              f"torch {probe.get('torch')}; parts: " + ", ".join(f"{k} {v.get('status')}" for k, v in probe["parts"].items()),
              ""]
-    makers = {"trace": trace, "ladder": ladder, "profile": profile}
+    makers = {"trace": trace, "ladder": ladder, "profile": profile, "ncu": ncu, "micro": micro}
     for name, record in probe["parts"].items():
-        lines += makers[name](record) if name in makers and record.get("status") == "ok" else generic(name, record)
+        seconds = probe.get("seconds", {}).get(name)
+        lines += [f"**{name}**: {record.get('status')}" + (f" in {seconds} s" if seconds is not None else "")
+                  + (f": {record['reason']}" if record.get("reason") else ""), ""]
+        if name in makers and record.get("status") != "skipped":
+            lines += makers[name](record)
     return "\n".join(lines) + "\n"

@@ -118,3 +118,24 @@ def test_the_probe_refuses_a_malformed_trace_and_an_unbuilt_rung(tmp_path):
     assert "got [2, 52]" in refusals[1]
     assert "skip must be a mask of 9 parts, got 4096" in refusals[2]
     assert "launching the cluster-resident forward kernel" in refusals[3]
+
+
+def test_the_summary_tables_every_part():
+    """probe.md: a status line a part, and the tables of ncu's metrics and the microbenchmarks from
+    their records (a failed part keeps its table: what it measured before failing)."""
+    from probe import summary
+
+    ncu = {"status": "ok", "kernels": [{"kernel": "cluster forward", "name": "forward_kernel", "status": "ok",
+                                        "duration_us": 812.5, "sm_throughput_pct": 31.0, "tensor_pipe_pct": 2.5,
+                                        "stalls": {"membar": 0.4, "barrier": 1.5}}]}
+    micro = {"status": "failed", "reason": "1 of 2 benchmarks failed: ldcg_chain",
+             "results": {"dsmem_pingpong": {"status": "ok", "ns": 812.25, "cycles": 1600.0},
+                         "ldcg_chain": {"status": "failed", "reason": "wrong: ended at 3"},
+                         "active_clusters": {"status": "ok", "clusters": {"227": {"2": 66, "16": 7}}}}}
+    text = summary.markdown({"device": "H100", "date": "d", "torch": "t", "seconds": {"ncu": 40.0},
+                             "parts": {"ncu": ncu, "micro": micro, "trace": {"status": "skipped", "reason": "late"}}})
+    assert "**ncu**: ok in 40.0 s" in text and "**trace**: skipped: late" in text
+    assert "| cluster forward forward_kernel | ok | 812.50 | 31.00 | n/a | n/a | 2.50 | n/a | n/a | barrier 1.50, membar 0.40 |" in text
+    assert "**micro**: failed: 1 of 2 benchmarks failed: ldcg_chain" in text
+    assert "| dsmem_pingpong | ok  | 812.2 | 1600 |" in text and "| ldcg_chain | failed wrong: ended at 3 | n/a | n/a |" in text
+    assert "| 227 | 66 | 7 |" in text
