@@ -63,8 +63,8 @@ def verify(part: str, base: dict, rung: dict, base_h: torch.Tensor, rung_h: torc
         "stores": bool(torch.isnan(rung_h).all()) and bool(torch.isfinite(base_h).all()),
         "exchange": rung["map_shared"] == 0 < base["map_shared"],
         "relaxed": rung["arrive_relaxed"] > 0 and rung["arrive_release"] < base["arrive_release"],
-        # one cluster sync before each of the two launches' exits, nothing in the time loop
-        "barriers": arrivals(rung) == 2 * blocks * THREADS < arrivals(base),
+        # a cluster sync before each launch's loop and one before its exit, nothing in the time loop
+        "barriers": arrivals(rung) == 4 * blocks * THREADS < arrivals(base),
         "grid_loads": rung["cached_load"] == 0 < base["cached_load"],
         "flag_barrier": rung["atomic_write"] == 0 < base["atomic_write"],
     }
@@ -125,4 +125,5 @@ def run(ctx: Context, probe: kernels.Probe | None = None, ignore_skip: bool = Fa
         except Exception as exc:  # noqa: BLE001  (one site failing is recorded, the others still run)
             record["sites"][site.id] = failed(f"{type(exc).__name__}: {exc}")
         ctx.log(f"ladder {site.id}: {record['sites'][site.id]['status']}")
+        ctx.save(record)
     return record

@@ -132,6 +132,7 @@ def run(ctx: Context) -> dict:
     results = {}
     for name, op, args, iters, reps in _plan(emulated, ctx.quick, torch.ops.tsrnn_micro.multiprocessors()):
         results[name] = skipped("the deadline") if ctx.left() < MARGIN_S else _timed(op, args, iters, reps, device)
+        ctx.save({"status": "partial", "results": results, "build_seconds": build_seconds, "emulated": emulated})
     results["active_clusters"] = _active_clusters()
     bad = [name for name, r in results.items() if r["status"] == "failed"]
     record = {"status": "failed" if bad else "ok", "results": results, "build_seconds": build_seconds, "emulated": emulated}

@@ -26,10 +26,9 @@ import glob
 import os
 import re
 import shutil
-import subprocess
 import sys
 
-from probe.context import Context, failed, skipped
+from probe.context import Context, failed, run_bounded, skipped
 
 PLACES = ["/usr/local/cuda/bin/ncu", *sorted(glob.glob("/opt/nvidia/nsight-compute/*/ncu"), reverse=True)]
 TARGET = os.path.join(os.path.dirname(os.path.abspath(__file__)), "ncu_target.py")
@@ -75,11 +74,10 @@ def call(ctx: Context, ncu: str, args: list[str], limit: float) -> tuple[int, st
     seconds = min(limit, ctx.left() - MARGIN)
     if seconds < 1:
         return -1, "==ERROR== not started: the probe's deadline"
-    try:
-        done = subprocess.run([ncu, *args], capture_output=True, text=True, timeout=seconds)
-    except subprocess.TimeoutExpired:
-        return -1, f"==ERROR== timed out after {seconds:.0f} s"
-    return done.returncode, done.stdout + done.stderr
+    rc, output = run_bounded([ncu, *args], seconds)
+    if rc is None:
+        return -1, f"{output}\n==ERROR== timed out after {seconds:.0f} s"
+    return rc, output
 
 
 def complaint(text: str, rc: int) -> str:
@@ -169,8 +167,11 @@ def run(ctx: Context) -> dict:
     if rc != 0 or not parse_raw(text):
         return skipped(f"ncu cannot profile here: {complaint(text, rc)}", ncu=ncu)
     metrics = available(ctx, ncu)
-    kernels = [profile(ctx, ncu, *target, metrics) for target in TARGETS]
+    kernels = []
     record = {"status": "ok", "ncu": ncu, "metrics_requested": metrics, "kernels": kernels}
+    for target in TARGETS:
+        kernels.append(profile(ctx, ncu, *target, metrics))
+        ctx.save(record)
     if not any(k["status"] == "ok" for k in kernels):
         return {**record, **failed("; ".join(f"{k['kernel']}: {k['reason']}" for k in kernels))}
     return record

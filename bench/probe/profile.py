@@ -46,7 +46,7 @@ STAND_IN = {"cudnn": "onednn", "tensor_core": "cpu"}  # the CPU's counterparts o
 WARMUP, HOST_CALLS, TOP, GAPS = 3, 5, 15, 5
 NAME_CHARS = 160  # kernel names are long template instantiations: cut in the record, not when grouping
 NO_EVENTS = "torch.profiler recorded no GPU activity (CUPTI cannot trace on this machine?)"
-MIN_LEFT = 5.0  # seconds: a run that would start with less left before the deadline is not started
+MIN_LEFT = 15.0  # seconds: a run that would start with less left before the deadline is not started
 
 
 def models(device: str, H: int) -> dict[str, str | None]:
@@ -182,6 +182,7 @@ def run(ctx: Context) -> dict:
                 ctx.log(f"profile {name} {shape} {dtype}")
                 runs[name], tables[name] = measure(ctx, name, path, shape, dtype)
                 record["runs"].append(runs[name])
+                ctx.save(record)
             if runs["tsrnn cudnn"]["status"] == runs["torch.nn.LSTM"]["status"] == "ok":
                 record["cudnn_vs_torch"].append(compare(runs["tsrnn cudnn"], tables["tsrnn cudnn"],
                                                         runs["torch.nn.LSTM"], tables["torch.nn.LSTM"]))

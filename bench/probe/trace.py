@@ -87,4 +87,5 @@ def run(ctx: Context, probe: kernels.Probe | None = None) -> dict:
         except Exception as exc:  # noqa: BLE001  (one site failing is recorded, the others still run)
             record["sites"][site.id] = failed(f"{type(exc).__name__}: {exc}")
         ctx.log(f"trace {site.id}: {record['sites'][site.id]['status']}")
+        ctx.save(record)
     return record

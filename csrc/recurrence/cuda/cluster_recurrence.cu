@@ -128,6 +128,7 @@ __global__ void __launch_bounds__(kThreads) forward_kernel(ForwardArgs a, Shape 
     }
   }
   __syncthreads();  // W and the h tile loaded
+  if constexpr (Skipped::of(probe::kBarriers)) cluster.sync();  // every block started before any DSMEM access
   const int m_tiles = s.rows / 16, jobs = m_tiles * (s.tile / 16);
   for (int t = 0; t < a.T; ++t) {
     const StepRows step = step_rows(a.offsets, t, a.B);
@@ -221,6 +222,7 @@ __global__ void __launch_bounds__(kThreads) backward_kernel(BackwardArgs a, Shap
     dp[i] = 0.f;
   }
   __syncthreads();  // W and the zero dz tile in place
+  if constexpr (Skipped::of(probe::kBarriers)) cluster.sync();  // every block started before any DSMEM access
   const int k_tiles = s.width / 16, jobs = k_tiles * (s.tile / 16);
   for (int t = a.T - 1; t >= -1; --t) {
     clock.step(t + 1);
@@ -259,14 +261,14 @@ __global__ void __launch_bounds__(kThreads) backward_kernel(BackwardArgs a, Shap
         float act[K], prev_l[S], next_l[S];
         constexpr bool kLoads = !Skipped::of(probe::kCellLoads);
 #pragma unroll
-        for (int k = 0; k < K; ++k) act[k] = kLoads ? a.saved[row * K * H + k * H + j] : 0.5f;
+        for (int k = 0; k < K; ++k) act[k] = kLoads ? a.saved[row * K * H + k * H + j] : probe::opaque(0.5f);
 #pragma unroll
         for (int k = 0; k < S; ++k) {
-          prev_l[k] = kLoads ? prev[k * BH + n] : 0.f;
-          next_l[k] = kLoads ? next[k * BH + n] : 0.f;
+          prev_l[k] = kLoads ? prev[k * BH + n] : probe::opaque(0.5f);
+          next_l[k] = kLoads ? next[k * BH + n] : probe::opaque(0.5f);
         }
         const float p = a.p ? a.p[j] : 0.f, dt = a.dt ? a.dt[row] : 1.f;
-        const float dh_total = dh[i] + (a.grad_h && kLoads ? a.grad_h[row * H + j] : 0.f);
+        const float dh_total = dh[i] + (!a.grad_h ? 0.f : kLoads ? a.grad_h[row * H + j] : probe::opaque(0.5f));
         float dp_step = 0.f;
         C::backward(act, prev_l, next_l, dh_total, dstate[i], dz, &dp_step, 1, 1, p, dt, a.eps);
         dp[i] += dp_step;
@@ -379,17 +381,26 @@ cudaError_t plan(int hidden, int batch, int cluster, int tile, Plan* out) {
 template <class C, Products P>
 cudaError_t forward(const Plan& plan, const ForwardArgs& args, cudaStream_t stream) {
   return probe::with_skip<kLadder<C, P>, probe::kClusterRungs>([&](auto skip) {
-    return tensor_core::launch_clusters(forward_kernel<C, P, decltype(skip)::value>, plan.clusters * plan.cluster,
-                                        kThreads, plan.cluster, plan.forward_bytes, false, stream, args, shape_of(plan));
+    const auto kernel = forward_kernel<C, P, decltype(skip)::value>;
+    if constexpr (decltype(skip)::value != 0) {  // a ladder rung: no plan set its launch attributes
+      const cudaError_t err = tensor_core::allow(kernel, plan.forward_bytes, plan.cluster);
+      if (err != cudaSuccess) return err;
+    }
+    return tensor_core::launch_clusters(kernel, plan.clusters * plan.cluster, kThreads, plan.cluster,
+                                        plan.forward_bytes, false, stream, args, shape_of(plan));
   });
 }
 
 template <class C, Products P>
 cudaError_t backward(const Plan& plan, const BackwardArgs& args, cudaStream_t stream) {
   return probe::with_skip<kLadder<C, P>, probe::kClusterRungs>([&](auto skip) {
-    return tensor_core::launch_clusters(backward_kernel<C, P, decltype(skip)::value>, plan.clusters * plan.cluster,
-                                        kThreads, plan.cluster, plan.backward_bytes, false, stream, args,
-                                        shape_of(plan));
+    const auto kernel = backward_kernel<C, P, decltype(skip)::value>;
+    if constexpr (decltype(skip)::value != 0) {  // a ladder rung: no plan set its launch attributes
+      const cudaError_t err = tensor_core::allow(kernel, plan.backward_bytes, plan.cluster);
+      if (err != cudaSuccess) return err;
+    }
+    return tensor_core::launch_clusters(kernel, plan.clusters * plan.cluster, kThreads, plan.cluster,
+                                        plan.backward_bytes, false, stream, args, shape_of(plan));
   });
 }
 

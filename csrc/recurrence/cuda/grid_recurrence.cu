@@ -157,6 +157,7 @@ __global__ void __launch_bounds__(kThreads, 1) forward_kernel(ForwardArgs a, Sha
     }
   }
   // W's load is ordered before the first product by the block barrier after the first chunk's load.
+  if constexpr (Skipped::of(probe::kBarriers)) cluster.sync();  // every block started before any DSMEM access
   for (int t = 0; t < a.T; ++t) {
     const StepRows step = step_rows(a.offsets, t, a.B);
     clock.step(t);
@@ -252,6 +253,7 @@ __global__ void __launch_bounds__(kThreads, 1) backward_kernel(BackwardArgs a, S
   }
   Pair pairs[kMaxPairs];  // this thread's (unit, row) pairs, the same at every step
   float dstate[kMaxPairs][S], dp[kMaxPairs], dh[kMaxPairs];
+  float kept = 0.f;  // the ladder's stores rung (probe.h): the dz it does not store, summed
 #pragma unroll
   for (int i = 0; i < kMaxPairs; ++i) {
     pairs[i] = pair(i, at.rank * kThreads, at.c * kThreads, at.nj, a.B);  // the cluster's pairs
@@ -264,6 +266,7 @@ __global__ void __launch_bounds__(kThreads, 1) backward_kernel(BackwardArgs a, S
   }
   // W's load is ordered before the first product by the block barriers of the flag barrier and of
   // the first chunk's load.
+  if constexpr (Skipped::of(probe::kBarriers)) cluster.sync();  // every block started before any DSMEM access
   for (int t = a.T - 1; t >= -1; --t) {
     clock.step(t + 1);
     // dL/dh_t of the pairs from dz_{t+1} (none at t = T - 1).
@@ -312,24 +315,32 @@ __global__ void __launch_bounds__(kThreads, 1) backward_kernel(BackwardArgs a, S
       float act[K], prev_l[S], next_l[S], dz[G];
       constexpr bool kLoads = !Skipped::of(probe::kCellLoads);
 #pragma unroll
-      for (int k = 0; k < K; ++k) act[k] = kLoads ? a.saved[row * K * H + k * H + j] : 0.5f;
+      for (int k = 0; k < K; ++k) act[k] = kLoads ? a.saved[row * K * H + k * H + j] : probe::opaque(0.5f);
 #pragma unroll
       for (int k = 0; k < S; ++k) {
-        prev_l[k] = kLoads ? prev[k * BH + n] : 0.f;
-        next_l[k] = kLoads ? next[k * BH + n] : 0.f;
+        prev_l[k] = kLoads ? prev[k * BH + n] : probe::opaque(0.5f);
+        next_l[k] = kLoads ? next[k * BH + n] : probe::opaque(0.5f);
       }
       const float p = a.p ? a.p[j] : 0.f, dt = a.dt ? a.dt[row] : 1.f;
-      const float dh_total = dh[i] + (a.grad_h && kLoads ? a.grad_h[row * H + j] : 0.f);
+      const float dh_total = dh[i] + (!a.grad_h ? 0.f : kLoads ? a.grad_h[row * H + j] : probe::opaque(0.5f));
       float dp_step = 0.f;
       C::backward(act, prev_l, next_l, dh_total, dstate[i], dz, &dp_step, 1, 1, p, dt, a.eps);
       dp[i] += dp_step;
 #pragma unroll
-      for (int g = 0; g < G && !Skipped::of(probe::kStores); ++g) a.dz[row * GH + g * H + j] = dz[g];
+#pragma unroll
+      for (int g = 0; g < G; ++g) {
+        if (Skipped::of(probe::kStores)) {
+          kept += dz[g];  // the cell stays: nothing else would read what it computes
+        } else {
+          a.dz[row * GH + g * H + j] = dz[g];
+        }
+      }
     }
     clock.mark(probe::Phase::kCell);
     if (!Skipped::of(probe::kFlagBarrier)) barrier.arrive();  // dz_t published
     clock.mark(probe::Phase::kFlagArrive);
   }
+  if (Skipped::of(probe::kStores) && kept == -1.0e-30f) a.dz[0] = kept;  // (practically) never: keeps the cell
   cluster.sync();  // no peer reads this block's partial sums any more (it may exit)
 #pragma unroll
   for (int i = 0; i < kMaxPairs; ++i) {
@@ -426,8 +437,12 @@ template <class C, Products P>
 cudaError_t forward(const Plan& plan, const ForwardArgs& args, unsigned long long* counter, cudaStream_t stream) {
   const int blocks = plan.clusters * plan.cluster;
   return probe::with_skip<kLadder<C, P>, probe::kGridRungs>([&](auto skip) {
-    return tensor_core::launch_clusters(forward_kernel<C, P, decltype(skip)::value>, blocks, kThreads, plan.cluster,
-                                        plan.forward_bytes, true, stream, args,
+    const auto kernel = forward_kernel<C, P, decltype(skip)::value>;
+    if constexpr (decltype(skip)::value != 0) {  // a ladder rung: no plan set its launch attributes
+      const cudaError_t err = tensor_core::allow(kernel, plan.forward_bytes, plan.cluster);
+      if (err != cudaSuccess) return err;
+    }
+    return tensor_core::launch_clusters(kernel, blocks, kThreads, plan.cluster, plan.forward_bytes, true, stream, args,
                                         shape_of(plan, plan.forward_rows, plan.forward_width),
                                         FlagBarrier{counter, static_cast<unsigned long long>(blocks)});
   });
@@ -437,8 +452,12 @@ template <class C, Products P>
 cudaError_t backward(const Plan& plan, const BackwardArgs& args, unsigned long long* counter, cudaStream_t stream) {
   const int blocks = plan.clusters * plan.cluster;
   return probe::with_skip<kLadder<C, P>, probe::kGridRungs>([&](auto skip) {
-    return tensor_core::launch_clusters(backward_kernel<C, P, decltype(skip)::value>, blocks, kThreads, plan.cluster,
-                                        plan.backward_bytes, true, stream, args,
+    const auto kernel = backward_kernel<C, P, decltype(skip)::value>;
+    if constexpr (decltype(skip)::value != 0) {  // a ladder rung: no plan set its launch attributes
+      const cudaError_t err = tensor_core::allow(kernel, plan.backward_bytes, plan.cluster);
+      if (err != cudaSuccess) return err;
+    }
+    return tensor_core::launch_clusters(kernel, blocks, kThreads, plan.cluster, plan.backward_bytes, true, stream, args,
                                         shape_of(plan, plan.backward_rows, plan.backward_width),
                                         FlagBarrier{counter, static_cast<unsigned long long>(blocks)});
   });

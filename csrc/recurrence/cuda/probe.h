@@ -6,9 +6,8 @@
 // the kernels are the installed build's (tests/kernels/recurrence/test_cuda_sass.py checks that no
 // clock read is left in them).
 //
-// Phase trace: thread 0 of each block adds the SM clock's cycles since its last mark to the slot of
-// the phase it just ended, per step, into trace[block][kHeader + slot * kPhases + phase] (int64,
-// zeroed by the host), slot t for step t forward and t + 1 backward (whose loop ends with t = -1),
+// Phase trace: thread 0 of each block adds the SM clock's cycles since its last mark to the phase it
+// just ended, per step, and stores them into trace[block][kHeader + slot * kPhases + phase] (int64), slot t for step t forward and t + 1 backward (whose loop ends with t = -1),
 // with the block's clock and global timer at its start and end in the header. A phase's cycles are
 // thread 0's: a load issued in one phase is charged to the phase that first uses its value.
 // Removal ladder: a kernel instantiated with a nonzero Skip leaves out the parts whose bits it holds
@@ -97,8 +96,21 @@ struct Skips {
   __host__ __device__ static constexpr bool of(unsigned part) { return (Skip & part) != 0; }
 };
 
+#if defined(__CUDACC__) || defined(TSRNN_SIMT)
+// x, which the compiler cannot see through: a ladder rung's stand-in for a value it does not load
+// (a constant would let the compiler fold the math that uses it away with the loads).
+__device__ inline float opaque(float x) {
+#if defined(__CUDA_ARCH__)
+  asm volatile("mov.b32 %0, %0;" : "+f"(x));
+#endif
+  return x;
+}
+#endif
+
 #if defined(TSRNN_PROBE) && (defined(__CUDACC__) || defined(TSRNN_SIMT))
-// Thread 0's clock marks of a block (see the top of this file).
+// Thread 0's clock marks of a block (see the top of this file): a step's cycles per phase add up in
+// registers (a read-modify-write of the buffer at every mark would put a memory round trip into the
+// phases) and are stored when the next step starts and at the end.
 class Recorder {
  public:
   template <class Shape>
@@ -114,26 +126,38 @@ class Recorder {
   }
   __device__ void step(int slot) {
     if (!row_) return;
+    flush();
     slot_ = slot < steps_ ? row_ + kHeader + slot * Phase::kPhases : nullptr;
     last_ = ptx::clock();
   }
   __device__ void mark(int phase) {
     if (!slot_) return;
     const std::uint64_t now = ptx::clock();
-    slot_[phase] += static_cast<std::int64_t>(now - last_);
+    cycles_[phase] += static_cast<std::uint32_t>(now - last_);
     last_ = now;
   }
   __device__ void finish() {
     if (!row_) return;
+    flush();
     row_[1] = static_cast<std::int64_t>(ptx::clock());
     row_[3] = static_cast<std::int64_t>(ptx::globaltimer());
   }
 
  private:
+  __device__ void flush() {
+    if (slot_) {
+#pragma unroll
+      for (int p = 0; p < Phase::kPhases; ++p) slot_[p] = cycles_[p];
+    }
+#pragma unroll
+    for (int p = 0; p < Phase::kPhases; ++p) cycles_[p] = 0;
+  }
+
   std::int64_t* row_;
   int steps_;
   std::int64_t* slot_ = nullptr;
   std::uint64_t last_ = 0;
+  std::uint32_t cycles_[Phase::kPhases] = {};
 };
 
 #elif defined(__CUDACC__) || defined(TSRNN_SIMT)

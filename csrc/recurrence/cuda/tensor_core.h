@@ -10,6 +10,7 @@
 #include <mma.h>
 
 #include <cstddef>
+#include <cstring>
 #include <type_traits>
 #include <utility>
 
@@ -79,9 +80,13 @@ struct Operand<Products::kBf16> {
   __device__ static __nv_bfloat16 round(float x) { return __float2bfloat16(x); }
 };
 
-// A fragment element as float (tf32 fragments hold floats, bf16 ones bfloat16).
-__device__ inline float to_float(float x) { return x; }
-__device__ inline float to_float(__nv_bfloat16 x) { return __bfloat162float(x); }
+// A fragment element's bits (tf32 fragments hold floats, bf16 ones bfloat16).
+template <typename T>
+__device__ inline unsigned bits(T x) {
+  unsigned b = 0;
+  memcpy(&b, &x, sizeof(T));
+  return b;
+}
 
 // out = A B for one 16 x 16 tile, by one whole warp: A is 16 x inner, row-major (element (i, k) at
 // a[i * lda + k]) or, with ATransposed, column-major (at a[k * lda + i]); B is inner x 16,
@@ -115,11 +120,11 @@ __device__ inline void tile_product(const typename Operand<P>::T* a, unsigned ld
       wmma::load_matrix_sync(fb, b + k, ldb);
       if constexpr (Multiply) {
         wmma::mma_sync(acc, fa, fb, acc);
-      } else {
-        float sum = 0.f;
-        for (int i = 0; i < fa.num_elements; ++i) sum += to_float(fa.x[i]);
-        for (int i = 0; i < fb.num_elements; ++i) sum += to_float(fb.x[i]);
-        acc.x[0] += sum;
+      } else {  // the operands' bits folded (a shallow tree of integer ops) into the accumulator
+        unsigned fold = 0;
+        for (int i = 0; i < fa.num_elements; ++i) fold ^= bits(fa.x[i]);
+        for (int i = 0; i < fb.num_elements; ++i) fold ^= bits(fb.x[i]);
+        acc.x[0] += static_cast<float>(fold & 1u);
       }
     }
     wmma::store_matrix_sync(out, acc, ldo, wmma::mem_col_major);
@@ -173,6 +178,16 @@ cudaError_t resident_clusters(Kernel kernel, int threads, int optin, int cluster
   config.attrs = attribute;
   config.numAttrs = 1;
   return cudaOccupancyMaxActiveClusters(count, kernel, &config);
+}
+
+// What a plan sets on the kernel it checks (resident_clusters) before that kernel's launches: `bytes`
+// of dynamic shared memory and, past 8 blocks, a non-portable cluster size. A kernel no plan checked
+// (the GPU probe's ladder rungs, probe.h) needs it before its launch.
+template <typename Kernel>
+cudaError_t allow(Kernel kernel, std::size_t bytes, int cluster) {
+  cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes));
+  if (err == cudaSuccess && cluster > 1) err = cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
+  return err;
 }
 
 // One launch of `blocks` blocks of `threads` threads in clusters of `cluster` with `bytes` of dynamic

@@ -201,14 +201,15 @@ RUNG_SASS = {
         lambda r, b, o: _count(r"\bHMMA\.", r) == 0 and _count(r"\bLD\.E", r) > _count(r"\bLD\.E", o)),
     2: ("operands: no HMMA, fewer generic loads", lambda r, b, o: _count(r"\bHMMA\.", r) == 0
         and _count(r"\bLD\.E", r) < _count(r"\bLD\.E", b)),
-    4: ("cell_loads: fewer global loads", lambda r, b, o: _count(r"\bLDG\.", r) < _count(r"\bLDG\.", b)),
+    4: ("cell_loads: fewer global loads, the cell's math stays",
+        lambda r, b, o: _count(r"\bLDG\.", r) < _count(r"\bLDG\.", b) and _count(r"\bMUFU\.", r) == _count(r"\bMUFU\.", b)),
     8: ("stores: fewer global stores, the cell's math stays",
         lambda r, b, o: _count(r"\bSTG\.", r) < _count(r"\bSTG\.", b) and _count(r"\bMUFU\.", r) == _count(r"\bMUFU\.", b)),
     16: ("exchange: fewer generic (distributed shared memory) accesses",
          lambda r, b, o: _count(r"\b(LD|ST)\.E", r) < _count(r"\b(LD|ST)\.E", b)),
     32: ("relaxed: fewer memory barriers", lambda r, b, o: _count(r"MEMBAR", r) < _count(r"MEMBAR", b)),
-    64: ("barriers: one cluster arrive and wait (the sync before exit)",
-         lambda r, b, o: _count(r"UCGABAR_ARV", r) == 1 and _count(r"UCGABAR_WAIT", r) == 1 < _count(r"UCGABAR_WAIT", b)),
+    64: ("barriers: two cluster arrives and waits (the syncs before the loop and before exit)",
+         lambda r, b, o: _count(r"UCGABAR_ARV", r) == 2 and _count(r"UCGABAR_WAIT", r) == 2 < _count(r"UCGABAR_WAIT", b)),
     128: ("grid_loads: fewer global loads", lambda r, b, o: _count(r"\bLDG\.", r) < _count(r"\bLDG\.", b)),
     256: ("flag_barrier: no atomic add, no poll", lambda r, b, o: "NANOSLEEP" not in r and "ATOM.E.ADD" not in r
           and "NANOSLEEP" in b),
