@@ -96,17 +96,6 @@ struct Skips {
   __host__ __device__ static constexpr bool of(unsigned part) { return (Skip & part) != 0; }
 };
 
-#if defined(__CUDACC__) || defined(TSRNN_SIMT)
-// x, which the compiler cannot see through: a ladder rung's stand-in for a value it does not load
-// (a constant would let the compiler fold the math that uses it away with the loads).
-__device__ inline float opaque(float x) {
-#if defined(__CUDA_ARCH__)
-  asm volatile("mov.b32 %0, %0;" : "+f"(x));
-#endif
-  return x;
-}
-#endif
-
 #if defined(TSRNN_PROBE) && (defined(__CUDACC__) || defined(TSRNN_SIMT))
 // Thread 0's clock marks of a block (see the top of this file): a step's cycles per phase add up in
 // registers (a read-modify-write of the buffer at every mark would put a memory round trip into the

@@ -208,8 +208,9 @@ RUNG_SASS = {
     16: ("exchange: fewer generic (distributed shared memory) accesses",
          lambda r, b, o: _count(r"\b(LD|ST)\.E", r) < _count(r"\b(LD|ST)\.E", b)),
     32: ("relaxed: fewer memory barriers", lambda r, b, o: _count(r"MEMBAR", r) < _count(r"MEMBAR", b)),
+    # (the forward's loop already has two of each: the emulated ladder counts the dynamic arrivals)
     64: ("barriers: two cluster arrives and waits (the syncs before the loop and before exit)",
-         lambda r, b, o: _count(r"UCGABAR_ARV", r) == 2 and _count(r"UCGABAR_WAIT", r) == 2 < _count(r"UCGABAR_WAIT", b)),
+         lambda r, b, o: _count(r"UCGABAR_ARV", r) == 2 and _count(r"UCGABAR_WAIT", r) == 2 <= _count(r"UCGABAR_WAIT", b)),
     128: ("grid_loads: fewer global loads", lambda r, b, o: _count(r"\bLDG\.", r) < _count(r"\bLDG\.", b)),
     256: ("flag_barrier: no atomic add, no poll", lambda r, b, o: "NANOSLEEP" not in r and "ATOM.E.ADD" not in r
           and "NANOSLEEP" in b),
