@@ -384,26 +384,18 @@ cudaError_t plan(int hidden, int batch, int cluster, int tile, Plan* out) {
 template <class C, Products P>
 cudaError_t forward(const Plan& plan, const ForwardArgs& args, cudaStream_t stream) {
   return probe::with_skip<kLadder<C, P>, probe::kClusterRungs>([&](auto skip) {
-    const auto kernel = forward_kernel<C, P, decltype(skip)::value>;
-    if constexpr (decltype(skip)::value != 0) {  // a ladder rung: no plan set its launch attributes
-      const cudaError_t err = tensor_core::allow(kernel, plan.forward_bytes, plan.cluster);
-      if (err != cudaSuccess) return err;
-    }
-    return tensor_core::launch_clusters(kernel, plan.clusters * plan.cluster, kThreads, plan.cluster,
-                                        plan.forward_bytes, false, stream, args, shape_of(plan));
+    constexpr unsigned kSkip = decltype(skip)::value;  // 0 but in the probe's ladder, whose rungs no plan checked
+    return tensor_core::launch<kSkip == 0>(forward_kernel<C, P, kSkip>, plan.clusters * plan.cluster, kThreads,
+                                           plan.cluster, plan.forward_bytes, false, stream, args, shape_of(plan));
   });
 }
 
 template <class C, Products P>
 cudaError_t backward(const Plan& plan, const BackwardArgs& args, cudaStream_t stream) {
   return probe::with_skip<kLadder<C, P>, probe::kClusterRungs>([&](auto skip) {
-    const auto kernel = backward_kernel<C, P, decltype(skip)::value>;
-    if constexpr (decltype(skip)::value != 0) {  // a ladder rung: no plan set its launch attributes
-      const cudaError_t err = tensor_core::allow(kernel, plan.backward_bytes, plan.cluster);
-      if (err != cudaSuccess) return err;
-    }
-    return tensor_core::launch_clusters(kernel, plan.clusters * plan.cluster, kThreads, plan.cluster,
-                                        plan.backward_bytes, false, stream, args, shape_of(plan));
+    constexpr unsigned kSkip = decltype(skip)::value;  // 0 but in the probe's ladder, whose rungs no plan checked
+    return tensor_core::launch<kSkip == 0>(backward_kernel<C, P, kSkip>, plan.clusters * plan.cluster, kThreads,
+                                           plan.cluster, plan.backward_bytes, false, stream, args, shape_of(plan));
   });
 }
 

@@ -440,14 +440,10 @@ template <class C, Products P>
 cudaError_t forward(const Plan& plan, const ForwardArgs& args, unsigned long long* counter, cudaStream_t stream) {
   const int blocks = plan.clusters * plan.cluster;
   return probe::with_skip<kLadder<C, P>, probe::kGridRungs>([&](auto skip) {
-    const auto kernel = forward_kernel<C, P, decltype(skip)::value>;
-    if constexpr (decltype(skip)::value != 0) {  // a ladder rung: no plan set its launch attributes
-      const cudaError_t err = tensor_core::allow(kernel, plan.forward_bytes, plan.cluster);
-      if (err != cudaSuccess) return err;
-    }
-    return tensor_core::launch_clusters(kernel, blocks, kThreads, plan.cluster, plan.forward_bytes, true, stream, args,
-                                        shape_of(plan, plan.forward_rows, plan.forward_width),
-                                        FlagBarrier{counter, static_cast<unsigned long long>(blocks)});
+    constexpr unsigned kSkip = decltype(skip)::value;  // 0 but in the probe's ladder, whose rungs no plan checked
+    return tensor_core::launch<kSkip == 0>(forward_kernel<C, P, kSkip>, blocks, kThreads, plan.cluster,
+                                           plan.forward_bytes, true, stream, args, shape_of(plan, plan.forward_rows, plan.forward_width),
+                                           FlagBarrier{counter, static_cast<unsigned long long>(blocks)});
   });
 }
 
@@ -455,14 +451,10 @@ template <class C, Products P>
 cudaError_t backward(const Plan& plan, const BackwardArgs& args, unsigned long long* counter, cudaStream_t stream) {
   const int blocks = plan.clusters * plan.cluster;
   return probe::with_skip<kLadder<C, P>, probe::kGridRungs>([&](auto skip) {
-    const auto kernel = backward_kernel<C, P, decltype(skip)::value>;
-    if constexpr (decltype(skip)::value != 0) {  // a ladder rung: no plan set its launch attributes
-      const cudaError_t err = tensor_core::allow(kernel, plan.backward_bytes, plan.cluster);
-      if (err != cudaSuccess) return err;
-    }
-    return tensor_core::launch_clusters(kernel, blocks, kThreads, plan.cluster, plan.backward_bytes, true, stream, args,
-                                        shape_of(plan, plan.backward_rows, plan.backward_width),
-                                        FlagBarrier{counter, static_cast<unsigned long long>(blocks)});
+    constexpr unsigned kSkip = decltype(skip)::value;  // 0 but in the probe's ladder, whose rungs no plan checked
+    return tensor_core::launch<kSkip == 0>(backward_kernel<C, P, kSkip>, blocks, kThreads, plan.cluster,
+                                           plan.backward_bytes, true, stream, args, shape_of(plan, plan.backward_rows, plan.backward_width),
+                                           FlagBarrier{counter, static_cast<unsigned long long>(blocks)});
   });
 }
 

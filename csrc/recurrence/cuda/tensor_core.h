@@ -180,16 +180,6 @@ cudaError_t resident_clusters(Kernel kernel, int threads, int optin, int cluster
   return cudaOccupancyMaxActiveClusters(count, kernel, &config);
 }
 
-// What a plan sets on the kernel it checks (resident_clusters) before that kernel's launches: `bytes`
-// of dynamic shared memory and, past 8 blocks, a non-portable cluster size. A kernel no plan checked
-// (the GPU probe's ladder rungs, probe.h) needs it before its launch.
-template <typename Kernel>
-cudaError_t allow(Kernel kernel, std::size_t bytes, int cluster) {
-  cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes));
-  if (err == cudaSuccess && cluster > 1) err = cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
-  return err;
-}
-
 // One launch of `blocks` blocks of `threads` threads in clusters of `cluster` with `bytes` of dynamic
 // shared memory on `stream`; `cooperative`: the launch fails unless every block is resident at once
 // (what a kernel whose blocks wait for each other needs).
@@ -217,6 +207,20 @@ cudaError_t launch_clusters(void (*kernel)(P...), int blocks, int threads, int c
   config.attrs = attribute;
   config.numAttrs = count;
   return cudaLaunchKernelEx(&config, kernel, std::forward<A>(args)...);
+}
+
+// launch_clusters of a kernel no plan checked (Checked false: the GPU probe's ladder rungs, probe.h)
+// after setting what a plan's resident_clusters sets on the kernels it checks: `bytes` of dynamic
+// shared memory and, past 8 blocks, a non-portable cluster size.
+template <bool Checked, typename... P, typename... A>
+cudaError_t launch(void (*kernel)(P...), int blocks, int threads, int cluster, std::size_t bytes, bool cooperative,
+                   cudaStream_t stream, A&&... args) {
+  if constexpr (!Checked) {
+    cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes));
+    if (err == cudaSuccess && cluster > 1) err = cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
+    if (err != cudaSuccess) return err;
+  }
+  return launch_clusters(kernel, blocks, threads, cluster, bytes, cooperative, stream, std::forward<A>(args)...);
 }
 }  // namespace tensor_core
 }  // namespace cuda
