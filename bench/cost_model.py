@@ -183,19 +183,18 @@ def measured_rows(reports) -> list[dict]:
 
 
 def traced_rows(probe: dict) -> list[dict]:
-    """The rows of a GPU probe's phase trace (bench/probe/trace.py: sites "KERNEL (T,B,H) PRECISION"):
-    T steps forward and T + 1 backward at the traced configuration."""
+    """The rows of a GPU probe's phase trace (bench/probe/trace.py): T steps forward and T + 1
+    backward at each traced site's configuration."""
     trace = probe.get("parts", {}).get("trace", {})
     if trace.get("status") != "ok" or trace.get("emulated"):
         return []
     rows = []
-    for site, record in trace["sites"].items():
+    for record in trace["sites"].values():
         if record.get("status") != "ok":
             continue
-        kernel, shape, precision = site.split()[:3]
-        T, B, H = (int(v) for v in shape.strip("()").split(","))
+        T, B, H = record["shape"]
         us = record["forward"]["wall_us_per_step"] * T + record["backward"]["wall_us_per_step"] * (T + 1)
-        rows.append({"kernel": kernel, "T": T, "B": B, "H": H, "cell": "lstm", "precision": precision,
+        rows.append({"kernel": record["kernel"], "T": T, "B": B, "H": H, "cell": "lstm", "precision": record["precision"],
                      "config": record["config"][:4], "ms": us / 1e3, "kernel_alone": True})
     return rows
 

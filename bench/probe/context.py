@@ -15,7 +15,7 @@ import os
 import signal
 import subprocess
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 
@@ -30,7 +30,6 @@ class Context:
     out: Path
     deadline: float
     part: str | None = None  # the part's name: ``save`` writes out/parts/<part>.partial.json
-    notes: list[str] = field(default_factory=list)
 
     def left(self) -> float:
         """Seconds until the deadline (negative past it)."""

@@ -61,7 +61,8 @@ def trace_site(probe: kernels.Probe, site: shapes.Site) -> dict:
         blocks, x = probe.blocks(config), probe.inputs(T, B, H)
         outputs = probe.forward(site.kernel, x, site.precision)  # a warm-up launch of each direction
         probe.backward(site.kernel, x, outputs, site.precision)
-        record = {"status": "ok", "config": config}
+        record = {"status": "ok", "kernel": site.kernel, "shape": [T, B, H], "precision": site.precision,
+                  "config": config}
         for direction, steps in (("forward", T), ("backward", T + 1)):
             buffer = probe.trace_buffer(blocks, steps)
             with probe.armed(site.kernel, trace=buffer):

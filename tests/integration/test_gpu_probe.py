@@ -49,7 +49,7 @@ def test_probe_quick_cpu_run(tmp_path):
     assert all(parts[name]["status"] == "ok" for name in ("build", "trace", "ladder", "profile", "micro"))
     assert parts["ncu"]["status"] in ("ok", "skipped")
     for site, record in parts["trace"]["sites"].items():  # every phase of every step reached and recorded
-        kernel = site.split()[0]
+        kernel = record["kernel"]
         for direction in ("forward", "backward"):
             recorded = record[direction]["phases"]
             assert list(recorded) == sorted(trace.EXPECTED[(kernel, direction)], key=list(recorded).index), site

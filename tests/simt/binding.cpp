@@ -37,12 +37,12 @@ void use(int64_t device, int64_t seed) {
 
 int64_t launches() { return simt::launches(); }
 
-// What the kernels did since the last reset (simt::Count's order: cluster arrivals release and
-// relaxed, cluster waits, mma_sync per warp, block barriers, atomic writes, distributed shared
-// memory mappings, clock reads, fragment loads per warp, __ldcg loads).
-std::vector<int64_t> counts() {
-  std::vector<int64_t> out;
-  for (int i = 0; i < static_cast<int>(simt::Count::kKinds); ++i) out.push_back(simt::counted(static_cast<simt::Count>(i)));
+// What the kernels did since the last reset, by simt::Count's names.
+c10::Dict<std::string, int64_t> counts() {
+  c10::Dict<std::string, int64_t> out;
+  for (int i = 0; i < static_cast<int>(simt::Count::kKinds); ++i) {
+    out.insert(simt::kCountNames[i], simt::counted(static_cast<simt::Count>(i)));
+  }
   return out;
 }
 
@@ -86,7 +86,7 @@ TORCH_LIBRARY(simt, m) {
   m.def("barrier_drops() -> int", &barrier_drops);
   m.def("plant(str name) -> ()", &plant);
   m.def("probe(str name, int seed) -> str", &probe);
-  m.def("counts() -> int[]", &counts);
+  m.def("counts() -> Dict(str, int)", &counts);
   m.def("reset_counts() -> ()", &reset_counts);
 #ifdef TSRNN_PROBE
   m.def("probe_arm(int skip, Tensor? trace, bool ignore_skip=False) -> ()", &tsrnn::cuda::probe::arm);

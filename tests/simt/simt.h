@@ -158,6 +158,10 @@ enum class Count {
   kArriveRelease, kArriveRelaxed, kClusterWait, kMma, kBlockBarrier, kAtomicWrite, kMapShared, kClock, kFragmentLoad,
   kCachedLoad, kKinds
 };
+inline constexpr const char* kCountNames[] = {"arrive_release", "arrive_relaxed", "cluster_wait", "mma",
+                                              "block_barrier", "atomic_write", "map_shared", "clock",
+                                              "fragment_load", "cached_load"};
+static_assert(sizeof(kCountNames) / sizeof(kCountNames[0]) == static_cast<int>(Count::kKinds), "a name per count");
 void count(Count what);
 std::int64_t counted(Count what);
 void reset_counts();

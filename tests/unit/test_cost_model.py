@@ -144,7 +144,8 @@ def test_waves_of_clusters_over_the_resident_ones():
 
 def _probe(emulated: bool) -> dict:
     """A GPU probe's record (bench/probe/trace.py's form) with one traced site."""
-    site = {"status": "ok", "config": [16, 16, 2, 25, 1, 1], "forward": {"wall_us_per_step": 6.0},
+    site = {"status": "ok", "kernel": "cluster", "shape": [70, 20, 400], "precision": "bf16",
+            "config": [16, 16, 2, 25, 1, 1], "forward": {"wall_us_per_step": 6.0},
             "backward": {"wall_us_per_step": 8.0}}
     return {"parts": {"trace": {"status": "ok", "emulated": emulated, "sites": {"cluster (70,20,400) bf16": site,
                                                                                  "grid (70,20,1150) tf32": {"status": "failed"}}}}}
