@@ -40,10 +40,10 @@ def verdict(results: dict, seed_size: bool = False) -> str:
     sentence = {s: test["lstm"][s] - test["averaging"][s] for s in test["averaging"]}
     stream = {s: test["lstm_stream"][s] - test["averaging_stream"][s] for s in test["averaging_stream"]}
     span = common.paired(sentence, stream)
-    return (f"h_0 counted: {common.verdict(h0, common.SHORTER, seed_size)}, without - with h_0 "
-            f"{common.described(h0, ' ppl')}; memory reset at each sentence: "
-            f"{common.verdict(span, common.SHORTER, seed_size)}, memory's gain in sentences - in streams "
-            f"{common.described(span, ' ppl')}")
+    h0_measure = common.Measure("without - with h_0", None, " ppl")
+    span_measure = common.Measure("memory's gain in sentences - in streams", None, " ppl")
+    return (f"h_0 counted: {common.verdict(h0, h0_measure, common.SHORTER, seed_size)}; memory reset at each "
+            f"sentence: {common.verdict(span, span_measure, common.SHORTER, seed_size)}")
 
 
 def main(argv=None) -> int:

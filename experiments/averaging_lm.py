@@ -36,7 +36,7 @@ def verdict(results: dict, seed_size: bool = False) -> str:
     test = results["test_ppl"]
     gap = common.paired(test["lstm"], test["averaging"])
     unlike = f"{common.SHORTER}; the seed reports no memory-less twin"
-    return f"{common.verdict(gap, unlike, seed_size)}: without - with memory {common.described(gap, ' ppl')}"
+    return common.verdict(gap, common.Measure("without - with memory", None, " ppl"), unlike, seed_size)
 
 
 def main(argv=None) -> int:

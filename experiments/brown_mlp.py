@@ -62,6 +62,12 @@ def unlike(results: dict) -> str:
     return "; ".join([*recipe, unigram])
 
 
+def seed_gap(n) -> float | None:
+    """The seed's Buffer - TILT perplexity at input size ``n`` (Fig 5 states it at n = 5 and 8)."""
+    n = int(n)
+    return SEED["buffer"][n] - SEED["tilt"][n] if n in SEED["tilt"] else None
+
+
 def verdict(results: dict, seed_size: bool = False) -> str:
     """The claim's status at each n from the seed-paired 95% interval of Buffer - TILT
     perplexity on the 200K words the seed evaluates on, then on the held-out rest of the corpus
@@ -72,8 +78,8 @@ def verdict(results: dict, seed_size: bool = False) -> str:
     for split, key in ((split, key) for split, key in splits.items() if key in results):
         for n, tilt in results[key]["tilt"].items():
             gap = common.paired(results[key]["buffer"][n], tilt)
-            parts.append(f"{split}n = {n}: {common.verdict(gap, unlike(results), seed_size)}, "
-                         f"buffer - tilt {common.described(gap, ' ppl', 1, 0)}")
+            measure = common.Measure("buffer - tilt", seed_gap(n), " ppl", 1, 0)
+            parts.append(f"{split}n = {n}: {common.verdict(gap, measure, unlike(results), seed_size)}")
     return "; ".join(parts)
 
 

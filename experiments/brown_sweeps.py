@@ -66,13 +66,14 @@ def verdict(results: dict, seed_size: bool = False) -> str:
         if results["experiment"] == 4:
             unigram = {seed: results["unigram_seen_ppl"] for seed in tilt}
             gap = common.paired(unigram, tilt)
-            parts.append(f"{setting}: {common.verdict(gap, unlike, seed_size)}, unigram - tilt "
-                         f"{common.described(gap, ' ppl', 1, 0)}")
+            measure = common.Measure("unigram - tilt", None, " ppl", 1, 0)
+            parts.append(f"{setting}: {common.verdict(gap, measure, unlike, seed_size)}")
             continue
         for other in (c for c in per_seed if c != "tilt"):
             gap = common.paired(per_seed[other][setting], tilt)
-            parts.append(f"{setting} {other}: {common.verdict(gap, unlike, seed_size)}, {other} - tilt "
-                         f"{common.described(gap, ' ppl', 1, 0)}")
+            seed = brown_mlp.seed_gap(setting[1:]) if results["experiment"] == 1 and other == "buffer" else None
+            measure = common.Measure(f"{other} - tilt", seed, " ppl", 1, 0)
+            parts.append(f"{setting} {other}: {common.verdict(gap, measure, unlike, seed_size)}")
     return "; ".join(parts)
 
 

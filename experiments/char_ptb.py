@@ -40,7 +40,8 @@ def verdict(results: dict, seed_size: bool = False) -> str:
     data (Mikolov's ptb.char files), smaller models after one epoch (seed: 50)."""
     bpc = results["test_bpc"]
     gap = common.paired(bpc["lstm"], bpc["plstm"])
-    return f"{common.verdict(gap, common.SHORTER, seed_size)}: LSTM - pLSTM {common.described(gap, ' BPC', 1, 4)}"
+    measure = common.Measure("LSTM - pLSTM", SEED["lstm"] - SEED["plstm"], " BPC", 1, 4)
+    return common.verdict(gap, measure, common.SHORTER, seed_size)
 
 
 def main(argv=None) -> int:

@@ -20,9 +20,12 @@ import os
 import platform
 import shlex
 import signal
+import shutil
 import subprocess
 import sys
 import time
+import tomllib
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -30,6 +33,7 @@ import torch
 from tsrnn.lab.analysis.command import strict_json
 
 RESULTS = Path(__file__).parent / "results"
+PROTOCOLS = Path(__file__).parent / "protocols"
 DONE = "finished.json"  # written into a run's directory when its training ended without error
 STARTED = "started.json"  # the run's arguments and its training seconds so far, kept up to date while it trains
 COLOURS = {"mts": "tab:red", "plstm": "tab:red", "lstm": "tab:blue", "chrono": "tab:green", "tilt": "tab:red",
@@ -37,7 +41,8 @@ COLOURS = {"mts": "tab:red", "plstm": "tab:red", "lstm": "tab:blue", "chrono": "
 
 
 def arguments(module: str, doc: str, argv=None, data: str | None = None,
-              sizes: tuple[str, ...] = ("small", "toy"), seeds: dict | None = None, extend=None) -> argparse.Namespace:
+              sizes: tuple[str, ...] = ("small", "toy"), seeds: dict | None = None, extend=None,
+              reported: tuple[str, ...] | None = None) -> argparse.Namespace:
     """The common options of the script ``experiments.<module>`` (docstring ``doc``), parsed from
     ``argv`` (default: the command line); ``data`` names its corpus option (``--ptb`` or
     ``--brown``); ``sizes``: the script's sizes, the reported one first; ``seeds``: each size's
@@ -45,7 +50,8 @@ def arguments(module: str, doc: str, argv=None, data: str | None = None,
     a machine's budget allows; ``args.seeds`` is then the chosen ones in the size's order, all of
     them by default). The default folders depend on the size: only the reported size writes into
     experiments/results and runs/experiments, so a toy run never writes over the reported results
-    or their checkpoints. ``extend(parser)`` adds the script's own options."""
+    or their checkpoints (``reported``: the sizes that do, default the first). ``extend(parser)``
+    adds the script's own options."""
     p = argparse.ArgumentParser(prog=f"python -m experiments.{module}", description=doc.splitlines()[0])
     p.add_argument("--size", choices=sizes, default=sizes[0],
                    help=f"{sizes[0]}: the reported CPU run; toy: seconds, to check the script works")
@@ -75,10 +81,20 @@ def arguments(module: str, doc: str, argv=None, data: str | None = None,
     args.module, args.argv = module, list(sys.argv[1:] if argv is None else argv)
     if data is not None:  # one spelling of the corpus path, so that a rerun finds its finished runs
         setattr(args, data, str(Path(getattr(args, data)).resolve()))
-    reported = args.size == sizes[0]
+    reported = args.size in (reported or sizes[:1])
     args.runs = args.runs or ("runs/experiments" if reported else f"runs/experiments/{args.size}")
     args.out = args.out or (str(RESULTS) if reported else f"{args.runs}/results")
     return args
+
+
+def protocol(name: str) -> dict:
+    """The protocol of the record ``name``: ``protocols/NAME.toml`` (see protocols/README.md)."""
+    path = PROTOCOLS / f"{name}.toml"
+    try:
+        return tomllib.loads(path.read_text())
+    except FileNotFoundError:
+        raise FileNotFoundError(f"{path} does not exist: an experiment declares its protocol before it runs "
+                                "(experiments/protocols/README.md)") from None
 
 
 def command_line(args) -> str:
@@ -170,9 +186,19 @@ def train(name: str, runs: dict[str, list[str]], args) -> dict[str, Path]:
     every few minutes, so a long experiment can be spread over several calls. The training time
     recorded is the sum over the calls (with the minutes after a run's last save, which its
     resume trains again). Raises RuntimeError, with the end of its log, if a run fails; the other
-    runs are interrupted and save their last.pt."""
-    root = Path(args.runs) / name
+    runs are interrupted and save their last.pt.
+
+    A finished run's test metrics go into its ``finished.json`` and the run's record of it (that
+    file and ``metrics.jsonl``) into the ledger ``args.out/runs/NAME/RUN``, which is committed
+    with the results: on another machine, or after the checkpoints are gone, a run the ledger
+    holds with the same arguments is restored from it instead of trained again."""
+    root, ledger = Path(args.runs) / name, Path(args.out) / "runs" / name
     dirs = {run: root / run for run in runs}
+    for run in runs:
+        if not _finished(dirs[run], runs[run]) and _finished(ledger / run, runs[run]):
+            dirs[run].mkdir(parents=True, exist_ok=True)
+            for file in ("metrics.jsonl", DONE):
+                shutil.copyfile(ledger / run / file, dirs[run] / file)
     pending = [run for run in runs if not _finished(dirs[run], runs[run])]
     env = {**os.environ, "OMP_NUM_THREADS": str(args.threads), "MKL_NUM_THREADS": str(args.threads)}
     active: dict[str, tuple[subprocess.Popen, float, float]] = {}  # run -> (process, started, seconds before)
@@ -185,7 +211,7 @@ def train(name: str, runs: dict[str, list[str]], args) -> dict[str, Path]:
             earlier = _started(dirs[run])  # cleared by _command for a fresh start
             before, jobs = earlier.get("wall_s", 0.0), earlier.get("jobs", args.jobs)
             if argv is None:
-                _finish(name, run, dirs[run], runs[run], before, jobs)
+                _finish(name, run, dirs[run], runs[run], before, jobs, ledger)
                 continue
             _record_time(dirs[run], runs[run], before, args.jobs)
             command = [sys.executable, "-m", "tsrnn", "train", *argv, "--out", str(dirs[run]), "--quiet"]
@@ -207,7 +233,7 @@ def train(name: str, runs: dict[str, list[str]], args) -> dict[str, Path]:
                 _stop([other for other, _, _ in active.values()])
                 tail = (dirs[run] / "train.log").read_text().splitlines()[-15:]
                 raise RuntimeError(f"[{name}] run {run} failed (exit {process.returncode}):\n" + "\n".join(tail))
-            _finish(name, run, dirs[run], runs[run], before + time.time() - started, args.jobs)
+            _finish(name, run, dirs[run], runs[run], before + time.time() - started, args.jobs, ledger)
     return dirs
 
 
@@ -222,10 +248,27 @@ def _stop(processes: list[subprocess.Popen]) -> None:
             process.kill()
 
 
-def _finish(name: str, run: str, run_dir: Path, argv: list[str], seconds: float, jobs: int) -> None:
+def _finish(name: str, run: str, run_dir: Path, argv: list[str], seconds: float, jobs: int, ledger: Path) -> None:
+    """Mark the run finished, with its test metrics (``_scores``), and copy its record to the ledger."""
     _record_time(run_dir, argv, seconds, jobs)
-    _write_json(run_dir / DONE, {"argv": argv, "wall_s": round(seconds, 1), "jobs": jobs})
+    _write_json(run_dir / DONE, {"argv": argv, "wall_s": round(seconds, 1), "jobs": jobs, "test": _scores(run_dir)})
+    (ledger / run).mkdir(parents=True, exist_ok=True)
+    for file in ("metrics.jsonl", DONE):
+        shutil.copyfile(run_dir / file, ledger / run / file)
     print(f"[{name}] {run} finished after {seconds:.0f} s of training", flush=True)
+
+
+CHECKPOINTS = ("best.pt", "last.pt")  # the checkpoints a script scores
+
+
+def _scores(run_dir: Path) -> dict:
+    """The task's test-split metrics of each of the run's checkpoints."""
+    return {name: strict_json(_evaluate(run_dir, name)) for name in CHECKPOINTS if (run_dir / name).exists()}
+
+
+def _evaluate(run_dir: Path, checkpoint: str) -> dict:
+    task, model = restore(run_dir, checkpoint)
+    return task.evaluate(model, "test")
 
 
 def finished(run_dir: Path) -> dict:
@@ -257,9 +300,12 @@ def restore(run_dir: Path, checkpoint: str = "best.pt"):
 
 
 def test_metrics(run_dir: Path, checkpoint: str = "best.pt") -> dict:
-    """The task's own test-split metrics of a run's checkpoint (best validation loss by default)."""
-    task, model = restore(run_dir, checkpoint)
-    return task.evaluate(model, "test")
+    """The task's own test-split metrics of a run's checkpoint (best validation loss by default):
+    those ``train`` recorded when the run finished, else evaluated from the checkpoint."""
+    try:
+        return finished(run_dir)["test"][checkpoint]
+    except (OSError, ValueError, KeyError):
+        return _evaluate(run_dir, checkpoint)
 
 
 def option(argv: list[str], flag: str) -> str:
@@ -300,52 +346,109 @@ def paired(better: dict, other: dict, level: float = 0.95) -> dict:
 NOT_LIKE_FOR_LIKE = "not like-for-like data"  # the seed's task, on other data (8x8 digits for MNIST)
 SHORTER = "shorter training than the seed's"  # the seed's data, trained for far fewer epochs
 NOT_SEED_SIZE = "not the seed's size"
-WORDS = ("reproduced", "consistent", "not reproduced", "reversed", "against the claim", "not tested")
+WORDS = ("reproduced", "consistent", "inconclusive", "reversed", "against the claim", "not tested")
+EQUIVALENCE_LEVEL = 0.90  # two one-sided tests at 5% each: the 90% interval inside the margin
 
 
-def verdict(stats: dict, unlike: str = "", seed_size: bool = False, untested: str = "") -> str:
-    """What a seed-level interval of (the model the claim favours - the other) says of the claim,
-    by one rubric for both directions (``WORDS``):
+@dataclass(frozen=True)
+class Measure:
+    """What a claim's comparison measures: ``what`` names the difference ("buffer - tilt"),
+    ``seed`` is the seed's own value of it in the measure's units (None: the seed reports none),
+    and ``unit``, ``scale``, ``digits`` say how it is shown (accuracy 0.24 as "+24.0 points":
+    unit " points", scale 100)."""
+    what: str
+    seed: float | None
+    unit: str = ""
+    scale: float = 1.0
+    digits: int = 1
+
+    def number(self, value: float, sign: str = "+", unit: bool = True) -> str:
+        return f"{self.scale * value:{sign}.{self.digits}f}{self.unit if unit else ''}"
+
+    def seed_clause(self, stats: dict) -> str:
+        """Whether the seed's value lies inside the 95% interval."""
+        if self.seed is None:
+            return "the seed reports no value of this measure"
+        if stats["n"] < 2:
+            return f"the seed's {self.number(self.seed)}: no interval from one seed"
+        inside = stats["low"] <= self.seed <= stats["high"]
+        return f"the seed's {self.number(self.seed)} {'inside' if inside else 'outside'} the interval"
+
+
+def _why(reasons: list[str]) -> str:
+    return f" ({'; '.join(reasons)})" if reasons else ""
+
+
+def verdict(stats: dict, measure: Measure, unlike: str = "", seed_size: bool = False, untested: str = "") -> str:
+    """What a seed-level interval of a difference (``measure.what``: the model the claim favours
+    minus the other) says of the claim, by one rule for both directions (``WORDS``), followed by
+    the interval (``described``):
 
     - "not tested" when the measure cannot decide the claim (``untested`` says why, e.g. no run
       reached the claim's end point), whatever the interval;
-    - like-for-like (the seed's size, ``seed_size``, and its data and protocol, ``unlike`` empty):
-      "reproduced" when the interval lies above 0, "reversed" when below;
-    - otherwise the same intervals give "consistent" and "against the claim", saying how the
-      comparison is not the seed's (``unlike``; "not the seed's size");
-    - an interval that includes 0 (or one seed) gives "consistent" when the mean points the
-      claim's way and "not reproduced" when it does not, saying why.
-    """
-    if untested:
-        return f"not tested ({untested})"
+    - an interval that includes 0, or one seed, is "inconclusive", whichever way its mean leans;
+    - an interval above 0 is "reproduced" and one below 0 "reversed" like-for-like (the seed's
+      size, ``seed_size``, and its data and protocol, ``unlike`` empty); otherwise the same
+      intervals give "consistent" and "against the claim", saying how the comparison is not the
+      seed's (``unlike``; "not the seed's size").
+
+    Every verdict says, in its brackets, whether the seed's own value (``measure.seed``) lies inside
+    the interval."""
     differs = ([] if seed_size else [NOT_SEED_SIZE]) + ([unlike] if unlike else [])
-    like = not differs
-    if stats["n"] > 1 and stats["high"] < 0:
-        return "reversed" if like else f"against the claim ({'; '.join(differs)})"
-    if stats["n"] > 1 and stats["low"] > 0:
-        return "reproduced" if like else f"consistent ({'; '.join(differs)})"
-    why = ["one seed" if stats["n"] < 2 else f"the {100 * stats['level']:.0f}% interval includes 0", *differs]
-    return f"{'consistent' if stats['mean'] > 0 else 'not reproduced'} ({'; '.join(why)})"
+    seed = measure.seed_clause(stats)
+    shown = f"{measure.what} {described(stats, measure.unit, measure.scale, measure.digits)}"
+    if untested:
+        return f"not tested{_why([untested, seed])}, {shown}"
+    if stats["n"] < 2 or stats["low"] <= 0 <= stats["high"]:
+        why = "one seed" if stats["n"] < 2 else f"the {100 * stats['level']:.0f}% interval includes 0"
+        return f"inconclusive{_why([why, *differs, seed])}, {shown}"
+    above = stats["low"] > 0
+    word = ("reproduced" if above else "reversed") if not differs else (
+        "consistent" if above else "against the claim")
+    return f"{word}{_why([*differs, seed])}, {shown}"
+
+
+def alike(stats: dict, measure: Measure, margin: float, unlike: str = "", seed_size: bool = False) -> str:
+    """What a seed-level interval says of a claim that two models are alike, tested for equivalence
+    against ``margin`` (in the measure's units, declared in the experiment's protocol before its
+    runs) by two one-sided t tests at 5% each, that is by the ``EQUIVALENCE_LEVEL`` (90%) interval:
+
+    - inside (-margin, margin): "reproduced" like-for-like, else "consistent";
+    - the 95% interval wholly beyond the margin (a difference larger than the margin shown):
+      "reversed" like-for-like, else "against the claim";
+    - anything else, and one seed, is "inconclusive": the runs cannot tell "alike" from "apart"
+      (a weak test).
+
+    Followed by the 95% interval; the brackets say whether the seed's value lies inside it."""
+    import scipy.stats
+
+    differs = ([] if seed_size else [NOT_SEED_SIZE]) + ([unlike] if unlike else [])
+    seed = measure.seed_clause(stats)
+    shown = f"{measure.what} {described(stats, measure.unit, measure.scale, measure.digits)}"
+    band = f"the margin +-{measure.number(margin, '')}"
+    if stats["n"] < 2:
+        return f"inconclusive{_why(['one seed', *differs, seed])}, {shown}"
+    half = (float(scipy.stats.t.ppf((1 + EQUIVALENCE_LEVEL) / 2, stats["n"] - 1)) * stats["sd"]
+            / math.sqrt(stats["n"]))
+    low, high = stats["mean"] - half, stats["mean"] + half
+    tost = (f"the {100 * EQUIVALENCE_LEVEL:.0f}% interval [{measure.number(low, '', False)}, "
+            f"{measure.number(high, '', False)}]{measure.unit}")
+    if -margin < low and high < margin:
+        word = "reproduced" if not differs else "consistent"
+        return f"{word}{_why([f'{tost} inside {band}', *differs, seed])}, {shown}"
+    if stats["low"] > margin or stats["high"] < -margin:
+        word = "reversed" if not differs else "against the claim"
+        return f"{word}{_why([f'the 95% interval beyond {band}', *differs, seed])}, {shown}"
+    return f"inconclusive{_why([f'{tost} not inside {band}', *differs, seed])}, {shown}"
 
 
 def one_model(favours: bool, why: str, seed_size: bool = False) -> str:
-    """The verdict of a claim measured on one trained model (no interval over trainings): never
-    "reproduced" or "reversed"; "consistent" when the measure points the claim's way, else "not
-    reproduced"; ``why`` names the measure."""
+    """The verdict of a claim measured on one trained model (no interval over trainings):
+    "inconclusive" whichever way the measure leans (``favours``: toward the claim), saying which
+    way; ``why`` names the measure."""
     differs = "" if seed_size else f"; {NOT_SEED_SIZE}"
-    return f"{'consistent' if favours else 'not reproduced'} (one seed; {why}{differs})"
-
-
-def alike(stats: dict, unlike: str = "", seed_size: bool = False) -> str:
-    """The verdict of a claim that two models are alike, for which the seed states no margin:
-    "against the claim" when the seed-level interval excludes 0, else "consistent"; never
-    "reproduced", since no interval can show "alike" without a margin."""
-    differs = ([] if seed_size else [NOT_SEED_SIZE]) + ([unlike] if unlike else [])
-    level = f"the {100 * stats['level']:.0f}% interval"
-    if stats["n"] > 1 and (stats["low"] > 0 or stats["high"] < 0):
-        return f"against the claim ({'; '.join([f'{level} excludes 0', *differs])})"
-    why = ["one seed" if stats["n"] < 2 else f"{level} includes 0", "the seed states no margin for alike", *differs]
-    return f"consistent ({'; '.join(why)})"
+    lean = "leans toward the claim" if favours else "leans away from the claim"
+    return f"inconclusive (one trained model; {why}: {lean}{differs})"
 
 
 def against(verdicts: dict[str, str]) -> str:
@@ -385,13 +488,14 @@ def _jobs(values) -> int | str:
 
 
 def report(name: str, args, row: dict, results: dict, figure, dirs: dict[str, Path], started: float,
-           detail: str | None = None) -> Path:
+           detail: str | None = None, declared: str | None = None) -> Path:
     """Write ``OUT/NAME.json`` and the figure ``OUT/NAME.png``; return the JSON's path.
 
     row: the table's columns for this claim: "claim", "seed" (the seed's number), "ours",
     "verdict" (``verdict`` of the claim's comparison), "model" (model size), "epochs", "seeds",
     and "gpu" (the seed's full-size command); ``detail``: a markdown table shown below the
-    claims' table (every number behind "ours", beside the seed's); added
+    claims' table (every number behind "ours", beside the seed's); ``declared``: the record's
+    protocol (``protocols/DECLARED.toml``, default NAME), which the record holds; added
     here: the command, "train_min" (the runs' training times added up; ``jobs`` of them ran at
     once, "1 to 2" where calls differed), "wall_min" (this call, training skipped for runs that
     had finished), machine and date. results: every number behind ``ours`` and the figure.
@@ -401,7 +505,9 @@ def report(name: str, args, row: dict, results: dict, figure, dirs: dict[str, Pa
     from tsrnn.lab import plot
 
     plot.save(figure, out / f"{name}.png")
+    declared = declared or name
     record = {"name": name, "size": args.size, **row, "command": command_line(args),
+              **({"protocol": protocol(declared)} if (PROTOCOLS / f"{declared}.toml").exists() else {}),
               "train_min": round(sum(finished(d)["wall_s"] for d in dirs.values()) / 60, 1),
               "jobs": _jobs(finished(d)["jobs"] for d in dirs.values()),
               "wall_min": round((time.time() - started) / 60, 1), "machine": machine(),

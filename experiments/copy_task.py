@@ -69,8 +69,10 @@ def verdict(results: dict, seed_size: bool = False) -> str:
     parts = []
     for first, second in ORDER:
         gap = common.paired(results["area"][first], results["area"][second])
-        said = common.verdict(gap, "" if converged == len(runs) else reached, seed_size, "" if converged else reached)
-        parts.append(f"{first} before {second}: {said}, area {first} - {second} {common.described(gap, '', 1, 3)}")
+        measure = common.Measure(f"area {first} - {second}", None, "", 1, 3)
+        said = common.verdict(gap, measure, "" if converged == len(runs) else reached, seed_size,
+                              "" if converged else reached)
+        parts.append(f"{first} before {second}: {said}")
     return "; ".join(parts)
 
 

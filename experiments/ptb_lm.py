@@ -80,10 +80,10 @@ def verdict(results: dict, seed_size: bool = False) -> str:
     bins = results["per_seed_bins"]
     rare = common.paired(*({s: v[cell]["<100"] for s, v in bins.items()} for cell in ("lstm", "mts")))
     fit = next(iter(results["markov_fits"].values()))  # the PTB model's: analyze lists its checkpoint first
-    parts = [f"overall: {common.verdict(gap, common.SHORTER, seed_size)}, LSTM - MTS "
-             f"{common.described(gap, ' ppl', 1, 2)}",
-             f"<100 bin: {common.verdict(rare, common.SHORTER, seed_size)}, LSTM - MTS "
-             f"{common.described(rare, ' ppl', 1, 0)}",
+    overall = common.Measure("LSTM - MTS", SEED["bins"]["all"][2], " ppl", 1, 2)
+    rare_measure = common.Measure("LSTM - MTS", SEED["bins"]["<100"][2], " ppl", 1, 0)
+    parts = [f"overall: {common.verdict(gap, overall, common.SHORTER, seed_size)}",
+             f"<100 bin: {common.verdict(rare, rare_measure, common.SHORTER, seed_size)}",
              "LSTM timescales best fit by an Inverse Gamma: " + common.one_model(
                  fit["alpha_ks"] < fit["mu_ks"], f"KS {fit['alpha_ks']:.3f} against the Gaussian's {fit['mu_ks']:.3f}",
                  seed_size)]

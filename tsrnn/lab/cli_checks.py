@@ -29,7 +29,7 @@ REALS = {
     "alpha": (0, math.inf, True, False), "beta": (0, math.inf, True, False), "mts_alpha": (0, math.inf, False, False),
     "fixed_p": (0, math.inf, False, False), "stop_accuracy": (0, 1, False, True),
     "resolution": (0, math.inf, False, False), "save_minutes": (0, math.inf, True, False),
-    "bptt_std": (0, math.inf, True, False),
+    "bptt_std": (0, math.inf, True, False), "time_scale": (0, math.inf, False, False),
 }
 REAL_MEANING = {"fixed_p": "exponent", "resolution": "time", "save_minutes": "number of minutes",
                 "bptt_std": "standard deviation",
@@ -112,9 +112,10 @@ def _foreign_option_problem(args) -> str | None:
 
 
 def _task_option_problem(args) -> str | None:
-    """--bptt-std without the random windows it shapes, --nonmono without the SGD it switches from,
-    --vocab-from on a corpus other than Brown, --no-h0 without the memory it changes, or --order
-    shuffled with --memory-span stream, which reads the windows in order: refused rather than ignored."""
+    """--bptt-std without the random windows it shapes, --time-scale without the --time-input it
+    scales, --nonmono without the SGD it switches from, --vocab-from on a corpus other than Brown,
+    --no-h0 without the memory it changes, or --order shuffled with --memory-span stream, which
+    reads the windows in order: refused rather than ignored."""
     from tsrnn.lab.data.brown import is_brown_path
     from tsrnn.lab.training import recipes
 
@@ -125,6 +126,8 @@ def _task_option_problem(args) -> str | None:
     preset = recipes.RECIPES.get(args.recipe, {}).get(task, {}) if getattr(args, "recipe", None) else {}
     if getattr(args, "bptt_std", None) is not None and not (args.random_bptt or preset.get("random_bptt")):
         return "--bptt-std sets the jitter of --random-bptt windows; give --random-bptt too"
+    if getattr(args, "time_scale", None) is not None and not getattr(args, "time_input", False):
+        return "--time-scale scales the time that --time-input feeds; give --time-input too"
     if getattr(args, "count_h0", None) is False and getattr(args, "memory", None) is False:
         return "--no-h0 changes the averaging memory that --no-memory removes; give one of them"
     if getattr(args, "memory_span", None) == "stream" and getattr(args, "order", None) == "shuffled":

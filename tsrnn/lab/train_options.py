@@ -151,6 +151,8 @@ GROUPS = [
         ("--resolution", {"type": float, "help": "time between samples when not --async (1 or 0.1)"}),
         ("--time-input", {"action": "store_true", "help": "the sample time as a second input (seed 002's "
                           "'w/ TIME')"}),
+        ("--time-scale", {"type": float, "help": "with --time-input, the input is the sample time times this "
+                          "(e.g. 0.008 = 1/125 puts it in [0, 1)); the seed feeds the raw time"}),
         ("--freq-size", {"help": "training sequences per epoch and validation sequences"}),
     ]),
     ("--task pixels", ("pixels",), "pixel-by-pixel digit classification (seed 002 §4.2)", [

@@ -50,7 +50,7 @@ class FrequencyTask(ClassificationTask):
     epoch, a fixed validation set (seed + 10,000; test: seed + 20,000).
 
     ``--async`` samples at random times (else every ``--resolution``, 1 or 0.1); ``--time-input``
-    feeds the sample time as a second input. The defaults are the seed's model and data (110 units,
+    feeds the sample time (times ``--time-scale``, default 1: the raw 0 to 125) as a second input. The defaults are the seed's model and data (110 units,
     Adam 1e-3, batch 32, 5,000 training and 500 validation sequences, Neil et al.'s sizes) for
     15 epochs instead of Neil et al.'s 70 (``--recipe seed002 --task freq`` runs 70). Measured on
     2 cores (one thread per run, seed 0), async without time input, validation accuracy after
@@ -58,18 +58,27 @@ class FrequencyTask(ClassificationTask):
 
     name = "freq"
     defaults = {"cell": "plstm", "nhid": "110", "batch_size": 32, "lr": 1e-3, "clip": 1.0, "epochs": 15,
-                "resolution": 1.0, "freq_size": "5000,500"}
-    model_keys = ("cell", "nhid", "asynchronous", "resolution", "time_input")
+                "resolution": 1.0, "freq_size": "5000,500", "time_scale": 1.0}
+    model_keys = ("cell", "nhid", "asynchronous", "resolution", "time_input", "time_scale")
 
     def __init__(self, args, device):
         super().__init__(args, device)
         self.n_train, self.n_valid = (int(v) for v in str(args.freq_size).split(","))
         self.resolution = None if args.asynchronous else args.resolution
 
+    def config(self) -> dict:
+        """The model's settings; ``time_scale`` only where it is not the raw time's 1, so that a
+        checkpoint saved before the option existed still resumes."""
+        config = super().config()
+        if config["time_scale"] == 1.0:
+            del config["time_scale"]
+        return config
+
     def build_model(self):
         a = self.args
         t_max = float(sine_waves.longest(self.resolution)) if a.cell == "chrono" else None
-        return models.FrequencyModel(a.cell, hidden_size=int(a.nhid), time_input=a.time_input, t_max=t_max,
+        return models.FrequencyModel(a.cell, hidden_size=int(a.nhid), time_input=a.time_input,
+                                     time_scale=a.time_scale, t_max=t_max,
                                      generator=torch.Generator().manual_seed(a.seed), backend=a.backend)
 
     def _draw(self, count, g):

@@ -1,0 +1,223 @@
+"""Run the committed queue of long experiments (``experiments/campaign.toml``) on one idle core:
+``python -m experiments.campaign`` (``--status``: what is done and what is next).
+
+Each entry is a record's script, run with ``--jobs 1 --threads 1`` at the lowest priority
+(``nice`` 19) and pinned to one CPU (``--cpu``, default the last), so that tests and builds keep
+the other cores. The scripts train through ``common.train``: a run stopped anywhere goes on from
+its last checkpoint, and every finished run is copied, with its test metrics, into the ledger
+``results/runs/RECORD/`` (committed with the results), so a later call, on this machine or a
+fresh one, trains only what is missing. An entry whose protocol (``protocols/PROTOCOL.toml``) is
+not committed is refused: the protocol comes before the runs. An entry is done when
+``results/RECORD.json`` holds its protocol; the campaign then goes on to the next one, and ends
+when every entry is done.
+
+Stopping: Ctrl-C or SIGTERM interrupts the entry's runs, which save their checkpoints. A campaign
+killed outright (SIGKILL, the machine stopped) leaves its lock (``RUNS/campaign.lock``); the next
+call finds the lock's process gone, interrupts whatever that campaign left running, and resumes.
+A second campaign while one runs is refused.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import tomllib
+from pathlib import Path
+
+from experiments import common
+
+ROOT = Path(__file__).resolve().parents[1]
+QUEUE = Path(__file__).parent / "campaign.toml"
+
+
+def entries(queue: Path) -> list[dict]:
+    """The queue's entries in order, each with its ``protocol`` name (default: its record's)."""
+    listed = tomllib.loads(queue.read_text()).get("entry", [])
+    for entry in listed:
+        missing = {"record", "module"} - set(entry)
+        if missing:
+            raise ValueError(f"{queue}: an entry lacks {sorted(missing)}: {entry}")
+        entry.setdefault("protocol", entry["record"])
+        entry.setdefault("args", [])
+    return listed
+
+
+def done(entry: dict, results: Path) -> bool:
+    """Whether ``results/RECORD.json`` exists and holds the entry's protocol as committed now."""
+    try:
+        record = json.loads((results / f"{entry['record']}.json").read_text())
+    except (OSError, ValueError):
+        return False
+    return record.get("protocol") == common.protocol(entry["protocol"])
+
+
+def uncommitted(path: Path) -> str | None:
+    """Why ``path`` is not committed as it is (untracked or changed), None if it is; None with a
+    warning outside a git checkout, where nothing can be checked."""
+    try:
+        status = subprocess.run(["git", "status", "--porcelain", "--", str(path)], cwd=ROOT, capture_output=True,
+                                text=True, check=True).stdout
+    except (OSError, subprocess.CalledProcessError):
+        print(f"[campaign] warning: not a git checkout, cannot check that {path.name} is committed", flush=True)
+        return None
+    if not status:
+        return None
+    return "untracked" if status.startswith("??") else "changed since its last commit"
+
+
+def command(entry: dict, args) -> list[str]:
+    """The entry's script call: its arguments with ``{data}`` filled in, one run at a time on one
+    thread, into the campaign's folders."""
+    given = [arg.replace("{data}", str(Path(args.data).resolve())) for arg in entry["args"]]
+    return [sys.executable, "-m", entry["module"], *given, "--jobs", "1", "--threads", "1", "--runs", args.runs,
+            "--out", args.results]
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _interrupt(group: int, wait: float = 120.0) -> None:
+    """SIGINT to a process group (its training runs save their checkpoints), SIGKILL after ``wait`` s."""
+    try:
+        os.killpg(group, signal.SIGINT)
+    except ProcessLookupError:
+        return
+    deadline = time.time() + wait
+    while time.time() < deadline:
+        try:
+            os.killpg(group, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.2)
+    try:
+        os.killpg(group, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+def take_lock(lock: Path) -> None:
+    """Hold ``lock`` for this process. A live holder: SystemExit. A dead one: interrupt the entry's
+    processes it left behind first."""
+    try:
+        held = json.loads(lock.read_text())
+    except (OSError, ValueError):
+        held = None
+    if held:
+        if _alive(held["pid"]) and held["pid"] != os.getpid():
+            raise SystemExit(f"a campaign is already running (pid {held['pid']}, {lock}); stop it first")
+        if held.get("group"):
+            print(f"[campaign] the campaign of pid {held['pid']} was killed; interrupting what it left running",
+                  flush=True)
+            _interrupt(held["group"])
+    write_lock(lock, None)
+
+
+def write_lock(lock: Path, group: int | None) -> None:
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    temporary = lock.with_name(f".{lock.name}.tmp")
+    temporary.write_text(json.dumps({"pid": os.getpid(), "group": group}))
+    os.replace(temporary, lock)
+
+
+def status(queue: list[dict], args) -> str:
+    """One line an entry: done, or how many of its runs the ledger holds finished."""
+    lines = []
+    for entry in queue:
+        ledger = Path(args.results) / "runs" / entry["record"]
+        finished = len(list(ledger.glob(f"*/{common.DONE}"))) if ledger.is_dir() else 0
+        state = "done" if done(entry, Path(args.results)) else f"{finished} run(s) finished"
+        lines.append(f"{entry['record']}: {state} ({' '.join(entry['args']) or 'no options'})")
+    return "\n".join(lines)
+
+
+def run_entry(entry: dict, args, lock: Path) -> int:
+    """Run one entry's script to its end (or until this process is told to stop); its exit code."""
+    why = uncommitted(common.PROTOCOLS / f"{entry['protocol']}.toml")
+    if why:
+        print(f"[campaign] {entry['record']}: its protocol protocols/{entry['protocol']}.toml is {why}; commit it "
+              "before its runs start", file=sys.stderr, flush=True)
+        return 2
+    log = Path(args.runs) / "campaign" / f"{entry['record']}.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    call = command(entry, args)
+    print(f"[campaign] {entry['record']}: {' '.join(call[1:])} (log {log})", flush=True)
+    with log.open("a") as out:
+        process = subprocess.Popen(call, stdout=out, stderr=subprocess.STDOUT, cwd=ROOT, start_new_session=True)
+    write_lock(lock, process.pid)
+    stop = []
+
+    def interrupted(signum, frame):
+        stop.append(signum)
+        _interrupt(process.pid)
+
+    handlers = {s: signal.signal(s, interrupted) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        code = process.wait()
+    finally:
+        for s, handler in handlers.items():
+            signal.signal(s, handler)
+        write_lock(lock, None)
+    if stop:
+        print(f"[campaign] stopped; {entry['record']}'s runs saved their checkpoints and resume on the next call",
+              flush=True)
+        return 128 + stop[0]
+    if code != 0:
+        tail = "\n".join(log.read_text().splitlines()[-15:])
+        print(f"[campaign] {entry['record']} failed (exit {code}):\n{tail}", file=sys.stderr, flush=True)
+        return code
+    if not done(entry, Path(args.results)):
+        print(f"[campaign] {entry['record']}: the script ended without writing results/{entry['record']}.json with "
+              f"its protocol", file=sys.stderr, flush=True)
+        return 1
+    print(f"[campaign] {entry['record']} done", flush=True)
+    return 0
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog="python -m experiments.campaign", description=__doc__.splitlines()[0])
+    p.add_argument("--queue", default=str(QUEUE), help="the queue (default: experiments/campaign.toml)")
+    p.add_argument("--data", default=str(ROOT.parent / "shared" / "data"),
+                   help="the corpora's folder, {data} in the queue (default: ../shared/data)")
+    p.add_argument("--runs", default="runs/experiments", help="checkpoints and logs (default: runs/experiments)")
+    p.add_argument("--results", default=str(common.RESULTS), help="records and ledger (default: experiments/results)")
+    p.add_argument("--cpu", type=int, help="the CPU to run on (default: the last this process may use)")
+    p.add_argument("--status", action="store_true", help="print what is done and what is next, run nothing")
+    args = p.parse_args(argv)
+    if not args.status:
+        allowed = sorted(os.sched_getaffinity(0))
+        cpu = allowed[-1] if args.cpu is None else args.cpu
+        if cpu not in allowed:
+            p.error(f"--cpu {cpu}: this process may use CPUs {allowed}")
+        os.sched_setaffinity(0, {cpu})
+        os.nice(19 - os.nice(0))
+    lock = Path(args.runs) / "campaign.lock"
+    if not args.status:
+        take_lock(lock)
+    while True:
+        queue = entries(Path(args.queue))  # read again after each entry: a commit may have added to it
+        if args.status:
+            print(status(queue, args))
+            return 0
+        pending = [entry for entry in queue if not done(entry, Path(args.results))]
+        if not pending:
+            print("[campaign] every entry is done", flush=True)
+            lock.unlink(missing_ok=True)
+            return 0
+        code = run_entry(pending[0], args, lock)
+        if code != 0:
+            return code
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
