@@ -92,13 +92,13 @@ def _level(per_seed: dict) -> str:
     return f"; the Buffer-MLP at n = 5 within the literature's level (<= {LEVEL}) on {within} of {len(buffer)} seeds"
 
 
-def _perplexity(values) -> str:
+def perplexity(values) -> str:
     """The seeds' perplexities as "mean +- sd", or the one seed's."""
     stats = common.interval(values)
     return f"{stats['mean']:.0f}" + (f" +- {stats['sd']:.0f}" if stats["n"] > 1 else "")
 
 
-def _figure(curves, unigram, n):
+def figure(curves, unigram, n):
     """Validation perplexity by epoch at input size ``n``, a line per context and training seed,
     beside the seed's perplexities after its 20 epochs and the unigram baselines."""
     from tsrnn.lab import plot
@@ -145,10 +145,10 @@ def main(argv=None) -> int:
     test = {context: {n: {seed: common.test_metrics(dirs[f"{context}_n{n}_seed{seed}"], "last.pt")["ppl"]
                           for seed in seeds} for n in size["n"]} for context in CONTEXTS}
     over = ", mean +- sd over the seeds" if len(seeds) > 1 else ""
-    ours = "; ".join(f"n = {n}: " + ", ".join(f"{context} {_perplexity(per_seed[context][n].values())}"
+    ours = "; ".join(f"n = {n}: " + ", ".join(f"{context} {perplexity(per_seed[context][n].values())}"
                                             for context in CONTEXTS) for n in size["n"])
     ours += (f" (perplexity of the 200K words after training, after the last epoch{over}; on the held-out rest of "
-             "the corpus: " + "; ".join(f"n = {n}: " + ", ".join(f"{context} {_perplexity(test[context][n].values())}"
+             "the corpus: " + "; ".join(f"n = {n}: " + ", ".join(f"{context} {perplexity(test[context][n].values())}"
                                                                for context in CONTEXTS) for n in size["n"])
              + f"){_level(per_seed)}; unigram {unigram['unigram_seen_ppl']:.0f} by the seed's formula (the "
              f"{100 * unigram['unseen_targets']:.1f}% of targets unseen in training left out), "
@@ -170,7 +170,7 @@ def main(argv=None) -> int:
     results = {"ppl": ppl, "ppl_per_seed": per_seed, "test_ppl_per_seed": test, **unigram, "steps": steps,
                f"curves_n{n}": curves, "seed": SEED, "recipe": RECIPE if args.size == "full" else None}
     row["verdict"] = verdict(results, args.size == "full")
-    common.report(NAME, args, row, results, _figure(curves, unigram, n), dirs, started)
+    common.report(NAME, args, row, results, figure(curves, unigram, n), dirs, started)
     return 0
 
 

@@ -26,8 +26,9 @@ def load(results: Path = common.RESULTS) -> list[dict]:
 
 
 def verdict(record: dict) -> str:
-    """The verdict the record's script words today from the record's own results."""
-    script = importlib.import_module(f"experiments.{record['name']}")
+    """The verdict the record's script (the module its command runs) words today from the record's
+    own results."""
+    script = importlib.import_module(record["command"].split()[2])
     return script.verdict(record["results"], record["size"] == "full")
 
 
