@@ -19,7 +19,9 @@ instead of 1000 epochs of NT-ASGD from lr 30, plain BPTT windows of 70 (the seed
 probability 0.05, 35) and lighter dropout. The recurrent weights and biases keep PyTorch's
 U(+-1/sqrt(H)) (``--lstm-init sqrt``, the default), as the authors' code does; the seed's text says
 U(+-1/H) (``--lstm-init inverse``, which the recipe takes). The seed's own setting is ``tsrnn train
---recipe seed000 --data PTB_DIR`` (``--cell lstm`` for the baseline).
+--recipe seed000 --data PTB_DIR`` (``--cell lstm`` for the baseline). ``--size 2x256`` (record
+``ptb_lm_2x256``, ``protocols/ptb_lm_2x256.toml``): two layers of 256 units over 256-d embeddings,
+five seeds, each run to early stopping (at most 40 epochs).
 """
 from __future__ import annotations
 
@@ -37,8 +39,12 @@ SIZES = {
     "small": ["--emsize", "128", "--nhid", "256,256,128", "--bptt", "70", "--epochs", "4"],
     "toy": ["--emsize", "8", "--nhid", "16,16,8", "--bptt", "10", "--epochs", "1", "--max-steps", "4"],
 }
-WINDOWS = {"small": "60", "toy": "2"}  # test windows of 70 tokens for analyze's timescales and word ablation
-SEEDS = {"small": (141, 142, 143), "toy": (141, 142)}
+MATCHED = common.protocol("ptb_lm_2x256")
+SIZES["2x256"] = ["--emsize", "256", "--nhid", "256,256", "--bptt", "70", "--epochs", str(MATCHED["max_epochs"]),
+                  "--patience", str(MATCHED["patience"])]
+WINDOWS = {"small": "60", "2x256": "60", "toy": "2"}  # test windows of 70 tokens for analyze's timescales, ablation
+SEEDS = {"small": (141, 142, 143), "2x256": tuple(MATCHED["seeds"]), "toy": (141, 142)}
+RECORDS = {"2x256": "ptb_lm_2x256"}  # sizes with a record of their own (protocols/ptb_lm_2x256.toml)
 SEED = {"bins": {"all": (61.40, 59.69, 1.71, (1.41, 2.02)), ">=10K": (6.82, 6.84, -0.02, (-0.06, 0.02)),
                  "1K-10K": (27.77, 27.14, 0.63, (0.38, 0.88)), "100-1K": (184.19, 176.11, 8.08, (6.04, 10.2)),
                  "<100": (2252.50, 2100.89, 152.03, (119.1, 186.0))}}
@@ -140,7 +146,9 @@ def _fits(comparison: dict) -> dict:
 
 
 def main(argv=None) -> int:
-    args = common.arguments(NAME, __doc__, argv, data="ptb")
+    args = common.arguments(NAME, __doc__, argv, data="ptb", sizes=("small", "2x256", "toy"),
+                            reported=("small", *RECORDS))
+    name = RECORDS.get(args.size, NAME)
     started = time.time()
     seeds = SEEDS[args.size]
     shared = ["--task", "lm", "--freeze", "all", *SIZES[args.size]]
@@ -150,7 +158,7 @@ def main(argv=None) -> int:
     if not (chain / "markov.json").exists():
         markov.write_markov_corpus(args.ptb, chain, seed=seeds[0], overwrite=True)
     runs["lstm_markov"] = [*shared, "--data", str(chain), "--seed", str(seeds[0]), "--cell", "lstm"]
-    dirs = common.train(NAME, runs, args)
+    dirs = common.train(name, runs, args)
     per_seed, bins = {}, {}
     for seed in seeds:
         (task, mts), (_, lstm) = common.restore(dirs[f"mts_seed{seed}"]), common.restore(dirs[f"lstm_seed{seed}"])
@@ -164,8 +172,8 @@ def main(argv=None) -> int:
         bins[seed] = {cell: evaluation.bin_perplexities(cell_nll, targets, counts)
                       for cell, cell_nll in (("lstm", base_nll), ("mts", nll))}
     window = WINDOWS[args.size]
-    mts_summary = _analyze(dirs[f"mts_seed{seeds[0]}"] / "best.pt", f"{args.out}/{NAME}_analysis", window)
-    baseline = _analyze(dirs[f"lstm_seed{seeds[0]}"] / "best.pt", f"{args.out}/{NAME}_analysis_lstm", window,
+    mts_summary = _analyze(dirs[f"mts_seed{seeds[0]}"] / "best.pt", f"{args.out}/{name}_analysis", window)
+    baseline = _analyze(dirs[f"lstm_seed{seeds[0]}"] / "best.pt", f"{args.out}/{name}_analysis_lstm", window,
                         "--compare-timescales", str(dirs["lstm_markov"] / "best.pt"), "--compare-data", str(chain))
     fits = _fits(baseline["analyses"]["timescale_comparison"])
     curves = {cell: [(r["epoch"], r["ppl"]) for r in common.metrics(dirs[f"{cell}_seed{seeds[0]}"])]
@@ -183,22 +191,25 @@ def main(argv=None) -> int:
             + bootstrap + f" (seed {seeds[0]}'s test-set bootstrap); LSTM unit timescales, best fit: " + ", ".join(
                 f"{label} {fit['best_fit']} (alpha {fit['alpha']}, mu {fit['mu']})" for label, fit in fits.items()))
     epochs = common.option(SIZES[args.size], "--epochs")
+    patience = SIZES[args.size][SIZES[args.size].index("--patience") + 1] if "--patience" in SIZES[args.size] else None
+    stopping = f" at most, stopped after {patience} epochs without a better validation loss" if patience else ""
     row = {"claim": "5. MTS vs LSTM LM on PTB, by word frequency (seed 000 Table 1)",
            "seed": "test ppl LSTM 61.40, MTS 59.69: diff 1.71 (95% CI [1.41, 2.02], a test-set bootstrap of one "
                    "run per model); <100 bin diff 152.0 ([119.1, 186.0]); over 5 trainings (A.8 Table 2): LSTM 61.64 "
                    "+- 0.28, MTS 59.63 +- 0.18 (mean +- standard error)",
            "ours": ours, "verdict": None,
-           "model": "emb 128, LSTM 256/256/128 (seed: 400, 1150/1150/400)",
-           "epochs": f"{epochs} (Adam 3e-3; seed: NT-ASGD, 1000)",
+           "model": f"emb {common.option(SIZES[args.size], '--emsize')}, LSTM "
+                    f"{common.option(SIZES[args.size], '--nhid').replace(',', '/')} (seed: 400, 1150/1150/400)",
+           "epochs": f"{epochs}{stopping} (Adam 3e-3; seed: NT-ASGD, 1000)",
            "seeds": ", ".join(map(str, seeds)) + " (seed: 141 in Table 1; 5 trainings per model in A.8)",
            "gpu": "tsrnn train --recipe seed000 --data PTB_DIR --out mts; tsrnn train --recipe seed000 --cell lstm "
                   "--data PTB_DIR --out lstm; tsrnn eval mts/best.pt lstm/best.pt; tsrnn analyze mts/best.pt"}
     results = {"table": rows, "per_seed": per_seed, "per_seed_bins": bins, "seed_table": SEED, "valid_ppl": curves,
-               "bootstrap": bootstrap, "analysis": f"{NAME}_analysis/summary.json",
-               "analysis_lstm": f"{NAME}_analysis_lstm/summary.json", "markov_fits": fits,
+               "bootstrap": bootstrap, "analysis": f"{name}_analysis/summary.json",
+               "analysis_lstm": f"{name}_analysis_lstm/summary.json", "markov_fits": fits,
                "assigned_vs_estimated": assigned_vs_estimated(mts_summary)}
     row["verdict"] = verdict(results, args.size == "full")
-    common.report(NAME, args, row, results, _figure(rows, curves), dirs, started, detail=detail(bins))
+    common.report(name, args, row, results, _figure(rows, curves), dirs, started, detail=detail(bins))
     return 0
 
 
