@@ -15,8 +15,8 @@ from experiments import common
 
 DOCUMENT = Path(__file__).parent / "REPRODUCTION.md"
 BEGIN, END = "<!-- table: written by python -m experiments.table -->", "<!-- end of table -->"
-COLUMNS = ("claim", "the seed reports", "measured here", "verdict", "command", "model", "training", "seeds", "time",
-           "machine", "the seed's size (GPU)")
+COLUMNS = ("claim", "the seed reports", "measured here", "verdict", "protocol", "command", "model", "training",
+           "seeds", "time", "machine", "the seed's size (GPU)")
 
 
 def load(results: Path = common.RESULTS) -> list[dict]:
@@ -45,6 +45,16 @@ def reword(results: Path = common.RESULTS) -> list[str]:
     return changed
 
 
+def protocol_note(record: dict) -> str:
+    """When the record's protocol was declared: before its runs (the file committed first, which
+    the tests check), after them, or not at all (records made before protocols were kept)."""
+    declared = record.get("protocol")
+    if declared is None:
+        return "none declared (the record predates protocols)"
+    when = "before the runs" if declared.get("before_runs") else "after the runs"
+    return f"declared {when}, {declared.get('declared', '')}: experiments/protocols/{declared['name']}.toml"
+
+
 def _cell(text) -> str:
     return str(text).replace("|", "\\|").replace("\n", " ")
 
@@ -54,8 +64,8 @@ def render(records: list[dict]) -> str:
     lines = ["| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
     for r in records:
         time_spent = f"{r['train_min']} min of training ({r['jobs']} at once), {r['wall_min']} min wall (last call)"
-        cells = (r["claim"], r["seed"], r["ours"], r["verdict"], f"`{r['command']}`", r["model"], r["epochs"],
-                 r["seeds"],
+        cells = (r["claim"], r["seed"], r["ours"], r["verdict"], protocol_note(r), f"`{r['command']}`", r["model"],
+                 r["epochs"], r["seeds"],
                  time_spent, f"{r['machine']}, {r['date']}", f"`{r['gpu']}`")
         lines.append("| " + " | ".join(_cell(c) for c in cells) + " |")
     return "\n".join(lines)
