@@ -159,6 +159,10 @@ BAD_VALUES = [
     (["--task", "mlp-lm", "--data", "ptb", "--vocab-from", "train"], "the vocabulary of --data ptb is its "
                                                                      "training text's"),
     (["--task", "lm", "--bptt-std", "5"], "--bptt-std sets the jitter of --random-bptt windows; give --random-bptt"),
+    (["--task", "freq", "--time-scale", "0.008"], "--time-scale scales the time that --time-input feeds; give "
+                                                  "--time-input too"),
+    (["--task", "freq", "--time-input", "--time-scale", "0"], "--time-scale must be a finite number > 0, got 0.0"),
+    (["--task", "lm", "--time-scale", "1"], "--time-scale is an option of --task freq, not of --task lm"),
     (["--clip", "-1"], "--clip must be a finite number >= 0, got -1.0"),
     (["--clip", "nan"], "--clip must be a finite number >= 0, got nan"),
     (["--max-steps", "-1"], "--max-steps must be >= 0, got -1"),

@@ -133,3 +133,21 @@ def test_classifier_rejects_lengths_outside_the_sequence():
             model(x, bad)
     with pytest.raises(TypeError, match="integer"):
         model(x, torch.tensor([2.0, 3.0]))
+
+
+def test_time_scale_multiplies_the_time_input_alone():
+    """``time_scale`` s feeds s * t: the same model with its time weights divided by s sees the raw t."""
+    torch.manual_seed(0)
+    scaled = FrequencyModel("lstm", hidden_size=8, time_input=True, time_scale=1 / 125)
+    raw = FrequencyModel("lstm", hidden_size=8, time_input=True)
+    raw.load_state_dict(scaled.state_dict())
+    with torch.no_grad():
+        raw.rnn.weight_ih_l0[:, 1] /= 125
+    b = draw(batch=5)
+    assert torch.allclose(scaled(b), raw(b), atol=1e-5) and "time_scale=0.008" in repr(scaled)
+    with torch.no_grad():
+        raw.rnn.weight_ih_l0[:, 1] *= 2
+    assert not torch.allclose(scaled(b), raw(b), atol=1e-5)
+    for bad in (0.0, -1.0, float("nan"), float("inf")):
+        with pytest.raises(ValueError, match="time_scale must be a positive finite number"):
+            FrequencyModel("lstm", hidden_size=8, time_input=True, time_scale=bad)
