@@ -157,9 +157,12 @@ def run_entry(entry: dict, args, lock: Path) -> int:
     write_lock(lock, process.pid)
     stop = []
 
-    def interrupted(signum, frame):
+    def interrupted(signum, frame):  # the runs save their checkpoints; the rest is awaited below
         stop.append(signum)
-        _interrupt(process.pid)
+        try:
+            os.killpg(process.pid, signal.SIGINT)
+        except ProcessLookupError:
+            pass
 
     handlers = {s: signal.signal(s, interrupted) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
@@ -169,6 +172,7 @@ def run_entry(entry: dict, args, lock: Path) -> int:
             signal.signal(s, handler)
         write_lock(lock, None)
     if stop:
+        _interrupt(process.pid)  # what is left of the entry's process group: its training runs, saving
         print(f"[campaign] stopped; {entry['record']}'s runs saved their checkpoints and resume on the next call",
               flush=True)
         return 128 + stop[0]

@@ -189,8 +189,8 @@ def train(name: str, runs: dict[str, list[str]], args) -> dict[str, Path]:
     runs are interrupted and save their last.pt.
 
     A finished run's test metrics go into its ``finished.json`` and the run's record of it (that
-    file and ``metrics.jsonl``) into the ledger ``args.out/runs/NAME/RUN``, which is committed
-    with the results: on another machine, or after the checkpoints are gone, a run the ledger
+    file and ``metrics.jsonl`` without its per-step training lines) into the ledger
+    ``args.out/runs/NAME/RUN``, which is committed with the results: on another machine, or after the checkpoints are gone, a run the ledger
     holds with the same arguments is restored from it instead of trained again."""
     root, ledger = Path(args.runs) / name, Path(args.out) / "runs" / name
     dirs = {run: root / run for run in runs}
@@ -253,8 +253,10 @@ def _finish(name: str, run: str, run_dir: Path, argv: list[str], seconds: float,
     _record_time(run_dir, argv, seconds, jobs)
     _write_json(run_dir / DONE, {"argv": argv, "wall_s": round(seconds, 1), "jobs": jobs, "test": _scores(run_dir)})
     (ledger / run).mkdir(parents=True, exist_ok=True)
-    for file in ("metrics.jsonl", DONE):
-        shutil.copyfile(run_dir / file, ledger / run / file)
+    shutil.copyfile(run_dir / DONE, ledger / run / DONE)
+    with (run_dir / "metrics.jsonl").open() as lines:
+        kept = [line for line in lines if json.loads(line)["event"] != "train"]
+    (ledger / run / "metrics.jsonl").write_text("".join(kept))
     print(f"[{name}] {run} finished after {seconds:.0f} s of training", flush=True)
 
 

@@ -186,3 +186,25 @@ def test_every_queued_entry_has_a_protocol_and_a_script():
         declared = common.protocol(entry["protocol"])
         assert declared["name"] == entry["protocol"] and declared["before_runs"] is True
         assert hasattr(importlib.import_module(entry["module"]), "verdict")
+
+
+@pytest.mark.skipif(subprocess.run(["git", "-C", str(ROOT), "rev-parse"], capture_output=True).returncode != 0,
+                    reason="the campaign refuses protocols it cannot see committed; needs the git checkout")
+def test_sigterm_stops_the_entrys_runs_at_once_and_the_next_call_finishes_them(tmp_path):
+    started = tmp_path / "runs" / RECORD
+    first = subprocess.Popen(_campaign(tmp_path), cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                             text=True)
+    deadline = time.time() + 300
+    while not list(started.glob(f"*/{common.STARTED}")):
+        assert first.poll() is None and time.time() < deadline, first.communicate()[0]
+        time.sleep(0.1)
+    group = json.loads((tmp_path / "runs" / "campaign.lock").read_text())["group"]
+    stopping = time.time()
+    first.send_signal(signal.SIGTERM)
+    out, _ = first.communicate(timeout=100)
+    assert first.returncode == 128 + signal.SIGTERM and "stopped;" in out
+    assert time.time() - stopping < 30  # the entry's script reaped, not waited on until the kill deadline
+    with pytest.raises(ProcessLookupError):
+        os.killpg(group, 0)
+    done = subprocess.run(_campaign(tmp_path), cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0 and (tmp_path / "results" / f"{RECORD}.json").exists(), done.stdout + done.stderr
