@@ -2,8 +2,8 @@
 ``python -m experiments.campaign`` (``--status``: what is done and what is next).
 
 Each entry is a record's script, run with ``--jobs 1 --threads 1`` at the lowest priority
-(``nice`` 19) and pinned to one CPU (``--cpu``, default the last), so that tests and builds keep
-the other cores. The scripts train through ``common.train``: a run stopped anywhere goes on from
+(``--nice``, default 19) and pinned to one CPU (``--cpu``, default the last), so that tests and
+builds keep the other cores. The scripts train through ``common.train``: a run stopped anywhere goes on from
 its last checkpoint, and every finished run is copied, with its test metrics, into the ledger
 ``results/runs/RECORD/`` (committed with the results), so a later call, on this machine or a
 fresh one, trains only what is missing. An entry whose protocol (``protocols/PROTOCOL.toml``) is
@@ -11,10 +11,11 @@ not committed is refused: the protocol comes before the runs. An entry is done w
 ``results/RECORD.json`` holds its protocol; the campaign then goes on to the next one, and ends
 when every entry is done.
 
-Stopping: Ctrl-C or SIGTERM interrupts the entry's runs, which save their checkpoints. A campaign
-killed outright (SIGKILL, the machine stopped) leaves its lock (``RUNS/campaign.lock``); the next
-call finds the lock's process gone, interrupts whatever that campaign left running, and resumes.
-A second campaign while one runs is refused.
+Stopping: Ctrl-C or SIGTERM stops the entry's runs, which save their checkpoints. The campaign
+holds an ``flock`` on ``RUNS/campaign.lock`` while it lives, so a second campaign is refused; the
+file names the entry's process group, so the next call after a campaign killed outright (SIGKILL)
+stops whatever that campaign left running, then resumes. A machine stopped loses nothing the
+checkpoints and the ledger hold.
 """
 from __future__ import annotations
 
@@ -77,22 +78,16 @@ def command(entry: dict, args) -> list[str]:
             "--out", args.results]
 
 
-def _alive(pid: int) -> bool:
+def _boot() -> str:
+    """This boot's id: a process group recorded under another boot is not the one left behind."""
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    except OSError:
+        return ""
 
 
-def _interrupt(group: int, wait: float = 120.0) -> None:
-    """SIGINT to a process group (its training runs save their checkpoints), SIGKILL after ``wait`` s."""
-    try:
-        os.killpg(group, signal.SIGINT)
-    except ProcessLookupError:
-        return
+def _await(group: int, wait: float = 120.0) -> None:
+    """Wait until no process of ``group`` is left (its training runs saving), SIGKILL at ``wait`` s."""
     deadline = time.time() + wait
     while time.time() < deadline:
         try:
@@ -106,28 +101,48 @@ def _interrupt(group: int, wait: float = 120.0) -> None:
         pass
 
 
-def take_lock(lock: Path) -> None:
-    """Hold ``lock`` for this process. A live holder: SystemExit. A dead one: interrupt the entry's
-    processes it left behind first."""
+def _stop(group: int) -> None:
+    """SIGTERM to a process group: the script ends and its training runs save their checkpoints
+    (the trainer's SIGTERM, a signal no background start leaves ignored)."""
     try:
-        held = json.loads(lock.read_text())
-    except (OSError, ValueError):
-        held = None
-    if held:
-        if _alive(held["pid"]) and held["pid"] != os.getpid():
-            raise SystemExit(f"a campaign is already running (pid {held['pid']}, {lock}); stop it first")
-        if held.get("group"):
-            print(f"[campaign] the campaign of pid {held['pid']} was killed; interrupting what it left running",
+        os.killpg(group, signal.SIGTERM)
+    except ProcessLookupError:
+        pass
+
+
+class Lock:
+    """The campaign's lock: an ``flock`` on ``RUNS/campaign.lock``, held while this process lives
+    (a second campaign is refused; a killed one releases it), and in the file the process group of
+    the entry's script under this boot, so that the next campaign stops what a killed one left."""
+
+    def __init__(self, path: Path):
+        import fcntl
+
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.path, self.file = path, open(path, "a+")
+        try:
+            fcntl.flock(self.file, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            self.file.seek(0)
+            raise SystemExit(f"a campaign is already running ({path}: {self.file.read().strip()}); stop it first")
+        self.file.seek(0)
+        try:
+            held = json.loads(self.file.read())
+        except ValueError:
+            held = {}
+        if held.get("group") and held.get("boot") == _boot():
+            print(f"[campaign] the campaign of pid {held['pid']} was killed; stopping what it left running",
                   flush=True)
-            _interrupt(held["group"])
-    write_lock(lock, None)
+            _stop(held["group"])
+            _await(held["group"])
+        self.write(None)
 
-
-def write_lock(lock: Path, group: int | None) -> None:
-    lock.parent.mkdir(parents=True, exist_ok=True)
-    temporary = lock.with_name(f".{lock.name}.tmp")
-    temporary.write_text(json.dumps({"pid": os.getpid(), "group": group}))
-    os.replace(temporary, lock)
+    def write(self, group: int | None) -> None:
+        self.file.seek(0)
+        self.file.truncate()
+        self.file.write(json.dumps({"pid": os.getpid(), "group": group, "boot": _boot()}))
+        self.file.flush()
+        os.fsync(self.file.fileno())
 
 
 def status(queue: list[dict], args) -> str:
@@ -141,7 +156,7 @@ def status(queue: list[dict], args) -> str:
     return "\n".join(lines)
 
 
-def run_entry(entry: dict, args, lock: Path) -> int:
+def run_entry(entry: dict, args, lock: Lock) -> int:
     """Run one entry's script to its end (or until this process is told to stop); its exit code."""
     why = uncommitted(common.PROTOCOLS / f"{entry['protocol']}.toml")
     if why:
@@ -152,27 +167,30 @@ def run_entry(entry: dict, args, lock: Path) -> int:
     log.parent.mkdir(parents=True, exist_ok=True)
     call = command(entry, args)
     print(f"[campaign] {entry['record']}: {' '.join(call[1:])} (log {log})", flush=True)
-    with log.open("a") as out:
-        process = subprocess.Popen(call, stdout=out, stderr=subprocess.STDOUT, cwd=ROOT, start_new_session=True)
-    write_lock(lock, process.pid)
     stop = []
 
     def interrupted(signum, frame):  # the runs save their checkpoints; the rest is awaited below
         stop.append(signum)
-        try:
-            os.killpg(process.pid, signal.SIGINT)
-        except ProcessLookupError:
-            pass
+        _stop(process.pid)
 
-    handlers = {s: signal.signal(s, interrupted) for s in (signal.SIGINT, signal.SIGTERM)}
+    # no signal between the start and the lock's record of the group: a stop then finds it recorded
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+    try:
+        with log.open("a") as out:
+            process = subprocess.Popen(call, stdout=out, stderr=subprocess.STDOUT, cwd=ROOT, start_new_session=True)
+        lock.write(process.pid)
+        handlers = {s: signal.signal(s, interrupted) for s in (signal.SIGINT, signal.SIGTERM)}
+    finally:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
     try:
         code = process.wait()
+        if stop:
+            _await(process.pid)  # what is left of the entry's group: its training runs, saving
     finally:
         for s, handler in handlers.items():
             signal.signal(s, handler)
-        write_lock(lock, None)
+    lock.write(None)
     if stop:
-        _interrupt(process.pid)  # what is left of the entry's process group: its training runs, saving
         print(f"[campaign] stopped; {entry['record']}'s runs saved their checkpoints and resume on the next call",
               flush=True)
         return 128 + stop[0]
@@ -196,18 +214,19 @@ def main(argv=None) -> int:
     p.add_argument("--runs", default="runs/experiments", help="checkpoints and logs (default: runs/experiments)")
     p.add_argument("--results", default=str(common.RESULTS), help="records and ledger (default: experiments/results)")
     p.add_argument("--cpu", type=int, help="the CPU to run on (default: the last this process may use)")
+    p.add_argument("--nice", type=int, default=19, choices=range(20), metavar="0..19",
+                   help="the niceness to run at (default 19, the lowest priority)")
     p.add_argument("--status", action="store_true", help="print what is done and what is next, run nothing")
     args = p.parse_args(argv)
+    args.runs, args.results = str(Path(args.runs).resolve()), str(Path(args.results).resolve())
     if not args.status:
         allowed = sorted(os.sched_getaffinity(0))
         cpu = allowed[-1] if args.cpu is None else args.cpu
         if cpu not in allowed:
             p.error(f"--cpu {cpu}: this process may use CPUs {allowed}")
         os.sched_setaffinity(0, {cpu})
-        os.nice(19 - os.nice(0))
-    lock = Path(args.runs) / "campaign.lock"
-    if not args.status:
-        take_lock(lock)
+        os.nice(max(0, args.nice - os.nice(0)))
+    lock = None if args.status else Lock(Path(args.runs) / "campaign.lock")
     while True:
         queue = entries(Path(args.queue))  # read again after each entry: a commit may have added to it
         if args.status:
@@ -216,7 +235,6 @@ def main(argv=None) -> int:
         pending = [entry for entry in queue if not done(entry, Path(args.results))]
         if not pending:
             print("[campaign] every entry is done", flush=True)
-            lock.unlink(missing_ok=True)
             return 0
         code = run_entry(pending[0], args, lock)
         if code != 0:

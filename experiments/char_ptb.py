@@ -51,7 +51,7 @@ def main(argv=None) -> int:
     runs = {f"{cell}_seed{seed}": ["--task", "lm", "--data", args.ptb, "--level", "char", "--cell", cell, "--nhid", n,
                                    "--emsize", n, "--seed", str(seed), *SIZES[args.size]]
             for seed in seeds for cell, n in units.items()}
-    dirs = common.train(NAME, runs, args)
+    dirs = common.train(NAME, runs, args, checkpoints=True)
     bpc = {cell: {seed: common.test_metrics(dirs[f"{cell}_seed{seed}"])["bpc"] for seed in seeds} for cell in units}
     params = {cell: _parameters(dirs[f"{cell}_seed{seeds[0]}"]) for cell in units}
     curves = {cell: common.curve(dirs[f"{cell}_seed{seeds[0]}"], "bpc") for cell in units}

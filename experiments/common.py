@@ -81,6 +81,7 @@ def arguments(module: str, doc: str, argv=None, data: str | None = None,
     args.module, args.argv = module, list(sys.argv[1:] if argv is None else argv)
     if data is not None:  # one spelling of the corpus path, so that a rerun finds its finished runs
         setattr(args, data, str(Path(getattr(args, data)).resolve()))
+    args.corpus = getattr(args, data) if data is not None else None  # the path the ledger spells CORPUS
     reported = args.size in (reported or sizes[:1])
     args.runs = args.runs or ("runs/experiments" if reported else f"runs/experiments/{args.size}")
     args.out = args.out or (str(RESULTS) if reported else f"{args.runs}/results")
@@ -178,7 +179,7 @@ def _record_time(run_dir: Path, argv: list[str], seconds: float, jobs: int) -> N
     _write_json(run_dir / STARTED, {"argv": argv, "wall_s": round(seconds, 1), "jobs": jobs})
 
 
-def train(name: str, runs: dict[str, list[str]], args) -> dict[str, Path]:
+def train(name: str, runs: dict[str, list[str]], args, checkpoints: bool = False) -> dict[str, Path]:
     """Train every run of ``runs`` (run name -> ``tsrnn train`` arguments) into
     ``args.runs/name/RUN``, ``args.jobs`` at a time; return each run's directory. A run that
     already finished with the same arguments is not trained again, and one whose training was
@@ -189,16 +190,22 @@ def train(name: str, runs: dict[str, list[str]], args) -> dict[str, Path]:
     runs are interrupted and save their last.pt.
 
     A finished run's test metrics go into its ``finished.json`` and the run's record of it (that
-    file and ``metrics.jsonl`` without its per-step training lines) into the ledger
-    ``args.out/runs/NAME/RUN``, which is committed with the results: on another machine, or after the checkpoints are gone, a run the ledger
-    holds with the same arguments is restored from it instead of trained again."""
+    file and ``metrics.jsonl`` without its per-step training lines, the corpus path spelled
+    CORPUS) into the ledger ``args.out/runs/NAME/RUN``, which is committed with the results. On
+    another machine, or after the checkpoints are gone, a run the ledger holds with the same
+    arguments and its test metrics is restored from it instead of trained again, unless the
+    script scores more than the test metrics (``checkpoints``: it reads the checkpoints)."""
     root, ledger = Path(args.runs) / name, Path(args.out) / "runs" / name
+    corpus = getattr(args, "corpus", None)
     dirs = {run: root / run for run in runs}
     for run in runs:
-        if not _finished(dirs[run], runs[run]) and _finished(ledger / run, runs[run]):
+        if _finished(dirs[run], runs[run]):
+            if not (ledger / run / DONE).exists():  # a call killed between the two
+                _to_ledger(dirs[run], ledger / run, corpus)
+        elif not checkpoints and _restorable(ledger / run, runs[run], corpus):
             dirs[run].mkdir(parents=True, exist_ok=True)
-            for file in ("metrics.jsonl", DONE):
-                shutil.copyfile(ledger / run / file, dirs[run] / file)
+            shutil.copyfile(ledger / run / "metrics.jsonl", dirs[run] / "metrics.jsonl")
+            _write_json(dirs[run] / DONE, {**finished(ledger / run), "argv": runs[run]})
     pending = [run for run in runs if not _finished(dirs[run], runs[run])]
     env = {**os.environ, "OMP_NUM_THREADS": str(args.threads), "MKL_NUM_THREADS": str(args.threads)}
     active: dict[str, tuple[subprocess.Popen, float, float]] = {}  # run -> (process, started, seconds before)
@@ -211,7 +218,7 @@ def train(name: str, runs: dict[str, list[str]], args) -> dict[str, Path]:
             earlier = _started(dirs[run])  # cleared by _command for a fresh start
             before, jobs = earlier.get("wall_s", 0.0), earlier.get("jobs", args.jobs)
             if argv is None:
-                _finish(name, run, dirs[run], runs[run], before, jobs, ledger)
+                _finish(name, run, dirs[run], runs[run], before, jobs, ledger, corpus)
                 continue
             _record_time(dirs[run], runs[run], before, args.jobs)
             command = [sys.executable, "-m", "tsrnn", "train", *argv, "--out", str(dirs[run]), "--quiet"]
@@ -233,7 +240,7 @@ def train(name: str, runs: dict[str, list[str]], args) -> dict[str, Path]:
                 _stop([other for other, _, _ in active.values()])
                 tail = (dirs[run] / "train.log").read_text().splitlines()[-15:]
                 raise RuntimeError(f"[{name}] run {run} failed (exit {process.returncode}):\n" + "\n".join(tail))
-            _finish(name, run, dirs[run], runs[run], before + time.time() - started, args.jobs, ledger)
+            _finish(name, run, dirs[run], runs[run], before + time.time() - started, args.jobs, ledger, corpus)
     return dirs
 
 
@@ -248,16 +255,43 @@ def _stop(processes: list[subprocess.Popen]) -> None:
             process.kill()
 
 
-def _finish(name: str, run: str, run_dir: Path, argv: list[str], seconds: float, jobs: int, ledger: Path) -> None:
+def _finish(name: str, run: str, run_dir: Path, argv: list[str], seconds: float, jobs: int, ledger: Path,
+            corpus: str | None) -> None:
     """Mark the run finished, with its test metrics (``_scores``), and copy its record to the ledger."""
     _record_time(run_dir, argv, seconds, jobs)
     _write_json(run_dir / DONE, {"argv": argv, "wall_s": round(seconds, 1), "jobs": jobs, "test": _scores(run_dir)})
-    (ledger / run).mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(run_dir / DONE, ledger / run / DONE)
-    with (run_dir / "metrics.jsonl").open() as lines:
-        kept = [line for line in lines if json.loads(line)["event"] != "train"]
-    (ledger / run / "metrics.jsonl").write_text("".join(kept))
+    _to_ledger(run_dir, ledger / run, corpus)
     print(f"[{name}] {run} finished after {seconds:.0f} s of training", flush=True)
+
+
+def _spelled(argv: list[str], corpus: str | None) -> list[str]:
+    """``argv`` with the corpus path as CORPUS: the ledger's spelling, the same on every machine."""
+    return [("CORPUS" if corpus is not None and word == corpus else word) for word in argv]
+
+
+def _to_ledger(run_dir: Path, entry: Path, corpus: str | None) -> None:
+    """The finished run's metrics (its first line, which dates the run's start, and every event but
+    the per-step training lines), then its ``finished.json``: an entry with a ``finished.json`` is
+    whole."""
+    entry.mkdir(parents=True, exist_ok=True)
+    with (run_dir / "metrics.jsonl").open() as lines:
+        kept = [line for k, line in enumerate(lines) if k == 0 or json.loads(line)["event"] != "train"]
+    temporary = entry / ".metrics.jsonl.tmp"
+    temporary.write_text("".join(kept))
+    os.replace(temporary, entry / "metrics.jsonl")
+    done = finished(run_dir)
+    _write_json(entry / DONE, {**done, "argv": _spelled(done["argv"], corpus)})
+
+
+def _restorable(entry: Path, argv: list[str], corpus: str | None) -> bool:
+    """Whether the ledger's entry is this run (its arguments, the corpus spelled CORPUS), whole and
+    with its test metrics."""
+    try:
+        done = finished(entry)
+    except (OSError, ValueError):
+        return False
+    return (done.get("argv") == _spelled(argv, corpus) and "test" in done
+            and (entry / "metrics.jsonl").exists())
 
 
 CHECKPOINTS = ("best.pt", "last.pt")  # the checkpoints a script scores
@@ -265,7 +299,7 @@ CHECKPOINTS = ("best.pt", "last.pt")  # the checkpoints a script scores
 
 def _scores(run_dir: Path) -> dict:
     """The task's test-split metrics of each of the run's checkpoints."""
-    return {name: strict_json(_evaluate(run_dir, name)) for name in CHECKPOINTS if (run_dir / name).exists()}
+    return {name: _evaluate(run_dir, name) for name in CHECKPOINTS if (run_dir / name).exists()}
 
 
 def _evaluate(run_dir: Path, checkpoint: str) -> dict:
@@ -401,6 +435,8 @@ def verdict(stats: dict, measure: Measure, unlike: str = "", seed_size: bool = F
     shown = f"{measure.what} {described(stats, measure.unit, measure.scale, measure.digits)}"
     if untested:
         return f"not tested{_why([untested, seed])}, {shown}"
+    if stats["n"] >= 2 and not (math.isfinite(stats["low"]) and math.isfinite(stats["high"])):
+        return f"inconclusive{_why(['the interval is not finite', *differs, seed])}, {shown}"
     if stats["n"] < 2 or stats["low"] <= 0 <= stats["high"]:
         why = "one seed" if stats["n"] < 2 else f"the {100 * stats['level']:.0f}% interval includes 0"
         return f"inconclusive{_why([why, *differs, seed])}, {shown}"
@@ -430,6 +466,8 @@ def alike(stats: dict, measure: Measure, margin: float, unlike: str = "", seed_s
     band = f"the margin +-{measure.number(margin, '')}"
     if stats["n"] < 2:
         return f"inconclusive{_why(['one seed', *differs, seed])}, {shown}"
+    if not (math.isfinite(stats["low"]) and math.isfinite(stats["high"])):
+        return f"inconclusive{_why(['the interval is not finite', *differs, seed])}, {shown}"
     half = (float(scipy.stats.t.ppf((1 + EQUIVALENCE_LEVEL) / 2, stats["n"] - 1)) * stats["sd"]
             / math.sqrt(stats["n"]))
     low, high = stats["mean"] - half, stats["mean"] + half

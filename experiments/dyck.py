@@ -95,7 +95,7 @@ def main(argv=None) -> int:
     size = SIZES[args.size]
     runs = {f"{cell}_seed{seed}": ["--task", "dyck", "--cell", cell, "--mts-alpha", "1.5", "--seed", str(seed),
                                    *size["args"]] for cell in CELLS for seed in size["seeds"]}
-    dirs = common.train(NAME, runs, args)
+    dirs = common.train(NAME, runs, args, checkpoints=True)
     summary, train_split = {}, None
     for cell in CELLS:
         per_seed, bins, counts = [], [], None

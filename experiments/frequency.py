@@ -64,12 +64,11 @@ def verdict(results: dict, seed_size: bool = False) -> str:
     """Every condition's half of the claim from its seed-paired test-accuracy intervals
     (``results["paired"]``: condition -> other cell -> pLSTM - other): in ``CLAIM`` the pLSTM ahead
     (``common.verdict``), in the others the three alike (``common.alike`` within the record's
-    margin; a record made before the margin was declared takes the frequency protocol's, and its
-    verdicts say so: not like-for-like). A rescaled time input is not the seed's protocol either.
+    margin, else the frequency protocol's; unless the record's protocol declared it before the runs
+    (``margin_before_runs``), its verdicts say so: not like-for-like). A rescaled time input is not the seed's protocol either.
     ``seed_size``: the seed's 70 epochs (``--size full``)."""
-    margin, late = results.get("margin"), []
-    if margin is None:  # a record made before its margin was declared
-        margin, late = common.protocol(NAME)["margin"], ["the margin declared after the runs"]
+    margin = results.get("margin", common.protocol(NAME)["margin"])  # the protocol's, for a record made before
+    late = [] if results.get("margin_before_runs") else ["the margin declared after the runs"]
     parts = []
     for condition, gaps in results["paired"].items():
         unlike = "; ".join((["the time input rescaled (the seed's is raw)"] if condition in SEED_OF else [])
@@ -169,7 +168,8 @@ def run(name: str, doc: str, argv, sizes: dict) -> int:
     figure = common.curves_figure(curves, "training step (batch 32)", "validation accuracy",
                                   f"{WHAT[shown]} (seed {first})")
     results = {"test_accuracy": accuracy, "majority": majority, "paired": paired, "learning": learned,
-               "valid_accuracy": curves, "seed": SEED, "margin": common.protocol(name)["margin"]}
+               "valid_accuracy": curves, "seed": SEED, "margin": common.protocol(name)["margin"],
+               "margin_before_runs": common.protocol(name)["before_runs"]}
     row["verdict"] = verdict(results, args.size == "full")
     common.report(name, args, row, results, figure, dirs, started, detail=detail(accuracy, paired, learned))
     return 0

@@ -5,10 +5,14 @@ A protocol ``experiments/protocols/NAME.toml`` with ``before_runs = true`` cover
 NAME and those the campaign's queue runs under it (``protocol = "NAME"``); their results are
 ``experiments/results/RECORD.json`` and the ledger ``experiments/results/runs/RECORD/``. Every commit
 that changed the protocol must be an ancestor of, and not be, the first commit that added any of
-those results; a protocol changed in the working tree while results are committed is a problem too.
+those results, and must be older than the first line of every ledger run's ``metrics.jsonl``
+(written as the run starts), since results may wait uncommitted while runs go on; a protocol
+changed in the working tree while results exist is a problem too. A shallow clone lacks the
+history: ``shallow`` says so and nothing is checked.
 """
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import tomllib
@@ -26,6 +30,22 @@ def _records(root: Path, name: str) -> list[str]:
     return sorted({name} | {e["record"] for e in entries if e.get("protocol", e["record"]) == name})
 
 
+def shallow(root: Path) -> bool:
+    return _git(root, "rev-parse", "--is-shallow-repository").stdout.strip() == "true"
+
+
+def _first_start(root: Path, records: list[str]) -> float | None:
+    """The earliest first-line time of the records' ledger runs (their starts), None if none."""
+    times = []
+    for record in records:
+        for metrics in (root / "experiments" / "results" / "runs" / record).glob("*/metrics.jsonl"):
+            with metrics.open() as lines:
+                first = lines.readline()
+            if first:
+                times.append(json.loads(first)["time"])
+    return min(times, default=None)
+
+
 def problems(root: Path) -> list[str]:
     """One line per protocol committed after (or changed since) its records' first results."""
     found = []
@@ -37,7 +57,15 @@ def problems(root: Path) -> list[str]:
                    for file in (f"experiments/results/{record}.json", f"experiments/results/runs/{record}/")]
         first = _git(root, "log", "--reverse", "--format=%H", "--", *results).stdout.split()
         declared = _git(root, "log", "--format=%H", "--", protocol).stdout.split()
+        started = _first_start(root, _records(root, path.stem))
+        if declared and started is not None:
+            committed = int(_git(root, "log", "-1", "--format=%ct", "--", protocol).stdout.strip())
+            if started <= committed:
+                found.append(f"{protocol}: last changed at {committed}, after a run of its records started "
+                             f"({started:.0f})")
         if not first:
+            if started is not None and (not declared or _git(root, "status", "--porcelain", "--", protocol).stdout):
+                found.append(f"{protocol}: runs have started but the protocol is not committed as it is")
             continue
         if not declared:
             found.append(f"{protocol}: results committed ({first[0][:10]}) but the protocol never was")
@@ -54,6 +82,10 @@ def main() -> int:
     root = Path(__file__).resolve().parents[1]
     if _git(root, "rev-parse", "--git-dir").returncode != 0:
         print(f"{root} is not a git checkout: the order of commits cannot be checked", file=sys.stderr)
+        return 1
+    if shallow(root):
+        print(f"{root} is a shallow clone: the history that orders protocols and results is missing",
+              file=sys.stderr)
         return 1
     found = problems(root)
     for line in found:

@@ -158,7 +158,7 @@ def main(argv=None) -> int:
     if not (chain / "markov.json").exists():
         markov.write_markov_corpus(args.ptb, chain, seed=seeds[0], overwrite=True)
     runs["lstm_markov"] = [*shared, "--data", str(chain), "--seed", str(seeds[0]), "--cell", "lstm"]
-    dirs = common.train(name, runs, args)
+    dirs = common.train(name, runs, args, checkpoints=True)
     per_seed, bins = {}, {}
     for seed in seeds:
         (task, mts), (_, lstm) = common.restore(dirs[f"mts_seed{seed}"]), common.restore(dirs[f"lstm_seed{seed}"])

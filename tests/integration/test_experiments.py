@@ -208,7 +208,7 @@ def test_frequency_verdict_gives_every_condition_its_half_of_the_claim():
     ahead = common.interval([0.3, 0.28, 0.31])
     level = common.interval([0.01, -0.01, 0.0])
     paired = {"async": {"lstm": ahead, "chrono": ahead}, "sync1": {"lstm": level, "chrono": ahead}}
-    said = frequency.verdict({"paired": paired, "margin": 0.05}, seed_size=True)
+    said = frequency.verdict({"paired": paired, "margin": 0.05, "margin_before_runs": True}, seed_size=True)
     assert said.startswith("async (pLSTM ahead): vs lstm: reproduced (the seed's +24.0 points outside the interval), "
                            "plstm - lstm +29.7 [")
     assert "sync1 (alike): vs lstm: reproduced (the 90% interval [" in said
@@ -218,8 +218,10 @@ def test_frequency_verdict_gives_every_condition_its_half_of_the_claim():
     assert "sync1 (alike): vs lstm: consistent (the 90% interval [" in late and (
         "the margin declared after the runs" in late)
     assert late.startswith("async (pLSTM ahead): vs lstm: reproduced (")  # the directional half keeps its word
-    scaled = frequency.verdict({"paired": {"async_time_scaled": {"lstm": level, "chrono": level}}, "margin": 0.05},
-                               seed_size=True)
+    scaled = frequency.verdict({"paired": {"async_time_scaled": {"lstm": level, "chrono": level}}, "margin": 0.05,
+                                "margin_before_runs": True}, seed_size=True)
+    rerun = frequency.verdict({"paired": paired, "margin": 0.05, "margin_before_runs": False}, seed_size=True)
+    assert "the margin declared after the runs" in rerun  # a rerun of a record whose margin came late
     assert scaled.startswith("async_time_scaled (alike): vs lstm: consistent (the 90% interval [") and (
         "the time input rescaled (the seed's is raw); the seed's +1.9 points inside the interval" in scaled)
 

@@ -102,3 +102,11 @@ def test_described_gives_the_interval_in_the_claims_unit():
     stats = common.interval([0.02, 0.04, 0.03])
     assert common.described(stats, " points", 100) == "+3.0 [0.5, 5.5] points (95% t interval, 3 seeds)"
     assert common.described(common.interval([0.5]), " ppl") == "+0.5 ppl (one seed)"
+
+
+def test_an_interval_that_is_not_finite_is_inconclusive():
+    nan = common.interval([0.2, float("nan"), 0.25])
+    assert common.verdict(nan, NONE, seed_size=True).startswith("inconclusive (the interval is not finite;")
+    assert common.alike(nan, NONE, 0.05, seed_size=True).startswith("inconclusive (the interval is not finite;")
+    inf = common.interval([0.2, float("inf"), 0.25])
+    assert common.verdict(inf, NONE, seed_size=True).startswith("inconclusive (the interval is not finite;")
