@@ -16,8 +16,8 @@ from experiments import common, table
 pytestmark = pytest.mark.slow  # the experiment scripts, trained at toy size
 
 SCRIPTS = {"dyck": [], "copy_task": [], "frequency": [], "frequency_time_scaled": [], "pixels": [],
-           "ptb_lm": ["--ptb"], "brown_mlp": ["--brown"], "brown_symmetric": ["--brown"], "averaging_lm": ["--ptb"],
-           "char_ptb": ["--ptb"], "averaging_ablations": ["--ptb"]}
+           "ptb_lm": ["--ptb"], "brown_mlp": ["--brown"], "brown_symmetric": ["--brown"], "brown_sgd": ["--brown"],
+           "averaging_lm": ["--ptb"], "char_ptb": ["--ptb"], "averaging_ablations": ["--ptb"]}
 ROW = ("claim", "seed", "ours", "verdict", "command", "model", "epochs", "seeds", "train_min", "jobs", "wall_min",
        "machine", "date")
 
@@ -384,3 +384,13 @@ def test_reproduction_table_is_the_committed_records():
     assert all(r["size"] != "toy" for r in records)
     rendered = table.render(records)
     assert all(r["ours"].replace("|", "\\|") in rendered for r in records)
+
+
+def test_brown_sgd_floor_is_the_asymptote_of_the_curve():
+    import math
+
+    from experiments import brown_sgd
+
+    curve = [(t, 420 + 200 * math.exp(-0.2 * t)) for t in range(1, 13)]
+    assert brown_sgd.floor(curve, 4) == pytest.approx(420, abs=0.5)
+    assert brown_sgd.floor(curve[:5], 4) is None  # two points from epoch 4: too few to fit
