@@ -167,22 +167,22 @@ def run_entry(entry: dict, args, lock: Lock) -> int:
     log.parent.mkdir(parents=True, exist_ok=True)
     call = command(entry, args)
     print(f"[campaign] {entry['record']}: {' '.join(call[1:])} (log {log})", flush=True)
-    stop = []
+    stop, process = [], None
 
     def interrupted(signum, frame):  # the runs save their checkpoints; the rest is awaited below
         stop.append(signum)
-        _stop(process.pid)
+        if process is not None:
+            _stop(process.pid)
 
-    # no signal between the start and the lock's record of the group: a stop then finds it recorded
-    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+    # handlers first, so that a stop during the start is not lost (a signal mask would pass to the
+    # script and its runs, which then could not be stopped)
+    handlers = {s: signal.signal(s, interrupted) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
         with log.open("a") as out:
             process = subprocess.Popen(call, stdout=out, stderr=subprocess.STDOUT, cwd=ROOT, start_new_session=True)
         lock.write(process.pid)
-        handlers = {s: signal.signal(s, interrupted) for s in (signal.SIGINT, signal.SIGTERM)}
-    finally:
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
-    try:
+        if stop:
+            _stop(process.pid)
         code = process.wait()
         if stop:
             _await(process.pid)  # what is left of the entry's group: its training runs, saving
