@@ -30,8 +30,8 @@ def _queue(tmp_path: Path) -> Path:
 
 def _campaign(tmp_path: Path, *extra: str) -> list[str]:
     return [sys.executable, "-m", "experiments.campaign", "--queue", str(_queue(tmp_path)), "--runs",
-            str(tmp_path / "runs"), "--results", str(tmp_path / "results"), "--nice", "0", *extra]
-    # at the default niceness 19 a campaign under test would wait on whatever else the CPU runs
+            str(tmp_path / "runs"), "--results", str(tmp_path / "results"), "--priority", "normal", *extra]
+    # in the idle class a campaign under test would wait on whatever else the CPUs run
 
 
 def _alive(pid: int) -> bool:
