@@ -30,7 +30,7 @@ SIZES = {"full": {"args": ["--recipe", "seed004", "--epochs", str(PROTOCOL["epoc
 
 def floor(points: list[tuple[int, float]], fit_from: int) -> float | None:
     """The floor a of a + b exp(-c t) fitted to the (epoch, perplexity) points from ``fit_from`` on;
-    None when there are too few points or the fit fails."""
+    None when there are too few points, the fit fails or the curve rises (b <= 0: no floor)."""
     import numpy as np
     from scipy.optimize import curve_fit
 
@@ -39,18 +39,18 @@ def floor(points: list[tuple[int, float]], fit_from: int) -> float | None:
         return None
     t, y = (np.array(v, dtype=float) for v in zip(*kept))
     try:
-        (a, _, _), _ = curve_fit(lambda t, a, b, c: a + b * np.exp(-c * t), t, y, p0=(y[-1], y[0] - y[-1], 0.2),
+        (a, b, c), _ = curve_fit(lambda t, a, b, c: a + b * np.exp(-c * t), t, y, p0=(y[-1], y[0] - y[-1], 0.2),
                                  maxfev=20000)
     except RuntimeError:
         return None
-    return float(a)
+    return float(a) if b > 0 and c > 0 else None
 
 
 def verdict(results: dict, seed_size: bool = False) -> str:
     """Each variant's last perplexity and fitted floor beside the stated recipe's: a diagnosis on one
     seed, never a verdict word of the rubric."""
     last, floors, unigram = results["last"], results["floor"], results["unigram"]
-    shown = lambda value: "no fit" if value is None else f"{value:.0f}"  # noqa: E731
+    shown = lambda value: "none (rising, or too few epochs)" if value is None else f"{value:.0f}"  # noqa: E731
     parts = [f"{variant}: last {last[variant]:.0f} ({last[variant] / unigram[variant]:.2f} of its unigram "
              f"{unigram[variant]:.0f}), floor {shown(floors[variant])}" for variant in VARIANTS]
     return "diagnosis on one seed, no interval (not a claim of the seed): " + "; ".join(parts)
@@ -85,7 +85,7 @@ def main(argv=None) -> int:
     results = {"curves": curves, "last": {v: points[-1][1] for v, points in curves.items()},
                "floor": {v: floor(points, size["fit_from"]) for v, points in curves.items()},
                "unigram": {v: common.metrics(dirs[f"buffer_{v}_seed0"])[-1]["unigram_seen_ppl"] for v in VARIANTS}}
-    fitted = {v: "no fit" if value is None else f"{value:.0f}" for v, value in results["floor"].items()}
+    fitted = {v: "no floor" if value is None else f"{value:.0f}" for v, value in results["floor"].items()}
     row = {"claim": "6. Why seed 004's stated recipe ends near 431 (a diagnosis beside claim 6)",
            "seed": "Buffer 262 at n = 5 after 20 epochs of SGD 1e-3 (the stated recipe)",
            "ours": "Buffer-MLP, n = 5, seed 0, validation perplexity after the last epoch (the fitted floor): "

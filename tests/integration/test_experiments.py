@@ -394,3 +394,5 @@ def test_brown_sgd_floor_is_the_asymptote_of_the_curve():
     curve = [(t, 420 + 200 * math.exp(-0.2 * t)) for t in range(1, 13)]
     assert brown_sgd.floor(curve, 4) == pytest.approx(420, abs=0.5)
     assert brown_sgd.floor(curve[:5], 4) is None  # two points from epoch 4: too few to fit
+    rising = [(t, 600 + 90 * (1 - math.exp(-0.2 * t))) for t in range(1, 13)]
+    assert brown_sgd.floor(rising, 4) is None  # a curve that rises has no floor
