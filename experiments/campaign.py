@@ -2,9 +2,11 @@
 ``python -m experiments.campaign`` (``--status``: what is done and what is next).
 
 Each entry is a record's script, run with ``--jobs 1 --threads 1`` in Linux's idle scheduling
-class (``--priority idle``: it runs only when a CPU has nothing else to do; a niceness of 19 is not
-enough, see ``idle``) and pinned to one CPU (``--cpu``, default the last), so that tests and
-builds keep the machine. The scripts train through ``common.train``: a run stopped anywhere goes on from
+class (``--priority idle``: it runs only when a CPU has nothing else to do) and pinned to one CPU
+(``--cpu``, default the last). That is not free for work beside it that runs torch on both CPUs:
+the README's main job took about 1 s an epoch with the campaign stopped, 12 to 19 s beside it in
+the idle class and 95 s beside it at niceness 19 (2-core Intel Xeon, 2026-12-06). Stop the
+campaign (Ctrl-C or SIGTERM; the next call resumes) while timing anything or running the tests. The scripts train through ``common.train``: a run stopped anywhere goes on from
 its last checkpoint, and every finished run is copied, with its test metrics, into the ledger
 ``results/runs/RECORD/`` (committed with the results), so a later call, on this machine or a
 fresh one, trains only what is missing. An entry whose protocol (``protocols/PROTOCOL.toml``) is
@@ -37,10 +39,8 @@ QUEUE = Path(__file__).parent / "campaign.toml"
 
 
 def idle() -> None:
-    """Run this process and its children in Linux's SCHED_IDLE class, else at niceness 19. Measured
-    (2-core Intel Xeon, 2026-12-06): a torch.nn.LSTM forward+backward on 2 threads, 28.5 ms alone,
-    took 81.2 ms beside a niceness-19 spinner on one of the two CPUs (torch's threads wait on the
-    one the spinner delays) and 16.5 ms beside a SCHED_IDLE one."""
+    """Run this process and its children in Linux's SCHED_IDLE class, else at niceness 19 (which
+    costs work beside it more: see the module's docstring)."""
     try:
         os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
     except (AttributeError, OSError):
