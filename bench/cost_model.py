@@ -13,15 +13,17 @@ The model of one forward+backward call of one layer, in microseconds::
 
 with every coefficient >= 0 and, per fwd+bwd step (both directions) of one block:
 
-- ``S``: shared-memory wavefronts of the wmma operand loads, bank conflicts included. Each
-  ``load_matrix_sync`` of a 16 x 8-word fragment (TF32 m16n16k8, bf16 m16n16k16) compiles to four
-  scalar 32-bit loads a thread; a load of a row-major A or a column-major B reads 8 rows (one per
-  lane group of four) of 4 consecutive 32-bit words at the row pitch p (words: the row length in
-  elements x element bytes / 4); a column-major (transposed) A reads 4 columns of 8 words (TF32) or
-  4 columns at pitch 2p of 4 words (bf16, two bf16 of a word). Bank rule: 32 banks of 4 bytes, word
-  w in bank w mod 32; a load takes as many wavefronts as the most distinct words one bank holds
-  (equal words are broadcast). S = sum over the step's products of m-tiles x n-tiles x k-steps x 4
-  x (wavefronts of an A load + of a B load).
+- ``S``: shared-memory wavefronts of the operand loads, bank conflicts included. The kernels since
+  2026-12-07 load each k-step of a 16 x 16 tile with one ``ldmatrix.x4`` of A and one of B
+  (tensor_core.h's tile_product): 4 matrices of 8 rows of 16 bytes each, a matrix as many
+  wavefronts as the most of its rows in one group of 4 banks (gcd(row pitch / 16 bytes, 8)); A is
+  row-major (the backward keeps W^T). The kernels measured on 2026-11-28 used wmma: each
+  ``load_matrix_sync`` of a 16 x 8-word fragment compiled to four scalar 32-bit loads a thread
+  reading 8 rows of 4 consecutive words at the row pitch (a column-major A: 4 columns of 8 words,
+  or for bf16 4 columns at twice the pitch of 4 words), as many wavefronts as the most distinct
+  words one of the 32 banks holds. Each measurement is fitted with the loads it ran (the report's
+  ``operands``, "wmma" where it has none); the header prices ldmatrix. S = sum over the step's
+  products of m-tiles x n-tiles x k-steps x 4 x (wavefronts of an A load + of a B load).
 - ``pairs``: the (unit, batch row) pairs one thread runs one after another in the cell, each
   waiting on its own global loads.
 - ``barriers``: cluster barriers a step: 4 in the cluster kernel (two phases each direction), 2 (2
@@ -82,12 +84,27 @@ def wavefronts(pitch: int, lines: int, width: int) -> int:
     return max(len(words) for words in banks.values())
 
 
+def ldmatrix_wavefronts(pitch_bytes: int) -> int:
+    """Wavefronts of one 8 x 8 matrix of an ldmatrix whose 8 rows of 16 bytes lie ``pitch_bytes``
+    apart (a multiple of 16): the most rows in one group of 4 banks (16 bytes; 8 groups of the 32
+    banks), i.e. gcd(pitch / 16, 8)."""
+    return math.gcd(pitch_bytes // 16, 8)
+
+
 def product_wavefronts(m_tiles: int, n_tiles: int, inner: int, pitch_a: int, pitch_b: int, item: int,
-                       transposed_a: bool) -> int:
-    """Shared-memory wavefronts of one block's product of [16 m_tiles][inner] x [inner][16 n_tiles]
-    on wmma: A at row pitch ``pitch_a`` elements (column pitch if ``transposed_a``), B column-major
-    at ``pitch_b``, elements of ``item`` bytes (4: TF32, 2: bf16)."""
-    k_step = 8 if item == 4 else 16  # elements of a k-step: 8 words a fragment row either way
+                       transposed_a: bool, operands: str = "ldmatrix") -> int:
+    """Shared-memory wavefronts of one block's product of [16 m_tiles][inner] x [inner][16 n_tiles]:
+    A at row pitch ``pitch_a`` elements, B column-major at ``pitch_b``, elements of ``item`` bytes
+    (4: TF32, 2: bf16). ``operands``: "ldmatrix", the kernels' loads since 2026-12-07 (one
+    ldmatrix.x4 of A and one of B a k-step, 4 matrices each: tensor_core.h's tile_product; A is
+    always row-major there); "wmma", the loads of the kernels measured on 2026-11-28 (A column-major
+    where ``transposed_a``)."""
+    k_step = 8 if item == 4 else 16  # elements of a k-step: 32 bytes of a row either way
+    if operands == "ldmatrix":
+        return m_tiles * n_tiles * (inner // k_step) * 4 * (ldmatrix_wavefronts(pitch_a * item)
+                                                              + ldmatrix_wavefronts(pitch_b * item))
+    if operands != "wmma":
+        raise ValueError(f"unknown operand loads {operands!r}")
     words_a, words_b = pitch_a * item // 4, pitch_b * item // 4
     if not transposed_a:
         load_a = wavefronts(words_a, 8, 4)
@@ -104,17 +121,21 @@ def chunk_rows(batch: int, chunk: int) -> list[int]:
     return [min(chunk, batch - first) for first in range(0, batch, chunk)]
 
 
-def features(T: int, B: int, H: int, gates: int, precision: str, kernel: str, config, resident=None) -> dict:
+def features(T: int, B: int, H: int, gates: int, precision: str, kernel: str, config, resident=None,
+             operands: str = "ldmatrix") -> dict:
     """The model's features of one call on configuration ``config`` ([cluster, tile or chunk,
     clusters, units, ...], as recurrence_config gives it): per step (S, pairs, barriers, L2,
     chunks, waves) and per call (each term's multiplier, keyed as the coefficients).
-    ``resident``: resident clusters by cluster size (default: the fitted device's)."""
+    ``resident``: resident clusters by cluster size (default: the fitted device's); ``operands``:
+    the kernels' operand loads (product_wavefronts)."""
     cluster, tile, clusters, units = (int(x) for x in config[:4])
     item = 2 if precision == "bf16" else 4
     if kernel == "cluster":
         rows, width = round_up(gates * units, 16), round_up(H, 16)
-        S = (product_wavefronts(rows // 16, tile // 16, width, width, width, item, False)  # z = W h
-             + product_wavefronts(width // 16, tile // 16, rows, width, rows, item, True))  # P = W^T dz
+        S = (product_wavefronts(rows // 16, tile // 16, width, width, width, item, False, operands)  # z = W h
+             # P = W^T dz: W^T [width][rows] row-major (ldmatrix), or W [rows][width] read transposed (wmma)
+             + product_wavefronts(width // 16, tile // 16, rows, rows if operands == "ldmatrix" else width, rows, item,
+                                  True, operands))
         pairs = math.ceil(units * tile / THREADS)
         barriers, l2, chunks = 4, 0, 1
         resident = resident if resident is not None else load()["resident_clusters"]
@@ -124,7 +145,7 @@ def features(T: int, B: int, H: int, gates: int, precision: str, kernel: str, co
         backward = (round_up(units, 16), round_up(math.ceil(gates * H / cluster), 16))
         rows_of = chunk_rows(B, tile)
         n_tiles = sum(math.ceil(rows / 16) for rows in rows_of)
-        S = sum(product_wavefronts(rows // 16, n_tiles, width, width, width, item, False)
+        S = sum(product_wavefronts(rows // 16, n_tiles, width, width, width, item, False, operands)
                 for rows, width in (forward, backward))
         pairs = math.ceil(units * B / (cluster * THREADS))
         chunks = len(rows_of)
@@ -143,13 +164,13 @@ def features(T: int, B: int, H: int, gates: int, precision: str, kernel: str, co
 
 
 def predict_ms(T: int, B: int, H: int, gates: int, precision: str, kernel: str, config, coefficients=None,
-               resident=None) -> float:
+               resident=None, operands: str = "ldmatrix") -> float:
     """The model's forward+backward milliseconds of one call (``coefficients``: microseconds per
-    unit of each term, default bench/cost_model.json's)."""
+    unit of each term, default bench/cost_model.json's; ``operands``: product_wavefronts')."""
     model = load() if coefficients is None or resident is None else None
     coefficients = coefficients if coefficients is not None else model["coefficients_us"]
     resident = resident if resident is not None else model["resident_clusters"]
-    terms = features(T, B, H, gates, precision, kernel, config, resident)["terms"]
+    terms = features(T, B, H, gates, precision, kernel, config, resident, operands)["terms"]
     return sum(coefficients[name] * terms[name] for name in TERMS) / 1e3
 
 
@@ -177,7 +198,8 @@ def measured_rows(reports) -> list[dict]:
             for variant in row["variants"]:
                 if "ms" in variant:
                     rows.append({key: row[key] for key in ("kernel", "T", "B", "H", "cell", "precision")}
-                                | {"config": variant["config"][:4], "ms": variant["ms"]})
+                                | {"config": variant["config"][:4], "ms": variant["ms"],
+                                   "operands": report.get("operands", "wmma")})
         rows += traced_rows(report)
     return rows
 
@@ -195,7 +217,8 @@ def traced_rows(probe: dict) -> list[dict]:
         T, B, H = record["shape"]
         us = record["forward"]["wall_us_per_step"] * T + record["backward"]["wall_us_per_step"] * (T + 1)
         rows.append({"kernel": record["kernel"], "T": T, "B": B, "H": H, "cell": "lstm", "precision": record["precision"],
-                     "config": record["config"][:4], "ms": us / 1e3, "kernel_alone": True})
+                     "config": record["config"][:4], "ms": us / 1e3, "kernel_alone": True,
+                     "operands": probe.get("operands", "wmma")})
     return rows
 
 
@@ -223,7 +246,7 @@ def design(rows, resident):
     outside = ("gemm_tf32", "gemm_bf16", "call")  # what a kernel-alone row does not hold
     return np.array([[0.0 if r.get("kernel_alone") and name in outside else
                       features(r["T"], r["B"], r["H"], gates_of(r["cell"]), r["precision"], r["kernel"], r["config"],
-                               resident)["terms"][name] for name in TERMS] for r in rows], dtype=float)
+                               resident, r["operands"])["terms"][name] for name in TERMS] for r in rows], dtype=float)
 
 
 def solve(X, ms):
@@ -291,13 +314,15 @@ HEADER = """\
 // bench/cost_model.py).
 //
 // The fitted cost model of the tensor-core kernels' configurations: microseconds a forward+backward
-// step (both directions) of one layer, waves x (shared-memory wavefronts of the wmma operand loads x
-// kSharedWavefront + (unit, row) pairs a thread runs x kPair + cluster barriers x kBarrier) +
+// step (both directions) of one layer, waves x (shared-memory wavefronts of the ldmatrix operand
+// loads x kSharedWavefront + (unit, row) pairs a thread runs x kPair + cluster barriers x kBarrier) +
 // serialized L2 loads a thread x kL2Load (the grid kernel). bench/cost_model.py's predict_ms is T
 // such steps plus the per-call terms (the GEMMs and the host), which are the same for every
 // configuration of a shape and left out here: the plans (cluster_recurrence.cu, grid_recurrence.cu)
 // take the configuration with the lowest step cost. Products: item = 4 (TF32, and the scalar
-// float32 loop, which has no measurements and is ranked as TF32) or 2 (bf16).
+// float32 loop, which has no measurements and is ranked as TF32) or 2 (bf16). The coefficients
+// were fitted to kernels whose operands were wmma loads (their wavefronts counted as such there); a
+// wavefront of ldmatrix is priced the same: a prediction until a GPU measures the ldmatrix kernels.
 // Fitted to {rows} configurations: median relative error {median:.1%}, worst {worst:.1%} (in sample).
 #pragma once
 
@@ -314,46 +339,35 @@ constexpr int kBlockThreads = {threads};  // threads of a block in both kernels
 inline int ceil_div(int x, int y) {{ return (x + y - 1) / y; }}
 inline int round_up16(int x) {{ return ceil_div(x, 16) * 16; }}
 
-// Wavefronts of one warp-wide load of `lines` runs of `width` consecutive 32-bit words, `pitch`
-// words apart: 32 banks of 4 bytes (word w in bank w mod 32), as many wavefronts as the most
-// distinct words one bank holds (equal words are broadcast). lines x width <= 32: a word a lane.
-inline int wavefronts(int pitch, int lines, int width) {{
-  int words[32], count = 0, most = 0;
-  for (int line = 0; line < lines; ++line) {{
-    for (int word = 0; word < width; ++word) {{
-      const int address = line * pitch + word;
-      bool seen = false;
-      for (int i = 0; i < count; ++i) seen = seen || words[i] == address;
-      if (seen) continue;
-      words[count++] = address;
-      int in_bank = 0;
-      for (int i = 0; i < count; ++i) in_bank += words[i] % 32 == address % 32 ? 1 : 0;
-      most = in_bank > most ? in_bank : most;
-    }}
+// Wavefronts of one 8 x 8 matrix of an ldmatrix whose 8 rows of 16 bytes lie `pitch_bytes` apart (a
+// multiple of 16): the most rows in one group of 4 banks, gcd(pitch / 16, 8).
+inline int ldmatrix_wavefronts(int pitch_bytes) {{
+  int a = pitch_bytes / 16, b = 8;
+  while (b != 0) {{
+    const int r = a % b;
+    a = b;
+    b = r;
   }}
-  return most;
+  return a;
 }}
 
-// Wavefronts of one block's product [16 m_tiles][inner] x [inner][16 n_tiles] on wmma: four
-// 32-bit loads a thread per fragment and k-step (8 words of a row), A row-major at `pitch_a`
-// elements (8 rows of 4 words a load) or transposed (4 columns of 8 words; bf16: 4 columns at twice
-// the pitch of 4 words), B column-major at `pitch_b` (8 columns of 4 words).
-inline double product_wavefronts(int m_tiles, int n_tiles, int inner, int pitch_a, int pitch_b, int item,
-                                 bool transposed_a) {{
-  const int k_step = item == 4 ? 8 : 16, words_a = pitch_a * item / 4, words_b = pitch_b * item / 4;
-  const int load_a = !transposed_a ? wavefronts(words_a, 8, 4) : item == 4 ? wavefronts(words_a, 4, 8)
-                                                                           : wavefronts(2 * words_a, 4, 4);
-  const int load_b = wavefronts(words_b, 8, 4);
-  return static_cast<double>(m_tiles) * n_tiles * (inner / k_step) * 4 * (load_a + load_b);
+// Wavefronts of one block's product [16 m_tiles][inner] x [inner][16 n_tiles] (tensor_core.h's
+// tile_product): a k-step of each 16 x 16 tile loads A (row-major, `pitch_a` elements) and B
+// (column-major, `pitch_b`) with one ldmatrix.x4 each, 4 matrices of 8 rows.
+inline double product_wavefronts(int m_tiles, int n_tiles, int inner, int pitch_a, int pitch_b, int item) {{
+  const int k_step = item == 4 ? 8 : 16;
+  return static_cast<double>(m_tiles) * n_tiles * (inner / k_step) * 4 *
+         (ldmatrix_wavefronts(pitch_a * item) + ldmatrix_wavefronts(pitch_b * item));
 }}
 
 // The cluster kernel, blocks of `units` units in `clusters` clusters over batch tiles of `tile`
 // rows, `resident` clusters at once: per step z = W_r h (W_r [rows][width] row-major, h [tile][width])
-// and P = W_r^T dz (dz [tile][rows]), four cluster barriers, the pairs; times the waves.
+// and P = W_r^T dz (W_r^T [width][rows], dz [tile][rows]), four cluster barriers, the pairs; times
+// the waves.
 inline double cluster_step_us(int item, int hidden, int gates, int tile, int clusters, int units, int resident) {{
   const int rows = round_up16(gates * units), width = round_up16(hidden);
-  const double shared = product_wavefronts(rows / 16, tile / 16, width, width, width, item, false) +
-                        product_wavefronts(width / 16, tile / 16, rows, width, rows, item, true);
+  const double shared = product_wavefronts(rows / 16, tile / 16, width, width, width, item) +
+                        product_wavefronts(width / 16, tile / 16, rows, rows, rows, item);
   const int pairs = ceil_div(units * tile, kBlockThreads), barriers = 4;
   const int waves = ceil_div(clusters, resident);
   return waves * (kSharedWavefront * shared + kPair * pairs + kBarrier * barriers);
@@ -375,8 +389,8 @@ inline double grid_step_us(int item, int hidden, int batch, int gates, int clust
           ceil_div(round_up16(rows) * backward_width, kBlockThreads);
   }}
   const double shared =
-      product_wavefronts(forward_rows / 16, n_tiles, forward_width, forward_width, forward_width, item, false) +
-      product_wavefronts(backward_rows / 16, n_tiles, backward_width, backward_width, backward_width, item, false);
+      product_wavefronts(forward_rows / 16, n_tiles, forward_width, forward_width, forward_width, item) +
+      product_wavefronts(backward_rows / 16, n_tiles, backward_width, backward_width, backward_width, item);
   const int pairs = ceil_div(units * batch, cluster * kBlockThreads), barriers = 2 * (2 * chunks - 1);
   return kSharedWavefront * shared + kPair * pairs + kBarrier * barriers + kL2Load * l2;
 }}

@@ -203,7 +203,7 @@ __global__ void fragment_loads_kernel(int pitch, int iters, int reps, Times* tim
       if constexpr (Ldmatrix) {
         std::uint32_t r[4];
         const int i = lane / 8, row = lane % 8;  // matrix i: rows 8 (i % 2).., columns 8 (i / 2)..
-        ptx::ldmatrix_x4(r, base + (8 * (i % 2) + row) * pitch + 8 * (i / 2));
+        ptx::ldmatrix<4>(r, base + (8 * (i % 2) + row) * pitch + 8 * (i / 2));
         for (int j = 0; j < 4; ++j) sum += (r[j] & 0xffffu) + (r[j] >> 16);
       } else {
         wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, wmma::row_major> a;

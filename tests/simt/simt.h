@@ -152,15 +152,17 @@ std::int64_t launch_serial();         // the running launch's number among all b
 
 // What the kernels did, counted since reset_counts() (the GPU probe's removal ladder checks that a
 // variant really skips its part): cluster arrivals by flavour, cluster waits, tensor-core products
-// (wmma mma_sync, per warp), block barriers, atomic writes, distributed shared memory mappings,
-// reads of the clock, fragment loads (wmma load_matrix_sync, per warp) and __ldcg loads.
+// (wmma mma_sync and PTX mma.sync, per warp), block barriers, atomic writes, distributed shared
+// memory mappings, reads of the clock, fragment loads (wmma load_matrix_sync and ldmatrix, per
+// warp), __ldcg loads, and ldmatrix's shared-memory wavefronts past one a matrix (ptx_emulation.h's
+// model of bank conflicts).
 enum class Count {
   kArriveRelease, kArriveRelaxed, kClusterWait, kMma, kBlockBarrier, kAtomicWrite, kMapShared, kClock, kFragmentLoad,
-  kCachedLoad, kKinds
+  kCachedLoad, kBankConflict, kKinds
 };
 inline constexpr const char* kCountNames[] = {"arrive_release", "arrive_relaxed", "cluster_wait", "mma",
                                               "block_barrier", "atomic_write", "map_shared", "clock",
-                                              "fragment_load", "cached_load"};
+                                              "fragment_load", "cached_load", "bank_conflict"};
 static_assert(sizeof(kCountNames) / sizeof(kCountNames[0]) == static_cast<int>(Count::kKinds), "a name per count");
 void count(Count what);
 std::int64_t counted(Count what);

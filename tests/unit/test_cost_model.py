@@ -86,7 +86,7 @@ def test_the_stated_errors_are_what_the_coefficients_give(committed):
     err = {}
     for r in rows:
         ms = cost_model.predict_ms(r["T"], r["B"], r["H"], cost_model.gates_of(r["cell"]), r["precision"], r["kernel"],
-                                   r["config"])
+                                   r["config"], operands=r["operands"])
         assert math.isclose(ms, r["predicted_ms"], rel_tol=1e-9)
         err.setdefault(r["kernel"], []).append(abs(ms / r["ms"] - 1))
     every = sorted(e for errs in err.values() for e in errs)
@@ -106,7 +106,8 @@ def test_the_stated_errors_are_what_the_coefficients_give(committed):
 
 
 @pytest.mark.parametrize("kernel, shape, cell, precision, config, S, pairs, L2, chunks", [
-    # (kernel, (T, B, H), cell, precision, [cluster, tile|chunk, clusters, units], counts read off the SASS)
+    # (kernel, (T, B, H), cell, precision, [cluster, tile|chunk, clusters, units], counts read off the
+    # SASS of the wmma kernels measured on 2026-11-28)
     ("cluster", (70, 20, 400), "lstm", "tf32", [16, 16, 2, 25], 19600, 2, 0, 1),
     ("cluster", (70, 20, 400), "lstm", "bf16", [8, 32, 1, 50], 20800, 7, 0, 1),
     ("cluster", (1000, 128, 128), "plstm_coupled", "bf16", [4, 16, 8, 32], 4608, 2, 0, 1),
@@ -118,8 +119,21 @@ def test_the_stated_errors_are_what_the_coefficients_give(committed):
 ])
 def test_features_reproduce_the_counted_loads(kernel, shape, cell, precision, config, S, pairs, L2, chunks):
     T, B, H = shape
-    f = cost_model.features(T, B, H, cost_model.gates_of(cell), precision, kernel, config)
+    f = cost_model.features(T, B, H, cost_model.gates_of(cell), precision, kernel, config, operands="wmma")
     assert (f["S"], f["pairs_per_thread"], f["L2_per_step"], f["chunks"]) == (S, pairs, L2, chunks)
+
+
+def test_ldmatrix_wavefronts_by_hand():
+    """The cluster kernel at (70, 20, 400), LSTM, TF32, c = 16, tile 16 (rows 112, width 400): the
+    forward's 7 x 1 tiles x 50 k-steps and the backward's 25 x 1 x 14, each k-step 4 matrices of A
+    and 4 of B; the pitches 1600 bytes (W, h) and 448 bytes (W^T, dz) are 100 and 28 sixteen-byte
+    groups apart, so a matrix's 8 rows fall in 2 of the 8 bank groups: 4 wavefronts each. An odd
+    number of 16-byte groups (a padded pitch) is conflict-free."""
+    f = cost_model.features(70, 20, 400, 4, "tf32", "cluster", [16, 16, 2, 25])
+    assert f["S"] == 7 * 50 * 4 * (4 + 4) + 25 * 14 * 4 * (4 + 4)
+    assert [cost_model.ldmatrix_wavefronts(16 * g) for g in (1, 2, 4, 8, 100, 101)] == [1, 2, 4, 8, 4, 1]
+    with pytest.raises(ValueError, match="unknown operand loads"):
+        cost_model.product_wavefronts(1, 1, 16, 16, 16, 4, False, "lds")
 
 
 def test_the_bank_rule():
@@ -156,7 +170,10 @@ def test_a_gpu_probe_s_trace_adds_kernel_alone_rows():
     global timer, without the GEMM and call terms; an emulated trace adds nothing."""
     (row,) = cost_model.traced_rows(_probe(False))
     assert row == {"kernel": "cluster", "T": 70, "B": 20, "H": 400, "cell": "lstm", "precision": "bf16",
-                   "config": [16, 16, 2, 25], "ms": pytest.approx((6.0 * 70 + 8.0 * 71) / 1e3), "kernel_alone": True}
+                   "config": [16, 16, 2, 25], "ms": pytest.approx((6.0 * 70 + 8.0 * 71) / 1e3), "kernel_alone": True,
+                   "operands": "wmma"}  # a probe that does not say ran the wmma kernels
+    (ldmatrix,) = cost_model.traced_rows({**_probe(False), "operands": "ldmatrix"})
+    assert ldmatrix["operands"] == "ldmatrix"
     assert cost_model.traced_rows(_probe(True)) == []
     X = cost_model.design([row, {**row, "kernel_alone": False}], cost_model.load()["resident_clusters"])
     outside = [cost_model.TERMS.index(name) for name in ("gemm_tf32", "gemm_bf16", "call")]

@@ -8,7 +8,7 @@
 // multiples of 16. Forward, step t (z_t = W_hh h_{t-1}, then the cell of csrc/recurrence/cells.h):
 //   1. wait for phase A of the cluster barrier: h_{t-1} is complete in this block's h tile
 //      [tile][width] (t > 0; h0 is loaded at the start);
-//   2. the tensor cores form z_r = W_r h_tile^T [rows][tile] (wmma, float32 accumulation), stored
+//   2. the tensor cores form z_r = W_r h_tile^T [rows][tile] (mma.sync, float32 accumulation), stored
 //      to the block's z tile; arrive at phase B (this block is done reading its h tile);
 //   3. each thread applies the cell to its (unit, row) pairs: z + xg, the states kept in registers
 //      across the steps, h_t, the states and the saved activations written to global memory;
@@ -32,8 +32,10 @@
 // row writes nothing forward and a zero dz backward, so its h tile row keeps the h of its last step
 // and its dL/dh is zero until the reverse sweep reaches its last step, as the cooperative kernel's.
 // Rows of the last tile past B compute on the zeros they were given and are never written out.
-// Products: kTf32 (wmma m16n16k8, the operands pre-rounded with cvt.rna), kBf16 (wmma m16n16k16),
-// kIeee (a scalar float32 loop with the same tiles, for callers that turned TF32 off).
+// Products: kTf32 (ldmatrix + mma.sync m16n8k8, the operands pre-rounded with cvt.rna), kBf16
+// (ldmatrix + mma.sync m16n8k16), kIeee (a scalar float32 loop with the same tiles, for callers
+// that turned TF32 off): tensor_core.h's tile_product. The backward keeps W_r^T in shared memory,
+// [width][rows], so that its product reads a row-major A as the forward's does.
 #include <algorithm>
 #include <climits>
 
@@ -86,12 +88,15 @@ __device__ inline void wait([[maybe_unused]] Cluster& cluster, int line = __buil
   if constexpr (!probe::Skips<Skip>::of(probe::kBarriers)) tensor_core::wait_at(cluster, line, file);
 }
 
-// Loads block r's rows of W_hh into w [rows][width], rounded, zero where no unit or column is.
-template <class C, Products P>
+// Loads block r's rows of W_hh into w [rows][width] (the forward's W_r) or, Transposed, into
+// w [width][rows] (the backward's W_r^T, so that both products read a row-major A), rounded, zero
+// where no unit or column is.
+template <class C, Products P, bool Transposed>
 __device__ inline void load_weights(typename Operand<P>::T* w, const float* w_hh, int H, int j0, int nj,
                                     const Shape& s) {
   for (int idx = threadIdx.x; idx < s.rows * s.width; idx += blockDim.x) {
-    const int m = idx / s.width, k = idx % s.width, g = m / s.units, u = m % s.units;
+    const int m = Transposed ? idx % s.rows : idx / s.width, k = Transposed ? idx / s.rows : idx % s.width;
+    const int g = m / s.units, u = m % s.units;
     const bool real = g < C::kGates && u < nj && k < H;
     w[idx] = Operand<P>::round(real ? w_hh[static_cast<long long>(g * H + j0 + u) * H + k] : 0.f);
   }
@@ -111,7 +116,7 @@ __global__ void __launch_bounds__(kThreads) forward_kernel(ForwardArgs a, Shape 
   T* const w = dynamic_shared<T>();                                       // [rows][width]
   T* const h_tile = w + s.rows * s.width;                                 // [tile][width]
   float* const z = reinterpret_cast<float*>(h_tile + s.tile * s.width);  // [tile][rows]
-  load_weights<C, P>(w, a.w_hh, H, j0, nj, s);
+  load_weights<C, P, false>(w, a.w_hh, H, j0, nj, s);
   for (int idx = threadIdx.x; idx < s.tile * s.width; idx += blockDim.x) {
     const int b = b0 + idx / s.width, k = idx % s.width;
     h_tile[idx] = Operand<P>::round(b < a.B && k < H ? a.h0[static_cast<long long>(b) * H + k] : 0.f);
@@ -137,8 +142,8 @@ __global__ void __launch_bounds__(kThreads) forward_kernel(ForwardArgs a, Shape 
     clock.mark(probe::Phase::kWait);
     for (int job = static_cast<int>(threadIdx.x) / 32; job < jobs && !Skipped::of(probe::kOperands); job += kWarps) {
       const int mt = job % m_tiles, nt = job / m_tiles;
-      tile_product<P, false, !Skipped::of(probe::kMma)>(w + mt * 16 * s.width, s.width, h_tile + nt * 16 * s.width,
-                                                          s.width, s.width, z + nt * 16 * s.rows + mt * 16, s.rows);
+      tile_product<P, !Skipped::of(probe::kMma)>(w + mt * 16 * s.width, s.width, h_tile + nt * 16 * s.width, s.width,
+                                                   s.width, z + nt * 16 * s.rows + mt * 16, s.rows);
     }
     clock.mark(probe::Phase::kProduct);
     __syncthreads();  // z complete
@@ -203,10 +208,10 @@ __global__ void __launch_bounds__(kThreads) backward_kernel(BackwardArgs a, Shap
   const int H = a.H, GH = G * a.H, b0 = static_cast<int>(blockIdx.x) / c * s.tile;
   const int j0 = rank * s.units, nj = max(0, min(s.units, H - j0));
   const long long BH = static_cast<long long>(a.B) * H;
-  T* const w = dynamic_shared<T>();                                           // [rows][width]
-  T* const dz_tile = w + s.rows * s.width;                                    // [tile][rows]
+  T* const w_t = dynamic_shared<T>();                                         // [width][rows]: W_r^T
+  T* const dz_tile = w_t + s.rows * s.width;                                  // [tile][rows]
   float* const partial = reinterpret_cast<float*>(dz_tile + s.tile * s.rows);  // [tile][width]
-  load_weights<C, P>(w, a.w_hh, H, j0, nj, s);
+  load_weights<C, P, true>(w_t, a.w_hh, H, j0, nj, s);
   for (int idx = threadIdx.x; idx < s.tile * s.rows; idx += blockDim.x) dz_tile[idx] = Operand<P>::round(0.f);
   Pair pairs[kMaxPairs];  // this thread's (unit, row) pairs, the same at every step
   float dstate[kMaxPairs][S], dp[kMaxPairs], dh[kMaxPairs];
@@ -288,8 +293,8 @@ __global__ void __launch_bounds__(kThreads) backward_kernel(BackwardArgs a, Shap
     clock.mark(probe::Phase::kWaitB);
     for (int job = static_cast<int>(threadIdx.x) / 32; job < jobs && !Skipped::of(probe::kOperands); job += kWarps) {
       const int kt = job % k_tiles, nt = job / k_tiles;
-      tile_product<P, true, !Skipped::of(probe::kMma)>(w + kt * 16, s.width, dz_tile + nt * 16 * s.rows, s.rows, s.rows,
-                                                         partial + nt * 16 * s.width + kt * 16, s.width);
+      tile_product<P, !Skipped::of(probe::kMma)>(w_t + kt * 16 * s.rows, s.rows, dz_tile + nt * 16 * s.rows, s.rows, s.rows,
+                                                   partial + nt * 16 * s.width + kt * 16, s.width);
     }
     clock.mark(probe::Phase::kProduct);
     arrive<Skip>(cluster);  // phase A: this block's P of step t is complete

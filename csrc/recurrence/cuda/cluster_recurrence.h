@@ -2,7 +2,7 @@
 // csrc/recurrence/cuda/cluster_recurrence.cu, free of torch headers. It takes the arguments of the
 // cooperative kernel (csrc/recurrence/cuda/recurrence.h's ForwardArgs and BackwardArgs, float32,
 // contiguous, padded or packed) and computes the recurrent products in the precision of
-// csrc/recurrence/products.h on tensor cores (TF32 or bf16 wmma; kIeee: scalar float32).
+// csrc/recurrence/products.h on tensor cores (TF32 or bf16 mma.sync; kIeee: scalar float32).
 // Every function is a template on the cell C of csrc/recurrence/cells.h and the Products P,
 // instantiated at the end of the .cu file for the three cells and the three precisions.
 #pragma once
@@ -23,7 +23,7 @@ constexpr int kMaxPairs = 8;        // (unit, batch row) pairs one thread carrie
 constexpr int kMaxCluster = 16;     // blocks of a cluster (more than 8: a non-portable size)
 
 // One launch configuration: a cluster of `cluster` blocks per batch tile of `tile` rows (a multiple
-// of 16, the wmma N), `clusters` = ceil(B / tile) clusters; block r of a cluster owns the hidden
+// of 16, a tile_product N), `clusters` = ceil(B / tile) clusters; block r of a cluster owns the hidden
 // units [r * units, min(H, (r + 1) * units)) and keeps their G rows of W_hh in shared memory for the
 // whole sequence (rows padded to `rows`, a multiple of 16; columns to `width`, a multiple of 16).
 // forward_bytes / backward_bytes: the dynamic shared memory of each direction's blocks. cluster == 0:

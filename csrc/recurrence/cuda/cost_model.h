@@ -4,13 +4,15 @@
 // bench/cost_model.py).
 //
 // The fitted cost model of the tensor-core kernels' configurations: microseconds a forward+backward
-// step (both directions) of one layer, waves x (shared-memory wavefronts of the wmma operand loads x
-// kSharedWavefront + (unit, row) pairs a thread runs x kPair + cluster barriers x kBarrier) +
+// step (both directions) of one layer, waves x (shared-memory wavefronts of the ldmatrix operand
+// loads x kSharedWavefront + (unit, row) pairs a thread runs x kPair + cluster barriers x kBarrier) +
 // serialized L2 loads a thread x kL2Load (the grid kernel). bench/cost_model.py's predict_ms is T
 // such steps plus the per-call terms (the GEMMs and the host), which are the same for every
 // configuration of a shape and left out here: the plans (cluster_recurrence.cu, grid_recurrence.cu)
 // take the configuration with the lowest step cost. Products: item = 4 (TF32, and the scalar
-// float32 loop, which has no measurements and is ranked as TF32) or 2 (bf16).
+// float32 loop, which has no measurements and is ranked as TF32) or 2 (bf16). The coefficients
+// were fitted to kernels whose operands were wmma loads (their wavefronts counted as such there); a
+// wavefront of ldmatrix is priced the same: a prediction until a GPU measures the ldmatrix kernels.
 // Fitted to 96 configurations: median relative error 3.7%, worst 16.5% (in sample).
 #pragma once
 
@@ -27,46 +29,35 @@ constexpr int kBlockThreads = 256;  // threads of a block in both kernels
 inline int ceil_div(int x, int y) { return (x + y - 1) / y; }
 inline int round_up16(int x) { return ceil_div(x, 16) * 16; }
 
-// Wavefronts of one warp-wide load of `lines` runs of `width` consecutive 32-bit words, `pitch`
-// words apart: 32 banks of 4 bytes (word w in bank w mod 32), as many wavefronts as the most
-// distinct words one bank holds (equal words are broadcast). lines x width <= 32: a word a lane.
-inline int wavefronts(int pitch, int lines, int width) {
-  int words[32], count = 0, most = 0;
-  for (int line = 0; line < lines; ++line) {
-    for (int word = 0; word < width; ++word) {
-      const int address = line * pitch + word;
-      bool seen = false;
-      for (int i = 0; i < count; ++i) seen = seen || words[i] == address;
-      if (seen) continue;
-      words[count++] = address;
-      int in_bank = 0;
-      for (int i = 0; i < count; ++i) in_bank += words[i] % 32 == address % 32 ? 1 : 0;
-      most = in_bank > most ? in_bank : most;
-    }
+// Wavefronts of one 8 x 8 matrix of an ldmatrix whose 8 rows of 16 bytes lie `pitch_bytes` apart (a
+// multiple of 16): the most rows in one group of 4 banks, gcd(pitch / 16, 8).
+inline int ldmatrix_wavefronts(int pitch_bytes) {
+  int a = pitch_bytes / 16, b = 8;
+  while (b != 0) {
+    const int r = a % b;
+    a = b;
+    b = r;
   }
-  return most;
+  return a;
 }
 
-// Wavefronts of one block's product [16 m_tiles][inner] x [inner][16 n_tiles] on wmma: four
-// 32-bit loads a thread per fragment and k-step (8 words of a row), A row-major at `pitch_a`
-// elements (8 rows of 4 words a load) or transposed (4 columns of 8 words; bf16: 4 columns at twice
-// the pitch of 4 words), B column-major at `pitch_b` (8 columns of 4 words).
-inline double product_wavefronts(int m_tiles, int n_tiles, int inner, int pitch_a, int pitch_b, int item,
-                                 bool transposed_a) {
-  const int k_step = item == 4 ? 8 : 16, words_a = pitch_a * item / 4, words_b = pitch_b * item / 4;
-  const int load_a = !transposed_a ? wavefronts(words_a, 8, 4) : item == 4 ? wavefronts(words_a, 4, 8)
-                                                                           : wavefronts(2 * words_a, 4, 4);
-  const int load_b = wavefronts(words_b, 8, 4);
-  return static_cast<double>(m_tiles) * n_tiles * (inner / k_step) * 4 * (load_a + load_b);
+// Wavefronts of one block's product [16 m_tiles][inner] x [inner][16 n_tiles] (tensor_core.h's
+// tile_product): a k-step of each 16 x 16 tile loads A (row-major, `pitch_a` elements) and B
+// (column-major, `pitch_b`) with one ldmatrix.x4 each, 4 matrices of 8 rows.
+inline double product_wavefronts(int m_tiles, int n_tiles, int inner, int pitch_a, int pitch_b, int item) {
+  const int k_step = item == 4 ? 8 : 16;
+  return static_cast<double>(m_tiles) * n_tiles * (inner / k_step) * 4 *
+         (ldmatrix_wavefronts(pitch_a * item) + ldmatrix_wavefronts(pitch_b * item));
 }
 
 // The cluster kernel, blocks of `units` units in `clusters` clusters over batch tiles of `tile`
 // rows, `resident` clusters at once: per step z = W_r h (W_r [rows][width] row-major, h [tile][width])
-// and P = W_r^T dz (dz [tile][rows]), four cluster barriers, the pairs; times the waves.
+// and P = W_r^T dz (W_r^T [width][rows], dz [tile][rows]), four cluster barriers, the pairs; times
+// the waves.
 inline double cluster_step_us(int item, int hidden, int gates, int tile, int clusters, int units, int resident) {
   const int rows = round_up16(gates * units), width = round_up16(hidden);
-  const double shared = product_wavefronts(rows / 16, tile / 16, width, width, width, item, false) +
-                        product_wavefronts(width / 16, tile / 16, rows, width, rows, item, true);
+  const double shared = product_wavefronts(rows / 16, tile / 16, width, width, width, item) +
+                        product_wavefronts(width / 16, tile / 16, rows, rows, rows, item);
   const int pairs = ceil_div(units * tile, kBlockThreads), barriers = 4;
   const int waves = ceil_div(clusters, resident);
   return waves * (kSharedWavefront * shared + kPair * pairs + kBarrier * barriers);
@@ -88,8 +79,8 @@ inline double grid_step_us(int item, int hidden, int batch, int gates, int clust
           ceil_div(round_up16(rows) * backward_width, kBlockThreads);
   }
   const double shared =
-      product_wavefronts(forward_rows / 16, n_tiles, forward_width, forward_width, forward_width, item, false) +
-      product_wavefronts(backward_rows / 16, n_tiles, backward_width, backward_width, backward_width, item, false);
+      product_wavefronts(forward_rows / 16, n_tiles, forward_width, forward_width, forward_width, item) +
+      product_wavefronts(backward_rows / 16, n_tiles, backward_width, backward_width, backward_width, item);
   const int pairs = ceil_div(units * batch, cluster * kBlockThreads), barriers = 2 * (2 * chunks - 1);
   return kSharedWavefront * shared + kPair * pairs + kBarrier * barriers + kL2Load * l2;
 }

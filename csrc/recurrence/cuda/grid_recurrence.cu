@@ -11,7 +11,7 @@
 //      slice K_r of h_{t-1} for the chunk's rows from global memory (L2), rounded to the operand
 //      type: the cluster reads h_{t-1} once, each block a 1/c of it;
 //   2. the tensor cores form the partial product Z_r = W_r[:, K_r] h_{t-1}[:, K_r]^T
-//      [rows][chunk] (wmma, float32 accumulation) into the block's shared memory; cluster barrier;
+//      [rows][chunk] (mma.sync, float32 accumulation) into the block's shared memory; cluster barrier;
 //   3. each (unit, row) pair of the cluster, spread over the cluster's threads, sums z over the
 //      blocks' partial products through distributed shared memory, adds xg and applies the cell,
 //      its states kept in registers across the steps, and writes h_t to global memory;
@@ -32,7 +32,7 @@
 // rows; forward, h_{t-1} of such a row is packed row offsets[t-1] + b (rows(t) <= rows(t-1));
 // backward, dz_{t+1} of a row b >= rows(t+1) is zero (the row's last step is t). The rows of the
 // last chunk past B compute on zeros and are never read.
-// Products: kTf32 (wmma m16n16k8, the operands pre-rounded with cvt.rna), kBf16 (wmma m16n16k16),
+// Products: kTf32 (ldmatrix + mma.sync m16n8k8, the operands pre-rounded with cvt.rna), kBf16 (m16n8k16),
 // kIeee (a scalar float32 loop with the same tiles, for callers that turned TF32 off).
 #include <algorithm>
 #include <climits>
@@ -117,9 +117,8 @@ __device__ inline void block_product(const typename Operand<P>::T* w, const type
   const int m_tiles = s.rows / 16, jobs = m_tiles * ((rows + 15) / 16);
   for (int job = static_cast<int>(threadIdx.x) / 32; job < jobs; job += kWarps) {
     const int mt = job % m_tiles, nt = job / m_tiles;
-    tile_product<P, false, !probe::Skips<Skip>::of(probe::kMma)>(w + mt * 16 * s.width, s.width, x + nt * 16 * s.width,
-                                                                  s.width, s.width, out + nt * 16 * s.rows + mt * 16,
-                                                                  s.rows);
+    tile_product<P, !probe::Skips<Skip>::of(probe::kMma)>(w + mt * 16 * s.width, s.width, x + nt * 16 * s.width, s.width,
+                                                          s.width, out + nt * 16 * s.rows + mt * 16, s.rows);
   }
 }
 

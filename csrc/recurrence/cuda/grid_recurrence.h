@@ -4,7 +4,7 @@
 // are ordered by the flag barrier of csrc/recurrence/cuda/flag_barrier.h. It takes the arguments of
 // the cooperative kernel (csrc/recurrence/cuda/recurrence.h's ForwardArgs and BackwardArgs,
 // float32, contiguous, padded or packed) and computes the recurrent products in the precision of
-// csrc/recurrence/products.h on tensor cores (TF32 or bf16 wmma; kIeee: scalar float32). Every
+// csrc/recurrence/products.h on tensor cores (TF32 or bf16 mma.sync; kIeee: scalar float32). Every
 // function is a template on the cell C of csrc/recurrence/cells.h and the Products P, instantiated
 // at the end of the .cu file for the three cells and the three precisions.
 #pragma once
@@ -32,7 +32,7 @@ constexpr int kMaxCluster = 16;  // blocks of a cluster (more than 8: a non-port
 //             (row g units + u; rows padded to a multiple of 16, columns to forward_width);
 //   backward: W_hh[m, j] for the cluster's units j and m in M_r, the r-th slice of width
 //             backward_width of [0, G H), as [backward_rows][backward_width] (row u).
-// A step's product runs over the batch in chunks of `chunk` rows (a multiple of 16, the wmma N):
+// A step's product runs over the batch in chunks of `chunk` rows (a multiple of 16, a tile_product N):
 // one chunk where the partial sums of the whole batch fit shared memory, else several, each with
 // two more cluster barriers. forward_bytes / backward_bytes: each direction's dynamic shared memory
 // per block. cluster == 0: nothing fits this device (the reason in `why`).

@@ -1,10 +1,19 @@
 // The PTX the tensor-core kernels and the GPU probe use beyond CUDA's C++ API, one small function
-// each, so that the SIMT emulation of the tests (tests/simt, which defines TSRNN_SIMT) can run the
-// same source: there each function is the emulator's (the clocks a process-wide counter that only
-// has to increase; the relaxed arrive a cluster arrival counted apart from the release-flavoured
-// one; shared-memory addresses, mapa, mbarriers, st.async and ldmatrix: tests/simt/ptx_emulation.h,
-// from the PTX ISA's definitions, with its checks). Device code only; the mbarrier, st.async and
-// mapa wrappers need sm_90, ldmatrix sm_75.
+// each; nothing else in the kernels writes `asm`. The SIMT emulation of the tests (tests/simt, which
+// defines TSRNN_SIMT) runs the same source: there each function is the emulator's
+// (tests/simt/ptx_emulation.h, written from the PTX ISA's definitions and fragment layouts, with
+// its checks; the clocks a process-wide counter that only has to increase). Device code only.
+// Architectures: ldmatrix sm_75; mma.sync (TF32, bf16) and cp.async sm_80; mapa, the cluster
+// barrier's split forms, st.async, cp.async.bulk, expect_tx and try_wait.parity sm_90; cvt.rna.tf32
+// sm_80.
+//
+// What each compiles to on sm_90 (nvcc 13.0, read from cuobjdump -sass; the GPU-wide fences are
+// what a step of the time loop must not pay): mbarrier.arrive of shared::cta, release or relaxed:
+// SYNCS.ARRIVE only; a remote arrive (shared::cluster) with .release: MEMBAR.ALL.GPU first, with
+// .relaxed: none; barrier.cluster.arrive (release): MEMBAR.ALL.GPU, .relaxed: none;
+// barrier.cluster.wait (acquire) and fence.acq_rel.cluster: CCTL.IVALL (the fence MEMBAR.ALL.GPU
+// too); st.async: STAS; cp.async.bulk shared::cluster: UBLKCP; fence.proxy.async.shared::cta:
+// MEMBAR.ALL.CTA + FENCE.VIEW.ASYNC.S; mbarrier.try_wait.parity (acquire, CTA scope): SYNCS.PHASECHK.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -139,18 +148,215 @@ __device__ inline void st_async(std::uint32_t address, std::uint32_t value, std:
 #endif
 }
 
-// ldmatrix.sync.aligned.m8n8.x4.shared.b16 (a warp collective): lane 8 i + r passes the address of
-// row r of 8x8 matrix i (16 bytes, 16-byte aligned); lane l gets in out[i] the two elements of row
-// l / 4, columns 2 (l % 4) and 2 (l % 4) + 1, of matrix i.
-__device__ inline void ldmatrix_x4(std::uint32_t (&out)[4], const void* row, int line = __builtin_LINE()) {
+// ldmatrix.sync.aligned.m8n8.xN{.trans}.shared.b16 (a warp collective; N = 1, 2 or 4 matrices of
+// 8 x 8 16-bit elements): lane 8 i + r passes the address of row r of matrix i (16 bytes, 16-byte
+// aligned; lanes past 8 N pass nothing that is read). Without .trans lane l gets in out[i] the two
+// elements of row l / 4, columns 2 (l % 4) and 2 (l % 4) + 1, of matrix i (the lower column in the
+// lower half); with .trans the two elements of column l / 4, rows 2 (l % 4) and 2 (l % 4) + 1.
+template <int N, bool Trans = false>
+__device__ inline void ldmatrix(std::uint32_t (&out)[N], const void* row, int line = __builtin_LINE()) {
+  static_assert(N == 1 || N == 2 || N == 4, "ldmatrix loads 1, 2 or 4 matrices");
 #ifdef TSRNN_SIMT
-  simt::ptx::ldmatrix_x4(out, row, line);
+  simt::ptx::ldmatrix(out, N, Trans, row, line);
 #else
   (void)line;
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
-               : "=r"(out[0]), "=r"(out[1]), "=r"(out[2]), "=r"(out[3])
-               : "r"(shared_address(row))
+  const std::uint32_t address = shared_address(row);
+  if constexpr (N == 1 && !Trans) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x1.shared.b16 {%0}, [%1];" : "=r"(out[0]) : "r"(address) : "memory");
+  } else if constexpr (N == 1) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x1.trans.shared.b16 {%0}, [%1];" : "=r"(out[0]) : "r"(address) : "memory");
+  } else if constexpr (N == 2 && !Trans) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0, %1}, [%2];" : "=r"(out[0]), "=r"(out[1]) : "r"(address) : "memory");
+  } else if constexpr (N == 2) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0, %1}, [%2];" : "=r"(out[0]), "=r"(out[1]) : "r"(address)
+                 : "memory");
+  } else if constexpr (!Trans) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(out[0]), "=r"(out[1]), "=r"(out[2]), "=r"(out[3])
+                 : "r"(address)
+                 : "memory");
+  } else {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(out[0]), "=r"(out[1]), "=r"(out[2]), "=r"(out[3])
+                 : "r"(address)
+                 : "memory");
+  }
+#endif
+}
+
+// cvt.rna.tf32.f32: x rounded to TF32 (10 mantissa bits, to nearest, ties away from zero), as a
+// float whose low 13 mantissa bits are zero; infinities and NaN pass.
+__device__ inline float round_tf32(float x) {
+#ifdef TSRNN_SIMT
+  return simt::ptx::round_tf32(x);
+#else
+  std::uint32_t bits;
+  asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(bits) : "f"(x));
+  return __uint_as_float(bits);
+#endif
+}
+
+// mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 (a warp collective): d = a b + c for A 16 x 8,
+// B 8 x 8, C and D 16 x 8, with g = lane / 4 and t = lane % 4 (the PTX ISA's fragment layouts):
+// a[i] is A(g + 8 (i % 2), t + 4 (i / 2)), b[i] is B(t + 4 i, g), c[i] and d[i] are
+// C(g + 8 (i / 2), 2 t + i % 2). The operands are float bit patterns of which the hardware reads the
+// TF32 bits (the low 13 mantissa bits ignored: round with cvt.rna first). d may be c.
+__device__ inline void mma_tf32(float (&d)[4], const std::uint32_t (&a)[4], const std::uint32_t (&b)[2], const float (&c)[4],
+                                int line = __builtin_LINE()) {
+#ifdef TSRNN_SIMT
+  simt::ptx::mma(d, a, b, c, false, line);
+#else
+  (void)line;
+  asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+               "{%10, %11, %12, %13};"
+               : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]), "f"(c[0]), "f"(c[1]), "f"(c[2]), "f"(c[3]));
+#endif
+}
+
+// mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32: d = a b + c for A 16 x 16, B 16 x 8, each
+// register two bf16 (element h of a fragment in register h / 2, the even h in the lower half):
+// a's element h is A(g + 8 ((h / 2) % 2), 2 t + h % 2 + 8 (h / 4)), b's B(2 t + h % 2 + 8 (h / 2), g);
+// c and d as mma_tf32's. d may be c.
+__device__ inline void mma_bf16(float (&d)[4], const std::uint32_t (&a)[4], const std::uint32_t (&b)[2], const float (&c)[4],
+                                int line = __builtin_LINE()) {
+#ifdef TSRNN_SIMT
+  simt::ptx::mma(d, a, b, c, true, line);
+#else
+  (void)line;
+  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+               "{%10, %11, %12, %13};"
+               : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]), "f"(c[0]), "f"(c[1]), "f"(c[2]), "f"(c[3]));
+#endif
+}
+
+// cp.async.{ca,cg}.shared.global [to], [from], Bytes, src-size: an asynchronous copy of Bytes (4, 8
+// or 16; both addresses aligned to it) from global to this block's shared memory, or, with `read`
+// false, Bytes of zeros (src-size 0: `from` is not read). Complete once the thread's
+// cp_async_wait<N> leaves at most N later committed groups outstanding: until then `to` holds
+// nothing a thread may read. 16-byte copies bypass L1 (.cg).
+template <int Bytes>
+__device__ inline void cp_async(void* to, const void* from, bool read = true, int line = __builtin_LINE()) {
+  static_assert(Bytes == 4 || Bytes == 8 || Bytes == 16, "cp.async copies 4, 8 or 16 bytes");
+#ifdef TSRNN_SIMT
+  simt::ptx::cp_async(to, from, Bytes, read, line);
+#else
+  (void)line;
+  const unsigned size = read ? Bytes : 0u;
+  if constexpr (Bytes == 16) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(shared_address(to)), "l"(from), "r"(size) : "memory");
+  } else {
+    asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;" ::"r"(shared_address(to)), "l"(from), "n"(Bytes), "r"(size)
+                 : "memory");
+  }
+#endif
+}
+
+// cp.async.commit_group: the thread's cp_async calls since the last commit become one group.
+__device__ inline void cp_async_commit(int line = __builtin_LINE()) {
+#ifdef TSRNN_SIMT
+  simt::ptx::cp_async_commit(line);
+#else
+  (void)line;
+  asm volatile("cp.async.commit_group;" ::: "memory");
+#endif
+}
+
+// cp.async.wait_group N: waits until at most the N most recent committed groups of the thread are
+// outstanding (the others' data is in shared memory, visible to this thread; other threads see it
+// after a barrier).
+template <int N>
+__device__ inline void cp_async_wait(int line = __builtin_LINE()) {
+#ifdef TSRNN_SIMT
+  simt::ptx::cp_async_wait(N, line);
+#else
+  (void)line;
+  asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
+#endif
+}
+
+// mbarrier.arrive.shared::cta.b64 (release at CTA scope: no GPU-wide fence): one arrival of this
+// thread at its block's mbarrier `bar`.
+__device__ inline void mbarrier_arrive(std::uint64_t* bar, int line = __builtin_LINE()) {
+#ifdef TSRNN_SIMT
+  simt::ptx::mbarrier_arrive(bar, line);
+#else
+  (void)line;
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(shared_address(bar)) : "memory");
+#endif
+}
+
+// mbarrier.arrive.relaxed.cluster.shared::cluster.b64: one arrival at the mbarrier of a block of the
+// cluster (`bar` from mapa), ordering no memory (the .release form costs MEMBAR.ALL.GPU). What it
+// may signal is that this thread is done *reading* (the reads have returned their values), never
+// that data it wrote is visible.
+__device__ inline void mbarrier_arrive_remote_relaxed(std::uint32_t bar, int line = __builtin_LINE()) {
+#ifdef TSRNN_SIMT
+  simt::ptx::mbarrier_arrive_remote(bar, line);
+#else
+  (void)line;
+  asm volatile("mbarrier.arrive.relaxed.cluster.shared::cluster.b64 _, [%0];" ::"r"(bar) : "memory");
+#endif
+}
+
+// Polls mbarrier_try_wait_parity until the phase of parity `parity` of `bar` has completed.
+__device__ inline void mbarrier_wait(std::uint64_t* bar, unsigned parity, int line = __builtin_LINE(),
+                                     const char* file = __builtin_FILE()) {
+  while (!mbarrier_try_wait_parity(bar, parity, line, file)) {
+  }
+}
+
+// cp.async.bulk.shared::cluster.shared::cta.mbarrier::complete_tx::bytes: `bytes` (a multiple of 16;
+// both addresses 16-byte aligned) of this block's shared memory at `from` into a block of the
+// cluster at `to` (from mapa), completing `bytes` of transactions on that block's mbarrier `bar`
+// (mapa too). The copy reads `from` through the async proxy: this thread's ordinary stores to it
+// must be followed by fence_proxy_async_shared first.
+__device__ inline void bulk_push(std::uint32_t to, const void* from, unsigned bytes, std::uint32_t bar, int line = __builtin_LINE()) {
+#ifdef TSRNN_SIMT
+  simt::ptx::bulk_push(to, from, bytes, bar, line);
+#else
+  (void)line;
+  asm volatile("cp.async.bulk.shared::cluster.shared::cta.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(to),
+               "r"(shared_address(from)), "r"(bytes), "r"(bar)
                : "memory");
+#endif
+}
+
+// fence.proxy.async.shared::cta: this thread's ordinary shared-memory accesses are ordered before
+// its later async-proxy ones (cp.async.bulk reading what it stored).
+__device__ inline void fence_proxy_async_shared(int line = __builtin_LINE()) {
+#ifdef TSRNN_SIMT
+  simt::memory_point(line);
+#else
+  (void)line;
+  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+#endif
+}
+
+// barrier.cluster.arrive.release.aligned and barrier.cluster.wait.acquire.aligned: the cluster
+// barrier's two halves in their ordering forms (a GPU-wide fence and an L1 invalidate: outside the
+// time loop only).
+__device__ inline void cluster_arrive_release(int line = __builtin_LINE()) {
+#ifdef TSRNN_SIMT
+  simt::cluster_arrive(line, false);
+#elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  (void)line;
+  asm volatile("barrier.cluster.arrive.release.aligned;" ::: "memory");
+#else
+  (void)line;  // a cluster of one (tensor_core.h): nothing to arrive at, its wait is a block barrier
+#endif
+}
+
+__device__ inline void cluster_wait(int line = __builtin_LINE()) {
+#ifdef TSRNN_SIMT
+  simt::cluster_wait(line);
+#elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  (void)line;
+  asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory");
+#else
+  (void)line;
+  __syncthreads();
 #endif
 }
 

@@ -7,13 +7,14 @@
 #include <cooperative_groups.h>
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
-#include <mma.h>
 
 #include <cstddef>
+#include <cstdint>
 #include <cstring>
 #include <type_traits>
 #include <utility>
 
+#include "recurrence/cuda/ptx.h"
 #include "recurrence/products.h"
 
 namespace tsrnn {
@@ -21,7 +22,6 @@ namespace cuda {
 namespace tensor_core {
 
 namespace cg = cooperative_groups;
-namespace wmma = nvcuda::wmma;
 
 // The block's cluster (cooperative_groups' cluster_group, sm_90 on). Before sm_90 there are no
 // clusters and the plan launches clusters of one block: a cluster of one, whose barrier phases are
@@ -72,7 +72,7 @@ struct Operand {
 template <>
 struct Operand<Products::kTf32> {
   using T = float;
-  __device__ static float round(float x) { return wmma::__float_to_tf32(x); }
+  __device__ static float round(float x) { return ptx::round_tf32(x); }
 };
 template <>
 struct Operand<Products::kBf16> {
@@ -89,45 +89,59 @@ __device__ inline unsigned bits(T x) {
 }
 
 // out = A B for one 16 x 16 tile, by one whole warp: A is 16 x inner, row-major (element (i, k) at
-// a[i * lda + k]) or, with ATransposed, column-major (at a[k * lda + i]); B is inner x 16,
-// column-major (element (k, n) at b[n * ldb + k]); out is column-major (element (i, n) at
-// out[n * ldo + i]); inner is a multiple of 16. The operands are already rounded to P's type.
+// a[i * lda + k]); B is inner x 16, column-major (element (k, n) at b[n * ldb + k]); out is
+// column-major (element (i, n) at out[n * ldo + i]); inner is a multiple of 16, and lda and ldb
+// are multiples of 16 bytes' worth of elements (ldmatrix's rows are 16-byte aligned). The operands
+// are already rounded to P's type. TF32 and bf16: each k-step one ldmatrix.x4 of A and one of B
+// (both n8 halves of the tile) and two mma.sync (m16n8k8 TF32, m16n8k16 bf16: ptx.h), float32
+// accumulation; the fragments are the PTX ISA's (ptx.h states them): an ldmatrix matrix of 8 rows
+// x 16 bytes is 8 x 4 TF32 or 8 x 8 bf16 elements, and lane l of a matrix holds row l / 4, 16-bit
+// columns 2 (l % 4) and 2 (l % 4) + 1 (TF32 element l % 4).
 // Multiply false (the GPU probe's ladder, csrc/recurrence/cuda/probe.h): the operands are loaded and
-// summed into the accumulator instead of multiplied, so the loads stay and the mma goes.
-template <Products P, bool ATransposed, bool Multiply = true>
+// folded into the accumulator instead of multiplied, so the loads stay and the mma goes.
+template <Products P, bool Multiply = true>
 __device__ inline void tile_product(const typename Operand<P>::T* a, unsigned lda, const typename Operand<P>::T* b,
                                     unsigned ldb, int inner, float* out, unsigned ldo) {
+  const int lane = threadIdx.x % 32;
   if constexpr (P == Products::kIeee) {
-    const int lane = threadIdx.x % 32, n = lane % 16, i0 = lane / 16 * 8;
+    const int n = lane % 16, i0 = lane / 16 * 8;
     float acc[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
     for (int k = 0; k < inner; ++k) {
       const float bk = b[n * ldb + k];
 #pragma unroll
-      for (int i = 0; i < 8; ++i) acc[i] += (ATransposed ? a[k * lda + i0 + i] : a[(i0 + i) * lda + k]) * bk;
+      for (int i = 0; i < 8; ++i) acc[i] += a[(i0 + i) * lda + k] * bk;
     }
 #pragma unroll
     for (int i = 0; i < 8; ++i) out[n * ldo + i0 + i] = acc[i];
   } else {
-    constexpr int kK = P == Products::kTf32 ? 8 : 16;
-    using Element = std::conditional_t<P == Products::kTf32, wmma::precision::tf32, __nv_bfloat16>;
-    using LayoutA = std::conditional_t<ATransposed, wmma::col_major, wmma::row_major>;
-    wmma::fragment<wmma::matrix_a, 16, 16, kK, Element, LayoutA> fa;
-    wmma::fragment<wmma::matrix_b, 16, 16, kK, Element, wmma::col_major> fb;
-    wmma::fragment<wmma::accumulator, 16, 16, kK, float> acc;
-    wmma::fill_fragment(acc, 0.f);
+    // A's matrices: rows 0-7 and 8-15 (lanes 0-15 give rows lane % 16) at the k-step's first and
+    // second 16 bytes (lanes 16-31); B's: n 0-7 at the two 16-byte halves (lanes 0-15), then n 8-15.
+    constexpr int kK = P == Products::kTf32 ? 8 : 16, kHalf = kK / 2;
+    const auto* a_row = a + (lane % 16) * lda + lane / 16 * kHalf;
+    const auto* b_row = b + (lane % 8 + lane / 16 * 8) * ldb + lane / 8 % 2 * kHalf;
+    float acc[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
     for (int k = 0; k < inner; k += kK) {
-      wmma::load_matrix_sync(fa, ATransposed ? a + k * lda : a + k, lda);
-      wmma::load_matrix_sync(fb, b + k, ldb);
-      if constexpr (Multiply) {
-        wmma::mma_sync(acc, fa, fb, acc);
-      } else {  // the operands' bits folded (a shallow tree of integer ops) into the accumulator
-        unsigned fold = 0;
-        for (int i = 0; i < fa.num_elements; ++i) fold ^= bits(fa.x[i]);
-        for (int i = 0; i < fb.num_elements; ++i) fold ^= bits(fb.x[i]);
-        acc.x[0] += static_cast<float>(fold & 1u);
+      std::uint32_t fa[4], fb[4];
+      ptx::ldmatrix<4>(fa, a_row + k);
+      ptx::ldmatrix<4>(fb, b_row + k);
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const std::uint32_t fbh[2] = {fb[2 * half], fb[2 * half + 1]};
+        if constexpr (!Multiply) {  // the operands' bits folded (a shallow tree of integer ops) into the accumulator
+          acc[half][0] += static_cast<float>((fa[0] ^ fa[1] ^ fa[2] ^ fa[3] ^ fbh[0] ^ fbh[1]) & 1u);
+        } else if constexpr (P == Products::kTf32) {
+          ptx::mma_tf32(acc[half], fa, fbh, acc[half]);
+        } else {
+          ptx::mma_bf16(acc[half], fa, fbh, acc[half]);
+        }
       }
     }
-    wmma::store_matrix_sync(out, acc, ldo, wmma::mem_col_major);
+    // acc[half][e] is element (lane / 4 + 8 (e / 2), 8 half + 2 (lane % 4) + e % 2) of the tile.
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) out[(8 * half + 2 * (lane % 4) + e % 2) * ldo + lane / 4 + 8 * (e / 2)] = acc[half][e];
+    }
   }
 }
 

@@ -114,6 +114,60 @@ def test_tensor_cores_run_the_tf32_and_bf16_products(built):
             assert hmma > 0, f"{arch} {name}: no HMMA in the SASS"
 
 
+def operand_loads_problem(code: str) -> str | None:
+    """Why a TF32 or bf16 kernel's products do not read their operands as tensor_core.h's
+    tile_product must (ldmatrix from shared memory, then mma.sync), or None: no LDSM, no HMMA, an
+    LDSM count other than the HMMA count (one ldmatrix.x4 of A and one of B feed the two m16n8
+    mma of a k-step), or generic loads (LD.E: what nvcuda::wmma's load_matrix_sync compiled to)."""
+    ldsm, hmma = len(re.findall(r"\bLDSM\.16\.M88\.4\b", code)), len(re.findall(r"\bHMMA\.", code))
+    if ldsm == 0 or hmma == 0:
+        return f"{ldsm} LDSM.x4 and {hmma} HMMA"
+    if ldsm != hmma:
+        return f"{ldsm} LDSM.x4 for {hmma} HMMA"
+    if re.search(r"\bLD\.E\b", code):
+        return "generic loads (LD.E)"
+    return None
+
+
+def test_the_products_read_their_operands_with_ldmatrix(built):
+    """The TF32 and bf16 products: ldmatrix and mma.sync, as many LDSM.x4 as HMMA; and no generic
+    load anywhere in the cluster kernel's forward. Generic loads that remain, until the exchange is
+    rebuilt on DSMEM pushes: the cluster backward's reads of the peers' partial products through
+    distributed shared memory, the grid kernel's reads of its slices of h and dz."""
+    arch, _, sass, kernels = built
+    for mangled, name in kernels.items():
+        if name.endswith("ieee"):
+            assert "LDSM" not in sass[mangled], f"{arch} {name}"
+            continue
+        problem = operand_loads_problem(sass[mangled])
+        if (arch.startswith("grid") or name.startswith("backward")) and problem == "generic loads (LD.E)":
+            continue
+        assert problem is None, f"{arch} {name}: {problem}"
+
+
+@needs_tools
+def test_the_operand_load_check_fails_on_wmma(tmp_path):
+    """The planted regression: the first generation's wmma loads from shared memory put back (no
+    LDSM; generic LD.E)."""
+    planted = tmp_path / "planted_wmma.cu"
+    planted.write_text("#include <mma.h>\nusing namespace nvcuda;\n"
+                       "__global__ void planted_wmma(float* out, int ld) {\n"
+                       "  extern __shared__ float tile[];\n"
+                       "  wmma::fragment<wmma::matrix_a, 16, 16, 8, wmma::precision::tf32, wmma::row_major> a;\n"
+                       "  wmma::fragment<wmma::matrix_b, 16, 16, 8, wmma::precision::tf32, wmma::col_major> b;\n"
+                       "  wmma::fragment<wmma::accumulator, 16, 16, 8, float> c;\n"
+                       "  wmma::fill_fragment(c, 0.f);\n"
+                       "  for (int k = 0; k < 64; k += 8) {\n"
+                       "    wmma::load_matrix_sync(a, tile + k, ld);\n"
+                       "    wmma::load_matrix_sync(b, tile + 4096 + k, ld);\n"
+                       "    wmma::mma_sync(c, a, b, c);\n  }\n"
+                       "  wmma::store_matrix_sync(out, c, 16, wmma::mem_col_major);\n}\n")
+    report, sass = compile_report(planted, "90", tmp_path)
+    (mangled,) = [m for m in report if "planted" in m]
+    assert operand_loads_problem(sass[mangled]) == f"0 LDSM.x4 and {len(re.findall(r'HMMA', sass[mangled]))} HMMA"
+    assert re.search(r"\bLD\.E\b", sass[mangled])
+
+
 def test_the_flag_barrier_releases_and_acquires(built):
     """The grid kernel's flag barrier (csrc/recurrence/cuda/flag_barrier.h): a memory fence before
     the atomic add at GPU scope (release), a strong GPU-scope load that invalidates L1 (acquire), a
@@ -197,10 +251,10 @@ def _count(pattern: str, code: str) -> int:
 
 # What each rung (probe.h's Part bits) must show against the baseline of its direction and precision.
 RUNG_SASS = {
-    1: ("mma: no HMMA, the operand loads stay",
-        lambda r, b, o: _count(r"\bHMMA\.", r) == 0 and _count(r"\bLD\.E", r) > _count(r"\bLD\.E", o)),
-    2: ("operands: no HMMA, fewer generic loads", lambda r, b, o: _count(r"\bHMMA\.", r) == 0
-        and _count(r"\bLD\.E", r) < _count(r"\bLD\.E", b)),
+    1: ("mma: no HMMA, the operand loads (LDSM) stay",
+        lambda r, b, o: _count(r"\bHMMA\.", r) == 0 and _count(r"\bLDSM\.", r) > _count(r"\bLDSM\.", o)),
+    2: ("operands: no HMMA, no LDSM", lambda r, b, o: _count(r"\bHMMA\.", r) == 0
+        and _count(r"\bLDSM\.", r) == 0 < _count(r"\bLDSM\.", b)),
     4: ("cell_loads: fewer global loads, the cell's math stays",
         lambda r, b, o: _count(r"\bLDG\.", r) < _count(r"\bLDG\.", b) and _count(r"\bMUFU\.", r) == _count(r"\bMUFU\.", b)),
     8: ("stores: fewer global stores, the cell's math stays",
