@@ -13,21 +13,26 @@ The model of one forward+backward call of one layer, in microseconds::
 
 with every coefficient >= 0 and, per fwd+bwd step (both directions) of one block:
 
-- ``S``: shared-memory wavefronts of the operand loads, bank conflicts included. The kernels since
-  2026-12-07 load each k-step of a 16 x 16 tile with one ``ldmatrix.x4`` of A and one of B
-  (tensor_core.h's tile_product): 4 matrices of 8 rows of 16 bytes each, a matrix as many
-  wavefronts as the most of its rows in one group of 4 banks (gcd(row pitch / 16 bytes, 8)); A is
-  row-major (the backward keeps W^T). The kernels measured on 2026-11-28 used wmma: each
-  ``load_matrix_sync`` of a 16 x 8-word fragment compiled to four scalar 32-bit loads a thread
-  reading 8 rows of 4 consecutive words at the row pitch (a column-major A: 4 columns of 8 words,
-  or for bf16 4 columns at twice the pitch of 4 words), as many wavefronts as the most distinct
-  words one of the 32 banks holds. Each measurement is fitted with the loads it ran (the report's
-  ``operands``, "wmma" where it has none); the header prices ldmatrix. S = sum over the step's
-  products of m-tiles x n-tiles x k-steps x 4 x (wavefronts of an A load + of a B load).
+- ``S``: shared-memory wavefronts of the operand loads, bank conflicts included. The second
+  generation of the kernels (``generation`` 2, since 2026-12-07) loads each k-step of a 16 x 16 tile
+  with one ``ldmatrix.x4`` of A and one of B (tensor_core.h's tile_product): 4 matrices of 8 rows
+  of 16 bytes each, a matrix as many wavefronts as the most of its rows in one group of 4 banks
+  (gcd(row pitch / 16 bytes, 8)); A is row-major (the cluster backward keeps W^T), and the cluster
+  kernel pads its rows by 16 bytes (one wavefront a matrix). The first generation, measured on
+  2026-11-28, used wmma: each ``load_matrix_sync`` of a 16 x 8-word fragment compiled to four
+  scalar 32-bit loads a thread reading 8 rows of 4 consecutive words at the row pitch (a
+  column-major A: 4 columns of 8 words, or for bf16 4 columns at twice the pitch of 4 words), as
+  many wavefronts as the most distinct words one of the 32 banks holds. Each measurement is fitted
+  with the generation it ran (the report's ``generation``, 1 where it has none); the header prices
+  generation 2. S = sum over the step's products of m-tiles x n-tiles x k-steps x 4 x (wavefronts of
+  an A load + of a B load).
 - ``pairs``: the (unit, batch row) pairs one thread runs one after another in the cell, each
   waiting on its own global loads.
-- ``barriers``: cluster barriers a step: 4 in the cluster kernel (two phases each direction), 2 (2
-  chunks - 1) in the grid kernel (two per batch chunk and direction, but the first chunk's first).
+- ``barriers``: cluster barriers a step: in the grid kernel 2 (2 chunks - 1) (two per batch chunk
+  and direction, but the first chunk's first); in the cluster kernel 4 in generation 1 (two phases
+  each direction) and none in generation 2, whose exchange is st.async pushes completing on
+  mbarriers with relaxed handshakes: their cost has no term (nothing has measured it yet), so the
+  model's sync cost of the cluster kernel is a lower bound until a GPU run refits it.
 - ``L2`` (grid kernel): the serialized ``__ldcg`` loads a thread makes reading its chunks of h and
   dz: per direction and chunk, ceil(padded chunk rows x block width / 256 threads).
 - ``waves``: ceil(clusters / resident clusters) of the cluster kernel (1 for the grid kernel,
@@ -91,20 +96,22 @@ def ldmatrix_wavefronts(pitch_bytes: int) -> int:
     return math.gcd(pitch_bytes // 16, 8)
 
 
+GENERATIONS = (1, 2)  # of the tensor-core kernels: 1 as measured on 2026-11-28, 2 since 2026-12-07
+
+
 def product_wavefronts(m_tiles: int, n_tiles: int, inner: int, pitch_a: int, pitch_b: int, item: int,
-                       transposed_a: bool, operands: str = "ldmatrix") -> int:
+                       transposed_a: bool, generation: int = 2) -> int:
     """Shared-memory wavefronts of one block's product of [16 m_tiles][inner] x [inner][16 n_tiles]:
     A at row pitch ``pitch_a`` elements, B column-major at ``pitch_b``, elements of ``item`` bytes
-    (4: TF32, 2: bf16). ``operands``: "ldmatrix", the kernels' loads since 2026-12-07 (one
-    ldmatrix.x4 of A and one of B a k-step, 4 matrices each: tensor_core.h's tile_product; A is
-    always row-major there); "wmma", the loads of the kernels measured on 2026-11-28 (A column-major
-    where ``transposed_a``)."""
+    (4: TF32, 2: bf16). Generation 2: one ldmatrix.x4 of A and one of B a k-step, 4 matrices each
+    (tensor_core.h's tile_product; A is always row-major there); generation 1: wmma loads (A
+    column-major where ``transposed_a``)."""
     k_step = 8 if item == 4 else 16  # elements of a k-step: 32 bytes of a row either way
-    if operands == "ldmatrix":
+    if generation not in GENERATIONS:
+        raise ValueError(f"unknown kernel generation {generation!r}")
+    if generation == 2:
         return m_tiles * n_tiles * (inner // k_step) * 4 * (ldmatrix_wavefronts(pitch_a * item)
                                                               + ldmatrix_wavefronts(pitch_b * item))
-    if operands != "wmma":
-        raise ValueError(f"unknown operand loads {operands!r}")
     words_a, words_b = pitch_a * item // 4, pitch_b * item // 4
     if not transposed_a:
         load_a = wavefronts(words_a, 8, 4)
@@ -122,22 +129,25 @@ def chunk_rows(batch: int, chunk: int) -> list[int]:
 
 
 def features(T: int, B: int, H: int, gates: int, precision: str, kernel: str, config, resident=None,
-             operands: str = "ldmatrix") -> dict:
+             generation: int = 2) -> dict:
     """The model's features of one call on configuration ``config`` ([cluster, tile or chunk,
     clusters, units, ...], as recurrence_config gives it): per step (S, pairs, barriers, L2,
     chunks, waves) and per call (each term's multiplier, keyed as the coefficients).
-    ``resident``: resident clusters by cluster size (default: the fitted device's); ``operands``:
-    the kernels' operand loads (product_wavefronts)."""
+    ``resident``: resident clusters by cluster size (default: the fitted device's); ``generation``:
+    the kernels' (GENERATIONS)."""
     cluster, tile, clusters, units = (int(x) for x in config[:4])
     item = 2 if precision == "bf16" else 4
     if kernel == "cluster":
         rows, width = round_up(gates * units, 16), round_up(H, 16)
-        S = (product_wavefronts(rows // 16, tile // 16, width, width, width, item, False, operands)  # z = W h
-             # P = W^T dz: W^T [width][rows] row-major (ldmatrix), or W [rows][width] read transposed (wmma)
-             + product_wavefronts(width // 16, tile // 16, rows, rows if operands == "ldmatrix" else width, rows, item,
-                                  True, operands))
+        if generation == 2:  # rows padded by 16 bytes (tensor_core.h's kPad); P = W^T dz with W^T [width][rows]
+            pad = 16 // item
+            S = (product_wavefronts(rows // 16, tile // 16, width, width + pad, width + pad, item, False, generation)
+                 + product_wavefronts(width // 16, tile // 16, rows, rows + pad, rows + pad, item, False, generation))
+        else:  # z = W h; P = W^T dz reading W [rows][width] transposed
+            S = (product_wavefronts(rows // 16, tile // 16, width, width, width, item, False, generation)
+                 + product_wavefronts(width // 16, tile // 16, rows, width, rows, item, True, generation))
         pairs = math.ceil(units * tile / THREADS)
-        barriers, l2, chunks = 4, 0, 1
+        barriers, l2, chunks = (4 if generation == 1 else 0), 0, 1
         resident = resident if resident is not None else load()["resident_clusters"]
         waves = math.ceil(clusters / {int(c): int(n) for c, n in resident.items()}[cluster])
     elif kernel == "grid":
@@ -145,7 +155,7 @@ def features(T: int, B: int, H: int, gates: int, precision: str, kernel: str, co
         backward = (round_up(units, 16), round_up(math.ceil(gates * H / cluster), 16))
         rows_of = chunk_rows(B, tile)
         n_tiles = sum(math.ceil(rows / 16) for rows in rows_of)
-        S = sum(product_wavefronts(rows // 16, n_tiles, width, width, width, item, False, operands)
+        S = sum(product_wavefronts(rows // 16, n_tiles, width, width, width, item, False, generation)
                 for rows, width in (forward, backward))
         pairs = math.ceil(units * B / (cluster * THREADS))
         chunks = len(rows_of)
@@ -164,13 +174,13 @@ def features(T: int, B: int, H: int, gates: int, precision: str, kernel: str, co
 
 
 def predict_ms(T: int, B: int, H: int, gates: int, precision: str, kernel: str, config, coefficients=None,
-               resident=None, operands: str = "ldmatrix") -> float:
+               resident=None, generation: int = 2) -> float:
     """The model's forward+backward milliseconds of one call (``coefficients``: microseconds per
-    unit of each term, default bench/cost_model.json's; ``operands``: product_wavefronts')."""
+    unit of each term, default bench/cost_model.json's; ``generation``: the kernels')."""
     model = load() if coefficients is None or resident is None else None
     coefficients = coefficients if coefficients is not None else model["coefficients_us"]
     resident = resident if resident is not None else model["resident_clusters"]
-    terms = features(T, B, H, gates, precision, kernel, config, resident, operands)["terms"]
+    terms = features(T, B, H, gates, precision, kernel, config, resident, generation)["terms"]
     return sum(coefficients[name] * terms[name] for name in TERMS) / 1e3
 
 
@@ -199,7 +209,7 @@ def measured_rows(reports) -> list[dict]:
                 if "ms" in variant:
                     rows.append({key: row[key] for key in ("kernel", "T", "B", "H", "cell", "precision")}
                                 | {"config": variant["config"][:4], "ms": variant["ms"],
-                                   "operands": report.get("operands", "wmma")})
+                                   "generation": report.get("generation", 1)})
         rows += traced_rows(report)
     return rows
 
@@ -218,7 +228,7 @@ def traced_rows(probe: dict) -> list[dict]:
         us = record["forward"]["wall_us_per_step"] * T + record["backward"]["wall_us_per_step"] * (T + 1)
         rows.append({"kernel": record["kernel"], "T": T, "B": B, "H": H, "cell": "lstm", "precision": record["precision"],
                      "config": record["config"][:4], "ms": us / 1e3, "kernel_alone": True,
-                     "operands": probe.get("operands", "wmma")})
+                     "generation": probe.get("generation", 1)})
     return rows
 
 
@@ -246,7 +256,7 @@ def design(rows, resident):
     outside = ("gemm_tf32", "gemm_bf16", "call")  # what a kernel-alone row does not hold
     return np.array([[0.0 if r.get("kernel_alone") and name in outside else
                       features(r["T"], r["B"], r["H"], gates_of(r["cell"]), r["precision"], r["kernel"], r["config"],
-                               resident, r["operands"])["terms"][name] for name in TERMS] for r in rows], dtype=float)
+                               resident, r["generation"])["terms"][name] for name in TERMS] for r in rows], dtype=float)
 
 
 def solve(X, ms):
@@ -321,8 +331,10 @@ HEADER = """\
 // configuration of a shape and left out here: the plans (cluster_recurrence.cu, grid_recurrence.cu)
 // take the configuration with the lowest step cost. Products: item = 4 (TF32, and the scalar
 // float32 loop, which has no measurements and is ranked as TF32) or 2 (bf16). The coefficients
-// were fitted to kernels whose operands were wmma loads (their wavefronts counted as such there); a
-// wavefront of ldmatrix is priced the same: a prediction until a GPU measures the ldmatrix kernels.
+// were fitted to the first generation of the kernels (wmma loads, four cluster barriers a step in
+// the cluster kernel); this header prices the second (bench/cost_model.py: ldmatrix wavefronts at
+// the same price; the cluster kernel's mbarrier handshakes at none, no measurement having priced
+// them): a prediction until a GPU measures the second generation.
 // Fitted to {rows} configurations: median relative error {median:.1%}, worst {worst:.1%} (in sample).
 #pragma once
 
@@ -362,15 +374,16 @@ inline double product_wavefronts(int m_tiles, int n_tiles, int inner, int pitch_
 
 // The cluster kernel, blocks of `units` units in `clusters` clusters over batch tiles of `tile`
 // rows, `resident` clusters at once: per step z = W_r h (W_r [rows][width] row-major, h [tile][width])
-// and P = W_r^T dz (W_r^T [width][rows], dz [tile][rows]), four cluster barriers, the pairs; times
-// the waves.
+// and P = W_r^T dz (W_r^T [width][rows], dz [tile][rows]), every row padded by 16 bytes, and the
+// pairs; times the waves.
 inline double cluster_step_us(int item, int hidden, int gates, int tile, int clusters, int units, int resident) {{
   const int rows = round_up16(gates * units), width = round_up16(hidden);
-  const double shared = product_wavefronts(rows / 16, tile / 16, width, width, width, item) +
-                        product_wavefronts(width / 16, tile / 16, rows, rows, rows, item);
-  const int pairs = ceil_div(units * tile, kBlockThreads), barriers = 4;
+  const int pad = 16 / item;
+  const double shared = product_wavefronts(rows / 16, tile / 16, width, width + pad, width + pad, item) +
+                        product_wavefronts(width / 16, tile / 16, rows, rows + pad, rows + pad, item);
+  const int pairs = ceil_div(units * tile, kBlockThreads);  // no cluster barrier in its loops
   const int waves = ceil_div(clusters, resident);
-  return waves * (kSharedWavefront * shared + kPair * pairs + kBarrier * barriers);
+  return waves * (kSharedWavefront * shared + kPair * pairs);
 }}
 
 // The grid kernel, clusters of `cluster` blocks of `units` units each, the batch of `batch` rows in

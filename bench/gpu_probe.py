@@ -83,7 +83,7 @@ def header(device: str) -> dict:
     import torch
 
     return {"date": time.strftime("%Y-%m-%d %H:%M:%S"),
-            "operands": "ldmatrix",  # the tensor-core kernels' operand loads (bench/cost_model.py)
+            "generation": 2,  # of the tensor-core kernels (bench/cost_model.py)
             "device": torch.cuda.get_device_name() if device == "cuda" else platform.processor() or "cpu",
             "torch": torch.__version__, "python": platform.python_version(), "cuda": torch.version.cuda}
 

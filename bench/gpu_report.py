@@ -643,7 +643,7 @@ def main(argv=None) -> int:
         return 2
     report = {
         "date": time.strftime("%Y-%m-%d %H:%M:%S"),
-        "operands": "ldmatrix",  # the tensor-core kernels' operand loads (bench/cost_model.py keeps measurements apart by them)
+        "generation": 2,  # of the tensor-core kernels (bench/cost_model.py fits each measurement with its own)
         "device": torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor() or "cpu",
         "versions": {"torch": torch.__version__, "tsrnn": tsrnn.__version__, "python": platform.python_version(),
                      "cuda": torch.version.cuda, "cudnn": torch.backends.cudnn.version(),

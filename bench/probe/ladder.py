@@ -61,8 +61,10 @@ def verify(part: str, base: dict, rung: dict, base_h: torch.Tensor, rung_h: torc
         "stores": bool(torch.isnan(rung_h).all()) and bool(torch.isfinite(base_h).all()),
         "exchange": rung["map_shared"] == 0 < base["map_shared"],
         "relaxed": rung["arrive_relaxed"] > 0 and rung["arrive_release"] < base["arrive_release"],
-        # a cluster sync before each launch's loop and one before its exit, nothing in the time loop
-        "barriers": arrivals(rung) == 4 * blocks * THREADS < arrivals(base),
+        # a cluster sync before each launch's loop and one before its exit, nothing in the time loop:
+        # neither cluster arrivals (grid kernel) nor mbarrier waits (cluster kernel)
+        "barriers": arrivals(rung) == 4 * blocks * THREADS and rung["mbarrier_wait"] == 0
+                    and (arrivals(base) > arrivals(rung) or base["mbarrier_wait"] > 0),
         "grid_loads": rung["cached_load"] == 0 < base["cached_load"],
         "flag_barrier": rung["atomic_write"] == 0 < base["atomic_write"],
     }

@@ -21,8 +21,8 @@ from probe.context import Context, failed
 
 # The phases each kernel's step runs, in order (probe.h's Phase), per direction.
 EXPECTED = {
-    ("cluster", "forward"): ["wait", "product", "block_sync", "arrive", "cell", "wait_b", "exchange", "arrive_a"],
-    ("cluster", "backward"): ["wait", "exchange", "arrive", "cell", "block_sync", "wait_b", "product", "arrive_a"],
+    ("cluster", "forward"): ["wait", "product", "block_sync", "arrive", "cell", "wait_b", "exchange"],
+    ("cluster", "backward"): ["wait", "exchange", "cell", "block_sync", "arrive", "wait_b", "product"],
     ("grid", "forward"): ["wait", "cluster_sync", "load", "block_sync", "product", "cell", "flag_arrive",
                           "stores_after"],
     ("grid", "backward"): ["wait", "cluster_sync", "load", "block_sync", "product", "exchange", "cell",

@@ -202,16 +202,18 @@ def sanitized_cases(subset: str) -> list[str]:
 
 
 def barrier_lines(source: Path) -> dict[str, int]:
-    """The source line of each block or cluster barrier in the kernels of ``source`` (what
-    run.py's --drop can remove), by "line N: text": the calls, and the calls of the helpers that
-    wait for their caller's line (``wait<Skip>``, ``sync<Skip>``); not the removal ladder's own
-    barriers (lines naming probe::kBarriers, in the GPU probe's build only)."""
+    """The source line of each block or cluster barrier and mbarrier wait in the kernels of
+    ``source`` (what run.py's --drop can remove), by "line N: text": the calls, and the calls of the
+    helpers that wait for their caller's line (``wait<Skip>``, ``sync<Skip>``, ``ptx::mbarrier_wait``);
+    not the removal ladder's own barriers (lines naming probe::kBarriers, in the GPU probe's build
+    only)."""
     lines = source.read_text().splitlines()
     first = next(i for i, line in enumerate(lines) if "__global__" in line)
     found = {}
     for i, line in enumerate(lines[first:], first):
         if "probe::kBarriers" in line:
             continue
-        if re.search(r"(__syncthreads\(\)|barrier_wait\(\)|cluster\.sync\(\)|(wait|sync)<Skip>\(cluster\))\s*;", line):
+        if re.search(r"(__syncthreads\(\)|barrier_wait\(\)|cluster\.sync\(\)|(wait|sync)<Skip>\(cluster\))\s*;", line) \
+                or "ptx::mbarrier_wait(" in line:
             found[f"line {i + 1}: {line.strip()}"] = i + 1
     return found

@@ -178,7 +178,9 @@ inline std::map<std::tuple<std::int64_t, unsigned, unsigned, const void*>, unsig
 }
 
 // `file` and `line`: the caller's, for a livelock report.
+// A wait dropped by set_drop (the planted-bug tests: the thread goes on as if the phase had completed).
 inline bool mbarrier_try_wait_parity(void* bar, unsigned parity, const char* file, int line) {
+  if (dropped(file, line)) return true;
   std::uint64_t* word = mbarrier_at(shared_address(bar, line), line);
   const Mbarrier m = unpack(atomic_read(word, file, line), line);
   if ((m.phase & 1u) == (parity & 1u)) return false;  // the phase of that parity is the current one
@@ -189,6 +191,7 @@ inline bool mbarrier_try_wait_parity(void* bar, unsigned parity, const char* fil
   auto [it, fresh] = seen.try_emplace({launch_serial(), block_linear(), thread, bar}, m.phase);
   if (!fresh && it->second == m.phase) fail("mbarrier try_wait.parity succeeds again on the phase the thread already waited for (a reused phase parity)", line);
   it->second = m.phase;
+  count(Count::kMbarrierWait);
   return true;
 }
 

@@ -154,15 +154,15 @@ std::int64_t launch_serial();         // the running launch's number among all b
 // variant really skips its part): cluster arrivals by flavour, cluster waits, tensor-core products
 // (wmma mma_sync and PTX mma.sync, per warp), block barriers, atomic writes, distributed shared
 // memory mappings, reads of the clock, fragment loads (wmma load_matrix_sync and ldmatrix, per
-// warp), __ldcg loads, and ldmatrix's shared-memory wavefronts past one a matrix (ptx_emulation.h's
-// model of bank conflicts).
+// warp), __ldcg loads, ldmatrix's shared-memory wavefronts past one a matrix (ptx_emulation.h's
+// model of bank conflicts) and mbarrier waits (per thread, each completed try_wait.parity).
 enum class Count {
   kArriveRelease, kArriveRelaxed, kClusterWait, kMma, kBlockBarrier, kAtomicWrite, kMapShared, kClock, kFragmentLoad,
-  kCachedLoad, kBankConflict, kKinds
+  kCachedLoad, kBankConflict, kMbarrierWait, kKinds
 };
 inline constexpr const char* kCountNames[] = {"arrive_release", "arrive_relaxed", "cluster_wait", "mma",
                                               "block_barrier", "atomic_write", "map_shared", "clock",
-                                              "fragment_load", "cached_load", "bank_conflict"};
+                                              "fragment_load", "cached_load", "bank_conflict", "mbarrier_wait"};
 static_assert(sizeof(kCountNames) / sizeof(kCountNames[0]) == static_cast<int>(Count::kKinds), "a name per count");
 void count(Count what);
 std::int64_t counted(Count what);
@@ -442,6 +442,16 @@ SIMT_CAS(unsigned)
 SIMT_CAS(unsigned long long)
 #undef SIMT_CAS
 
+inline unsigned __float_as_uint(float x) {
+  unsigned u;
+  std::memcpy(&u, &x, sizeof u);
+  return u;
+}
+inline float __uint_as_float(unsigned u) {
+  float x;
+  std::memcpy(&x, &u, sizeof x);
+  return x;
+}
 inline int min(int a, int b) { return a < b ? a : b; }
 inline int max(int a, int b) { return a > b ? a : b; }
 

@@ -86,7 +86,7 @@ def test_the_stated_errors_are_what_the_coefficients_give(committed):
     err = {}
     for r in rows:
         ms = cost_model.predict_ms(r["T"], r["B"], r["H"], cost_model.gates_of(r["cell"]), r["precision"], r["kernel"],
-                                   r["config"], operands=r["operands"])
+                                   r["config"], generation=r["generation"])
         assert math.isclose(ms, r["predicted_ms"], rel_tol=1e-9)
         err.setdefault(r["kernel"], []).append(abs(ms / r["ms"] - 1))
     every = sorted(e for errs in err.values() for e in errs)
@@ -119,21 +119,24 @@ def test_the_stated_errors_are_what_the_coefficients_give(committed):
 ])
 def test_features_reproduce_the_counted_loads(kernel, shape, cell, precision, config, S, pairs, L2, chunks):
     T, B, H = shape
-    f = cost_model.features(T, B, H, cost_model.gates_of(cell), precision, kernel, config, operands="wmma")
+    f = cost_model.features(T, B, H, cost_model.gates_of(cell), precision, kernel, config, generation=1)
     assert (f["S"], f["pairs_per_thread"], f["L2_per_step"], f["chunks"]) == (S, pairs, L2, chunks)
 
 
 def test_ldmatrix_wavefronts_by_hand():
     """The cluster kernel at (70, 20, 400), LSTM, TF32, c = 16, tile 16 (rows 112, width 400): the
     forward's 7 x 1 tiles x 50 k-steps and the backward's 25 x 1 x 14, each k-step 4 matrices of A
-    and 4 of B; the pitches 1600 bytes (W, h) and 448 bytes (W^T, dz) are 100 and 28 sixteen-byte
-    groups apart, so a matrix's 8 rows fall in 2 of the 8 bank groups: 4 wavefronts each. An odd
-    number of 16-byte groups (a padded pitch) is conflict-free."""
+    and 4 of B, one wavefront each: the padded pitches (1616 and 464 bytes: 101 and 29 sixteen-byte
+    groups) put a matrix's 8 rows in 8 bank groups. Unpadded (1600 and 448 bytes, 100 and 28 groups)
+    they would fall in 2 of the 8: 4 wavefronts a matrix."""
     f = cost_model.features(70, 20, 400, 4, "tf32", "cluster", [16, 16, 2, 25])
-    assert f["S"] == 7 * 50 * 4 * (4 + 4) + 25 * 14 * 4 * (4 + 4)
+    assert f["S"] == 7 * 50 * 4 * (1 + 1) + 25 * 14 * 4 * (1 + 1)
+    assert cost_model.product_wavefronts(7, 1, 400, 400, 400, 4, False) == 7 * 50 * 4 * (4 + 4)
     assert [cost_model.ldmatrix_wavefronts(16 * g) for g in (1, 2, 4, 8, 100, 101)] == [1, 2, 4, 8, 4, 1]
-    with pytest.raises(ValueError, match="unknown operand loads"):
-        cost_model.product_wavefronts(1, 1, 16, 16, 16, 4, False, "lds")
+    assert f["barriers_per_step"] == 0  # the second generation's exchange: no cluster barrier
+    assert cost_model.features(70, 20, 400, 4, "tf32", "cluster", [16, 16, 2, 25], generation=1)["barriers_per_step"] == 4
+    with pytest.raises(ValueError, match="unknown kernel generation"):
+        cost_model.product_wavefronts(1, 1, 16, 16, 16, 4, False, 3)
 
 
 def test_the_bank_rule():
@@ -171,9 +174,9 @@ def test_a_gpu_probe_s_trace_adds_kernel_alone_rows():
     (row,) = cost_model.traced_rows(_probe(False))
     assert row == {"kernel": "cluster", "T": 70, "B": 20, "H": 400, "cell": "lstm", "precision": "bf16",
                    "config": [16, 16, 2, 25], "ms": pytest.approx((6.0 * 70 + 8.0 * 71) / 1e3), "kernel_alone": True,
-                   "operands": "wmma"}  # a probe that does not say ran the wmma kernels
-    (ldmatrix,) = cost_model.traced_rows({**_probe(False), "operands": "ldmatrix"})
-    assert ldmatrix["operands"] == "ldmatrix"
+                   "generation": 1}  # a probe that does not say ran the first generation
+    (second,) = cost_model.traced_rows({**_probe(False), "generation": 2})
+    assert second["generation"] == 2
     assert cost_model.traced_rows(_probe(True)) == []
     X = cost_model.design([row, {**row, "kernel_alone": False}], cost_model.load()["resident_clusters"])
     outside = [cost_model.TERMS.index(name) for name in ("gemm_tf32", "gemm_bf16", "call")]

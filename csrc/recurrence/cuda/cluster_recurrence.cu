@@ -5,7 +5,9 @@
 // Block r of a cluster owns the hidden units J_r = [r U, min(H, (r + 1) U)) and holds their rows of
 // W_hh, rounded once to the operand type (csrc/recurrence/products.h), as W_r [rows][width]: row
 // g U + u is W_hh[g H + j0 + u, :] (gate g of unit j0 + u), padded with zero rows and columns to
-// multiples of 16. Forward, step t (z_t = W_hh h_{t-1}, then the cell of csrc/recurrence/cells.h):
+// multiples of 16 (the backward holds W_r^T [width][rows]). Every operand tile's rows are 16 bytes
+// longer than that in shared memory (tensor_core.h's kPad), so that ldmatrix reads them without
+// bank conflicts. Forward, step t (z_t = W_hh h_{t-1}, then the cell of csrc/recurrence/cells.h):
 //   1. wait for phase A of the cluster barrier: h_{t-1} is complete in this block's h tile
 //      [tile][width] (t > 0; h0 is loaded at the start);
 //   2. the tensor cores form z_r = W_r h_tile^T [rows][tile] (mma.sync, float32 accumulation), stored
@@ -38,6 +40,7 @@
 // [width][rows], so that its product reads a row-major A as the forward's does.
 #include <algorithm>
 #include <climits>
+#include <cstdint>
 
 #include "recurrence/cells.h"
 #include "recurrence/cuda/cluster_recurrence.h"
@@ -52,6 +55,7 @@ namespace cluster {
 namespace {
 
 using tensor_core::Cluster;
+using tensor_core::kPad;
 using tensor_core::Operand;
 using tensor_core::Pair;
 using tensor_core::pair;
@@ -70,149 +74,191 @@ struct Shape {
 #endif
 };
 
-// The cluster barrier's two halves, or what a ladder rung puts in their place (probe.h).
-template <unsigned Skip>
-__device__ inline void arrive([[maybe_unused]] Cluster& cluster) {
-  if constexpr (probe::Skips<Skip>::of(probe::kBarriers)) {
-    return;
-  } else if constexpr (probe::Skips<Skip>::of(probe::kRelaxed)) {
-    ptx::cluster_arrive_relaxed();
-  } else {
-    cluster.barrier_arrive();
-  }
-}
-
-template <unsigned Skip>
-__device__ inline void wait([[maybe_unused]] Cluster& cluster, int line = __builtin_LINE(),
-                            const char* file = __builtin_FILE()) {
-  if constexpr (!probe::Skips<Skip>::of(probe::kBarriers)) tensor_core::wait_at(cluster, line, file);
-}
-
-// Loads block r's rows of W_hh into w [rows][width] (the forward's W_r) or, Transposed, into
-// w [width][rows] (the backward's W_r^T, so that both products read a row-major A), rounded, zero
-// where no unit or column is.
+// Loads block r's rows of W_hh into w [rows][width + kPad] (the forward's W_r) or, Transposed, into
+// w [width][rows + kPad] (the backward's W_r^T, so that both products read a row-major A), rounded,
+// zero where no unit or column is (the padding is never read).
 template <class C, Products P, bool Transposed>
 __device__ inline void load_weights(typename Operand<P>::T* w, const float* w_hh, int H, int j0, int nj,
                                     const Shape& s) {
+  const int pitch = (Transposed ? s.rows : s.width) + kPad<P>;
   for (int idx = threadIdx.x; idx < s.rows * s.width; idx += blockDim.x) {
     const int m = Transposed ? idx % s.rows : idx / s.width, k = Transposed ? idx / s.rows : idx % s.width;
     const int g = m / s.units, u = m % s.units;
     const bool real = g < C::kGates && u < nj && k < H;
-    w[idx] = Operand<P>::round(real ? w_hh[static_cast<long long>(g * H + j0 + u) * H + k] : 0.f);
+    w[Transposed ? k * pitch + m : m * pitch + k] = Operand<P>::round(real ? w_hh[static_cast<long long>(g * H + j0 + u) * H + k] : 0.f);
   }
 }
 
+// The forward's exchange: 32-bit words of block q's h_t slice, slice_words(q) a batch row, pushed by
+// st.async into every block's h tile, whose mbarrier `full` expects exchange_bytes() a step.
+__device__ inline int slice_words(int q, int units, int H, int item) {
+  return (max(0, min(units, H - q * units)) * item + 3) / 4;
+}
+__device__ inline unsigned exchange_bytes(int c, int units, int H, int tile, int item) {
+  unsigned words = 0;
+  for (int q = 0; q < c; ++q) words += static_cast<unsigned>(slice_words(q, units, H, item));
+  return 4u * words * static_cast<unsigned>(tile);
+}
+
 template <class C, Products P, unsigned Skip>
-__global__ void __launch_bounds__(kThreads) forward_kernel(ForwardArgs a, Shape s) {
+__global__ void __launch_bounds__(kThreads, 1) forward_kernel(ForwardArgs a, Shape s) {
   using T = typename Operand<P>::T;
-  constexpr int G = C::kGates, S = C::kStates, K = C::kSaved;
+  constexpr int G = C::kGates, S = C::kStates, K = C::kSaved, kItem = static_cast<int>(sizeof(T));
   using Skipped = probe::Skips<Skip>;
+  // The ladder's rungs: kBarriers leaves the mbarrier protocol out, kExchange the pushes and the
+  // handshake that guards them (`full` then completes on this block's own arrival).
+  constexpr bool kSync = !Skipped::of(probe::kBarriers);
+  constexpr bool kPush = kSync && !Skipped::of(probe::kExchange);
   Cluster cluster = this_cluster();
   probe::Recorder clock(s);
   const int c = static_cast<int>(cluster.num_blocks()), rank = static_cast<int>(cluster.block_rank());
   const int H = a.H, b0 = static_cast<int>(blockIdx.x) / c * s.tile;
   const int j0 = rank * s.units, nj = max(0, min(s.units, H - j0));
   const long long BH = static_cast<long long>(a.B) * H;
-  T* const w = dynamic_shared<T>();                                       // [rows][width]
-  T* const h_tile = w + s.rows * s.width;                                 // [tile][width]
-  float* const z = reinterpret_cast<float*>(h_tile + s.tile * s.width);  // [tile][rows]
+  const int pitch = s.width + kPad<P>;          // of W_r's and the h tile's rows
+  const int stage_words = s.units * kItem / 4;  // a row of the stage (units x item is a multiple of 4)
+  std::uint64_t* const full = dynamic_shared<std::uint64_t>();  // the h tile holds h_{t-1}
+  std::uint64_t* const empty = full + 1;                        // every block is done reading its h tile
+  T* const w = reinterpret_cast<T*>(full + 2);                  // [rows][pitch]
+  T* const h_tile = w + s.rows * pitch;                         // [tile][pitch]
+  float* const z = reinterpret_cast<float*>(h_tile + s.tile * pitch);                  // [tile][rows]
+  std::uint32_t* const stage = reinterpret_cast<std::uint32_t*>(z + s.tile * s.rows);  // [tile][stage_words]
+  T* const stage_h = reinterpret_cast<T*>(stage);  // [tile][units]: this block's h_t, rounded
   load_weights<C, P, false>(w, a.w_hh, H, j0, nj, s);
-  for (int idx = threadIdx.x; idx < s.tile * s.width; idx += blockDim.x) {
-    const int b = b0 + idx / s.width, k = idx % s.width;
+  for (int idx = threadIdx.x; idx < s.tile * pitch; idx += blockDim.x) {
+    const int b = b0 + idx / pitch, k = idx % pitch;
     h_tile[idx] = Operand<P>::round(b < a.B && k < H ? a.h0[static_cast<long long>(b) * H + k] : 0.f);
   }
+  for (int idx = threadIdx.x; idx < s.tile * stage_words; idx += blockDim.x) stage[idx] = 0u;  // units past nj stay 0
   Pair pairs[kMaxPairs];      // this thread's (unit, row) pairs, the same at every step
   float state[kMaxPairs][S];  // each pair's states after the last step it ran
+  float h_last[kMaxPairs];    // each pair's h after the last step it ran (pushed again while its row waits)
 #pragma unroll
   for (int i = 0; i < kMaxPairs; ++i) {
     pairs[i] = pair(i, 0, kThreads, nj, s.tile);
     const Pair q = pairs[i];
+    const bool real = q.valid && b0 + q.n < a.B;
+    const long long n = static_cast<long long>(b0 + q.n) * H + j0 + q.u;
 #pragma unroll
-    for (int k = 0; k < S; ++k) {
-      state[i][k] = q.valid && b0 + q.n < a.B ? a.state0[k * BH + static_cast<long long>(b0 + q.n) * H + j0 + q.u] : 0.f;
-    }
+    for (int k = 0; k < S; ++k) state[i][k] = real ? a.state0[k * BH + n] : 0.f;
+    h_last[i] = real ? a.h0[n] : 0.f;
   }
-  __syncthreads();  // W and the h tile loaded
-  if constexpr (Skipped::of(probe::kBarriers)) cluster.sync();  // every block started before any DSMEM access
+  if (threadIdx.x == 0) {
+    ptx::mbarrier_init(full, 1);  // this block's arrival with the bytes it expects, then the bytes
+    ptx::mbarrier_init(empty, static_cast<unsigned>(c));  // one arrival from every block a step
+    ptx::fence_mbarrier_init();
+  }
+  // W, the h tile, the stage and the mbarriers in place in every block of the cluster before any
+  // block signals or pushes (once: the cluster barrier's fences stay out of the time loop).
+  cluster.sync();
+  const unsigned expected = kPush ? exchange_bytes(c, s.units, H, s.tile, kItem) : 0u;
+  const int my_words = slice_words(rank, s.units, H, kItem);
+  const std::uint32_t tile_address = ptx::shared_address(h_tile) + static_cast<std::uint32_t>(j0 * kItem);
+  const std::uint32_t full_address = ptx::shared_address(full), empty_address = ptx::shared_address(empty);
   const int m_tiles = s.rows / 16, jobs = m_tiles * (s.tile / 16);
   for (int t = 0; t < a.T; ++t) {
     const StepRows step = step_rows(a.offsets, t, a.B);
+    const bool pushes = t + 1 < a.T;
     clock.step(t);
-    if (t > 0) wait<Skip>(cluster);  // phase A: h_{t-1} is in the h tile
+    // Phase t - 1 of `full`: every block's h_{t-1} (h0 was loaded) has landed in the h tile.
+    if (t > 0 && kSync) ptx::mbarrier_wait(full, static_cast<unsigned>((t - 1) % 2));
     clock.mark(probe::Phase::kWait);
     for (int job = static_cast<int>(threadIdx.x) / 32; job < jobs && !Skipped::of(probe::kOperands); job += kWarps) {
       const int mt = job % m_tiles, nt = job / m_tiles;
-      tile_product<P, !Skipped::of(probe::kMma)>(w + mt * 16 * s.width, s.width, h_tile + nt * 16 * s.width, s.width,
-                                                   s.width, z + nt * 16 * s.rows + mt * 16, s.rows);
+      tile_product<P, !Skipped::of(probe::kMma)>(w + mt * 16 * pitch, pitch, h_tile + nt * 16 * pitch, pitch, s.width,
+                                                   z + nt * 16 * s.rows + mt * 16, s.rows);
     }
     clock.mark(probe::Phase::kProduct);
-    __syncthreads();  // z complete
+    // z complete, so this block is done reading its h tile; every thread is past this step's wait
+    // on `full` and its last step's wait on `empty` (the arrivals below open the phases after them).
+    __syncthreads();
     clock.mark(probe::Phase::kBlockSync);
-    arrive<Skip>(cluster);  // phase B: done reading the h tile
+    if (pushes && kSync) {
+      // Phase t of `full` expects the pushes of step t (peers' may land first: the tx-count goes
+      // negative until this arrival). Then block `threadIdx.x` learns that this block is done
+      // reading: a relaxed arrival (no fence): the reads' values were consumed by the mma before
+      // the barrier above, so no later push can change what they returned.
+      if (threadIdx.x == 0) ptx::mbarrier_arrive_expect_tx(full, expected);
+      if (kPush && static_cast<int>(threadIdx.x) < c) ptx::mbarrier_arrive_remote_relaxed(ptx::mapa(empty_address, threadIdx.x));
+    }
     clock.mark(probe::Phase::kArrive);
-    float h_new[kMaxPairs];
 #pragma unroll
     for (int i = 0; i < kMaxPairs; ++i) {
       const Pair q = pairs[i];
-      h_new[i] = 0.f;
-      if (!q.valid || b0 + q.n >= step.rows) continue;
-      const int j = j0 + q.u;
-      const long long row = step.first + b0 + q.n, n = static_cast<long long>(b0 + q.n) * H + j;
-      float zj[G], act[K], next[S];
+      if (!q.valid) continue;
+      if (b0 + q.n < step.rows) {
+        const int j = j0 + q.u;
+        const long long row = step.first + b0 + q.n, n = static_cast<long long>(b0 + q.n) * H + j;
+        float zj[G], act[K], next[S];
 #pragma unroll
-      for (int g = 0; g < G; ++g) {
-        zj[g] = z[q.n * s.rows + g * s.units + q.u] + (Skipped::of(probe::kCellLoads) ? 0.f : a.xg[row * G * H + g * H + j]);
-      }
-      const float p = a.p ? a.p[j] : 0.f, dt = a.dt ? a.dt[row] : 1.f;
-      h_new[i] = C::forward(zj, 1, act, state[i], next, 1, 1, p, dt, a.eps);
+        for (int g = 0; g < G; ++g) {
+          zj[g] = z[q.n * s.rows + g * s.units + q.u] + (Skipped::of(probe::kCellLoads) ? 0.f : a.xg[row * G * H + g * H + j]);
+        }
+        const float p = a.p ? a.p[j] : 0.f, dt = a.dt ? a.dt[row] : 1.f;
+        h_last[i] = C::forward(zj, 1, act, state[i], next, 1, 1, p, dt, a.eps);
 #pragma unroll
-      for (int k = 0; k < S; ++k) {
-        if (!Skipped::of(probe::kStores)) a.state_all[t * (S * BH) + k * BH + n] = next[k];
-        state[i][k] = next[k];
-      }
-      if (Skipped::of(probe::kStores)) continue;
-      a.h_all[row * H + j] = h_new[i];
-      if (a.saved) {
+        for (int k = 0; k < S; ++k) {
+          if (!Skipped::of(probe::kStores)) a.state_all[t * (S * BH) + k * BH + n] = next[k];
+          state[i][k] = next[k];
+        }
+        if (!Skipped::of(probe::kStores)) {
+          a.h_all[row * H + j] = h_last[i];
+          if (a.saved) {
 #pragma unroll
-        for (int k = 0; k < K; ++k) a.saved[row * K * H + k * H + j] = act[k];
+            for (int k = 0; k < K; ++k) a.saved[row * K * H + k * H + j] = act[k];
+          }
+        }
       }
+      stage_h[q.n * s.units + q.u] = Operand<P>::round(h_last[i]);  // a row past this step pushes its last h again
     }
     clock.mark(probe::Phase::kCell);
-    wait<Skip>(cluster);  // phase B: no block reads its h tile any more
+    if (!pushes) break;
+    __syncthreads();  // the stage complete
+    clock.mark(probe::Phase::kBlockSync);
+    // Phase t of `empty`: every block is done reading its h tile of step t; then h_t into it.
+    if (kPush) ptx::mbarrier_wait(empty, static_cast<unsigned>(t % 2));
     clock.mark(probe::Phase::kWaitB);
-    if (t + 1 == a.T) break;
-    for (int peer = 0; peer < c && !Skipped::of(probe::kExchange); ++peer) {
-      T* const tile = cluster.map_shared_rank(h_tile, peer);
-#pragma unroll
-      for (int i = 0; i < kMaxPairs; ++i) {
-        const Pair q = pairs[i];
-        if (q.valid && b0 + q.n < step.rows) tile[q.n * s.width + j0 + q.u] = Operand<P>::round(h_new[i]);
-      }
+    for (int word = threadIdx.x; kPush && word < s.tile * my_words; word += blockDim.x) {
+      const int n = word / my_words, k = word % my_words;
+      const std::uint32_t value = stage[n * stage_words + k];
+      const std::uint32_t to = tile_address + static_cast<std::uint32_t>(n * pitch * kItem + 4 * k);
+      for (int peer = 0; peer < c; ++peer) ptx::st_async(ptx::mapa(to, peer), value, ptx::mapa(full_address, peer));
     }
     clock.mark(probe::Phase::kExchange);
-    arrive<Skip>(cluster);  // phase A: h_t written into every block's h tile
-    clock.mark(probe::Phase::kArriveA);
   }
-  if constexpr (Skipped::of(probe::kBarriers)) cluster.sync();  // no peer writes into this block's h tile any more
+  // Every push into this block was waited for; no block exits before its peers are done with the
+  // addresses of its shared memory (mapa).
+  cluster.sync();
   clock.finish();
 }
 
 template <class C, Products P, unsigned Skip>
-__global__ void __launch_bounds__(kThreads) backward_kernel(BackwardArgs a, Shape s) {
+__global__ void __launch_bounds__(kThreads, 1) backward_kernel(BackwardArgs a, Shape s) {
   using T = typename Operand<P>::T;
   constexpr int G = C::kGates, S = C::kStates, K = C::kSaved;
   using Skipped = probe::Skips<Skip>;
+  // The ladder's rungs: kBarriers leaves the mbarrier protocol out, kExchange the pushes and the
+  // handshake that guards them (as kOperands, without which there is nothing to push): `full` then
+  // completes on this block's own arrival.
+  constexpr bool kSync = !Skipped::of(probe::kBarriers);
+  constexpr bool kPush = kSync && !Skipped::of(probe::kExchange) && !Skipped::of(probe::kOperands);
   Cluster cluster = this_cluster();
   probe::Recorder clock(s);
   const int c = static_cast<int>(cluster.num_blocks()), rank = static_cast<int>(cluster.block_rank());
   const int H = a.H, GH = G * a.H, b0 = static_cast<int>(blockIdx.x) / c * s.tile;
   const int j0 = rank * s.units, nj = max(0, min(s.units, H - j0));
   const long long BH = static_cast<long long>(a.B) * H;
-  T* const w_t = dynamic_shared<T>();                                         // [width][rows]: W_r^T
-  T* const dz_tile = w_t + s.rows * s.width;                                  // [tile][rows]
-  float* const partial = reinterpret_cast<float*>(dz_tile + s.tile * s.rows);  // [tile][width]
+  const int pitch = s.rows + kPad<P>;                           // of W_r^T's and the dz tile's rows
+  std::uint64_t* const full = dynamic_shared<std::uint64_t>();  // every block's P slice has landed in recv
+  std::uint64_t* const empty = full + 1;                        // every block is done reading its recv
+  T* const w_t = reinterpret_cast<T*>(full + 2);                // [width][pitch]: W_r^T
+  // [2][tile][pitch]: step t's dz in tile t % 2 (the cell of step t - 1 writes the other while slower
+  // warps still read this one in the product of step t; the barrier after that cell separates a
+  // tile's product from its next writes)
+  T* const dz_tiles = w_t + s.width * pitch;
+  float* const recv = reinterpret_cast<float*>(dz_tiles + 2 * s.tile * pitch);  // [c][tile][units]: P_q's rows of J_r
   load_weights<C, P, true>(w_t, a.w_hh, H, j0, nj, s);
-  for (int idx = threadIdx.x; idx < s.tile * s.rows; idx += blockDim.x) dz_tile[idx] = Operand<P>::round(0.f);
+  for (int idx = threadIdx.x; idx < 2 * s.tile * pitch; idx += blockDim.x) dz_tiles[idx] = Operand<P>::round(0.f);
   Pair pairs[kMaxPairs];  // this thread's (unit, row) pairs, the same at every step
   float dstate[kMaxPairs][S], dp[kMaxPairs], dh[kMaxPairs];
 #pragma unroll
@@ -226,33 +272,42 @@ __global__ void __launch_bounds__(kThreads) backward_kernel(BackwardArgs a, Shap
     }
     dp[i] = 0.f;
   }
-  __syncthreads();  // W and the zero dz tile in place
-  if constexpr (Skipped::of(probe::kBarriers)) cluster.sync();  // every block started before any DSMEM access
+  if (threadIdx.x == 0) {
+    ptx::mbarrier_init(full, 1);  // this block's arrival with the bytes it expects, then the bytes
+    ptx::mbarrier_init(empty, static_cast<unsigned>(c));  // one arrival from every block a step
+    ptx::fence_mbarrier_init();
+  }
+  // W, the dz tile and the mbarriers in place in every block of the cluster before any block
+  // signals or pushes (once: the cluster barrier's fences stay out of the time loop).
+  cluster.sync();
+  // Every block pushes its P's rows of this block's units, for the whole tile, each step.
+  const unsigned expected = kPush ? 4u * static_cast<unsigned>(c * s.tile * nj) : 0u;
+  const std::uint32_t recv_address = ptx::shared_address(recv) + static_cast<std::uint32_t>(4 * rank * s.tile * s.units);
+  const std::uint32_t full_address = ptx::shared_address(full), empty_address = ptx::shared_address(empty);
   const int k_tiles = s.width / 16, jobs = k_tiles * (s.tile / 16);
   for (int t = a.T - 1; t >= -1; --t) {
     clock.step(t + 1);
-    // dL/dh_t of the pairs: the cluster's partial products of step t + 1 (none at t = T - 1).
+    // dL/dh_t of the pairs: the sum over the cluster's blocks q of P_q = W_q^T dz_q of step t + 1
+    // (none at t = T - 1), push T - 2 - t into recv: phase T - 2 - t of `full`.
 #pragma unroll
     for (int i = 0; i < kMaxPairs; ++i) dh[i] = 0.f;
+    const int received = a.T - 2 - t;
     if (t + 1 < a.T) {
-      wait<Skip>(cluster);  // phase A: every block's P of step t + 1 is complete
+      if (kSync) ptx::mbarrier_wait(full, static_cast<unsigned>(received % 2));
       clock.mark(probe::Phase::kWait);
-      for (int peer = 0; peer < c && !Skipped::of(probe::kExchange); ++peer) {
-        const float* const from = cluster.map_shared_rank(partial, peer);
+      for (int q = 0; q < c && kPush; ++q) {
 #pragma unroll
         for (int i = 0; i < kMaxPairs; ++i) {
-          const Pair q = pairs[i];
-          if (q.valid) dh[i] += from[q.n * s.width + j0 + q.u];
+          if (pairs[i].valid) dh[i] += recv[(q * s.tile + pairs[i].n) * s.units + pairs[i].u];
         }
       }
       clock.mark(probe::Phase::kExchange);
-      arrive<Skip>(cluster);  // phase B: done reading the peers' P
-      clock.mark(probe::Phase::kArrive);
     }
     if (t < 0) break;  // dh holds dL/dh0
     const StepRows step = step_rows(a.offsets, t, a.B);
     const float* const prev = t == 0 ? a.state0 : a.state_all + (t - 1) * (S * BH);
     const float* const next = a.state_all + t * (S * BH);
+    T* const dz_tile = dz_tiles + t % 2 * s.tile * pitch;
 #pragma unroll
     for (int i = 0; i < kMaxPairs; ++i) {
       const Pair q = pairs[i];
@@ -284,24 +339,46 @@ __global__ void __launch_bounds__(kThreads) backward_kernel(BackwardArgs a, Shap
         for (int g = 0; g < G && !Skipped::of(probe::kStores); ++g) a.dz[row * GH + g * H + j] = dz[g];
       }
 #pragma unroll
-      for (int g = 0; g < G; ++g) dz_tile[q.n * s.rows + g * s.units + q.u] = Operand<P>::round(dz[g]);
+      for (int g = 0; g < G; ++g) dz_tile[q.n * pitch + g * s.units + q.u] = Operand<P>::round(dz[g]);
     }
     clock.mark(probe::Phase::kCell);
-    __syncthreads();  // the dz tile is complete
+    // The dz tile complete; every thread is past its reads of recv and this step's wait on `full`
+    // (the arrivals below open the phases after the ones waited for).
+    __syncthreads();
     clock.mark(probe::Phase::kBlockSync);
-    if (t + 1 < a.T) wait<Skip>(cluster);  // phase B: no block reads this block's P any more
+    if (kSync) {
+      // Phase received + 1 of `full` expects the pushes of step t (peers' may land first: the
+      // tx-count goes negative until this arrival); block threadIdx.x learns that this block is done
+      // reading its recv, by a relaxed arrival (no fence): the reads' values were consumed before
+      // the barrier above.
+      if (threadIdx.x == 0) ptx::mbarrier_arrive_expect_tx(full, expected);
+      if (kPush && t + 1 < a.T && static_cast<int>(threadIdx.x) < c) {
+        ptx::mbarrier_arrive_remote_relaxed(ptx::mapa(empty_address, threadIdx.x));
+      }
+    }
+    clock.mark(probe::Phase::kArrive);
+    // Phase `received` of `empty`: every block is done reading its recv of the last push (the first
+    // push, at t = T - 1, goes into recvs nobody has read).
+    if (kPush && t + 1 < a.T) ptx::mbarrier_wait(empty, static_cast<unsigned>(received % 2));
     clock.mark(probe::Phase::kWaitB);
+    // P_r = W_r^T dz, each element (k, n) pushed from the accumulators into the recv of the block
+    // that owns unit k, slot (r, n, k - its j0).
     for (int job = static_cast<int>(threadIdx.x) / 32; job < jobs && !Skipped::of(probe::kOperands); job += kWarps) {
       const int kt = job % k_tiles, nt = job / k_tiles;
-      tile_product<P, !Skipped::of(probe::kMma)>(w_t + kt * 16 * s.rows, s.rows, dz_tile + nt * 16 * s.rows, s.rows, s.rows,
-                                                   partial + nt * 16 * s.width + kt * 16, s.width);
+      tile_product<P, !Skipped::of(probe::kMma)>(w_t + kt * 16 * pitch, pitch, dz_tile + nt * 16 * pitch, pitch, s.rows,
+                                                   [&](int i, int n, float v) {
+        const int k = kt * 16 + i;
+        if (!kPush || k >= H) return;
+        const unsigned owner = static_cast<unsigned>(k / s.units);
+        const std::uint32_t to = recv_address + static_cast<std::uint32_t>(4 * ((nt * 16 + n) * s.units + k % s.units));
+        ptx::st_async(ptx::mapa(to, owner), __float_as_uint(v), ptx::mapa(full_address, owner));
+      });
     }
     clock.mark(probe::Phase::kProduct);
-    arrive<Skip>(cluster);  // phase A: this block's P of step t is complete
-    clock.mark(probe::Phase::kArriveA);
   }
-  if constexpr (Skipped::of(probe::kBarriers)) cluster.barrier_arrive();  // the ladder's rung arrived nowhere
-  cluster.barrier_wait();  // phase B: no block reads this block's P any more (it may exit)
+  // Every push into this block was waited for; no block exits before its peers are done with the
+  // addresses of its shared memory (mapa).
+  cluster.sync();
   clock.finish();
 #pragma unroll
   for (int i = 0; i < kMaxPairs; ++i) {
@@ -331,16 +408,16 @@ constexpr bool kLadder = std::is_same<C, LSTMCell>::value && P != Products::kIee
 
 }  // namespace
 
-std::size_t forward_bytes(Products products, int rows, int width, int tile) {
-  const std::size_t item = operand_bytes(products);
-  return item * (static_cast<std::size_t>(rows) * width + static_cast<std::size_t>(tile) * width) +
-         sizeof(float) * static_cast<std::size_t>(tile) * rows;
+std::size_t forward_bytes(Products products, int rows, int width, int tile, int units) {
+  const std::size_t item = operand_bytes(products), pitch = width + tensor_core::pad_of(products);
+  return 2 * sizeof(std::uint64_t) + item * (static_cast<std::size_t>(rows) + tile) * pitch +
+         sizeof(float) * static_cast<std::size_t>(tile) * rows + item * static_cast<std::size_t>(tile) * units;
 }
 
-std::size_t backward_bytes(Products products, int rows, int width, int tile) {
-  const std::size_t item = operand_bytes(products);
-  return item * (static_cast<std::size_t>(rows) * width + static_cast<std::size_t>(tile) * rows) +
-         sizeof(float) * static_cast<std::size_t>(tile) * width;
+std::size_t backward_bytes(Products products, int rows, int width, int tile, int units, int cluster) {
+  const std::size_t item = operand_bytes(products), pitch = rows + tensor_core::pad_of(products);
+  return 2 * sizeof(std::uint64_t) + item * (static_cast<std::size_t>(width) + 2 * static_cast<std::size_t>(tile)) * pitch +
+         sizeof(float) * static_cast<std::size_t>(cluster) * tile * units;
 }
 
 template <class C, Products P>
@@ -359,12 +436,13 @@ cudaError_t plan(int hidden, int batch, int cluster, int tile, Plan* out) {
   }
   double best = 0.0;
   for (int c = 1; c <= kMaxCluster; c *= 2) {
-    const int units = (hidden + c - 1) / c;
+    // units x operand bytes a multiple of 4: the forward pushes 32-bit words of a block's h slice
+    const int units = round_up((hidden + c - 1) / c, 4 / operand_bytes(P));
     if ((cluster > 0 && c != cluster) || (hidden + units - 1) / units != c) continue;  // a block of no unit
     for (int nb = 16; nb <= 32; nb += 16) {
       if (tile > 0 && nb != tile) continue;
       const int rows = round_up(C::kGates * units, 16), width = round_up(hidden, 16);
-      const std::size_t fb = forward_bytes(P, rows, width, nb), bb = backward_bytes(P, rows, width, nb);
+      const std::size_t fb = forward_bytes(P, rows, width, nb, units), bb = backward_bytes(P, rows, width, nb, units, c);
       if (units * nb > kThreads * kMaxPairs || std::max(fb, bb) > static_cast<std::size_t>(optin)) continue;
       int forward_resident = 0, backward_resident = 0;
       err = tensor_core::resident_clusters(forward_kernel<C, P, 0>, kThreads, optin, c, fb, &forward_resident);

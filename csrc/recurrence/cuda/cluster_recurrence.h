@@ -34,11 +34,14 @@ struct Plan {
   const char* why = "";
 };
 
-// Shared memory of one block of each direction, bytes: W_hh's slice [rows][width], then the
-// forward's h tile [tile][width] and z tile [tile][rows] (float), or the backward's dz tile
-// [tile][rows] and partial dh tile [tile][width] (float); W, h and dz in the operand type.
-std::size_t forward_bytes(Products products, int rows, int width, int tile);
-std::size_t backward_bytes(Products products, int rows, int width, int tile);
+// Shared memory of one block of each direction, bytes: the forward's two mbarriers, W_hh slice
+// [rows][width + pad], h tile [tile][width + pad], z tile [tile][rows] (float) and the stage of its
+// h slice [tile][units], or the backward's two mbarriers, transposed slice [width][rows + pad], two
+// dz tiles [tile][rows + pad] and the partial products its peers push, [cluster][tile][units] (float);
+// W, h and dz in the operand type, their rows padded by 16 bytes (tensor_core.h's kPad:
+// conflict-free ldmatrix).
+std::size_t forward_bytes(Products products, int rows, int width, int tile, int units);
+std::size_t backward_bytes(Products products, int rows, int width, int tile, int units, int cluster);
 
 // The configuration for `hidden` units of cell C, a batch of `batch` rows and products P on the
 // current device: every (cluster, tile) whose shared memory fits one block and whose cluster the

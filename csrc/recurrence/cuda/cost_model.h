@@ -11,8 +11,10 @@
 // configuration of a shape and left out here: the plans (cluster_recurrence.cu, grid_recurrence.cu)
 // take the configuration with the lowest step cost. Products: item = 4 (TF32, and the scalar
 // float32 loop, which has no measurements and is ranked as TF32) or 2 (bf16). The coefficients
-// were fitted to kernels whose operands were wmma loads (their wavefronts counted as such there); a
-// wavefront of ldmatrix is priced the same: a prediction until a GPU measures the ldmatrix kernels.
+// were fitted to the first generation of the kernels (wmma loads, four cluster barriers a step in
+// the cluster kernel); this header prices the second (bench/cost_model.py: ldmatrix wavefronts at
+// the same price; the cluster kernel's mbarrier handshakes at none, no measurement having priced
+// them): a prediction until a GPU measures the second generation.
 // Fitted to 96 configurations: median relative error 3.7%, worst 16.5% (in sample).
 #pragma once
 
@@ -52,15 +54,16 @@ inline double product_wavefronts(int m_tiles, int n_tiles, int inner, int pitch_
 
 // The cluster kernel, blocks of `units` units in `clusters` clusters over batch tiles of `tile`
 // rows, `resident` clusters at once: per step z = W_r h (W_r [rows][width] row-major, h [tile][width])
-// and P = W_r^T dz (W_r^T [width][rows], dz [tile][rows]), four cluster barriers, the pairs; times
-// the waves.
+// and P = W_r^T dz (W_r^T [width][rows], dz [tile][rows]), every row padded by 16 bytes, and the
+// pairs; times the waves.
 inline double cluster_step_us(int item, int hidden, int gates, int tile, int clusters, int units, int resident) {
   const int rows = round_up16(gates * units), width = round_up16(hidden);
-  const double shared = product_wavefronts(rows / 16, tile / 16, width, width, width, item) +
-                        product_wavefronts(width / 16, tile / 16, rows, rows, rows, item);
-  const int pairs = ceil_div(units * tile, kBlockThreads), barriers = 4;
+  const int pad = 16 / item;
+  const double shared = product_wavefronts(rows / 16, tile / 16, width, width + pad, width + pad, item) +
+                        product_wavefronts(width / 16, tile / 16, rows, rows + pad, rows + pad, item);
+  const int pairs = ceil_div(units * tile, kBlockThreads);  // no cluster barrier in its loops
   const int waves = ceil_div(clusters, resident);
-  return waves * (kSharedWavefront * shared + kPair * pairs + kBarrier * barriers);
+  return waves * (kSharedWavefront * shared + kPair * pairs);
 }
 
 // The grid kernel, clusters of `cluster` blocks of `units` units each, the batch of `batch` rows in

@@ -34,9 +34,11 @@ enum Part : unsigned {
   kOperands = 1u << 1,     // the whole product: operand loads and mma
   kCellLoads = 1u << 2,    // the cell's global loads (xg; backward: saved activations, states, grad_h)
   kStores = 1u << 3,       // the cell's global stores (h, states, saved activations; backward dz)
-  kExchange = 1u << 4,     // distributed shared memory: cluster h push / partial reads, grid partial sums
-  kRelaxed = 1u << 5,      // every cluster arrival relaxed instead of release-flavoured
-  kBarriers = 1u << 6,     // no cluster barrier in the time loop (one cluster sync before exit)
+  kExchange = 1u << 4,     // distributed shared memory: the cluster kernel's st.async pushes (h forward,
+                           // partial products backward) and the handshake guarding them; grid partial sums
+  kRelaxed = 1u << 5,      // grid kernel: every cluster arrival relaxed instead of release-flavoured
+  kBarriers = 1u << 6,     // no synchronisation in the time loop: the grid kernel's cluster barriers,
+                           // the cluster kernel's mbarrier protocol
   kGridLoads = 1u << 7,    // grid kernel: the load of h (dz) from L2
   kFlagBarrier = 1u << 8,  // grid kernel: the flag barrier
 };
@@ -45,23 +47,24 @@ inline constexpr const char* kPartNames[] = {"mma",     "operands", "cell_loads"
 inline constexpr int kParts = sizeof(kPartNames) / sizeof(kPartNames[0]);
 
 // The rungs each kernel is built with (0: nothing skipped, the baseline).
-inline constexpr unsigned kClusterRungs[] = {0, kMma, kOperands, kCellLoads, kStores, kExchange, kRelaxed, kBarriers};
+// (The cluster kernel's loops arrive at no cluster barrier: it has no kRelaxed rung.)
+inline constexpr unsigned kClusterRungs[] = {0, kMma, kOperands, kCellLoads, kStores, kExchange, kBarriers};
 inline constexpr unsigned kGridRungs[] = {0,        kMma,      kOperands,  kCellLoads,  kStores,
                                           kExchange, kRelaxed, kBarriers, kGridLoads, kFlagBarrier};
 
 // The phases of a step (slots of the trace), in the order the kernels' steps run them.
 struct Phase {
   enum : int {
-    kWait,         // cluster: the wait for phase A; grid: the flag barrier's wait
+    kWait,         // cluster: the wait for the exchange's data; grid: the flag barrier's wait
     kLoad,         // grid: the block's slice of h (dz) read from L2
     kProduct,      // operand loads and mma of thread 0's warp's tiles
     kBlockSync,    // the block barrier after the product (backward cluster: after the cell)
-    kArrive,       // cluster: the arrival after the product (forward) or the partial reads (backward)
+    kArrive,       // cluster: the arrivals that announce what the exchange expects and that a block is done reading
     kClusterSync,  // grid: the cluster syncs around a chunk's product
-    kExchange,     // distributed shared memory: h_t pushed (cluster forward), partial products read
+    kExchange,     // distributed shared memory: h_t pushed (cluster forward), partial products summed
     kCell,         // the cell over thread 0's pairs: global loads, math, global stores
-    kWaitB,        // cluster: the wait for phase B
-    kArriveA,      // cluster: the arrival at phase A
+    kWaitB,        // cluster: the wait until every block is done reading what this one pushes into
+    kArriveA,      // (the first-generation cluster kernel's second arrival: no longer recorded)
     kFlagArrive,   // grid: the flag barrier's arrival
     kStoresAfter,  // grid forward: the states and activations stored after the arrival
     kPhases

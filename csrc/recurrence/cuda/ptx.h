@@ -4,8 +4,8 @@
 // (tests/simt/ptx_emulation.h, written from the PTX ISA's definitions and fragment layouts, with
 // its checks; the clocks a process-wide counter that only has to increase). Device code only.
 // Architectures: ldmatrix sm_75; mma.sync (TF32, bf16) and cp.async sm_80; mapa, the cluster
-// barrier's split forms, st.async, cp.async.bulk, expect_tx and try_wait.parity sm_90; cvt.rna.tf32
-// sm_80.
+// barrier's split forms, st.async, cp.async.bulk, expect_tx and try_wait.parity sm_90 (built for an
+// earlier GPU they trap: the plans launch no kernel that uses them there); cvt.rna.tf32 sm_80.
 //
 // What each compiles to on sm_90 (nvcc 13.0, read from cuobjdump -sass; the GPU-wide fences are
 // what a step of the time loop must not pay): mbarrier.arrive of shared::cta, release or relaxed:
@@ -78,6 +78,10 @@ __device__ inline std::uint32_t shared_address(const void* p, int line = __built
 __device__ inline std::uint32_t mapa(std::uint32_t address, unsigned rank, int line = __builtin_LINE()) {
 #ifdef TSRNN_SIMT
   return simt::ptx::mapa(address, rank, line);
+#elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+  (void)line;
+  __trap();
+  return 0;
 #else
   (void)line;
   std::uint32_t peer;
@@ -100,6 +104,9 @@ __device__ inline void mbarrier_init(std::uint64_t* bar, unsigned count, int lin
 __device__ inline void fence_mbarrier_init(int line = __builtin_LINE()) {
 #ifdef TSRNN_SIMT
   simt::memory_point(line);
+#elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+  (void)line;
+  __trap();
 #else
   (void)line;
   asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
@@ -111,6 +118,9 @@ __device__ inline void fence_mbarrier_init(int line = __builtin_LINE()) {
 __device__ inline void mbarrier_arrive_expect_tx(std::uint64_t* bar, unsigned bytes, int line = __builtin_LINE()) {
 #ifdef TSRNN_SIMT
   simt::ptx::mbarrier_arrive_expect_tx(bar, bytes, line);
+#elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+  (void)line;
+  __trap();
 #else
   (void)line;
   asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(shared_address(bar)), "r"(bytes) : "memory");
@@ -123,6 +133,11 @@ __device__ inline bool mbarrier_try_wait_parity(std::uint64_t* bar, unsigned par
                                                 const char* file = __builtin_FILE()) {
 #ifdef TSRNN_SIMT
   return simt::ptx::mbarrier_try_wait_parity(bar, parity, file, line);
+#elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+  (void)line;
+  (void)file;
+  __trap();
+  return false;
 #else
   (void)line;
   (void)file;
@@ -141,6 +156,9 @@ __device__ inline bool mbarrier_try_wait_parity(std::uint64_t* bar, unsigned par
 __device__ inline void st_async(std::uint32_t address, std::uint32_t value, std::uint32_t bar, int line = __builtin_LINE()) {
 #ifdef TSRNN_SIMT
   simt::ptx::st_async(address, value, bar, line);
+#elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+  (void)line;
+  __trap();
 #else
   (void)line;
   asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.b32 [%0], %1, [%2];" ::"r"(address), "r"(value), "r"(bar)
@@ -294,6 +312,9 @@ __device__ inline void mbarrier_arrive(std::uint64_t* bar, int line = __builtin_
 __device__ inline void mbarrier_arrive_remote_relaxed(std::uint32_t bar, int line = __builtin_LINE()) {
 #ifdef TSRNN_SIMT
   simt::ptx::mbarrier_arrive_remote(bar, line);
+#elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+  (void)line;
+  __trap();
 #else
   (void)line;
   asm volatile("mbarrier.arrive.relaxed.cluster.shared::cluster.b64 _, [%0];" ::"r"(bar) : "memory");
@@ -315,6 +336,9 @@ __device__ inline void mbarrier_wait(std::uint64_t* bar, unsigned parity, int li
 __device__ inline void bulk_push(std::uint32_t to, const void* from, unsigned bytes, std::uint32_t bar, int line = __builtin_LINE()) {
 #ifdef TSRNN_SIMT
   simt::ptx::bulk_push(to, from, bytes, bar, line);
+#elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+  (void)line;
+  __trap();
 #else
   (void)line;
   asm volatile("cp.async.bulk.shared::cluster.shared::cta.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(to),

@@ -80,6 +80,13 @@ struct Operand<Products::kBf16> {
   __device__ static __nv_bfloat16 round(float x) { return __float2bfloat16(x); }
 };
 
+// The padding, in elements, of a row of an operand tile in shared memory: one group of 4 banks (16
+// bytes). The unpadded rows are multiples of 32 bytes long, so a padded pitch is an odd number of
+// 16-byte groups and the 8 rows of an ldmatrix matrix fall in 8 different bank groups (one
+// wavefront; unpadded, 2 to 8).
+template <Products P>
+inline constexpr int kPad = 16 / static_cast<int>(sizeof(typename Operand<P>::T));
+
 // A fragment element's bits (tf32 fragments hold floats, bf16 ones bfloat16).
 template <typename T>
 __device__ inline unsigned bits(T x) {
@@ -88,10 +95,11 @@ __device__ inline unsigned bits(T x) {
   return b;
 }
 
-// out = A B for one 16 x 16 tile, by one whole warp: A is 16 x inner, row-major (element (i, k) at
-// a[i * lda + k]); B is inner x 16, column-major (element (k, n) at b[n * ldb + k]); out is
-// column-major (element (i, n) at out[n * ldo + i]); inner is a multiple of 16, and lda and ldb
-// are multiples of 16 bytes' worth of elements (ldmatrix's rows are 16-byte aligned). The operands
+// A B for one 16 x 16 tile, by one whole warp, handed to store(i, n, value) element by element (each
+// lane calls it for the elements it holds): A is 16 x inner, row-major (element (i, k) at
+// a[i * lda + k]); B is inner x 16, column-major (element (k, n) at b[n * ldb + k]); inner is a
+// multiple of 16, and lda and ldb are multiples of 16 bytes' worth of elements (ldmatrix's rows are
+// 16-byte aligned). The operands
 // are already rounded to P's type. TF32 and bf16: each k-step one ldmatrix.x4 of A and one of B
 // (both n8 halves of the tile) and two mma.sync (m16n8k8 TF32, m16n8k16 bf16: ptx.h), float32
 // accumulation; the fragments are the PTX ISA's (ptx.h states them): an ldmatrix matrix of 8 rows
@@ -99,9 +107,9 @@ __device__ inline unsigned bits(T x) {
 // columns 2 (l % 4) and 2 (l % 4) + 1 (TF32 element l % 4).
 // Multiply false (the GPU probe's ladder, csrc/recurrence/cuda/probe.h): the operands are loaded and
 // folded into the accumulator instead of multiplied, so the loads stay and the mma goes.
-template <Products P, bool Multiply = true>
+template <Products P, bool Multiply = true, class Store>
 __device__ inline void tile_product(const typename Operand<P>::T* a, unsigned lda, const typename Operand<P>::T* b,
-                                    unsigned ldb, int inner, float* out, unsigned ldo) {
+                                    unsigned ldb, int inner, Store&& store) {
   const int lane = threadIdx.x % 32;
   if constexpr (P == Products::kIeee) {
     const int n = lane % 16, i0 = lane / 16 * 8;
@@ -112,7 +120,7 @@ __device__ inline void tile_product(const typename Operand<P>::T* a, unsigned ld
       for (int i = 0; i < 8; ++i) acc[i] += a[(i0 + i) * lda + k] * bk;
     }
 #pragma unroll
-    for (int i = 0; i < 8; ++i) out[n * ldo + i0 + i] = acc[i];
+    for (int i = 0; i < 8; ++i) store(i0 + i, n, acc[i]);
   } else {
     // A's matrices: rows 0-7 and 8-15 (lanes 0-15 give rows lane % 16) at the k-step's first and
     // second 16 bytes (lanes 16-31); B's: n 0-7 at the two 16-byte halves (lanes 0-15), then n 8-15.
@@ -140,9 +148,16 @@ __device__ inline void tile_product(const typename Operand<P>::T* a, unsigned ld
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
 #pragma unroll
-      for (int e = 0; e < 4; ++e) out[(8 * half + 2 * (lane % 4) + e % 2) * ldo + lane / 4 + 8 * (e / 2)] = acc[half][e];
+      for (int e = 0; e < 4; ++e) store(lane / 4 + 8 * (e / 2), 8 * half + 2 * (lane % 4) + e % 2, acc[half][e]);
     }
   }
+}
+
+// tile_product into a column-major 16 x 16 tile of floats: element (i, n) at out[n * ldo + i].
+template <Products P, bool Multiply = true>
+__device__ inline void tile_product(const typename Operand<P>::T* a, unsigned lda, const typename Operand<P>::T* b,
+                                    unsigned ldb, int inner, float* out, unsigned ldo) {
+  tile_product<P, Multiply>(a, lda, b, ldb, inner, [&](int i, int n, float v) { out[n * ldo + i] = v; });
 }
 
 // Pair i of a thread: the (unit, row) pairs of `units` units x `rows` batch rows, numbered q = u +
@@ -161,6 +176,9 @@ __device__ inline Pair pair(int i, int first, int stride, int units, int rows) {
 
 // -- the host side ----------------------------------------------------------------------------------
 inline int operand_bytes(Products products) { return products == Products::kBf16 ? 2 : 4; }
+
+// kPad of products P at run time: the padded pitch of an operand tile's rows is length + pad_of(P).
+inline int pad_of(Products products) { return 16 / operand_bytes(products); }
 
 inline int round_up(int x, int to) { return (x + to - 1) / to * to; }
 
