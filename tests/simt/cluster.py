@@ -91,9 +91,9 @@ def forced(first: int, second: int, kernel: str = "cluster"):
 class Case:
     """One check of ``kernel``: ``cell`` on ``shape`` (T, B, I, H), variable Δt or not, products in
     ``precision``, clusters of ``cluster`` blocks over batch tiles (the grid kernel: chunks) of
-    ``tile`` rows on an emulated device of ``multiprocessors`` SMs, packed rows of ``lengths`` (a
-    case of tsrnn.testing.LENGTH_CASES) or padded, threads ordered by ``seed``; what it crosses in
-    ``edge``."""
+    ``tile`` rows on an emulated device of ``multiprocessors`` SMs with ``shared_optin`` bytes of
+    shared memory a block, packed rows of ``lengths`` (a case of tsrnn.testing.LENGTH_CASES) or
+    padded, threads ordered by ``seed``; what it crosses in ``edge``."""
 
     cell: str
     shape: tuple[int, int, int, int]
@@ -106,6 +106,7 @@ class Case:
     lengths: str | None = None
     kernel: str = "cluster"
     multiprocessors: int = 4
+    shared_optin: int = emulation.H100_SHARED_OPTIN
 
     @property
     def id(self) -> str:
@@ -172,7 +173,7 @@ def registered(precision: str, kernel: str = "cluster"):
 def check(case: Case) -> testing.Comparison:
     """``case`` on the emulated kernel against the float64 reference (values, final states and
     gradients), with the tolerance rows of its precision; both kernels must have launched."""
-    emulation.emulate(case.multiprocessors, case.seed)
+    emulation.emulate(case.multiprocessors, case.seed, case.shared_optin)
     before = torch.ops.simt.launches()
     with registered(case.precision, case.kernel) as path_name, forced(case.cluster, case.tile, case.kernel):
         result = testing.compare(path_name, case.cell, case.shape, torch.float32, "cpu", dt=case.dt, seed=case.seed,
@@ -204,7 +205,8 @@ def sanitized_cases(subset: str) -> list[str]:
 def barrier_lines(source: Path) -> dict[str, int]:
     """The source line of each block or cluster barrier and mbarrier wait in the kernels of
     ``source`` (what run.py's --drop can remove), by "line N: text": the calls, and the calls of the
-    helpers that wait for their caller's line (``wait<Skip>``, ``sync<Skip>``, ``ptx::mbarrier_wait``);
+    helpers that wait for their caller's line (``wait<Skip>``, ``sync<Skip>``, ``ptx::mbarrier_wait``),
+    and the waits for cp.async copies (``ptx::cp_async_wait``);
     not the removal ladder's own barriers (lines naming probe::kBarriers, in the GPU probe's build
     only)."""
     lines = source.read_text().splitlines()
@@ -214,6 +216,6 @@ def barrier_lines(source: Path) -> dict[str, int]:
         if "probe::kBarriers" in line:
             continue
         if re.search(r"(__syncthreads\(\)|barrier_wait\(\)|cluster\.sync\(\)|(wait|sync)<Skip>\(cluster\))\s*;", line) \
-                or "ptx::mbarrier_wait(" in line:
+                or "ptx::mbarrier_wait(" in line or "ptx::cp_async_wait<" in line:
             found[f"line {i + 1}: {line.strip()}"] = i + 1
     return found

@@ -158,8 +158,9 @@ std::uint64_t seed = 0;
 std::int64_t launched = 0;
 std::int64_t started = 0;  // launches begun, failed ones too
 std::string last_error;
-std::map<const void*, int> max_dynamic_shared;
-std::map<const void*, bool> non_portable_clusters;
+// A kernel's attributes, per device (as CUDA's cudaFuncSetAttribute: the current device's context).
+std::map<std::pair<int, const void*>, int> max_dynamic_shared;
+std::map<std::pair<int, const void*>, bool> non_portable_clusters;
 
 Launch& now() {
   if (!active || !active->current) {
@@ -446,7 +447,7 @@ void run(Launch& l) {
 
 // The kernel's dynamic shared memory limit: cudaFuncSetAttribute's value, else CUDA's default.
 int max_dynamic(const void* kernel) {
-  auto found = max_dynamic_shared.find(kernel);
+  auto found = max_dynamic_shared.find({current_device, kernel});
   return found == max_dynamic_shared.end() ? kDefaultMaxDynamicShared : found->second;
 }
 
@@ -820,12 +821,12 @@ unsigned vote(const char* kind, unsigned mask, bool predicate, int line) {
 
 cudaError_t set_max_dynamic_shared(const void* kernel, int bytes) {
   if (bytes < 0 || bytes > devices[current_device].shared_per_block_optin) return cudaErrorInvalidValue;
-  max_dynamic_shared[kernel] = bytes;
+  max_dynamic_shared[{current_device, kernel}] = bytes;
   return cudaSuccess;
 }
 
 cudaError_t set_non_portable_clusters(const void* kernel, bool allowed) {
-  non_portable_clusters[kernel] = allowed;
+  non_portable_clusters[{current_device, kernel}] = allowed;
   return cudaSuccess;
 }
 
@@ -835,7 +836,7 @@ cudaError_t active_clusters(int* clusters, const void* kernel, int block_size, s
   int per_sm = 0;
   const cudaError_t err = occupancy(&per_sm, kernel, block_size, shared_bytes);
   if (err != cudaSuccess) return err;
-  const auto found = non_portable_clusters.find(kernel);
+  const auto found = non_portable_clusters.find({current_device, kernel});
   const unsigned largest = found != non_portable_clusters.end() && found->second ? 16 : 8;
   *clusters = d.clusters && cluster >= 1 && cluster <= largest ? per_sm * d.multiprocessors / static_cast<int>(cluster) : 0;
   return cudaSuccess;

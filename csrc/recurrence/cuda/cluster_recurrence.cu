@@ -69,10 +69,68 @@ constexpr int kWarps = kThreads / 32;
 // What the kernels need of the plan (and, in the probe's build, where to record the phase trace).
 struct Shape {
   int units, rows, width, tile;
+  int pairs;      // (unit, row) pairs a thread: ceil(units x tile / kThreads)
+  bool prefetch;  // the cell's operands copied a step ahead into shared memory (Prefetch)
 #ifdef TSRNN_PROBE
   probe::Trace trace;
 #endif
 };
+
+// The cell's step-independent operands of a thread's pairs (forward: xg; backward: the saved
+// activations, the states before and after the step, grad_h), copied with cp.async one step ahead
+// into shared memory: slots [2][pairs][operands][kThreads], step t's in buffer t % 2, a warp's 32
+// accesses of one slot in 32 banks. Each thread reads its own slots only, after cp_async_wait.
+struct Prefetch {
+  float* slots;
+  int pairs, operands;
+  __device__ float* at(int step, int i, int o) const {
+    return slots + ((step % 2 * pairs + i) * operands + o) * kThreads + threadIdx.x;
+  }
+};
+
+// Forward: the G values of xg of each pair active at step u (none past the sequence), one commit group.
+template <int G>
+__device__ inline void prefetch_forward(const Prefetch& pf, const ForwardArgs& a, const Pair* pairs, int u, int b0, int j0) {
+  if (u < a.T) {
+    const StepRows step = step_rows(a.offsets, u, a.B);
+#pragma unroll
+    for (int i = 0; i < kMaxPairs; ++i) {
+      if (i >= pf.pairs || !pairs[i].valid || b0 + pairs[i].n >= step.rows) continue;
+      const long long row = step.first + b0 + pairs[i].n;
+#pragma unroll
+      for (int g = 0; g < G; ++g) ptx::cp_async<4>(pf.at(u, i, g), a.xg + row * G * a.H + g * a.H + j0 + pairs[i].u);
+    }
+  }
+  ptx::cp_async_commit();
+}
+
+// Backward: operands [0, K) the saved activations, [K, K + S) the states before step u, [K + S,
+// K + 2 S) after it, K + 2 S grad_h (if given), of each pair active at step u (none before the
+// sequence), one commit group.
+template <int K, int S>
+__device__ inline void prefetch_backward(const Prefetch& pf, const BackwardArgs& a, const Pair* pairs, int u, int b0, int j0) {
+  if (u >= 0) {
+    const StepRows step = step_rows(a.offsets, u, a.B);
+    const long long BH = static_cast<long long>(a.B) * a.H;
+    const float* const prev = u == 0 ? a.state0 : a.state_all + (u - 1) * (S * BH);
+    const float* const next = a.state_all + u * (S * BH);
+#pragma unroll
+    for (int i = 0; i < kMaxPairs; ++i) {
+      if (i >= pf.pairs || !pairs[i].valid || b0 + pairs[i].n >= step.rows) continue;
+      const int j = j0 + pairs[i].u;
+      const long long row = step.first + b0 + pairs[i].n, n = static_cast<long long>(b0 + pairs[i].n) * a.H + j;
+#pragma unroll
+      for (int k = 0; k < K; ++k) ptx::cp_async<4>(pf.at(u, i, k), a.saved + row * K * a.H + k * a.H + j);
+#pragma unroll
+      for (int k = 0; k < S; ++k) {
+        ptx::cp_async<4>(pf.at(u, i, K + k), prev + k * BH + n);
+        ptx::cp_async<4>(pf.at(u, i, K + S + k), next + k * BH + n);
+      }
+      if (a.grad_h) ptx::cp_async<4>(pf.at(u, i, K + 2 * S), a.grad_h + row * a.H + j);
+    }
+  }
+  ptx::cp_async_commit();
+}
 
 // Loads block r's rows of W_hh into w [rows][width + kPad] (the forward's W_r) or, Transposed, into
 // w [width][rows + kPad] (the backward's W_r^T, so that both products read a row-major A), rounded,
@@ -124,6 +182,10 @@ __global__ void __launch_bounds__(kThreads, 1) forward_kernel(ForwardArgs a, Sha
   float* const z = reinterpret_cast<float*>(h_tile + s.tile * pitch);                  // [tile][rows]
   std::uint32_t* const stage = reinterpret_cast<std::uint32_t*>(z + s.tile * s.rows);  // [tile][stage_words]
   T* const stage_h = reinterpret_cast<T*>(stage);  // [tile][units]: this block's h_t, rounded
+  // xg a step ahead (after the stage, 4-byte aligned: units x item is a multiple of 4)
+  const Prefetch pf{reinterpret_cast<float*>(stage + s.tile * stage_words), s.pairs, G};
+  constexpr bool kLoads = !Skipped::of(probe::kCellLoads);
+  const bool prefetch = s.prefetch && kLoads;
   load_weights<C, P, false>(w, a.w_hh, H, j0, nj, s);
   for (int idx = threadIdx.x; idx < s.tile * pitch; idx += blockDim.x) {
     const int b = b0 + idx / pitch, k = idx % pitch;
@@ -151,6 +213,7 @@ __global__ void __launch_bounds__(kThreads, 1) forward_kernel(ForwardArgs a, Sha
   // W, the h tile, the stage and the mbarriers in place in every block of the cluster before any
   // block signals or pushes (once: the cluster barrier's fences stay out of the time loop).
   cluster.sync();
+  if (prefetch) prefetch_forward<G>(pf, a, pairs, 0, b0, j0);
   const unsigned expected = kPush ? exchange_bytes(c, s.units, H, s.tile, kItem) : 0u;
   const int my_words = slice_words(rank, s.units, H, kItem);
   const std::uint32_t tile_address = ptx::shared_address(h_tile) + static_cast<std::uint32_t>(j0 * kItem);
@@ -160,6 +223,7 @@ __global__ void __launch_bounds__(kThreads, 1) forward_kernel(ForwardArgs a, Sha
     const StepRows step = step_rows(a.offsets, t, a.B);
     const bool pushes = t + 1 < a.T;
     clock.step(t);
+    if (prefetch) prefetch_forward<G>(pf, a, pairs, t + 1, b0, j0);  // lands while this step runs
     // Phase t - 1 of `full`: every block's h_{t-1} (h0 was loaded) has landed in the h tile.
     if (t > 0 && kSync) ptx::mbarrier_wait(full, static_cast<unsigned>((t - 1) % 2));
     clock.mark(probe::Phase::kWait);
@@ -182,6 +246,7 @@ __global__ void __launch_bounds__(kThreads, 1) forward_kernel(ForwardArgs a, Sha
       if (kPush && static_cast<int>(threadIdx.x) < c) ptx::mbarrier_arrive_remote_relaxed(ptx::mapa(empty_address, threadIdx.x));
     }
     clock.mark(probe::Phase::kArrive);
+    if (prefetch) ptx::cp_async_wait<1>();  // this step's xg landed (the next step's may still be in flight)
 #pragma unroll
     for (int i = 0; i < kMaxPairs; ++i) {
       const Pair q = pairs[i];
@@ -192,7 +257,8 @@ __global__ void __launch_bounds__(kThreads, 1) forward_kernel(ForwardArgs a, Sha
         float zj[G], act[K], next[S];
 #pragma unroll
         for (int g = 0; g < G; ++g) {
-          zj[g] = z[q.n * s.rows + g * s.units + q.u] + (Skipped::of(probe::kCellLoads) ? 0.f : a.xg[row * G * H + g * H + j]);
+          const float x = !kLoads ? 0.f : prefetch ? *pf.at(t, i, g) : a.xg[row * G * H + g * H + j];
+          zj[g] = z[q.n * s.rows + g * s.units + q.u] + x;
         }
         const float p = a.p ? a.p[j] : 0.f, dt = a.dt ? a.dt[row] : 1.f;
         h_last[i] = C::forward(zj, 1, act, state[i], next, 1, 1, p, dt, a.eps);
@@ -257,6 +323,9 @@ __global__ void __launch_bounds__(kThreads, 1) backward_kernel(BackwardArgs a, S
   // tile's product from its next writes)
   T* const dz_tiles = w_t + s.width * pitch;
   float* const recv = reinterpret_cast<float*>(dz_tiles + 2 * s.tile * pitch);  // [c][tile][units]: P_q's rows of J_r
+  const Prefetch pf{recv + c * s.tile * s.units, s.pairs, K + 2 * S + 1};       // the cell's operands a step ahead
+  constexpr bool kLoads = !Skipped::of(probe::kCellLoads);
+  const bool prefetch = s.prefetch && kLoads;
   load_weights<C, P, true>(w_t, a.w_hh, H, j0, nj, s);
   for (int idx = threadIdx.x; idx < 2 * s.tile * pitch; idx += blockDim.x) dz_tiles[idx] = Operand<P>::round(0.f);
   Pair pairs[kMaxPairs];  // this thread's (unit, row) pairs, the same at every step
@@ -280,6 +349,7 @@ __global__ void __launch_bounds__(kThreads, 1) backward_kernel(BackwardArgs a, S
   // W, the dz tile and the mbarriers in place in every block of the cluster before any block
   // signals or pushes (once: the cluster barrier's fences stay out of the time loop).
   cluster.sync();
+  if (prefetch) prefetch_backward<K, S>(pf, a, pairs, a.T - 1, b0, j0);
   // Every block pushes its P's rows of this block's units, for the whole tile, each step.
   const unsigned expected = kPush ? 4u * static_cast<unsigned>(c * s.tile * nj) : 0u;
   const std::uint32_t recv_address = ptx::shared_address(recv) + static_cast<std::uint32_t>(4 * rank * s.tile * s.units);
@@ -287,6 +357,7 @@ __global__ void __launch_bounds__(kThreads, 1) backward_kernel(BackwardArgs a, S
   const int k_tiles = s.width / 16, jobs = k_tiles * (s.tile / 16);
   for (int t = a.T - 1; t >= -1; --t) {
     clock.step(t + 1);
+    if (prefetch && t >= 0) prefetch_backward<K, S>(pf, a, pairs, t - 1, b0, j0);  // lands while this step runs
     // dL/dh_t of the pairs: the sum over the cluster's blocks q of P_q = W_q^T dz_q of step t + 1
     // (none at t = T - 1), push T - 2 - t into recv: phase T - 2 - t of `full`.
 #pragma unroll
@@ -308,6 +379,7 @@ __global__ void __launch_bounds__(kThreads, 1) backward_kernel(BackwardArgs a, S
     const float* const prev = t == 0 ? a.state0 : a.state_all + (t - 1) * (S * BH);
     const float* const next = a.state_all + t * (S * BH);
     T* const dz_tile = dz_tiles + t % 2 * s.tile * pitch;
+    if (prefetch) ptx::cp_async_wait<1>();  // this step's operands landed (the next step's may still be in flight)
 #pragma unroll
     for (int i = 0; i < kMaxPairs; ++i) {
       const Pair q = pairs[i];
@@ -319,19 +391,19 @@ __global__ void __launch_bounds__(kThreads, 1) backward_kernel(BackwardArgs a, S
         const int j = j0 + q.u;
         const long long row = step.first + b0 + q.n, n = static_cast<long long>(b0 + q.n) * H + j;
         float act[K], prev_l[S], next_l[S];
-        constexpr bool kLoads = !Skipped::of(probe::kCellLoads);
         // the cell_loads rung's stand-in: a value the compiler cannot know (eps is an argument), new
         // each step and pair, so no math that uses it folds or moves out of the loop
         const float stand_in = a.eps * static_cast<float>(t + i) + 0.5f;
 #pragma unroll
-        for (int k = 0; k < K; ++k) act[k] = kLoads ? a.saved[row * K * H + k * H + j] : stand_in;
+        for (int k = 0; k < K; ++k) act[k] = !kLoads ? stand_in : prefetch ? *pf.at(t, i, k) : a.saved[row * K * H + k * H + j];
 #pragma unroll
         for (int k = 0; k < S; ++k) {
-          prev_l[k] = kLoads ? prev[k * BH + n] : stand_in;
-          next_l[k] = kLoads ? next[k * BH + n] : stand_in;
+          prev_l[k] = !kLoads ? stand_in : prefetch ? *pf.at(t, i, K + k) : prev[k * BH + n];
+          next_l[k] = !kLoads ? stand_in : prefetch ? *pf.at(t, i, K + S + k) : next[k * BH + n];
         }
         const float p = a.p ? a.p[j] : 0.f, dt = a.dt ? a.dt[row] : 1.f;
-        const float dh_total = dh[i] + (!a.grad_h ? 0.f : kLoads ? a.grad_h[row * H + j] : stand_in);
+        const float grad_h = !a.grad_h ? 0.f : !kLoads ? stand_in : prefetch ? *pf.at(t, i, K + 2 * S) : a.grad_h[row * H + j];
+        const float dh_total = dh[i] + grad_h;
         float dp_step = 0.f;
         C::backward(act, prev_l, next_l, dh_total, dstate[i], dz, &dp_step, 1, 1, p, dt, a.eps);
         dp[i] += dp_step;
@@ -394,11 +466,12 @@ __global__ void __launch_bounds__(kThreads, 1) backward_kernel(BackwardArgs a, S
 
 // -- the plan ---------------------------------------------------------------------------------------
 // Configurations are priced by the fitted cost model of cost_model.h (cluster_step_us).
-Shape shape_of(const Plan& plan) {
+Shape shape_of(const Plan& plan, bool forward) {
+  const bool prefetch = forward ? plan.forward_prefetch : plan.backward_prefetch;
 #ifdef TSRNN_PROBE
-  return Shape{plan.units, plan.rows, plan.width, plan.tile, probe::armed().trace};
+  return Shape{plan.units, plan.rows, plan.width, plan.tile, plan.pairs, prefetch, probe::armed().trace};
 #else
-  return Shape{plan.units, plan.rows, plan.width, plan.tile};
+  return Shape{plan.units, plan.rows, plan.width, plan.tile, plan.pairs, prefetch};
 #endif
 }
 
@@ -408,16 +481,17 @@ constexpr bool kLadder = std::is_same<C, LSTMCell>::value && P != Products::kIee
 
 }  // namespace
 
-std::size_t forward_bytes(Products products, int rows, int width, int tile, int units) {
+std::size_t forward_bytes(Products products, int rows, int width, int tile, int units, int prefetched) {
   const std::size_t item = operand_bytes(products), pitch = width + tensor_core::pad_of(products);
   return 2 * sizeof(std::uint64_t) + item * (static_cast<std::size_t>(rows) + tile) * pitch +
-         sizeof(float) * static_cast<std::size_t>(tile) * rows + item * static_cast<std::size_t>(tile) * units;
+         sizeof(float) * static_cast<std::size_t>(tile) * rows + item * static_cast<std::size_t>(tile) * units +
+         sizeof(float) * static_cast<std::size_t>(prefetched);
 }
 
-std::size_t backward_bytes(Products products, int rows, int width, int tile, int units, int cluster) {
+std::size_t backward_bytes(Products products, int rows, int width, int tile, int units, int cluster, int prefetched) {
   const std::size_t item = operand_bytes(products), pitch = rows + tensor_core::pad_of(products);
   return 2 * sizeof(std::uint64_t) + item * (static_cast<std::size_t>(width) + 2 * static_cast<std::size_t>(tile)) * pitch +
-         sizeof(float) * static_cast<std::size_t>(cluster) * tile * units;
+         sizeof(float) * (static_cast<std::size_t>(cluster) * tile * units + static_cast<std::size_t>(prefetched));
 }
 
 template <class C, Products P>
@@ -442,8 +516,17 @@ cudaError_t plan(int hidden, int batch, int cluster, int tile, Plan* out) {
     for (int nb = 16; nb <= 32; nb += 16) {
       if (tile > 0 && nb != tile) continue;
       const int rows = round_up(C::kGates * units, 16), width = round_up(hidden, 16);
-      const std::size_t fb = forward_bytes(P, rows, width, nb, units), bb = backward_bytes(P, rows, width, nb, units, c);
-      if (units * nb > kThreads * kMaxPairs || std::max(fb, bb) > static_cast<std::size_t>(optin)) continue;
+      const int pairs = (units * nb + kThreads - 1) / kThreads;
+      if (pairs > kMaxPairs) continue;
+      // Each direction prefetches the cell's operands where its shared memory holds the slots too.
+      const std::size_t limit = static_cast<std::size_t>(optin);
+      const int forward_slots = 2 * pairs * C::kGates * kThreads;
+      const int backward_slots = 2 * pairs * (C::kSaved + 2 * C::kStates + 1) * kThreads;
+      const bool forward_prefetch = forward_bytes(P, rows, width, nb, units, forward_slots) <= limit;
+      const bool backward_prefetch = backward_bytes(P, rows, width, nb, units, c, backward_slots) <= limit;
+      const std::size_t fb = forward_bytes(P, rows, width, nb, units, forward_prefetch ? forward_slots : 0);
+      const std::size_t bb = backward_bytes(P, rows, width, nb, units, c, backward_prefetch ? backward_slots : 0);
+      if (std::max(fb, bb) > limit) continue;
       int forward_resident = 0, backward_resident = 0;
       err = tensor_core::resident_clusters(forward_kernel<C, P, 0>, kThreads, optin, c, fb, &forward_resident);
       if (err == cudaSuccess) {
@@ -456,7 +539,7 @@ cudaError_t plan(int hidden, int batch, int cluster, int tile, Plan* out) {
       const double cost = cost_model::cluster_step_us(operand_bytes(P), hidden, C::kGates, nb, clusters, units, resident);
       if (out->cluster == 0 || cost < best) {
         best = cost;
-        *out = Plan{c, nb, clusters, units, rows, width, fb, bb, ""};
+        *out = Plan{c, nb, clusters, units, rows, width, fb, bb, pairs, forward_prefetch, backward_prefetch, ""};
       }
     }
   }
@@ -469,7 +552,7 @@ cudaError_t forward(const Plan& plan, const ForwardArgs& args, cudaStream_t stre
   return probe::with_skip<kLadder<C, P>, probe::kClusterRungs>([&](auto skip) {
     constexpr unsigned kSkip = decltype(skip)::value;  // 0 but in the probe's ladder, whose rungs no plan checked
     return tensor_core::launch<kSkip == 0>(forward_kernel<C, P, kSkip>, plan.clusters * plan.cluster, kThreads,
-                                           plan.cluster, plan.forward_bytes, false, stream, args, shape_of(plan));
+                                           plan.cluster, plan.forward_bytes, false, stream, args, shape_of(plan, true));
   });
 }
 
@@ -478,7 +561,7 @@ cudaError_t backward(const Plan& plan, const BackwardArgs& args, cudaStream_t st
   return probe::with_skip<kLadder<C, P>, probe::kClusterRungs>([&](auto skip) {
     constexpr unsigned kSkip = decltype(skip)::value;  // 0 but in the probe's ladder, whose rungs no plan checked
     return tensor_core::launch<kSkip == 0>(backward_kernel<C, P, kSkip>, plan.clusters * plan.cluster, kThreads,
-                                           plan.cluster, plan.backward_bytes, false, stream, args, shape_of(plan));
+                                           plan.cluster, plan.backward_bytes, false, stream, args, shape_of(plan, false));
   });
 }
 

@@ -28,9 +28,13 @@ constexpr int kMaxCluster = 16;     // blocks of a cluster (more than 8: a non-p
 // whole sequence (rows padded to `rows`, a multiple of 16; columns to `width`, a multiple of 16).
 // forward_bytes / backward_bytes: the dynamic shared memory of each direction's blocks. cluster == 0:
 // no configuration fits this device (the reason in `why`).
+// pairs: the (unit, row) pairs a thread carries; forward_prefetch / backward_prefetch: whether that
+// direction's shared memory also holds the cell's operands copied a step ahead (cp.async).
 struct Plan {
   int cluster = 0, tile = 0, clusters = 0, units = 0, rows = 0, width = 0;
   std::size_t forward_bytes = 0, backward_bytes = 0;
+  int pairs = 0;
+  bool forward_prefetch = false, backward_prefetch = false;
   const char* why = "";
 };
 
@@ -38,10 +42,12 @@ struct Plan {
 // [rows][width + pad], h tile [tile][width + pad], z tile [tile][rows] (float) and the stage of its
 // h slice [tile][units], or the backward's two mbarriers, transposed slice [width][rows + pad], two
 // dz tiles [tile][rows + pad] and the partial products its peers push, [cluster][tile][units] (float);
+// then `prefetched` floats of the cell's operands copied a step ahead;
 // W, h and dz in the operand type, their rows padded by 16 bytes (tensor_core.h's kPad:
 // conflict-free ldmatrix).
-std::size_t forward_bytes(Products products, int rows, int width, int tile, int units);
-std::size_t backward_bytes(Products products, int rows, int width, int tile, int units, int cluster);
+std::size_t forward_bytes(Products products, int rows, int width, int tile, int units, int prefetched);
+std::size_t backward_bytes(Products products, int rows, int width, int tile, int units, int cluster,
+                           int prefetched);
 
 // The configuration for `hidden` units of cell C, a batch of `batch` rows and products P on the
 // current device: every (cluster, tile) whose shared memory fits one block and whose cluster the

@@ -285,11 +285,12 @@ __device__ inline void cp_async_commit(int line = __builtin_LINE()) {
 // outstanding (the others' data is in shared memory, visible to this thread; other threads see it
 // after a barrier).
 template <int N>
-__device__ inline void cp_async_wait(int line = __builtin_LINE()) {
+__device__ inline void cp_async_wait(int line = __builtin_LINE(), const char* file = __builtin_FILE()) {
 #ifdef TSRNN_SIMT
-  simt::ptx::cp_async_wait(N, line);
+  simt::ptx::cp_async_wait(N, file, line);
 #else
   (void)line;
+  (void)file;
   asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
 #endif
 }

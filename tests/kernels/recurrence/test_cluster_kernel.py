@@ -96,6 +96,26 @@ def test_the_forward_issues_the_mma_and_pushes_the_plan_computes(simt, precision
     assert counts["bank_conflict"] == 0  # the padded rows
 
 
+@pytest.mark.parametrize("optin, forward_bytes, backward_bytes", [
+    (24576, 17040, 19216),  # neither direction has room for the cell's operands a step ahead
+    (30000, 25232, 19216),  # the forward has (8 KiB of xg slots), the backward (14 KiB) has not
+    (emulation.H100_SHARED_OPTIN, 25232, 33552),  # both prefetch (the table's other cases)
+])
+def test_the_cell_reads_global_memory_where_no_prefetch_fits(simt, optin, forward_bytes, backward_bytes):
+    """(T, B, H) = (3, 17, 37), clusters of 4, tiles of 16 (rows 48, width 48, pitch 52 floats, 10
+    units, one pair a thread): forward 16 + 4 (48 + 16) 52 + 4 x 16 x 48 + 4 x 16 x 10 = 17040 bytes,
+    backward 16 + 4 (48 + 32) 52 + 4 x 4 x 16 x 10 = 19216, the prefetch slots 2 x 4 x 256 (xg) and
+    2 x 7 x 256 floats (4 saved, 2 states, grad_h) more. Each plan is exact against the reference
+    in both thread orders."""
+    emulation.emulate(4, 0, optin)
+    with simt.forced(4, 16):
+        assert config("lstm", 37, 17, "tf32")[4:] == [forward_bytes, backward_bytes]
+    for seed in SEEDS:
+        case = cluster.Case("lstm", (3, 17, 3, 37), 4, 16, "tf32", False, seed, "prefetch or not", shared_optin=optin)
+        result = simt.check(case)
+        assert result.ok, result.failures()
+
+
 def test_the_plan_picks_a_cluster_per_the_cost_model(simt):
     """On an emulated H100 (132 SMs, 227 KiB of shared memory a block): W_hh of the LSTM at H = 400
     in TF32 (2.56 MB) needs all 16 blocks of a cluster; at H = 128 the pLSTM's bf16 W_hh (98 KB)
