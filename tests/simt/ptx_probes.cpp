@@ -20,6 +20,7 @@
 #include <cuda_runtime.h>
 
 #include "recurrence/cuda/ptx.h"
+#include "recurrence/cuda/tensor_core.h"
 
 namespace {
 
@@ -310,21 +311,18 @@ __global__ void copies(int* wrong, const float* from, int bug) {
 
 std::string error_of(cudaError_t err) { return err == cudaSuccess ? "" : cudaGetErrorString(err); }
 
+// One cluster of `blocks` blocks of `threads` threads and `shared` bytes of shared memory each
+// running kernel(&wrong, flag): "ok", `what` if the kernel set wrong, or the launch's error.
+std::string one_cluster(void (*kernel)(int*, int), int flag, int blocks, int threads, std::size_t shared, const char* what) {
+  int wrong = 0;
+  const std::string err = error_of(tsrnn::cuda::tensor_core::launch_clusters(kernel, blocks, threads, blocks, shared, false,
+                                                                             nullptr, &wrong, flag));
+  return !err.empty() ? err : wrong ? what : "ok";
+}
+
 // One cluster of 2 blocks of 32 threads, 16 bytes of shared memory each (an mbarrier and a slot).
 std::string cluster_of_two(void (*kernel)(int*, int), int flag) {
-  int wrong = 0;
-  cudaLaunchConfig_t config = {};
-  config.gridDim = dim3(2);
-  config.blockDim = dim3(32);
-  config.dynamicSmemBytes = 16;
-  cudaLaunchAttribute attribute[1];
-  attribute[0].id = cudaLaunchAttributeClusterDimension;
-  attribute[0].val.clusterDim.x = 2;
-  attribute[0].val.clusterDim.y = attribute[0].val.clusterDim.z = 1;
-  config.attrs = attribute;
-  config.numAttrs = 1;
-  const std::string err = error_of(cudaLaunchKernelEx(&config, kernel, &wrong, flag));
-  return !err.empty() ? err : wrong ? "wrong: a block received another value than its peer pushed" : "ok";
+  return one_cluster(kernel, flag, 2, 32, 16, "wrong: a block received another value than its peer pushed");
 }
 
 // The registers a probe kernel wrote (lane-major), space-separated, or the launch's error.
@@ -346,19 +344,7 @@ std::string fragments(int misaligned) {
 }
 
 std::string cluster_of_four(int how) {
-  int wrong = 0;
-  cudaLaunchConfig_t config = {};
-  config.gridDim = dim3(4);
-  config.blockDim = dim3(64);
-  config.dynamicSmemBytes = 16 + 2 * 32 * 4 + 2 * 8 * 4;
-  cudaLaunchAttribute attribute[1];
-  attribute[0].id = cudaLaunchAttributeClusterDimension;
-  attribute[0].val.clusterDim.x = 4;
-  attribute[0].val.clusterDim.y = attribute[0].val.clusterDim.z = 1;
-  config.attrs = attribute;
-  config.numAttrs = 1;
-  const std::string err = error_of(cudaLaunchKernelEx(&config, exchange, &wrong, how));
-  return !err.empty() ? err : wrong ? "wrong: a block read another value than its peer pushed" : "ok";
+  return one_cluster(exchange, how, 4, 64, 16 + 2 * 32 * 4 + 2 * 8 * 4, "wrong: a block read another value than its peer pushed");
 }
 
 std::string copied(int bug) {

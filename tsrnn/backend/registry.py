@@ -12,7 +12,7 @@ the modules, the test harness, the self-test and the benchmarks read it:
 ``onednn``           torch's own LSTM kernel on CPU (oneDNN), LSTM cells only
 ``cudnn``            torch's own LSTM kernel on CUDA (cuDNN), LSTM cells only
 ``cuda_cluster``     the cluster-resident tensor-core CUDA kernel (``tsrnn._cuda``):
-                     float32 math, products in the call's precision (TF32 / bf16 wmma),
+                     float32 math, products in the call's precision (TF32 / bf16 mma.sync),
                      W_hh in the shared memory of one thread-block cluster per batch tile
 ``cuda_grid``        the grid-resident tensor-core CUDA kernel (``tsrnn._cuda``): as
                      ``cuda_cluster``, W_hh sliced over the shared memory of every SM

@@ -5,39 +5,50 @@
 // Block r of a cluster owns the hidden units J_r = [r U, min(H, (r + 1) U)) and holds their rows of
 // W_hh, rounded once to the operand type (csrc/recurrence/products.h), as W_r [rows][width]: row
 // g U + u is W_hh[g H + j0 + u, :] (gate g of unit j0 + u), padded with zero rows and columns to
-// multiples of 16 (the backward holds W_r^T [width][rows]). Every operand tile's rows are 16 bytes
-// longer than that in shared memory (tensor_core.h's kPad), so that ldmatrix reads them without
-// bank conflicts. Forward, step t (z_t = W_hh h_{t-1}, then the cell of csrc/recurrence/cells.h):
-//   1. wait for phase A of the cluster barrier: h_{t-1} is complete in this block's h tile
+// multiples of 16 (the backward holds W_r^T [width][rows], so that both products read a row-major
+// A). Every operand tile's rows are 16 bytes longer than that in shared memory (tensor_core.h's
+// kPad), so that ldmatrix reads them without bank conflicts. No cluster barrier runs inside the
+// time loops: the blocks exchange data by st.async pushes into each other's shared memory, each
+// completing bytes on the destination's mbarrier `full` (whose phase a step also waits for one
+// arrival of the block's own, announcing the bytes it expects), and a block pushes into a tile only
+// after every block has arrived at its mbarrier `empty` (a relaxed remote arrival, no fence: "done
+// reading"). Every thread waits on each phase it needs, and a block barrier each step keeps every
+// thread within one phase of the arrivals that open the next. Forward, step t (z_t = W_hh h_{t-1},
+// then the cell of csrc/recurrence/cells.h):
+//   1. wait for phase t - 1 of `full`: every block's h_{t-1} has landed in this block's h tile
 //      [tile][width] (t > 0; h0 is loaded at the start);
-//   2. the tensor cores form z_r = W_r h_tile^T [rows][tile] (mma.sync, float32 accumulation), stored
-//      to the block's z tile; arrive at phase B (this block is done reading its h tile);
-//   3. each thread applies the cell to its (unit, row) pairs: z + xg, the states kept in registers
-//      across the steps, h_t, the states and the saved activations written to global memory;
-//   4. wait for phase B (every block is done reading its h tile), then write the pairs' h_t,
-//      rounded to the operand type, into the h tile of every block of the cluster through
-//      distributed shared memory, and arrive at phase A.
+//   2. the tensor cores form z_r = W_r h_tile^T [rows][tile] (ldmatrix + mma.sync, float32
+//      accumulation) into the block's z tile; block barrier; arrive at `full` expecting the
+//      pushes of step t, and at every block's `empty` (this block is done reading its h tile);
+//   3. each thread applies the cell to its (unit, row) pairs: z + xg (copied with cp.async a step
+//      ahead where shared memory holds it), the states kept in registers across the steps; h_t, the
+//      states and the saved activations to global memory, h_t rounded into the block's stage;
+//   4. block barrier; wait for phase t of `empty`, then push the stage's 32-bit words into the h
+//      tile of every block of the cluster.
 // Backward, step t from T-1 down to 0 (dL/dh_{t-1} = W_hh^T dz_t, reduced over the cluster):
-//   1. wait for phase A: every block's partial product P_q = W_q^T dz_q of step t+1 is complete;
-//      each pair's dL/dh_t is the sum over the cluster's blocks q of P_q at its (unit, row),
-//      read through distributed shared memory; arrive at phase B;
-//   2. the cell's backward (dstate and the per-row dL/dp in registers across the steps), dz_t
-//      to global memory (for the weight gradients) and, rounded, to the block's dz tile;
-//   3. wait for phase B (no block still reads this block's P), P_r = W_r^T dz_tile [width][tile]
-//      on the tensor cores, arrive at phase A.
+//   1. wait for `full`: every block q's rows of P_q = W_q^T dz_q of step t+1 for this block's units
+//      have landed in its slot of recv [c][tile][units]; each pair's dL/dh_t is their sum;
+//   2. the cell's backward (dstate and the per-row dL/dp in registers across the steps; its
+//      operands copied a step ahead where shared memory holds them), dz_t to global memory (for the
+//      weight gradients) and, rounded, to the dz tile of step t (two, alternating);
+//   3. block barrier; arrive at `full` expecting the pushes of step t and at every block's `empty`;
+//      wait for `empty` (every block is done reading its recv), then P_r = W_r^T dz_tile
+//      [width][tile] on the tensor cores, each element pushed from the accumulators into the recv
+//      of the block that owns its unit.
 // After the loop, dL/dh0 = sum_q P_q, then dstate and dp are written once. dW_hh is one GEMM over
-// the h's after the kernel (csrc/recurrence/op.h). The two phases of the one hardware cluster
-// barrier make each step's exchange safe with a single h (or P) buffer per block; phase B's wait
-// comes after the cell, so only phase A's latency is on the critical path of a step.
+// the h's after the kernel (csrc/recurrence/op.h). A cluster sync before the loop (the mbarriers
+// initialised in every block before any arrival or push) and one before exit are the kernel's only
+// GPU-wide fences.
 //
 // Packed sequences (recurrence.h): step t runs the rows b < rows(t) only; a pair of an inactive
-// row writes nothing forward and a zero dz backward, so its h tile row keeps the h of its last step
-// and its dL/dh is zero until the reverse sweep reaches its last step, as the cooperative kernel's.
-// Rows of the last tile past B compute on the zeros they were given and are never written out.
+// row writes nothing forward (it pushes its last h again, so its h tile row keeps the h of its last
+// step) and a zero dz backward, so its dL/dh is zero until the reverse sweep reaches its last step,
+// as the cooperative kernel's. Rows of the last tile past B compute on the zeros they were given
+// and are never written out.
 // Products: kTf32 (ldmatrix + mma.sync m16n8k8, the operands pre-rounded with cvt.rna), kBf16
 // (ldmatrix + mma.sync m16n8k16), kIeee (a scalar float32 loop with the same tiles, for callers
-// that turned TF32 off): tensor_core.h's tile_product. The backward keeps W_r^T in shared memory,
-// [width][rows], so that its product reads a row-major A as the forward's does.
+// that turned TF32 off): tensor_core.h's tile_product. The exchange is sm_90 PTX: the kernel
+// traps on an earlier GPU, where the plan launches nothing.
 #include <algorithm>
 #include <climits>
 #include <cstdint>
