@@ -127,8 +127,10 @@ __device__ inline void tile_product(const typename Operand<P>::T* a, unsigned ld
     constexpr int kK = P == Products::kTf32 ? 8 : 16, kHalf = kK / 2;
     const auto* a_row = a + (lane % 16) * lda + lane / 16 * kHalf;
     const auto* b_row = b + (lane % 8 + lane / 16 * 8) * ldb + lane / 8 % 2 * kHalf;
-    float acc[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
-    for (int k = 0; k < inner; k += kK) {
+    // Two accumulator chains (even and odd k-steps), each over both n8 halves: no mma waits on the
+    // one before it in the same chain for more than every other k-step; summed at the end.
+    float acc[2][2][4] = {};
+    auto k_step = [&](float (&sum)[2][4], int k) {
       std::uint32_t fa[4], fb[4];
       ptx::ldmatrix<4>(fa, a_row + k);
       ptx::ldmatrix<4>(fb, b_row + k);
@@ -136,19 +138,30 @@ __device__ inline void tile_product(const typename Operand<P>::T* a, unsigned ld
       for (int half = 0; half < 2; ++half) {
         const std::uint32_t fbh[2] = {fb[2 * half], fb[2 * half + 1]};
         if constexpr (!Multiply) {  // the operands' bits folded (a shallow tree of integer ops) into the accumulator
-          acc[half][0] += static_cast<float>((fa[0] ^ fa[1] ^ fa[2] ^ fa[3] ^ fbh[0] ^ fbh[1]) & 1u);
+          sum[half][0] += static_cast<float>((fa[0] ^ fa[1] ^ fa[2] ^ fa[3] ^ fbh[0] ^ fbh[1]) & 1u);
         } else if constexpr (P == Products::kTf32) {
-          ptx::mma_tf32(acc[half], fa, fbh, acc[half]);
+          ptx::mma_tf32(sum[half], fa, fbh, sum[half]);
         } else {
-          ptx::mma_bf16(acc[half], fa, fbh, acc[half]);
+          ptx::mma_bf16(sum[half], fa, fbh, sum[half]);
         }
       }
+    };
+    int k = 0;
+    for (; k + kK < inner; k += 2 * kK) {
+      k_step(acc[0], k);
+      k_step(acc[1], k + kK);
     }
-    // acc[half][e] is element (lane / 4 + 8 (e / 2), 8 half + 2 (lane % 4) + e % 2) of the tile.
+    if (k < inner) k_step(acc[0], k);  // an odd number of k-steps (bf16)
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
 #pragma unroll
-      for (int e = 0; e < 4; ++e) store(lane / 4 + 8 * (e / 2), 8 * half + 2 * (lane % 4) + e % 2, acc[half][e]);
+      for (int e = 0; e < 4; ++e) acc[0][half][e] += acc[1][half][e];
+    }
+    // acc[0][half][e] is element (lane / 4 + 8 (e / 2), 8 half + 2 (lane % 4) + e % 2) of the tile.
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) store(lane / 4 + 8 * (e / 2), 8 * half + 2 * (lane % 4) + e % 2, acc[0][half][e]);
     }
   }
 }
