@@ -92,7 +92,7 @@ sys.path.insert(0, {bench!r})
 import torch
 from probe import kernels
 probe = kernels.Probe("cpu")
-for bad in (torch.zeros(2, 5, dtype=torch.int64), torch.zeros(2, 52, dtype=torch.int32), 1 << 12):
+for bad in (torch.zeros(2, 5, dtype=torch.int64), torch.zeros(2, 48, dtype=torch.int32), 1 << 12):
     try:
         probe._arm(bad if isinstance(bad, int) else 0, None if isinstance(bad, int) else bad, False)
     except RuntimeError as exc:
@@ -114,8 +114,8 @@ def test_the_probe_refuses_a_malformed_trace_and_an_unbuilt_rung(tmp_path):
     assert done.returncode == 0, done.stderr[-3000:]
     refusals = [line for line in done.stdout.splitlines() if line.startswith("refused:")]
     assert len(refusals) == 4, done.stdout
-    assert "contiguous int64 [blocks, 4 + steps * 12]" in refusals[0] and "got [2, 5]" in refusals[0]
-    assert "got [2, 52]" in refusals[1]
+    assert "contiguous int64 [blocks, 4 + steps * 11]" in refusals[0] and "got [2, 5]" in refusals[0]
+    assert "got [2, 48]" in refusals[1]  # the size of 4 steps, in int32
     assert "skip must be a mask of 9 parts, got 4096" in refusals[2]
     assert "launching the cluster-resident forward kernel" in refusals[3]
 

@@ -6,7 +6,8 @@
 // each lane, returned for a test written from the PTX ISA's tables; a warp's GEMM through ldmatrix
 // and mma.sync checked against a plain loop; cp.async with its commit and wait; and one planted
 // bug per check: a wrong peer rank (past the cluster, or inside it), a reused phase parity, a
-// missing expect_tx, an arrival past the expected count, an mbarrier never initialised or misaligned, st.async completing on another
+// missing expect_tx, an arrival past the expected count, a remote arrival not mapa'd, an mbarrier
+// never initialised or misaligned, st.async completing on another
 // block's mbarrier, an ldmatrix row not 16-byte aligned, a fragment index off by one, a missing
 // .trans, a tile or a cp.async destination read before its wait.
 #include <cmath>
@@ -81,7 +82,8 @@ __global__ void missing_expect_tx(int*, int) {
 }
 
 // Planted: `how` 0, a wait on an mbarrier never initialised; 1, an mbarrier 4 bytes off 8-byte
-// alignment; 2, a second arrival at a phase that expects one (held open by 4 bytes of expect_tx).
+// alignment; 2, a second arrival at a phase that expects one (held open by 4 bytes of expect_tx);
+// 3, a remote arrival at an address not mapped to the cluster.
 __global__ void mbarrier_misuse(int*, int how) {
   auto* bytes = static_cast<unsigned char*>(simt::dynamic_shared());
   auto* bar = reinterpret_cast<std::uint64_t*>(bytes + (how == 1 ? 4 : 0));
@@ -91,6 +93,12 @@ __global__ void mbarrier_misuse(int*, int how) {
     if (threadIdx.x == 0) ptx::mbarrier_arrive_expect_tx(bar, 4);
     __syncthreads();
     if (threadIdx.x == 1) ptx::mbarrier_arrive(bar);
+    return;
+  }
+  if (how == 3) {  // a remote arrival at this block's own shared::cta address, not mapa'd
+    if (threadIdx.x == 0) ptx::mbarrier_init(bar, 1);
+    __syncthreads();
+    if (threadIdx.x == 0) ptx::mbarrier_arrive_remote_relaxed(ptx::shared_address(bar));
     return;
   }
   if (how == 1) ptx::mbarrier_init(bar, 1);
@@ -121,28 +129,26 @@ __device__ std::uint32_t bf16_bits(float v) {
   return u >> 16;  // exact: the values are small integers
 }
 
+// Register i of lane l's A (which 0) or B (1) fragment: element i (TF32), or elements 2 i and
+// 2 i + 1 in its lower and upper halves (bf16).
+__device__ std::uint32_t mma_register(int lane, int i, int which, bool bf16) {
+  if (bf16) return bf16_bits(mma_input(lane, 2 * i, which)) | bf16_bits(mma_input(lane, 2 * i + 1, which)) << 16;
+  const float v = mma_input(lane, i, which);
+  std::uint32_t u;
+  std::memcpy(&u, &v, 4);
+  return u;
+}
+
 // out[4 l + i]: lane l's d[i] of one mma.sync (bf16: the m16n8k16 one) on mma_input's registers.
 __global__ void mma_registers(float* out, int bf16) {
   const int l = static_cast<int>(threadIdx.x);
   std::uint32_t a[4], b[2];
   float c[4];
   for (int i = 0; i < 4; ++i) {
-    if (bf16) {
-      a[i] = bf16_bits(mma_input(l, 2 * i, 0)) | bf16_bits(mma_input(l, 2 * i + 1, 0)) << 16;
-    } else {
-      const float v = mma_input(l, i, 0);
-      std::memcpy(&a[i], &v, 4);
-    }
+    a[i] = mma_register(l, i, 0, bf16);
     c[i] = mma_input(l, i, 2);
   }
-  for (int i = 0; i < 2; ++i) {
-    if (bf16) {
-      b[i] = bf16_bits(mma_input(l, 2 * i, 1)) | bf16_bits(mma_input(l, 2 * i + 1, 1)) << 16;
-    } else {
-      const float v = mma_input(l, i, 1);
-      std::memcpy(&b[i], &v, 4);
-    }
-  }
+  for (int i = 0; i < 2; ++i) b[i] = mma_register(l, i, 1, bf16);
   if (bf16) {
     ptx::mma_bf16(c, a, b, c);
   } else {
@@ -369,6 +375,7 @@ std::string simt_ptx_probe(const std::string& name) {
   if (name == "ptx_uninitialized_mbarrier") return cluster_of_two(mbarrier_misuse, 0);
   if (name == "ptx_misaligned_mbarrier") return cluster_of_two(mbarrier_misuse, 1);
   if (name == "ptx_extra_arrival") return cluster_of_two(mbarrier_misuse, 2);
+  if (name == "ptx_remote_arrival_unmapped") return cluster_of_two(mbarrier_misuse, 3);
   if (name == "ptx_ldmatrix_x1") return fragments<1, false>(0);
   if (name == "ptx_ldmatrix_x2") return fragments<2, false>(0);
   if (name == "ptx_ldmatrix_x4") return fragments<4, false>(0);

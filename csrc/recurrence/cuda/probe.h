@@ -64,14 +64,13 @@ struct Phase {
     kExchange,     // distributed shared memory: h_t pushed (cluster forward), partial products summed
     kCell,         // the cell over thread 0's pairs: global loads, math, global stores
     kWaitB,        // cluster: the wait until every block is done reading what this one pushes into
-    kArriveA,      // (the first-generation cluster kernel's second arrival: no longer recorded)
     kFlagArrive,   // grid: the flag barrier's arrival
     kStoresAfter,  // grid forward: the states and activations stored after the arrival
     kPhases
   };
 };
 inline constexpr const char* kPhaseNames[] = {"wait",     "load", "product",  "block_sync",  "arrive",       "cluster_sync",
-                                              "exchange", "cell", "wait_b",   "arrive_a",    "flag_arrive",  "stores_after"};
+                                              "exchange", "cell", "wait_b",   "flag_arrive",  "stores_after"};
 static_assert(sizeof(kPhaseNames) / sizeof(kPhaseNames[0]) == Phase::kPhases, "a name per phase");
 inline constexpr int kHeader = 4;  // clock at start, clock at end, global timer at start, at end
 

@@ -152,6 +152,7 @@ def test_the_asynchronous_copies_deliver_at_their_waits(simt, probe):
     ("ptx_missing_expect_tx", r"livelock: block 0 thread 0 waits at mbarrier phase parity 0 \(line \d+ of ptx_probes\.cpp\)"
                               r".*no thread can change what it reads"),
     ("ptx_uninitialized_mbarrier", r"an mbarrier used before mbarrier\.init \(line \d+\)"),
+    ("ptx_remote_arrival_unmapped", r"a remote mbarrier arrive at a shared::cta address \(mapa it first\) \(line \d+\)"),
     ("ptx_extra_arrival", r"an arrival at an mbarrier phase with no pending arrival left \(line \d+\)"),
     ("ptx_misaligned_mbarrier", r"an mbarrier at an address not 8-byte aligned \(line \d+\)"),
     ("ptx_other_blocks_barrier", r"st\.async into one block completing on another block's mbarrier \(line \d+\)"),
