@@ -14,11 +14,16 @@ The model of one forward+backward call of one layer, in microseconds::
 with every coefficient >= 0 and, per fwd+bwd step (both directions) of one block:
 
 - ``S``: shared-memory wavefronts of the operand loads, bank conflicts included. The second
-  generation of the kernels (``generation`` 2, since 2026-12-07) loads each k-step of a 16 x 16 tile
-  with one ``ldmatrix.x4`` of A and one of B (tensor_core.h's tile_product): 4 matrices of 8 rows
-  of 16 bytes each, a matrix as many wavefronts as the most of its rows in one group of 4 banks
-  (gcd(row pitch / 16 bytes, 8)); A is row-major (the cluster backward keeps W^T), and the cluster
-  kernel pads its rows by 16 bytes (one wavefront a matrix). The first generation, measured on
+  generation of the kernels (``generation`` 2, since 2026-12-07) reads its operands with
+  ``ldmatrix``: 8 x 16-byte rows a matrix, as many wavefronts as the most of its rows in one group
+  of 4 banks (gcd(row pitch / 16 bytes, 8)). The grid kernel loads each k-step of a 16 x 16 tile with
+  one ``ldmatrix.x4`` of A and one of B (tensor_core.h's tile_product). The cluster kernel pads its
+  rows by 16 bytes (one wavefront a matrix) and cuts each product into segments (an m-tile of 16 of
+  A's rows over one of ``parts`` parts of K, recurrence_config's last two numbers) dealt to the 8
+  warps in turn (tensor_core.h's Split): a k-step of a segment reads 2 matrices of B for each n8
+  tile of the batch tile, and 4 of A unless the warp holds them in registers (the first 8 k-steps
+  of a warp's first 3 segments, loaded once before the time loop). A is row-major (the cluster
+  backward keeps W^T). The first generation, measured on
   2026-11-28, used wmma: each ``load_matrix_sync`` of a 16 x 8-word fragment compiled to four
   scalar 32-bit loads a thread reading 8 rows of 4 consecutive words at the row pitch (a
   column-major A: 4 columns of 8 words, or for bf16 4 columns at twice the pitch of 4 words), as
@@ -97,6 +102,26 @@ def ldmatrix_wavefronts(pitch_bytes: int) -> int:
 
 
 GENERATIONS = (1, 2)  # of the tensor-core kernels: 1 as measured on 2026-11-28, 2 since 2026-12-07
+WARPS, HELD_SEGMENTS, HELD_STEPS = 8, 3, 8  # tensor_core.h: warps a block, kHeldSegments, kHeldSteps
+
+
+def segment_wavefronts(m_tiles: int, n_tiles: int, k_steps: int, parts: int, pitch_a: int, pitch_b: int,
+                       item: int) -> int:
+    """Shared-memory wavefronts of one block's product of [16 m_tiles][k_steps k-steps] x [k-steps]
+    [8 n_tiles] in segments (the cluster kernel, generation 2): K cut into ``parts`` parts of
+    ceil(k_steps / parts) k-steps (tensor_core.h's split()), segment s (m-tile s % m_tiles, part
+    s // m_tiles) on warp s % 8; each k-step of a segment loads B's 2 n_tiles matrices and, unless
+    held (the first HELD_STEPS k-steps of a warp's first HELD_SEGMENTS segments), A's 4."""
+    length = -(-k_steps // parts)
+    parts = -(-k_steps // length)
+    a, b = ldmatrix_wavefronts(pitch_a * item), ldmatrix_wavefronts(pitch_b * item)
+    total = 0
+    for s in range(m_tiles * parts):
+        first = s // m_tiles * length
+        steps = min(k_steps, first + length) - first
+        held = min(steps, HELD_STEPS) if s // WARPS < HELD_SEGMENTS else 0
+        total += (steps - held) * 4 * a + steps * 2 * n_tiles * b
+    return total
 
 
 def product_wavefronts(m_tiles: int, n_tiles: int, inner: int, pitch_a: int, pitch_b: int, item: int,
@@ -139,10 +164,17 @@ def features(T: int, B: int, H: int, gates: int, precision: str, kernel: str, co
     item = 2 if precision == "bf16" else 4
     if kernel == "cluster":
         rows, width = round_up(gates * units, 16), round_up(H, 16)
+        if generation not in GENERATIONS:
+            raise ValueError(f"unknown kernel generation {generation!r}")
         if generation == 2:  # rows padded by 16 bytes (tensor_core.h's kPad); P = W^T dz with W^T [width][rows]
-            pad = 16 // item
-            S = (product_wavefronts(rows // 16, tile // 16, width, width + pad, width + pad, item, False, generation)
-                 + product_wavefronts(width // 16, tile // 16, rows, rows + pad, rows + pad, item, False, generation))
+            pad, k_step = 16 // item, 8 if item == 4 else 16
+            # the plan's parts of each product's K (a configuration without them: as many as keep a
+            # segment within HELD_STEPS k-steps, what the plan takes where shared memory holds them)
+            forward_parts, backward_parts = ((int(config[6]), int(config[7])) if len(config) >= 8 else
+                                             (-(-width // k_step // HELD_STEPS), -(-rows // k_step // HELD_STEPS)))
+            S = (segment_wavefronts(rows // 16, tile // 8, width // k_step, forward_parts, width + pad, width + pad, item)
+                 + segment_wavefronts(width // 16, tile // 8, rows // k_step, backward_parts, rows + pad, rows + pad,
+                                      item))
         else:  # z = W h; P = W^T dz reading W [rows][width] transposed
             S = (product_wavefronts(rows // 16, tile // 16, width, width, width, item, False, generation)
                  + product_wavefronts(width // 16, tile // 16, rows, width, rows, item, True, generation))
@@ -372,15 +404,34 @@ inline double product_wavefronts(int m_tiles, int n_tiles, int inner, int pitch_
          (ldmatrix_wavefronts(pitch_a * item) + ldmatrix_wavefronts(pitch_b * item));
 }}
 
+// Wavefronts of one block's product [16 m_tiles][k_steps] x [k_steps][8 n_tiles] in segments
+// (tensor_core.h's Split: K in `parts` parts of ceil(k_steps / parts) k-steps, segment s on warp
+// s % {warps}): a k-step of a segment loads B's 2 n_tiles matrices and, unless the warp holds it (the
+// first {held_steps} k-steps of its first {held_segments} segments), A's 4.
+inline double segment_wavefronts(int m_tiles, int n_tiles, int k_steps, int parts, int pitch_a, int pitch_b, int item) {{
+  const int length = ceil_div(k_steps, parts);
+  const int a = ldmatrix_wavefronts(pitch_a * item), b = ldmatrix_wavefronts(pitch_b * item);
+  double total = 0.0;
+  for (int s = 0; s < m_tiles * ceil_div(k_steps, length); ++s) {{
+    const int first = s / m_tiles * length;
+    const int steps = (k_steps < first + length ? k_steps : first + length) - first;
+    const int held = s / {warps} < {held_segments} ? (steps < {held_steps} ? steps : {held_steps}) : 0;
+    total += (steps - held) * 4.0 * a + steps * 2.0 * n_tiles * b;
+  }}
+  return total;
+}}
+
 // The cluster kernel, blocks of `units` units in `clusters` clusters over batch tiles of `tile`
-// rows, `resident` clusters at once: per step z = W_r h (W_r [rows][width] row-major, h [tile][width])
-// and P = W_r^T dz (W_r^T [width][rows], dz [tile][rows]), every row padded by 16 bytes, and the
-// pairs; times the waves.
-inline double cluster_step_us(int item, int hidden, int gates, int tile, int clusters, int units, int resident) {{
+// rows, `resident` clusters at once, K of the products in `forward_parts` and `backward_parts`: per
+// step z = W_r h (W_r [rows][width] row-major, h [tile][width]) and P = W_r^T dz (W_r^T
+// [width][rows], dz [tile][rows]), every row padded by 16 bytes, and the pairs; times the waves.
+inline double cluster_step_us(int item, int hidden, int gates, int tile, int clusters, int units, int resident,
+                              int forward_parts, int backward_parts) {{
   const int rows = round_up16(gates * units), width = round_up16(hidden);
-  const int pad = 16 / item;
-  const double shared = product_wavefronts(rows / 16, tile / 16, width, width + pad, width + pad, item) +
-                        product_wavefronts(width / 16, tile / 16, rows, rows + pad, rows + pad, item);
+  const int pad = 16 / item, k_step = item == 4 ? 8 : 16;
+  const double shared =
+      segment_wavefronts(rows / 16, tile / 8, width / k_step, forward_parts, width + pad, width + pad, item) +
+      segment_wavefronts(width / 16, tile / 8, rows / k_step, backward_parts, rows + pad, rows + pad, item);
   const int pairs = ceil_div(units * tile, kBlockThreads);  // no cluster barrier in its loops
   const int waves = ceil_div(clusters, resident);
   return waves * (kSharedWavefront * shared + kPair * pairs);
@@ -418,7 +469,8 @@ def header(model: dict) -> str:
     """csrc/recurrence/cuda/cost_model.h of a fitted model."""
     errors_in = model["errors"]["in_sample"]
     return HEADER.format(command=model["generated_by"], rows=errors_in["rows"], median=errors_in["median"],
-                         worst=errors_in["worst"], threads=THREADS, **model["coefficients_us"])
+                         worst=errors_in["worst"], threads=THREADS, warps=WARPS, held_segments=HELD_SEGMENTS,
+                         held_steps=HELD_STEPS, **model["coefficients_us"])
 
 
 def step_us(H: int, B: int, gates: int, precision: str, kernel: str, config, coefficients, resident) -> float:

@@ -19,13 +19,15 @@ std::string simt_probe(const std::string& name);
 
 namespace {
 
-// A new emulated device with `multiprocessors` SMs and `shared_optin` bytes of shared memory per
-// block (the rest as an H100); returns its index.
-int64_t add_device(int64_t multiprocessors, int64_t shared_optin) {
-  TORCH_CHECK(multiprocessors >= 1 && shared_optin >= 0, "simt: bad device");
+// A new emulated device with `multiprocessors` SMs, `shared_optin` bytes of shared memory per block
+// and kernels of `registers` registers a thread in its occupancy queries (the rest as an H100);
+// returns its index.
+int64_t add_device(int64_t multiprocessors, int64_t shared_optin, int64_t registers) {
+  TORCH_CHECK(multiprocessors >= 1 && shared_optin >= 0 && registers >= 1 && registers <= 255, "simt: bad device");
   simt::Device device;
   device.multiprocessors = static_cast<int>(multiprocessors);
   device.shared_per_block_optin = static_cast<int>(shared_optin);
+  device.registers_per_thread = static_cast<int>(registers);
   return simt::add_device(device);
 }
 
@@ -79,7 +81,7 @@ int64_t recurrence_plan(const std::string& cell, const at::Tensor& w_hh, int64_t
 }  // namespace
 
 TORCH_LIBRARY(simt, m) {
-  m.def("add_device(int multiprocessors, int shared_optin) -> int", &add_device);
+  m.def("add_device(int multiprocessors, int shared_optin, int registers) -> int", &add_device);
   m.def("use(int device, int seed) -> ()", &use);
   m.def("launches() -> int", &launches);
   m.def("drop_barrier(str file, int line) -> ()", &drop_barrier);

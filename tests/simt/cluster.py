@@ -118,11 +118,15 @@ class Case:
 # (T, B, I, H), cluster size, batch tile, emulated SMs: what each shape crosses, per kernel.
 SHAPES = {
     "cluster": [
-        ((1, 1, 2, 3), 1, 16, 4, "T = 1, B = 1: one block of 3 units, one row of a 16-row tile"),
-        ((3, 17, 3, 37), 4, 16, 4, "H = 37 (no multiple of 16) over 4 blocks of 10, 10, 10, 7 units; B = 17: two tiles, "
-                                   "the last of one row"),
-        ((2, 33, 2, 20), 2, 32, 4, "a 32-row tile (two wmma columns), B = 33: the second tile of one row"),
-        ((2, 3, 2, 64), 16, 16, 4, "a cluster of 16 blocks (non-portable) of 4 units each"),
+        ((1, 1, 2, 3), 1, 8, 4, "T = 1, B = 1: one block of 3 units, one row of an 8-row tile"),
+        ((3, 17, 3, 37), 4, 16, 4, "H = 37 (no multiple of 8) over 4 blocks of 10, 10, 10, 7 units; B = 17: two tiles "
+                                   "of two n8 tiles, the last of one row"),
+        ((2, 33, 2, 20), 2, 32, 4, "a 32-row tile (four n8 tiles), B = 33: the second tile of one row"),
+        ((2, 9, 2, 64), 16, 8, 4, "a cluster of 16 blocks (non-portable) of 4 units each; B = 9: two 8-row tiles, the "
+                                  "last of one row"),
+        ((2, 20, 3, 150), 4, 24, 4, "H = 150 over 4 blocks of 38 units; B = 20 in a 24-row tile (three n8 tiles, the "
+                                    "third by ldmatrix.x2); K split (TF32: both products' 20 k-steps in 3 parts of 7, "
+                                    "7, 6; bf16: 10 in 2 of 5), TF32's 30 segments a block past the 24 its warps hold"),
     ],
     # The grid kernel's clusters: as many as the emulated SMs hold (SMs / cluster size), fewer where
     # a cluster would own no unit.

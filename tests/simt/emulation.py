@@ -83,12 +83,13 @@ def registered(record: backend.Path | None = None):
         yield name
 
 
-def emulate(multiprocessors: int, seed: int, shared_optin: int = H100_SHARED_OPTIN) -> None:
+def emulate(multiprocessors: int, seed: int, shared_optin: int = H100_SHARED_OPTIN, registers: int = 64) -> None:
     """The emulated device of the next launches (an H100 but for its SM count and shared memory)
-    and the seed of their thread order."""
-    key = (multiprocessors, shared_optin)
+    and the seed of their thread order; ``registers``: a thread's in its occupancy queries (g++
+    cannot tell a kernel's: 64 unless a test knows better)."""
+    key = (multiprocessors, shared_optin, registers)
     if key not in _devices:
-        _devices[key] = torch.ops.simt.add_device(multiprocessors, shared_optin)
+        _devices[key] = torch.ops.simt.add_device(multiprocessors, shared_optin, registers)
     torch.ops.simt.use(_devices[key], seed)
 
 

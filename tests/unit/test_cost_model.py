@@ -124,13 +124,20 @@ def test_features_reproduce_the_counted_loads(kernel, shape, cell, precision, co
 
 
 def test_ldmatrix_wavefronts_by_hand():
-    """The cluster kernel at (70, 20, 400), LSTM, TF32, c = 16, tile 16 (rows 112, width 400): the
-    forward's 7 x 1 tiles x 50 k-steps and the backward's 25 x 1 x 14, each k-step 4 matrices of A
-    and 4 of B, one wavefront each: the padded pitches (1616 and 464 bytes: 101 and 29 sixteen-byte
-    groups) put a matrix's 8 rows in 8 bank groups. Unpadded (1600 and 448 bytes, 100 and 28 groups)
-    they would fall in 2 of the 8: 4 wavefronts a matrix."""
-    f = cost_model.features(70, 20, 400, 4, "tf32", "cluster", [16, 16, 2, 25])
-    assert f["S"] == 7 * 50 * 4 * (1 + 1) + 25 * 14 * 4 * (1 + 1)
+    """The cluster kernel at (70, 20, 400), LSTM, TF32, c = 16, tile 16 (rows 112, width 400, 2 n8
+    tiles): the forward's 7 m-tiles x 50 k-steps in 7 parts of 8 (49 segments) and the backward's
+    25 x 14 whole (25 segments); each k-step reads 4 matrices of B (one ldmatrix.x4 for the two n8
+    tiles) and 4 of A unless held: the 8 warps hold the first 8 k-steps of their first 3 segments,
+    24 segments x 8 = 192 of the 350 k-steps in each product. One wavefront a matrix: the padded
+    pitches (1616 and 464 bytes: 101 and 29 sixteen-byte groups) put a matrix's 8 rows in 8 bank
+    groups. Unpadded (1600 and 448 bytes, 100 and 28 groups) they would fall in 2 of the 8: 4
+    wavefronts a matrix. Without the plan's parts (a configuration of four numbers), each product's
+    K is cut into segments of at most 8 k-steps (the backward's 14 in 2 parts of 7: 168 held)."""
+    f = cost_model.features(70, 20, 400, 4, "tf32", "cluster", [16, 16, 2, 25, 0, 0, 7, 1])
+    assert f["S"] == 2 * (7 * 50 * 4 + (350 - 192) * 4)
+    default = cost_model.features(70, 20, 400, 4, "tf32", "cluster", [16, 16, 2, 25])
+    assert default["S"] == (7 * 50 * 4 + (350 - 192) * 4) + (25 * 14 * 4 + (350 - 168) * 4)
+    assert cost_model.segment_wavefronts(7, 2, 50, 7, 400, 400, 4) == 7 * 50 * 16 + (350 - 192) * 16
     assert cost_model.product_wavefronts(7, 1, 400, 400, 400, 4, False) == 7 * 50 * 4 * (4 + 4)
     assert [cost_model.ldmatrix_wavefronts(16 * g) for g in (1, 2, 4, 8, 100, 101)] == [1, 2, 4, 8, 4, 1]
     assert f["barriers_per_step"] == 0  # the second generation's exchange: no cluster barrier

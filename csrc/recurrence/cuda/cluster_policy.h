@@ -1,8 +1,9 @@
 // The cluster-resident tensor-core kernel (csrc/recurrence/cuda/cluster_recurrence.cu) as the traits
 // of tensor_core_policy.h: its plan (TSRNN_CLUSTER="cluster,tile" forces one), its description for
 // the operator `recurrence_config` ({cluster, tile, clusters, units a block, forward bytes, backward
-// bytes}) and its launches; ClusterRecurrence, the recurrence operator's policy of the namespace
-// tsrnn_cluster (csrc/recurrence/cuda/binding.cpp) and of the tests' emulation (tests/simt).
+// bytes, forward parts, backward parts}) and its launches; ClusterRecurrence, the recurrence
+// operator's policy of the namespace tsrnn_cluster (csrc/recurrence/cuda/binding.cpp) and of the
+// tests' emulation (tests/simt).
 #pragma once
 
 #include <cstdint>
@@ -26,7 +27,7 @@ struct ClusterKernel {
 
   static std::vector<int64_t> describe(const Plan& plan) {
     return {plan.cluster, plan.tile, plan.clusters, plan.units, static_cast<int64_t>(plan.forward_bytes),
-            static_cast<int64_t>(plan.backward_bytes)};
+            static_cast<int64_t>(plan.backward_bytes), plan.forward_parts, plan.backward_parts};
   }
 
   template <class C, Products P>

@@ -73,13 +73,14 @@ using tensor_core::pair;
 using tensor_core::operand_bytes;
 using tensor_core::round_up;
 using tensor_core::this_cluster;
-using tensor_core::tile_product;
+using tensor_core::Split;
 
 constexpr int kWarps = kThreads / 32;
 
 // What the kernels need of the plan (and, in the probe's build, where to record the phase trace).
 struct Shape {
   int units, rows, width, tile;
+  int parts;      // of the product's K (tensor_core.h's Split), summed in shared memory
   int pairs;      // (unit, row) pairs a thread: ceil(units x tile / kThreads)
   bool prefetch;  // the cell's operands copied a step ahead into shared memory (Prefetch)
 #ifdef TSRNN_PROBE
@@ -190,8 +191,10 @@ __global__ void __launch_bounds__(kThreads, 1) forward_kernel(ForwardArgs a, Sha
   std::uint64_t* const empty = full + 1;                        // every block is done reading its h tile
   T* const w = reinterpret_cast<T*>(full + 2);                  // [rows][pitch]
   T* const h_tile = w + s.rows * pitch;                         // [tile][pitch]
-  float* const z = reinterpret_cast<float*>(h_tile + s.tile * pitch);                  // [tile][rows]
-  std::uint32_t* const stage = reinterpret_cast<std::uint32_t*>(z + s.tile * s.rows);  // [tile][stage_words]
+  // z's parts [parts][tile][z_pitch] (the 4 floats past `rows` put the accumulators' stores in 32 banks)
+  const int z_pitch = s.rows + 4;
+  float* const z = reinterpret_cast<float*>(h_tile + s.tile * pitch);
+  std::uint32_t* const stage = reinterpret_cast<std::uint32_t*>(z + s.parts * s.tile * z_pitch);  // [tile][stage_words]
   T* const stage_h = reinterpret_cast<T*>(stage);  // [tile][units]: this block's h_t, rounded
   // xg a step ahead (after the stage, 4-byte aligned: units x item is a multiple of 4)
   const Prefetch pf{reinterpret_cast<float*>(stage + s.tile * stage_words), s.pairs, G};
@@ -229,7 +232,11 @@ __global__ void __launch_bounds__(kThreads, 1) forward_kernel(ForwardArgs a, Sha
   const int my_words = slice_words(rank, s.units, H, kItem);
   const std::uint32_t tile_address = ptx::shared_address(h_tile) + static_cast<std::uint32_t>(j0 * kItem);
   const std::uint32_t full_address = ptx::shared_address(full), empty_address = ptx::shared_address(empty);
-  const int m_tiles = s.rows / 16, jobs = m_tiles * (s.tile / 16);
+  // z = W_r h_tile^T in segments (m-tile, part of K), the first of each warp's A fragments held
+  const Split split = tensor_core::split(s.rows / 16, s.tile / 8, s.width / tensor_core::kK<P>, s.parts);
+  const int warp = static_cast<int>(threadIdx.x) / 32;
+  tensor_core::Held held;
+  if (!Skipped::of(probe::kOperands)) tensor_core::hold<P>(held, w, pitch, split, warp, kWarps);
   for (int t = 0; t < a.T; ++t) {
     const StepRows step = step_rows(a.offsets, t, a.B);
     const bool pushes = t + 1 < a.T;
@@ -238,10 +245,11 @@ __global__ void __launch_bounds__(kThreads, 1) forward_kernel(ForwardArgs a, Sha
     // Phase t - 1 of `full`: every block's h_{t-1} (h0 was loaded) has landed in the h tile.
     if (t > 0 && kSync) ptx::mbarrier_wait(full, static_cast<unsigned>((t - 1) % 2));
     clock.mark(probe::Phase::kWait);
-    for (int job = static_cast<int>(threadIdx.x) / 32; job < jobs && !Skipped::of(probe::kOperands); job += kWarps) {
-      const int mt = job % m_tiles, nt = job / m_tiles;
-      tile_product<P, !Skipped::of(probe::kMma)>(w + mt * 16 * pitch, pitch, h_tile + nt * 16 * pitch, pitch, s.width,
-                                                   z + nt * 16 * s.rows + mt * 16, s.rows);
+    if (!Skipped::of(probe::kOperands)) {
+      tensor_core::product<P, !Skipped::of(probe::kMma)>(held, w, pitch, h_tile, pitch, split, warp, kWarps,
+                                                         [&](int part, int m, int n, float v) {
+        z[(part * s.tile + n) * z_pitch + m] = v;
+      });
     }
     clock.mark(probe::Phase::kProduct);
     // z complete, so this block is done reading its h tile; every thread is past this step's wait
@@ -269,7 +277,9 @@ __global__ void __launch_bounds__(kThreads, 1) forward_kernel(ForwardArgs a, Sha
 #pragma unroll
         for (int g = 0; g < G; ++g) {
           const float x = !kLoads ? 0.f : prefetch ? *pf.at(t, i, g) : a.xg[row * G * H + g * H + j];
-          zj[g] = z[q.n * s.rows + g * s.units + q.u] + x;
+          float sum = 0.f;  // z's parts, in a fixed order
+          for (int part = 0; part < split.parts; ++part) sum += z[(part * s.tile + q.n) * z_pitch + g * s.units + q.u];
+          zj[g] = sum + x;
         }
         const float p = a.p ? a.p[j] : 0.f, dt = a.dt ? a.dt[row] : 1.f;
         h_last[i] = C::forward(zj, 1, act, state[i], next, 1, 1, p, dt, a.eps);
@@ -334,7 +344,10 @@ __global__ void __launch_bounds__(kThreads, 1) backward_kernel(BackwardArgs a, S
   // tile's product from its next writes)
   T* const dz_tiles = w_t + s.width * pitch;
   float* const recv = reinterpret_cast<float*>(dz_tiles + 2 * s.tile * pitch);  // [c][tile][units]: P_q's rows of J_r
-  const Prefetch pf{recv + c * s.tile * s.units, s.pairs, K + 2 * S + 1};       // the cell's operands a step ahead
+  // P_r's parts [parts][tile][p_pitch] where K is split (parts > 1), summed before they are pushed
+  const int p_pitch = s.width + 4;
+  float* const p_parts = recv + c * s.tile * s.units;
+  const Prefetch pf{p_parts + (s.parts > 1 ? s.parts * s.tile * p_pitch : 0), s.pairs, K + 2 * S + 1};  // the cell's operands a step ahead
   constexpr bool kLoads = !Skipped::of(probe::kCellLoads);
   const bool prefetch = s.prefetch && kLoads;
   load_weights<C, P, true>(w_t, a.w_hh, H, j0, nj, s);
@@ -365,7 +378,18 @@ __global__ void __launch_bounds__(kThreads, 1) backward_kernel(BackwardArgs a, S
   const unsigned expected = kPush ? 4u * static_cast<unsigned>(c * s.tile * nj) : 0u;
   const std::uint32_t recv_address = ptx::shared_address(recv) + static_cast<std::uint32_t>(4 * rank * s.tile * s.units);
   const std::uint32_t full_address = ptx::shared_address(full), empty_address = ptx::shared_address(empty);
-  const int k_tiles = s.width / 16, jobs = k_tiles * (s.tile / 16);
+  // P_r = W_r^T dz_tile^T in segments (m-tile of W_r^T's rows, part of K), the first of each warp's A
+  // fragments held
+  const Split split = tensor_core::split(s.width / 16, s.tile / 8, s.rows / tensor_core::kK<P>, s.parts);
+  const int warp = static_cast<int>(threadIdx.x) / 32;
+  tensor_core::Held held;
+  if (!Skipped::of(probe::kOperands)) tensor_core::hold<P>(held, w_t, pitch, split, warp, kWarps);
+  // Element (k, n) of P_r pushed into the recv of the block that owns unit k, slot (r, n, k - its j0).
+  auto push = [&](int k, int n, float v) {
+    const unsigned owner = static_cast<unsigned>(k / s.units);
+    const std::uint32_t to = recv_address + static_cast<std::uint32_t>(4 * (n * s.units + k % s.units));
+    ptx::st_async(ptx::mapa(to, owner), __float_as_uint(v), ptx::mapa(full_address, owner));
+  };
   for (int t = a.T - 1; t >= -1; --t) {
     clock.step(t + 1);
     if (prefetch && t >= 0) prefetch_backward<K, S>(pf, a, pairs, t - 1, b0, j0);  // lands while this step runs
@@ -444,18 +468,26 @@ __global__ void __launch_bounds__(kThreads, 1) backward_kernel(BackwardArgs a, S
     // push, at t = T - 1, goes into recvs nobody has read).
     if (kPush && t + 1 < a.T) ptx::mbarrier_wait(empty, static_cast<unsigned>(received % 2));
     clock.mark(probe::Phase::kWaitB);
-    // P_r = W_r^T dz, each element (k, n) pushed from the accumulators into the recv of the block
-    // that owns unit k, slot (r, n, k - its j0).
-    for (int job = static_cast<int>(threadIdx.x) / 32; job < jobs && !Skipped::of(probe::kOperands); job += kWarps) {
-      const int kt = job % k_tiles, nt = job / k_tiles;
-      tile_product<P, !Skipped::of(probe::kMma)>(w_t + kt * 16 * pitch, pitch, dz_tile + nt * 16 * pitch, pitch, s.rows,
-                                                   [&](int i, int n, float v) {
-        const int k = kt * 16 + i;
-        if (!kPush || k >= H) return;
-        const unsigned owner = static_cast<unsigned>(k / s.units);
-        const std::uint32_t to = recv_address + static_cast<std::uint32_t>(4 * ((nt * 16 + n) * s.units + k % s.units));
-        ptx::st_async(ptx::mapa(to, owner), __float_as_uint(v), ptx::mapa(full_address, owner));
+    // P_r = W_r^T dz: with K whole (one part) each element pushed from the accumulators; split, the
+    // parts into shared memory, then (block barrier) their sums pushed, in a fixed order.
+    if (!Skipped::of(probe::kOperands)) {
+      tensor_core::product<P, !Skipped::of(probe::kMma)>(held, w_t, pitch, dz_tile, pitch, split, warp, kWarps,
+                                                         [&](int part, int k, int n, float v) {
+        if (split.parts > 1) {
+          p_parts[(part * s.tile + n) * p_pitch + k] = v;
+        } else if (kPush && k < H) {
+          push(k, n, v);
+        }
       });
+      if (split.parts > 1) {
+        __syncthreads();  // every part in place (the next writes of p_parts follow the cell's barrier)
+        for (int idx = threadIdx.x; kPush && idx < s.tile * H; idx += blockDim.x) {
+          const int n = idx / H, k = idx % H;
+          float sum = 0.f;
+          for (int part = 0; part < split.parts; ++part) sum += p_parts[(part * s.tile + n) * p_pitch + k];
+          push(k, n, sum);
+        }
+      }
     }
     clock.mark(probe::Phase::kProduct);
   }
@@ -479,10 +511,11 @@ __global__ void __launch_bounds__(kThreads, 1) backward_kernel(BackwardArgs a, S
 // Configurations are priced by the fitted cost model of cost_model.h (cluster_step_us).
 Shape shape_of(const Plan& plan, bool forward) {
   const bool prefetch = forward ? plan.forward_prefetch : plan.backward_prefetch;
+  const int parts = forward ? plan.forward_parts : plan.backward_parts;
 #ifdef TSRNN_PROBE
-  return Shape{plan.units, plan.rows, plan.width, plan.tile, plan.pairs, prefetch, probe::armed().trace};
+  return Shape{plan.units, plan.rows, plan.width, plan.tile, parts, plan.pairs, prefetch, probe::armed().trace};
 #else
-  return Shape{plan.units, plan.rows, plan.width, plan.tile, plan.pairs, prefetch};
+  return Shape{plan.units, plan.rows, plan.width, plan.tile, parts, plan.pairs, prefetch};
 #endif
 }
 
@@ -492,17 +525,34 @@ constexpr bool kLadder = std::is_same<C, LSTMCell>::value && P != Products::kIee
 
 }  // namespace
 
-std::size_t forward_bytes(Products products, int rows, int width, int tile, int units, int prefetched) {
+std::size_t forward_bytes(Products products, int rows, int width, int tile, int units, int parts, int prefetched) {
   const std::size_t item = operand_bytes(products), pitch = width + tensor_core::pad_of(products);
   return 2 * sizeof(std::uint64_t) + item * (static_cast<std::size_t>(rows) + tile) * pitch +
-         sizeof(float) * static_cast<std::size_t>(tile) * rows + item * static_cast<std::size_t>(tile) * units +
+         sizeof(float) * static_cast<std::size_t>(parts) * tile * (rows + 4) + item * static_cast<std::size_t>(tile) * units +
          sizeof(float) * static_cast<std::size_t>(prefetched);
 }
 
-std::size_t backward_bytes(Products products, int rows, int width, int tile, int units, int cluster, int prefetched) {
+std::size_t backward_bytes(Products products, int rows, int width, int tile, int units, int cluster, int parts,
+                           int prefetched) {
   const std::size_t item = operand_bytes(products), pitch = rows + tensor_core::pad_of(products);
+  const std::size_t p_parts = parts > 1 ? static_cast<std::size_t>(parts) * tile * (width + 4) : 0;
   return 2 * sizeof(std::uint64_t) + item * (static_cast<std::size_t>(width) + 2 * static_cast<std::size_t>(tile)) * pitch +
-         sizeof(float) * (static_cast<std::size_t>(cluster) * tile * units + static_cast<std::size_t>(prefetched));
+         sizeof(float) * (static_cast<std::size_t>(cluster) * tile * units + p_parts + static_cast<std::size_t>(prefetched));
+}
+
+// The parts of a product of k_steps and whether the cell's operands are prefetched, by what the
+// shared memory holds (bytes(parts, prefetch) <= limit): the prefetch first, then as many parts as
+// keep every segment within kHeldSteps k-steps (each chain of dependent mma at most that long, and
+// every k-step of a held segment held), fewer where they do not fit. {0, false}: none fits.
+template <class Bytes>
+std::pair<int, bool> parts_and_prefetch(int k_steps, std::size_t limit, Bytes&& bytes) {
+  const int most = (k_steps + tensor_core::kHeldSteps - 1) / tensor_core::kHeldSteps;
+  for (const bool prefetch : {true, false}) {
+    for (int parts = most; parts >= 1; --parts) {
+      if (bytes(parts, prefetch) <= limit) return {tensor_core::split(1, 1, k_steps, parts).parts, prefetch};
+    }
+  }
+  return {0, false};
 }
 
 template <class C, Products P>
@@ -524,20 +574,24 @@ cudaError_t plan(int hidden, int batch, int cluster, int tile, Plan* out) {
     // units x operand bytes a multiple of 4: the forward pushes 32-bit words of a block's h slice
     const int units = round_up((hidden + c - 1) / c, 4 / operand_bytes(P));
     if ((cluster > 0 && c != cluster) || (hidden + units - 1) / units != c) continue;  // a block of no unit
-    for (int nb = 16; nb <= 32; nb += 16) {
+    for (int nb = 8; nb <= 8 * tensor_core::kMaxNTiles; nb += 8) {
       if (tile > 0 && nb != tile) continue;
-      const int rows = round_up(C::kGates * units, 16), width = round_up(hidden, 16);
+      const int rows = round_up(C::kGates * units, 16), width = round_up(hidden, 16), k = tensor_core::kK<P>;
       const int pairs = (units * nb + kThreads - 1) / kThreads;
       if (pairs > kMaxPairs) continue;
-      // Each direction prefetches the cell's operands where its shared memory holds the slots too.
       const std::size_t limit = static_cast<std::size_t>(optin);
       const int forward_slots = 2 * pairs * C::kGates * kThreads;
       const int backward_slots = 2 * pairs * (C::kSaved + 2 * C::kStates + 1) * kThreads;
-      const bool forward_prefetch = forward_bytes(P, rows, width, nb, units, forward_slots) <= limit;
-      const bool backward_prefetch = backward_bytes(P, rows, width, nb, units, c, backward_slots) <= limit;
-      const std::size_t fb = forward_bytes(P, rows, width, nb, units, forward_prefetch ? forward_slots : 0);
-      const std::size_t bb = backward_bytes(P, rows, width, nb, units, c, backward_prefetch ? backward_slots : 0);
-      if (std::max(fb, bb) > limit) continue;
+      const auto [forward_parts, forward_prefetch] = parts_and_prefetch(width / k, limit, [&](int parts, bool prefetch) {
+        return forward_bytes(P, rows, width, nb, units, parts, prefetch ? forward_slots : 0);
+      });
+      const auto [backward_parts, backward_prefetch] = parts_and_prefetch(rows / k, limit, [&](int parts, bool prefetch) {
+        return backward_bytes(P, rows, width, nb, units, c, parts, prefetch ? backward_slots : 0);
+      });
+      if (forward_parts == 0 || backward_parts == 0) continue;
+      const std::size_t fb = forward_bytes(P, rows, width, nb, units, forward_parts, forward_prefetch ? forward_slots : 0);
+      const std::size_t bb =
+          backward_bytes(P, rows, width, nb, units, c, backward_parts, backward_prefetch ? backward_slots : 0);
       int forward_resident = 0, backward_resident = 0;
       err = tensor_core::resident_clusters(forward_kernel<C, P, 0>, kThreads, optin, c, fb, &forward_resident);
       if (err == cudaSuccess) {
@@ -547,10 +601,12 @@ cudaError_t plan(int hidden, int batch, int cluster, int tile, Plan* out) {
       const int resident = std::min(forward_resident, backward_resident);
       if (resident < 1) continue;
       const int clusters = (batch + nb - 1) / nb;
-      const double cost = cost_model::cluster_step_us(operand_bytes(P), hidden, C::kGates, nb, clusters, units, resident);
+      const double cost = cost_model::cluster_step_us(operand_bytes(P), hidden, C::kGates, nb, clusters, units, resident,
+                                                      forward_parts, backward_parts);
       if (out->cluster == 0 || cost < best) {
         best = cost;
-        *out = Plan{c, nb, clusters, units, rows, width, fb, bb, pairs, forward_prefetch, backward_prefetch, ""};
+        *out = Plan{c, nb, clusters, units, rows, width, fb, bb, pairs, forward_prefetch, backward_prefetch,
+                    forward_parts, backward_parts, ""};
       }
     }
   }

@@ -19,34 +19,38 @@ namespace cuda {
 namespace cluster {
 
 constexpr int kThreads = 256;       // threads of a block (8 warps)
-constexpr int kMaxPairs = 8;        // (unit, batch row) pairs one thread carries through the steps
+constexpr int kMaxPairs = 4;        // (unit, batch row) pairs one thread carries through the steps
 constexpr int kMaxCluster = 16;     // blocks of a cluster (more than 8: a non-portable size)
 
 // One launch configuration: a cluster of `cluster` blocks per batch tile of `tile` rows (a multiple
-// of 16, a tile_product N), `clusters` = ceil(B / tile) clusters; block r of a cluster owns the hidden
+// of 8: the products' N in n8 tiles, tensor_core.h), `clusters` = ceil(B / tile) clusters; block r of a cluster owns the hidden
 // units [r * units, min(H, (r + 1) * units)) and keeps their G rows of W_hh in shared memory for the
 // whole sequence (rows padded to `rows`, a multiple of 16; columns to `width`, a multiple of 16).
 // forward_bytes / backward_bytes: the dynamic shared memory of each direction's blocks. cluster == 0:
 // no configuration fits this device (the reason in `why`).
 // pairs: the (unit, row) pairs a thread carries; forward_prefetch / backward_prefetch: whether that
-// direction's shared memory also holds the cell's operands copied a step ahead (cp.async).
+// direction's shared memory also holds the cell's operands copied a step ahead (cp.async);
+// forward_parts / backward_parts: the parts the K of each direction's product is split into
+// (tensor_core.h's Split: segments of W's rows and K dealt to the warps, summed in shared memory).
 struct Plan {
   int cluster = 0, tile = 0, clusters = 0, units = 0, rows = 0, width = 0;
   std::size_t forward_bytes = 0, backward_bytes = 0;
   int pairs = 0;
   bool forward_prefetch = false, backward_prefetch = false;
+  int forward_parts = 0, backward_parts = 0;
   const char* why = "";
 };
 
 // Shared memory of one block of each direction, bytes: the forward's two mbarriers, W_hh slice
-// [rows][width + pad], h tile [tile][width + pad], z tile [tile][rows] (float) and the stage of its
-// h slice [tile][units], or the backward's two mbarriers, transposed slice [width][rows + pad], two
-// dz tiles [tile][rows + pad] and the partial products its peers push, [cluster][tile][units] (float);
+// [rows][width + pad], h tile [tile][width + pad], z's parts [parts][tile][rows + 4] (float) and the
+// stage of its h slice [tile][units], or the backward's two mbarriers, transposed slice
+// [width][rows + pad], two dz tiles [tile][rows + pad], the partial products its peers push,
+// [cluster][tile][units] (float), and where parts > 1 its own product's parts [parts][tile][width + 4];
 // then `prefetched` floats of the cell's operands copied a step ahead;
 // W, h and dz in the operand type, their rows padded by 16 bytes (tensor_core.h's kPad:
 // conflict-free ldmatrix).
-std::size_t forward_bytes(Products products, int rows, int width, int tile, int units, int prefetched);
-std::size_t backward_bytes(Products products, int rows, int width, int tile, int units, int cluster,
+std::size_t forward_bytes(Products products, int rows, int width, int tile, int units, int parts, int prefetched);
+std::size_t backward_bytes(Products products, int rows, int width, int tile, int units, int cluster, int parts,
                            int prefetched);
 
 // The configuration for `hidden` units of cell C, a batch of `batch` rows and products P on the

@@ -52,15 +52,34 @@ inline double product_wavefronts(int m_tiles, int n_tiles, int inner, int pitch_
          (ldmatrix_wavefronts(pitch_a * item) + ldmatrix_wavefronts(pitch_b * item));
 }
 
+// Wavefronts of one block's product [16 m_tiles][k_steps] x [k_steps][8 n_tiles] in segments
+// (tensor_core.h's Split: K in `parts` parts of ceil(k_steps / parts) k-steps, segment s on warp
+// s % 8): a k-step of a segment loads B's 2 n_tiles matrices and, unless the warp holds it (the
+// first 8 k-steps of its first 3 segments), A's 4.
+inline double segment_wavefronts(int m_tiles, int n_tiles, int k_steps, int parts, int pitch_a, int pitch_b, int item) {
+  const int length = ceil_div(k_steps, parts);
+  const int a = ldmatrix_wavefronts(pitch_a * item), b = ldmatrix_wavefronts(pitch_b * item);
+  double total = 0.0;
+  for (int s = 0; s < m_tiles * ceil_div(k_steps, length); ++s) {
+    const int first = s / m_tiles * length;
+    const int steps = (k_steps < first + length ? k_steps : first + length) - first;
+    const int held = s / 8 < 3 ? (steps < 8 ? steps : 8) : 0;
+    total += (steps - held) * 4.0 * a + steps * 2.0 * n_tiles * b;
+  }
+  return total;
+}
+
 // The cluster kernel, blocks of `units` units in `clusters` clusters over batch tiles of `tile`
-// rows, `resident` clusters at once: per step z = W_r h (W_r [rows][width] row-major, h [tile][width])
-// and P = W_r^T dz (W_r^T [width][rows], dz [tile][rows]), every row padded by 16 bytes, and the
-// pairs; times the waves.
-inline double cluster_step_us(int item, int hidden, int gates, int tile, int clusters, int units, int resident) {
+// rows, `resident` clusters at once, K of the products in `forward_parts` and `backward_parts`: per
+// step z = W_r h (W_r [rows][width] row-major, h [tile][width]) and P = W_r^T dz (W_r^T
+// [width][rows], dz [tile][rows]), every row padded by 16 bytes, and the pairs; times the waves.
+inline double cluster_step_us(int item, int hidden, int gates, int tile, int clusters, int units, int resident,
+                              int forward_parts, int backward_parts) {
   const int rows = round_up16(gates * units), width = round_up16(hidden);
-  const int pad = 16 / item;
-  const double shared = product_wavefronts(rows / 16, tile / 16, width, width + pad, width + pad, item) +
-                        product_wavefronts(width / 16, tile / 16, rows, rows + pad, rows + pad, item);
+  const int pad = 16 / item, k_step = item == 4 ? 8 : 16;
+  const double shared =
+      segment_wavefronts(rows / 16, tile / 8, width / k_step, forward_parts, width + pad, width + pad, item) +
+      segment_wavefronts(width / 16, tile / 8, rows / k_step, backward_parts, rows + pad, rows + pad, item);
   const int pairs = ceil_div(units * tile, kBlockThreads);  // no cluster barrier in its loops
   const int waves = ceil_div(clusters, resident);
   return waves * (kSharedWavefront * shared + kPair * pairs);

@@ -95,82 +95,181 @@ __device__ inline unsigned bits(T x) {
   return b;
 }
 
-// A B for one 16 x 16 tile, by one whole warp, handed to store(i, n, value) element by element (each
-// lane calls it for the elements it holds): A is 16 x inner, row-major (element (i, k) at
-// a[i * lda + k]); B is inner x 16, column-major (element (k, n) at b[n * ldb + k]); inner is a
-// multiple of 16, and lda and ldb are multiples of 16 bytes' worth of elements (ldmatrix's rows are
-// 16-byte aligned). The operands
-// are already rounded to P's type. TF32 and bf16: each k-step one ldmatrix.x4 of A and one of B
-// (both n8 halves of the tile) and two mma.sync (m16n8k8 TF32, m16n8k16 bf16: ptx.h), float32
-// accumulation; the fragments are the PTX ISA's (ptx.h states them): an ldmatrix matrix of 8 rows
-// x 16 bytes is 8 x 4 TF32 or 8 x 8 bf16 elements, and lane l of a matrix holds row l / 4, 16-bit
-// columns 2 (l % 4) and 2 (l % 4) + 1 (TF32 element l % 4).
-// Multiply false (the GPU probe's ladder, csrc/recurrence/cuda/probe.h): the operands are loaded and
-// folded into the accumulator instead of multiplied, so the loads stay and the mma goes.
-template <Products P, bool Multiply = true, class Store>
-__device__ inline void tile_product(const typename Operand<P>::T* a, unsigned lda, const typename Operand<P>::T* b,
-                                    unsigned ldb, int inner, Store&& store) {
+// -- the products --------------------------------------------------------------------------------
+// C = A B by the warps of a block, on tensor cores: A is M x K, row-major (element (i, k) at
+// a[i * lda + k]); B is K x N, column-major (element (k, n) at b[n * ldb + k], the batch rows of an
+// operand tile); M a multiple of 16, N of 8 (n8 tiles, at most kMaxNTiles), K of the k-step kK
+// (TF32: mma.sync m16n8k8, kK = 8; bf16: m16n8k16, kK = 16; ptx.h states their fragments); lda and
+// ldb multiples of 16 bytes' worth of elements (ldmatrix rows are 16-byte aligned); the operands
+// already rounded to P's type. The product is cut into segments: segment s is m-tile s % m_tiles
+// (rows [16 mt, 16 mt + 16)) over part s / m_tiles of K (k-steps [part L, min(k_steps, part L + L)),
+// L = Split::length), each computed by one warp for all N's n8 tiles into float32 accumulators, one
+// chain of at most L dependent mma a tile; the parts of an element are summed by the caller (a
+// shared-memory reduction, in a fixed order). Segment s runs on warp s % warps. A warp's first
+// kHeldSegments segments keep the A fragments of their first kHeldSteps k-steps in registers for
+// the whole kernel (Held), the rest are read each time by ldmatrix.x4; B is read by ldmatrix.x4
+// (two n8 tiles a k-step; an odd last tile .x2).
+// kIeee (callers that turned TF32 off): a scalar float32 loop over the same segments and
+// accumulator layout, A read from shared memory.
+constexpr int kMaxNTiles = 4;     // n8 tiles of a product: batch tiles of up to 32 rows
+constexpr int kHeldSegments = 3;  // segments a warp holds A fragments of
+constexpr int kHeldSteps = 8;     // k-steps a held segment holds (kHeldSegments x kHeldSteps x 4 registers)
+
+template <Products P>
+inline constexpr int kK = P == Products::kBf16 ? 16 : 8;  // elements of a k-step (32 bytes of a row either way)
+
+// The segments of one product (host and device): m_tiles x parts segments of at most `length` k-steps.
+struct Split {
+  int m_tiles = 0, n_tiles = 0, k_steps = 0, parts = 0, length = 0;
+  __host__ __device__ int segments() const { return m_tiles * parts; }
+  __host__ __device__ int m_tile(int s) const { return s % m_tiles; }
+  __host__ __device__ int part(int s) const { return s / m_tiles; }
+  __host__ __device__ int first(int s) const { return part(s) * length; }
+  __host__ __device__ int last(int s) const { return first(s) + length < k_steps ? first(s) + length : k_steps; }
+};
+
+// A product of m_tiles x n_tiles tiles over k_steps in at most `parts` parts, each of ceil(k_steps /
+// parts) k-steps (and so as many parts as that length needs: none empty).
+__host__ __device__ inline Split split(int m_tiles, int n_tiles, int k_steps, int parts) {
+  const int length = (k_steps + parts - 1) / parts;
+  return Split{m_tiles, n_tiles, k_steps, (k_steps + length - 1) / length, length};
+}
+
+// A warp's held A fragments: held[s][k] of its segment s (s < kHeldSegments), k-step first + k.
+using Held = std::uint32_t[kHeldSegments][kHeldSteps][4];
+
+// A's fragment of the k-step at element k of the m-tile's rows a: ldmatrix.x4 of its four 8 x 16-byte
+// matrices, rows 0-7 and 8-15 (lanes 0-15: row lane % 16) at the k-step's first and second 16 bytes
+// (lanes 16-31).
+template <Products P>
+__device__ inline void load_a(std::uint32_t (&fa)[4], const typename Operand<P>::T* a, unsigned lda, int k) {
   const int lane = threadIdx.x % 32;
-  if constexpr (P == Products::kIeee) {
-    const int n = lane % 16, i0 = lane / 16 * 8;
-    float acc[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
-    for (int k = 0; k < inner; ++k) {
-      const float bk = b[n * ldb + k];
+  ptx::ldmatrix<4>(fa, a + (lane % 16) * lda + lane / 16 * (kK<P> / 2) + k);
+}
+
+// Loads the held fragments of warp `warp`'s segments of `split` (A's m-tile mt at a + 16 mt lda).
+template <Products P>
+__device__ inline void hold(Held& held, const typename Operand<P>::T* a, unsigned lda, const Split& split, int warp,
+                            int warps) {
+  if constexpr (P != Products::kIeee) {
 #pragma unroll
-      for (int i = 0; i < 8; ++i) acc[i] += a[(i0 + i) * lda + k] * bk;
-    }
+    for (int i = 0; i < kHeldSegments; ++i) {
+      const int s = warp + i * warps;
 #pragma unroll
-    for (int i = 0; i < 8; ++i) store(i0 + i, n, acc[i]);
-  } else {
-    // A's matrices: rows 0-7 and 8-15 (lanes 0-15 give rows lane % 16) at the k-step's first and
-    // second 16 bytes (lanes 16-31); B's: n 0-7 at the two 16-byte halves (lanes 0-15), then n 8-15.
-    constexpr int kK = P == Products::kTf32 ? 8 : 16, kHalf = kK / 2;
-    const auto* a_row = a + (lane % 16) * lda + lane / 16 * kHalf;
-    const auto* b_row = b + (lane % 8 + lane / 16 * 8) * ldb + lane / 8 % 2 * kHalf;
-    // Two accumulator chains (even and odd k-steps), each over both n8 halves: no mma waits on the
-    // one before it in the same chain for more than every other k-step; summed at the end.
-    float acc[2][2][4] = {};
-    auto k_step = [&](float (&sum)[2][4], int k) {
-      std::uint32_t fa[4], fb[4];
-      ptx::ldmatrix<4>(fa, a_row + k);
-      ptx::ldmatrix<4>(fb, b_row + k);
-#pragma unroll
-      for (int half = 0; half < 2; ++half) {
-        const std::uint32_t fbh[2] = {fb[2 * half], fb[2 * half + 1]};
-        if constexpr (!Multiply) {  // the operands' bits folded (a shallow tree of integer ops) into the accumulator
-          sum[half][0] += static_cast<float>((fa[0] ^ fa[1] ^ fa[2] ^ fa[3] ^ fbh[0] ^ fbh[1]) & 1u);
-        } else if constexpr (P == Products::kTf32) {
-          ptx::mma_tf32(sum[half], fa, fbh, sum[half]);
-        } else {
-          ptx::mma_bf16(sum[half], fa, fbh, sum[half]);
+      for (int k = 0; k < kHeldSteps; ++k) {
+        if (s < split.segments() && split.first(s) + k < split.last(s)) {
+          load_a<P>(held[i][k], a + split.m_tile(s) * 16 * lda, lda, (split.first(s) + k) * kK<P>);
         }
       }
-    };
-    int k = 0;
-    for (; k + kK < inner; k += 2 * kK) {
-      k_step(acc[0], k);
-      k_step(acc[1], k + kK);
-    }
-    if (k < inner) k_step(acc[0], k);  // an odd number of k-steps (bf16)
-#pragma unroll
-    for (int half = 0; half < 2; ++half) {
-#pragma unroll
-      for (int e = 0; e < 4; ++e) acc[0][half][e] += acc[1][half][e];
-    }
-    // acc[0][half][e] is element (lane / 4 + 8 (e / 2), 8 half + 2 (lane % 4) + e % 2) of the tile.
-#pragma unroll
-    for (int half = 0; half < 2; ++half) {
-#pragma unroll
-      for (int e = 0; e < 4; ++e) store(lane / 4 + 8 * (e / 2), 8 * half + 2 * (lane % 4) + e % 2, acc[0][half][e]);
     }
   }
 }
 
-// tile_product into a column-major 16 x 16 tile of floats: element (i, n) at out[n * ldo + i].
+// acc[t] += A's k-step (fragment fa) times B's n8 tile t at element k, t < n_tiles: B's matrices
+// by ldmatrix, n 8 t + lane % 8 at the k-step's first (lanes 0-7, 16-23) and second 16 bytes.
+// Multiply false (the GPU probe's ladder, csrc/recurrence/cuda/probe.h): the operands are loaded and
+// folded into the accumulator instead of multiplied, so the loads stay and the mma goes.
+template <Products P, bool Multiply>
+__device__ inline void k_step(float (&acc)[kMaxNTiles][4], const std::uint32_t (&fa)[4], const typename Operand<P>::T* b,
+                              unsigned ldb, int k, int n_tiles) {
+  const int lane = threadIdx.x % 32;
+  const auto* b_row = b + (lane % 8 + lane / 16 * 8) * ldb + lane / 8 % 2 * (kK<P> / 2) + k;
+  auto mma = [&](float (&sum)[4], std::uint32_t b0, std::uint32_t b1) {
+    const std::uint32_t fb[2] = {b0, b1};
+    if constexpr (!Multiply) {  // the operands' bits folded (a shallow tree of integer ops) into the accumulator
+      sum[0] += static_cast<float>((fa[0] ^ fa[1] ^ fa[2] ^ fa[3] ^ b0 ^ b1) & 1u);
+    } else if constexpr (P == Products::kTf32) {
+      ptx::mma_tf32(sum, fa, fb, sum);
+    } else {
+      ptx::mma_bf16(sum, fa, fb, sum);
+    }
+  };
+#pragma unroll
+  for (int t = 0; t < kMaxNTiles; t += 2) {
+    if (t + 1 < n_tiles) {
+      std::uint32_t fb[4];
+      ptx::ldmatrix<4>(fb, b_row + 8 * t * ldb);
+      mma(acc[t], fb[0], fb[1]);
+      mma(acc[t + 1], fb[2], fb[3]);
+    } else if (t < n_tiles) {
+      std::uint32_t fb[2];
+      ptx::ldmatrix<2>(fb, b_row + 8 * t * ldb);
+      mma(acc[t], fb[0], fb[1]);
+    }
+  }
+}
+
+// Segment s of `split` by the whole warp: acc[t][e], element (16 mt + i, n) with (i, n) = (lane / 4
+// + 8 (e / 2), 8 t + 2 (lane % 4) + e % 2) of C's m-tile mt, is handed to store(part, 16 mt + i, n,
+// value) (n < 8 n_tiles; the caller sums the parts). Holds: `held` are the warp's fragments of this
+// segment (its first kHeldSteps k-steps; the rest are loaded).
+template <Products P, bool Multiply, bool Holds, class Store>
+__device__ inline void segment_product(const std::uint32_t (&held)[kHeldSteps][4], const typename Operand<P>::T* a,
+                                       unsigned lda, const typename Operand<P>::T* b, unsigned ldb, const Split& split,
+                                       int s, Store&& store) {
+  const int lane = threadIdx.x % 32;
+  const int first = split.first(s), last = split.last(s);
+  const auto* a_tile = a + split.m_tile(s) * 16 * lda;
+  float acc[kMaxNTiles][4] = {};
+  if constexpr (P == Products::kIeee) {
+    for (int k = first * kK<P>; k < last * kK<P>; ++k) {
+      const float a0 = a_tile[(lane / 4) * lda + k], a1 = a_tile[(lane / 4 + 8) * lda + k];
+#pragma unroll
+      for (int t = 0; t < kMaxNTiles; ++t) {
+#pragma unroll
+        for (int e = 0; e < 4 && t < split.n_tiles; ++e) {
+          acc[t][e] += (e / 2 ? a1 : a0) * b[(8 * t + 2 * (lane % 4) + e % 2) * ldb + k];
+        }
+      }
+    }
+  } else {
+    int k = first;
+    if constexpr (Holds) {
+#pragma unroll
+      for (int i = 0; i < kHeldSteps; ++i) {
+        if (first + i < last) k_step<P, Multiply>(acc, held[i], b, ldb, (first + i) * kK<P>, split.n_tiles);
+      }
+      k += kHeldSteps;
+    }
+    for (; k < last; ++k) {
+      std::uint32_t fa[4];
+      load_a<P>(fa, a_tile, lda, k * kK<P>);
+      k_step<P, Multiply>(acc, fa, b, ldb, k * kK<P>, split.n_tiles);
+    }
+  }
+#pragma unroll
+  for (int t = 0; t < kMaxNTiles; ++t) {
+#pragma unroll
+    for (int e = 0; e < 4 && t < split.n_tiles; ++e) {
+      store(split.part(s), split.m_tile(s) * 16 + lane / 4 + 8 * (e / 2), 8 * t + 2 * (lane % 4) + e % 2, acc[t][e]);
+    }
+  }
+}
+
+// Every segment of `split` that runs on warp `warp` of `warps`, the held ones from `held` (hold()).
+template <Products P, bool Multiply = true, class Store>
+__device__ inline void product(const Held& held, const typename Operand<P>::T* a, unsigned lda,
+                               const typename Operand<P>::T* b, unsigned ldb, const Split& split, int warp, int warps,
+                               Store&& store) {
+#pragma unroll
+  for (int i = 0; i < kHeldSegments; ++i) {
+    const int s = warp + i * warps;
+    if (s < split.segments()) segment_product<P, Multiply, true>(held[i], a, lda, b, ldb, split, s, store);
+  }
+  for (int s = warp + kHeldSegments * warps; s < split.segments(); s += warps) {
+    segment_product<P, Multiply, false>(held[0], a, lda, b, ldb, split, s, store);
+  }
+}
+
+// One warp's 16 x 16 tile of C = A B over all of `inner` (the grid kernel's products: A's m-tile at a,
+// B's 16 columns at b), none of it held, into a column-major tile of floats: element (i, n) at
+// out[n * ldo + i].
 template <Products P, bool Multiply = true>
 __device__ inline void tile_product(const typename Operand<P>::T* a, unsigned lda, const typename Operand<P>::T* b,
                                     unsigned ldb, int inner, float* out, unsigned ldo) {
-  tile_product<P, Multiply>(a, lda, b, ldb, inner, [&](int i, int n, float v) { out[n * ldo + i] = v; });
+  const std::uint32_t none[kHeldSteps][4] = {};
+  segment_product<P, Multiply, false>(none, a, lda, b, ldb, split(1, 2, inner / kK<P>, 1), 0,
+                                      [&](int, int i, int n, float v) { out[n * ldo + i] = v; });
 }
 
 // Pair i of a thread: the (unit, row) pairs of `units` units x `rows` batch rows, numbered q = u +

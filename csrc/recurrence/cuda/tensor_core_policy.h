@@ -9,7 +9,7 @@
 // A kernel's traits hold: Plan (its cuda:: plan, `cluster == 0` and `why` where nothing fits);
 // kName ("cluster-resident") and kForcing (the environment variable that forces a configuration);
 // plan<C, P>(hidden, batch, first, second, Plan*) (the forced pair, 0 for the plan's choice);
-// describe(plan), the operator recurrence_config's six numbers; and forward<C, P> / backward<C, P>
+// describe(plan), the operator recurrence_config's numbers (six or more); and forward<C, P> / backward<C, P>
 // (plan, args, device, stream), one launch.
 #pragma once
 

@@ -75,41 +75,73 @@ def config(cell: str, H: int, B: int, precision: str) -> list[int]:
     return list(torch.ops.tsrnn_simt_cluster.recurrence_config(cell, torch.empty(0, H), B, precision))
 
 
-@pytest.mark.parametrize("precision, k_step, units", [("tf32", 8, 10), ("bf16", 16, 10)])
-def test_the_forward_issues_the_mma_and_pushes_the_plan_computes(simt, precision, k_step, units):
-    """(T, B, H) = (3, 17, 37) on clusters of 4 blocks, tiles of 16 rows (2 clusters): a block's step
-    runs rows 48 / 16 = 3 m-tiles x 1 n-tile x width 48 / k_step k-steps x 2 mma.sync (the tile's two
-    n8 halves), counted per warp by the emulation; and no cluster barrier in the time loop: the
-    cluster syncs before and after it are the only arrivals (each thread of each block, twice)."""
+def forward_product_counts(rows: int, width: int, tile: int, parts: int, k_step: int) -> tuple[int, int, int]:
+    """A block's forward product z = W_r h^T as tensor_core.h cuts it: (mma a step, ldmatrix a step,
+    ldmatrix once before the loop). Segments (m-tile s % m_tiles, part s // m_tiles of K in parts of
+    ceil(k_steps / parts) k-steps) run on warp s % 8; a k-step of a segment is one mma an n8 tile
+    and reads B by ldmatrix (.x4 for two n8 tiles, .x2 for an odd last one), and A by one .x4 unless
+    the warp holds it: the first 8 k-steps of its first 3 segments, loaded once."""
+    m_tiles, n_tiles, k_steps = rows // 16, tile // 8, width // k_step
+    length = -(-k_steps // parts)
+    mma = step = once = 0
+    for s in range(m_tiles * -(-k_steps // length)):
+        first = s // m_tiles * length
+        steps = min(k_steps, first + length) - first
+        held = min(steps, 8) if s // 8 < 3 else 0
+        mma += steps * n_tiles
+        step += steps * -(-n_tiles // 2) + steps - held
+        once += held
+    return mma, step, once
+
+
+@pytest.mark.parametrize("shape, c, tile, precision, k_step, geometry", [
+    ((3, 17, 37), 4, 16, "tf32", 8, (10, 48, 48, 1)),
+    ((3, 17, 37), 4, 16, "bf16", 16, (10, 48, 48, 1)),
+    ((2, 20, 150), 4, 24, "tf32", 8, (38, 160, 160, 3)),  # 30 segments a block: 6 past the 24 held
+    ((2, 20, 150), 4, 24, "bf16", 16, (38, 160, 160, 2)),
+], ids=str)
+def test_the_forward_issues_the_mma_and_loads_the_plan_computes(simt, shape, c, tile, precision, k_step, geometry):
+    """The forward's mma.sync and ldmatrix counted per warp by the emulation against
+    forward_product_counts: (T, B, H) = (3, 17, 37) on clusters of 4 blocks, tiles of 16 rows (2
+    clusters), rows 48 = 3 m-tiles, K whole (6 TF32 or 3 bf16 k-steps), every A fragment held: a
+    step loads B only; (2, 20, 150), 4 blocks of 38 units, a 24-row tile (3 n8 tiles), rows and
+    width 160: TF32's 20 k-steps in 3 parts, 30 segments of which a block's warps hold 24 (the
+    rest read A each step), bf16's 10 in 2. A W fragment read again every step fails it. And no
+    cluster barrier in the time loop: the cluster syncs before and after it are the only arrivals
+    (each thread of each block, twice)."""
     emulation.emulate(16, 0)
-    T, B, H = 3, 17, 37
-    with simt.forced(4, 16):
-        assert config("lstm", H, B, precision)[:4] == [4, 16, 2, units]
+    T, B, H = shape
+    units, rows, width, parts = geometry
+    with simt.forced(c, tile):
+        got = config("lstm", H, B, precision)
+        assert got[:4] == [c, tile, -(-B // tile), units] and got[6] == parts
         xg, w_hh, h0 = torch.randn(T, B, 4 * H), torch.randn(4 * H, H) / 8, torch.zeros(B, H)
         torch.ops.simt.reset_counts()
         torch.ops.tsrnn_simt_cluster.recurrence_forward("lstm", xg, w_hh, h0, h0[None], None, None, 0.0, False, None,
                                                          precision)
         counts = torch.ops.simt.counts()
-    blocks = 2 * 4
-    assert counts["mma"] == blocks * T * 3 * 1 * (48 // k_step) * 2
+    blocks = c * -(-B // tile)
+    mma, step, once = forward_product_counts(rows, width, tile, parts, k_step)
+    assert counts["mma"] == blocks * T * mma
+    assert counts["fragment_load"] == blocks * (once + T * step)
     assert counts["arrive_release"] + counts["arrive_relaxed"] == 2 * blocks * 256
     assert counts["bank_conflict"] == 0  # the padded rows
 
 
 @pytest.mark.parametrize("optin, forward_bytes, backward_bytes", [
-    (24576, 17040, 19216),  # neither direction has room for the cell's operands a step ahead
-    (30000, 25232, 19216),  # the forward has (8 KiB of xg slots), the backward (14 KiB) has not
-    (emulation.H100_SHARED_OPTIN, 25232, 33552),  # both prefetch (the table's other cases)
+    (24576, 17296, 19216),  # neither direction has room for the cell's operands a step ahead
+    (30000, 25488, 19216),  # the forward has (8 KiB of xg slots), the backward (14 KiB) has not
+    (emulation.H100_SHARED_OPTIN, 25488, 33552),  # both prefetch (the table's other cases)
 ])
 def test_the_cell_reads_global_memory_where_no_prefetch_fits(simt, optin, forward_bytes, backward_bytes):
     """(T, B, H) = (3, 17, 37), clusters of 4, tiles of 16 (rows 48, width 48, pitch 52 floats, 10
-    units, one pair a thread): forward 16 + 4 (48 + 16) 52 + 4 x 16 x 48 + 4 x 16 x 10 = 17040 bytes,
-    backward 16 + 4 (48 + 32) 52 + 4 x 4 x 16 x 10 = 19216, the prefetch slots 2 x 4 x 256 (xg) and
-    2 x 7 x 256 floats (4 saved, 2 states, grad_h) more. Each plan is exact against the reference
-    in both thread orders."""
+    units, one pair a thread, K whole: 6 k-steps): forward 16 + 4 (48 + 16) 52 + 4 x 16 x (48 + 4) +
+    4 x 16 x 10 = 17296 bytes, backward 16 + 4 (48 + 32) 52 + 4 x 4 x 16 x 10 = 19216, the prefetch
+    slots 2 x 4 x 256 (xg) and 2 x 7 x 256 floats (4 saved, 2 states, grad_h) more. Each plan is
+    exact against the reference in both thread orders."""
     emulation.emulate(4, 0, optin)
     with simt.forced(4, 16):
-        assert config("lstm", 37, 17, "tf32")[4:] == [forward_bytes, backward_bytes]
+        assert config("lstm", 37, 17, "tf32")[4:6] == [forward_bytes, backward_bytes]
     for seed in SEEDS:
         case = cluster.Case("lstm", (3, 17, 3, 37), 4, 16, "tf32", False, seed, "prefetch or not", shared_optin=optin)
         result = simt.check(case)
@@ -118,16 +150,18 @@ def test_the_cell_reads_global_memory_where_no_prefetch_fits(simt, optin, forwar
 
 def test_the_plan_picks_a_cluster_per_the_cost_model(simt):
     """On an emulated H100 (132 SMs, 227 KiB of shared memory a block): W_hh of the LSTM at H = 400
-    in TF32 (2.56 MB) needs all 16 blocks of a cluster; at H = 128 the pLSTM's bf16 W_hh (98 KB)
-    would fit one block, but its 128 units x 16 rows make 8 cell pairs a thread: the fitted model
-    (bench/cost_model.py) takes 8 clusters of 16 blocks (one pair a thread, one wave: the emulation
-    holds 8 such clusters on 132 SMs, with no GPC boundaries). An H200 holds 7, so there it takes
-    clusters of 4 (measured 2.8x faster than one block)."""
+    in TF32 (2.56 MB) needs all 16 blocks of a cluster; B = 20 in tiles of 8 rows (3 clusters, one
+    pair a thread; a 24-row tile would make 3), the forward's 50 k-steps in 7 parts (segments of at
+    most 8), the backward's 14 (rows 112) whole: 2 parts' sums and the cell's operands a step ahead
+    do not both fit. At H = 128 the pLSTM's bf16 W_hh (98 KB) would fit one block, but its 128 units
+    x 8 rows make 4 cell pairs a thread: the fitted model (bench/cost_model.py) takes clusters of
+    16 blocks, one pair a thread."""
     emulation.emulate(132, 0)
-    cluster_size, tile, clusters, units, forward_bytes, backward_bytes = config("lstm", 400, 20, "tf32")
-    assert (cluster_size, tile, clusters, units) == (16, 16, 2, 25)
+    cluster_size, tile, clusters, units, forward_bytes, backward_bytes, forward_parts, backward_parts = \
+        config("lstm", 400, 20, "tf32")
+    assert (cluster_size, tile, clusters, units, forward_parts, backward_parts) == (16, 8, 3, 25, 7, 1)
     assert max(forward_bytes, backward_bytes) <= emulation.H100_SHARED_OPTIN
-    assert config("plstm_coupled", 128, 128, "bf16")[:4] == [16, 16, 8, 8]
+    assert config("plstm_coupled", 128, 128, "bf16")[:4] == [16, 8, 16, 8]
 
 
 def test_the_plan_refuses_what_does_not_fit(simt):

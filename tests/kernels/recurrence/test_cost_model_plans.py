@@ -20,8 +20,9 @@ from simt import build, cluster, emulation  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parents[3]
 SMS = 132
+REGISTERS = 186  # the fewest a thread of the TF32 and bf16 kernels uses (ptxas, sm_90): one block of 256 an SM
 SHAPES = {"cluster": [(70, 20, 400), (70, 80, 400), (1000, 128, 128)], "grid": [(70, 20, 1150), (70, 80, 1150)]}
-PLAN = {"cluster": [(c, tile) for c in (1, 2, 4, 8, 16) for tile in (16, 32)],  # what each plan tries
+PLAN = {"cluster": [(c, tile) for c in (1, 2, 4, 8, 16) for tile in (8, 16, 24, 32)],  # what each plan tries
         "grid": [(c, chunk) for c in (1, 2, 4, 8, 16) for chunk in (16, 32, 48, 64, 80)]}
 
 
@@ -31,7 +32,7 @@ cost_model = script_module(ROOT / "bench" / "cost_model.py")
 @pytest.fixture(scope="module")
 def emulated():
     emulation.load(build.library())
-    emulation.emulate(SMS, 0)
+    emulation.emulate(SMS, 0, registers=REGISTERS)
 
 
 def config(kernel: str, cell: str, H: int, B: int, precision: str) -> list[int]:
@@ -45,13 +46,12 @@ def config(kernel: str, cell: str, H: int, B: int, precision: str) -> list[int]:
 def test_the_plan_takes_what_the_fitted_model_ranks_first(emulated, kernel, shape, cell, precision):
     T, B, H = shape
     model = cost_model.load()
-    resident = {c: SMS // c for c in (1, 2, 4, 8, 16)}  # the emulation's whole clusters, one block an SM at least
+    resident = {c: SMS // c for c in (1, 2, 4, 8, 16)}  # the emulation's whole clusters, one block an SM
     candidates = {}
     for c, tile in PLAN[kernel]:
         with cluster.forced(c, tile, kernel):
             got = config(kernel, cell, H, B, precision)
         if got[0]:
-            assert got[2] <= resident[got[0]]  # one wave: the emulation's count of more blocks an SM changes nothing
             candidates[tuple(got[:4])] = cost_model.step_us(H, B, cost_model.gates_of(cell), precision, kernel, got,
                                                             model["coefficients_us"], resident)
     assert candidates  # one only where W_hh needs every block (H = 400, LSTM, TF32)
