@@ -7,22 +7,28 @@
 // g U + u is W_hh[g H + j0 + u, :] (gate g of unit j0 + u), padded with zero rows and columns to
 // multiples of 16 (the backward holds W_r^T [width][rows], so that both products read a row-major
 // A). Every operand tile's rows are 16 bytes longer than that in shared memory (tensor_core.h's
-// kPad), so that ldmatrix reads them without bank conflicts. No cluster barrier runs inside the
-// time loops: the blocks exchange data by st.async pushes into each other's shared memory, each
-// completing bytes on the destination's mbarrier `full` (whose phase a step also waits for one
-// arrival of the block's own, announcing the bytes it expects), and a block pushes into a tile only
-// after every block has arrived at its mbarrier `empty` (a relaxed remote arrival, no fence: "done
-// reading"). Every thread waits on each phase it needs, and a block barrier each step keeps every
+// kPad), so that ldmatrix reads them without bank conflicts. Both products are cut into segments
+// (tensor_core.h's Split: a 16-row m-tile of A over one part of K, for the whole batch tile in n8
+// tiles) dealt to the 8 warps in turn; a warp holds the A fragments of its first segments in
+// registers for the whole sequence (tensor_core.h's kHeldSegments x kHeldSteps k-steps) and reads
+// the rest by ldmatrix each step; K is split into as many parts as keep a segment within
+// kHeldSteps k-steps where shared memory holds their sums (the plan's parts). No cluster barrier
+// runs inside the time loops: the blocks exchange data by st.async pushes into each other's shared
+// memory, each completing bytes on the destination's mbarrier `full` (whose phase a step also
+// waits for one arrival of the block's own, announcing the bytes it expects), and a block pushes
+// into a tile only after every block has arrived at its mbarrier `empty` (a relaxed remote
+// arrival, no fence: "done reading"). Every thread waits on each phase it needs, and a block barrier each step keeps every
 // thread within one phase of the arrivals that open the next. Forward, step t (z_t = W_hh h_{t-1},
 // then the cell of csrc/recurrence/cells.h):
 //   1. wait for phase t - 1 of `full`: every block's h_{t-1} has landed in this block's h tile
 //      [tile][width] (t > 0; h0 is loaded at the start);
-//   2. the tensor cores form z_r = W_r h_tile^T [rows][tile] (ldmatrix + mma.sync, float32
-//      accumulation) into the block's z tile; block barrier; arrive at `full` expecting the
-//      pushes of step t, and at every block's `empty` (this block is done reading its h tile);
-//   3. each thread applies the cell to its (unit, row) pairs: z + xg (copied with cp.async a step
-//      ahead where shared memory holds it), the states kept in registers across the steps; h_t, the
-//      states and the saved activations to global memory, h_t rounded into the block's stage;
+//   2. the tensor cores form z_r = W_r h_tile^T [rows][tile] (mma.sync, float32 accumulation),
+//      each part of K into its own z tile; block barrier; arrive at `full` expecting the pushes of
+//      step t, and at every block's `empty` (this block is done reading its h tile);
+//   3. each thread applies the cell to its (unit, row) pairs: z (its parts summed in order) + xg
+//      (copied with cp.async a step ahead where shared memory holds it), the states kept in
+//      registers across the steps; h_t, the states and the saved activations to global memory,
+//      h_t rounded into the block's stage;
 //   4. block barrier; wait for phase t of `empty`, then push the stage's 32-bit words into the h
 //      tile of every block of the cluster.
 // Backward, step t from T-1 down to 0 (dL/dh_{t-1} = W_hh^T dz_t, reduced over the cluster):
@@ -33,8 +39,8 @@
 //      weight gradients) and, rounded, to the dz tile of step t (two, alternating);
 //   3. block barrier; arrive at `full` expecting the pushes of step t and at every block's `empty`;
 //      wait for `empty` (every block is done reading its recv), then P_r = W_r^T dz_tile
-//      [width][tile] on the tensor cores, each element pushed from the accumulators into the recv
-//      of the block that owns its unit.
+//      [width][tile] on the tensor cores, each element pushed into the recv of the block that owns
+//      its unit: from the accumulators where K is whole, else its parts' sum after a block barrier.
 // After the loop, dL/dh0 = sum_q P_q, then dstate and dp are written once. dW_hh is one GEMM over
 // the h's after the kernel (csrc/recurrence/op.h). A cluster sync before the loop (the mbarriers
 // initialised in every block before any arrival or push) and one before exit are the kernel's only
@@ -45,10 +51,10 @@
 // step) and a zero dz backward, so its dL/dh is zero until the reverse sweep reaches its last step,
 // as the cooperative kernel's. Rows of the last tile past B compute on the zeros they were given
 // and are never written out.
-// Products: kTf32 (ldmatrix + mma.sync m16n8k8, the operands pre-rounded with cvt.rna), kBf16
-// (ldmatrix + mma.sync m16n8k16), kIeee (a scalar float32 loop with the same tiles, for callers
-// that turned TF32 off): tensor_core.h's tile_product. The exchange is sm_90 PTX: the kernel
-// traps on an earlier GPU, where the plan launches nothing.
+// Products: kTf32 (mma.sync m16n8k8, the operands pre-rounded with cvt.rna), kBf16 (mma.sync
+// m16n8k16), kIeee (a scalar float32 loop over the same segments, for callers that turned TF32
+// off): tensor_core.h's product. The exchange is sm_90 PTX: the kernel traps on an earlier GPU,
+// where the plan launches nothing.
 #include <algorithm>
 #include <climits>
 #include <cstdint>

@@ -187,9 +187,11 @@ def test_the_plan_refuses_what_does_not_fit(simt):
 
 
 # A subset of the table for the sanitized and planted-bug runs: every cell form at the 4-block
-# cluster in TF32 and bf16, and the packed rows.
+# cluster in TF32 and bf16, and the packed rows; the planted-bug runs also at H = 150 in bf16, whose
+# backward splits K (its parts summed after a block barrier of their own).
 SUBSET = "(3, 17, 3, 37)-c4-t16-tf32"
-DROP_CASES = [f"lstm-(3, 17, 3, 37)-c4-t16-{precision}" for precision in ("tf32", "bf16")]  # bf16 pushes pairs of units
+DROP_CASES = [f"lstm-(3, 17, 3, 37)-c4-t16-{precision}" for precision in ("tf32", "bf16")] + \
+             ["lstm-(2, 20, 3, 150)-c4-t24-bf16"]  # bf16 pushes pairs of units
 
 
 def test_sanitized_run_of_the_table():
