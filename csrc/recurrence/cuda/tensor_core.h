@@ -1,7 +1,8 @@
 // What the tensor-core kernels (csrc/recurrence/cuda/cluster_recurrence.cu, grid_recurrence.cu)
 // share: the block's thread-block cluster, the operand type of a precision and the rounding to it,
-// one warp's 16 x 16 product tile on the tensor cores, and the host side of a cluster launch (the
-// clusters a device holds at once, the launch itself). Included by those .cu files only.
+// a block's products on the tensor cores (segments dealt to its warps, W fragments held in
+// registers; one warp's 16 x 16 tile), and the host side of a cluster launch (the clusters a device
+// holds at once, the launch itself). Included by those .cu files only.
 #pragma once
 
 #include <cooperative_groups.h>
