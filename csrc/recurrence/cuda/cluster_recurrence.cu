@@ -82,6 +82,9 @@ using tensor_core::this_cluster;
 using tensor_core::Split;
 
 constexpr int kWarps = kThreads / 32;
+// Floats a row of a product's parts (z's, P_r's) is longer than its data: 4 banks, so that the
+// accumulators' stores of a warp (8 rows x 4 column pairs) fall in 32 different banks.
+constexpr int kPartPad = 4;
 
 // What the kernels need of the plan (and, in the probe's build, where to record the phase trace).
 struct Shape {
@@ -197,8 +200,7 @@ __global__ void __launch_bounds__(kThreads, 1) forward_kernel(ForwardArgs a, Sha
   std::uint64_t* const empty = full + 1;                        // every block is done reading its h tile
   T* const w = reinterpret_cast<T*>(full + 2);                  // [rows][pitch]
   T* const h_tile = w + s.rows * pitch;                         // [tile][pitch]
-  // z's parts [parts][tile][z_pitch] (the 4 floats past `rows` put the accumulators' stores in 32 banks)
-  const int z_pitch = s.rows + 4;
+  const int z_pitch = s.rows + kPartPad;  // z's parts [parts][tile][z_pitch]
   float* const z = reinterpret_cast<float*>(h_tile + s.tile * pitch);
   std::uint32_t* const stage = reinterpret_cast<std::uint32_t*>(z + s.parts * s.tile * z_pitch);  // [tile][stage_words]
   T* const stage_h = reinterpret_cast<T*>(stage);  // [tile][units]: this block's h_t, rounded
@@ -351,7 +353,7 @@ __global__ void __launch_bounds__(kThreads, 1) backward_kernel(BackwardArgs a, S
   T* const dz_tiles = w_t + s.width * pitch;
   float* const recv = reinterpret_cast<float*>(dz_tiles + 2 * s.tile * pitch);  // [c][tile][units]: P_q's rows of J_r
   // P_r's parts [parts][tile][p_pitch] where K is split (parts > 1), summed before they are pushed
-  const int p_pitch = s.width + 4;
+  const int p_pitch = s.width + kPartPad;
   float* const p_parts = recv + c * s.tile * s.units;
   const Prefetch pf{p_parts + (s.parts > 1 ? s.parts * s.tile * p_pitch : 0), s.pairs, K + 2 * S + 1};  // the cell's operands a step ahead
   constexpr bool kLoads = !Skipped::of(probe::kCellLoads);
@@ -534,14 +536,15 @@ constexpr bool kLadder = std::is_same<C, LSTMCell>::value && P != Products::kIee
 std::size_t forward_bytes(Products products, int rows, int width, int tile, int units, int parts, int prefetched) {
   const std::size_t item = operand_bytes(products), pitch = width + tensor_core::pad_of(products);
   return 2 * sizeof(std::uint64_t) + item * (static_cast<std::size_t>(rows) + tile) * pitch +
-         sizeof(float) * static_cast<std::size_t>(parts) * tile * (rows + 4) + item * static_cast<std::size_t>(tile) * units +
+         sizeof(float) * static_cast<std::size_t>(parts) * tile * (rows + kPartPad) +
+         item * static_cast<std::size_t>(tile) * units +
          sizeof(float) * static_cast<std::size_t>(prefetched);
 }
 
 std::size_t backward_bytes(Products products, int rows, int width, int tile, int units, int cluster, int parts,
                            int prefetched) {
   const std::size_t item = operand_bytes(products), pitch = rows + tensor_core::pad_of(products);
-  const std::size_t p_parts = parts > 1 ? static_cast<std::size_t>(parts) * tile * (width + 4) : 0;
+  const std::size_t p_parts = parts > 1 ? static_cast<std::size_t>(parts) * tile * (width + kPartPad) : 0;
   return 2 * sizeof(std::uint64_t) + item * (static_cast<std::size_t>(width) + 2 * static_cast<std::size_t>(tile)) * pitch +
          sizeof(float) * (static_cast<std::size_t>(cluster) * tile * units + p_parts + static_cast<std::size_t>(prefetched));
 }
@@ -549,16 +552,25 @@ std::size_t backward_bytes(Products products, int rows, int width, int tile, int
 // The parts of a product of k_steps and whether the cell's operands are prefetched, by what the
 // shared memory holds (bytes(parts, prefetch) <= limit): the prefetch first, then as many parts as
 // keep every segment within kHeldSteps k-steps (each chain of dependent mma at most that long, and
-// every k-step of a held segment held), fewer where they do not fit. {0, false}: none fits.
+// every k-step of a held segment held), fewer where they do not fit; and the bytes they take.
+// parts 0: none fits.
+struct Layout {
+  int parts = 0;
+  bool prefetch = false;
+  std::size_t bytes = 0;
+};
+
 template <class Bytes>
-std::pair<int, bool> parts_and_prefetch(int k_steps, std::size_t limit, Bytes&& bytes) {
+Layout parts_and_prefetch(int k_steps, std::size_t limit, Bytes&& bytes) {
   const int most = (k_steps + tensor_core::kHeldSteps - 1) / tensor_core::kHeldSteps;
   for (const bool prefetch : {true, false}) {
     for (int parts = most; parts >= 1; --parts) {
-      if (bytes(parts, prefetch) <= limit) return {tensor_core::split(1, 1, k_steps, parts).parts, prefetch};
+      const int used = tensor_core::split(1, 1, k_steps, parts).parts;  // as many as that length needs
+      const std::size_t taken = bytes(used, prefetch);
+      if (taken <= limit) return {used, prefetch, taken};
     }
   }
-  return {0, false};
+  return {};
 }
 
 template <class C, Products P>
@@ -588,16 +600,14 @@ cudaError_t plan(int hidden, int batch, int cluster, int tile, Plan* out) {
       const std::size_t limit = static_cast<std::size_t>(optin);
       const int forward_slots = 2 * pairs * C::kGates * kThreads;
       const int backward_slots = 2 * pairs * (C::kSaved + 2 * C::kStates + 1) * kThreads;
-      const auto [forward_parts, forward_prefetch] = parts_and_prefetch(width / k, limit, [&](int parts, bool prefetch) {
+      const Layout fw = parts_and_prefetch(width / k, limit, [&](int parts, bool prefetch) {
         return forward_bytes(P, rows, width, nb, units, parts, prefetch ? forward_slots : 0);
       });
-      const auto [backward_parts, backward_prefetch] = parts_and_prefetch(rows / k, limit, [&](int parts, bool prefetch) {
+      const Layout bw = parts_and_prefetch(rows / k, limit, [&](int parts, bool prefetch) {
         return backward_bytes(P, rows, width, nb, units, c, parts, prefetch ? backward_slots : 0);
       });
-      if (forward_parts == 0 || backward_parts == 0) continue;
-      const std::size_t fb = forward_bytes(P, rows, width, nb, units, forward_parts, forward_prefetch ? forward_slots : 0);
-      const std::size_t bb =
-          backward_bytes(P, rows, width, nb, units, c, backward_parts, backward_prefetch ? backward_slots : 0);
+      if (fw.parts == 0 || bw.parts == 0) continue;
+      const std::size_t fb = fw.bytes, bb = bw.bytes;
       int forward_resident = 0, backward_resident = 0;
       err = tensor_core::resident_clusters(forward_kernel<C, P, 0>, kThreads, optin, c, fb, &forward_resident);
       if (err == cudaSuccess) {
@@ -608,11 +618,10 @@ cudaError_t plan(int hidden, int batch, int cluster, int tile, Plan* out) {
       if (resident < 1) continue;
       const int clusters = (batch + nb - 1) / nb;
       const double cost = cost_model::cluster_step_us(operand_bytes(P), hidden, C::kGates, nb, clusters, units, resident,
-                                                      forward_parts, backward_parts);
+                                                      fw.parts, bw.parts);
       if (out->cluster == 0 || cost < best) {
         best = cost;
-        *out = Plan{c, nb, clusters, units, rows, width, fb, bb, pairs, forward_prefetch, backward_prefetch,
-                    forward_parts, backward_parts, ""};
+        *out = Plan{c, nb, clusters, units, rows, width, fb, bb, pairs, fw.prefetch, bw.prefetch, fw.parts, bw.parts, ""};
       }
     }
   }
