@@ -33,13 +33,20 @@ with every coefficient >= 0 and, per fwd+bwd step (both directions) of one block
   an A load + of a B load).
 - ``pairs``: the (unit, batch row) pairs one thread runs one after another in the cell, each
   waiting on its own global loads.
-- ``barriers``: cluster barriers a step: in the grid kernel 2 (2 chunks - 1) (two per batch chunk
-  and direction, but the first chunk's first); in the cluster kernel 4 in generation 1 (two phases
+- ``barriers``: cluster barriers a step: in the grid kernel 2 (2 chunks - 1) in generation 1 (two
+  per batch chunk and direction, but the first chunk's first) and 4 chunks in generation 2 (one
+  more a direction: the cluster's barrier before its one flag arrival); in the cluster kernel 4 in
+  generation 1 (two phases
   each direction) and none in generation 2, whose exchange is st.async pushes completing on
   mbarriers with relaxed handshakes: their cost has no term (nothing has measured it yet), so the
   model's sync cost of the cluster kernel is a lower bound until a GPU run refits it.
-- ``L2`` (grid kernel): the serialized ``__ldcg`` loads a thread makes reading its chunks of h and
-  dz: per direction and chunk, ceil(padded chunk rows x block width / 256 threads).
+- ``L2`` (grid kernel): the serialized ``__ldcg`` loads a thread waits on reading its chunks of h
+  and dz, per direction and chunk: in generation 1 one element a load, each consumed before the
+  next issues, ceil(padded chunk rows x block width / 256 threads); in generation 2 vectors of V
+  floats (4 where the row pitch, H or G H, is a multiple of 4, 2 where it is even, else 1) issued
+  LOAD_BATCH at a time (slice_load.h), each batch priced as one serialized load:
+  ceil(ceil(padded chunk rows x block width / V / 256) / LOAD_BATCH). That a batch of loads in
+  flight costs what one load did is the model's assumption until a GPU run refits it.
 - ``waves``: ceil(clusters / resident clusters) of the cluster kernel (1 for the grid kernel,
   whose launch is cooperative): the device's resident clusters of that size
   (cudaOccupancyMaxActiveClusters in the plan; here the H200's, read off the report's grid plans,
@@ -103,6 +110,13 @@ def ldmatrix_wavefronts(pitch_bytes: int) -> int:
 
 GENERATIONS = (1, 2)  # of the tensor-core kernels: 1 as measured on 2026-11-28, 2 since 2026-12-07
 WARPS, HELD_SEGMENTS, HELD_STEPS = 8, 3, 8  # tensor_core.h: warps a block, kHeldSegments, kHeldSteps
+LOAD_BATCH = 8  # slice_load.h's kBatch: the grid kernel's loads a thread issues before it uses the first
+
+
+def vector_floats(pitch: int) -> int:
+    """Floats of one of the grid kernel's loads of a slice whose rows are ``pitch`` floats apart
+    (slice_load.h's vector_width, the tensors' addresses 16-byte aligned)."""
+    return 4 if pitch % 4 == 0 else 2 if pitch % 2 == 0 else 1
 
 
 def segment_wavefronts(m_tiles: int, n_tiles: int, k_steps: int, parts: int, pitch_a: int, pitch_b: int,
@@ -191,9 +205,14 @@ def features(T: int, B: int, H: int, gates: int, precision: str, kernel: str, co
                 for rows, width in (forward, backward))
         pairs = math.ceil(units * B / (cluster * THREADS))
         chunks = len(rows_of)
-        barriers = 2 * (2 * chunks - 1)
-        l2 = sum(math.ceil(round_up(rows, 16) * width / THREADS) for rows in rows_of
-                 for _, width in (forward, backward))
+        if generation == 1:
+            barriers = 2 * (2 * chunks - 1)
+            l2 = sum(math.ceil(round_up(rows, 16) * width / THREADS) for rows in rows_of
+                     for _, width in (forward, backward))
+        else:
+            barriers = 4 * chunks
+            l2 = sum(math.ceil(math.ceil(round_up(rows, 16) * width / vector / THREADS) / LOAD_BATCH) for rows in rows_of
+                     for (_, width), vector in ((forward, vector_floats(H)), (backward, vector_floats(gates * H))))
         waves = 1
     else:
         raise ValueError(f"unknown kernel {kernel!r}")
@@ -358,7 +377,7 @@ HEADER = """\
 // The fitted cost model of the tensor-core kernels' configurations: microseconds a forward+backward
 // step (both directions) of one layer, waves x (shared-memory wavefronts of the ldmatrix operand
 // loads x kSharedWavefront + (unit, row) pairs a thread runs x kPair + cluster barriers x kBarrier) +
-// serialized L2 loads a thread x kL2Load (the grid kernel). bench/cost_model.py's predict_ms is T
+// serialized L2 loads a thread waits on x kL2Load (the grid kernel). bench/cost_model.py's predict_ms is T
 // such steps plus the per-call terms (the GEMMs and the host), which are the same for every
 // configuration of a shape and left out here: the plans (cluster_recurrence.cu, grid_recurrence.cu)
 // take the configuration with the lowest step cost. Products: item = 4 (TF32, and the scalar
@@ -366,7 +385,8 @@ HEADER = """\
 // were fitted to the first generation of the kernels (wmma loads, four cluster barriers a step in
 // the cluster kernel); this header prices the second (bench/cost_model.py: ldmatrix wavefronts at
 // the same price; the cluster kernel's mbarrier handshakes at none, no measurement having priced
-// them): a prediction until a GPU measures the second generation.
+// them; the grid kernel's batch of {load_batch} vector loads in flight as one serialized load): a
+// prediction until a GPU measures the second generation.
 // Fitted to {rows} configurations: median relative error {median:.1%}, worst {worst:.1%} (in sample).
 #pragma once
 
@@ -379,6 +399,7 @@ constexpr double kPair = {pairs!r};  // us per (unit, row) pair a thread runs a 
 constexpr double kBarrier = {barriers!r};  // us per cluster barrier
 constexpr double kL2Load = {l2_loads!r};  // us per serialized L2 load of a thread (grid kernel)
 constexpr int kBlockThreads = {threads};  // threads of a block in both kernels
+constexpr int kLoadBatch = {load_batch};  // the grid kernel's loads a thread issues together (slice_load.h's kBatch)
 
 inline int ceil_div(int x, int y) {{ return (x + y - 1) / y; }}
 inline int round_up16(int x) {{ return ceil_div(x, 16) * 16; }}
@@ -437,25 +458,30 @@ inline double cluster_step_us(int item, int hidden, int gates, int tile, int clu
   return waves * (kSharedWavefront * shared + kPair * pairs);
 }}
 
+// Floats of one of the grid kernel's slice loads, rows `pitch` floats apart (slice_load.h).
+inline int vector_floats(int pitch) {{ return pitch % 4 == 0 ? 4 : pitch % 2 == 0 ? 2 : 1; }}
+
 // The grid kernel, clusters of `cluster` blocks of `units` units each, the batch of `batch` rows in
 // chunks of `chunk`: per step and chunk the forward product (W [rows G U][width H/c])
 // and the backward one (W^T [rows U][width G H/c]), each chunk's h or dz read from L2 by every
-// block, two cluster barriers per chunk and direction (but the first's first), the pairs.
+// block in batches of kLoadBatch vector loads, two cluster barriers per chunk and direction (the
+// product's, and the next chunk's or the flag arrival's), the pairs.
 inline double grid_step_us(int item, int hidden, int batch, int gates, int cluster, int chunk, int units) {{
   const int forward_rows = round_up16(gates * units), forward_width = round_up16(ceil_div(hidden, cluster));
   const int backward_rows = round_up16(units), backward_width = round_up16(ceil_div(gates * hidden, cluster));
+  const int forward_vector = vector_floats(hidden), backward_vector = vector_floats(gates * hidden);
   int n_tiles = 0, chunks = 0, l2 = 0;
   for (int first = 0; first < batch; first += chunk) {{
     const int rows = batch - first < chunk ? batch - first : chunk;
     n_tiles += ceil_div(rows, 16);
     chunks += 1;
-    l2 += ceil_div(round_up16(rows) * forward_width, kBlockThreads) +
-          ceil_div(round_up16(rows) * backward_width, kBlockThreads);
+    l2 += ceil_div(ceil_div(round_up16(rows) * forward_width / forward_vector, kBlockThreads), kLoadBatch) +
+          ceil_div(ceil_div(round_up16(rows) * backward_width / backward_vector, kBlockThreads), kLoadBatch);
   }}
   const double shared =
       product_wavefronts(forward_rows / 16, n_tiles, forward_width, forward_width, forward_width, item) +
       product_wavefronts(backward_rows / 16, n_tiles, backward_width, backward_width, backward_width, item);
-  const int pairs = ceil_div(units * batch, cluster * kBlockThreads), barriers = 2 * (2 * chunks - 1);
+  const int pairs = ceil_div(units * batch, cluster * kBlockThreads), barriers = 4 * chunks;
   return kSharedWavefront * shared + kPair * pairs + kBarrier * barriers + kL2Load * l2;
 }}
 
@@ -470,7 +496,7 @@ def header(model: dict) -> str:
     errors_in = model["errors"]["in_sample"]
     return HEADER.format(command=model["generated_by"], rows=errors_in["rows"], median=errors_in["median"],
                          worst=errors_in["worst"], threads=THREADS, warps=WARPS, held_segments=HELD_SEGMENTS,
-                         held_steps=HELD_STEPS, **model["coefficients_us"])
+                         held_steps=HELD_STEPS, load_batch=LOAD_BATCH, **model["coefficients_us"])
 
 
 def step_us(H: int, B: int, gates: int, precision: str, kernel: str, config, coefficients, resident) -> float:

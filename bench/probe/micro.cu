@@ -147,14 +147,11 @@ __global__ void __launch_bounds__(kThreads) flag_barrier_kernel(int mode, int it
         tsrnn::cuda::FlagBarrier{counters + 16 * group, c}.arrive();
         if (threadIdx.x < clusters) poll(counters + 16 * threadIdx.x, phase * c);
         __syncthreads();
-      } else {
+      } else {  // the grid kernel's: a cluster barrier, the cluster's one arrival, every block polling
+        const tsrnn::cuda::FlagBarrier flag{counters, clusters};
         cluster.sync();
-        if (cluster.block_rank() == 0) {
-          const tsrnn::cuda::FlagBarrier flag{counters, clusters};
-          flag.arrive();
-          flag.wait(phase);
-        }
-        cluster.sync();
+        flag.arrive_for_cluster(cluster.block_rank());
+        flag.wait(phase);
       }
       if (threadIdx.x == 0 && __ldcg(&slots[(block + 1) % blocks]) < phase) *wrong = 1;
     }

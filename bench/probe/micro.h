@@ -26,9 +26,9 @@ cudaError_t dsmem_pingpong(int iters, int reps, Times* times, int* wrong);
 
 // Flag barrier round trip over `blocks` resident blocks of 128 threads (cooperative launch):
 // mode 0, one counter every block adds to (csrc/recurrence/cuda/flag_barrier.h); 1, one counter
-// per cluster of `cluster` blocks, every counter polled; 2, a cluster barrier, then one arrival
-// per cluster (its rank-0 block) on one counter, then a cluster barrier. counters: 16 * blocks
-// zeroed words; slots: `blocks` zeroed words.
+// per cluster of `cluster` blocks, every counter polled; 2 (the grid kernel's), a cluster barrier,
+// then one arrival per cluster (its rank-0 block) on one counter that every block polls. counters:
+// 16 * blocks zeroed words; slots: `blocks` zeroed words.
 cudaError_t flag_barrier(int mode, int blocks, int cluster, int iters, int reps, unsigned long long* counters,
                          unsigned* slots, Times* times, int* wrong);
 

@@ -19,8 +19,9 @@ How to read them:
   ``flag_barrier/{variant}/blocks{n}``  one arrive + wait of n resident blocks (cooperative launch)
       with one L2 read of a neighbour's slot: ``one_counter`` (flag_barrier.h: a release add per
       block, acquire polls), ``counter_per_cluster_c{c}`` (each block adds to its cluster's
-      counter, every counter polled), ``cluster_head_c{c}`` (a cluster barrier, one add per
-      cluster by its rank-0 block, a cluster barrier).
+      counter, every counter polled), ``cluster_head_c{c}`` (the grid kernel's since its
+      cluster arrival: a cluster barrier, one add per cluster by its rank-0 block, every block
+      polling the one counter).
   ``ldcg_chain``  one __ldcg load of a pointer chase through L2 (a random cycle of 4 MB).
   ``fragment_load/{wmma|ldmatrix}/pitch{p}``  one 16x16 bf16 tile by one warp from shared memory
       rows of p elements (wmma::load_matrix_sync, generic loads; ldmatrix x4), each load's address

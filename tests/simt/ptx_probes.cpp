@@ -119,6 +119,14 @@ __global__ void ldmatrix_fragments(std::uint32_t* out, int misaligned) {
   for (int i = 0; i < N; ++i) out[N * l + i] = r[i];
 }
 
+// Lane l loads the float4 at element 4 l (+ 1 where `misaligned`) of `out` with __ldcg (the grid
+// kernel's 16-byte loads of a slice, csrc/recurrence/cuda/slice_load.h) and stores its sum at out[l].
+__global__ void vector_load(float* out, int misaligned) {
+  const float4 v = __ldcg(reinterpret_cast<const float4*>(out + 4 * threadIdx.x + misaligned));
+  __syncwarp();
+  out[threadIdx.x] = v.x + v.y + v.z + v.w;
+}
+
 // The registers lane l passes to mma.sync (a test rebuilds A, B and C from them with the ISA's
 // tables): small integers, exact in bf16 and TF32, so the sums are exact in float32.
 __device__ float mma_input(int lane, int e, int which) { return static_cast<float>((lane * 7 + e * 3 + which * 5) % 17 - 8); }
@@ -396,6 +404,7 @@ std::string simt_ptx_probe(const std::string& name) {
     if (name == "ptx_exchange_" + form + "_read_before_wait") return cluster_of_four(4 * bulk + kReadBeforeWait);
     if (name == "ptx_exchange_" + form + "_same_parity") return cluster_of_four(4 * bulk + kSameParity);
   }
+  if (name == "ptx_vector_load_misaligned") return registers(vector_load, 1, 4 * 32 + 4, 0);
   if (name == "ptx_cp_async") return copied(kCopyNone);
   if (name == "ptx_cp_async_read_before_wait") return copied(kCopyReadBeforeWait);
   return "no probe " + name;

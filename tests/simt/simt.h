@@ -392,12 +392,32 @@ inline int __all_sync(unsigned mask, int predicate, int line = __builtin_LINE())
   return (simt::vote("__all_sync", mask, predicate != 0, line) & mask) == mask;
 }
 
+// CUDA's vector types that the kernels load and store whole (vector_types.h): as CUDA aligns them.
+struct alignas(8) float2 {
+  float x, y;
+};
+struct alignas(16) float4 {
+  float x, y, z, w;
+};
+struct alignas(8) uint2 {
+  unsigned x, y;
+};
+struct alignas(16) uint4 {
+  unsigned x, y, z, w;
+};
+
 // Cache-hinted loads are plain loads on one CPU thread, but __ldcv (volatile: fetched again on
 // every use, the load a poll of a flag written by another block uses) is an atomic read: a
-// scheduling point, and a poll that can never end is reported as a livelock.
+// scheduling point, and a poll that can never end is reported as a livelock. A load of a vector
+// (float2, float4: LDG.E.64, LDG.E.128) from an address that is not a multiple of its size is
+// reported, as the GPU faults on it (a misaligned address).
 template <typename T>
-T __ldcg(const T* p) {
+T __ldcg(const T* p, int line = __builtin_LINE()) {
   simt::count(simt::Count::kCachedLoad);
+  if (reinterpret_cast<std::uintptr_t>(p) % alignof(T) != 0) {
+    simt::fail(("__ldcg of " + std::to_string(sizeof(T)) + " bytes at an address not " + std::to_string(alignof(T)) +
+                "-byte aligned").c_str(), line);
+  }
   return *p;
 }
 template <typename T>

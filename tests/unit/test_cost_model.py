@@ -146,6 +146,23 @@ def test_ldmatrix_wavefronts_by_hand():
         cost_model.product_wavefronts(1, 1, 16, 16, 16, 4, False, 3)
 
 
+def test_grid_loads_and_barriers_by_hand():
+    """The grid kernel at (70, 80, 1150), LSTM, TF32, c = 16, chunks of 16 (5 chunks), 144 units:
+    forward slices 80 wide, backward 288. Generation 1 loads one float a load, each waited on: per
+    chunk 16 x 80 / 256 = 5 and 16 x 288 / 256 = 18. Generation 2 (slice_load.h) loads h in
+    float2 (H = 1150 is even, no multiple of 4) and dz in float4 (G H = 4600), LOAD_BATCH at a time:
+    640 / 2 / 256 -> 3 loads and 1152 / 256 -> 5 loads a thread, one batch each; and one cluster
+    barrier more a direction (before the flag arrival): 4 x 5 instead of 2 x 9."""
+    config = [16, 16, 8, 144]
+    first = cost_model.features(70, 80, 1150, 4, "tf32", "grid", config, generation=1)
+    second = cost_model.features(70, 80, 1150, 4, "tf32", "grid", config)
+    assert (first["L2_per_step"], first["barriers_per_step"]) == (5 * (5 + 18), 18)
+    assert (second["L2_per_step"], second["barriers_per_step"]) == (5 * (1 + 1), 20)
+    assert [cost_model.vector_floats(p) for p in (1150, 4600, 37, 20)] == [2, 4, 1, 4]
+    source = (ROOT / "csrc" / "recurrence" / "cuda" / "slice_load.h").read_text()
+    assert f"constexpr int kBatch = {cost_model.LOAD_BATCH};" in source
+
+
 def test_the_bank_rule():
     """32 banks of 4 bytes; a load takes as many wavefronts as the most distinct words in a bank."""
     assert cost_model.wavefronts(128, 8, 4) == 8  # every row in the same four banks

@@ -6,7 +6,7 @@
 // The fitted cost model of the tensor-core kernels' configurations: microseconds a forward+backward
 // step (both directions) of one layer, waves x (shared-memory wavefronts of the ldmatrix operand
 // loads x kSharedWavefront + (unit, row) pairs a thread runs x kPair + cluster barriers x kBarrier) +
-// serialized L2 loads a thread x kL2Load (the grid kernel). bench/cost_model.py's predict_ms is T
+// serialized L2 loads a thread waits on x kL2Load (the grid kernel). bench/cost_model.py's predict_ms is T
 // such steps plus the per-call terms (the GEMMs and the host), which are the same for every
 // configuration of a shape and left out here: the plans (cluster_recurrence.cu, grid_recurrence.cu)
 // take the configuration with the lowest step cost. Products: item = 4 (TF32, and the scalar
@@ -14,7 +14,8 @@
 // were fitted to the first generation of the kernels (wmma loads, four cluster barriers a step in
 // the cluster kernel); this header prices the second (bench/cost_model.py: ldmatrix wavefronts at
 // the same price; the cluster kernel's mbarrier handshakes at none, no measurement having priced
-// them): a prediction until a GPU measures the second generation.
+// them; the grid kernel's batch of 8 vector loads in flight as one serialized load): a
+// prediction until a GPU measures the second generation.
 // Fitted to 96 configurations: median relative error 3.7%, worst 16.5% (in sample).
 #pragma once
 
@@ -27,6 +28,7 @@ constexpr double kPair = 1.8356149286358423;  // us per (unit, row) pair a threa
 constexpr double kBarrier = 1.5764093818953377;  // us per cluster barrier
 constexpr double kL2Load = 0.23415717024782062;  // us per serialized L2 load of a thread (grid kernel)
 constexpr int kBlockThreads = 256;  // threads of a block in both kernels
+constexpr int kLoadBatch = 8;  // the grid kernel's loads a thread issues together (slice_load.h's kBatch)
 
 inline int ceil_div(int x, int y) { return (x + y - 1) / y; }
 inline int round_up16(int x) { return ceil_div(x, 16) * 16; }
@@ -85,25 +87,30 @@ inline double cluster_step_us(int item, int hidden, int gates, int tile, int clu
   return waves * (kSharedWavefront * shared + kPair * pairs);
 }
 
+// Floats of one of the grid kernel's slice loads, rows `pitch` floats apart (slice_load.h).
+inline int vector_floats(int pitch) { return pitch % 4 == 0 ? 4 : pitch % 2 == 0 ? 2 : 1; }
+
 // The grid kernel, clusters of `cluster` blocks of `units` units each, the batch of `batch` rows in
 // chunks of `chunk`: per step and chunk the forward product (W [rows G U][width H/c])
 // and the backward one (W^T [rows U][width G H/c]), each chunk's h or dz read from L2 by every
-// block, two cluster barriers per chunk and direction (but the first's first), the pairs.
+// block in batches of kLoadBatch vector loads, two cluster barriers per chunk and direction (the
+// product's, and the next chunk's or the flag arrival's), the pairs.
 inline double grid_step_us(int item, int hidden, int batch, int gates, int cluster, int chunk, int units) {
   const int forward_rows = round_up16(gates * units), forward_width = round_up16(ceil_div(hidden, cluster));
   const int backward_rows = round_up16(units), backward_width = round_up16(ceil_div(gates * hidden, cluster));
+  const int forward_vector = vector_floats(hidden), backward_vector = vector_floats(gates * hidden);
   int n_tiles = 0, chunks = 0, l2 = 0;
   for (int first = 0; first < batch; first += chunk) {
     const int rows = batch - first < chunk ? batch - first : chunk;
     n_tiles += ceil_div(rows, 16);
     chunks += 1;
-    l2 += ceil_div(round_up16(rows) * forward_width, kBlockThreads) +
-          ceil_div(round_up16(rows) * backward_width, kBlockThreads);
+    l2 += ceil_div(ceil_div(round_up16(rows) * forward_width / forward_vector, kBlockThreads), kLoadBatch) +
+          ceil_div(ceil_div(round_up16(rows) * backward_width / backward_vector, kBlockThreads), kLoadBatch);
   }
   const double shared =
       product_wavefronts(forward_rows / 16, n_tiles, forward_width, forward_width, forward_width, item) +
       product_wavefronts(backward_rows / 16, n_tiles, backward_width, backward_width, backward_width, item);
-  const int pairs = ceil_div(units * batch, cluster * kBlockThreads), barriers = 2 * (2 * chunks - 1);
+  const int pairs = ceil_div(units * batch, cluster * kBlockThreads), barriers = 4 * chunks;
   return kSharedWavefront * shared + kPair * pairs + kBarrier * barriers + kL2Load * l2;
 }
 

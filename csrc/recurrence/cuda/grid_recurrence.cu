@@ -1,29 +1,33 @@
 // The grid-resident recurrence on tensor cores: one cooperative launch per direction runs all T
 // steps with W_hh sliced over every block of the launch (all resident) and kept in shared memory
 // for the whole sequence; the steps are ordered by the flag barrier of
-// csrc/recurrence/cuda/flag_barrier.h (one counter, a release add per block and step, an acquire
-// poll). For H whose W_hh does not fit one cluster (cluster_recurrence.cu).
+// csrc/recurrence/cuda/flag_barrier.h (one counter, a release add per cluster and step after the
+// cluster's barrier, an acquire poll by every block). For H whose W_hh does not fit one cluster
+// (cluster_recurrence.cu).
 //
 // Cluster i owns the units J_i = [i U, min(H, (i + 1) U)); its c blocks split the inner dimension
 // of the product (grid_recurrence.h's Plan). Forward, step t (z_t = W_hh h_{t-1}, then the cell of
 // csrc/recurrence/cells.h), for each chunk of the batch rows that run the step:
-//   1. after phase t of the flag barrier (every block has published h_{t-1}), block r reads its
+//   1. after phase t of the flag barrier (every cluster has published h_{t-1}), block r reads its
 //      slice K_r of h_{t-1} for the chunk's rows from global memory (L2), rounded to the operand
-//      type: the cluster reads h_{t-1} once, each block a 1/c of it;
+//      type, in 16- or 8-byte loads where the row pitch allows (slice_load.h): the cluster reads
+//      h_{t-1} once, each block a 1/c of it;
 //   2. the tensor cores form the partial product Z_r = W_r[:, K_r] h_{t-1}[:, K_r]^T
 //      [rows][chunk] (mma.sync, float32 accumulation) into the block's shared memory; cluster barrier;
 //   3. each (unit, row) pair of the cluster, spread over the cluster's threads, sums z over the
 //      blocks' partial products through distributed shared memory, adds xg and applies the cell,
 //      its states kept in registers across the steps, and writes h_t to global memory;
-//   4. between chunks a cluster barrier (the partial sums are reused); after the last, the block
-//      arrives at the flag barrier, then writes the states and saved activations it kept in
-//      registers (stores nobody reads in this launch overlap the barrier), then waits.
+//   4. between chunks a cluster barrier (the partial sums are reused); after the last, a cluster
+//      barrier and the cluster's one arrival at the flag barrier; then each block writes the states
+//      and saved activations it kept in registers (stores nobody reads in this launch overlap the
+//      barrier), then waits.
 // Backward, step t from T-1 down to 0 and a last product at t = -1 (dL/dh_t = W_hh^T dz_{t+1}):
 // block r of cluster i holds W_hh[M_r, J_i] (M_r: its slice of the G H gate rows) and, after phase
-// T-1-t (every block has published dz_{t+1}), forms P_r = W_r dz_{t+1}[:, M_r]^T [units][chunk]
-// from dz read from L2; after a cluster barrier each pair sums its dL/dh_t over the blocks, runs the
-// cell's backward (dstate and the per-row dL/dp in registers across the steps), writes dz_t to
-// global memory (the operator's output, which the next step reads), and the block arrives. The
+// T-1-t (every cluster has published dz_{t+1}), forms P_r = W_r dz_{t+1}[:, M_r]^T [units][chunk]
+// from dz read from L2 as the forward reads h; after a cluster barrier each pair sums its dL/dh_t
+// over the blocks, runs the cell's backward (dstate and the per-row dL/dp in registers across the
+// steps), writes dz_t to global memory (the operator's output, which the next step reads), and the
+// cluster arrives as in the forward. The
 // last product gives dL/dh0; then dstate and dp are written once. dW_hh is one GEMM over the h's
 // after the kernel (csrc/recurrence/op.h). Every block ends with a cluster barrier: its shared
 // memory stays mapped until its peers are done reading it.
@@ -43,6 +47,7 @@
 #include "recurrence/cuda/flag_barrier.h"
 #include "recurrence/cuda/grid_recurrence.h"
 #include "recurrence/cuda/probe.h"
+#include "recurrence/cuda/slice_load.h"
 #include "recurrence/cuda/tensor_core.h"
 
 namespace tsrnn {
@@ -62,9 +67,10 @@ using tensor_core::tile_product;
 constexpr int kWarps = kThreads / 32;
 
 // What a direction's kernel needs of the plan: the cluster's units, the weight slice's padded
-// rows and width, the batch chunk (and, in the probe's build, where to record the phase trace).
+// rows and width, the batch chunk, the floats of a load of the operand slice (slice_load.h's
+// vector_width) (and, in the probe's build, where to record the phase trace).
 struct Shape {
-  int units, rows, width, chunk;
+  int units, rows, width, chunk, vector;
 #ifdef TSRNN_PROBE
   probe::Trace trace;
 #endif
@@ -95,28 +101,22 @@ __device__ inline Place place(const Cluster& cluster, int H, int units) {
   return {c, rank, j0, max(0, min(units, H - j0))};
 }
 
-// x [padded][width] = the rows [0, rows) and columns [0, cols) of the matrix at src + first with
-// leading dimension ld, read from L2 (another block wrote it in this launch), rounded to the
-// operand type; zero elsewhere.
-template <Products P>
-__device__ inline void load_chunk(typename Operand<P>::T* x, const float* src, long long first, long long ld, int rows,
-                                  int padded, int width, int cols) {
-  for (int idx = threadIdx.x; idx < padded * width; idx += blockDim.x) {
-    const int n = idx / width, k = idx % width;
-    x[idx] = Operand<P>::round(n < rows && k < cols ? __ldcg(src + first + n * ld + k) : 0.f);
-  }
-}
-
 // out [chunk rows][s.rows] (float, column-major tiles) = w [s.rows][s.width] x^T for the first
-// `rows` rows of x [chunk][s.width]: the block's warps take the 16 x 16 tiles in turn (none, or
-// without the mma, on the ladder's rungs that skip them: probe.h).
+// `rows` rows of x [chunk][s.width]: the block's warps take the 16 x 16 tiles (mt, nt) in turn, m
+// fastest, warp i the tiles i, i + kWarps, ... counted without a divide (none, or without the mma,
+// on the ladder's rungs that skip them: probe.h).
 template <Products P, unsigned Skip>
 __device__ inline void block_product(const typename Operand<P>::T* w, const typename Operand<P>::T* x, int rows,
                                      const Shape& s, float* out) {
   if constexpr (probe::Skips<Skip>::of(probe::kOperands)) return;
-  const int m_tiles = s.rows / 16, jobs = m_tiles * ((rows + 15) / 16);
-  for (int job = static_cast<int>(threadIdx.x) / 32; job < jobs; job += kWarps) {
-    const int mt = job % m_tiles, nt = job / m_tiles;
+  const int m_tiles = s.rows / 16, n_tiles = (rows + 15) / 16;
+  int mt = static_cast<int>(threadIdx.x) / 32, nt = 0;
+  for (;; mt += kWarps) {
+    while (mt >= m_tiles) {
+      mt -= m_tiles;
+      ++nt;
+    }
+    if (nt >= n_tiles) break;
     tile_product<P, !probe::Skips<Skip>::of(probe::kMma)>(w + mt * 16 * s.width, s.width, x + nt * 16 * s.width, s.width,
                                                           s.width, out + nt * 16 * s.rows + mt * 16, s.rows);
   }
@@ -133,6 +133,7 @@ __global__ void __launch_bounds__(kThreads, 1) forward_kernel(ForwardArgs a, Sha
   const Place at = place(cluster, H, s.units);
   const int k0 = at.rank * s.width, nk = max(0, min(s.width, H - k0));  // the block's slice of [0, H)
   const long long BH = static_cast<long long>(a.B) * H;
+  const Walk walk = walk_of(s.width / s.vector);
   T* const w = dynamic_shared<T>();                                  // [rows][width]
   T* const x = w + s.rows * s.width;                                 // [chunk][width]
   float* const z = reinterpret_cast<float*>(x + s.chunk * s.width);  // [chunk][rows]
@@ -173,7 +174,7 @@ __global__ void __launch_bounds__(kThreads, 1) forward_kernel(ForwardArgs a, Sha
       if (n0 > 0) sync<Skip>(cluster);  // no block reads the previous chunk's partial sums any more
       clock.mark(probe::Phase::kClusterSync);
       if (!Skipped::of(probe::kGridLoads)) {
-        load_chunk<P>(x, h_prev, static_cast<long long>(n0) * H + k0, H, rows, padded, s.width, nk);
+        load_slice<P>(s.vector, x, h_prev + static_cast<long long>(n0) * H + k0, H, rows, padded, s.width, nk, walk);
       }
       clock.mark(probe::Phase::kLoad);
       __syncthreads();  // the chunk of h_{t-1} loaded
@@ -209,7 +210,8 @@ __global__ void __launch_bounds__(kThreads, 1) forward_kernel(ForwardArgs a, Sha
       }
       clock.mark(probe::Phase::kCell);
     }
-    if (!Skipped::of(probe::kFlagBarrier)) barrier.arrive();  // h_t published
+    sync<Skip>(cluster);  // the cluster's blocks have written h_t and read their peers' partial sums
+    if (!Skipped::of(probe::kFlagBarrier)) barrier.arrive_for_cluster(at.rank);  // h_t published
     clock.mark(probe::Phase::kFlagArrive);
 #pragma unroll
     for (int i = 0; i < kMaxPairs; ++i) {
@@ -227,7 +229,8 @@ __global__ void __launch_bounds__(kThreads, 1) forward_kernel(ForwardArgs a, Sha
     clock.mark(probe::Phase::kStoresAfter);
   }
   if (Skipped::of(probe::kStores) && kept == -1.0e-30f) a.h_all[0] = kept;  // (practically) never: keeps the cell
-  cluster.sync();  // no peer reads this block's partial sums any more (it may exit)
+  // The last step's cluster barrier: no peer reads this block's partial sums any more, it may exit.
+  if constexpr (Skipped::of(probe::kBarriers)) cluster.sync();  // the rung without it: the same before exit
   clock.finish();
 }
 
@@ -242,6 +245,7 @@ __global__ void __launch_bounds__(kThreads, 1) backward_kernel(BackwardArgs a, S
   const Place at = place(cluster, H, s.units);
   const int m0 = at.rank * s.width, nm = max(0, min(s.width, GH - m0));  // the block's gate rows
   const long long BH = static_cast<long long>(a.B) * H;
+  const Walk walk = walk_of(s.width / s.vector);
   T* const w = dynamic_shared<T>();                                     // [rows][width]: W_hh^T
   T* const x = w + s.rows * s.width;                                    // [chunk][width]
   float* const partial = reinterpret_cast<float*>(x + s.chunk * s.width);  // [chunk][rows]
@@ -281,7 +285,8 @@ __global__ void __launch_bounds__(kThreads, 1) backward_kernel(BackwardArgs a, S
         if (n0 > 0) sync<Skip>(cluster);  // no block reads the previous chunk's partial sums any more
         clock.mark(probe::Phase::kClusterSync);
         if (!Skipped::of(probe::kGridLoads)) {
-          load_chunk<P>(x, a.dz, (next.first + n0) * GH + m0, GH, min(rows, next.rows - n0), padded, s.width, nm);
+          load_slice<P>(s.vector, x, a.dz + (next.first + n0) * GH + m0, GH, min(rows, next.rows - n0), padded,
+                        s.width, nm, walk);
         }
         clock.mark(probe::Phase::kLoad);
         __syncthreads();  // the chunk of dz_{t+1} loaded
@@ -339,7 +344,8 @@ __global__ void __launch_bounds__(kThreads, 1) backward_kernel(BackwardArgs a, S
       }
     }
     clock.mark(probe::Phase::kCell);
-    if (!Skipped::of(probe::kFlagBarrier)) barrier.arrive();  // dz_t published
+    sync<Skip>(cluster);  // the cluster's blocks have written dz_t and read their peers' partial sums
+    if (!Skipped::of(probe::kFlagBarrier)) barrier.arrive_for_cluster(at.rank);  // dz_t published
     clock.mark(probe::Phase::kFlagArrive);
   }
   if (Skipped::of(probe::kStores) && kept == -1.0e-30f) a.dz[0] = kept;  // (practically) never: keeps the cell
@@ -422,12 +428,14 @@ cudaError_t plan(int hidden, int batch, int cluster, int chunk, Plan* out) {
   return cudaSuccess;
 }
 
-// A direction's Shape: the rows and width of its weight slice (and the armed trace in the probe's build).
-Shape shape_of(const Plan& plan, int rows, int width) {
+// A direction's Shape: the rows and width of its weight slice, the floats of a load of its operand
+// slice (`ld` floats a row, read from the `count` pointers) (and the armed trace in the probe's build).
+Shape shape_of(const Plan& plan, int rows, int width, long long ld, const void* const* pointers, int count) {
+  const int vector = vector_width(ld, pointers, count);
 #ifdef TSRNN_PROBE
-  return Shape{plan.units, rows, width, plan.chunk, probe::armed().trace};
+  return Shape{plan.units, rows, width, plan.chunk, vector, probe::armed().trace};
 #else
-  return Shape{plan.units, rows, width, plan.chunk};
+  return Shape{plan.units, rows, width, plan.chunk, vector};
 #endif
 }
 
@@ -438,22 +446,27 @@ constexpr bool kLadder = std::is_same<C, LSTMCell>::value && P != Products::kIee
 template <class C, Products P>
 cudaError_t forward(const Plan& plan, const ForwardArgs& args, unsigned long long* counter, cudaStream_t stream) {
   const int blocks = plan.clusters * plan.cluster;
+  const void* const read[] = {args.h0, args.h_all};  // h_{t-1}: h0 at t = 0
+  const Shape shape = shape_of(plan, plan.forward_rows, plan.forward_width, args.H, read, 2);
   return probe::with_skip<kLadder<C, P>, probe::kGridRungs>([&](auto skip) {
     constexpr unsigned kSkip = decltype(skip)::value;  // 0 but in the probe's ladder, whose rungs no plan checked
     return tensor_core::launch<kSkip == 0>(forward_kernel<C, P, kSkip>, blocks, kThreads, plan.cluster,
-                                           plan.forward_bytes, true, stream, args, shape_of(plan, plan.forward_rows, plan.forward_width),
-                                           FlagBarrier{counter, static_cast<unsigned long long>(blocks)});
+                                           plan.forward_bytes, true, stream, args, shape,
+                                           FlagBarrier{counter, static_cast<unsigned long long>(plan.clusters)});
   });
 }
 
 template <class C, Products P>
 cudaError_t backward(const Plan& plan, const BackwardArgs& args, unsigned long long* counter, cudaStream_t stream) {
   const int blocks = plan.clusters * plan.cluster;
+  const void* const read[] = {args.dz};
+  const Shape shape = shape_of(plan, plan.backward_rows, plan.backward_width,
+                               static_cast<long long>(C::kGates) * args.H, read, 1);
   return probe::with_skip<kLadder<C, P>, probe::kGridRungs>([&](auto skip) {
     constexpr unsigned kSkip = decltype(skip)::value;  // 0 but in the probe's ladder, whose rungs no plan checked
     return tensor_core::launch<kSkip == 0>(backward_kernel<C, P, kSkip>, blocks, kThreads, plan.cluster,
-                                           plan.backward_bytes, true, stream, args, shape_of(plan, plan.backward_rows, plan.backward_width),
-                                           FlagBarrier{counter, static_cast<unsigned long long>(blocks)});
+                                           plan.backward_bytes, true, stream, args, shape,
+                                           FlagBarrier{counter, static_cast<unsigned long long>(plan.clusters)});
   });
 }
 

@@ -58,6 +58,15 @@ def test_saved_activations_are_the_reference_traces(simt, case):
     assert all(err <= bound for err, bound in errors.values()), errors
 
 
+def test_the_counter_sees_one_arrival_a_cluster_and_step(simt):
+    """H = 37 on 2 clusters of 2 blocks, T = 3: the flag barrier's counter is written 2 x 3 times by
+    the forward and as many by the backward (one arrival a block would make twice as many)."""
+    (case,) = [c for c in cluster.cases(SEEDS[:1], "grid") if c.id == f"grid-lstm-{SUBSET}-seed0"]
+    torch.ops.simt.reset_counts()
+    assert simt.check(case).ok
+    assert torch.ops.simt.counts()["atomic_write"] == 2 * 3 + 2 * 3
+
+
 def config(cell: str, H: int, B: int, precision: str) -> list[int]:
     return list(torch.ops.tsrnn_simt_grid.recurrence_config(cell, torch.empty(0, H), B, precision))
 
@@ -122,10 +131,12 @@ def test_a_flag_barrier_that_opens_early_is_caught():
 
 
 def test_a_block_that_never_arrives_is_a_livelock_not_a_hang():
-    """Block 1's arrivals are dropped (--plant skip_arrive): every other block waits at phase 1 of
-    the first launch; the emulation reports a livelock that names the blocks, the phase and block
-    1 as the one that never wrote the counter, and the operator raises it."""
-    done, rows = run_table(build.library(), SEEDS[:1], match=[f"lstm-{SUBSET}"], kernel="grid", plant="skip_arrive")
+    """Block 1's arrivals are dropped (--plant skip_arrive) where it is a cluster of its own (H = 261
+    over 16 clusters of one block): every other block waits at phase 1 of the first launch; the
+    emulation reports a livelock that names the blocks, the phase and block 1 as the one that never
+    wrote the counter, and the operator raises it."""
+    done, rows = run_table(build.library(), SEEDS[:1], match=["lstm-(2, 3, 2, 261)-c1-t16-tf32"], kernel="grid",
+                           plant="skip_arrive")
     assert done.returncode == 0, done.stderr[-3000:]
     assert len(rows) == 1 and not rows[0]["ok"], rows
     assert re.search(r"livelock: .*waits at flag barrier phase 1 .*block 1 made 0", rows[0]["failures"]), rows[0]

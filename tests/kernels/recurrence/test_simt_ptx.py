@@ -157,6 +157,7 @@ def test_the_asynchronous_copies_deliver_at_their_waits(simt, probe):
     ("ptx_misaligned_mbarrier", r"an mbarrier at an address not 8-byte aligned \(line \d+\)"),
     ("ptx_other_blocks_barrier", r"st\.async into one block completing on another block's mbarrier \(line \d+\)"),
     ("ptx_ldmatrix_misaligned", r"ldmatrix's row at an address not 16-byte aligned \(line \d+\)"),
+    ("ptx_vector_load_misaligned", r"__ldcg of 16 bytes at an address not 16-byte aligned \(line \d+\)"),
     ("ptx_gemm_off_by_one", r"^wrong: D\(3, "),  # lane 3 passes A's row 4 as row 3: D's row 3 gets row 4's products
     ("ptx_gemm_missing_trans", r"^wrong: D\("),
     # rank 0 pushes rank 1's share into rank 2: rank 1's phase never completes, the others stall behind it
