@@ -18,8 +18,6 @@ HOMES = {
     "tsrnn.kernels": "tsrnn.ops",
     "tsrnn.kernels.cells": "tsrnn.ops.recurrence.cells_triton",
     "tsrnn.kernels.per_step": "tsrnn.ops.recurrence.triton_step",
-    "tsrnn.kernels.persistent": "tsrnn.ops.recurrence.triton_persistent",
-    "tsrnn.kernels.capacity": "tsrnn.ops.recurrence.capacity",
     "tsrnn.kernels.checks": "tsrnn.ops.recurrence.checks",
     "tsrnn.kernels.linear_scan": "tsrnn.ops.linear_scan.triton",
     "tsrnn.extensions": "tsrnn.ops.extensions",

@@ -14,8 +14,7 @@ the three judge a kernel by the same inputs, loss and tolerances:
   options, ``bidirectional`` and ``proj_size``, padded, with ``lengths`` or packed, against the
   module on the reference loops in float64 with the same rounded weights (``MODULE_CASES``);
 - ``SHAPES`` is the table of (T, B, I, H) every path is checked on: T=1, B=1, odd sizes, H=301;
-  the named sets after it hold the edges of one kernel each (``GPU_SHAPES``, ``PERSISTENT_SHAPES``,
-  the scan's ``SCAN_SHAPES``...), each shape with the edge it crosses.
+  the named sets after it hold the edges of one kernel each (``GPU_SHAPES``, the scan's ``SCAN_SHAPES``...), each shape with the edge it crosses.
 """
 from __future__ import annotations
 
@@ -54,9 +53,6 @@ GPU_SHAPES = [
     (300, 2, 3, 16),  # a long sequence
     (5, 37, 4, 24),  # a batch over the warps of a block
 ]
-# The Triton persistent kernel's edges (tsrnn/ops/recurrence/triton_persistent.py: 16 batch rows a program, H
-# padded to a power of two >= 16): one row; B = 17 over two programs, H = 20 padded to 32.
-PERSISTENT_SHAPES = [(1, 1, 2, 3), (3, 17, 4, 20)]
 # bench/gpu_report.py's timed shapes, checked before they are timed: T = 70, B = 20, H = 400, and
 # B = H = 128 at 50 steps.
 TARGET_SHAPES = [(70, 20, 400, 400), (50, 128, 128, 128)]

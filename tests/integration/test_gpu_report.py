@@ -22,7 +22,7 @@ def test_gpu_report_quick_cpu_run(tmp_path, capsys):
     data = json.loads(out.read_text())
     assert all(row["ok"] for row in data["checks"])
     checked = {row["kernel"] for row in data["checks"]}
-    on_cpu = ["cpu", "triton_persistent", "triton_step"]  # what runs here (Triton through the interpreter)
+    on_cpu = ["cpu", "triton_step"]  # what runs here (Triton through the interpreter)
     for cell in ("lstm", "plstm_coupled", "plstm_separate"):
         assert {f"{cell} {path}" for path in on_cpu} <= checked
     assert "lstm onednn" in checked
@@ -31,7 +31,7 @@ def test_gpu_report_quick_cpu_run(tmp_path, capsys):
     timed = {(r["cell"], r["path"]) for r in data["lengths_vs_padded"] if r["speedup"] > 0}
     assert {("lstm", "cpu"), ("plstm", "cpu"), ("lstm", "onednn"), ("plstm", "auto")} <= timed
     row = data["recurrences_fwd_bwd_ms"][0]
-    for path in ("auto", "triton_persistent", "triton_step"):
+    for path in ("auto", "triton_step"):
         assert row[f"MTS-LSTM {path}"] > 0 and row[f"pLSTM {path}"] > 0
     for name in ("MTS-LSTM cudnn", "MTS-LSTM cuda_coop", "pLSTM cuda_coop"):  # GPU paths: the reason is recorded
         assert row[name] is None and "CUDA tensors" in row["errors"][name]

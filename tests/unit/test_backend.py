@@ -427,12 +427,12 @@ def test_auto_on_cuda_candidates_in_order(fake_cuda, monkeypatch):
     # past the tensor-core kernels (the plans refuse) the older paths serve the pLSTM
     assert backend.candidates("auto", lstm_call(CUDA, cell="plstm_coupled", H=300)) == ["triton_step"]
     assert backend.candidates("auto", lstm_call(CUDA, H=200, forget=True)) == ["cuda_grid"]
-    # float64 math: no CUDA kernel (float32 only); persistent Triton only up to 32 padded units
+    # float64 math: no CUDA kernel (float32 only): the per-step Triton kernel, any H
     assert backend.candidates("auto", lstm_call(CUDA, dtype=torch.float64, H=40)) == ["cudnn"]
     assert backend.candidates("auto", lstm_call(CUDA, cell="plstm_coupled", dtype=torch.float64, H=16)) == [
-        "triton_persistent", "triton_step"]
+        "triton_step"]
     assert backend.candidates("native", lstm_call(CUDA)) == ["cuda_cluster", "cuda_grid", "cuda_coop"]
-    assert backend.candidates("triton", lstm_call(CUDA)) == ["triton_persistent", "triton_step"]
+    assert backend.candidates("triton", lstm_call(CUDA)) == ["triton_step"]
     assert backend.candidates("auto", backend.Call("linear_scan", CUDA, torch.float32, (5, 2))) == ["triton_scan"]
 
 
@@ -577,11 +577,11 @@ def test_reused_choices_replace_measuring(fake_cuda, monkeypatch):
                                                          (5, 2, 3, 4), "lstm").recorded_key()
 
 
-def test_the_triton_interpreter_is_not_measured(monkeypatch):
-    monkeypatch.setenv("TRITON_INTERPRET", "1")
-    monkeypatch.setattr(registry, "triton_available", lambda: True)
-    run = FakePaths({"triton_persistent": 1.0, "triton_step": 0.0})
-    assert backend.choose("triton", lstm_call(), run) == "triton_persistent" and run.calls == []
+def test_the_triton_interpreter_is_not_measured():
+    """Candidates on CPU tensors that include a Triton path (the interpreter: seconds a call, not a
+    GPU's speed) are neither timed nor verified; the compiled CPU paths are."""
+    assert not choice._can_measure(torch.device("cpu"), ["cpu", "triton_step"])
+    assert choice._can_measure(torch.device("cpu"), ["onednn", "cpu"])
 
 
 @needs_native

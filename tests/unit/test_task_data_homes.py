@@ -29,11 +29,11 @@ def test_a_module_under_an_earlier_path_is_the_same_module():
     import tsrnn.training.tasks.base as old_base
 
     assert old_function is sine_waves.sine_waves and old_base is base
-    assert importlib.import_module("tsrnn.kernels.persistent").__name__ == "tsrnn.ops.recurrence.triton_persistent"
+    assert importlib.import_module("tsrnn.kernels.per_step").__name__ == "tsrnn.ops.recurrence.triton_step"
 
 
 def test_the_removed_shims_are_gone():
-    for name in ("tsrnn.synthetic", "tsrnn.sine_waves"):
+    for name in ("tsrnn.synthetic", "tsrnn.sine_waves", "tsrnn.kernels.persistent", "tsrnn.kernels.capacity"):
         with pytest.raises(ModuleNotFoundError):
             importlib.import_module(name)
 

@@ -5,11 +5,11 @@ A *requested* backend (the modules' ``backend=``, or ``TSRNN_BACKEND`` for ``"au
 candidate paths, in order of preference:
 
 - ``"auto"``: CPU, LSTM: onednn, cpu; pLSTM and scan: cpu. CUDA: cudnn (LSTM), cuda_cluster,
-  cuda_grid; where none of those serves the call, the older cuda_coop, triton_persistent,
-  triton_step (``Path.fallback``); scan: triton_scan. Other devices: reference, with one warning.
+  cuda_grid; where none of those serves the call, the older cuda_coop, then triton_step (any
+  H, float64 too: ``Path.fallback``); scan: triton_scan. Other devices: reference, with one warning.
 - ``"native"``: the compiled kernel of the device (cpu, cuda_coop); on CUDA, a shape that
   cuda_coop does not take falls back to Triton with one warning. A missing extension raises.
-- ``"triton"``: triton_persistent, triton_step (triton_scan for the scan).
+- ``"triton"``: triton_step (triton_scan for the scan).
 - ``"reference"``, or any path name above: that path alone (a path that cannot serve the call
   raises a ValueError that says why).
 

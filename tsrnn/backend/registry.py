@@ -19,9 +19,8 @@ the modules, the test harness, the self-test and the benchmarks read it:
                      (large H), the steps ordered by a flag barrier
 ``cuda_coop``        the persistent cooperative CUDA kernel (``tsrnn._cuda``): float32
                      math, W_hh split over the SMs' shared memory
-``triton_persistent`` Triton, the time loop inside one launch: padded H <= 128 (float32
-                     math) or <= 32 (float64)
-``triton_step``      Triton, one fused launch per step: any H
+``triton_step``      Triton, one fused launch per step: any H, float32 or float64 (the
+                     fallback where no compiled kernel serves)
 ``triton_scan``      the chunked Triton linear scan
 ==================== ===================================================================
 
@@ -45,7 +44,6 @@ from tsrnn import precision
 from tsrnn.ops import checks, library, projection
 from tsrnn.ops.extensions import CUDA_LOAD_ERROR, LOAD_ERROR
 from tsrnn.ops.linear_scan import paths as scan_paths
-from tsrnn.ops.recurrence import capacity
 from tsrnn.ops.recurrence import paths as recurrence_paths
 from tsrnn.ops.recurrence.cells import math_dtype
 
@@ -232,10 +230,6 @@ def _tensor_core_regime(namespace: str) -> Callable[[Call], tuple[int, ...]]:
     return regime
 
 
-def _triton_persistent(call: Call) -> str | None:
-    return capacity.persistent_why_not(call.shape[3], call.math_dtype)
-
-
 @dataclass(frozen=True)
 class Path:
     """One concrete implementation of one or more ops (see the module docstring's table).
@@ -328,8 +322,6 @@ REGISTRY = {path.name: path for path in (
          regime=_tensor_core_regime("tsrnn_grid")),
     Path("cuda_coop", _RECURRENCE, ("cuda",), "native", "operator", _cooperative_cuda, library.COMPILED,
          _TORCH_PROJECTION, fallback=True),
-    Path("triton_persistent", _RECURRENCE, ("cuda",), "triton", "operator", _triton_persistent,
-         "tsrnn_triton_persistent", _TORCH_PROJECTION, fallback=True),
     Path("triton_step", _RECURRENCE, ("cuda",), "triton", "operator", _always, "tsrnn_triton_step", _TORCH_PROJECTION,
          fallback=True),
     Path("triton_scan", _SCAN, ("cuda",), "triton", "operator", _always, "tsrnn_triton_scan"),

@@ -34,7 +34,7 @@ def _layer_case(cell: str, path: str, device: str) -> Case:
 
     def compare(shape, dtype):
         if testing.why_not(path, cell, shape, dtype, device) is not None:
-            return None  # e.g. the CUDA kernel in float64, Triton's persistent kernel at a large H
+            return None  # e.g. the CUDA kernels in float64
         return testing.compare(path, cell, shape, dtype, device, dt=dt)
 
     def timed(run_path, shape):

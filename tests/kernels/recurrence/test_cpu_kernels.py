@@ -96,8 +96,7 @@ def _opcheck_packed(path):
 
 
 @pytest.mark.parametrize("path, scan", [pytest.param("cpu", "cpu", marks=needs_native),
-                                        pytest.param("triton_step", "triton_scan", marks=TRITON),
-                                        pytest.param("triton_persistent", None, marks=TRITON)])
+                                        pytest.param("triton_step", "triton_scan", marks=TRITON)])
 def test_opcheck_registrations(path, scan):
     """Schema, fake (meta) shapes, autograd registration and AOT dispatch of every operator, in
     every namespace (torch.ops.tsrnn compiled, the Triton ones through the interpreter). The fake

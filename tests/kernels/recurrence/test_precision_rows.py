@@ -179,20 +179,14 @@ def emulated_operator(cell, xg, w_hh, h0, state0, p, dt, eps, grad_h, products):
 
 @pytest.mark.skipif(not backend.triton_available(), reason="triton is not installed")
 @pytest.mark.parametrize("products", ["tf32", "bf16"])
-@pytest.mark.parametrize("run", ["per_step", "w_on_chip", "w_streamed"])
 @pytest.mark.parametrize("cell", ["lstm", "plstm_separate"])
-def test_triton_kernels_compute_in_the_precision_asked(cell, run, products):
-    """Forward and backward of the Triton drivers with ``precision`` against the emulated operator:
+def test_triton_kernels_compute_in_the_precision_asked(cell, products):
+    """Forward and backward of the Triton driver with ``precision`` against the emulated operator:
     within 2e-5 (float32's accumulation), where the exact products are 1e-4 to 1e-2 away."""
-    from tsrnn.ops.recurrence import triton_persistent, triton_step
+    from tsrnn.ops.recurrence import triton_step
 
     device = "cuda" if torch.cuda.is_available() else "cpu"
-    if run == "per_step":
-        forward, backward = triton_step.recurrence_forward, triton_step.recurrence_backward
-    else:
-        on_chip = run == "w_on_chip"
-        forward = lambda *a: triton_persistent.recurrence_forward(*a, w_on_chip=on_chip)  # noqa: E731
-        backward = lambda *a: triton_persistent.recurrence_backward(*a, w_on_chip=on_chip)  # noqa: E731
+    forward, backward = triton_step.recurrence_forward, triton_step.recurrence_backward
     args = op_inputs(cell, 4, 17, 3, 20, dt=cell != "lstm", device=device)
     grad_h = torch.randn(4, 17, 20, generator=torch.Generator().manual_seed(1)).to(device)
     want_h, want_state, want_grads = emulated_operator(*args, grad_h, products)

@@ -1,5 +1,5 @@
-"""What is particular to the Triton recurrences (tsrnn/ops/recurrence/triton_step.py, triton_persistent.py);
-their results against the reference are the table of tests/kernels/recurrence/test_paths.py. Without a GPU they run
+"""What is particular to the Triton recurrence (tsrnn/ops/recurrence/triton_step.py);
+its results against the reference are the table of tests/kernels/recurrence/test_paths.py. Without a GPU they run
 on CPU tensors through the Triton interpreter (TRITON_INTERPRET=1, conftest.py); with one, on CUDA."""
 import pytest
 import torch
@@ -8,52 +8,20 @@ from conftest import op_inputs
 from tsrnn import backend, testing
 from tsrnn.ops.recurrence import cells
 from tsrnn.backend import tolerance
-from tsrnn.ops.recurrence import capacity
 
 pytestmark = pytest.mark.skipif(not backend.triton_available(), reason="triton is not installed")
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
-RUNS = ["w_on_chip", "w_streamed", "per_step"]
 
 
-def _drivers(run):
+def _drivers():
     """(forward, backward) with the signatures of the recurrence operators."""
-    from tsrnn.ops.recurrence import triton_step as per_step
-    from tsrnn.ops.recurrence import triton_persistent as persistent
+    from tsrnn.ops.recurrence import triton_step
 
-    if run == "per_step":
-        return per_step.recurrence_forward, per_step.recurrence_backward
-    on_chip = run == "w_on_chip"
-    return (lambda *a: persistent.recurrence_forward(*a, w_on_chip=on_chip),
-            lambda *a: persistent.recurrence_backward(*a, w_on_chip=on_chip))
+    return triton_step.recurrence_forward, triton_step.recurrence_backward
 
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=str)
-@pytest.mark.parametrize("cell", list(cells.CELLS))
-def test_streamed_weights_match_the_reference(monkeypatch, cell, dtype):
-    """The persistent kernel's other variant: W_hh streamed from memory in chunks (taken for
-    64 < padded H <= 128 in float32; forced here for small H and for float64)."""
-    from tsrnn.ops.recurrence import triton_persistent as persistent
-
-    monkeypatch.setattr(persistent, "w_fits_on_chip", lambda *args: False)
-    for shape in testing.PERSISTENT_SHAPES:
-        result = testing.compare("triton_persistent", cell, shape, dtype, DEVICE, dt=cells.get(cell).has_p)
-        assert result.ok, result.failures()
-
-
-@pytest.mark.parametrize("cell", list(cells.CELLS))
-def test_w_fits_on_chip_rule(cell):
-    from tsrnn.ops.recurrence import triton_persistent as persistent
-
-    assert [capacity.padded(H) for H in (1, 16, 17, 40, 64, 65)] == [16, 16, 32, 64, 64, 128]
-    f32, f64 = torch.float32, torch.float64
-    for H, dtype, on_chip in [(1, f32, True), (64, f32, True), (65, f32, False), (128, f32, False),
-                              (32, f64, True), (33, f64, False)]:
-        assert persistent.w_fits_on_chip(cell, H, dtype) == on_chip, (H, dtype)
-
-
-@pytest.mark.parametrize("run", RUNS)
-def test_forward_without_save(run):
-    forward, _ = _drivers(run)
+def test_forward_without_save():
+    forward, _ = _drivers()
     args = op_inputs("plstm_coupled", 3, 2, 4, 5, dt=True, device=DEVICE)
     with_save = forward(*args, True)
     h, state_n, state, saved = forward(*args, False)
@@ -62,11 +30,10 @@ def test_forward_without_save(run):
         assert torch.equal(got, want)
 
 
-@pytest.mark.parametrize("run", RUNS)
-def test_bf16_tensors_are_refused(run):
+def test_bf16_tensors_are_refused():
     """The functional layer runs bf16 layers in float32; the kernels take float32 or float64 only
     (states stored in bf16 would round c at every step)."""
-    forward, _ = _drivers(run)
+    forward, _ = _drivers()
     args = op_inputs("lstm", 2, 1, 2, 3, dt=False, dtype=torch.bfloat16, device=DEVICE)
     with pytest.raises(TypeError, match=r"take float32 or float64, got torch.bfloat16"):
         forward(*args, True)
@@ -82,12 +49,10 @@ def _backward_inputs(cell, T, B, I, H, dt):
 
 def _no_launch(monkeypatch):
     """Replace every Triton kernel: a launch would fail with a TypeError, not the expected error."""
-    from tsrnn.ops.recurrence import triton_step as per_step
-    from tsrnn.ops.recurrence import triton_persistent as persistent
+    from tsrnn.ops.recurrence import triton_step
 
-    for module, name in ((persistent, "_forward_kernel"), (persistent, "_backward_kernel"),
-                         (per_step, "_forward_step"), (per_step, "_backward_step")):
-        monkeypatch.setattr(module, name, None)
+    for name in ("_forward_step", "_backward_step"):
+        monkeypatch.setattr(triton_step, name, None)
 
 
 # The Triton drivers check their arguments as the compiled ops do (tsrnn/ops/recurrence/checks.py),
@@ -112,15 +77,14 @@ BAD_FORWARD = {
 }
 
 
-@pytest.mark.parametrize("run", RUNS)
 @pytest.mark.parametrize("case", BAD_FORWARD)
-def test_wrong_forward_arguments_are_refused_before_running(monkeypatch, run, case):
+def test_wrong_forward_arguments_are_refused_before_running(monkeypatch, case):
     cell, index, replace, match = BAD_FORWARD[case]
     args = list(op_inputs(cell, 3, 2, 4, 5, dt=cell != "lstm", device=DEVICE))
     args[index] = replace(args[index])
     _no_launch(monkeypatch)
     with pytest.raises(RuntimeError, match=r"^tsrnn: " + match):
-        _drivers(run)[0](*args, True)
+        _drivers()[0](*args, True)
 
 
 BAD_BACKWARD = {  # id: (cell, argument index in recurrence_backward's, replacement, message after "tsrnn: ")
@@ -139,26 +103,24 @@ BAD_BACKWARD = {  # id: (cell, argument index in recurrence_backward's, replacem
 }
 
 
-@pytest.mark.parametrize("run", RUNS)
 @pytest.mark.parametrize("case", BAD_BACKWARD)
-def test_wrong_backward_arguments_are_refused_before_running(monkeypatch, run, case):
+def test_wrong_backward_arguments_are_refused_before_running(monkeypatch, case):
     cell, index, replace, match = BAD_BACKWARD[case]
     args = [cell, None, None, *_backward_inputs(cell, 3, 2, 4, 5, dt=cell != "lstm")]
     args[index] = replace(args[index])
     _no_launch(monkeypatch)
     with pytest.raises(RuntimeError, match=r"^tsrnn: " + match):
-        _drivers(run)[1](*args)
+        _drivers()[1](*args)
 
 
-@pytest.mark.parametrize("run", RUNS)
 @pytest.mark.parametrize("device", ["meta", "cpu"])
-def test_tensors_triton_cannot_read_are_refused_before_running(monkeypatch, run, device):
+def test_tensors_triton_cannot_read_are_refused_before_running(monkeypatch, device):
     """Meta tensors, and CPU tensors without the interpreter (as on a GPU machine), get the drivers'
     clear error (checks.triton_device), not one from inside Triton's launcher."""
     forward_args = op_inputs("plstm_coupled", 3, 2, 4, 5, dt=True, device=device)
     backward_args = [t.to(device) if isinstance(t, torch.Tensor) else t
                      for t in ("plstm_coupled", None, None, *_backward_inputs("plstm_coupled", 3, 2, 4, 5, dt=True))]
-    forward, backward = _drivers(run)  # imported first: @triton.jit reads TRITON_INTERPRET when the module loads
+    forward, backward = _drivers()  # imported first: @triton.jit reads TRITON_INTERPRET when the module loads
     monkeypatch.delenv("TRITON_INTERPRET", raising=False)
     _no_launch(monkeypatch)
     match = rf"^tsrnn: Triton runs on CUDA tensors .*, got {device} tensors"
@@ -185,17 +147,17 @@ def test_the_fake_kernel_refuses_what_the_ops_refuse(path, case):
         backend.op(path, "recurrence_forward")(*args, True)
 
 
-# Packed sequences (batch_sizes, torch's PackedSequence layout): id: (B, batch_sizes). BLOCK_B = 16
-# rows a persistent program: the last two have a second program, which ends before the first does
-# or runs no step at all.
+# Packed sequences (batch_sizes, torch's PackedSequence layout): id: (B, batch_sizes). The last two
+# have more than 16 rows (a second block of rows at the smallest BLOCK_B), which ends before the
+# first does or runs no step at all.
 PACKED = {
     "equal-lengths": (3, [3, 3, 3]),
     "one-long-row": (3, [3, 1, 1, 1]),
     "rows-of-no-step": (4, [2, 2, 1]),
     "one-step": (3, [3]),
     "one-row": (1, [1, 1, 1]),
-    "second-program-ends-first": (20, [17, 17, 5, 2]),
-    "second-program-idle": (20, [14, 3]),
+    "second-block-ends-first": (20, [17, 17, 5, 2]),
+    "second-block-idle": (20, [14, 3]),
 }
 
 
@@ -223,22 +185,17 @@ def _run_packed(forward, args, batch_sizes, weights):
     return outputs, torch.autograd.grad(loss, [t for t in inputs if t is not None], allow_unused=True)
 
 
-def _packed_matches_the_cpu_operator(monkeypatch, run, cell, dtype, B, sizes, uses=(True, True)):
-    """The Triton operator of ``run`` against the compiled CPU one, on a random layer of B rows and
+def _packed_matches_the_cpu_operator(cell, dtype, B, sizes, uses=(True, True)):
+    """The Triton operator against the compiled CPU one, on a random layer of B rows and
     batch_sizes ``sizes``, with a loss over h_all and state_n (as ``uses`` says)."""
     if not backend.native_available():
         pytest.skip(f"tsrnn._C not loaded: {backend.LOAD_ERROR}")
-    from tsrnn.ops.recurrence import triton_persistent as persistent
-
-    if run != "per_step":
-        monkeypatch.setattr(persistent, "w_fits_on_chip", lambda *args: run == "w_on_chip")
     args, batch_sizes = _packed_inputs(cell, B, sizes, dtype)
     g = torch.Generator().manual_seed(len(sizes) + B)
     S, N, H = cells.get(cell).num_states, sum(sizes), args[2].shape[1]
     weights = [torch.randn(shape, generator=g, dtype=torch.float64) if used else None
                for shape, used in zip(((N, H), (S, B, H)), uses)]
-    path = "triton_step" if run == "per_step" else "triton_persistent"
-    got = _run_packed(backend.op(path, "recurrence_forward"), args, batch_sizes, weights)
+    got = _run_packed(backend.op("triton_step", "recurrence_forward"), args, batch_sizes, weights)
     cpu_args = tuple(t.cpu() if isinstance(t, torch.Tensor) else t for t in args)
     want = _run_packed(torch.ops.tsrnn.recurrence_forward, cpu_args, batch_sizes, weights)
     names = ["grad_xg", "grad_w_hh", "grad_h0", "grad_state0"] + (["grad_p"] if cells.get(cell).has_p else [])
@@ -253,21 +210,19 @@ def _packed_matches_the_cpu_operator(monkeypatch, run, cell, dtype, B, sizes, us
 @pytest.mark.parametrize("case", PACKED)
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=str)
 @pytest.mark.parametrize("cell", list(cells.CELLS))
-@pytest.mark.parametrize("run", RUNS)
-def test_packed_sequences_match_the_cpu_operator(monkeypatch, run, cell, dtype, case):
+def test_packed_sequences_match_the_cpu_operator(cell, dtype, case):
     """batch_sizes through each Triton operator (forward and its autograd backward) against the
     compiled CPU operator, which gradcheck verifies: h_all [N, H], state_n (each row's states after
     its last step; state0 for a row of no step) and every gradient of a random loss."""
-    _packed_matches_the_cpu_operator(monkeypatch, run, cell, dtype, *PACKED[case])
+    _packed_matches_the_cpu_operator(cell, dtype, *PACKED[case])
 
 
 @pytest.mark.parametrize("uses", [(True, False), (False, True)], ids=["h_all-only", "state_n-only"])
 @pytest.mark.parametrize("cell", list(cells.CELLS))
-@pytest.mark.parametrize("run", RUNS)
-def test_packed_backward_without_grad_h_or_grad_state_n(monkeypatch, run, cell, uses):
+def test_packed_backward_without_grad_h_or_grad_state_n(cell, uses):
     """A loss over one output: the backward gets None for the other (grad_state_n None: the rows
     start from dL/d(c, a) = 0; grad_h None: dh comes from the recurrence only)."""
-    _packed_matches_the_cpu_operator(monkeypatch, run, cell, torch.float64, *PACKED["second-program-ends-first"],
+    _packed_matches_the_cpu_operator(cell, torch.float64, *PACKED["second-block-ends-first"],
                                      uses=uses)
 
 
@@ -281,7 +236,7 @@ BAD_BATCH_SIZES = {
 }
 
 
-@pytest.mark.parametrize("run", RUNS + ["cpu"])
+@pytest.mark.parametrize("run", ["triton_step", "cpu"])
 @pytest.mark.parametrize("case", BAD_BATCH_SIZES)
 def test_wrong_batch_sizes_are_refused_before_running(monkeypatch, run, case):
     """The Triton drivers, none of whose kernels may launch, and ("cpu") the compiled CPU operator
@@ -299,7 +254,7 @@ def test_wrong_batch_sizes_are_refused_before_running(monkeypatch, run, case):
         args, backward_args = (tuple(t.cpu() if isinstance(t, torch.Tensor) else t for t in a)
                                for a in (args, backward_args))
     else:
-        forward, backward = _drivers(run)
+        forward, backward = _drivers()
         _no_launch(monkeypatch)
     for call in (lambda: forward(*args, True, batch_sizes), lambda: backward(*backward_args)):
         with pytest.raises(RuntimeError, match=r"^tsrnn: " + match):

@@ -1,5 +1,5 @@
-"""The recurrent cells as one Triton plug-in, shared by the per-step (per_step.py) and the
-persistent (persistent.py) kernels; the same cells as the C++ kernels (csrc/recurrence/cells.h).
+"""The recurrent cells as one Triton plug-in of the per-step kernels (triton_step.py); the same
+cells as the C++ kernels (csrc/recurrence/cells.h).
 
 A cell maps one step's gate pre-activations z and previous states (c', a') to h, (c, a) and
 the activations saved for backward (forward), and dL/dh, dL/d(c, a) back to dz and
@@ -10,9 +10,9 @@ Gate rows of z (and of W_hh, dz): LSTM (i, f, g, o), coupled (r, g, o), separate
 Saved rows: LSTM (i, f, g, o), pLSTM (f, r, g, o[, i]).
 The functions are elementwise with broadcasting: callers pass 2-D (batch x unit) tiles, 1-D
 flat vectors or scalars (p, dt; and placeholders for the arguments a cell ignores).
-Also shared by both kernel shapes: the state, p and Δt loads and stores (load_states, store_states,
+Also here: the state, p and Δt loads and stores (load_states, store_states,
 load_optional), the row loads / stores of xg, saved and dz (load_rows, store_rows), the W_hh tiles and
-dots (w_tile, w_tiles, mm, gates_mm), and the drivers' host side: the rows of each step (``Steps``:
+dots (w_tile, mm, gates_mm), and the drivers' host side: the rows of each step (``Steps``:
 padded, or packed sequences in torch's PackedSequence layout), ``forward_prologue``,
 ``backward_prologue``, ``final_states`` and ``weight_grad``.
 Products (the operators' ``precision``, ``tsrnn.precision.products``): the kernels take it as the
@@ -328,19 +328,6 @@ def w_tile(w_ptr, g, j, k, H, ACC: tl.constexpr):
     """W_hh[g H + j, k] in ACC (0 past H) for broadcastable index tensors j (unit of gate g) and
     k (input unit): j[None, :], k[:, None] give the tile of W_g^T, j[:, None], k[None, :] of W_g."""
     return tl.load(w_ptr + (g * H + j).to(tl.int64) * H + k, mask=(j < H) & (k < H), other=0.0).to(ACC)
-
-
-@triton.jit
-def w_tiles(w_ptr, j, k, H, G: tl.constexpr, ACC: tl.constexpr):
-    """The G tiles w_tile(g, j, k) held on chip by the persistent kernels; the fourth repeats the
-    third when G = 3 (and is not used)."""
-    w0 = w_tile(w_ptr, 0, j, k, H, ACC)
-    w1 = w_tile(w_ptr, 1, j, k, H, ACC)
-    w2 = w_tile(w_ptr, 2, j, k, H, ACC)
-    w3 = w2
-    if G == 4:
-        w3 = w_tile(w_ptr, 3, j, k, H, ACC)
-    return w0, w1, w2, w3
 
 
 @triton.jit

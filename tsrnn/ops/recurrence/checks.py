@@ -1,7 +1,7 @@
 """The recurrence operators' argument checks in Python, as csrc/recurrence/op.h checks them in
 C++, with the same messages: ranks, shapes, dtypes and devices only, so they read no values,
 never synchronize, and trace with fake tensors. The fake kernels (op.py) and the Triton drivers
-(triton_step.py, triton_persistent.py) call them, so that a direct call of any operator namespace
+(triton_step.py) call them, so that a direct call of any operator namespace
 cannot read or write out of bounds.
 """
 from __future__ import annotations

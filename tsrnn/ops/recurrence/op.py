@@ -1,6 +1,6 @@
 """The recurrence operators: their schemas, shape functions and autograd formula, defined in the
 compiled namespace (``torch.ops.tsrnn``) and in one namespace per Triton path
-(``torch.ops.tsrnn_triton_step``, ``tsrnn_triton_persistent``), see ``tsrnn.ops.library``.
+(``torch.ops.tsrnn_triton_step``), see ``tsrnn.ops.library``.
 """
 from __future__ import annotations
 
@@ -51,8 +51,7 @@ CLUSTER = "tsrnn_cluster"
 # The namespace of the grid-resident tensor-core CUDA kernel (tsrnn._cuda registers its kernels).
 GRID = "tsrnn_grid"
 # The Triton namespaces and the modules of their kernels.
-TRITON = {"tsrnn_triton_step": "tsrnn.ops.recurrence.triton_step",
-          "tsrnn_triton_persistent": "tsrnn.ops.recurrence.triton_persistent"}
+TRITON = {"tsrnn_triton_step": "tsrnn.ops.recurrence.triton_step"}
 
 
 def _recurrence_fake(cell, xg, w_hh, h0, state0, p, dt, eps, save, batch_sizes=None, precision="ieee"):
