@@ -1,5 +1,5 @@
 """Builds tsrnn and its extensions: ``tsrnn._C`` (CPU kernels of torch.ops.tsrnn.*) and, with a
-CUDA build of torch and nvcc, ``tsrnn._cuda`` (the persistent CUDA kernels).
+CUDA build of torch and nvcc, ``tsrnn._cuda`` (the tensor-core CUDA kernels).
 
 ``pip install .`` builds in an isolated environment against the torch version installed where
 tsrnn goes (build_backend.py); ``pip install --no-build-isolation -e .`` against the torch already

@@ -14,7 +14,7 @@ the three judge a kernel by the same inputs, loss and tolerances:
   options, ``bidirectional`` and ``proj_size``, padded, with ``lengths`` or packed, against the
   module on the reference loops in float64 with the same rounded weights (``MODULE_CASES``);
 - ``SHAPES`` is the table of (T, B, I, H) every path is checked on: T=1, B=1, odd sizes, H=301;
-  the named sets after it hold the edges of one kernel each (``GPU_SHAPES``, the scan's ``SCAN_SHAPES``...), each shape with the edge it crosses.
+  the named sets after it hold the edges of one kernel each (the CPU GEMMs' ``CPU_GEMM_SHAPES``, the scan's ``SCAN_SHAPES``...), each shape with the edge it crosses.
 """
 from __future__ import annotations
 
@@ -43,16 +43,6 @@ SHAPES = [(1, 1, 1, 1), (1, 4, 3, 5), (7, 1, 5, 3), (13, 3, 7, 9), (5, 2, 33, 17
 CPU_GEMM_SHAPES = [(3, 15, 4, 9), (2, 29, 3, 41), (3, 37, 5, 130), (30, 37, 5, 130)]
 # Those the Triton interpreter (Triton on CPU tensors, milliseconds a step) runs in seconds.
 INTERPRETED_SHAPES = [s for s in SHAPES if s[3] <= 67]
-# The persistent CUDA kernel's edges (tests/kernels/recurrence/test_cuda.py, also under compute-sanitizer from
-# bench/gpu_report.py).
-GPU_SHAPES = [
-    (1, 1, 2, 3),  # one step, one row
-    (6, 5, 4, 40),  # odd sizes
-    (4, 3, 5, 301),  # H over the SM count: blocks own several units, the last block fewer
-    (3, 20, 8, 400),  # the H = 400 of docs/equations.md §2
-    (300, 2, 3, 16),  # a long sequence
-    (5, 37, 4, 24),  # a batch over the warps of a block
-]
 # bench/gpu_report.py's timed shapes, checked before they are timed: T = 70, B = 20, H = 400, and
 # B = H = 128 at 50 steps.
 TARGET_SHAPES = [(70, 20, 400, 400), (50, 128, 128, 128)]

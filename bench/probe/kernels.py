@@ -42,7 +42,7 @@ def build() -> float:
     folder = BUILD
     folder.mkdir(parents=True, exist_ok=True)
     for namespace in ("tsrnn_probe_cluster", "tsrnn_probe_grid"):
-        recurrence_op.define(namespace, plan=True, config=True)
+        recurrence_op.define(namespace, planned=True)
     flags = ["-O3", "-DTSRNN_PROBE=1"]  # the host binding takes torch's own C++ standard, the .cu files C++17
     cuda = os.path.join(ROOT, "csrc", "recurrence", "cuda")
     cpp_extension.load(name="tsrnn_probe", sources=[str(ROOT / "bench" / "probe" / "binding.cpp"),

@@ -1,8 +1,9 @@
 // Pointwise parts of the recurrent cells: one hidden unit j of batch row b at one step.
 // Shared by the CPU kernels (csrc/recurrence/cpu/recurrence.cpp) and the CUDA kernels
-// (csrc/recurrence/cuda/recurrence.cu): every function is __host__ __device__ under nvcc.
+// (csrc/recurrence/cuda/cluster_recurrence.cu, grid_recurrence.cu): every function is __host__
+// __device__ under nvcc.
 //
-// The time loop and the recurrent GEMM live in the drivers (cpu/recurrence.cpp, cuda/recurrence.cu),
+// The time loop and the recurrent GEMM live in the drivers (cpu/recurrence.cpp, the CUDA kernels),
 // the weight-gradient GEMMs in recurrence_op.h; a cell only maps gate pre-activations and previous states to new states (forward) and
 // the reverse (backward). A cell declares:
 //   kGates  rows of W per unit (gate pre-activations z, stride zs between gates)

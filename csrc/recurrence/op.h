@@ -1,7 +1,7 @@
 // The recurrence operator's entries, recurrence_forward and recurrence_backward (schemas in
 // tsrnn/ops/recurrence/op.py), one template each over a backend policy: CpuRecurrence (csrc/recurrence/cpu/recurrence.cpp)
-// runs the OpenMP time loop, CudaRecurrence (csrc/recurrence/cuda/binding.cpp) the cooperative kernel
-// launch. Here is what they share: contiguity, the cell dispatch, the argument checks (one error
+// runs the OpenMP time loop, TensorCoreRecurrence (csrc/recurrence/cuda/tensor_core_policy.h) the
+// launches of a tensor-core kernel. Here is what they share: contiguity, the cell dispatch, the argument checks (one error
 // message per wrong shape, dtype or device; tsrnn/ops/recurrence/op.py checks the same for the fake and the
 // Triton kernels), the outputs' allocation, the final states, the recurrent weight gradient and dp.
 #pragma once

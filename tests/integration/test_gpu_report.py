@@ -33,7 +33,7 @@ def test_gpu_report_quick_cpu_run(tmp_path, capsys):
     row = data["recurrences_fwd_bwd_ms"][0]
     for path in ("auto", "triton_step"):
         assert row[f"MTS-LSTM {path}"] > 0 and row[f"pLSTM {path}"] > 0
-    for name in ("MTS-LSTM cudnn", "MTS-LSTM cuda_coop", "pLSTM cuda_coop"):  # GPU paths: the reason is recorded
+    for name in ("MTS-LSTM cudnn", "MTS-LSTM cuda_grid", "pLSTM cuda_grid"):  # GPU paths: the reason is recorded
         assert row[name] is None and "CUDA tensors" in row["errors"][name]
     assert row["auto chose"]["MTS-LSTM auto"][0] in ("onednn", "cpu")
     for name in ("torch.nn.LSTM", "MTS-LSTM reference", "pLSTM reference"):
@@ -75,7 +75,7 @@ def test_a_job_past_its_limit_is_stopped_and_recorded(tmp_path, monkeypatch):
 
 def test_every_job_of_a_gpu_run_has_a_limit():
     names = [name for name, _ in _load_report().plan("cuda", quick=False)]
-    assert {"throw", "pytest", "memcheck", "racecheck", "synccheck", "checks:cuda_coop", "checks:cuda_grid", "checks:linear_scan",
+    assert {"throw", "pytest", "memcheck", "racecheck", "synccheck", "checks:cuda_cluster", "checks:cuda_grid", "checks:linear_scan",
             "scan", "lengths", "sweep:grid", "sweep:cluster", "stress"} <= set(names)
     assert all(name.partition(":")[0] in _load_report().LIMITS for name in names)
 

@@ -1,15 +1,14 @@
-// The SIMT emulation's operators: the CUDA binding's policies (csrc/recurrence/cuda/cuda_recurrence.h,
-// cluster_policy.h, grid_policy.h) and the kernels of csrc/recurrence/cuda/recurrence.cu,
-// cluster_recurrence.cu and grid_recurrence.cu, compiled by g++ against tests/simt/simt.h, as the
-// CPU kernels of torch.ops.tsrnn_simt.recurrence_forward / recurrence_backward / recurrence_plan
-// and of torch.ops.tsrnn_simt_cluster and tsrnn_simt_grid (the same and recurrence_config) (schemas
-// defined from Python by tsrnn.ops, see tests/simt/emulation.py), and torch.ops.simt.* to choose
+// The SIMT emulation's operators: the CUDA binding's policies (csrc/recurrence/cuda/cluster_policy.h,
+// grid_policy.h) and the kernels of csrc/recurrence/cuda/cluster_recurrence.cu and
+// grid_recurrence.cu, compiled by g++ against tests/simt/simt.h, as the CPU kernels of
+// torch.ops.tsrnn_simt_cluster and tsrnn_simt_grid (recurrence_forward / recurrence_backward /
+// recurrence_plan / recurrence_config; schemas defined from Python by tsrnn.ops, see
+// tests/simt/emulation.py), and torch.ops.simt.* to choose
 // the emulated device and the thread-order seed, to plant the tests' bugs (a dropped barrier, broken
 // atomics: see tests/simt/simt.h) and to run the emulation's own probes (tests/simt/probes.cpp).
 #include <torch/library.h>
 
 #include "recurrence/cuda/cluster_policy.h"
-#include "recurrence/cuda/cuda_recurrence.h"
 #include "recurrence/cuda/grid_policy.h"
 #ifdef TSRNN_PROBE
 #include "recurrence/cuda/probe_ops.h"
@@ -73,11 +72,6 @@ std::string probe(const std::string& name, int64_t seed) {
   return simt_probe(name);
 }
 
-int64_t recurrence_plan(const std::string& cell, const at::Tensor& w_hh, int64_t /*batch*/,
-                        const std::string& /*precision*/) {
-  return tsrnn::cuda_binding::plan_blocks(cell, w_hh);
-}
-
 }  // namespace
 
 TORCH_LIBRARY(simt, m) {
@@ -109,10 +103,4 @@ TORCH_LIBRARY_IMPL(tsrnn_simt_grid, CPU, m) {
   m.impl("recurrence_backward", &tsrnn::recurrence_backward<tsrnn::cuda_binding::GridRecurrence>);
   m.impl("recurrence_plan", &tsrnn::cuda_binding::tensor_core_blocks<tsrnn::cuda_binding::GridKernel>);
   m.impl("recurrence_config", &tsrnn::cuda_binding::tensor_core_config<tsrnn::cuda_binding::GridKernel>);
-}
-
-TORCH_LIBRARY_IMPL(tsrnn_simt, CPU, m) {
-  m.impl("recurrence_forward", &tsrnn::recurrence_forward<tsrnn::cuda_binding::CudaRecurrence>);
-  m.impl("recurrence_backward", &tsrnn::recurrence_backward<tsrnn::cuda_binding::CudaRecurrence>);
-  m.impl("recurrence_plan", &recurrence_plan);
 }

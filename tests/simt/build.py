@@ -1,10 +1,10 @@
 """Compiles the SIMT emulation (tests/simt/simt.h) with g++ into a shared library of torch operators.
 
-Nine objects: the kernels of csrc/recurrence/cuda/recurrence.cu, cluster_recurrence.cu and
-grid_recurrence.cu (``KERNEL_SOURCES``), each compiled as C++ with tests/simt/include ahead of the
+Eight objects: the kernels of csrc/recurrence/cuda/cluster_recurrence.cu and grid_recurrence.cu
+(``KERNEL_SOURCES``), each compiled as C++ with tests/simt/include ahead of the
 system headers (its <cuda_runtime.h>, <cooperative_groups.h>, <mma.h>, <cuda_bf16.h> and <cuda/atomic>
 are the emulation); the emulation's runtime (simt.cpp); its probes (probes.cpp, cluster_probes.cpp,
-flag_probes.cpp, ptx_probes.cpp); and the torch binding (binding.cpp, the CUDA binding's own policy). Three libraries:
+flag_probes.cpp, ptx_probes.cpp); and the torch binding (binding.cpp, the CUDA binding's own policies). Three libraries:
 the plain one; ``sanitize``, all but the binding built with AddressSanitizer and
 UndefinedBehaviorSanitizer (a process must preload libasan: see ``sanitizer_environment``); and
 ``probe``, everything built with -DTSRNN_PROBE=1, as the GPU probe's own build (the tensor-core
@@ -33,10 +33,9 @@ from torch.utils import cpp_extension
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
-KERNELS = ROOT / "csrc" / "recurrence" / "cuda" / "recurrence.cu"  # the cooperative kernel
-CLUSTER_KERNELS = KERNELS.with_name("cluster_recurrence.cu")  # the cluster-resident tensor-core kernel
-GRID_KERNELS = KERNELS.with_name("grid_recurrence.cu")  # the grid-resident tensor-core kernel
-KERNEL_SOURCES = (KERNELS, CLUSTER_KERNELS, GRID_KERNELS)  # the kernel files of every library
+CLUSTER_KERNELS = ROOT / "csrc" / "recurrence" / "cuda" / "cluster_recurrence.cu"  # the cluster-resident kernel
+GRID_KERNELS = CLUSTER_KERNELS.with_name("grid_recurrence.cu")  # the grid-resident tensor-core kernel
+KERNEL_SOURCES = (CLUSTER_KERNELS, GRID_KERNELS)  # the kernel files of every library
 PROBES = (HERE / "probes.cpp", HERE / "cluster_probes.cpp", HERE / "flag_probes.cpp", HERE / "ptx_probes.cpp")  # the emulation's own checks
 MICRO = ROOT / "bench" / "probe"  # the GPU probe's microbenchmarks (micro.cu, micro_ops.cpp): in the probe library
 SANITIZE = ["-fsanitize=address,undefined", "-fno-sanitize-recover=all", "-fno-omit-frame-pointer"]

@@ -2,13 +2,13 @@
 process: the sanitized library (the ASan runtime must be preloaded) and the planted bugs (a
 dropped barrier or broken atomics, set once for the whole process).
 
-    python tests/simt/run.py LIBRARY SEED [SEED ...] [--match TEXT ...] [--kernel cluster|grid]
+    python tests/simt/run.py LIBRARY SEED [SEED ...] --kernel cluster|grid [--match TEXT ...]
                              [--drop FILE:LINE] [--plant NAME]
     python tests/simt/run.py LIBRARY SEED [SEED ...] --probes NAME [NAME ...] [--plant NAME]
 
-prints one JSON line per case of ``emulation.table(seeds)``, the padded cases then the packed
-ones (with --kernel: of ``cluster.table(seeds, kernel)``, a tensor-core kernel's) whose id contains
-one of the TEXTs: its id, whether it passed, and its failures; the exit status
+prints one JSON line per case of ``cluster.table(seeds, kernel)`` (a tensor-core kernel's table,
+the padded cases then the packed ones) whose id contains one of the TEXTs: its id, whether it
+passed, and its failures; the exit status
 is 0 when every case ran (passed or not), so a sanitizer's report, which ends the process, is
 told apart from a numerical failure. ``run_table`` runs it from the tests. With --probes it runs
 the emulation's own probes instead (``torch.ops.simt.probe``), one JSON line per probe and seed
@@ -36,13 +36,12 @@ def _bugs(drop: str | None = None, plant: str = "") -> list[str]:
     return [*(["--drop", drop] if drop else []), *(["--plant", plant] if plant else [])]
 
 
-def run_table(library: Path, seeds, match=("",), env=None, kernel: str | None = None, drop: str | None = None,
-              plant: str = ""):
-    """This script on ``library`` in a process of its own (``kernel``: a tensor-core kernel's table,
-    "cluster" or "grid"; None: the cooperative kernel's; ``drop``: "FILE:LINE", a barrier removed;
-    ``plant``: broken atomics): (the finished process, its JSON rows)."""
+def run_table(library: Path, seeds, kernel: str, match=("",), env=None, drop: str | None = None, plant: str = ""):
+    """This script on ``library`` in a process of its own (``kernel``: the tensor-core kernel whose
+    table runs, "cluster" or "grid"; ``drop``: "FILE:LINE", a barrier removed; ``plant``: broken
+    atomics): (the finished process, its JSON rows)."""
     done = subprocess.run([sys.executable, __file__, str(library), *map(str, seeds), "--match", *match,
-                           *(["--kernel", kernel] if kernel else []), *_bugs(drop, plant)],
+                           "--kernel", kernel, *_bugs(drop, plant)],
                           capture_output=True, text=True, env=env, timeout=1200)
     rows = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
     return done, rows
@@ -62,11 +61,13 @@ def main() -> None:
     parser.add_argument("library")
     parser.add_argument("seeds", type=int, nargs="+")
     parser.add_argument("--match", nargs="+", default=[""])
-    parser.add_argument("--kernel", choices=sorted(cluster.KERNELS), help="a tensor-core kernel's table")
+    parser.add_argument("--kernel", choices=sorted(cluster.KERNELS), help="the tensor-core kernel whose table runs")
     parser.add_argument("--probes", nargs="+", default=[], help="the emulation's probes instead of a table")
     parser.add_argument("--drop", metavar="FILE:LINE", help="the barrier on LINE of the source file FILE removed")
     parser.add_argument("--plant", default="", choices=["", "flag_early", "skip_arrive"], help="broken atomics")
     args = parser.parse_args()
+    if not args.probes and not args.kernel:
+        parser.error("a table needs --kernel (cluster or grid); --probes runs the emulation's probes")
     drop = None
     if args.drop:
         file, _, line = args.drop.rpartition(":")
@@ -90,13 +91,9 @@ def main() -> None:
 
 
 def _table(args) -> None:
-    table = cluster.table(args.seeds, args.kernel) if args.kernel else emulation.table(args.seeds)
-    for case in (c for c in table if any(text in c.id for text in args.match)):
+    for case in (c for c in cluster.table(args.seeds, args.kernel) if any(text in c.id for text in args.match)):
         try:
-            if args.kernel:
-                result = cluster.check(case)
-            else:
-                result = emulation.check_packed(case) if isinstance(case, emulation.PackedCase) else emulation.check(case)
+            result = cluster.check(case)
             row = {"case": case.id, "ok": result.ok, "failures": result.failures()}
         except RuntimeError as exc:  # the emulation refused the launch (a barrier used out of order, ...)
             row = {"case": case.id, "ok": False, "failures": str(exc).splitlines()[0][:2000]}

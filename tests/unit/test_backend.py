@@ -168,8 +168,8 @@ def test_a_path_that_cannot_serve_the_call_is_refused_with_the_reason():
         backend.choose("onednn", lstm_call(cell="plstm_separate"))
     with pytest.raises(ValueError, match=r"backend='onednn' cannot run this call: .*no forget-gate traces"):
         tsrnn.LSTM(3, 4, backend="onednn").forget_gates(torch.randn(5, 2, 3))
-    with pytest.raises(ValueError, match=r"backend='cuda_coop' cannot run this call: it runs on CUDA tensors"):
-        backend.choose("cuda_coop", lstm_call())
+    with pytest.raises(ValueError, match=r"backend='cuda_grid' cannot run this call: it runs on CUDA tensors"):
+        backend.choose("cuda_grid", lstm_call())
 
 
 @needs_native
@@ -403,12 +403,11 @@ class FakeClock:
 @pytest.fixture
 def fake_cuda(monkeypatch):
     """A CUDA build without a GPU (fake plans): the cluster-resident kernel takes H <= 64, the
-    grid-resident one H <= 256, the cooperative one H <= 64; Triton imports, and the tuner reads a
+    grid-resident one H <= 256; Triton imports, and the tuner reads a
     FakeClock."""
     monkeypatch.setattr(choice, "time", FakeClock())
     monkeypatch.setattr(registry, "CUDA_LOAD_ERROR", None)
     monkeypatch.setattr(registry, "triton_available", lambda: True)
-    monkeypatch.setattr(registry, "_cuda_coop_blocks", lambda call: int(call.shape[3] <= 64))
     limits = {"tsrnn_cluster": 64, "tsrnn_grid": 256}
     monkeypatch.setattr(registry, "_tensor_core_blocks",
                         lambda namespace, call, products: int(call.shape[3] <= limits[namespace]))
@@ -431,7 +430,7 @@ def test_auto_on_cuda_candidates_in_order(fake_cuda, monkeypatch):
     assert backend.candidates("auto", lstm_call(CUDA, dtype=torch.float64, H=40)) == ["cudnn"]
     assert backend.candidates("auto", lstm_call(CUDA, cell="plstm_coupled", dtype=torch.float64, H=16)) == [
         "triton_step"]
-    assert backend.candidates("native", lstm_call(CUDA)) == ["cuda_cluster", "cuda_grid", "cuda_coop"]
+    assert backend.candidates("native", lstm_call(CUDA)) == ["cuda_cluster", "cuda_grid"]
     assert backend.candidates("triton", lstm_call(CUDA)) == ["triton_step"]
     assert backend.candidates("auto", backend.Call("linear_scan", CUDA, torch.float32, (5, 2))) == ["triton_scan"]
 

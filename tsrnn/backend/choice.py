@@ -5,10 +5,11 @@ A *requested* backend (the modules' ``backend=``, or ``TSRNN_BACKEND`` for ``"au
 candidate paths, in order of preference:
 
 - ``"auto"``: CPU, LSTM: onednn, cpu; pLSTM and scan: cpu. CUDA: cudnn (LSTM), cuda_cluster,
-  cuda_grid; where none of those serves the call, the older cuda_coop, then triton_step (any
-  H, float64 too: ``Path.fallback``); scan: triton_scan. Other devices: reference, with one warning.
-- ``"native"``: the compiled kernel of the device (cpu, cuda_coop); on CUDA, a shape that
-  cuda_coop does not take falls back to Triton with one warning. A missing extension raises.
+  cuda_grid; where none of those serves the call, triton_step (any H, float64 too:
+  ``Path.fallback``); scan: triton_scan. Other devices: reference, with one warning.
+- ``"native"``: the compiled kernels of the device (cpu; cuda_cluster, cuda_grid); on CUDA, a
+  call that neither takes (float64, an H past the chip) falls back to Triton with one warning. A
+  missing extension raises.
 - ``"triton"``: triton_step (triton_scan for the scan).
 - ``"reference"``, or any path name above: that path alone (a path that cannot serve the call
   raises a ValueError that says why).
@@ -167,8 +168,8 @@ def candidates(requested: str, call: Call) -> list[str]:
             raise RuntimeError(f"backend='native' on CUDA tensors needs the extension tsrnn._cuda, which did not load "
                                f"({registry.CUDA_LOAD_ERROR}); build it with `TSRNN_CUDA=1 pip install --no-build-isolation -e .`")
         fallback = [p for p in _family("triton", call) if why_not(p, call) is None] or ["reference"]
-        _warn_once(f"tsrnn: the persistent CUDA kernel cannot run this call ({why_not('cuda_coop', call)}); "
-                   f"using {fallback[0]}")
+        reasons = "; ".join(f"{path}: {why_not(path, call)}" for path in family)
+        _warn_once(f"tsrnn: the CUDA kernels cannot run this call ({reasons}); using {fallback[0]}")
         return fallback
     if device == "cpu":
         _warn_once(f"tsrnn: compiled extension tsrnn._C did not load ({registry.LOAD_ERROR}); falling back to the reference loops")

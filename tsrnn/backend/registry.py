@@ -17,8 +17,6 @@ the modules, the test harness, the self-test and the benchmarks read it:
 ``cuda_grid``        the grid-resident tensor-core CUDA kernel (``tsrnn._cuda``): as
                      ``cuda_cluster``, W_hh sliced over the shared memory of every SM
                      (large H), the steps ordered by a flag barrier
-``cuda_coop``        the persistent cooperative CUDA kernel (``tsrnn._cuda``): float32
-                     math, W_hh split over the SMs' shared memory
 ``triton_step``      Triton, one fused launch per step: any H, float32 or float64 (the
                      fallback where no compiled kernel serves)
 ``triton_scan``      the chunked Triton linear scan
@@ -124,23 +122,6 @@ def triton_available() -> bool:
     return True
 
 
-_coop_blocks: dict[tuple, int] = {}  # (device index, cell, H, math dtype) -> blocks of the CUDA kernel
-
-
-def _cuda_coop_blocks(call: Call) -> int:
-    """Thread blocks of the cooperative CUDA kernel for this cell and H on the call's device
-    (0: no fit), asked once per key; while torch.compile traces, an unknown key counts as no fit
-    (the plan is a host call that cannot be traced): run one eager step first."""
-    index = call.device.index if call.device.index is not None else torch.cuda.current_device()
-    key = (index, call.cell, call.shape[3], call.math_dtype)
-    if key not in _coop_blocks:
-        if torch.compiler.is_compiling():
-            return 0
-        probe = torch.empty(0, call.shape[3], device=call.device, dtype=call.math_dtype)  # sizes only
-        _coop_blocks[key] = torch.ops.tsrnn.recurrence_plan(call.cell, probe)
-    return _coop_blocks[key]
-
-
 # -- the conditions of each path beyond its ops and devices: None, or why it cannot serve ---------
 def _always(call: Call) -> str | None:
     return None
@@ -160,17 +141,6 @@ def _torch_lstm(call: Call) -> str | None:
         return "torch's LSTM kernel returns no forget-gate traces"
     if torch.compiler.is_compiling() and not torch.compiler.is_exporting():
         return "torch.compile does not trace torch's LSTM kernel"
-    return None
-
-
-def _cooperative_cuda(call: Call) -> str | None:
-    if CUDA_LOAD_ERROR is not None:
-        return f"the extension tsrnn._cuda did not load ({CUDA_LOAD_ERROR})"
-    if call.math_dtype != torch.float32:
-        return "it computes in float32 only"
-    if _cuda_coop_blocks(call) < 1:
-        return (f"H={call.shape[3]} does not fit: W_hh must fit in the shared memory of co-resident "
-                "blocks that the GPU can launch cooperatively")
     return None
 
 
@@ -320,8 +290,6 @@ REGISTRY = {path.name: path for path in (
          _tensor_core("tsrnn_grid", "and the batch's partial sums must fit in the shared memory of blocks that are "
                                     "all resident at once"), "tsrnn_grid", _TORCH_PROJECTION,
          regime=_tensor_core_regime("tsrnn_grid")),
-    Path("cuda_coop", _RECURRENCE, ("cuda",), "native", "operator", _cooperative_cuda, library.COMPILED,
-         _TORCH_PROJECTION, fallback=True),
     Path("triton_step", _RECURRENCE, ("cuda",), "triton", "operator", _always, "tsrnn_triton_step", _TORCH_PROJECTION,
          fallback=True),
     Path("triton_scan", _SCAN, ("cuda",), "triton", "operator", _always, "tsrnn_triton_scan"),

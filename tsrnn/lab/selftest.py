@@ -2,7 +2,7 @@
 
 It first prints what a bug report needs (versions, CPU, GPU, which extensions loaded). Then, for
 each path that runs on this machine (on CPU: the compiled kernels for every cell, oneDNN for the
-LSTM, the compiled linear scan; with a GPU also cuDNN, the persistent CUDA kernel, the Triton
+LSTM, the compiled linear scan; with a GPU also cuDNN, the tensor-core CUDA kernels, the Triton
 recurrences and the Triton scan, on CUDA tensors) it prints the worst error of the path against the float64 reference
 through the harness of ``tsrnn.testing`` (outputs and gradients, float64 inputs at a small shape,
 float32 inputs at the default shape; errors are relative to each tolerance's scale) and the

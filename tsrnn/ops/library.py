@@ -2,7 +2,8 @@
 
 Each op (``tsrnn.ops.recurrence``, ``tsrnn.ops.linear_scan``) is a ``{op}_forward`` /
 ``{op}_backward`` pair of schemas defined once per namespace: ``torch.ops.tsrnn.*``, whose kernels
-are compiled (csrc/: ``tsrnn._C`` for CPU tensors, ``tsrnn._cuda`` for CUDA tensors), and one
+are compiled (csrc/: ``tsrnn._C``, CPU tensors), ``torch.ops.tsrnn_cluster.*`` and
+``tsrnn_grid.*``, whose kernels are the tensor-core ones of ``tsrnn._cuda`` (CUDA tensors), and one
 namespace per Triton path, whose kernels are Python functions imported on their first call.
 Registering the backward with ``torch.library.register_autograd`` and the shapes with
 ``register_fake`` lets ``torch.compile`` trace a module through a whole recurrence as one node.

@@ -1,16 +1,13 @@
-// Torch binding of the persistent CUDA recurrences: the cooperative kernel
-// (csrc/recurrence/cuda/recurrence.cu) as the CUDA kernels of torch.ops.tsrnn.recurrence_forward /
-// recurrence_backward / recurrence_plan, the cluster-resident tensor-core kernel
-// (csrc/recurrence/cuda/cluster_recurrence.cu) as those of torch.ops.tsrnn_cluster (and its
-// recurrence_config), the grid-resident tensor-core kernel (grid_recurrence.cu) as those of
-// torch.ops.tsrnn_grid, whose schemas are in tsrnn/ops/recurrence/op.py, and the Python module
-// tsrnn._cuda that registers them when imported.
+// Torch binding of the CUDA recurrences: the cluster-resident tensor-core kernel
+// (csrc/recurrence/cuda/cluster_recurrence.cu) as the CUDA kernels of torch.ops.tsrnn_cluster's
+// recurrence_forward / recurrence_backward / recurrence_plan / recurrence_config, the grid-resident
+// tensor-core kernel (grid_recurrence.cu) as those of torch.ops.tsrnn_grid, whose schemas are in
+// tsrnn/ops/recurrence/op.py, and the Python module tsrnn._cuda that registers them when imported.
 #include <Python.h>
 #include <ATen/ATen.h>
 #include <torch/library.h>
 
 #include "recurrence/cuda/cluster_policy.h"
-#include "recurrence/cuda/cuda_recurrence.h"
 #include "recurrence/cuda/grid_policy.h"
 #include "check_message.h"
 
@@ -29,12 +26,6 @@ void check_plan_weight(const Tensor& w_hh) {
               w_hh.device());
 }
 
-int64_t recurrence_plan(const std::string& cell, const Tensor& w_hh, int64_t /*batch*/, const std::string& /*precision*/) {
-  check_plan_weight(w_hh);
-  const c10::cuda::CUDAGuard guard(w_hh.device());
-  return cuda_binding::plan_blocks(cell, w_hh);
-}
-
 // A plan query of a tensor-core kernel (`query`: tensor_core_blocks or tensor_core_config of its
 // traits) on w_hh's device.
 template <auto query>
@@ -45,12 +36,6 @@ auto on_device(const std::string& cell, const Tensor& w_hh, int64_t batch, const
 }
 
 }  // namespace
-
-TORCH_LIBRARY_IMPL(tsrnn, CUDA, m) {
-  m.impl("recurrence_forward", &recurrence_forward<cuda_binding::CudaRecurrence>);
-  m.impl("recurrence_backward", &recurrence_backward<cuda_binding::CudaRecurrence>);
-  m.impl("recurrence_plan", &recurrence_plan);
-}
 
 TORCH_LIBRARY_IMPL(tsrnn_cluster, CUDA, m) {
   m.impl("recurrence_forward", &recurrence_forward<cuda_binding::ClusterRecurrence>);

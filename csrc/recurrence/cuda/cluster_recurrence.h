@@ -1,6 +1,6 @@
 // The cluster-resident tensor-core recurrence: the host side of
-// csrc/recurrence/cuda/cluster_recurrence.cu, free of torch headers. It takes the arguments of the
-// cooperative kernel (csrc/recurrence/cuda/recurrence.h's ForwardArgs and BackwardArgs, float32,
+// csrc/recurrence/cuda/cluster_recurrence.cu, free of torch headers. It takes the kernels'
+// arguments (csrc/recurrence/cuda/kernel_args.h's ForwardArgs and BackwardArgs, float32,
 // contiguous, padded or packed) and computes the recurrent products in the precision of
 // csrc/recurrence/products.h on tensor cores (TF32 or bf16 mma.sync; kIeee: scalar float32).
 // Every function is a template on the cell C of csrc/recurrence/cells.h and the Products P,
@@ -11,7 +11,7 @@
 
 #include <cstddef>
 
-#include "recurrence/cuda/recurrence.h"
+#include "recurrence/cuda/kernel_args.h"
 #include "recurrence/products.h"
 
 namespace tsrnn {

@@ -1,5 +1,5 @@
 // What the CUDA kernels of csrc/recurrence/cuda share: their dynamic shared memory and the rows of a
-// step (padded or packed, csrc/recurrence/cuda/recurrence.h). Device code only.
+// step (padded or packed, csrc/recurrence/cuda/kernel_args.h). Device code only.
 #pragma once
 
 #include <cuda_runtime.h>

@@ -2,7 +2,7 @@
 // free of torch headers. For H too large for W_hh to fit one cluster's shared memory (AWD-LSTM's
 // 1150): W_hh is sliced over every block of a launch whose blocks are all resident, and the steps
 // are ordered by the flag barrier of csrc/recurrence/cuda/flag_barrier.h. It takes the arguments of
-// the cooperative kernel (csrc/recurrence/cuda/recurrence.h's ForwardArgs and BackwardArgs,
+// the kernels (csrc/recurrence/cuda/kernel_args.h's ForwardArgs and BackwardArgs,
 // float32, contiguous, padded or packed) and computes the recurrent products in the precision of
 // csrc/recurrence/products.h on tensor cores (TF32 or bf16 mma.sync; kIeee: scalar float32). Every
 // function is a template on the cell C of csrc/recurrence/cells.h and the Products P, instantiated
@@ -13,7 +13,7 @@
 
 #include <cstddef>
 
-#include "recurrence/cuda/recurrence.h"
+#include "recurrence/cuda/kernel_args.h"
 #include "recurrence/products.h"
 
 namespace tsrnn {

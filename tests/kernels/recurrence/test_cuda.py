@@ -1,5 +1,5 @@
-"""The persistent CUDA kernels (tsrnn._cuda, the path "cuda_coop") and the CUDA dispatch, against
-the float64 reference. Skipped without a GPU or without the CUDA extension; run by
+"""The tensor-core CUDA kernels (tsrnn._cuda, the paths "cuda_cluster" and "cuda_grid") and the CUDA
+dispatch, against the float64 reference. Skipped without a GPU or without the CUDA extension; run by
 bench/gpu_report.py (also under compute-sanitizer) on a GPU machine. Every GPU path is also in
 the table of tests/kernels/recurrence/test_paths.py."""
 import warnings
@@ -10,7 +10,7 @@ import torch
 import tsrnn
 from tsrnn import backend, functional, precision, reference, testing
 from tsrnn.ops.recurrence import cells
-from tsrnn.testing import GRAD_TOLERANCE, TOLERANCE
+from tsrnn.testing import TOLERANCE
 from tsrnn.backend import choice
 from conftest import assert_close
 
@@ -20,69 +20,19 @@ pytestmark = [
 ]
 
 
-@pytest.mark.parametrize("cell", list(cells.CELLS))
-@pytest.mark.parametrize("shape", testing.GPU_SHAPES, ids=str)
-def test_cuda_coop_matches_the_reference(cell, shape):
-    assert testing.why_not("cuda_coop", cell, shape, torch.float32, "cuda") is None
-    result = testing.compare("cuda_coop", cell, shape, torch.float32, "cuda", dt=cells.get(cell).has_p and shape[0] > 1)
-    assert result.ok, result.failures()
-
-
-# (batch_sizes, B): every row the same length, one row of length T and the rest 1, rows of no
-# step (batch_sizes[0] < B), T = 1, B = 1, and more rows than the 16 warps of a block; H = 301
-# spreads the units over the blocks of the device (101 blocks of 3 units on an H100).
-PACKED = [((4, 4, 4), 4), ((5, 1, 1, 1), 5), ((4, 3, 1), 6), ((2,), 3), ((1, 1, 1), 1), ((37, 37, 20, 2), 40)]
-
-
-def _packed_run(cell, args, batch_sizes, dtype, device):
-    """h_all, state_n and the gradients (xg, w_hh, h0, state0[, p]) of a random loss over both, of
-    torch.ops.tsrnn.recurrence_forward on ``args`` in ``dtype`` on ``device``."""
-    ours = {k: None if v is None else v.to(device, dtype).requires_grad_(k != "dt") for k, v in args.items()}
-    h_all, state_n, _, _ = torch.ops.tsrnn.recurrence_forward(cell, ours["xg"], ours["w_hh"], ours["h0"],
-                                                              ours["state0"], ours["p"], ours["dt"], 1e-3, True,
-                                                              batch_sizes)
-    g = torch.Generator().manual_seed(1)
-    loss = ((h_all.double().cpu() * torch.randn(h_all.shape, generator=g, dtype=torch.float64)).sum()
-            + (state_n.double().cpu() * torch.randn(state_n.shape, generator=g, dtype=torch.float64)).sum())
-    wrt = [v for k, v in ours.items() if v is not None and k != "dt"]
-    return h_all, state_n, torch.autograd.grad(loss, wrt)
-
-
-@pytest.mark.parametrize("cell", list(cells.CELLS))
-@pytest.mark.parametrize("batch_sizes, B", PACKED, ids=str)
-def test_cuda_coop_packed_steps_match_the_cpu_operator(cell, batch_sizes, B, H=301):
-    """Packed sequences (batch_sizes) on the persistent kernel in float32 against the CPU operator
-    in float64 on the same values (the CPU operator is checked by gradcheck)."""
-    described, g = cells.get(cell), torch.Generator().manual_seed(0)
-    N, G = sum(batch_sizes), described.num_gates
-    states = [torch.randn(B, H, generator=g, dtype=torch.float64)]
-    if described.has_p:
-        states.append(torch.rand(B, H, generator=g, dtype=torch.float64) * 3)
-    args = {"xg": torch.randn(N, G * H, generator=g, dtype=torch.float64),
-            "w_hh": torch.randn(G * H, H, generator=g, dtype=torch.float64) / H ** 0.5,
-            "h0": torch.randn(B, H, generator=g, dtype=torch.float64) * 0.5,
-            "state0": torch.stack(states),
-            "p": torch.rand(H, generator=g, dtype=torch.float64) * 0.9 + 0.05 if described.has_p else None,
-            "dt": torch.rand(N, generator=g, dtype=torch.float64) * 2 + 0.1 if described.has_p else None}
-    args = {k: None if v is None else v.float().double() for k, v in args.items()}
-    sizes = torch.tensor(batch_sizes, dtype=torch.int64)
-    h_all, state_n, grads = _packed_run(cell, args, sizes, torch.float32, "cuda")
-    h_ref, state_ref, grads_ref = _packed_run(cell, args, sizes, torch.float64, "cpu")
-    assert_close(h_all.cpu(), h_ref, TOLERANCE[torch.float32], "h_all")
-    assert_close(state_n.cpu(), state_ref, TOLERANCE[torch.float32], "state_n")
-    for got, want, what in zip(grads, grads_ref, ("xg", "w_hh", "h0", "state0", "p")):
-        assert_close(got.cpu(), want, GRAD_TOLERANCE[torch.float32], f"grad {what}")
-
-
-def test_forward_without_save_matches():
-    result = testing.compare("cuda_coop", "plstm_separate", (7, 3, 4, 33), torch.float32, "cuda", dt=True, grads=False)
+@pytest.mark.parametrize("path", ["cuda_cluster", "cuda_grid"])
+def test_forward_without_save_matches(path):
+    refused = testing.why_not(path, "plstm_separate", (7, 3, 4, 33), torch.float32, "cuda")
+    if refused:
+        pytest.skip(refused)
+    result = testing.compare(path, "plstm_separate", (7, 3, 4, 33), torch.float32, "cuda", dt=True, grads=False)
     assert result.ok, result.failures()
 
 
 @pytest.mark.parametrize("make", [lambda b: tsrnn.LSTM(3, 50, num_layers=2, timescales=[torch.linspace(1, 40, 50), None], backend=b),
                                   lambda b: tsrnn.PowerLawLSTM(3, 50, input_gate="separate", backend=b)],
                          ids=["mts-lstm", "plstm"])
-@pytest.mark.parametrize("path", ["auto", "native", "cuda_coop", "cuda_cluster", "cuda_grid", "triton"])
+@pytest.mark.parametrize("path", ["auto", "native", "cuda_cluster", "cuda_grid", "triton"])
 def test_modules_on_cuda_match_the_reference(make, path):
     """Within the rows of the precision torch's flags give a float32 layer's products (TF32 by
     default, as torch.nn.LSTM): "auto" and "native" may take a tensor-core kernel or cuDNN."""
@@ -108,20 +58,20 @@ def test_native_falls_back_where_the_kernel_does_not_apply(monkeypatch):
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         out, _ = functional.lstm(x, h0, h0, w_ih, w_hh, backend="native")
-    assert any("persistent CUDA kernel cannot run this call" in str(w.message) for w in caught)
+    assert any("the CUDA kernels cannot run this call" in str(w.message) for w in caught)
     want, _, _ = reference.lstm(x.cpu(), h0.cpu(), h0.cpu(), w_ih.cpu(), w_hh.cpu(), None)
     assert_close(out.cpu(), want, TOLERANCE[torch.float64])
 
 
 def test_too_large_hidden_size_is_refused_clearly():
-    H = 8192  # 4 rows x 8192 x (H / SMs) floats per block: far beyond shared memory
+    H = 8192  # W_hh of 1 GiB in float32: beyond the shared memory of every resident block together
     w_hh = torch.zeros(4 * H, H, device="cuda")
-    assert torch.ops.tsrnn.recurrence_plan("lstm", w_hh) == 0
-    assert "does not fit" in testing.why_not("cuda_coop", "lstm", (2, 2, 4, H), torch.float32, "cuda")
+    assert torch.ops.tsrnn_grid.recurrence_plan("lstm", w_hh, 2, "tf32") == 0
+    assert "does not fit" in testing.why_not("cuda_grid", "lstm", (2, 2, 4, H), torch.float32, "cuda")
     xg = torch.zeros(2, 2, 4 * H, device="cuda")
     h0 = torch.zeros(2, H, device="cuda")
-    with pytest.raises(RuntimeError, match=r"does not take H=8192"):
-        torch.ops.tsrnn.recurrence_forward("lstm", xg, w_hh, h0, h0[None], None, None, 0.0, False)
+    with pytest.raises(RuntimeError, match=r"grid-resident CUDA kernel does not take H=8192"):
+        torch.ops.tsrnn_grid.recurrence_forward("lstm", xg, w_hh, h0, h0[None], None, None, 0.0, False, None, "tf32")
 
 
 def test_auto_measures_and_records_its_choice(monkeypatch):

@@ -2,7 +2,7 @@
 cells x shapes x dtypes, forward and backward, contiguous and strided inputs.
 
 Paths that cannot run a case here are skipped with the dispatcher's reason (e.g. onednn runs
-the LSTM only; cuda_coop needs a GPU). The Triton path runs on CUDA, or on CPU tensors through the Triton interpreter (TRITON_INTERPRET=1, conftest.py),
+the LSTM only; cuda_cluster and cuda_grid need a GPU). The Triton path runs on CUDA, or on CPU tensors through the Triton interpreter (TRITON_INTERPRET=1, conftest.py),
 where a step costs milliseconds: there they take the shapes up to H = 67.
 """
 import pytest

@@ -1,11 +1,8 @@
-"""The persistent CUDA kernels' own source (csrc/recurrence/cuda/recurrence.cu), run on the CPU under the
-SIMT emulation of tests/simt: every cell, forward, backward and saved traces, against the float64
-reference with the float32 tolerances of tsrnn.testing, at the kernels' edge shapes and several
-thread orders; packed sequences (batch_sizes) against the CPU operator in float64; once more
-built with AddressSanitizer and UBSan; and with each barrier removed in turn (at run time, in a
-process of its own: tests/simt/run.py --drop), to show that the emulation catches a missing one.
-The emulation's own probes: shuffles, votes, tensor cores, clusters, atomics and the grid-resident
-kernel's flag barrier (with its livelock report and two planted flag-barrier bugs)."""
+"""The SIMT emulation of tests/simt itself (the tensor-core kernels' tables are test_cluster_kernel.py
+and test_grid_kernel.py): the MTS-LSTM module through an emulated kernel, the CUDA entry's argument
+checks, and the emulation's own probes: shuffles, votes, tensor cores, clusters, what CUDA leaves
+undefined, atomics and the grid-resident kernel's flag barrier (with its livelock report and two
+planted flag-barrier bugs)."""
 from __future__ import annotations
 
 import re
@@ -16,16 +13,16 @@ import torch
 
 import tsrnn
 from tsrnn import testing
-from conftest import assert_close, needs_native
+from conftest import assert_close
 
-pytestmark = [pytest.mark.slow,  # compiles the emulation (cached after), with AddressSanitizer for one run
+pytestmark = [pytest.mark.slow,  # compiles the emulation (cached after)
               pytest.mark.skipif(shutil.which("g++") is None, reason="the SIMT emulation is built with g++")]
 
-from simt import build, emulation  # noqa: E402
-from simt.run import run_probes, run_table  # noqa: E402
+from simt import build, cluster, emulation  # noqa: E402
+from simt.run import run_probes  # noqa: E402
 
-SEEDS = (0, 1)  # thread orders in this process; the sanitized run draws another
-SANITIZED_SEED = 2
+SEEDS = (0, 1)  # thread orders
+THIRD_SEED = 2  # one more thread order for the probes
 
 
 @pytest.fixture(scope="module")
@@ -34,43 +31,14 @@ def simt():
     return emulation
 
 
-@pytest.mark.parametrize("case", emulation.cases(SEEDS), ids=lambda c: c.id)
-def test_kernel_source_matches_the_reference(simt, case):
-    result = simt.check(case)
-    assert result.ok, f"{case.edge}: {result.failures()}"
-
-
-@needs_native  # the compiled CPU operator is the oracle of the packed layout
-@pytest.mark.parametrize("case", emulation.packed_cases(SEEDS), ids=lambda c: c.id)
-def test_packed_steps_match_the_cpu_operator(simt, case):
-    """Packed sequences: each step runs only its active rows (h_all, state_n and the gradients of
-    xg, w_hh, h0, state0 and p against torch.ops.tsrnn in float64 on the same values)."""
-    result = simt.check_packed(case)
-    assert result.ok, f"{case.edge}: {result.failures()}"
-
-
-@pytest.mark.parametrize("cell, dt", [("lstm", False), ("plstm_separate", True)])
-def test_an_h100s_launch_configuration(simt, cell, dt):
-    shape, sms, edge = emulation.H100_SHAPE
-    result = simt.check(emulation.Case(cell, shape, sms, dt, 0, edge))
-    assert result.ok, f"{edge}: {result.failures()}"
-
-
-@pytest.mark.parametrize("case", [c for c in emulation.cases(SEEDS[:1]) if c.shape[0] > 1 and c.dt == (c.cell != "lstm")],
-                         ids=lambda c: c.id)
-def test_saved_activations_are_the_reference_traces(simt, case):
-    errors = simt.check_traces(case)
-    assert all(err <= bound for err, bound in errors.values()), errors
-
-
 @pytest.mark.parametrize("seed", SEEDS)
 def test_multi_timescale_lstm_module(simt, seed):
-    """The MTS-LSTM (fixed gate biases from the timescales) through tsrnn.LSTM: same kernel, its
-    own bias composition."""
+    """The MTS-LSTM (fixed gate biases from the timescales) through tsrnn.LSTM on the emulated
+    cluster-resident kernel with exact float32 products: its own bias composition, the LSTM's kernel."""
     simt.emulate(4, seed)
     x = torch.randn(5, 18, 3, generator=torch.Generator().manual_seed(seed))
     results = {}
-    with simt.registered() as path:
+    with cluster.registered("ieee") as path:
         for name in (path, "reference"):
             torch.manual_seed(0)
             model = tsrnn.LSTM(3, 21, timescales=[torch.linspace(1, 30, 21)], backend=name)
@@ -82,70 +50,16 @@ def test_multi_timescale_lstm_module(simt, seed):
         assert_close(got, want, tol[torch.float32], what)
 
 
-def test_the_plan_refuses_what_the_kernel_cannot_take(simt):
-    """More than 16 units a block, or W_hh over the shared memory a block may opt in to: no plan,
-    so the path is not offered, and the operator itself refuses with the reason."""
-    with simt.registered() as path:
-        simt.emulate(4, 0)
-        assert "does not fit" in testing.why_not(path, "lstm", (2, 2, 3, 65), torch.float32, "cpu")
-        assert testing.why_not(path, "lstm", (2, 2, 3, 64), torch.float32, "cpu") is None
-        simt.emulate(4, 0, shared_optin=4 * 4 * 10 * 37 - 4)  # one float short of H = 37's tile
-        assert "does not fit" in testing.why_not(path, "lstm", (2, 2, 3, 37), torch.float32, "cpu")
-        xg, w_hh, h0 = torch.zeros(2, 2, 4 * 37), torch.zeros(4 * 37, 37), torch.zeros(2, 37)
-        with pytest.raises(RuntimeError, match="does not take H=37"):
-            torch.ops.tsrnn_simt.recurrence_forward("lstm", xg, w_hh, h0, h0[None], None, None, 0.0, False)
-        # the CUDA entry's argument checks, their messages built without C++ streams (csrc/check_message.h)
-        with pytest.raises(RuntimeError, match=r"^tsrnn: the CUDA kernels take float32, got Double"):
-            torch.ops.tsrnn_simt.recurrence_forward("lstm", xg.double(), w_hh.double(), h0.double(), h0.double()[None],
-                                                    None, None, 0.0, False)
-        with pytest.raises(RuntimeError, match=r"^tsrnn: h0 must be \[2, 37\], got \[1, 37\]"):
-            torch.ops.tsrnn_simt.recurrence_forward("lstm", xg, w_hh, h0[:1], h0[None], None, None, 0.0, False)
-
-
-# The sanitized run's cases (nine seconds each under ASan): the padded shape with every edge of a
-# block (B = 17 over its 16 warps, a last block of fewer units) and the packed 18-row one (rows of
-# no step), each for the LSTM (one state, four saved activations) and the separate pLSTM with
-# variable Δt (two states, five saved, p and Δt read); the packed B = 1 LSTM.
-SANITIZED = ["packed-lstm-[1,1,1]", "lstm-(3, 17, 3, 37)", "plstm_separate-dt-(3, 17, 3, 37)", "lstm-[17,17,9,2]",
-             "plstm_separate-dt-[17,17,9,2]"]
-
-
-def test_sanitized_run_of_the_table():
-    """AddressSanitizer (every global and shared-memory access in bounds) and UBSan over the padded
-    and packed cases that cross a block's edges, in a process of its own (the ASan runtime must be
-    preloaded)."""
-    done, rows = run_table(build.library(sanitize=True), [SANITIZED_SEED], match=SANITIZED,
-                           env=build.sanitizer_environment())
-    assert done.returncode == 0 and "ERROR: AddressSanitizer" not in done.stderr and "runtime error" not in done.stderr, done.stderr[-6000:]
-    wanted = [case for case in emulation.table([SANITIZED_SEED]) if any(text in case.id for text in SANITIZED)]
-    assert len(wanted) == 5 and len(rows) == len(wanted), done.stderr[-3000:]
-    assert all(row["ok"] for row in rows), [row for row in rows if not row["ok"]]
-
-
-def _barriers() -> dict[str, int]:
-    """The source line of each barrier whose removal must be caught, by what it orders."""
-    lines = build.KERNELS.read_text().splitlines()
-    forward = next(i for i, line in enumerate(lines) if "forward_kernel(ForwardArgs" in line)
-    backward = next(i for i, line in enumerate(lines) if "backward_kernel(BackwardArgs" in line)
-
-    def first(pattern, start):
-        return next(i for i in range(start, len(lines)) if re.search(pattern, lines[i])) + 1
-
-    return {
-        "forward: W_hh rows loaded into shared memory before the steps read them": first(r"__syncthreads\(\)", forward),
-        "forward: h_t of every block written before step t+1 reads it": first(r"grid\.sync\(\)", forward),
-        "backward: dz[t] of every block written before dL/dh_(t-1) reads it": first(r"grid\.sync\(\)", backward),
-        "backward: dL/dh_(t-1) written before the next step's cells read it":
-            max(i + 1 for i in range(backward, len(lines)) if "__syncthreads()" in lines[i]),
-    }
-
-
-@pytest.mark.parametrize("barrier", list(_barriers()))
-def test_a_missing_barrier_is_caught(barrier):
-    line = _barriers()[barrier]
-    done, rows = run_table(build.library(), [0], match=["lstm-(3, 17, 3, 37)"], drop=f"{build.KERNELS.name}:{line}")
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert rows and not all(row["ok"] for row in rows), f"line {line} removed and every case still passed"
+def test_the_cuda_entry_checks_its_arguments(simt):
+    """The CUDA entry's argument checks (csrc/recurrence/op.h through the tensor-core policies), their
+    messages built without C++ streams (csrc/check_message.h)."""
+    simt.emulate(4, 0)
+    forward = torch.ops.tsrnn_simt_cluster.recurrence_forward
+    xg, w_hh, h0 = torch.zeros(2, 2, 4 * 37), torch.zeros(4 * 37, 37), torch.zeros(2, 37)
+    with pytest.raises(RuntimeError, match=r"^tsrnn: the CUDA kernels take float32, got Double"):
+        forward("lstm", xg.double(), w_hh.double(), h0.double(), h0.double()[None], None, None, 0.0, False, None, "tf32")
+    with pytest.raises(RuntimeError, match=r"^tsrnn: h0 must be \[2, 37\], got \[1, 37\]"):
+        forward("lstm", xg, w_hh, h0[:1], h0[None], None, None, 0.0, False, None, "tf32")
 
 
 # -- the emulation itself ---------------------------------------------------------------------------
@@ -190,7 +104,7 @@ def test_tensor_cores_and_clusters_compute_what_cuda_defines(simt, probe):
     write into each other's shared memory around a cluster barrier (sync, or split arrive/wait);
     a launch without a cluster dimension, whose blocks are clusters of one; the cluster launches
     CUDA refuses, and the count of co-resident clusters."""
-    for seed in SEEDS + (SANITIZED_SEED,):
+    for seed in SEEDS + (THIRD_SEED,):
         assert torch.ops.simt.probe(probe, seed) == "ok", torch.ops.simt.probe(probe, seed)
 
 

@@ -27,7 +27,7 @@ from tsrnn.ops.recurrence.cells import CELLS
 # step (state0[:, b] for a row of no step, b >= batch_sizes[0]).
 # precision: what the recurrent products and dW_hh's GEMM may round their operands to
 # (``tsrnn.precision.products``): "ieee" (none), "tf32" or "bf16", float32 accumulation each; a
-# kernel may compute more exactly than asked (the CPU, the cooperative CUDA kernel).
+# kernel may compute more exactly than asked (the CPU).
 # linear_scan_forward: a, u: [T,N], x0: [N] -> x: [T,N]; backward -> grad_a, grad_u, grad_x0.
 SCHEMAS = {
     "recurrence_forward": "(str cell, Tensor xg, Tensor w_hh, Tensor h0, Tensor state0, Tensor? p, "
@@ -38,9 +38,9 @@ SCHEMAS = {
                            "Tensor? dt, float eps, Tensor? batch_sizes=None, str precision=\"ieee\") "
                            "-> (Tensor, Tensor, Tensor, Tensor, Tensor)",
 }
-# Compiled only: how many thread blocks the persistent CUDA kernel would use for this cell and
-# w_hh (its device, dtype and H), a batch of ``batch`` rows and products in ``precision``, 0 where
-# it does not fit on chip or cannot launch.
+# Compiled, the tensor-core kernels only: how many thread blocks the kernel's plan uses for this
+# cell and w_hh (its device, dtype and H), a batch of ``batch`` rows and products in ``precision``,
+# 0 where it does not fit on chip or cannot launch.
 PLAN_SCHEMA = "recurrence_plan(str cell, Tensor w_hh, int batch=0, str precision=\"ieee\") -> int"
 # Compiled, the tensor-core kernels only: the plan for a batch of ``batch`` rows and products in
 # ``precision`` as [cluster size, batch tile (cluster-resident) or chunk (grid-resident), clusters,
@@ -112,20 +112,19 @@ def _recurrence_autograd(backward_op):
     return recurrence_backward
 
 
-def define(namespace: str, kernels: str | None = None, plan: bool = False, config: bool = False) -> None:
+def define(namespace: str, kernels: str | None = None, planned: bool = False) -> None:
     """Defines the recurrence ops in ``namespace``: their kernels the functions of the module
-    ``kernels``, or compiled (registered by a C++ library) where None; with ``plan``, also the
-    compiled kernel's planning op (PLAN_SCHEMA), with ``config`` its configuration (CONFIG_SCHEMA)."""
+    ``kernels``, or compiled (registered by a C++ library) where None; ``planned``: a tensor-core
+    kernel's, with its planning ops too (PLAN_SCHEMA, CONFIG_SCHEMA)."""
     library.define(namespace, "recurrence", SCHEMAS, _recurrence_fake, _recurrence_backward_fake, _recurrence_autograd,
                    _recurrence_setup, kernels)
-    if plan:
+    if planned:
         library.library(namespace).define(PLAN_SCHEMA)
-    if config:
         library.library(namespace).define(CONFIG_SCHEMA)
 
 
-define(library.COMPILED, plan=True)
-define(CLUSTER, plan=True, config=True)
-define(GRID, plan=True, config=True)
+define(library.COMPILED)
+define(CLUSTER, planned=True)
+define(GRID, planned=True)
 for _namespace, _kernels in TRITON.items():
     define(_namespace, _kernels)

@@ -4,7 +4,7 @@ bias, p, dt, eps, traces, packing, w_hr)`` with ``path`` the record (``w_hr`` th
 projection W_hr (P, H) of a layer with torch.nn.LSTM's proj_size, or None; ``Path.why_not`` offers
 a projected layer to the torch-LSTM paths and the reference only):
 
-- ``run_operator`` (cpu, cuda_cluster, cuda_coop, triton_step) reads the
+- ``run_operator`` (cpu, cuda_cluster, cuda_grid, triton_step) reads the
   precision of the call's products once (the record's ``products``, ``tsrnn.precision.products``:
   "tf32" on CUDA where torch.backends.cudnn.allow_tf32 is true, "bf16" for bf16 layers, else
   "ieee"), computes the input projection of all steps as one GEMM in it (the record's

@@ -1,36 +1,13 @@
-// Persistent CUDA recurrence: the host side of csrc/recurrence/cuda/recurrence.cu, free of torch headers so
-// that the .cu file compiles in seconds. All tensors are float32, contiguous, on one device.
-// Every function takes the cell type C of csrc/recurrence/cells.h as its template parameter; recurrence.cu
-// instantiates them for LSTMCell, PowerLawCell<true> and PowerLawCell<false>.
+// The arguments of the CUDA recurrence kernels (csrc/recurrence/cuda/cluster_recurrence.cu,
+// grid_recurrence.cu), free of torch headers so that the .cu files compile in seconds: the tensors
+// of a call, float32, contiguous, on one device, as the binding's policies pack them
+// (cuda_recurrence.h's forward_args and backward_args).
 #pragma once
 
-#include <cuda_runtime_api.h>
-
-#include <cstddef>
 #include <cstdint>
-
-#include "recurrence/cells.h"
 
 namespace tsrnn {
 namespace cuda {
-
-// Most hidden units one block owns (each warp keeps G x kMaxUnits partial sums in registers).
-constexpr int kMaxUnits = 16;
-
-// How the hidden units are split over thread blocks: block k owns units
-// [k * units, min(H, (k + 1) * units)), units = ceil(H / #SMs), and keeps their rows of W_hh
-// (forward) or columns of W_hh (backward) in shared memory: G * units * H floats. blocks == 0:
-// the shape does not fit on the current device (units > kMaxUnits, shared memory, cooperative
-// residency), or the device cannot launch cooperatively.
-struct Plan {
-  int blocks = 0;
-  int units = 0;
-  std::size_t shared_bytes = 0;
-};
-
-// The plan for `hidden` units of cell C on the current device.
-template <class C>
-cudaError_t plan(int hidden, Plan* out);
 
 // Rows of a step. Padded (offsets null): step t runs all B rows, row t*B + b of xg, dt, h_all,
 // grad_h, saved and dz, which are [T, B, ...]. Packed (offsets non-null: a device copy of the
@@ -72,12 +49,6 @@ struct BackwardArgs {
   int T, B, H;
   float eps;
 };
-
-// Cooperative launches on `stream` with a plan from plan<C>(); they return the launch's error.
-template <class C>
-cudaError_t forward(const Plan& plan, const ForwardArgs& args, cudaStream_t stream);
-template <class C>
-cudaError_t backward(const Plan& plan, const BackwardArgs& args, cudaStream_t stream);
 
 }  // namespace cuda
 }  // namespace tsrnn
