@@ -16,8 +16,11 @@ with every coefficient >= 0 and, per fwd+bwd step (both directions) of one block
 - ``S``: shared-memory wavefronts of the operand loads, bank conflicts included. The second
   generation of the kernels (``generation`` 2, since 2026-12-07) reads its operands with
   ``ldmatrix``: 8 x 16-byte rows a matrix, as many wavefronts as the most of its rows in one group
-  of 4 banks (gcd(row pitch / 16 bytes, 8)). The grid kernel loads each k-step of a 16 x 16 tile with
-  one ``ldmatrix.x4`` of A and one of B (tensor_core.h's tile_product). The cluster kernel pads its
+  of 4 banks (gcd(row pitch / 16 bytes, 8)). The grid kernel walks each warp's fragment stream
+  (tensor_core.h's Stream: warp w the m-tiles w, w + 8, ..., each over the whole of K, the batch in
+  groups of up to 4 n8 tiles): a fragment reads 2 matrices of B for each n8 tile of the group
+  (rows padded by 16 bytes) and, unless it is among the warp's first 24 (held in registers for the
+  whole sequence), 4 of A from its 512-byte slot (one wavefront a matrix). The cluster kernel pads its
   rows by 16 bytes (one wavefront a matrix) and cuts each product into segments (an m-tile of 16 of
   A's rows over one of ``parts`` parts of K, recurrence_config's last two numbers) dealt to the 8
   warps in turn (tensor_core.h's Split): a k-step of a segment reads 2 matrices of B for each n8
@@ -139,18 +142,11 @@ def segment_wavefronts(m_tiles: int, n_tiles: int, k_steps: int, parts: int, pit
 
 
 def product_wavefronts(m_tiles: int, n_tiles: int, inner: int, pitch_a: int, pitch_b: int, item: int,
-                       transposed_a: bool, generation: int = 2) -> int:
-    """Shared-memory wavefronts of one block's product of [16 m_tiles][inner] x [inner][16 n_tiles]:
-    A at row pitch ``pitch_a`` elements, B column-major at ``pitch_b``, elements of ``item`` bytes
-    (4: TF32, 2: bf16). Generation 2: one ldmatrix.x4 of A and one of B a k-step, 4 matrices each
-    (tensor_core.h's tile_product; A is always row-major there); generation 1: wmma loads (A
-    column-major where ``transposed_a``)."""
+                       transposed_a: bool) -> int:
+    """Shared-memory wavefronts of one block's product of [16 m_tiles][inner] x [inner][16 n_tiles]
+    in the first generation (wmma loads): A at row pitch ``pitch_a`` elements (column-major where
+    ``transposed_a``), B column-major at ``pitch_b``, elements of ``item`` bytes (4: TF32, 2: bf16)."""
     k_step = 8 if item == 4 else 16  # elements of a k-step: 32 bytes of a row either way
-    if generation not in GENERATIONS:
-        raise ValueError(f"unknown kernel generation {generation!r}")
-    if generation == 2:
-        return m_tiles * n_tiles * (inner // k_step) * 4 * (ldmatrix_wavefronts(pitch_a * item)
-                                                              + ldmatrix_wavefronts(pitch_b * item))
     words_a, words_b = pitch_a * item // 4, pitch_b * item // 4
     if not transposed_a:
         load_a = wavefronts(words_a, 8, 4)
@@ -160,6 +156,21 @@ def product_wavefronts(m_tiles: int, n_tiles: int, inner: int, pitch_a: int, pit
         load_a = wavefronts(2 * words_a, 4, 4)
     load_b = wavefronts(words_b, 8, 4)
     return m_tiles * n_tiles * (inner // k_step) * 4 * (load_a + load_b)
+
+
+def stream_wavefronts(m_tiles: int, k_steps: int, n_tiles: int, pitch_b: int) -> int:
+    """Shared-memory wavefronts of one block's product by fragment streams (the grid kernel's second
+    generation, tensor_core.h's stream_product): A [16 m_tiles][k_steps k-steps] over ``n_tiles`` n8
+    tiles of B whose rows lie ``pitch_b`` bytes apart, in groups of up to 4 n8 tiles; each fragment
+    2 matrices of B an n8 tile, and 4 of A beyond the warp's held ones."""
+    b = ldmatrix_wavefronts(pitch_b)
+    total = 0
+    for warp in range(WARPS):
+        length = (-(-(m_tiles - warp) // WARPS) if warp < m_tiles else 0) * k_steps
+        unheld = length - min(length, HELD_SEGMENTS * HELD_STEPS)
+        for first in range(0, n_tiles, 4):
+            total += unheld * 4 + length * 2 * min(4, n_tiles - first) * b
+    return total
 
 
 def chunk_rows(batch: int, chunk: int) -> list[int]:
@@ -176,10 +187,10 @@ def features(T: int, B: int, H: int, gates: int, precision: str, kernel: str, co
     the kernels' (GENERATIONS)."""
     cluster, tile, clusters, units = (int(x) for x in config[:4])
     item = 2 if precision == "bf16" else 4
+    if generation not in GENERATIONS:
+        raise ValueError(f"unknown kernel generation {generation!r}")
     if kernel == "cluster":
         rows, width = round_up(gates * units, 16), round_up(H, 16)
-        if generation not in GENERATIONS:
-            raise ValueError(f"unknown kernel generation {generation!r}")
         if generation == 2:  # rows padded by 16 bytes (tensor_core.h's kPad); P = W^T dz with W^T [width][rows]
             pad, k_step = 16 // item, 8 if item == 4 else 16
             # the plan's parts of each product's K (a configuration without them: as many as keep a
@@ -190,8 +201,8 @@ def features(T: int, B: int, H: int, gates: int, precision: str, kernel: str, co
                  + segment_wavefronts(width // 16, tile // 8, rows // k_step, backward_parts, rows + pad, rows + pad,
                                       item))
         else:  # z = W h; P = W^T dz reading W [rows][width] transposed
-            S = (product_wavefronts(rows // 16, tile // 16, width, width, width, item, False, generation)
-                 + product_wavefronts(width // 16, tile // 16, rows, width, rows, item, True, generation))
+            S = (product_wavefronts(rows // 16, tile // 16, width, width, width, item, False)
+                 + product_wavefronts(width // 16, tile // 16, rows, width, rows, item, True))
         pairs = math.ceil(units * tile / THREADS)
         barriers, l2, chunks = (4 if generation == 1 else 0), 0, 1
         resident = resident if resident is not None else load()["resident_clusters"]
@@ -200,9 +211,14 @@ def features(T: int, B: int, H: int, gates: int, precision: str, kernel: str, co
         forward = (round_up(gates * units, 16), round_up(math.ceil(H / cluster), 16))  # (rows, width)
         backward = (round_up(units, 16), round_up(math.ceil(gates * H / cluster), 16))
         rows_of = chunk_rows(B, tile)
-        n_tiles = sum(math.ceil(rows / 16) for rows in rows_of)
-        S = sum(product_wavefronts(rows // 16, n_tiles, width, width, width, item, False, generation)
-                for rows, width in (forward, backward))
+        if generation == 1:
+            n_tiles = sum(math.ceil(rows / 16) for rows in rows_of)
+            S = sum(product_wavefronts(rows // 16, n_tiles, width, width, width, item, False)
+                    for rows, width in (forward, backward))
+        else:  # fragment streams over each chunk's n8 tiles, B's rows padded by 16 bytes
+            k_step = 8 if item == 4 else 16
+            S = sum(stream_wavefronts(rows // 16, width // k_step, math.ceil(chunk / 8), width * item + 16)
+                    for chunk in rows_of for rows, width in (forward, backward))
         pairs = math.ceil(units * B / (cluster * THREADS))
         chunks = len(rows_of)
         if generation == 1:
@@ -416,13 +432,21 @@ inline int ldmatrix_wavefronts(int pitch_bytes) {{
   return a;
 }}
 
-// Wavefronts of one block's product [16 m_tiles][inner] x [inner][16 n_tiles] (tensor_core.h's
-// tile_product): a k-step of each 16 x 16 tile loads A (row-major, `pitch_a` elements) and B
-// (column-major, `pitch_b`) with one ldmatrix.x4 each, 4 matrices of 8 rows.
-inline double product_wavefronts(int m_tiles, int n_tiles, int inner, int pitch_a, int pitch_b, int item) {{
-  const int k_step = item == 4 ? 8 : 16;
-  return static_cast<double>(m_tiles) * n_tiles * (inner / k_step) * 4 *
-         (ldmatrix_wavefronts(pitch_a * item) + ldmatrix_wavefronts(pitch_b * item));
+// Wavefronts of one block's product by fragment streams (tensor_core.h's stream_product): A
+// [16 m_tiles][k_steps k-steps], warp w the m-tiles w, w + {warps}, ... over the whole of K, over
+// `n_tiles` n8 tiles of B (rows `pitch_b` bytes apart) in groups of up to 4; a fragment loads B's 2
+// matrices an n8 tile and, past the warp's first {held} (held), A's 4 from its slot.
+inline double stream_wavefronts(int m_tiles, int k_steps, int n_tiles, int pitch_b) {{
+  const int b = ldmatrix_wavefronts(pitch_b);
+  double total = 0.0;
+  for (int warp = 0; warp < {warps}; ++warp) {{
+    const int length = (warp < m_tiles ? ceil_div(m_tiles - warp, {warps}) : 0) * k_steps;
+    const int unheld = length - (length < {held} ? length : {held});
+    for (int first = 0; first < n_tiles; first += 4) {{
+      total += unheld * 4.0 + length * 2.0 * (n_tiles - first < 4 ? n_tiles - first : 4) * b;
+    }}
+  }}
+  return total;
 }}
 
 // Wavefronts of one block's product [16 m_tiles][k_steps] x [k_steps][8 n_tiles] in segments
@@ -462,25 +486,25 @@ inline double cluster_step_us(int item, int hidden, int gates, int tile, int clu
 inline int vector_floats(int pitch) {{ return pitch % 4 == 0 ? 4 : pitch % 2 == 0 ? 2 : 1; }}
 
 // The grid kernel, clusters of `cluster` blocks of `units` units each, the batch of `batch` rows in
-// chunks of `chunk`: per step and chunk the forward product (W [rows G U][width H/c])
-// and the backward one (W^T [rows U][width G H/c]), each chunk's h or dz read from L2 by every
+// chunks of `chunk`: per step and chunk the forward product (W [rows G U][width H/c], fragment
+// streams) and the backward one (W^T [rows U][width G H/c]), each chunk's h or dz read from L2 by every
 // block in batches of kLoadBatch vector loads, two cluster barriers per chunk and direction (the
 // product's, and the next chunk's or the flag arrival's), the pairs.
 inline double grid_step_us(int item, int hidden, int batch, int gates, int cluster, int chunk, int units) {{
   const int forward_rows = round_up16(gates * units), forward_width = round_up16(ceil_div(hidden, cluster));
   const int backward_rows = round_up16(units), backward_width = round_up16(ceil_div(gates * hidden, cluster));
   const int forward_vector = vector_floats(hidden), backward_vector = vector_floats(gates * hidden);
-  int n_tiles = 0, chunks = 0, l2 = 0;
+  const int k_step = item == 4 ? 8 : 16;
+  int chunks = 0, l2 = 0;
+  double shared = 0.0;
   for (int first = 0; first < batch; first += chunk) {{
     const int rows = batch - first < chunk ? batch - first : chunk;
-    n_tiles += ceil_div(rows, 16);
     chunks += 1;
     l2 += ceil_div(ceil_div(round_up16(rows) * forward_width / forward_vector, kBlockThreads), kLoadBatch) +
           ceil_div(ceil_div(round_up16(rows) * backward_width / backward_vector, kBlockThreads), kLoadBatch);
+    shared += stream_wavefronts(forward_rows / 16, forward_width / k_step, ceil_div(rows, 8), forward_width * item + 16) +
+              stream_wavefronts(backward_rows / 16, backward_width / k_step, ceil_div(rows, 8), backward_width * item + 16);
   }}
-  const double shared =
-      product_wavefronts(forward_rows / 16, n_tiles, forward_width, forward_width, forward_width, item) +
-      product_wavefronts(backward_rows / 16, n_tiles, backward_width, backward_width, backward_width, item);
   const int pairs = ceil_div(units * batch, cluster * kBlockThreads), barriers = 4 * chunks;
   return kSharedWavefront * shared + kPair * pairs + kBarrier * barriers + kL2Load * l2;
 }}
@@ -496,7 +520,8 @@ def header(model: dict) -> str:
     errors_in = model["errors"]["in_sample"]
     return HEADER.format(command=model["generated_by"], rows=errors_in["rows"], median=errors_in["median"],
                          worst=errors_in["worst"], threads=THREADS, warps=WARPS, held_segments=HELD_SEGMENTS,
-                         held_steps=HELD_STEPS, load_batch=LOAD_BATCH, **model["coefficients_us"])
+                         held_steps=HELD_STEPS, held=HELD_SEGMENTS * HELD_STEPS, load_batch=LOAD_BATCH,
+                         **model["coefficients_us"])
 
 
 def step_us(H: int, B: int, gates: int, precision: str, kernel: str, config, coefficients, resident) -> float:

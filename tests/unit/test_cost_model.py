@@ -138,12 +138,11 @@ def test_ldmatrix_wavefronts_by_hand():
     default = cost_model.features(70, 20, 400, 4, "tf32", "cluster", [16, 16, 2, 25])
     assert default["S"] == (7 * 50 * 4 + (350 - 192) * 4) + (25 * 14 * 4 + (350 - 168) * 4)
     assert cost_model.segment_wavefronts(7, 2, 50, 7, 400, 400, 4) == 7 * 50 * 16 + (350 - 192) * 16
-    assert cost_model.product_wavefronts(7, 1, 400, 400, 400, 4, False) == 7 * 50 * 4 * (4 + 4)
     assert [cost_model.ldmatrix_wavefronts(16 * g) for g in (1, 2, 4, 8, 100, 101)] == [1, 2, 4, 8, 4, 1]
     assert f["barriers_per_step"] == 0  # the second generation's exchange: no cluster barrier
     assert cost_model.features(70, 20, 400, 4, "tf32", "cluster", [16, 16, 2, 25], generation=1)["barriers_per_step"] == 4
     with pytest.raises(ValueError, match="unknown kernel generation"):
-        cost_model.product_wavefronts(1, 1, 16, 16, 16, 4, False, 3)
+        cost_model.features(70, 20, 400, 4, "tf32", "grid", [16, 16, 2, 25], generation=3)
 
 
 def test_grid_loads_and_barriers_by_hand():
@@ -161,6 +160,22 @@ def test_grid_loads_and_barriers_by_hand():
     assert [cost_model.vector_floats(p) for p in (1150, 4600, 37, 20)] == [2, 4, 1, 4]
     source = (ROOT / "csrc" / "recurrence" / "cuda" / "slice_load.h").read_text()
     assert f"constexpr int kBatch = {cost_model.LOAD_BATCH};" in source
+
+
+def test_grid_stream_wavefronts_by_hand():
+    """The grid kernel's second generation at (70, 20, 1150), LSTM, TF32, c = 16, the batch in one
+    chunk (3 n8 tiles), 144 units. Forward: 36 m-tiles of 10 k-steps; warps 0-3 own 5 m-tiles (50
+    fragments, 26 past the 24 held), warps 4-7 own 4 (40, 16 past). Backward: 9 m-tiles of 36
+    k-steps; warp 0 owns 2 (72, 48 past), warps 1-7 one (36, 12 past). Each fragment reads 2 matrices
+    of B an n8 tile (6), each unheld one 4 of A; every pitch is an odd number of 16-byte groups (one
+    wavefront a matrix: forward rows 336 bytes, backward 1168)."""
+    forward = (26 * 4 + 16 * 4) * 4 + (50 * 4 + 40 * 4) * 6
+    backward = (48 + 7 * 12) * 4 + (72 + 7 * 36) * 6
+    assert cost_model.stream_wavefronts(36, 10, 3, 336) == forward
+    assert cost_model.stream_wavefronts(9, 36, 3, 1168) == backward
+    assert cost_model.features(70, 20, 1150, 4, "tf32", "grid", [16, 32, 8, 144])["S"] == forward + backward
+    # five n8 tiles: a group of 4, then 1 (the held fragments serve both)
+    assert cost_model.stream_wavefronts(9, 36, 5, 1168) == 2 * (48 + 7 * 12) * 4 + (72 + 7 * 36) * 2 * 5
 
 
 def test_the_bank_rule():

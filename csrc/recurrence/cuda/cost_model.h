@@ -45,13 +45,21 @@ inline int ldmatrix_wavefronts(int pitch_bytes) {
   return a;
 }
 
-// Wavefronts of one block's product [16 m_tiles][inner] x [inner][16 n_tiles] (tensor_core.h's
-// tile_product): a k-step of each 16 x 16 tile loads A (row-major, `pitch_a` elements) and B
-// (column-major, `pitch_b`) with one ldmatrix.x4 each, 4 matrices of 8 rows.
-inline double product_wavefronts(int m_tiles, int n_tiles, int inner, int pitch_a, int pitch_b, int item) {
-  const int k_step = item == 4 ? 8 : 16;
-  return static_cast<double>(m_tiles) * n_tiles * (inner / k_step) * 4 *
-         (ldmatrix_wavefronts(pitch_a * item) + ldmatrix_wavefronts(pitch_b * item));
+// Wavefronts of one block's product by fragment streams (tensor_core.h's stream_product): A
+// [16 m_tiles][k_steps k-steps], warp w the m-tiles w, w + 8, ... over the whole of K, over
+// `n_tiles` n8 tiles of B (rows `pitch_b` bytes apart) in groups of up to 4; a fragment loads B's 2
+// matrices an n8 tile and, past the warp's first 24 (held), A's 4 from its slot.
+inline double stream_wavefronts(int m_tiles, int k_steps, int n_tiles, int pitch_b) {
+  const int b = ldmatrix_wavefronts(pitch_b);
+  double total = 0.0;
+  for (int warp = 0; warp < 8; ++warp) {
+    const int length = (warp < m_tiles ? ceil_div(m_tiles - warp, 8) : 0) * k_steps;
+    const int unheld = length - (length < 24 ? length : 24);
+    for (int first = 0; first < n_tiles; first += 4) {
+      total += unheld * 4.0 + length * 2.0 * (n_tiles - first < 4 ? n_tiles - first : 4) * b;
+    }
+  }
+  return total;
 }
 
 // Wavefronts of one block's product [16 m_tiles][k_steps] x [k_steps][8 n_tiles] in segments
@@ -91,25 +99,25 @@ inline double cluster_step_us(int item, int hidden, int gates, int tile, int clu
 inline int vector_floats(int pitch) { return pitch % 4 == 0 ? 4 : pitch % 2 == 0 ? 2 : 1; }
 
 // The grid kernel, clusters of `cluster` blocks of `units` units each, the batch of `batch` rows in
-// chunks of `chunk`: per step and chunk the forward product (W [rows G U][width H/c])
-// and the backward one (W^T [rows U][width G H/c]), each chunk's h or dz read from L2 by every
+// chunks of `chunk`: per step and chunk the forward product (W [rows G U][width H/c], fragment
+// streams) and the backward one (W^T [rows U][width G H/c]), each chunk's h or dz read from L2 by every
 // block in batches of kLoadBatch vector loads, two cluster barriers per chunk and direction (the
 // product's, and the next chunk's or the flag arrival's), the pairs.
 inline double grid_step_us(int item, int hidden, int batch, int gates, int cluster, int chunk, int units) {
   const int forward_rows = round_up16(gates * units), forward_width = round_up16(ceil_div(hidden, cluster));
   const int backward_rows = round_up16(units), backward_width = round_up16(ceil_div(gates * hidden, cluster));
   const int forward_vector = vector_floats(hidden), backward_vector = vector_floats(gates * hidden);
-  int n_tiles = 0, chunks = 0, l2 = 0;
+  const int k_step = item == 4 ? 8 : 16;
+  int chunks = 0, l2 = 0;
+  double shared = 0.0;
   for (int first = 0; first < batch; first += chunk) {
     const int rows = batch - first < chunk ? batch - first : chunk;
-    n_tiles += ceil_div(rows, 16);
     chunks += 1;
     l2 += ceil_div(ceil_div(round_up16(rows) * forward_width / forward_vector, kBlockThreads), kLoadBatch) +
           ceil_div(ceil_div(round_up16(rows) * backward_width / backward_vector, kBlockThreads), kLoadBatch);
+    shared += stream_wavefronts(forward_rows / 16, forward_width / k_step, ceil_div(rows, 8), forward_width * item + 16) +
+              stream_wavefronts(backward_rows / 16, backward_width / k_step, ceil_div(rows, 8), backward_width * item + 16);
   }
-  const double shared =
-      product_wavefronts(forward_rows / 16, n_tiles, forward_width, forward_width, forward_width, item) +
-      product_wavefronts(backward_rows / 16, n_tiles, backward_width, backward_width, backward_width, item);
   const int pairs = ceil_div(units * batch, cluster * kBlockThreads), barriers = 4 * chunks;
   return kSharedWavefront * shared + kPair * pairs + kBarrier * barriers + kL2Load * l2;
 }

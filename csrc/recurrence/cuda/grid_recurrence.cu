@@ -1,6 +1,6 @@
 // The grid-resident recurrence on tensor cores: one cooperative launch per direction runs all T
-// steps with W_hh sliced over every block of the launch (all resident) and kept in shared memory
-// for the whole sequence; the steps are ordered by the flag barrier of
+// steps with W_hh sliced over every block of the launch (all resident) and kept on chip for the
+// whole sequence (each warp's first fragments in its registers, the rest in shared memory); the steps are ordered by the flag barrier of
 // csrc/recurrence/cuda/flag_barrier.h (one counter, a release add per cluster and step after the
 // cluster's barrier, an acquire poll by every block). For H whose W_hh does not fit one cluster
 // (cluster_recurrence.cu).
@@ -13,7 +13,10 @@
 //      type, in 16- or 8-byte loads where the row pitch allows (slice_load.h): the cluster reads
 //      h_{t-1} once, each block a 1/c of it;
 //   2. the tensor cores form the partial product Z_r = W_r[:, K_r] h_{t-1}[:, K_r]^T
-//      [rows][chunk] (mma.sync, float32 accumulation) into the block's shared memory; cluster barrier;
+//      [rows][chunk] (mma.sync, float32 accumulation) into the block's shared memory, each warp its
+//      m-tiles over the whole of K_r from its fragment stream (tensor_core.h's stream_product: W's
+//      first fragments held in registers, the rest read by ldmatrix), the chunk in groups of up to
+//      4 n8 tiles; cluster barrier;
 //   3. each (unit, row) pair of the cluster, spread over the cluster's threads, sums z over the
 //      blocks' partial products through distributed shared memory, adds xg and applies the cell,
 //      its states kept in registers across the steps, and writes h_t to global memory;
@@ -37,7 +40,8 @@
 // backward, dz_{t+1} of a row b >= rows(t+1) is zero (the row's last step is t). The rows of the
 // last chunk past B compute on zeros and are never read.
 // Products: kTf32 (ldmatrix + mma.sync m16n8k8, the operands pre-rounded with cvt.rna), kBf16 (m16n8k16),
-// kIeee (a scalar float32 loop with the same tiles, for callers that turned TF32 off).
+// kIeee (a scalar float32 loop over the same streams, every fragment in shared memory, for callers
+// that turned TF32 off).
 #include <algorithm>
 #include <climits>
 
@@ -60,9 +64,12 @@ using tensor_core::Operand;
 using tensor_core::Pair;
 using tensor_core::pair;
 using tensor_core::operand_bytes;
+using tensor_core::Held;
 using tensor_core::round_up;
+using tensor_core::Stream;
 using tensor_core::this_cluster;
-using tensor_core::tile_product;
+using tensor_core::kPad;
+using tensor_core::kSlotElements;
 
 constexpr int kWarps = kThreads / 32;
 
@@ -101,24 +108,38 @@ __device__ inline Place place(const Cluster& cluster, int H, int units) {
   return {c, rank, j0, max(0, min(units, H - j0))};
 }
 
-// out [chunk rows][s.rows] (float, column-major tiles) = w [s.rows][s.width] x^T for the first
-// `rows` rows of x [chunk][s.width]: the block's warps take the 16 x 16 tiles (mt, nt) in turn, m
-// fastest, warp i the tiles i, i + kWarps, ... counted without a divide (none, or without the mma,
-// on the ladder's rungs that skip them: probe.h).
+// The weight slice W [s.rows][s.width] as fragment streams (tensor_core.h's Stream): warp w the
+// m-tiles w, w + kWarps, ..., its first fragments held in registers where the products run on
+// tensor cores, the rest in the slots at the start of shared memory.
+template <Products P>
+__device__ inline Stream stream_of(const Shape& s) {
+  return Stream{s.rows / 16, s.width / tensor_core::kK<P>, kWarps, P != Products::kIeee};
+}
+
+// The stream's fragments from value(row, column) of W: this warp's held ones into `held` (staged
+// through shared memory, every thread of the block taking part; not on the ladder's rung without the
+// products, probe.h), then its others into its slots.
+template <Products P, unsigned Skip, class Value>
+__device__ inline void place_weights(Held& held, typename Operand<P>::T* slots, const Stream& stream, Value&& value) {
+  const int warp = static_cast<int>(threadIdx.x) / 32;
+  if constexpr (!probe::Skips<Skip>::of(probe::kOperands)) tensor_core::hold_stream<P>(held, slots, stream, warp, value);
+  tensor_core::store_fragments<P>(slots + stream.first_unheld(warp) * kSlotElements<P>, stream, warp,
+                                  stream.held(warp), stream.length(warp), value);
+}
+
+// out [chunk rows][s.rows] (float) = W x^T for the first `rows` rows of x [chunk][pitch]: each warp
+// its m-tiles over the whole of K (tensor_core.h's stream_product), the batch in groups of up to
+// kMaxNTiles n8 tiles (none, or without the mma, on the ladder's rungs that skip them: probe.h).
 template <Products P, unsigned Skip>
-__device__ inline void block_product(const typename Operand<P>::T* w, const typename Operand<P>::T* x, int rows,
+__device__ inline void block_product(const Held& held, const typename Operand<P>::T* slots,
+                                     const typename Operand<P>::T* x, unsigned pitch, int rows, const Stream& stream,
                                      const Shape& s, float* out) {
   if constexpr (probe::Skips<Skip>::of(probe::kOperands)) return;
-  const int m_tiles = s.rows / 16, n_tiles = (rows + 15) / 16;
-  int mt = static_cast<int>(threadIdx.x) / 32, nt = 0;
-  for (;; mt += kWarps) {
-    while (mt >= m_tiles) {
-      mt -= m_tiles;
-      ++nt;
-    }
-    if (nt >= n_tiles) break;
-    tile_product<P, !probe::Skips<Skip>::of(probe::kMma)>(w + mt * 16 * s.width, s.width, x + nt * 16 * s.width, s.width,
-                                                          s.width, out + nt * 16 * s.rows + mt * 16, s.rows);
+  const int n_tiles = (rows + 7) / 8, warp = static_cast<int>(threadIdx.x) / 32;
+  for (int t0 = 0; t0 < n_tiles; t0 += tensor_core::kMaxNTiles) {
+    tensor_core::stream_product<P, !probe::Skips<Skip>::of(probe::kMma)>(
+        held, slots, x + t0 * 8 * pitch, pitch, min(tensor_core::kMaxNTiles, n_tiles - t0), stream, warp,
+        [&](int i, int n, float v) { out[(t0 * 8 + n) * s.rows + i] = v; });
   }
 }
 
@@ -134,14 +155,17 @@ __global__ void __launch_bounds__(kThreads, 1) forward_kernel(ForwardArgs a, Sha
   const int k0 = at.rank * s.width, nk = max(0, min(s.width, H - k0));  // the block's slice of [0, H)
   const long long BH = static_cast<long long>(a.B) * H;
   const Walk walk = walk_of(s.width / s.vector);
-  T* const w = dynamic_shared<T>();                                  // [rows][width]
-  T* const x = w + s.rows * s.width;                                 // [chunk][width]
-  float* const z = reinterpret_cast<float*>(x + s.chunk * s.width);  // [chunk][rows]
-  for (int idx = threadIdx.x; idx < s.rows * s.width; idx += blockDim.x) {
-    const int m = idx / s.width, k = idx % s.width, g = m / s.units, u = m % s.units;
+  const Stream stream = stream_of<P>(s);
+  const unsigned pitch = s.width + kPad<P>;
+  T* const slots = dynamic_shared<T>();                             // W's fragments not held
+  T* const x = slots + stream.slots() * kSlotElements<P>;           // [chunk][pitch]
+  float* const z = reinterpret_cast<float*>(x + s.chunk * pitch);  // [chunk][rows]
+  Held held;  // this warp's first fragments of W, for the whole sequence
+  place_weights<P, Skip>(held, slots, stream, [&](int m, int k) {
+    const int g = m / s.units, u = m % s.units;
     const bool real = g < G && u < at.nj && k < nk;
-    w[idx] = Operand<P>::round(real ? a.w_hh[static_cast<long long>(g * H + at.j0 + u) * H + k0 + k] : 0.f);
-  }
+    return real ? a.w_hh[static_cast<long long>(g * H + at.j0 + u) * H + k0 + k] : 0.f;
+  });
   Pair pairs[kMaxPairs];      // this thread's (unit, row) pairs, the same at every step
   float state[kMaxPairs][S];  // each pair's states after the last step it ran
   float act[kMaxPairs][K];    // the saved activations of the step, stored after the arrive
@@ -156,7 +180,7 @@ __global__ void __launch_bounds__(kThreads, 1) forward_kernel(ForwardArgs a, Sha
       state[i][k] = q.valid ? a.state0[k * BH + static_cast<long long>(q.n) * H + at.j0 + q.u] : 0.f;
     }
   }
-  // W's load is ordered before the first product by the block barrier after the first chunk's load.
+  // W's slots are ordered before the first product by the block barrier after the first chunk's load.
   if constexpr (Skipped::of(probe::kBarriers)) cluster.sync();  // every block started before any DSMEM access
   for (int t = 0; t < a.T; ++t) {
     const StepRows step = step_rows(a.offsets, t, a.B);
@@ -170,16 +194,17 @@ __global__ void __launch_bounds__(kThreads, 1) forward_kernel(ForwardArgs a, Sha
 #pragma unroll
     for (int i = 0; i < kMaxPairs; ++i) ran[i] = false;
     for (int n0 = 0; n0 < step.rows; n0 += s.chunk) {
-      const int rows = min(s.chunk, step.rows - n0), padded = (rows + 15) / 16 * 16;
+      const int rows = min(s.chunk, step.rows - n0), padded = (rows + 7) / 8 * 8;
       if (n0 > 0) sync<Skip>(cluster);  // no block reads the previous chunk's partial sums any more
       clock.mark(probe::Phase::kClusterSync);
       if (!Skipped::of(probe::kGridLoads)) {
-        load_slice<P>(s.vector, x, h_prev + static_cast<long long>(n0) * H + k0, H, rows, padded, s.width, nk, walk);
+        load_slice<P>(s.vector, x, pitch, h_prev + static_cast<long long>(n0) * H + k0, H, rows, padded, s.width, nk,
+                      walk);
       }
       clock.mark(probe::Phase::kLoad);
       __syncthreads();  // the chunk of h_{t-1} loaded
       clock.mark(probe::Phase::kBlockSync);
-      block_product<P, Skip>(w, x, rows, s, z);
+      block_product<P, Skip>(held, slots, x, pitch, rows, stream, s, z);
       clock.mark(probe::Phase::kProduct);
       sync<Skip>(cluster);  // every block's partial sums of the chunk are complete
       clock.mark(probe::Phase::kClusterSync);
@@ -246,14 +271,16 @@ __global__ void __launch_bounds__(kThreads, 1) backward_kernel(BackwardArgs a, S
   const int m0 = at.rank * s.width, nm = max(0, min(s.width, GH - m0));  // the block's gate rows
   const long long BH = static_cast<long long>(a.B) * H;
   const Walk walk = walk_of(s.width / s.vector);
-  T* const w = dynamic_shared<T>();                                     // [rows][width]: W_hh^T
-  T* const x = w + s.rows * s.width;                                    // [chunk][width]
-  float* const partial = reinterpret_cast<float*>(x + s.chunk * s.width);  // [chunk][rows]
-  for (int idx = threadIdx.x; idx < s.rows * s.width; idx += blockDim.x) {
-    const int u = idx / s.width, m = idx % s.width;
+  const Stream stream = stream_of<P>(s);
+  const unsigned pitch = s.width + kPad<P>;
+  T* const slots = dynamic_shared<T>();                                   // W_hh^T's fragments not held
+  T* const x = slots + stream.slots() * kSlotElements<P>;                 // [chunk][pitch]
+  float* const partial = reinterpret_cast<float*>(x + s.chunk * pitch);  // [chunk][rows]
+  Held held;  // this warp's first fragments of W_hh^T, for the whole sequence
+  place_weights<P, Skip>(held, slots, stream, [&](int u, int m) {
     const bool real = u < at.nj && m < nm;
-    w[idx] = Operand<P>::round(real ? a.w_hh[static_cast<long long>(m0 + m) * H + at.j0 + u] : 0.f);
-  }
+    return real ? a.w_hh[static_cast<long long>(m0 + m) * H + at.j0 + u] : 0.f;
+  });
   Pair pairs[kMaxPairs];  // this thread's (unit, row) pairs, the same at every step
   float dstate[kMaxPairs][S], dp[kMaxPairs], dh[kMaxPairs];
   float kept = 0.f;  // the ladder's stores rung (probe.h): the dz it does not store, summed
@@ -281,17 +308,17 @@ __global__ void __launch_bounds__(kThreads, 1) backward_kernel(BackwardArgs a, S
       const StepRows next = step_rows(a.offsets, t + 1, a.B);
       const int active = t >= 0 ? step_rows(a.offsets, t, a.B).rows : a.B;
       for (int n0 = 0; n0 < active; n0 += s.chunk) {
-        const int rows = min(s.chunk, active - n0), padded = (rows + 15) / 16 * 16;
+        const int rows = min(s.chunk, active - n0), padded = (rows + 7) / 8 * 8;
         if (n0 > 0) sync<Skip>(cluster);  // no block reads the previous chunk's partial sums any more
         clock.mark(probe::Phase::kClusterSync);
         if (!Skipped::of(probe::kGridLoads)) {
-          load_slice<P>(s.vector, x, a.dz + (next.first + n0) * GH + m0, GH, min(rows, next.rows - n0), padded,
-                        s.width, nm, walk);
+          load_slice<P>(s.vector, x, pitch, a.dz + (next.first + n0) * GH + m0, GH, min(rows, next.rows - n0),
+                        padded, s.width, nm, walk);
         }
         clock.mark(probe::Phase::kLoad);
         __syncthreads();  // the chunk of dz_{t+1} loaded
         clock.mark(probe::Phase::kBlockSync);
-        block_product<P, Skip>(w, x, rows, s, partial);
+        block_product<P, Skip>(held, slots, x, pitch, rows, stream, s, partial);
         clock.mark(probe::Phase::kProduct);
         sync<Skip>(cluster);  // every block's partial sums of the chunk are complete
         clock.mark(probe::Phase::kClusterSync);
@@ -370,8 +397,13 @@ __global__ void __launch_bounds__(kThreads, 1) backward_kernel(BackwardArgs a, S
 
 std::size_t block_bytes(Products products, int rows, int width, int chunk) {
   const std::size_t item = operand_bytes(products);
-  return item * (static_cast<std::size_t>(rows) * width + static_cast<std::size_t>(chunk) * width) +
-         sizeof(float) * static_cast<std::size_t>(chunk) * rows;
+  const bool holds = products != Products::kIeee;
+  const Stream stream{rows / 16, width / (products == Products::kBf16 ? 16 : 8), kWarps, holds};
+  const std::size_t bytes = static_cast<std::size_t>(stream.slots()) * Stream::kSlotBytes +
+                            item * static_cast<std::size_t>(chunk) * (width + tensor_core::pad_of(products)) +
+                            sizeof(float) * static_cast<std::size_t>(chunk) * rows;
+  const std::size_t staging = holds ? static_cast<std::size_t>(kWarps) * tensor_core::kHeldSteps * Stream::kSlotBytes : 0;
+  return std::max(bytes, staging);  // hold_stream stages a warp's held fragments in the slots' space
 }
 
 template <class C, Products P>

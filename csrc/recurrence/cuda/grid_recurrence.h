@@ -21,21 +21,24 @@ namespace cuda {
 namespace grid {
 
 constexpr int kThreads = 256;    // threads of a block (8 warps)
-constexpr int kMaxPairs = 8;     // (unit, batch row) pairs one thread carries through the steps
+constexpr int kMaxPairs = 4;     // (unit, batch row) pairs one thread carries through the steps
 constexpr int kMaxCluster = 16;  // blocks of a cluster (more than 8: a non-portable size)
 
 // One launch configuration: `clusters` clusters of `cluster` blocks, all resident. Cluster i owns
 // the hidden units [i * units, min(H, (i + 1) * units)); its blocks split the inner dimension of
-// each direction's product, block r keeping in shared memory for the whole sequence
+// each direction's product, block r keeping on chip for the whole sequence
 //   forward:  W_hh[g H + j, k] for the cluster's units j, every gate g and k in K_r, the r-th of
 //             `cluster` slices of width forward_width of [0, H), as [forward_rows][forward_width]
 //             (row g units + u; rows padded to a multiple of 16, columns to forward_width);
 //   backward: W_hh[m, j] for the cluster's units j and m in M_r, the r-th slice of width
-//             backward_width of [0, G H), as [backward_rows][backward_width] (row u).
-// A step's product runs over the batch in chunks of `chunk` rows (a multiple of 16, a tile_product N):
-// one chunk where the partial sums of the whole batch fit shared memory, else several, each with
-// two more cluster barriers. forward_bytes / backward_bytes: each direction's dynamic shared memory
-// per block. cluster == 0: nothing fits this device (the reason in `why`).
+//             backward_width of [0, G H), as [backward_rows][backward_width] (row u),
+// as fragment streams (tensor_core.h's Stream): each warp's first 24 fragments (16 rows x 32 bytes
+// each) in its registers, where the products are on tensor cores, the rest in shared memory.
+// A step's product runs over the batch in chunks of `chunk` rows (a multiple of 16): one chunk
+// where the operand slice and the partial sums of the whole batch fit shared memory beside the
+// weights, else several, each with two more cluster barriers. forward_bytes / backward_bytes: each
+// direction's dynamic shared memory per block. cluster == 0: nothing fits this device (the reason
+// in `why`).
 struct Plan {
   int cluster = 0, clusters = 0, units = 0, chunk = 0;
   int forward_rows = 0, forward_width = 0, backward_rows = 0, backward_width = 0;
@@ -43,8 +46,10 @@ struct Plan {
   const char* why = "";
 };
 
-// Shared memory of one block, bytes: the weight slice [rows][width] and the chunk of the inner
-// vector [chunk][width] in the operand type, the block's partial sums [chunk][rows] in float32.
+// Shared memory of one block, bytes: the weight slice's fragments not held in registers (512 bytes
+// each; all of them for products kIeee), the chunk of the inner vector [chunk][width + 16 bytes] in
+// the operand type and the block's partial sums [chunk][rows] in float32; at least the staging of
+// the held fragments (8 warps x 8 fragments) where the products are on tensor cores.
 std::size_t block_bytes(Products products, int rows, int width, int chunk);
 
 // The configuration for `hidden` units of cell C, a batch of `batch` rows and products P on the

@@ -1,8 +1,10 @@
 // The grid-resident kernel's load of a step's operand slice (csrc/recurrence/cuda/grid_recurrence.cu):
 // the rows of h_{t-1} (forward) or dz_{t+1} (backward) that a block multiplies, read from L2 (other
-// blocks wrote them in this launch) into a tile of shared memory in the operand type,
+// blocks wrote them in this launch) into a tile of shared memory in the operand type, its rows
+// `pitch` elements apart,
 //
-//   x[n][k] = round(src[n * ld + k])   for n < rows and k < cols,   0 for rows <= n < padded or cols <= k < width,
+//   x[n * pitch + k] = round(src[n * ld + k])   for n < rows and k < cols,
+//                      0                        for rows <= n < padded or cols <= k < width,
 //
 // V floats at a time (16-byte loads where V = 4, 8-byte where V = 2: vector_width says which the
 // row pitch and the pointers allow), kBatch loads issued before the first is used, and no integer
@@ -84,10 +86,10 @@ __device__ inline Walk walk_of(int per_row) {
 
 constexpr int kBatch = 8;  // loads a thread issues before it uses the first
 
-// x [padded][width] from src (row pitch ld floats), V floats a load, along `walk` (per_row = width / V).
+// x [padded][pitch] from src (row pitch ld floats), V floats a load, along `walk` (per_row = width / V).
 template <Products P, int V>
-__device__ inline void load_slice(typename tensor_core::Operand<P>::T* x, const float* src, long long ld, int rows,
-                                  int padded, int width, int cols, Walk walk) {
+__device__ inline void load_slice(typename tensor_core::Operand<P>::T* x, unsigned pitch, const float* src,
+                                  long long ld, int rows, int padded, int width, int cols, Walk walk) {
   using T = typename tensor_core::Operand<P>::T;
   using Vector = typename Floats<V>::T;
   using Stored = typename Word<V * sizeof(T)>::T;
@@ -98,7 +100,7 @@ __device__ inline void load_slice(typename tensor_core::Operand<P>::T* x, const 
     int to[kBatch];  // the vector's first element in x, or -1 past the tile
 #pragma unroll
     for (int i = 0; i < kBatch; ++i) {
-      to[i] = n < padded ? n * width + k * V : -1;
+      to[i] = n < padded ? n * static_cast<int>(pitch) + k * V : -1;
       if (n < rows && k < vectors) {
         v[i] = __ldcg(reinterpret_cast<const Vector*>(src + n * ld + k * V));
       } else {
@@ -128,14 +130,14 @@ __device__ inline void load_slice(typename tensor_core::Operand<P>::T* x, const 
 
 // load_slice at the launch's vector width V (4, 2 or 1).
 template <Products P>
-__device__ inline void load_slice(int V, typename tensor_core::Operand<P>::T* x, const float* src, long long ld, int rows,
-                                  int padded, int width, int cols, Walk walk) {
+__device__ inline void load_slice(int V, typename tensor_core::Operand<P>::T* x, unsigned pitch, const float* src,
+                                  long long ld, int rows, int padded, int width, int cols, Walk walk) {
   if (V == 4) {
-    load_slice<P, 4>(x, src, ld, rows, padded, width, cols, walk);
+    load_slice<P, 4>(x, pitch, src, ld, rows, padded, width, cols, walk);
   } else if (V == 2) {
-    load_slice<P, 2>(x, src, ld, rows, padded, width, cols, walk);
+    load_slice<P, 2>(x, pitch, src, ld, rows, padded, width, cols, walk);
   } else {
-    load_slice<P, 1>(x, src, ld, rows, padded, width, cols, walk);
+    load_slice<P, 1>(x, pitch, src, ld, rows, padded, width, cols, walk);
   }
 }
 

@@ -144,11 +144,11 @@ def operand_loads_problem(code: str) -> str | None:
 
 
 def test_the_products_read_their_operands_with_ldmatrix(built):
-    """The TF32 and bf16 products: ldmatrix and mma.sync (the grid kernel's tile_product one
-    ldmatrix.x4 of A and one of B a k-step for its two mma: as many LDSM.x4 as HMMA); and no generic
-    load or store anywhere in the cluster kernel (its exchange pushes with st.async). The grid
-    kernel's generic loads and stores remain (its slices of h and dz, through L2) until its exchange
-    is rebuilt."""
+    """The TF32 and bf16 products: ldmatrix and mma.sync, A's fragments held or read by ldmatrix.x4
+    and B's by one .x4 for two n8 tiles (.x2 for an odd last one); and no generic load or store
+    anywhere in the cluster kernel (its exchange pushes with st.async). The grid kernel's generic
+    loads remain (its exchange reads the peers' partial sums through distributed shared memory)
+    until that exchange is rebuilt."""
     arch, _, sass, kernels = built
     if arch == "cluster sm_80":
         pytest.skip("traps: test_the_cluster_kernel_traps_before_sm_90")
@@ -157,11 +157,8 @@ def test_the_products_read_their_operands_with_ldmatrix(built):
             assert "LDSM" not in sass[mangled], f"{arch} {name}"
             continue
         problem = operand_loads_problem(sass[mangled])
-        if arch.startswith("grid"):
-            code = sass[mangled]
-            assert len(re.findall(r"\bLDSM\.16\.M88\.4\b", code)) == len(re.findall(r"\bHMMA\.", code)), f"{arch} {name}"
-            if problem == "generic loads or stores (LD.E, ST.E)":
-                continue
+        if arch.startswith("grid") and problem == "generic loads or stores (LD.E, ST.E)":
+            continue
         assert problem is None, f"{arch} {name}: {problem}"
 
 
@@ -245,10 +242,10 @@ SLICE_LOAD = """#include "recurrence/cuda/device_common.h"
 using namespace tsrnn;
 using namespace tsrnn::cuda;
 template <Products P, int V>
-__global__ void slice_load_kernel(const float* src, long long ld, int rows, int padded, int width, int cols,
-                                  grid::Walk walk) {
-  grid::load_slice<P, V>(dynamic_shared<typename tensor_core::Operand<P>::T>(), src, ld, rows, padded, width, cols,
-                         walk);
+__global__ void slice_load_kernel(unsigned pitch, const float* src, long long ld, int rows, int padded, int width,
+                                  int cols, grid::Walk walk) {
+  grid::load_slice<P, V>(dynamic_shared<typename tensor_core::Operand<P>::T>(), pitch, src, ld, rows, padded, width,
+                         cols, walk);
 }
 """
 
@@ -292,8 +289,8 @@ def test_the_slice_load_issues_its_vectors_together_without_a_divide(tmp_path, p
     batch = int(re.search(r"kBatch = (\d+)", (ROOT / "csrc/recurrence/cuda/slice_load.h").read_text()).group(1))
     source = tmp_path / "slice_load.cu"
     source.write_text(SLICE_LOAD + PLANTED_SLICE_LOAD + "".join(
-        f"template __global__ void slice_load_kernel<Products::{products}, {v}>(const float*, long long, int, int, int, "
-        f"int, grid::Walk);\n" for v in (4, 2)))
+        f"template __global__ void slice_load_kernel<Products::{products}, {v}>(unsigned, const float*, long long, int, "
+        f"int, int, int, grid::Walk);\n" for v in (4, 2)))
     _, sass = compile_report(source, "90", tmp_path)
     for mangled, code in sass.items():
         if "planted" in mangled:
