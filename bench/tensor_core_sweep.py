@@ -39,7 +39,7 @@ from simt.cluster import forced  # noqa: E402  (TSRNN_CLUSTER / TSRNN_GRID for t
 SHAPES = {"cluster": [(70, 20, 400), (70, 80, 400), (1000, 128, 128)], "grid": [(70, 20, 1150), (70, 80, 1150)]}
 QUICK_SHAPES = {"cluster": [(3, 17, 20)], "grid": [(3, 17, 37)]}
 CONFIGS = {"cluster": [(c, tile) for c in (1, 2, 4, 8, 16) for tile in (8, 16, 24, 32)],
-           "grid": [(c, chunk) for c in (2, 4, 8, 16) for chunk in (16, 32, 80)]}
+           "grid": [(c, chunk) for c in (2, 4, 8, 16) for chunk in (16, 32, 48, 80)]}
 QUICK_CONFIGS = {"cluster": [(2, 32)], "grid": [(2, 16)]}  # a cluster each: the emulator is slow
 CELLS = ("lstm", "plstm_coupled")
 PATHS = {"cluster": "cuda_cluster", "grid": "cuda_grid"}

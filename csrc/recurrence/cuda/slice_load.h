@@ -24,23 +24,8 @@ namespace tsrnn {
 namespace cuda {
 namespace grid {
 
-// V floats as one load: float, float2 (8 bytes) or float4 (16).
-template <int V>
-struct Floats;
-template <>
-struct Floats<1> {
-  using T = float;
-};
-template <>
-struct Floats<2> {
-  using T = float2;
-};
-template <>
-struct Floats<4> {
-  using T = float4;
-};
-
-// Bytes as one shared-memory store: the V rounded operands of a vector.
+// Bytes as one access: a load of V floats from global memory (4, 8 or 16 bytes), a store of their V
+// rounded operands into shared memory (2 to 16 bytes).
 template <int Bytes>
 struct Word;
 template <>
@@ -91,7 +76,7 @@ template <Products P, int V>
 __device__ inline void load_slice(typename tensor_core::Operand<P>::T* x, unsigned pitch, const float* src,
                                   long long ld, int rows, int padded, int width, int cols, Walk walk) {
   using T = typename tensor_core::Operand<P>::T;
-  using Vector = typename Floats<V>::T;
+  using Vector = typename Word<V * sizeof(float)>::T;
   using Stored = typename Word<V * sizeof(T)>::T;
   const int vectors = cols / V;  // real vectors a row (cols is a multiple of V)
   int n = walk.n, k = walk.k;
