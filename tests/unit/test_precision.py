@@ -153,6 +153,33 @@ def _flags():
             matmul.allow_bf16_reduced_precision_reduction, torch.get_float32_matmul_precision())
 
 
+@pytest.mark.parametrize("products", ["tf32", "bf16"])
+def test_a_weight_is_rounded_once_per_version(monkeypatch, products):
+    """rounded_weight keeps a weight's rounded copy while the weight is unchanged (the projection's
+    forward and backward of a step round W_ih once), rounds again after an in-place update or a new
+    .data, and never keeps one for a weight autograd records or a tensor that is gone."""
+    calls = []  # the shapes rounded: w is [20, 7], x [5, 7], the gradient [5, 20]
+    monkeypatch.setattr(precision, "round_operands",
+                        lambda t, p, f=precision.round_operands: calls.append(tuple(t.shape)) or f(t, p))
+    w = torch.nn.Parameter(torch.randn(20, 7, generator=torch.Generator().manual_seed(0)))
+    x = torch.randn(5, 7, requires_grad=True)
+    torch_projection(x, w, None, products).sum().backward()
+    assert calls.count((20, 7)) == 1 and calls.count((5, 20)) == 1, calls  # w's copy serves the backward
+    with torch.no_grad():
+        first = precision.rounded_weight(w, products)
+        assert precision.rounded_weight(w, products) is first and calls.count((20, 7)) == 1
+        w.add_(1.0)  # an optimizer step
+        second = precision.rounded_weight(w, products)
+        assert second is not first and torch.equal(second, precision.round_operands(w.detach(), products))
+        w.data = torch.zeros(20, 7)
+        assert torch.equal(precision.rounded_weight(w, products), torch.zeros(20, 7))
+        assert precision.rounded_weight(w, "ieee") is w
+    recorded = precision.rounded_weight(w, products)  # grad enabled, w requires grad: rounded each time
+    assert recorded is not precision.rounded_weight(w, products)
+    del w
+    assert not any(entry[0]() is None for entry in precision._rounded.values())
+
+
 def test_layers_leave_the_flags_as_they_are(flag):
     """Non-default settings stay through forward and backward of every CPU path."""
     flag(False)

@@ -34,9 +34,10 @@ def torch_projection(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None
     dw = g^T x) in ``products`` (``tsrnn.precision.products``, read once per layer call by
     ``tsrnn.ops.recurrence.paths.run_operator``): "ieee", torch's GEMMs as torch's flags say;
     "tf32" or "bf16", every operand (x, w and the incoming gradient g) rounded to that format
-    first (``tsrnn.precision.round_operands``), so a float32 GEMM gives the TF32 (bf16) GEMM's
-    result whatever torch.backends.cuda.matmul says, and no flag is touched. A bf16 (fp16) layer's
-    GEMM runs in its dtype, as for "ieee"."""
+    first (``tsrnn.precision.round_operands``; w's copy kept per version of w,
+    ``tsrnn.precision.rounded_weight``), so a float32 GEMM gives the TF32 (bf16) GEMM's result
+    whatever torch.backends.cuda.matmul says, and no flag is touched. A bf16 (fp16) layer's GEMM
+    runs in its dtype, as for "ieee"."""
     if products == "ieee":
         return x @ w.t() if bias is None else torch.addmm(bias, x, w.t())
     return _RoundedProjection.apply(x, w, bias, products)
@@ -50,7 +51,7 @@ class _RoundedProjection(torch.autograd.Function):
     def forward(ctx, x, w, bias, products):
         ctx.save_for_backward(x, w)
         ctx.products, ctx.has_bias = products, bias is not None
-        xr, wr = precision.round_operands(x, products), precision.round_operands(w, products)
+        xr, wr = precision.round_operands(x, products), precision.rounded_weight(w, products)
         return xr @ wr.t() if bias is None else torch.addmm(bias, xr, wr.t())
 
     @staticmethod
@@ -58,10 +59,12 @@ class _RoundedProjection(torch.autograd.Function):
         x, w = ctx.saved_tensors
         needs = ctx.needs_input_grad
         # differentiated again (create_graph=True), the rounding's derivative is the identity's
-        rounded = precision.straight_through if torch.is_grad_enabled() else precision.round_operands
+        differentiated = torch.is_grad_enabled()
+        rounded = precision.straight_through if differentiated else precision.round_operands
         with library.without_autocast(grad):
             g = rounded(grad, ctx.products)
-            dx = g @ rounded(w, ctx.products) if needs[0] else None
+            wr = rounded(w, ctx.products) if differentiated else precision.rounded_weight(w, ctx.products)
+            dx = g @ wr if needs[0] else None
             dw = g.t() @ rounded(x, ctx.products) if needs[1] else None
             db = grad.sum(0) if ctx.has_bias and needs[2] else None
         return dx, dw, db, None
