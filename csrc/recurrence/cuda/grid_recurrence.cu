@@ -67,6 +67,7 @@ using tensor_core::operand_bytes;
 using tensor_core::Held;
 using tensor_core::round_up;
 using tensor_core::Stream;
+using tensor_core::WarpStream;
 using tensor_core::this_cluster;
 using tensor_core::kPad;
 using tensor_core::kSlotElements;
@@ -121,10 +122,10 @@ __device__ inline Stream stream_of(const Shape& s) {
 // products, probe.h), then its others into its slots.
 template <Products P, unsigned Skip, class Value>
 __device__ inline void place_weights(Held& held, typename Operand<P>::T* slots, const Stream& stream, Value&& value) {
-  const int warp = static_cast<int>(threadIdx.x) / 32;
-  if constexpr (!probe::Skips<Skip>::of(probe::kOperands)) tensor_core::hold_stream<P>(held, slots, stream, warp, value);
-  tensor_core::store_fragments<P>(slots + stream.first_unheld(warp) * kSlotElements<P>, stream, warp,
-                                  stream.held(warp), stream.length(warp), value);
+  const WarpStream own = tensor_core::warp_stream(stream, static_cast<int>(threadIdx.x) / 32);
+  if constexpr (!probe::Skips<Skip>::of(probe::kOperands)) tensor_core::hold_stream<P>(held, slots, stream, own.warp, value);
+  tensor_core::store_fragments<P>(slots + own.first_slot * kSlotElements<P>, stream, own.warp, own.held, own.length,
+                                  value);
 }
 
 // out [chunk rows][s.rows] (float) = W x^T for the first `rows` rows of x [chunk][pitch]: each warp
@@ -133,12 +134,12 @@ __device__ inline void place_weights(Held& held, typename Operand<P>::T* slots, 
 template <Products P, unsigned Skip>
 __device__ inline void block_product(const Held& held, const typename Operand<P>::T* slots,
                                      const typename Operand<P>::T* x, unsigned pitch, int rows, const Stream& stream,
-                                     const Shape& s, float* out) {
+                                     const WarpStream& own, const Shape& s, float* out) {
   if constexpr (probe::Skips<Skip>::of(probe::kOperands)) return;
-  const int n_tiles = (rows + 7) / 8, warp = static_cast<int>(threadIdx.x) / 32;
+  const int n_tiles = (rows + 7) / 8;
   for (int t0 = 0; t0 < n_tiles; t0 += tensor_core::kMaxNTiles) {
     tensor_core::stream_product<P, !probe::Skips<Skip>::of(probe::kMma)>(
-        held, slots, x + t0 * 8 * pitch, pitch, min(tensor_core::kMaxNTiles, n_tiles - t0), stream, warp,
+        held, slots, x + t0 * 8 * pitch, pitch, min(tensor_core::kMaxNTiles, n_tiles - t0), stream, own,
         [&](int i, int n, float v) { out[(t0 * 8 + n) * s.rows + i] = v; });
   }
 }
@@ -156,6 +157,7 @@ __global__ void __launch_bounds__(kThreads, 1) forward_kernel(ForwardArgs a, Sha
   const long long BH = static_cast<long long>(a.B) * H;
   const Walk walk = walk_of(s.width / s.vector);
   const Stream stream = stream_of<P>(s);
+  const WarpStream own = tensor_core::warp_stream(stream, static_cast<int>(threadIdx.x) / 32);
   const unsigned pitch = s.width + kPad<P>;
   T* const slots = dynamic_shared<T>();                             // W's fragments not held
   T* const x = slots + stream.slots() * kSlotElements<P>;           // [chunk][pitch]
@@ -204,7 +206,7 @@ __global__ void __launch_bounds__(kThreads, 1) forward_kernel(ForwardArgs a, Sha
       clock.mark(probe::Phase::kLoad);
       __syncthreads();  // the chunk of h_{t-1} loaded
       clock.mark(probe::Phase::kBlockSync);
-      block_product<P, Skip>(held, slots, x, pitch, rows, stream, s, z);
+      block_product<P, Skip>(held, slots, x, pitch, rows, stream, own, s, z);
       clock.mark(probe::Phase::kProduct);
       sync<Skip>(cluster);  // every block's partial sums of the chunk are complete
       clock.mark(probe::Phase::kClusterSync);
@@ -272,6 +274,7 @@ __global__ void __launch_bounds__(kThreads, 1) backward_kernel(BackwardArgs a, S
   const long long BH = static_cast<long long>(a.B) * H;
   const Walk walk = walk_of(s.width / s.vector);
   const Stream stream = stream_of<P>(s);
+  const WarpStream own = tensor_core::warp_stream(stream, static_cast<int>(threadIdx.x) / 32);
   const unsigned pitch = s.width + kPad<P>;
   T* const slots = dynamic_shared<T>();                                   // W_hh^T's fragments not held
   T* const x = slots + stream.slots() * kSlotElements<P>;                 // [chunk][pitch]
@@ -318,7 +321,7 @@ __global__ void __launch_bounds__(kThreads, 1) backward_kernel(BackwardArgs a, S
         clock.mark(probe::Phase::kLoad);
         __syncthreads();  // the chunk of dz_{t+1} loaded
         clock.mark(probe::Phase::kBlockSync);
-        block_product<P, Skip>(held, slots, x, pitch, rows, stream, s, partial);
+        block_product<P, Skip>(held, slots, x, pitch, rows, stream, own, s, partial);
         clock.mark(probe::Phase::kProduct);
         sync<Skip>(cluster);  // every block's partial sums of the chunk are complete
         clock.mark(probe::Phase::kClusterSync);
@@ -398,7 +401,7 @@ __global__ void __launch_bounds__(kThreads, 1) backward_kernel(BackwardArgs a, S
 std::size_t block_bytes(Products products, int rows, int width, int chunk) {
   const std::size_t item = operand_bytes(products);
   const bool holds = products != Products::kIeee;
-  const Stream stream{rows / 16, width / (products == Products::kBf16 ? 16 : 8), kWarps, holds};
+  const Stream stream{rows / 16, width * static_cast<int>(item) / 32, kWarps, holds};  // a k-step: 32 bytes of a row
   const std::size_t bytes = static_cast<std::size_t>(stream.slots()) * Stream::kSlotBytes +
                             item * static_cast<std::size_t>(chunk) * (width + tensor_core::pad_of(products)) +
                             sizeof(float) * static_cast<std::size_t>(chunk) * rows;

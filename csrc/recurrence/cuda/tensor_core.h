@@ -293,6 +293,16 @@ struct Stream {
   __host__ __device__ int slots() const { return first_unheld(warps); }  // fragments in shared memory
 };
 
+// One warp's part of a Stream, worked out once before a kernel's time loop (whose products then
+// divide nothing): the warp, its fragments, how many it holds, its first slot.
+struct WarpStream {
+  int warp, length, held, first_slot;
+};
+
+__host__ __device__ inline WarpStream warp_stream(const Stream& stream, int warp) {
+  return {warp, stream.length(warp), stream.held(warp), stream.first_unheld(warp)};
+}
+
 // Elements of a fragment slot, and where element (row r, column c of the k-step) of a fragment lies
 // in its slot: half c / (kK / 2) of 256 bytes, row r of 16 bytes.
 template <Products P>
@@ -361,18 +371,18 @@ __device__ inline void emit(float (&acc)[kMaxNTiles][4], int mt, int n_tiles, St
   }
 }
 
-// Warp `warp`'s m-tiles of C = A B for the n_tiles (<= kMaxNTiles) n8 tiles of B at b (column-major:
-// element (k, n) at b[n * ldb + k]), handed to store(row, n, value): its held fragments from
-// `held`, the rest from its slots at `slots` (the block's slot 0; hold_stream, store_fragments).
-// kIeee: a scalar float32 loop over the same stream, every fragment from its slot.
+// Warp own.warp's m-tiles of C = A B for the n_tiles (<= kMaxNTiles) n8 tiles of B at b
+// (column-major: element (k, n) at b[n * ldb + k]), handed to store(row, n, value): its held
+// fragments from `held`, the rest from its slots at `slots` (the block's slot 0; hold_stream,
+// store_fragments). kIeee: a scalar float32 loop over the same stream, every fragment from its slot.
 template <Products P, bool Multiply = true, class Store>
 __device__ inline void stream_product(const Held& held, const typename Operand<P>::T* slots,
                                       const typename Operand<P>::T* b, unsigned ldb, int n_tiles, const Stream& stream,
-                                      int warp, Store&& store) {
-  const int length = stream.length(warp), lane = threadIdx.x % 32;
-  const auto* mine = slots + stream.first_unheld(warp) * kSlotElements<P>;
+                                      const WarpStream& own, Store&& store) {
+  const int length = own.length, lane = threadIdx.x % 32;
+  const auto* mine = slots + own.first_slot * kSlotElements<P>;
   float acc[kMaxNTiles][4] = {};
-  int mt = warp, k = 0;  // the m-tile and k-step of the next fragment
+  int mt = own.warp, k = 0;  // the m-tile and k-step of the next fragment
   auto next = [&]() {
     if (++k == stream.k_steps) {
       emit(acc, mt, n_tiles, store);
@@ -396,7 +406,7 @@ __device__ inline void stream_product(const Held& held, const typename Operand<P
       next();
     }
   } else {
-    const int kept = stream.held(warp);
+    const int kept = own.held;
 #pragma unroll
     for (int j = 0; j < kHeldSegments; ++j) {
 #pragma unroll
