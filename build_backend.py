@@ -41,3 +41,19 @@ def get_requires_for_build_editable(config_settings=None):
 
 def get_requires_for_build_sdist(config_settings=None):
     return [_torch_requirement()]
+
+
+def cublas_include_dir(cuda_home: str | None) -> str | None:
+    """The folder holding cuBLAS's <cublas_v2.h>, which the CUDA extension's tensor-core GEMMs
+    include (csrc/gemm/cuda/tensor_core_gemm.h): the CUDA toolkit's include folder, else that of the
+    nvidia cuBLAS wheel a CUDA build of torch installs beside it (nvidia/cu13/include,
+    nvidia/cublas/include); None where neither has it. setup.py and the GPU probe's own build
+    (bench/probe/kernels.py) ask here."""
+    import importlib.util
+    import os
+
+    folders = [os.path.join(cuda_home, "include")] if cuda_home else []
+    spec = importlib.util.find_spec("nvidia")
+    for root in (spec.submodule_search_locations or []) if spec else []:
+        folders += sorted(os.path.join(root, name, "include") for name in os.listdir(root))
+    return next((folder for folder in folders if os.path.isfile(os.path.join(folder, "cublas_v2.h"))), None)

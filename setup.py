@@ -28,6 +28,8 @@ import sys
 
 from setuptools import find_packages, setup
 
+from build_backend import cublas_include_dir
+
 ROOT = os.path.dirname(os.path.abspath(__file__))
 PACKAGES = find_packages(include=["tsrnn", "tsrnn.*"])
 LIMITED_API = ("cp310", "-DPy_LIMITED_API=0x030A0000")  # the wheel's abi3 tag: requires-python's oldest
@@ -89,11 +91,15 @@ def cuda_extension():
     wanted = os.environ.get("TSRNN_CUDA", "auto")
     if wanted not in ("0", "1", "auto"):
         raise SystemExit(f"TSRNN_CUDA must be 0, 1 or unset, got {wanted!r}")
-    problem = None
+    problem, cublas = None, None
     if torch.version.cuda is None:
         problem = f"torch {torch.__version__} is a CPU build"
     elif cpp_extension.CUDA_HOME is None:
         problem = "nvcc was not found (set CUDA_HOME)"
+    else:
+        cublas = cublas_include_dir(cpp_extension.CUDA_HOME)
+        if cublas is None:
+            problem = f"cuBLAS's headers (cublas_v2.h) are neither in {cpp_extension.CUDA_HOME}/include nor in an nvidia wheel"
     if wanted == "0":
         NOT_BUILT["tsrnn._cuda"] = "TSRNN_CUDA=0"
         return None
@@ -108,8 +114,9 @@ def cuda_extension():
         say(f"no GPU visible and TORCH_CUDA_ARCH_LIST unset: building the CUDA extension for {DEFAULT_CUDA_ARCHS}")
     return cpp_extension.CUDAExtension(
         "tsrnn._cuda",
-        ["csrc/recurrence/cuda/binding.cpp", *sorted(glob.glob("csrc/recurrence/cuda/*.cu"))],
-        include_dirs=[os.path.join(ROOT, "csrc")],
+        ["csrc/recurrence/cuda/binding.cpp", *sorted(glob.glob("csrc/recurrence/cuda/*.cu")),
+         *sorted(glob.glob("csrc/gemm/cuda/*.cu"))],
+        include_dirs=[os.path.join(ROOT, "csrc"), cublas],
         extra_compile_args={"cxx": ["-O3", "-g0", LIMITED_API[1]], "nvcc": ["-O3", "-std=c++17"]},
         extra_link_args=list(shared_cxx_runtime()),
         py_limited_api=True,

@@ -54,9 +54,13 @@ with every coefficient >= 0 and, per fwd+bwd step (both directions) of one block
   whose launch is cooperative): the device's resident clusters of that size
   (cudaOccupancyMaxActiveClusters in the plan; here the H200's, read off the report's grid plans,
   which take as many clusters as are resident).
-- The per-call terms (the input projection and weight-gradient GEMMs, 3 of 2 T B G H^2 flops,
-  TF32 as FP32 SIMT GEMMs and bf16 on tensor cores, and the host's work) are the same for every
-  configuration of a shape: they set the predicted times, not the plans' choice.
+- The per-call terms (the input projection and weight-gradient GEMMs, 4 of 2 T B G H^2 flops,
+  and the host's work) are the same for every configuration of a shape: they set the predicted
+  times, not the plans' choice. bf16 GEMMs run on the tensor cores (``gemm_bf16``); TF32 ones ran
+  as FP32 SIMT GEMMs on pre-rounded operands in generation 1 (``gemm_tf32``) and run as cuBLAS's
+  TF32 tensor-core GEMMs in generation 2 (csrc/gemm/cuda/tensor_core_gemm.h), priced as bf16's at
+  half the rate (twice the ``gemm_bf16`` units: Hopper's dense TF32 peak is half its bf16 peak),
+  an assumption until a GPU run measures them.
 
 The fit: nonnegative least squares (scipy.optimize.nnls) of the relative error, each row's
 features divided by its measured time against a target of ones, i.e. minimizing the sum of
@@ -233,10 +237,14 @@ def features(T: int, B: int, H: int, gates: int, precision: str, kernel: str, co
     else:
         raise ValueError(f"unknown kernel {kernel!r}")
     gemm = T * B * gates * H * H
+    # TF32 GEMMs: FP32 SIMT GEMMs of rounded operands in generation 1, cuBLAS's TF32 tensor-core GEMMs in
+    # generation 2, priced at twice the bf16 GEMMs' fitted cost (Hopper's dense TF32 rate is half its bf16 rate)
+    tf32_simt = gemm if item == 4 and generation == 1 else 0
+    tensor_flops = gemm * (1 if item == 2 else 2 if generation == 2 else 0)
     return {"S": S, "pairs_per_thread": pairs, "barriers_per_step": barriers, "L2_per_step": l2, "chunks": chunks,
             "waves": waves,
             "terms": {"shared_wavefronts": T * waves * S, "pairs": T * waves * pairs, "barriers": T * waves * barriers,
-                      "l2_loads": T * l2, "gemm_tf32": gemm if item == 4 else 0, "gemm_bf16": gemm if item == 2 else 0,
+                      "l2_loads": T * l2, "gemm_tf32": tf32_simt, "gemm_bf16": tensor_flops,
                       "call": 1}}
 
 

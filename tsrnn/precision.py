@@ -94,27 +94,30 @@ def round_operands(t: torch.Tensor, products: str) -> torch.Tensor:
     raise ValueError(f"products must be one of {PRODUCTS}, got {products!r}")
 
 
-# rounded_weight's copies: id(weight) -> (a weak reference to it, its version and storage, the
-# precision, its rounded copy); an entry goes when its weight does.
-_rounded: dict[int, tuple[weakref.ref, tuple, str, torch.Tensor]] = {}
+# rounded_weight's copies: id(weight) -> (a weak reference to it, its version and storage, how it
+# was rounded (the precision and the rounding function), its rounded copy); an entry goes when its weight does.
+_rounded: dict[int, tuple[weakref.ref, tuple, tuple, torch.Tensor]] = {}
 
 
-def rounded_weight(w: torch.Tensor, products: str) -> torch.Tensor:
-    """``round_operands(w, products)`` of a weight, rounded once per version: the copy is kept
-    (one a weight) and returned again while ``w`` is the same tensor with the same storage and
-    version counter (an optimizer step, ``w.data = ...`` or any in-place write makes a new one),
-    so the forward and backward of a step, and the steps of an evaluation, round it once. Not
-    kept while torch.compile traces (fake tensors) or for a weight that autograd records (the
-    rounding is then part of the graph)."""
+def rounded_weight(w: torch.Tensor, products: str, rounding=None) -> torch.Tensor:
+    """``round_operands(w, products)`` of a weight (or ``rounding(w)``, another function of the same
+    rounding: a kernel that does it in one pass, or into another dtype), rounded once per version:
+    the copy is kept (one a weight) and returned again while ``w`` is the same tensor with the same
+    storage and version counter (an optimizer step, ``w.data = ...`` or any in-place write makes a
+    new one) and the same rounding is asked for, so the forward and backward of a step, and the
+    steps of an evaluation, round it once. Not kept while torch.compile traces (fake tensors) or
+    for a weight that autograd records (the rounding is then part of the graph)."""
+    round_it = (lambda t: round_operands(t, products)) if rounding is None else rounding
     if products == "ieee" or torch.compiler.is_compiling() or (w.requires_grad and torch.is_grad_enabled()):
-        return round_operands(w, products)
+        return round_it(w)
     key, state = id(w), (w.untyped_storage().data_ptr(), w.storage_offset(), tuple(w.shape), tuple(w.stride()),
                          w._version)
+    how = (products, rounding)
     found = _rounded.get(key)
-    if found is not None and found[0]() is w and found[1] == state and found[2] == products:
+    if found is not None and found[0]() is w and found[1] == state and found[2] == how:
         return found[3]
-    rounded = round_operands(w.detach(), products)
-    _rounded[key] = (weakref.ref(w, lambda _, key=key: _rounded.pop(key, None)), state, products, rounded)
+    rounded = round_it(w.detach())
+    _rounded[key] = (weakref.ref(w, lambda _, key=key: _rounded.pop(key, None)), state, how, rounded)
     return rounded
 
 

@@ -45,11 +45,19 @@ def build() -> float:
         recurrence_op.define(namespace, planned=True)
     flags = ["-O3", "-DTSRNN_PROBE=1"]  # the host binding takes torch's own C++ standard, the .cu files C++17
     cuda = os.path.join(ROOT, "csrc", "recurrence", "cuda")
+    sys.path.insert(0, str(ROOT))
+    from build_backend import cublas_include_dir  # the policies' dW_hh GEMM includes cuBLAS
+
+    cublas = cublas_include_dir(cpp_extension.CUDA_HOME)
+    if cublas is None:
+        raise RuntimeError("the probe's build needs cuBLAS's headers (cublas_v2.h), found in neither CUDA_HOME nor an nvidia wheel")
     cpp_extension.load(name="tsrnn_probe", sources=[str(ROOT / "bench" / "probe" / "binding.cpp"),
                                                      os.path.join(cuda, "cluster_recurrence.cu"),
-                                                     os.path.join(cuda, "grid_recurrence.cu")],
+                                                     os.path.join(cuda, "grid_recurrence.cu"),
+                                                     str(ROOT / "csrc" / "gemm" / "cuda" / "round_tf32.cu")],
                        extra_cflags=flags, extra_cuda_cflags=flags + ["-std=c++17", "-gencode=arch=compute_90,code=sm_90"],
-                       extra_include_paths=[str(ROOT / "csrc")], build_directory=str(folder),
+                       extra_include_paths=[str(ROOT / "csrc"), cublas],
+                       build_directory=str(folder),
                        is_python_module=False, verbose=False)
     return time.monotonic() - started
 

@@ -1,10 +1,11 @@
 """torch.profiler over one warm forward+backward call per model, shape and dtype: where a call's time goes.
 
 Models (``models``): torch.nn.LSTM (cuDNN, torch's defaults), tsrnn.LSTM on its ``cudnn`` path (the same
-kernels behind tsrnn's module), and tsrnn.LSTM on the tensor-core kernel that serves the shape
+kernels behind tsrnn's module), tsrnn.LSTM on the tensor-core kernel that serves the shape
 (``cuda_cluster`` at H = 128 / 400, ``cuda_grid`` at H = 1150, the path name as the backend: the
-kernel's plan picks the configuration); a path that refuses a shape is recorded as refused with
-tsrnn.backend's reason. At each (T, B, H) of SHAPES, float32 and bf16 (``ctx.quick``: the first
+kernel's plan picks the configuration), and the same with its input projection's GEMMs on torch's
+float32 GEMMs (``torch_gemms``: the fixed cost per call before the tensor-core GEMMs); a path that
+refuses a shape is recorded as refused with tsrnn.backend's reason. At each (T, B, H) of SHAPES, float32 and bf16 (``ctx.quick``: the first
 shape, float32):
 
 * ``host_ms`` / ``wall_ms``: median of HOST_CALLS unprofiled calls (after WARMUP), the host-side
@@ -13,7 +14,8 @@ shape, float32):
   ``prof.events()`` whose ``device_type`` is CUDA: kernels, copies, memsets, with
   ``time_range`` start/end in us) give per name the calls and total us (the TOP longest), their
   busy time (the union of their intervals) against their span (first start to last end), and the
-  idle gaps between them (total, count, the GAPS largest).
+  idle gaps between them (total, count, the GAPS largest), and ``gemm_us``, the total of the GEMM
+  kernels (cuBLAS's names: GEMM).
 
 A run that recorded no GPU activity (CUPTI unavailable) is "partial", with its host and wall times.
 
@@ -30,6 +32,9 @@ stand-in.
 """
 from __future__ import annotations
 
+import contextlib
+import dataclasses
+import re
 import statistics
 import time
 
@@ -47,13 +52,34 @@ WARMUP, HOST_CALLS, TOP, GAPS = 3, 5, 15, 5
 NAME_CHARS = 160  # kernel names are long template instantiations: cut in the record, not when grouping
 NO_EVENTS = "torch.profiler recorded no GPU activity (CUPTI cannot trace on this machine?)"
 MIN_LEFT = 15.0  # seconds: a run that would start with less left before the deadline is not started
+GEMM = re.compile(r"gemm|gemv|xmma|cutlass|cublas", re.IGNORECASE)  # cuBLAS's kernels (and ATen's CPU mm ops)
 
 
 def models(device: str, H: int) -> dict[str, str | None]:
-    """Model name -> the tsrnn path it runs (None: torch.nn.LSTM)."""
+    """Model name -> the tsrnn path it runs (None: torch.nn.LSTM; TORCH_GEMMS + a path: that path with
+    its input projection's GEMMs on torch's float32 ones, ``torch_gemms``)."""
     if device == "cpu":
         return {"torch.nn.LSTM": None, "tsrnn cudnn": STAND_IN["cudnn"], "tsrnn tensor_core": STAND_IN["tensor_core"]}
-    return {"torch.nn.LSTM": None, "tsrnn cudnn": "cudnn", "tsrnn tensor_core": TENSOR_CORE.get(H, "cuda_cluster")}
+    kernel = TENSOR_CORE.get(H, "cuda_cluster")
+    return {"torch.nn.LSTM": None, "tsrnn cudnn": "cudnn", "tsrnn tensor_core": kernel,
+            "tsrnn tensor_core, torch GEMMs": TORCH_GEMMS + kernel}
+
+
+TORCH_GEMMS = "torch_gemms:"
+
+
+@contextlib.contextmanager
+def torch_gemms(path: str):
+    """The registry with a copy of ``path`` whose input projection (x W_ih^T and, in the backward,
+    g W_ih and g^T x) runs torch's float32 GEMMs on rounded operands, as before the tensor-core GEMMs
+    (tsrnn.ops.projection.tensor_core_projection): the fixed cost per call before and after, side by
+    side (dW_hh's GEMM is the recurrence operator's own, on the tensor cores in both); yields its name."""
+    from tsrnn import backend
+    from tsrnn.ops import projection
+
+    record = dataclasses.replace(backend.REGISTRY[path], name=f"{path}_torch_gemms", projection=projection.torch_projection)
+    with testing.registered(record) as name:
+        yield name
 
 
 def activities(prof, device: str) -> list[tuple[str, float, float, float]]:
@@ -126,10 +152,14 @@ def profile_call(step, device: str) -> tuple[dict, dict]:
     return {**status, "host_ms": round(1e3 * statistics.median(host), 3),
             "wall_ms": round(1e3 * statistics.median(wall), 3), "kernel_count": len(events),
             "kernel_total_us": round(sum(own for *_, own in events), 1),
+            "gemm_us": round(sum(own for name, *_, own in events if GEMM.search(name)), 1),
             **timeline(events), "kernels": rows(table)}, table
 
 
 def measure(ctx: Context, name: str, path: str | None, shape, dtype) -> tuple[dict, dict]:
+    if path and path.startswith(TORCH_GEMMS):
+        with torch_gemms(path[len(TORCH_GEMMS):]) as copy:
+            return measure(ctx, name, copy, shape, dtype)
     T, B, H = shape
     record = {"model": name, "path": path or "torch.nn.LSTM", "T": T, "B": B, "H": H, "dtype": str(dtype)[6:]}
     reason = path and testing.why_not(path, "lstm", (T, B, H, H), dtype, ctx.device)

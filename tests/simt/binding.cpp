@@ -3,7 +3,9 @@
 // grid_recurrence.cu, compiled by g++ against tests/simt/simt.h, as the CPU kernels of
 // torch.ops.tsrnn_simt_cluster and tsrnn_simt_grid (recurrence_forward / recurrence_backward /
 // recurrence_plan / recurrence_config; schemas defined from Python by tsrnn.ops, see
-// tests/simt/emulation.py), and torch.ops.simt.* to choose
+// tests/simt/emulation.py), the tensor-core GEMMs (csrc/gemm/cuda/tensor_core_gemm.h, against the
+// emulated cuBLAS of tests/simt/include/cublas_v2.h) as those of tsrnn_simt_tensor_core's mm /
+// round_tf32, and torch.ops.simt.* to choose
 // the emulated device and the thread-order seed, to plant the tests' bugs (a dropped barrier, broken
 // atomics: see tests/simt/simt.h) and to run the emulation's own probes (tests/simt/probes.cpp).
 #include <torch/library.h>
@@ -37,6 +39,9 @@ void use(int64_t device, int64_t seed) {
 }
 
 int64_t launches() { return simt::launches(); }
+
+// The launches of kernels whose (demangled) name holds `part`.
+int64_t launches_of(const std::string& part) { return simt::launches_of(part); }
 
 // What the kernels did since the last reset, by simt::Count's names.
 c10::Dict<std::string, int64_t> counts() {
@@ -78,6 +83,7 @@ TORCH_LIBRARY(simt, m) {
   m.def("add_device(int multiprocessors, int shared_optin, int registers) -> int", &add_device);
   m.def("use(int device, int seed) -> ()", &use);
   m.def("launches() -> int", &launches);
+  m.def("launches_of(str part) -> int", &launches_of);
   m.def("drop_barrier(str file, int line) -> ()", &drop_barrier);
   m.def("barrier_drops() -> int", &barrier_drops);
   m.def("plant(str name) -> ()", &plant);
@@ -103,4 +109,9 @@ TORCH_LIBRARY_IMPL(tsrnn_simt_grid, CPU, m) {
   m.impl("recurrence_backward", &tsrnn::recurrence_backward<tsrnn::cuda_binding::GridRecurrence>);
   m.impl("recurrence_plan", &tsrnn::cuda_binding::tensor_core_blocks<tsrnn::cuda_binding::GridKernel>);
   m.impl("recurrence_config", &tsrnn::cuda_binding::tensor_core_config<tsrnn::cuda_binding::GridKernel>);
+}
+
+TORCH_LIBRARY_IMPL(tsrnn_simt_tensor_core, CPU, m) {
+  m.impl("mm", &tsrnn::cuda_gemm::mm);
+  m.impl("round_tf32", static_cast<tsrnn::Tensor (*)(const tsrnn::Tensor&)>(&tsrnn::cuda_gemm::round_tf32));
 }

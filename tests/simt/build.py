@@ -1,9 +1,10 @@
 """Compiles the SIMT emulation (tests/simt/simt.h) with g++ into a shared library of torch operators.
 
-Eight objects: the kernels of csrc/recurrence/cuda/cluster_recurrence.cu and grid_recurrence.cu
-(``KERNEL_SOURCES``), each compiled as C++ with tests/simt/include ahead of the
-system headers (its <cuda_runtime.h>, <cooperative_groups.h>, <mma.h>, <cuda_bf16.h> and <cuda/atomic>
-are the emulation); the emulation's runtime (simt.cpp); its probes (probes.cpp, cluster_probes.cpp,
+Nine objects: the kernels of csrc/recurrence/cuda/cluster_recurrence.cu and grid_recurrence.cu and
+the GEMMs' rounding kernel csrc/gemm/cuda/round_tf32.cu (``KERNEL_SOURCES``), each compiled as C++
+with tests/simt/include ahead of the system headers (its <cuda_runtime.h>, <cooperative_groups.h>,
+<mma.h>, <cuda_bf16.h>, <cuda/atomic>, <cublas_v2.h> and <ATen/cuda/CUDAContext.h> are the
+emulation); the emulation's runtime (simt.cpp); its probes (probes.cpp, cluster_probes.cpp,
 flag_probes.cpp, ptx_probes.cpp); and the torch binding (binding.cpp, the CUDA binding's own policies). Three libraries:
 the plain one; ``sanitize``, all but the binding built with AddressSanitizer and
 UndefinedBehaviorSanitizer (a process must preload libasan: see ``sanitizer_environment``); and
@@ -35,7 +36,8 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 CLUSTER_KERNELS = ROOT / "csrc" / "recurrence" / "cuda" / "cluster_recurrence.cu"  # the cluster-resident kernel
 GRID_KERNELS = CLUSTER_KERNELS.with_name("grid_recurrence.cu")  # the grid-resident tensor-core kernel
-KERNEL_SOURCES = (CLUSTER_KERNELS, GRID_KERNELS)  # the kernel files of every library
+ROUNDING = ROOT / "csrc" / "gemm" / "cuda" / "round_tf32.cu"  # the tensor-core GEMMs' TF32 rounding kernel
+KERNEL_SOURCES = (CLUSTER_KERNELS, GRID_KERNELS, ROUNDING)  # the kernel files of every library
 PROBES = (HERE / "probes.cpp", HERE / "cluster_probes.cpp", HERE / "flag_probes.cpp", HERE / "ptx_probes.cpp")  # the emulation's own checks
 MICRO = ROOT / "bench" / "probe"  # the GPU probe's microbenchmarks (micro.cu, micro_ops.cpp): in the probe library
 SANITIZE = ["-fsanitize=address,undefined", "-fno-sanitize-recover=all", "-fno-omit-frame-pointer"]
@@ -46,7 +48,8 @@ COMMON = ["g++", "-std=c++20", "-fPIC", "-O1", "-g0", "-w"]
 
 def _sources() -> list[Path]:
     patterns = [(HERE, "*.h"), (HERE, "*.cpp"), (HERE / "include", "**/*"), (ROOT / "csrc", "**/*.h"),
-                (ROOT / "csrc" / "recurrence" / "cuda", "*.cu"), (MICRO, "micro*")]
+                (ROOT / "csrc" / "recurrence" / "cuda", "*.cu"), (ROOT / "csrc" / "gemm" / "cuda", "*.cu"),
+                (MICRO, "micro*")]
     return sorted(p for base, pattern in patterns for p in base.glob(pattern) if p.is_file())
 
 
@@ -114,7 +117,7 @@ def library(sanitize: bool = False, probe: bool = False) -> Path:
         torch_lib = Path(torch.__file__).parent / "lib"
         partial = target.with_suffix(".tmp")
         _compile(["g++", "-shared", "-o", str(partial), *map(str, jobs), *(SANITIZE if sanitize else []),
-                  f"-L{torch_lib}", "-lc10", "-ltorch_cpu", "-ltorch", f"-Wl,-rpath,{torch_lib}"])
+                  f"-L{torch_lib}", "-lc10", "-ltorch_cpu", "-ltorch", "-ldl", f"-Wl,-rpath,{torch_lib}"])
         partial.rename(target)
         return target
 

@@ -55,7 +55,8 @@ def name(precision: str, kernel: str = "cluster") -> str:
 
 def path(precision: str, kernel: str = "cluster") -> backend.Path:
     """The registry record of the emulated tensor-core ``kernel`` with products in ``precision``:
-    an operator path on CPU tensors, float32 math, refused where the plan refuses the shape."""
+    an operator path on CPU tensors, float32 math, refused where the plan refuses the shape, its
+    input projection's GEMMs (as its dW_hh's) on the emulated cuBLAS of the tensor-core GEMMs."""
     described = KERNELS[kernel]
 
     def rule(call: backend.Call) -> str | None:
@@ -67,7 +68,8 @@ def path(precision: str, kernel: str = "cluster") -> backend.Path:
         return None
 
     return backend.Path(name(precision, kernel), {"recurrence": recurrence_paths.run_operator}, ("cpu",), None,
-                        "operator", rule, described.namespace, projection.torch_projection,
+                        "operator", rule, described.namespace,
+                        projection.tensor_core_projection(emulation.TENSOR_CORE_NAMESPACE),
                         lambda dtype, device: precision)
 
 
@@ -185,11 +187,11 @@ def check(case: Case) -> testing.Comparison:
     """``case`` on the emulated kernel against the float64 reference (values, final states and
     gradients), with the tolerance rows of its precision; both kernels must have launched."""
     emulation.emulate(case.multiprocessors, case.seed, case.shared_optin)
-    before = torch.ops.simt.launches()
+    before = emulation.recurrence_launches()
     with registered(case.precision, case.kernel) as path_name, forced(case.cluster, case.tile, case.kernel):
         result = testing.compare(path_name, case.cell, case.shape, torch.float32, "cpu", dt=case.dt, seed=case.seed,
                                  lengths=case.lengths, products=case.precision)
-    if torch.ops.simt.launches() - before != 2:
+    if emulation.recurrence_launches() - before != 2:
         result.errors["kernel launches (forward, backward)"] = (float("inf"), 2.0)
     return result
 

@@ -1,7 +1,7 @@
 """The CUDA kernels' source on the CPU (tests/simt/simt.h): what every emulated table shares.
 
-``load(library)`` defines the operators' namespaces ``tsrnn_simt_cluster`` and ``tsrnn_simt_grid``
-from tsrnn.ops's schemas (so the autograd formula and the fake kernels are the package's own) and
+``load(library)`` defines the operators' namespaces ``tsrnn_simt_cluster``, ``tsrnn_simt_grid`` and
+``tsrnn_simt_tensor_core`` (the GEMMs) from tsrnn.ops's schemas (so the autograd formula and the fake kernels are the package's own) and
 loads a library that tests/simt/build.py compiled; tests/simt/cluster.py makes registry records of
 them, which ``registered`` adds while a check runs, so that ``tsrnn.testing.compare`` runs the
 kernels' source through tsrnn.functional, exactly as it runs every other path.
@@ -16,11 +16,13 @@ import torch
 
 from tsrnn import backend, functional, reference, testing
 from tsrnn.ops import library as ops_library
+from tsrnn.ops import projection
 from tsrnn.ops.recurrence import op as recurrence_op
 from tsrnn.ops.recurrence import cells
 
 CLUSTER_NAMESPACE = "tsrnn_simt_cluster"
 GRID_NAMESPACE = "tsrnn_simt_grid"
+TENSOR_CORE_NAMESPACE = "tsrnn_simt_tensor_core"  # the GEMMs of csrc/gemm/cuda/tensor_core_gemm.h on the emulated cuBLAS
 H100_SHARED_OPTIN = 232448  # bytes of shared memory one block may opt in to on an H100
 _devices: dict[tuple[int, int], int] = {}
 _loaded: dict[str, list] = {}  # the library file loaded -> the namespaces' definitions
@@ -34,8 +36,10 @@ def load(library) -> None:
         return
     for namespace in (CLUSTER_NAMESPACE, GRID_NAMESPACE):
         recurrence_op.define(namespace, planned=True)
+    projection.define_tensor_core(TENSOR_CORE_NAMESPACE)
     torch.ops.load_library(str(library))
-    _loaded[str(library)] = [ops_library.library(namespace) for namespace in (CLUSTER_NAMESPACE, GRID_NAMESPACE)]
+    _loaded[str(library)] = [ops_library.library(namespace)
+                             for namespace in (CLUSTER_NAMESPACE, GRID_NAMESPACE, TENSOR_CORE_NAMESPACE)]
 
 
 @contextlib.contextmanager
@@ -56,6 +60,11 @@ def registered(record: backend.Path):
     it was after; yields the path's name."""
     with testing.registered(record) as name, nan_filled():
         yield name
+
+
+def recurrence_launches() -> int:
+    """The emulated launches so far but the GEMMs' rounding kernel's (csrc/gemm/cuda/round_tf32.cu)."""
+    return torch.ops.simt.launches() - torch.ops.simt.launches_of("round_tf32_kernel")
 
 
 def emulate(multiprocessors: int, seed: int, shared_optin: int = H100_SHARED_OPTIN, registers: int = 64) -> None:

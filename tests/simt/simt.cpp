@@ -7,6 +7,8 @@
 #include "simt.h"
 #include "wmma.h"
 
+#include <cxxabi.h>
+#include <dlfcn.h>
 #include <sys/mman.h>
 #include <ucontext.h>
 
@@ -156,6 +158,7 @@ std::vector<Device> devices{Device{}};
 int current_device = 0;
 std::uint64_t seed = 0;
 std::int64_t launched = 0;
+std::map<std::string, std::int64_t> launched_by_name;  // the completed launches by their kernel's name
 std::int64_t started = 0;  // launches begun, failed ones too
 std::string last_error;
 // A kernel's attributes, per device (as CUDA's cudaFuncSetAttribute: the current device's context).
@@ -557,6 +560,14 @@ void set_plant(const std::string& name) {
 
 Plant plant() { return planted; }
 std::int64_t launches() { return launched; }
+
+std::int64_t launches_of(const std::string& part) {
+  std::int64_t count = 0;
+  for (const auto& [name, launches] : launched_by_name) {
+    if (name.find(part) != std::string::npos) count += launches;
+  }
+  return count;
+}
 std::int64_t launch_serial() { return started; }
 
 namespace {
@@ -858,6 +869,17 @@ cudaError_t occupancy(int* blocks, const void* kernel, int block_size, std::size
   return cudaSuccess;
 }
 
+// A kernel's demangled name (dladdr: a kernel of external linkage), or "" where it has none.
+std::string kernel_name(const void* kernel) {
+  Dl_info info;
+  if (dladdr(kernel, &info) == 0 || info.dli_sname == nullptr) return "";
+  int status = 0;
+  char* demangled = abi::__cxa_demangle(info.dli_sname, nullptr, nullptr, &status);
+  std::string name = status == 0 && demangled != nullptr ? demangled : info.dli_sname;
+  std::free(demangled);
+  return name;
+}
+
 cudaError_t launch(void (*body)(void*), void* context, dim3 grid, dim3 block, std::size_t shared_bytes,
                    bool cooperative, const void* kernel, dim3 cluster) {
   const std::lock_guard<std::mutex> lock(launch_mutex);
@@ -932,6 +954,7 @@ cudaError_t launch(void (*body)(void*), void* context, dim3 grid, dim3 block, st
     return cudaErrorLaunchFailure;
   }
   ++launched;
+  ++launched_by_name[kernel_name(kernel)];
   last_error.clear();
   return cudaSuccess;
 }

@@ -148,6 +148,7 @@ int add_device(const Device& device);
 void set_device(int index);
 void set_seed(std::uint64_t seed);
 std::int64_t launches();              // kernels launched so far (each ran to completion)
+std::int64_t launches_of(const std::string& part);  // those of kernels whose name holds `part`
 std::int64_t launch_serial();         // the running launch's number among all begun, failed ones too
 
 // What the kernels did, counted since reset_counts() (the GPU probe's removal ladder checks that a
@@ -405,6 +406,7 @@ struct alignas(8) uint2 {
 struct alignas(16) uint4 {
   unsigned x, y, z, w;
 };
+inline float4 make_float4(float x, float y, float z, float w) { return {x, y, z, w}; }
 
 // Cache-hinted loads are plain loads on one CPU thread, but __ldcv (volatile: fetched again on
 // every use, the load a poll of a flag written by another block uses) is an atomic read: a

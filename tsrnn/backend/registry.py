@@ -274,7 +274,7 @@ _TORCH_LSTM = {"recurrence": recurrence_paths.run_torch_lstm}
 _RECURRENCE = {"recurrence": recurrence_paths.run_operator}
 _SCAN = {"linear_scan": scan_paths.run_operator}
 _COMPILED_PROJECTION = projection.cpu_projection  # csrc/gemm/projection.cpp
-_TORCH_PROJECTION = projection.torch_projection
+_TENSOR_CORE_PROJECTION = projection.tensor_core_projection()  # TF32 / bf16 products through cuBLAS (tsrnn._cuda)
 
 # In order of preference after torch's own LSTM kernels, which "auto" tries first on their device.
 REGISTRY = {path.name: path for path in (
@@ -284,13 +284,13 @@ REGISTRY = {path.name: path for path in (
     Path("cudnn", _TORCH_LSTM, ("cuda",), None, "torch_lstm", _torch_lstm),
     Path("cuda_cluster", _RECURRENCE, ("cuda",), "native", "operator",
          _tensor_core("tsrnn_cluster", "must fit in the shared memory of one thread-block cluster of at most 16 blocks "
-                                       "(sm_90), or of one block"), "tsrnn_cluster", _TORCH_PROJECTION,
+                                       "(sm_90), or of one block"), "tsrnn_cluster", _TENSOR_CORE_PROJECTION,
          regime=_tensor_core_regime("tsrnn_cluster")),
     Path("cuda_grid", _RECURRENCE, ("cuda",), "native", "operator",
          _tensor_core("tsrnn_grid", "and the batch's partial sums must fit in the shared memory of blocks that are "
-                                    "all resident at once"), "tsrnn_grid", _TORCH_PROJECTION,
+                                    "all resident at once"), "tsrnn_grid", _TENSOR_CORE_PROJECTION,
          regime=_tensor_core_regime("tsrnn_grid")),
-    Path("triton_step", _RECURRENCE, ("cuda",), "triton", "operator", _always, "tsrnn_triton_step", _TORCH_PROJECTION,
+    Path("triton_step", _RECURRENCE, ("cuda",), "triton", "operator", _always, "tsrnn_triton_step", _TENSOR_CORE_PROJECTION,
          fallback=True),
     Path("triton_scan", _SCAN, ("cuda",), "triton", "operator", _always, "tsrnn_triton_scan"),
 )}

@@ -1,7 +1,9 @@
 """The input projection x W_ih^T + b of every operator path's layer: torch's GEMM in the call's
-precision (``torch_projection``), or on the "cpu" path the CPU engine's own
-(csrc/gemm/projection.cpp, ``torch.ops.tsrnn.cpu_projection``), with its fake kernel and autograd
-formula; and the schemas of the CPU GEMM kernels the tests and benchmarks call directly.
+precision (``torch_projection``), on CUDA with its TF32 / bf16 products on the tensor cores
+(``tensor_core_projection``: the ops of ``torch.ops.tsrnn_tensor_core``, cuBLAS called by
+tsrnn._cuda), or on the "cpu" path the CPU engine's own (csrc/gemm/projection.cpp,
+``torch.ops.tsrnn.cpu_projection``), with its fake kernel and autograd formula; and the schemas of
+the CPU GEMM kernels the tests and benchmarks call directly.
 """
 from __future__ import annotations
 
@@ -28,19 +30,81 @@ CPU_SCHEMAS = ("cpu_projection(Tensor x, Tensor w, Tensor? bias) -> Tensor",
                "cpu_gemm_in_use() -> str", "cpu_loop_profile() -> float[]")
 
 
+TENSOR_CORE = "tsrnn_tensor_core"  # tsrnn._cuda's GEMMs on the tensor cores (csrc/gemm/cuda/tensor_core_gemm.h)
+# bias + a b in float32, a and b float32 holding TF32 values (TF32 products) or both bfloat16 (bf16
+# products), float32 accumulation; x's values rounded to TF32 in one kernel (tsrnn.precision.round_operands's rounding)
+TENSOR_CORE_SCHEMAS = ("mm(Tensor a, Tensor b, Tensor? bias) -> Tensor", "round_tf32(Tensor x) -> Tensor")
+
+
+def define_tensor_core(namespace: str) -> None:
+    """Defines the tensor-core GEMM ops (TENSOR_CORE_SCHEMAS) in ``namespace``, with their fake kernels."""
+    lib = library.library(namespace)
+    for schema in TENSOR_CORE_SCHEMAS:
+        lib.define(schema)
+    torch.library.register_fake(f"{namespace}::mm", lambda a, b, bias: a.new_empty(a.shape[0], b.shape[1], dtype=torch.float32),
+                                lib=lib)
+    torch.library.register_fake(f"{namespace}::round_tf32", lambda x: x.new_empty(x.shape), lib=lib)
+
+
+@functools.cache
+def _has_tensor_cores(namespace: str, device_type: str) -> bool:
+    return torch._C._dispatch_has_kernel_for_dispatch_key(f"{namespace}::mm", device_type.upper())
+
+
 def torch_projection(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None,
-                     products: str = "ieee") -> torch.Tensor:
+                     products: str = "ieee", tensor_cores: str | None = None) -> torch.Tensor:
     """x w^T + bias through torch (addmm), its GEMMs and those of its gradients (dx = g w,
     dw = g^T x) in ``products`` (``tsrnn.precision.products``, read once per layer call by
     ``tsrnn.ops.recurrence.paths.run_operator``): "ieee", torch's GEMMs as torch's flags say;
     "tf32" or "bf16", every operand (x, w and the incoming gradient g) rounded to that format
     first (``tsrnn.precision.round_operands``; w's copy kept per version of w,
-    ``tsrnn.precision.rounded_weight``), so a float32 GEMM gives the TF32 (bf16) GEMM's result
-    whatever torch.backends.cuda.matmul says, and no flag is touched. A bf16 (fp16) layer's GEMM
-    runs in its dtype, as for "ieee"."""
+    ``tsrnn.precision.rounded_weight``), so that the GEMM gives the TF32 (bf16) GEMM's result
+    whatever torch.backends.cuda.matmul says, and no flag is touched. The GEMMs of float32
+    operands are the ops of the namespace ``tensor_cores`` where it has a kernel for their device
+    (TENSOR_CORE on CUDA: cuBLAS with TF32 or bf16 products, csrc/gemm/cuda/tensor_core_gemm.h,
+    the rounding one kernel), else torch's float32 GEMMs of the rounded operands. A bf16 (fp16)
+    layer's GEMM runs in its dtype, as for "ieee"."""
     if products == "ieee":
         return x @ w.t() if bias is None else torch.addmm(bias, x, w.t())
-    return _RoundedProjection.apply(x, w, bias, products)
+    return _RoundedProjection.apply(x, w, bias, products, tensor_cores)
+
+
+def tensor_core_projection(namespace: str = TENSOR_CORE):
+    """``torch_projection`` with its float32 GEMMs in a precision on the ops of ``namespace``."""
+    return functools.partial(torch_projection, tensor_cores=namespace)
+
+
+@functools.cache
+def _tensor_core_rounding(namespace: str, products: str):
+    """The operands of the tensor-core ops of ``namespace`` in ``products``: float32 rounded to
+    TF32 in one kernel, or bfloat16 (one conversion, to nearest even); one function per pair, so
+    that ``tsrnn.precision.rounded_weight`` knows a copy it made with it."""
+    if products == "tf32":
+        return getattr(torch.ops, namespace).round_tf32
+    return functools.partial(torch.Tensor.to, dtype=torch.bfloat16)
+
+
+class _Gemms:
+    """The rounding and the GEMM of a projection's products: the tensor-core ops of ``namespace``
+    for float32 operands on a device it has a kernel for, else torch's ops on rounded operands."""
+
+    def __init__(self, products: str, namespace: str | None, x: torch.Tensor, w: torch.Tensor):
+        self.products = products
+        usable = (namespace is not None and x.dtype == w.dtype == torch.float32
+                  and _has_tensor_cores(namespace, x.device.type))
+        self.ops = getattr(torch.ops, namespace) if usable else None
+        self.rounding = _tensor_core_rounding(namespace, products) if usable else None
+
+    def round(self, t: torch.Tensor) -> torch.Tensor:
+        return precision.round_operands(t, self.products) if self.rounding is None else self.rounding(t)
+
+    def weight(self, w: torch.Tensor) -> torch.Tensor:
+        return precision.rounded_weight(w, self.products, self.rounding)
+
+    def mm(self, a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
+        if self.ops is not None:
+            return self.ops.mm(a, b, bias)
+        return a @ b if bias is None else torch.addmm(bias, a, b)
 
 
 class _RoundedProjection(torch.autograd.Function):
@@ -48,26 +112,28 @@ class _RoundedProjection(torch.autograd.Function):
     ``products``; the bias's gradient sums the incoming gradient as it is (no product)."""
 
     @staticmethod
-    def forward(ctx, x, w, bias, products):
+    def forward(ctx, x, w, bias, products, tensor_cores):
         ctx.save_for_backward(x, w)
-        ctx.products, ctx.has_bias = products, bias is not None
-        xr, wr = precision.round_operands(x, products), precision.rounded_weight(w, products)
-        return xr @ wr.t() if bias is None else torch.addmm(bias, xr, wr.t())
+        gemms = _Gemms(products, tensor_cores, x, w)
+        ctx.products, ctx.gemms, ctx.has_bias = products, gemms, bias is not None
+        return gemms.mm(gemms.round(x), gemms.weight(w).t(), bias)
 
     @staticmethod
     def backward(ctx, grad):
         x, w = ctx.saved_tensors
         needs = ctx.needs_input_grad
-        # differentiated again (create_graph=True), the rounding's derivative is the identity's
-        differentiated = torch.is_grad_enabled()
-        rounded = precision.straight_through if differentiated else precision.round_operands
         with library.without_autocast(grad):
-            g = rounded(grad, ctx.products)
-            wr = rounded(w, ctx.products) if differentiated else precision.rounded_weight(w, ctx.products)
-            dx = g @ wr if needs[0] else None
-            dw = g.t() @ rounded(x, ctx.products) if needs[1] else None
             db = grad.sum(0) if ctx.has_bias and needs[2] else None
-        return dx, dw, db, None
+            if torch.is_grad_enabled():  # differentiated again: torch's GEMMs, the rounding's derivative the identity's
+                g = precision.straight_through(grad, ctx.products)
+                dx = g @ precision.straight_through(w, ctx.products) if needs[0] else None
+                dw = g.t() @ precision.straight_through(x, ctx.products) if needs[1] else None
+                return dx, dw, db, None, None
+            gemms = ctx.gemms
+            g = gemms.round(grad)
+            dx = gemms.mm(g, gemms.weight(w)) if needs[0] else None
+            dw = gemms.mm(g.t(), gemms.round(x)) if needs[1] else None
+        return dx, dw, db, None, None
 
 
 def _projection_fake(x, w, bias):
@@ -105,6 +171,7 @@ def _projection_backward(ctx, grad):
 _lib = library.library(library.COMPILED)
 for _schema in CPU_SCHEMAS:
     _lib.define(_schema)
+define_tensor_core(TENSOR_CORE)
 torch.library.register_fake("tsrnn::cpu_projection", _projection_fake, lib=_lib)
 torch.library.register_fake("tsrnn::cpu_projection_backward", _projection_backward_fake, lib=_lib)
 library.register_autograd(library.COMPILED, "cpu_projection", _projection_backward, _projection_setup, _lib)

@@ -2,7 +2,9 @@
 // (csrc/recurrence/cuda/cluster_recurrence.cu) as the CUDA kernels of torch.ops.tsrnn_cluster's
 // recurrence_forward / recurrence_backward / recurrence_plan / recurrence_config, the grid-resident
 // tensor-core kernel (grid_recurrence.cu) as those of torch.ops.tsrnn_grid, whose schemas are in
-// tsrnn/ops/recurrence/op.py, and the Python module tsrnn._cuda that registers them when imported.
+// tsrnn/ops/recurrence/op.py, the tensor-core GEMMs (csrc/gemm/cuda/tensor_core_gemm.h) as the CUDA
+// kernels of torch.ops.tsrnn_tensor_core's mm / round_tf32 (schemas in tsrnn/ops/projection.py), and
+// the Python module tsrnn._cuda that registers them when imported.
 #include <Python.h>
 #include <ATen/ATen.h>
 #include <torch/library.h>
@@ -49,6 +51,11 @@ TORCH_LIBRARY_IMPL(tsrnn_grid, CUDA, m) {
   m.impl("recurrence_backward", &recurrence_backward<cuda_binding::GridRecurrence>);
   m.impl("recurrence_plan", &on_device<cuda_binding::tensor_core_blocks<cuda_binding::GridKernel>>);
   m.impl("recurrence_config", &on_device<cuda_binding::tensor_core_config<cuda_binding::GridKernel>>);
+}
+
+TORCH_LIBRARY_IMPL(tsrnn_tensor_core, CUDA, m) {
+  m.impl("mm", &cuda_gemm::mm);
+  m.impl("round_tf32", static_cast<Tensor (*)(const Tensor&)>(&cuda_gemm::round_tf32));
 }
 
 }  // namespace tsrnn

@@ -24,6 +24,7 @@
 #include <utility>
 #include <vector>
 
+#include "gemm/cuda/tensor_core_gemm.h"
 #include "recurrence/cuda/cuda_recurrence.h"
 #include "check_message.h"
 
@@ -114,6 +115,16 @@ struct TensorCoreRecurrence : AtenBuffersAndGemm {
   };
 
   static void check_dtype(const Tensor& t) { check_float32(t); }
+
+  // dW_hh's GEMMs, out = a^T b (+ out): TF32 or bf16 products on the tensor cores (csrc/gemm/cuda/
+  // tensor_core_gemm.h), each operand rounded (converted) in one kernel first; ieee, ATen's GEMM.
+  static void weight_gemm(const Tensor& out, const Tensor& a, const Tensor& b, bool accumulate, Products products) {
+    if (products == Products::kIeee) return AtenBuffersAndGemm::weight_gemm(out, a, b, accumulate, products);
+    const auto operand = [products](const Tensor& x) {
+      return products == Products::kTf32 ? cuda_gemm::round_tf32(x) : x.to(at::kBFloat16);
+    };
+    cuda_gemm::gemm(out, operand(a).t(), operand(b), accumulate);
+  }
 
   template <typename Cell>
   static Plan plan(const Tensor& w_hh, const Shapes& s, Products products) {

@@ -1,5 +1,6 @@
 """What the compiler shows of the tensor-core kernels' speed, without a GPU: nvcc builds
-csrc/recurrence/cuda/cluster_recurrence.cu and grid_recurrence.cu for sm_80 and sm_90 (-O3,
+csrc/recurrence/cuda/cluster_recurrence.cu and grid_recurrence.cu (and the GEMMs' rounding kernel,
+csrc/gemm/cuda/round_tf32.cu) for sm_80 and sm_90 (-O3,
 -Xptxas -v; warnings are errors, host and device, as CI's compile check of the other CUDA
 sources), and the checks read ptxas's report and the SASS (cuobjdump): every kernel (3 cells x 3
 precisions x 2 directions) keeps everything in registers (no stack frame, no spills, no LDL/STL
@@ -322,6 +323,25 @@ def test_the_local_memory_check_can_fail(tmp_path):
     report, sass = compile_report(planted, "90", tmp_path)
     (mangled,) = [m for m in report if "planted" in m]
     assert report[mangled]["stack"] > 0 and re.search(r"\b(LDL|STL)\b", sass[mangled])
+
+
+ROUNDING = ROOT / "csrc" / "gemm" / "cuda" / "round_tf32.cu"  # the tensor-core GEMMs' TF32 rounding
+
+
+@needs_tools
+@pytest.mark.parametrize("arch", ["80", "90"])
+def test_the_rounding_kernel_streams_in_vectors_with_cvt_rna(tmp_path, arch):
+    """The GEMMs' one-pass TF32 rounding (csrc/gemm/cuda/round_tf32.cu) builds without a warning,
+    keeps to registers, reads and writes 16 bytes at a time (LDG.E.128, STG.E.128) beside its scalar
+    tail, and rounds with cvt.rna.tf32.f32 (ptx.h's round_tf32), not an integer emulation of it."""
+    report, sass = compile_report(ROUNDING, arch, tmp_path)
+    (mangled,) = [m for m in report if "round_tf32_kernel" in m]
+    code = sass[mangled]
+    assert report[mangled]["stack"] == 0 and report[mangled]["spills"] == 0, report[mangled]
+    assert re.search(r"\bLDG\.E\.128\b", code) and re.search(r"\bSTG\.E\.128\b", code), "no 16-byte loads and stores"
+    ptx = subprocess.run([str(NVCC), "-std=c++17", "-O3", f"-arch=sm_{arch}", f"-I{ROOT / 'csrc'}", "-ptx", str(ROUNDING),
+                          "-o", "-"], capture_output=True, text=True, check=True).stdout
+    assert ptx.count("cvt.rna.tf32.f32") >= 5, "the four vector lanes and the tail round with cvt.rna"
 
 
 # -- the GPU probe's hooks (csrc/recurrence/cuda/probe.h) ------------------------------------------

@@ -8,8 +8,8 @@ a projected layer to the torch-LSTM paths and the reference only):
   precision of the call's products once (the record's ``products``, ``tsrnn.precision.products``:
   "tf32" on CUDA where torch.backends.cudnn.allow_tf32 is true, "bf16" for bf16 layers, else
   "ieee"), computes the input projection of all steps as one GEMM in it (the record's
-  ``projection``: the CPU engine's own on "cpu", ``tsrnn.ops.projection.torch_projection``
-  elsewhere), runs the recurrence in one operator call of the record's namespace
+  ``projection``: the CPU engine's own on "cpu", ``tsrnn.ops.projection.tensor_core_projection``'s
+  on CUDA), runs the recurrence in one operator call of the record's namespace
   (``tsrnn.ops.recurrence.op``) with it, and turns the projection's gradient into one GEMM for
   W_ih, one for x and a sum for the bias (on "cpu", the bias's from the same pass over the
   gradient as W_ih's);
