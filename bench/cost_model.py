@@ -182,6 +182,35 @@ def chunk_rows(batch: int, chunk: int) -> list[int]:
     return [min(chunk, batch - first) for first in range(0, batch, chunk)]
 
 
+def grid_first_generation(B: int, H: int, gates: int, item: int, cluster: int, chunk: int, units: int) -> tuple:
+    """(S, pairs, barriers, L2, chunks) of a first-generation grid step: one configuration for both
+    directions, wmma loads, one element a serialized L2 load."""
+    forward = (round_up(gates * units, 16), round_up(math.ceil(H / cluster), 16))  # (rows, width)
+    backward = (round_up(units, 16), round_up(math.ceil(gates * H / cluster), 16))
+    rows_of = chunk_rows(B, chunk)
+    n_tiles = sum(math.ceil(rows / 16) for rows in rows_of)
+    S = sum(product_wavefronts(rows // 16, n_tiles, width, width, width, item, False) for rows, width in (forward, backward))
+    l2 = sum(math.ceil(round_up(rows, 16) * width / THREADS) for rows in rows_of for _, width in (forward, backward))
+    return S, math.ceil(units * B / (cluster * THREADS)), 2 * (2 * len(rows_of) - 1), l2, len(rows_of)
+
+
+def grid_direction(B: int, H: int, gates: int, item: int, forward: bool, config) -> dict:
+    """One direction of a second-generation grid step on its configuration ``config`` [cluster,
+    chunk, clusters, units] (the header's grid_direction_us): per chunk its fragment streams over the
+    chunk's n8 tiles (the forward's W [G U][H / c], the backward's W^T [U][G H / c]; B's rows padded
+    by 16 bytes), its batches of LOAD_BATCH vector loads, two cluster barriers; half the pairs (a
+    thread runs its pairs once a direction, the pairs term prices both)."""
+    cluster, chunk, _, units = (int(x) for x in config[:4])
+    inner = H if forward else gates * H
+    rows, width = round_up(gates * units if forward else units, 16), round_up(math.ceil(inner / cluster), 16)
+    vector, k_step = vector_floats(inner), 8 if item == 4 else 16
+    rows_of = chunk_rows(B, chunk)
+    return {"S": sum(stream_wavefronts(rows // 16, width // k_step, math.ceil(n / 8), width * item + 16) for n in rows_of),
+            "l2": sum(math.ceil(math.ceil(round_up(n, 16) * width / vector / THREADS) / LOAD_BATCH) for n in rows_of),
+            "pairs": math.ceil(units * B / (cluster * THREADS)) / 2, "barriers": 2 * len(rows_of),
+            "chunks": len(rows_of)}
+
+
 def features(T: int, B: int, H: int, gates: int, precision: str, kernel: str, config, resident=None,
              generation: int = 2) -> dict:
     """The model's features of one call on configuration ``config`` ([cluster, tile or chunk,
@@ -212,27 +241,13 @@ def features(T: int, B: int, H: int, gates: int, precision: str, kernel: str, co
         resident = resident if resident is not None else load()["resident_clusters"]
         waves = math.ceil(clusters / {int(c): int(n) for c, n in resident.items()}[cluster])
     elif kernel == "grid":
-        forward = (round_up(gates * units, 16), round_up(math.ceil(H / cluster), 16))  # (rows, width)
-        backward = (round_up(units, 16), round_up(math.ceil(gates * H / cluster), 16))
-        rows_of = chunk_rows(B, tile)
         if generation == 1:
-            n_tiles = sum(math.ceil(rows / 16) for rows in rows_of)
-            S = sum(product_wavefronts(rows // 16, n_tiles, width, width, width, item, False)
-                    for rows, width in (forward, backward))
-        else:  # fragment streams over each chunk's n8 tiles, B's rows padded by 16 bytes
-            k_step = 8 if item == 4 else 16
-            S = sum(stream_wavefronts(rows // 16, width // k_step, math.ceil(chunk / 8), width * item + 16)
-                    for chunk in rows_of for rows, width in (forward, backward))
-        pairs = math.ceil(units * B / (cluster * THREADS))
-        chunks = len(rows_of)
-        if generation == 1:
-            barriers = 2 * (2 * chunks - 1)
-            l2 = sum(math.ceil(round_up(rows, 16) * width / THREADS) for rows in rows_of
-                     for _, width in (forward, backward))
-        else:
-            barriers = 4 * chunks
-            l2 = sum(math.ceil(math.ceil(round_up(rows, 16) * width / vector / THREADS) / LOAD_BATCH) for rows in rows_of
-                     for (_, width), vector in ((forward, vector_floats(H)), (backward, vector_floats(gates * H))))
+            S, pairs, barriers, l2, chunks = grid_first_generation(B, H, gates, item, cluster, tile, units)
+        else:  # each direction its own configuration: the backward's is config[6:10] (else the forward's)
+            directions = [grid_direction(B, H, gates, item, True, config[:4]),
+                          grid_direction(B, H, gates, item, False, config[6:10] if len(config) >= 10 else config[:4])]
+            S, pairs, barriers, l2 = (sum(d[k] for d in directions) for k in ("S", "pairs", "barriers", "l2"))
+            chunks = max(d["chunks"] for d in directions)
         waves = 1
     else:
         raise ValueError(f"unknown kernel {kernel!r}")
@@ -283,7 +298,7 @@ def measured_rows(reports) -> list[dict]:
             for variant in row["variants"]:
                 if "ms" in variant:
                     rows.append({key: row[key] for key in ("kernel", "T", "B", "H", "cell", "precision")}
-                                | {"config": variant["config"][:4], "ms": variant["ms"],
+                                | {"config": variant["config"], "ms": variant["ms"],
                                    "generation": report.get("generation", 1)})
         rows += traced_rows(report)
     return rows
@@ -302,7 +317,7 @@ def traced_rows(probe: dict) -> list[dict]:
         T, B, H = record["shape"]
         us = record["forward"]["wall_us_per_step"] * T + record["backward"]["wall_us_per_step"] * (T + 1)
         rows.append({"kernel": record["kernel"], "T": T, "B": B, "H": H, "cell": "lstm", "precision": record["precision"],
-                     "config": record["config"][:4], "ms": us / 1e3, "kernel_alone": True,
+                     "config": record["config"], "ms": us / 1e3, "kernel_alone": True,
                      "generation": probe.get("generation", 1)})
     return rows
 
@@ -316,8 +331,9 @@ def resident_clusters(reports) -> dict[str, int]:
         for row in report.get("tensor_core_sweep", []):
             if row["kernel"] == "grid":
                 for variant in row["variants"]:
-                    c = str(variant["config"][0])
-                    seen[c] = max(seen.get(c, 0), variant["config"][2])
+                    config = variant["config"]
+                    for c, clusters in ((config[0], config[2]),) + (((config[6], config[8]),) if len(config) >= 10 else ()):
+                        seen[str(c)] = max(seen.get(str(c), 0), clusters)
     return resident | seen
 
 
@@ -399,7 +415,7 @@ HEADER = """\
 // bench/cost_model.py).
 //
 // The fitted cost model of the tensor-core kernels' configurations: microseconds a forward+backward
-// step (both directions) of one layer, waves x (shared-memory wavefronts of the ldmatrix operand
+// step (both directions; the grid kernel's one direction at a time) of one layer, waves x (shared-memory wavefronts of the ldmatrix operand
 // loads x kSharedWavefront + (unit, row) pairs a thread runs x kPair + cluster barriers x kBarrier) +
 // serialized L2 loads a thread waits on x kL2Load (the grid kernel). bench/cost_model.py's predict_ms is T
 // such steps plus the per-call terms (the GEMMs and the host), which are the same for every
@@ -493,28 +509,25 @@ inline double cluster_step_us(int item, int hidden, int gates, int tile, int clu
 // Floats of one of the grid kernel's slice loads, rows `pitch` floats apart (slice_load.h).
 inline int vector_floats(int pitch) {{ return pitch % 4 == 0 ? 4 : pitch % 2 == 0 ? 2 : 1; }}
 
-// The grid kernel, clusters of `cluster` blocks of `units` units each, the batch of `batch` rows in
-// chunks of `chunk`: per step and chunk the forward product (W [rows G U][width H/c], fragment
-// streams) and the backward one (W^T [rows U][width G H/c]), each chunk's h or dz read from L2 by every
-// block in batches of kLoadBatch vector loads, two cluster barriers per chunk and direction (the
-// product's, and the next chunk's or the flag arrival's), the pairs.
-inline double grid_step_us(int item, int hidden, int batch, int gates, int cluster, int chunk, int units) {{
-  const int forward_rows = round_up16(gates * units), forward_width = round_up16(ceil_div(hidden, cluster));
-  const int backward_rows = round_up16(units), backward_width = round_up16(ceil_div(gates * hidden, cluster));
-  const int forward_vector = vector_floats(hidden), backward_vector = vector_floats(gates * hidden);
+// One direction of the grid kernel, clusters of `cluster` blocks of `units` units each, the batch of
+// `batch` rows in chunks of `chunk`: per step and chunk the direction's product (the forward's W
+// [rows G U][width H/c], the backward's W^T [rows U][width G H/c], fragment streams), each chunk's h
+// or dz read from L2 (rows `pitch` floats apart) by every block in batches of kLoadBatch vector
+// loads, two cluster barriers per chunk (the product's, and the next chunk's or the flag
+// arrival's), and half the pairs' price (a thread runs its pairs once a direction; kPair prices
+// both). A step of the call is the forward's plus the backward's, each with its own configuration.
+inline double grid_direction_us(int item, int batch, int cluster, int chunk, int units, int rows, int width, int vector) {{
   const int k_step = item == 4 ? 8 : 16;
   int chunks = 0, l2 = 0;
   double shared = 0.0;
   for (int first = 0; first < batch; first += chunk) {{
-    const int rows = batch - first < chunk ? batch - first : chunk;
+    const int n = batch - first < chunk ? batch - first : chunk;
     chunks += 1;
-    l2 += ceil_div(ceil_div(round_up16(rows) * forward_width / forward_vector, kBlockThreads), kLoadBatch) +
-          ceil_div(ceil_div(round_up16(rows) * backward_width / backward_vector, kBlockThreads), kLoadBatch);
-    shared += stream_wavefronts(forward_rows / 16, forward_width / k_step, ceil_div(rows, 8), forward_width * item + 16) +
-              stream_wavefronts(backward_rows / 16, backward_width / k_step, ceil_div(rows, 8), backward_width * item + 16);
+    l2 += ceil_div(ceil_div(round_up16(n) * width / vector, kBlockThreads), kLoadBatch);
+    shared += stream_wavefronts(rows / 16, width / k_step, ceil_div(n, 8), width * item + 16);
   }}
-  const int pairs = ceil_div(units * batch, cluster * kBlockThreads), barriers = 4 * chunks;
-  return kSharedWavefront * shared + kPair * pairs + kBarrier * barriers + kL2Load * l2;
+  const int pairs = ceil_div(units * batch, cluster * kBlockThreads), barriers = 2 * chunks;
+  return kSharedWavefront * shared + 0.5 * kPair * pairs + kBarrier * barriers + kL2Load * l2;
 }}
 
 }}  // namespace cost_model
@@ -530,6 +543,14 @@ def header(model: dict) -> str:
                          worst=errors_in["worst"], threads=THREADS, warps=WARPS, held_segments=HELD_SEGMENTS,
                          held_steps=HELD_STEPS, held=HELD_SEGMENTS * HELD_STEPS, load_batch=LOAD_BATCH,
                          **model["coefficients_us"])
+
+
+def direction_us(H: int, B: int, gates: int, precision: str, forward: bool, config, coefficients) -> float:
+    """What the grid kernel's plan ranks for one direction (the header's grid_direction_us), ``config``
+    [cluster, chunk, clusters, units]: microseconds a step."""
+    d = grid_direction(B, H, gates, 2 if precision == "bf16" else 4, forward, config)
+    return (coefficients["shared_wavefronts"] * d["S"] + coefficients["pairs"] * d["pairs"]
+            + coefficients["barriers"] * d["barriers"] + coefficients["l2_loads"] * d["l2"])
 
 
 def step_us(H: int, B: int, gates: int, precision: str, kernel: str, config, coefficients, resident) -> float:

@@ -585,7 +585,8 @@ def print_summary(report: dict) -> None:
             print(f"  FlashRNN: {row['FlashRNN error'][:200]}")
     for r in report["tensor_core_sweep"]:
         print(f"{r['kernel']} sweep T={r['T']} B={r['B']} H={r['H']} {r['cell']} {r['precision']}: torch.nn.LSTM "
-              f"{r['torch.nn.LSTM ms']:.3f} ms; plan [cluster, tile|chunk, clusters, units, bytes fwd, bwd] {r['plan']}")
+              f"{r['torch.nn.LSTM ms']:.3f} ms; plan [cluster, tile|chunk, clusters, units, bytes fwd, bwd, (grid: the "
+              f"backward's cluster, chunk, clusters, units)] {r['plan']}")
         for v in r["variants"]:
             timed = f"{v['ms']:.3f} ms = {v['vs_cudnn']:.2f}x cuDNN" if "ms" in v else v.get("failures", "not timed")
             print(f"  c={v['cluster']} tile|chunk={v['tile']}: {'ok' if v.get('ok') else 'MISMATCH'} {timed} "

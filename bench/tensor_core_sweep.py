@@ -10,7 +10,8 @@ layers), every configuration the kernel's plan accepts is first checked against 
 reference (tsrnn.testing.compare, the precision's tolerance rows) and, if it passes, timed
 forward+backward (fwd+bwd ms, median), with the cost model's prediction beside it; torch.nn.LSTM of
 the same dtype (cuDNN, torch's defaults) is timed in the same job, and the plan's own choice (the
-variable unset) is recorded. bench/gpu_report.py runs ``sweep`` as its job "sweep" and keeps the
+variable unset) is recorded, and checked and timed too where it is none of the forced ones (the
+grid kernel's forward and backward on configurations of their own: a variant of cluster 0). bench/gpu_report.py runs ``sweep`` as its job "sweep" and keeps the
 rows in its JSON.
 
 On the CPU (``--quick --device cpu`` of the report, in CI), the same code runs the kernels'
@@ -113,22 +114,33 @@ def sweep(device, kernel: str, shapes, configs, precisions, measure, repeats: in
             for c, tile in configs:
                 with forced(c, tile, kernel):
                     config = target.config(cell, H, B, precision)
-                    if config[0] == 0:
-                        continue
-                    variant = {"cluster": c, "tile": tile, "config": config,
-                               "predicted_ms": target.predicted_ms(T, B, H, cell, config, precision)}
-                    row["variants"].append(variant)
-                    try:
-                        with target.path(precision) as path:
-                            check = testing.compare(path, cell, (T, B, H, H), dtype, target.device,
-                                                    dt=cell != "lstm", products=precision)
-                            variant.update(worst=max(check.worst(False), check.worst(True)), ok=check.ok)
-                            if check.ok:
-                                ms = time_layer(measure, path, cell, (T, B, H), dtype, target.device, repeats)
-                                variant.update(ms=ms, vs_cudnn=ms / cudnn_ms)
-                            else:
-                                variant["failures"] = check.failures()
-                    except Exception as exc:  # noqa: BLE001  (a variant that fails is reported, not fatal)
-                        variant.update(ok=False, failures=f"{type(exc).__name__}: {exc}"[:300])
+                    if config[0]:
+                        row["variants"].append(variant(target, measure, repeats, cell, (T, B, H), precision, dtype,
+                                                       cudnn_ms, {"cluster": c, "tile": tile, "config": config}))
+                progress(rows)
+            if row["plan"][0] and all(v["config"] != row["plan"] for v in row["variants"]):
+                with forced(0, 0, kernel):  # the plan's own, each grid direction its own configuration
+                    row["variants"].append(variant(target, measure, repeats, cell, (T, B, H), precision, dtype,
+                                                   cudnn_ms, {"cluster": 0, "tile": 0, "config": row["plan"]}))
                 progress(rows)
     return rows
+
+
+def variant(target, measure, repeats: int, cell: str, shape, precision: str, dtype, cudnn_ms: float, record: dict) -> dict:
+    """``record`` (the configuration forced now) with its predicted time, its check against the
+    float64 reference (worst error / tolerance) and, if it passes, its measured time."""
+    T, B, H = shape
+    record["predicted_ms"] = target.predicted_ms(T, B, H, cell, record["config"], precision)
+    try:
+        with target.path(precision) as path:
+            check = testing.compare(path, cell, (T, B, H, H), dtype, target.device, dt=cell != "lstm",
+                                    products=precision)
+            record.update(worst=max(check.worst(False), check.worst(True)), ok=check.ok)
+            if check.ok:
+                ms = time_layer(measure, path, cell, (T, B, H), dtype, target.device, repeats)
+                record.update(ms=ms, vs_cudnn=ms / cudnn_ms)
+            else:
+                record["failures"] = check.failures()
+    except Exception as exc:  # noqa: BLE001  (a variant that fails is reported, not fatal)
+        record.update(ok=False, failures=f"{type(exc).__name__}: {exc}"[:300])
+    return record

@@ -104,7 +104,8 @@ class Probe:
             self._arm(0, None, False)
 
     def config(self, kernel: str, H: int, B: int, precision: str) -> list[int]:
-        """The plan under the current forcing: [cluster, tile or chunk, clusters, units, fwd bytes, bwd bytes]."""
+        """The plan under the current forcing, as recurrence_config gives it: [cluster, tile or chunk,
+        clusters, units, fwd bytes, bwd bytes, ...] (the grid kernel's backward's own four after)."""
         if self.device == "cpu":
             self._emulation.emulate(EMULATED_SMS[kernel], 0)
         ops = getattr(torch.ops, self.namespaces[kernel])
@@ -128,8 +129,11 @@ class Probe:
         return ops.recurrence_backward(CELL, x["grad_h"], None, x["w_hh"], x["h0"], x["state0"], h_all, state_all,
                                        saved, None, None, 0.0, None, precision)
 
-    def blocks(self, config: list[int]) -> int:
-        return config[0] * config[2]
+    def blocks(self, config: list[int]) -> dict[str, int]:
+        """Each direction's blocks: the grid kernel plans its forward and backward apart
+        (recurrence_config's [6:10] the backward's), the cluster kernel one configuration for both."""
+        backward = config[6:10] if len(config) >= 10 else config[:4]
+        return {"forward": config[0] * config[2], "backward": backward[0] * backward[2]}
 
     def trace_buffer(self, blocks: int, steps: int) -> torch.Tensor:
         return torch.zeros(blocks, self.header + steps * len(self.phases), dtype=torch.int64, device=self.device)

@@ -51,7 +51,7 @@ def counted(probe: kernels.Probe, fn) -> tuple[dict, object]:
     return dict(torch.ops.simt.counts()), result
 
 
-def verify(part: str, base: dict, rung: dict, base_h: torch.Tensor, rung_h: torch.Tensor, blocks: int) -> bool:
+def verify(part: str, base: dict, rung: dict, base_h: torch.Tensor, rung_h: torch.Tensor, blocks: dict) -> bool:
     """Whether a rung's counts (forward and backward) and forward h show that it left ``part`` out."""
     arrivals = lambda c: c["arrive_release"] + c["arrive_relaxed"]  # noqa: E731
     checks = {
@@ -63,7 +63,7 @@ def verify(part: str, base: dict, rung: dict, base_h: torch.Tensor, rung_h: torc
         "relaxed": rung["arrive_relaxed"] > 0 and rung["arrive_release"] < base["arrive_release"],
         # a cluster sync before each launch's loop and one before its exit, nothing in the time loop:
         # neither cluster arrivals (grid kernel) nor mbarrier waits (cluster kernel)
-        "barriers": arrivals(rung) == 4 * blocks * THREADS and rung["mbarrier_wait"] == 0
+        "barriers": arrivals(rung) == 2 * sum(blocks.values()) * THREADS and rung["mbarrier_wait"] == 0
                     and (arrivals(base) > arrivals(rung) or base["mbarrier_wait"] > 0),
         "grid_loads": rung["cached_load"] == 0 < base["cached_load"],
         "flag_barrier": rung["atomic_write"] == 0 < base["atomic_write"],

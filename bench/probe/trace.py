@@ -64,7 +64,7 @@ def trace_site(probe: kernels.Probe, site: shapes.Site) -> dict:
         record = {"status": "ok", "kernel": site.kernel, "shape": [T, B, H], "precision": site.precision,
                   "config": config}
         for direction, steps in (("forward", T), ("backward", T + 1)):
-            buffer = probe.trace_buffer(blocks, steps)
+            buffer = probe.trace_buffer(blocks[direction], steps)
             with probe.armed(site.kernel, trace=buffer):
                 if direction == "forward":
                     outputs = probe.forward(site.kernel, x, site.precision)
@@ -72,7 +72,7 @@ def trace_site(probe: kernels.Probe, site: shapes.Site) -> dict:
                     probe.backward(site.kernel, x, outputs, site.precision)
             if probe.device == "cuda":
                 torch.cuda.synchronize()
-            record[direction] = summarize(buffer, probe.phases, probe.header, steps, blocks)
+            record[direction] = summarize(buffer, probe.phases, probe.header, steps, blocks[direction])
     return record
 
 

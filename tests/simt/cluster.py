@@ -74,12 +74,13 @@ def path(precision: str, kernel: str = "cluster") -> backend.Path:
 
 
 @contextlib.contextmanager
-def forced(first: int, second: int, kernel: str = "cluster"):
+def forced(first: int, second: int, kernel: str = "cluster", backward: tuple[int, int] | None = None):
     """The kernel's forcing variable set to "first,second" (the plan's choice forced: cluster size
-    and batch tile or chunk), as it was after."""
+    and batch tile or chunk), or for the grid kernel with ``backward``, "first,second,c,chunk" (the
+    forward's and the backward's apart), as it was after."""
     variable = KERNELS[kernel].forcing
     before = os.environ.get(variable)
-    os.environ[variable] = f"{first},{second}"
+    os.environ[variable] = ",".join(map(str, (first, second) + (tuple(backward) if backward else ())))
     try:
         yield
     finally:
@@ -109,15 +110,18 @@ class Case:
     kernel: str = "cluster"
     multiprocessors: int = 4
     shared_optin: int = emulation.H100_SHARED_OPTIN
+    backward: tuple[int, int] | None = None  # the grid kernel's backward (cluster, chunk) where not (cluster, tile)
 
     @property
     def id(self) -> str:
         packed = f"-{self.lengths.replace(' ', '_')}" if self.lengths else ""
+        backward = f"-bc{self.backward[0]}-bt{self.backward[1]}" if self.backward else ""
         return (f"{self.kernel}-{self.cell}{'-dt' if self.dt else ''}-{self.shape}-c{self.cluster}-t{self.tile}"
-                f"-{self.precision}{packed}-seed{self.seed}")
+                f"{backward}-{self.precision}{packed}-seed{self.seed}")
 
 
-# (T, B, I, H), cluster size, batch tile, emulated SMs: what each shape crosses, per kernel.
+# (T, B, I, H), cluster size, batch tile, emulated SMs: what each shape crosses, per kernel; a grid
+# shape may add the backward's own (cluster size, chunk).
 SHAPES = {
     "cluster": [
         ((1, 1, 2, 3), 1, 8, 4, "T = 1, B = 1: one block of 3 units, one row of an 8-row tile"),
@@ -147,6 +151,9 @@ SHAPES = {
                                    "warp 0 three of them, its held fragments ending inside its second (TF32) or "
                                    "third (bf16) m-tile, the rest read from slots; the backward's 5 m-tiles of 33 "
                                    "(bf16) or 66 (TF32) k-steps, 9 or 42 of each from slots"),
+        ((3, 17, 3, 37), 2, 16, 4, "each direction its own plan: the forward over 2 clusters of 2 blocks (19 + 18 "
+                                   "units) in two chunks, the backward over one cluster of 4 (all 37 units, G H in 4 "
+                                   "K slices) in one chunk of 32", (4, 32)),
     ],
 }
 CELL_FORMS = [("lstm", False), ("plstm_coupled", False), ("plstm_coupled", True), ("plstm_separate", False),
@@ -156,9 +163,9 @@ CELL_FORMS = [("lstm", False), ("plstm_coupled", False), ("plstm_coupled", True)
 def cases(seeds, kernel: str = "cluster") -> list[Case]:
     """Every shape, cell form and precision of ``kernel``; clusters of 8 or more blocks and devices
     of more than 8 SMs (thousands of emulated threads) at TF32 only."""
-    return [Case(cell, shape, c, tile, precision, dt, seed, edge, None, kernel, sms)
-            for shape, c, tile, sms, edge in SHAPES[kernel] for cell, dt in CELL_FORMS for precision in PRECISIONS
-            for seed in seeds if (c < 8 and sms <= 8) or precision == "tf32"]
+    return [Case(cell, shape, c, tile, precision, dt, seed, edge, None, kernel, sms, backward=backward[0] if backward else None)
+            for shape, c, tile, sms, edge, *backward in SHAPES[kernel] for cell, dt in CELL_FORMS
+            for precision in PRECISIONS for seed in seeds if (c < 8 and sms <= 8) or precision == "tf32"]
 
 
 def lengths_cases(seeds, kernel: str = "cluster") -> list[Case]:
@@ -188,7 +195,7 @@ def check(case: Case) -> testing.Comparison:
     gradients), with the tolerance rows of its precision; both kernels must have launched."""
     emulation.emulate(case.multiprocessors, case.seed, case.shared_optin)
     before = emulation.recurrence_launches()
-    with registered(case.precision, case.kernel) as path_name, forced(case.cluster, case.tile, case.kernel):
+    with registered(case.precision, case.kernel) as path_name, forced(case.cluster, case.tile, case.kernel, case.backward):
         result = testing.compare(path_name, case.cell, case.shape, torch.float32, "cpu", dt=case.dt, seed=case.seed,
                                  lengths=case.lengths, products=case.precision)
     if emulation.recurrence_launches() - before != 2:
@@ -200,7 +207,7 @@ def check_traces(case: Case) -> dict[str, tuple[float, float]]:
     """``emulation.traces_error`` of ``case`` on the emulated kernel, with the value row of its
     precision."""
     emulation.emulate(case.multiprocessors, case.seed)
-    with registered(case.precision, case.kernel) as path_name, forced(case.cluster, case.tile, case.kernel):
+    with registered(case.precision, case.kernel) as path_name, forced(case.cluster, case.tile, case.kernel, case.backward):
         return emulation.traces_error(case.cell, case.shape, case.seed, case.dt, path_name,
                                       testing.rows(torch.float32, case.precision)[0])
 

@@ -212,7 +212,7 @@ def test_a_gpu_probe_s_trace_adds_kernel_alone_rows():
     global timer, without the GEMM and call terms; an emulated trace adds nothing."""
     (row,) = cost_model.traced_rows(_probe(False))
     assert row == {"kernel": "cluster", "T": 70, "B": 20, "H": 400, "cell": "lstm", "precision": "bf16",
-                   "config": [16, 16, 2, 25], "ms": pytest.approx((6.0 * 70 + 8.0 * 71) / 1e3), "kernel_alone": True,
+                   "config": [16, 16, 2, 25, 1, 1], "ms": pytest.approx((6.0 * 70 + 8.0 * 71) / 1e3), "kernel_alone": True,
                    "generation": 1}  # a probe that does not say ran the first generation
     (second,) = cost_model.traced_rows({**_probe(False), "generation": 2})
     assert second["generation"] == 2
@@ -221,3 +221,21 @@ def test_a_gpu_probe_s_trace_adds_kernel_alone_rows():
     outside = [cost_model.TERMS.index(name) for name in ("gemm_tf32", "gemm_bf16", "call")]
     assert all(X[0, i] == 0 for i in outside) and X[1, cost_model.TERMS.index("call")] > 0
     assert list(X[0, :3]) == list(X[1, :3])  # the step terms are the same
+
+
+def test_each_grid_direction_is_priced_on_its_own_configuration():
+    """A grid configuration of ten numbers (recurrence_config's: the backward's own cluster, chunk,
+    clusters and units after the bytes) prices the forward on the first four and the backward on
+    the last four; one of four (or the same four twice) prices both on it. The TF32 LSTM at
+    (70, 80, 1150): one configuration for both takes two chunks of 48 (the forward's partial sums),
+    one per direction runs each in one pass."""
+    one = [16, 48, 8, 144]
+    assert cost_model.features(70, 80, 1150, 4, "tf32", "grid", one) == \
+        cost_model.features(70, 80, 1150, 4, "tf32", "grid", one + [0, 0] + one)
+    mixed = [8, 80, 16, 72, 0, 0, 16, 80, 8, 144]
+    coefficients = cost_model.load()["coefficients_us"]
+    per_direction = (cost_model.direction_us(1150, 80, 4, "tf32", True, mixed[:4], coefficients)
+                     + cost_model.direction_us(1150, 80, 4, "tf32", False, mixed[6:], coefficients))
+    assert math.isclose(cost_model.step_us(1150, 80, 4, "tf32", "grid", mixed, coefficients, None), per_direction)
+    assert cost_model.features(70, 80, 1150, 4, "tf32", "grid", mixed)["chunks"] == 1
+    assert cost_model.features(70, 80, 1150, 4, "tf32", "grid", one)["chunks"] == 2

@@ -189,13 +189,15 @@ def _tensor_core(namespace: str, fits: str) -> Callable[[Call], str | None]:
 
 def _tensor_core_regime(namespace: str) -> Callable[[Call], tuple[int, ...]]:
     """The regime of a tensor-core kernel's call (``Path.regime``): its plan's cluster size, batch
-    tile (cluster-resident) or chunk (grid-resident), and units a block (``recurrence_config``
-    through ``_ask_plan``; the number of clusters, which only scales with B, is left out); while
-    torch.compile traces, an unknown key is (0,), a regime never verified."""
+    tile (cluster-resident) or chunk (grid-resident), and units a block, the grid kernel's for each
+    direction (``recurrence_config`` through ``_ask_plan``; the number of clusters, which only scales
+    with B, is left out); while torch.compile traces, an unknown key is (0,), a regime never verified."""
 
     def regime(call: Call) -> tuple[int, ...]:
         config = _ask_plan("recurrence_config", namespace, call, precision.products(call.dtype, call.device), None)
-        return (0,) if config is None else (int(config[0]), int(config[1]), int(config[3]))
+        if config is None:
+            return (0,)
+        return tuple(int(config[i]) for i in (0, 1, 3) + ((6, 7, 9) if len(config) >= 10 else ()))
 
     return regime
 

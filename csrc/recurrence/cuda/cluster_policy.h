@@ -6,6 +6,7 @@
 // tests' emulation (tests/simt).
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <vector>
 
@@ -19,11 +20,15 @@ struct ClusterKernel {
   using Plan = cuda::cluster::Plan;
   static constexpr const char* kName = "cluster-resident";
   static constexpr const char* kForcing = "TSRNN_CLUSTER";
+  static constexpr int kForcedValues = 2;  // "cluster,tile": one configuration serves both directions
 
   template <class C, Products P>
-  static cudaError_t plan(int hidden, int batch, int cluster, int tile, Plan* out) {
-    return cuda::cluster::plan<C, P>(hidden, batch, cluster, tile, out);
+  static cudaError_t plan(int hidden, int batch, const std::array<int, 4>& forced, Plan* out) {
+    return cuda::cluster::plan<C, P>(hidden, batch, forced[0], forced[1], out);
   }
+
+  static bool fits(const Plan& plan) { return plan.cluster > 0; }
+  static int64_t blocks(const Plan& plan) { return static_cast<int64_t>(plan.cluster) * plan.clusters; }
 
   static std::vector<int64_t> describe(const Plan& plan) {
     return {plan.cluster, plan.tile, plan.clusters, plan.units, static_cast<int64_t>(plan.forward_bytes),

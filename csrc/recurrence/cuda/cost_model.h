@@ -4,7 +4,7 @@
 // bench/cost_model.py).
 //
 // The fitted cost model of the tensor-core kernels' configurations: microseconds a forward+backward
-// step (both directions) of one layer, waves x (shared-memory wavefronts of the ldmatrix operand
+// step (both directions; the grid kernel's one direction at a time) of one layer, waves x (shared-memory wavefronts of the ldmatrix operand
 // loads x kSharedWavefront + (unit, row) pairs a thread runs x kPair + cluster barriers x kBarrier) +
 // serialized L2 loads a thread waits on x kL2Load (the grid kernel). bench/cost_model.py's predict_ms is T
 // such steps plus the per-call terms (the GEMMs and the host), which are the same for every
@@ -98,28 +98,25 @@ inline double cluster_step_us(int item, int hidden, int gates, int tile, int clu
 // Floats of one of the grid kernel's slice loads, rows `pitch` floats apart (slice_load.h).
 inline int vector_floats(int pitch) { return pitch % 4 == 0 ? 4 : pitch % 2 == 0 ? 2 : 1; }
 
-// The grid kernel, clusters of `cluster` blocks of `units` units each, the batch of `batch` rows in
-// chunks of `chunk`: per step and chunk the forward product (W [rows G U][width H/c], fragment
-// streams) and the backward one (W^T [rows U][width G H/c]), each chunk's h or dz read from L2 by every
-// block in batches of kLoadBatch vector loads, two cluster barriers per chunk and direction (the
-// product's, and the next chunk's or the flag arrival's), the pairs.
-inline double grid_step_us(int item, int hidden, int batch, int gates, int cluster, int chunk, int units) {
-  const int forward_rows = round_up16(gates * units), forward_width = round_up16(ceil_div(hidden, cluster));
-  const int backward_rows = round_up16(units), backward_width = round_up16(ceil_div(gates * hidden, cluster));
-  const int forward_vector = vector_floats(hidden), backward_vector = vector_floats(gates * hidden);
+// One direction of the grid kernel, clusters of `cluster` blocks of `units` units each, the batch of
+// `batch` rows in chunks of `chunk`: per step and chunk the direction's product (the forward's W
+// [rows G U][width H/c], the backward's W^T [rows U][width G H/c], fragment streams), each chunk's h
+// or dz read from L2 (rows `pitch` floats apart) by every block in batches of kLoadBatch vector
+// loads, two cluster barriers per chunk (the product's, and the next chunk's or the flag
+// arrival's), and half the pairs' price (a thread runs its pairs once a direction; kPair prices
+// both). A step of the call is the forward's plus the backward's, each with its own configuration.
+inline double grid_direction_us(int item, int batch, int cluster, int chunk, int units, int rows, int width, int vector) {
   const int k_step = item == 4 ? 8 : 16;
   int chunks = 0, l2 = 0;
   double shared = 0.0;
   for (int first = 0; first < batch; first += chunk) {
-    const int rows = batch - first < chunk ? batch - first : chunk;
+    const int n = batch - first < chunk ? batch - first : chunk;
     chunks += 1;
-    l2 += ceil_div(ceil_div(round_up16(rows) * forward_width / forward_vector, kBlockThreads), kLoadBatch) +
-          ceil_div(ceil_div(round_up16(rows) * backward_width / backward_vector, kBlockThreads), kLoadBatch);
-    shared += stream_wavefronts(forward_rows / 16, forward_width / k_step, ceil_div(rows, 8), forward_width * item + 16) +
-              stream_wavefronts(backward_rows / 16, backward_width / k_step, ceil_div(rows, 8), backward_width * item + 16);
+    l2 += ceil_div(ceil_div(round_up16(n) * width / vector, kBlockThreads), kLoadBatch);
+    shared += stream_wavefronts(rows / 16, width / k_step, ceil_div(n, 8), width * item + 16);
   }
-  const int pairs = ceil_div(units * batch, cluster * kBlockThreads), barriers = 4 * chunks;
-  return kSharedWavefront * shared + kPair * pairs + kBarrier * barriers + kL2Load * l2;
+  const int pairs = ceil_div(units * batch, cluster * kBlockThreads), barriers = 2 * chunks;
+  return kSharedWavefront * shared + 0.5 * kPair * pairs + kBarrier * barriers + kL2Load * l2;
 }
 
 }  // namespace cost_model

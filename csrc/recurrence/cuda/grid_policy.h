@@ -1,11 +1,14 @@
 // The grid-resident tensor-core kernel (csrc/recurrence/cuda/grid_recurrence.cu) as the traits of
-// tensor_core_policy.h: its plan (TSRNN_GRID="cluster,chunk" forces one), its description for the
-// operator `recurrence_config` ({cluster, chunk, clusters, units a cluster, forward bytes, backward
-// bytes}) and its launches, each with a zeroed flag-barrier counter of its own; GridRecurrence, the
+// tensor_core_policy.h: its plan (TSRNN_GRID="cluster,chunk" forces one for both directions,
+// "cluster,chunk,cluster,chunk" the forward's and the backward's), its description for the operator
+// `recurrence_config` ({the forward's cluster, chunk, clusters and units a cluster, forward bytes,
+// backward bytes, the backward's cluster, chunk, clusters and units}) and its launches, each with a zeroed flag-barrier counter of its own; GridRecurrence, the
 // recurrence operator's policy of the namespace tsrnn_grid (csrc/recurrence/cuda/binding.cpp) and
 // of the tests' emulation (tests/simt).
 #pragma once
 
+#include <algorithm>
+#include <array>
 #include <cstdint>
 #include <vector>
 
@@ -19,15 +22,20 @@ struct GridKernel {
   using Plan = cuda::grid::Plan;
   static constexpr const char* kName = "grid-resident";
   static constexpr const char* kForcing = "TSRNN_GRID";
+  static constexpr int kForcedValues = 4;  // "cluster,chunk" for both directions, or each its own
 
   template <class C, Products P>
-  static cudaError_t plan(int hidden, int batch, int cluster, int chunk, Plan* out) {
-    return cuda::grid::plan<C, P>(hidden, batch, cluster, chunk, out);
+  static cudaError_t plan(int hidden, int batch, const std::array<int, 4>& forced, Plan* out) {
+    return cuda::grid::plan<C, P>(hidden, batch, forced, out);
   }
 
+  static bool fits(const Plan& plan) { return plan.fits(); }
+  static int64_t blocks(const Plan& plan) { return std::max(plan.forward.blocks(), plan.backward.blocks()); }
+
   static std::vector<int64_t> describe(const Plan& plan) {
-    return {plan.cluster, plan.chunk, plan.clusters, plan.units, static_cast<int64_t>(plan.forward_bytes),
-            static_cast<int64_t>(plan.backward_bytes)};
+    const cuda::grid::Direction &f = plan.forward, &b = plan.backward;
+    return {f.cluster, f.chunk, f.clusters, f.units, static_cast<int64_t>(f.bytes), static_cast<int64_t>(b.bytes),
+            b.cluster, b.chunk, b.clusters, b.units};
   }
 
   // The flag barrier's counter: one zeroed 64-bit word on `device`. The caching allocator may hand

@@ -6,7 +6,7 @@
 // (cluster_recurrence.cu).
 //
 // Cluster i owns the units J_i = [i U, min(H, (i + 1) U)); its c blocks split the inner dimension
-// of the product (grid_recurrence.h's Plan). Forward, step t (z_t = W_hh h_{t-1}, then the cell of
+// of the product (grid_recurrence.h's Direction: U, c and the chunk are each direction's own). Forward, step t (z_t = W_hh h_{t-1}, then the cell of
 // csrc/recurrence/cells.h), for each chunk of the batch rows that run the step:
 //   1. after phase t of the flag barrier (every cluster has published h_{t-1}), block r reads its
 //      slice K_r of h_{t-1} for the chunk's rows from global memory (L2), rounded to the operand
@@ -409,12 +409,57 @@ std::size_t block_bytes(Products products, int rows, int width, int chunk) {
   return std::max(bytes, staging);  // hold_stream stages a warp's held fragments in the slots' space
 }
 
+// The best configuration of one direction (Forward: the forward's) for `hidden` units of cell C and
+// `batch` rows, `cluster` / `chunk` > 0 forcing that value: cluster == 0 in *out where nothing fits.
+template <class C, Products P, bool Forward>
+cudaError_t plan_direction(int hidden, int batch, int cluster, int chunk, int optin, int sms, bool launchable,
+                           Direction* out) {
+  constexpr int G = C::kGates;
+  const int inner = Forward ? hidden : G * hidden;  // the product's K, split over a cluster's blocks
+  const int padded = round_up(batch, 16);
+  *out = Direction{};
+  double best = 0.0;
+  for (int c = 1; c <= (launchable ? kMaxCluster : 1); c *= 2) {
+    if (cluster > 0 && c != cluster) continue;
+    const int chunks[] = {16, 32, 48, 64, padded};  // up to 64 rows at a time, or the whole batch at once
+    for (int which = 0; which < 5; ++which) {
+      const int nb = chunks[which];
+      if (nb > padded || (which == 4 && padded <= 64) || (chunk > 0 && nb != chunk)) continue;
+      const int width = round_up((inner + c - 1) / c, 16);
+      for (int clusters = std::min(sms / c, hidden); clusters >= 1; --clusters) {
+        const int units = (hidden + clusters - 1) / clusters;
+        if ((hidden + units - 1) / units != clusters) continue;  // a cluster of no unit
+        if (units * batch > c * kThreads * kMaxPairs) break;    // fewer clusters: more pairs
+        const int rows = round_up(Forward ? G * units : units, 16);
+        const std::size_t bytes = block_bytes(P, rows, width, nb);
+        if (bytes > static_cast<std::size_t>(optin)) continue;
+        int resident = 0;
+        cudaError_t err;
+        if constexpr (Forward) {
+          err = tensor_core::resident_clusters(forward_kernel<C, P, 0>, kThreads, optin, c, bytes, &resident);
+        } else {
+          err = tensor_core::resident_clusters(backward_kernel<C, P, 0>, kThreads, optin, c, bytes, &resident);
+        }
+        if (err != cudaSuccess) return err;
+        if (resident < clusters) continue;
+        const double cost = cost_model::grid_direction_us(operand_bytes(P), batch, c, nb, units, rows, width,
+                                                          cost_model::vector_floats(inner));
+        if (out->cluster == 0 || cost < best) {
+          best = cost;
+          *out = Direction{c, clusters, units, nb, rows, width, bytes};
+        }
+        break;  // the most clusters that fit: fewer cost more
+      }
+    }
+  }
+  return cudaSuccess;
+}
+
 template <class C, Products P>
-cudaError_t plan(int hidden, int batch, int cluster, int chunk, Plan* out) {
+cudaError_t plan(int hidden, int batch, const std::array<int, 4>& forced, Plan* out) {
   *out = Plan{};
   out->why = "no cluster size and batch chunk fit";
   if (hidden < 1 || batch < 1) return cudaErrorInvalidValue;
-  constexpr int G = C::kGates;
   int device = 0, optin = 0, sms = 0, launchable = 0, cooperative = 0;
   cudaError_t err = cudaGetDevice(&device);
   if (err == cudaSuccess) err = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
@@ -426,51 +471,27 @@ cudaError_t plan(int hidden, int batch, int cluster, int chunk, Plan* out) {
     out->why = "the GPU cannot launch cooperatively (all blocks resident)";
     return cudaSuccess;
   }
-  const int padded = round_up(batch, 16);
-  double best = 0.0;
-  for (int c = 1; c <= (launchable ? kMaxCluster : 1); c *= 2) {
-    if (cluster > 0 && c != cluster) continue;
-    const int chunks[] = {16, 32, 48, 64, padded};  // up to 64 rows at a time, or the whole batch at once
-    for (int which = 0; which < 5; ++which) {
-      const int nb = chunks[which];
-      if (nb > padded || (which == 4 && padded <= 64) || (chunk > 0 && nb != chunk)) continue;
-      const int forward_width = round_up((hidden + c - 1) / c, 16), backward_width = round_up((G * hidden + c - 1) / c, 16);
-      for (int clusters = std::min(sms / c, hidden); clusters >= 1; --clusters) {
-        const int units = (hidden + clusters - 1) / clusters;
-        if ((hidden + units - 1) / units != clusters) continue;  // a cluster of no unit
-        if (units * batch > c * kThreads * kMaxPairs) break;    // fewer clusters: more pairs
-        const int forward_rows = round_up(G * units, 16), backward_rows = round_up(units, 16);
-        const std::size_t fb = block_bytes(P, forward_rows, forward_width, nb);
-        const std::size_t bb = block_bytes(P, backward_rows, backward_width, nb);
-        if (std::max(fb, bb) > static_cast<std::size_t>(optin)) continue;
-        int forward_resident = 0, backward_resident = 0;
-        err = tensor_core::resident_clusters(forward_kernel<C, P, 0>, kThreads, optin, c, fb, &forward_resident);
-        if (err == cudaSuccess) {
-          err = tensor_core::resident_clusters(backward_kernel<C, P, 0>, kThreads, optin, c, bb, &backward_resident);
-        }
-        if (err != cudaSuccess) return err;
-        if (std::min(forward_resident, backward_resident) < clusters) continue;
-        const double cost = cost_model::grid_step_us(operand_bytes(P), hidden, batch, G, c, nb, units);
-        if (out->cluster == 0 || cost < best) {
-          best = cost;
-          *out = Plan{c, clusters, units, nb, forward_rows, forward_width, backward_rows, backward_width, fb, bb, ""};
-        }
-        break;  // the most clusters that fit: fewer cost more
-      }
-    }
+  err = plan_direction<C, P, true>(hidden, batch, forced[0], forced[1], optin, sms, launchable != 0, &out->forward);
+  if (err == cudaSuccess) {
+    err = plan_direction<C, P, false>(hidden, batch, forced[2], forced[3], optin, sms, launchable != 0, &out->backward);
   }
-  if (out->cluster == 0 && (cluster > 0 || chunk > 0)) out->why = "the forced cluster size or batch chunk does not fit";
+  if (err != cudaSuccess) return err;
+  const bool forcing = forced[0] > 0 || forced[1] > 0 || forced[2] > 0 || forced[3] > 0;
+  if (!out->fits()) {
+    out->forward = out->backward = Direction{};
+    if (forcing) out->why = "the forced cluster size or batch chunk does not fit";
+  }
   return cudaSuccess;
 }
 
-// A direction's Shape: the rows and width of its weight slice, the floats of a load of its operand
-// slice (`ld` floats a row, read from the `count` pointers) (and the armed trace in the probe's build).
-Shape shape_of(const Plan& plan, int rows, int width, long long ld, const void* const* pointers, int count) {
+// A direction's Shape: the floats of a load of its operand slice (`ld` floats a row, read from the
+// `count` pointers) (and the armed trace in the probe's build).
+Shape shape_of(const Direction& d, long long ld, const void* const* pointers, int count) {
   const int vector = vector_width(ld, pointers, count);
 #ifdef TSRNN_PROBE
-  return Shape{plan.units, rows, width, plan.chunk, vector, probe::armed().trace};
+  return Shape{d.units, d.rows, d.width, d.chunk, vector, probe::armed().trace};
 #else
-  return Shape{plan.units, rows, width, plan.chunk, vector};
+  return Shape{d.units, d.rows, d.width, d.chunk, vector};
 #endif
 }
 
@@ -480,35 +501,34 @@ constexpr bool kLadder = std::is_same<C, LSTMCell>::value && P != Products::kIee
 
 template <class C, Products P>
 cudaError_t forward(const Plan& plan, const ForwardArgs& args, unsigned long long* counter, cudaStream_t stream) {
-  const int blocks = plan.clusters * plan.cluster;
+  const Direction& d = plan.forward;
   const void* const read[] = {args.h0, args.h_all};  // h_{t-1}: h0 at t = 0
-  const Shape shape = shape_of(plan, plan.forward_rows, plan.forward_width, args.H, read, 2);
+  const Shape shape = shape_of(d, args.H, read, 2);
   return probe::with_skip<kLadder<C, P>, probe::kGridRungs>([&](auto skip) {
     constexpr unsigned kSkip = decltype(skip)::value;  // 0 but in the probe's ladder, whose rungs no plan checked
-    return tensor_core::launch<kSkip == 0>(forward_kernel<C, P, kSkip>, blocks, kThreads, plan.cluster,
-                                           plan.forward_bytes, true, stream, args, shape,
-                                           FlagBarrier{counter, static_cast<unsigned long long>(plan.clusters)});
+    return tensor_core::launch<kSkip == 0>(forward_kernel<C, P, kSkip>, d.blocks(), kThreads, d.cluster, d.bytes, true,
+                                           stream, args, shape,
+                                           FlagBarrier{counter, static_cast<unsigned long long>(d.clusters)});
   });
 }
 
 template <class C, Products P>
 cudaError_t backward(const Plan& plan, const BackwardArgs& args, unsigned long long* counter, cudaStream_t stream) {
-  const int blocks = plan.clusters * plan.cluster;
+  const Direction& d = plan.backward;
   const void* const read[] = {args.dz};
-  const Shape shape = shape_of(plan, plan.backward_rows, plan.backward_width,
-                               static_cast<long long>(C::kGates) * args.H, read, 1);
+  const Shape shape = shape_of(d, static_cast<long long>(C::kGates) * args.H, read, 1);
   return probe::with_skip<kLadder<C, P>, probe::kGridRungs>([&](auto skip) {
     constexpr unsigned kSkip = decltype(skip)::value;  // 0 but in the probe's ladder, whose rungs no plan checked
-    return tensor_core::launch<kSkip == 0>(backward_kernel<C, P, kSkip>, blocks, kThreads, plan.cluster,
-                                           plan.backward_bytes, true, stream, args, shape,
-                                           FlagBarrier{counter, static_cast<unsigned long long>(plan.clusters)});
+    return tensor_core::launch<kSkip == 0>(backward_kernel<C, P, kSkip>, d.blocks(), kThreads, d.cluster, d.bytes, true,
+                                           stream, args, shape,
+                                           FlagBarrier{counter, static_cast<unsigned long long>(d.clusters)});
   });
 }
 
 // The cells of csrc/recurrence/cells.h and the precisions of csrc/recurrence/products.h, the only
 // instantiations (grid_recurrence.h declares the templates).
 #define TSRNN_INSTANTIATE(C, P)                                                                                  \
-  template cudaError_t plan<C, P>(int, int, int, int, Plan*);                                                    \
+  template cudaError_t plan<C, P>(int, int, const std::array<int, 4>&, Plan*);                                    \
   template cudaError_t forward<C, P>(const Plan&, const ForwardArgs&, unsigned long long*, cudaStream_t);        \
   template cudaError_t backward<C, P>(const Plan&, const BackwardArgs&, unsigned long long*, cudaStream_t);
 #define TSRNN_INSTANTIATE_CELL(C)       \

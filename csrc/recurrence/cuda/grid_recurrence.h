@@ -11,6 +11,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <array>
 #include <cstddef>
 
 #include "recurrence/cuda/kernel_args.h"
@@ -24,26 +25,35 @@ constexpr int kThreads = 256;    // threads of a block (8 warps)
 constexpr int kMaxPairs = 4;     // (unit, batch row) pairs one thread carries through the steps
 constexpr int kMaxCluster = 16;  // blocks of a cluster (more than 8: a non-portable size)
 
-// One launch configuration: `clusters` clusters of `cluster` blocks, all resident. Cluster i owns
-// the hidden units [i * units, min(H, (i + 1) * units)); its blocks split the inner dimension of
-// each direction's product, block r keeping on chip for the whole sequence
+// One direction's launch configuration: `clusters` clusters of `cluster` blocks, all resident.
+// Cluster i owns the hidden units [i * units, min(H, (i + 1) * units)); its blocks split the inner
+// dimension of the direction's product, block r keeping on chip for the whole sequence
 //   forward:  W_hh[g H + j, k] for the cluster's units j, every gate g and k in K_r, the r-th of
-//             `cluster` slices of width forward_width of [0, H), as [forward_rows][forward_width]
-//             (row g units + u; rows padded to a multiple of 16, columns to forward_width);
-//   backward: W_hh[m, j] for the cluster's units j and m in M_r, the r-th slice of width
-//             backward_width of [0, G H), as [backward_rows][backward_width] (row u),
+//             `cluster` slices of width `width` of [0, H), as [rows][width] (row g units + u; rows
+//             padded to a multiple of 16, columns to width);
+//   backward: W_hh[m, j] for the cluster's units j and m in M_r, the r-th slice of width `width` of
+//             [0, G H), as [rows][width] (row u),
 // as fragment streams (tensor_core.h's Stream): each warp's first 24 fragments (16 rows x 32 bytes
 // each) in its registers, where the products are on tensor cores, the rest in shared memory.
 // A step's product runs over the batch in chunks of `chunk` rows (a multiple of 16): one chunk
 // where the operand slice and the partial sums of the whole batch fit shared memory beside the
-// weights, else several, each with two more cluster barriers. forward_bytes / backward_bytes: each
-// direction's dynamic shared memory per block. cluster == 0: nothing fits this device (the reason
-// in `why`).
+// weights, else several, each with two more cluster barriers. bytes: its dynamic shared memory per
+// block; cluster == 0: nothing fits.
+struct Direction {
+  int cluster = 0, clusters = 0, units = 0, chunk = 0, rows = 0, width = 0;
+  std::size_t bytes = 0;
+  int blocks() const { return cluster * clusters; }
+};
+
+// The plan of a call: the forward's and the backward's configurations, each chosen for its own
+// product (the two launches share nothing on chip, only the saved activations in global memory):
+// at H = 1150, B = 80 (TF32 LSTM) the forward's partial sums fit one pass only in clusters of at most
+// 8 blocks and the backward's slice of dz only in clusters of 16. `why`: the reason where a
+// direction fits nothing on this device.
 struct Plan {
-  int cluster = 0, clusters = 0, units = 0, chunk = 0;
-  int forward_rows = 0, forward_width = 0, backward_rows = 0, backward_width = 0;
-  std::size_t forward_bytes = 0, backward_bytes = 0;
+  Direction forward, backward;
   const char* why = "";
+  bool fits() const { return forward.cluster > 0 && backward.cluster > 0; }
 };
 
 // Shared memory of one block, bytes: the weight slice's fragments not held in registers (512 bytes
@@ -52,16 +62,19 @@ struct Plan {
 // the held fragments (8 warps x 8 fragments) where the products are on tensor cores.
 std::size_t block_bytes(Products products, int rows, int width, int chunk);
 
-// The configuration for `hidden` units of cell C, a batch of `batch` rows and products P on the
-// current device: for each cluster size and chunk, as many clusters as the device keeps resident
-// (cudaOccupancyMaxActiveClusters) with blocks whose shared memory fits, priced by the fitted cost
-// model of cost_model.h; `cluster` / `chunk` > 0 force that value (the GPU report's sweep), refused with
-// `why` if it does not fit. Returns the first CUDA error of the queries.
+// The configurations for `hidden` units of cell C, a batch of `batch` rows and products P on the
+// current device, each direction's on its own: for each cluster size and chunk, as many clusters as
+// the device keeps resident (cudaOccupancyMaxActiveClusters) with blocks whose shared memory fits,
+// priced by the fitted cost model of cost_model.h. forced = {forward cluster, forward chunk,
+// backward cluster, backward chunk}, each > 0 forcing that value (the GPU report's sweep, the
+// tests), a direction refused with `why` if it does not fit. Returns the first CUDA error of the
+// queries.
 template <class C, Products P>
-cudaError_t plan(int hidden, int batch, int cluster, int chunk, Plan* out);
+cudaError_t plan(int hidden, int batch, const std::array<int, 4>& forced, Plan* out);
 
-// One cooperative launch of every cluster, on `stream`, with a plan from plan<C, P>(); `counter`
-// is the flag barrier's, one unsigned 64-bit word in device memory that is zero at the launch.
+// One cooperative launch of every cluster of the direction's configuration, on `stream`, with a plan
+// from plan<C, P>(); `counter` is the flag barrier's, one unsigned 64-bit word in device memory that
+// is zero at the launch.
 template <class C, Products P>
 cudaError_t forward(const Plan& plan, const ForwardArgs& args, unsigned long long* counter, cudaStream_t stream);
 template <class C, Products P>

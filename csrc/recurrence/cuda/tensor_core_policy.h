@@ -6,13 +6,16 @@
 // which registers the operators of the namespaces tsrnn_cluster and tsrnn_grid, and by the tests'
 // SIMT emulation (tests/simt), which runs the same policies and kernels on the CPU.
 //
-// A kernel's traits hold: Plan (its cuda:: plan, `cluster == 0` and `why` where nothing fits);
-// kName ("cluster-resident") and kForcing (the environment variable that forces a configuration);
-// plan<C, P>(hidden, batch, first, second, Plan*) (the forced pair, 0 for the plan's choice);
-// describe(plan), the operator recurrence_config's numbers (six or more); and forward<C, P> / backward<C, P>
+// A kernel's traits hold: Plan (its cuda:: plan, `why` where nothing fits) and fits(plan);
+// blocks(plan), its launches' most blocks; kName ("cluster-resident"), kForcing (the environment
+// variable that forces a configuration) and kForcedValues (2, or 4 where each direction has its own);
+// plan<C, P>(hidden, batch, forced, Plan*) (forced_configuration's four values, 0 for the plan's
+// choice); describe(plan), the operator recurrence_config's numbers (six or more, the first four
+// the forward's cluster, tile or chunk, clusters and units); and forward<C, P> / backward<C, P>
 // (plan, args, device, stream), one launch.
 #pragma once
 
+#include <array>
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
@@ -31,17 +34,27 @@
 namespace tsrnn {
 namespace cuda_binding {
 
-// The two integers an environment variable forces on a plan ("a,b", either 0 for the plan's
-// choice): TSRNN_CLUSTER="cluster,tile" for the cluster-resident kernel, TSRNN_GRID="cluster,chunk"
-// for the grid-resident one, what bench/gpu_report.py's sweep sets for each variant. Unset: (0, 0).
-inline std::pair<int, int> forced_configuration(const char* variable) {
+// The configuration an environment variable forces on a plan, {forward a, forward b, backward a,
+// backward b}, each 0 for the plan's choice: TSRNN_CLUSTER="cluster,tile" for the cluster-resident
+// kernel (one configuration for both directions), TSRNN_GRID="cluster,chunk" for both directions of
+// the grid-resident one or "cluster,chunk,cluster,chunk" for its forward and backward apart (values
+// = 4), what bench/gpu_report.py's sweep and the tests set. Unset: all 0.
+inline std::array<int, 4> forced_configuration(const char* variable, int values) {
   const char* text = std::getenv(variable);
-  int first = 0, second = 0;
+  std::array<int, 4> forced{};
   if (text && *text) {
-    TSRNN_CHECK(std::sscanf(text, "%d,%d", &first, &second) == 2 && first >= 0 && second >= 0, "tsrnn: ", variable,
-                " must be two non-negative integers 'a,b' (0: the plan's choice), got '", text, "'");
+    int read = 0;
+    const int parsed = std::sscanf(text, "%d,%d%n,%d,%d%n", &forced[0], &forced[1], &read, &forced[2], &forced[3], &read);
+    const bool two = parsed == 2 && text[read] == '\0', four = values == 4 && parsed == 4 && text[read] == '\0';
+    TSRNN_CHECK((two || four) && forced[0] >= 0 && forced[1] >= 0 && forced[2] >= 0 && forced[3] >= 0, "tsrnn: ",
+                variable, values == 4 ? " must be 'a,b' or 'a,b,c,d'" : " must be 'a,b'",
+                ", non-negative integers (0: the plan's choice), got '", text, "'");
+    if (two) {
+      forced[2] = forced[0];
+      forced[3] = forced[1];
+    }
   }
-  return {first, second};
+  return forced;
 }
 
 // Calls fn with std::integral_constant of the Products p.
@@ -59,16 +72,16 @@ void dispatch_products(Products p, Fn&& fn) {
 
 // Kernel's plan of Cell for `hidden` units, `batch` rows and products p on the current device (the
 // caller makes it current), cached per device, hidden, batch, products and the configuration the
-// kernel's forcing variable sets; a Plan{} (cluster == 0) for sizes past int.
+// kernel's forcing variable sets; a Plan{} (one that fits nothing) for sizes past int.
 template <typename Kernel, typename Cell>
 typename Kernel::Plan tensor_core_plan(int64_t hidden, int64_t batch, Products p) {
   using Plan = typename Kernel::Plan;
   if (hidden < 1 || hidden > INT_MAX || batch < 1 || batch > INT_MAX) return {};
   int device = 0;
   check_cuda(cudaGetDevice(&device), "querying the current device");
-  const std::pair<int, int> forced = forced_configuration(Kernel::kForcing);
+  const std::array<int, 4> forced = forced_configuration(Kernel::kForcing, Kernel::kForcedValues);
   static std::mutex mutex;
-  static std::map<std::tuple<int, int64_t, int64_t, Products, std::pair<int, int>>, Plan> plans;
+  static std::map<std::tuple<int, int64_t, int64_t, Products, std::array<int, 4>>, Plan> plans;
   const auto key = std::make_tuple(device, hidden, batch, p, forced);
   const std::lock_guard<std::mutex> lock(mutex);
   auto found = plans.find(key);
@@ -77,7 +90,7 @@ typename Kernel::Plan tensor_core_plan(int64_t hidden, int64_t batch, Products p
     dispatch_products(p, [&](auto q) {
       const std::string what = std::string("planning the ") + Kernel::kName + " CUDA kernel";
       check_cuda(Kernel::template plan<Cell, decltype(q)::value>(static_cast<int>(hidden), static_cast<int>(batch),
-                                                                  forced.first, forced.second, &plan),
+                                                                  forced, &plan),
                  what.c_str());
     });
     found = plans.emplace(key, plan).first;
@@ -96,11 +109,13 @@ std::vector<int64_t> tensor_core_config(const std::string& cell, const Tensor& w
   return Kernel::describe(plan);
 }
 
-// Thread blocks of Kernel's plan (0: no fit), the operator recurrence_plan.
+// Thread blocks of Kernel's plan (the more of its two launches; 0: no fit), the operator recurrence_plan.
 template <typename Kernel>
 int64_t tensor_core_blocks(const std::string& cell, const Tensor& w_hh, int64_t batch, const std::string& precision) {
-  const std::vector<int64_t> config = tensor_core_config<Kernel>(cell, w_hh, batch, precision);
-  return config[0] * config[2];
+  typename Kernel::Plan plan;
+  const Products p = products_of(precision);
+  dispatch_cell(cell, [&](auto tag) { plan = tensor_core_plan<Kernel, decltype(tag)>(w_hh.size(1), batch, p); });
+  return Kernel::fits(plan) ? Kernel::blocks(plan) : 0;
 }
 
 // The CUDA side of the recurrence operator's entries for a tensor-core kernel: float32, the call's
@@ -131,7 +146,7 @@ struct TensorCoreRecurrence : AtenBuffersAndGemm {
     TSRNN_CHECK(s.T <= INT_MAX && s.B <= INT_MAX, "tsrnn: the CUDA kernels take at most ", INT_MAX,
                 " steps and batch rows, got T=", s.T, ", B=", s.B);
     const typename Kernel::Plan found = tensor_core_plan<Kernel, Cell>(w_hh.size(1), s.B, products);
-    TSRNN_CHECK(found.cluster > 0, "tsrnn: the ", Kernel::kName, " CUDA kernel does not take H=", s.H, ", B=", s.B,
+    TSRNN_CHECK(Kernel::fits(found), "tsrnn: the ", Kernel::kName, " CUDA kernel does not take H=", s.H, ", B=", s.B,
                 " on this GPU (", found.why, "); use backend='auto'");
     return {found, products};
   }

@@ -4,7 +4,7 @@ tables define them, clusters, distributed shared memory, cooperative launches, t
 where another thread runs): every cell, TF32, bf16 and exact products, forward, backward and saved
 traces against the float64 reference through tsrnn.testing, at shapes that cross its edges (H no
 multiple of 16 over clusters of uneven units, K slices that are partly or wholly empty, B in one
-chunk or several, clusters of 1 to 8 blocks, T = 1, B = 1, slices loaded 4, 8 and 16 bytes at a
+chunk or several, clusters of 1 to 8 blocks, the two directions on plans of their own, T = 1, B = 1, slices loaded 4, 8 and 16 bytes at a
 time, W's fragment streams of one to three m-tiles a warp partly held), every LENGTH_CASES entry, two thread
 orders; the plan at the target shapes on an emulated H100; once more built with AddressSanitizer and
 UBSan; with each barrier removed in turn, and with the flag barrier broken (a counter that opens one
@@ -12,6 +12,7 @@ arrival early, a block that never arrives), at run time in a process of its own 
 --drop, --plant), to show that the emulation catches each."""
 from __future__ import annotations
 
+import os
 import re
 import shutil
 
@@ -76,18 +77,39 @@ def config(cell: str, H: int, B: int, precision: str) -> list[int]:
 @pytest.mark.parametrize("precision", ["tf32", "bf16"])
 @pytest.mark.parametrize("B", [20, 80])
 def test_the_plan_covers_the_target_shapes_on_an_h100(simt, cell, precision, B):
-    """H = 1150 (the AWD-LSTM layers) on an emulated H100 (132 SMs, 227 KiB a block): a plan whose
-    blocks all fit at once, each block's shared memory within the opt-in limit, every unit owned,
-    the (unit, row) pairs within what the cluster's threads carry, and the whole batch in one pass
-    (W_hh's fragments held in registers leave the room) but for the TF32 LSTM at B = 80, whose
-    backward slice of dz needs a cluster size at which the forward's partial sums do not fit."""
+    """H = 1150 (the AWD-LSTM layers) on an emulated H100 (132 SMs, 227 KiB a block): for each
+    direction a plan whose blocks all fit at once, each block's shared memory within the opt-in
+    limit, every unit owned, the (unit, row) pairs within what the cluster's threads carry, and the
+    whole batch in one pass (W_hh's fragments held in registers leave the room). The TF32 LSTM at
+    B = 80 needs a plan per direction for that: its forward's partial sums fit one pass only in
+    clusters of at most 8 blocks, its backward's slice of dz only in clusters of 16."""
     emulation.emulate(132, 0)
-    cluster_size, chunk, clusters, units, forward_bytes, backward_bytes = config(cell, 1150, B, precision)
-    assert cluster_size >= 1 and clusters * cluster_size <= 132
-    assert clusters * units >= 1150 > (clusters - 1) * units
-    assert chunk % 16 == 0 and max(forward_bytes, backward_bytes) <= emulation.H100_SHARED_OPTIN
-    assert units * B <= cluster_size * 256 * 4  # grid_recurrence.h's kMaxPairs a thread
-    assert chunk >= B or (cell, precision, B) == ("lstm", "tf32", 80), chunk
+    got = config(cell, 1150, B, precision)
+    forward_bytes, backward_bytes = got[4:6]
+    assert max(forward_bytes, backward_bytes) <= emulation.H100_SHARED_OPTIN
+    for cluster_size, chunk, clusters, units in (got[:4], got[6:10]):
+        assert cluster_size >= 1 and clusters * cluster_size <= 132
+        assert clusters * units >= 1150 > (clusters - 1) * units
+        assert units * B <= cluster_size * 256 * 4  # grid_recurrence.h's kMaxPairs a thread
+        assert chunk % 16 == 0 and chunk >= B, got
+    if (cell, precision, B) == ("lstm", "tf32", 80):
+        assert got[0] <= 8 and got[6] == 16, got
+
+
+def test_each_direction_is_forced_on_its_own(simt):
+    """TSRNN_GRID's four-number form forces the forward's and the backward's (cluster, chunk) apart,
+    its two-number form both; anything else is refused with what it takes."""
+    emulation.emulate(4, 0)
+    with simt.forced(2, 16, "grid", backward=(4, 32)):
+        assert config("lstm", 37, 17, "tf32")[:4] + config("lstm", 37, 17, "tf32")[6:] == [2, 16, 2, 19, 4, 32, 1, 37]
+    with simt.forced(2, 16, "grid"):
+        got = config("lstm", 37, 17, "tf32")
+        assert got[:4] == got[6:] == [2, 16, 2, 19]
+    for bad in ("2,16,4", "2,16,4,32,1", "2;16", "2,-16"):
+        with simt.forced(0, 0, "grid"):
+            os.environ["TSRNN_GRID"] = bad
+            with pytest.raises(RuntimeError, match="TSRNN_GRID must be 'a,b' or 'a,b,c,d'"):
+                config("lstm", 37, 17, "tf32")
 
 
 def test_the_plan_refuses_what_does_not_fit(simt):
