@@ -225,7 +225,8 @@ def sanitized_cases(subset: str) -> list[str]:
 def barrier_lines(source: Path) -> dict[str, int]:
     """The source line of each block or cluster barrier and mbarrier wait in the kernels of
     ``source`` (what run.py's --drop can remove), by "line N: text": the calls, and the calls of the
-    helpers that wait for their caller's line (``wait<Skip>``, ``sync<Skip>``, ``ptx::mbarrier_wait``),
+    helpers that wait for their caller's line (``wait<Skip>``, ``sync<Skip>``, ``exchange_sync<Skip>``,
+    ``ptx::mbarrier_wait``),
     and the waits for cp.async copies (``ptx::cp_async_wait``);
     not the removal ladder's own barriers (lines naming probe::kBarriers, in the GPU probe's build
     only)."""

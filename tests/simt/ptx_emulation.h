@@ -382,5 +382,13 @@ inline void mma(float (&d)[4], const std::uint32_t (&a)[4], const std::uint32_t 
   for (int e = 0; e < 4; ++e) d[e] = out[e];
 }
 
+// fence.release.sync_restrict::shared::cta.cluster (release) and fence.acquire.sync_restrict::
+// shared::cluster.cluster: counted (the emulation is sequentially consistent: what they order is
+// the GPU's to show), not where the planted-bug tests drop the line.
+inline void fence_shared(bool release, int line, const char* file) {
+  if (!simt::dropped(file, line)) count(release ? Count::kFenceSharedRelease : Count::kFenceSharedAcquire);
+  memory_point(line);
+}
+
 }  // namespace ptx
 }  // namespace simt

@@ -156,14 +156,16 @@ std::int64_t launch_serial();         // the running launch's number among all b
 // (wmma mma_sync and PTX mma.sync, per warp), block barriers, atomic writes, distributed shared
 // memory mappings, reads of the clock, fragment loads (wmma load_matrix_sync and ldmatrix, per
 // warp), __ldcg loads, ldmatrix's shared-memory wavefronts past one a matrix (ptx_emulation.h's
-// model of bank conflicts) and mbarrier waits (per thread, each completed try_wait.parity).
+// model of bank conflicts), mbarrier waits (per thread, each completed try_wait.parity) and the
+// shared-memory-restricted release and acquire fences (per thread).
 enum class Count {
   kArriveRelease, kArriveRelaxed, kClusterWait, kMma, kBlockBarrier, kAtomicWrite, kMapShared, kClock, kFragmentLoad,
-  kCachedLoad, kBankConflict, kMbarrierWait, kKinds
+  kCachedLoad, kBankConflict, kMbarrierWait, kFenceSharedRelease, kFenceSharedAcquire, kKinds
 };
 inline constexpr const char* kCountNames[] = {"arrive_release", "arrive_relaxed", "cluster_wait", "mma",
                                               "block_barrier", "atomic_write", "map_shared", "clock",
-                                              "fragment_load", "cached_load", "bank_conflict", "mbarrier_wait"};
+                                              "fragment_load", "cached_load", "bank_conflict", "mbarrier_wait",
+                                              "fence_shared_release", "fence_shared_acquire"};
 static_assert(sizeof(kCountNames) / sizeof(kCountNames[0]) == static_cast<int>(Count::kKinds), "a name per count");
 void count(Count what);
 std::int64_t counted(Count what);

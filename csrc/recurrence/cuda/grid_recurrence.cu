@@ -16,7 +16,8 @@
 //      [rows][chunk] (mma.sync, float32 accumulation) into the block's shared memory, each warp its
 //      m-tiles over the whole of K_r from its fragment stream (tensor_core.h's stream_product: W's
 //      first fragments held in registers, the rest read by ldmatrix), the chunk in groups of up to
-//      4 n8 tiles; cluster barrier;
+//      4 n8 tiles; a cluster barrier that publishes shared memory only (exchange_sync: no GPU-wide
+//      fence);
 //   3. each (unit, row) pair of the cluster, spread over the cluster's threads, sums z over the
 //      blocks' partial products through distributed shared memory, adds xg and applies the cell,
 //      its states kept in registers across the steps, and writes h_t to global memory;
@@ -95,6 +96,25 @@ __device__ inline void sync([[maybe_unused]] Cluster& cluster, [[maybe_unused]] 
     tensor_core::wait_at(cluster, line, file);
   } else {
     tensor_core::sync_at(cluster, line, file);
+  }
+}
+
+// The cluster barrier after a product, which publishes the blocks' partial sums to their peers
+// and nothing else: each thread's release fence restricted to its block's shared memory (ptx.h:
+// MEMBAR.ALL.CTA on sm_90, where the release arrive of cluster.sync() costs a GPU-wide
+// MEMBAR.ALL.GPU), a relaxed arrival, the wait, and an acquire fence restricted to the cluster's
+// shared memory before the reads of the peers' partial sums; on the ladder's rungs, what sync puts
+// in its place. The GPU-wide fence a step needs is the one of the barrier before the cluster's
+// flag arrival, which publishes h_t (dz_t) in global memory.
+template <unsigned Skip>
+__device__ inline void exchange_sync(Cluster& cluster, int line = __builtin_LINE(), const char* file = __builtin_FILE()) {
+  if constexpr (probe::Skips<Skip>::of(probe::kBarriers) || probe::Skips<Skip>::of(probe::kRelaxed)) {
+    sync<Skip>(cluster, line, file);
+  } else {
+    ptx::fence_release_own_shared();
+    ptx::cluster_arrive_relaxed(line);
+    tensor_core::wait_at(cluster, line, file);
+    ptx::fence_acquire_cluster_shared();
   }
 }
 
@@ -208,7 +228,7 @@ __global__ void __launch_bounds__(kThreads, 1) forward_kernel(ForwardArgs a, Sha
       clock.mark(probe::Phase::kBlockSync);
       block_product<P, Skip>(held, slots, x, pitch, rows, stream, own, s, z);
       clock.mark(probe::Phase::kProduct);
-      sync<Skip>(cluster);  // every block's partial sums of the chunk are complete
+      exchange_sync<Skip>(cluster);  // every block's partial sums of the chunk are complete
       clock.mark(probe::Phase::kClusterSync);
 #pragma unroll
       for (int i = 0; i < kMaxPairs; ++i) {
@@ -323,7 +343,7 @@ __global__ void __launch_bounds__(kThreads, 1) backward_kernel(BackwardArgs a, S
         clock.mark(probe::Phase::kBlockSync);
         block_product<P, Skip>(held, slots, x, pitch, rows, stream, own, s, partial);
         clock.mark(probe::Phase::kProduct);
-        sync<Skip>(cluster);  // every block's partial sums of the chunk are complete
+        exchange_sync<Skip>(cluster);  // every block's partial sums of the chunk are complete
         clock.mark(probe::Phase::kClusterSync);
 #pragma unroll
         for (int i = 0; i < kMaxPairs; ++i) {

@@ -12,7 +12,8 @@
 // SYNCS.ARRIVE only; a remote arrive (shared::cluster) with .release: MEMBAR.ALL.GPU first, with
 // .relaxed: none; barrier.cluster.arrive (release): MEMBAR.ALL.GPU, .relaxed: none;
 // barrier.cluster.wait (acquire) and fence.acq_rel.cluster: CCTL.IVALL (the fence MEMBAR.ALL.GPU
-// too); st.async: STAS; cp.async.bulk shared::cluster: UBLKCP; fence.proxy.async.shared::cta:
+// too); fence.release.sync_restrict::shared::cta.cluster: MEMBAR.ALL.CTA + FENCE.VIEW.ASYNC.S;
+// fence.acquire.sync_restrict::shared::cluster.cluster: none of its own; st.async: STAS; cp.async.bulk shared::cluster: UBLKCP; fence.proxy.async.shared::cta:
 // MEMBAR.ALL.CTA + FENCE.VIEW.ASYNC.S; mbarrier.try_wait.parity (acquire, CTA scope): SYNCS.PHASECHK.
 #pragma once
 
@@ -60,6 +61,35 @@ __device__ inline void cluster_arrive_relaxed(int line = __builtin_LINE()) {
   asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
 #else
   (void)line;
+#endif
+}
+
+// fence.release.sync_restrict::shared::cta.cluster: this thread's earlier accesses to its own
+// block's shared memory are ordered, at cluster scope, before its later (relaxed) arrival: the
+// release half of a cluster barrier that publishes shared memory only (sm_90: MEMBAR.ALL.CTA, where
+// a release arrive is MEMBAR.ALL.GPU). fence.acquire.sync_restrict::shared::cluster.cluster: its
+// later reads of the cluster's shared memory are ordered after its wait. PTX ISA 8.6; before sm_90
+// a cluster is one block, whose barrier is a block barrier: nothing to fence. The SIMT emulation
+// counts each (not on the line its planted-bug tests drop, tests/simt/simt.h's set_drop).
+__device__ inline void fence_release_own_shared(int line = __builtin_LINE(), const char* file = __builtin_FILE()) {
+#ifdef TSRNN_SIMT
+  simt::ptx::fence_shared(true, line, file);
+#elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  (void)line, (void)file;
+  asm volatile("fence.release.sync_restrict::shared::cta.cluster;" ::: "memory");
+#else
+  (void)line, (void)file;
+#endif
+}
+
+__device__ inline void fence_acquire_cluster_shared(int line = __builtin_LINE(), const char* file = __builtin_FILE()) {
+#ifdef TSRNN_SIMT
+  simt::ptx::fence_shared(false, line, file);
+#elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  (void)line, (void)file;
+  asm volatile("fence.acquire.sync_restrict::shared::cluster.cluster;" ::: "memory");
+#else
+  (void)line, (void)file;
 #endif
 }
 

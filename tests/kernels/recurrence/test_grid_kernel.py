@@ -176,3 +176,38 @@ def test_a_missing_barrier_is_caught(barrier):
                            drop=f"{build.GRID_KERNELS.name}:{line}")
     assert done.returncode == 0, done.stderr[-3000:]
     assert rows and not all(row["ok"] for row in rows), f"{barrier} removed and every case still passed"
+
+
+def fence_lines() -> list[int]:
+    """The lines of exchange_sync's two restricted fences in the grid kernel's source."""
+    lines = build.GRID_KERNELS.read_text().splitlines()
+    return [i + 1 for i, line in enumerate(lines) if re.search(r"ptx::fence_(release_own|acquire_cluster)_shared\(\)", line)]
+
+
+def exchange_counts(simt) -> dict[str, int]:
+    (case,) = [c for c in cluster.cases(SEEDS[:1], "grid") if c.id == f"grid-lstm-{SUBSET}-seed0"]
+    torch.ops.simt.reset_counts()
+    result = simt.check(case)
+    counts = torch.ops.simt.counts()
+    return {"ok": result.ok, **{k: counts[k] for k in ("arrive_relaxed", "fence_shared_release", "fence_shared_acquire")}}
+
+
+def test_the_product_barrier_publishes_shared_memory_only(simt):
+    """The barrier after each product (exchange_sync) arrives relaxed between a release fence
+    restricted to the block's shared memory and an acquire fence restricted to the cluster's, no
+    GPU-wide fence (test_cuda_sass.py counts those); the cluster's other barriers stay
+    release-flavoured. On the subset's LSTM (T = 3, B = 17 in two chunks, 2 clusters of 2 blocks):
+    one of each a thread and product, 3 forward and 3 backward products (the backward's first step
+    has no dz_{t+1}: its last product gives dL/dh0) of two chunks each. With the fences' lines
+    dropped (the emulation's set_drop), the counts say so: the check can fail."""
+    assert len(fence_lines()) == 2
+    products = (3 + 3) * 2 * 4 * 256  # products x chunks x blocks x threads
+    assert exchange_counts(simt) == {"ok": True, "arrive_relaxed": products, "fence_shared_release": products,
+                                     "fence_shared_acquire": products}
+    for line in fence_lines():
+        torch.ops.simt.drop_barrier(build.GRID_KERNELS.name, line)
+        try:
+            counts = exchange_counts(simt)
+        finally:
+            torch.ops.simt.drop_barrier("", 0)
+        assert counts["arrive_relaxed"] == products and 0 in (counts["fence_shared_release"], counts["fence_shared_acquire"])
