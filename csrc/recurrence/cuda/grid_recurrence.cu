@@ -104,11 +104,13 @@ __device__ inline void sync([[maybe_unused]] Cluster& cluster, [[maybe_unused]] 
 // MEMBAR.ALL.CTA on sm_90, where the release arrive of cluster.sync() costs a GPU-wide
 // MEMBAR.ALL.GPU), a relaxed arrival, the wait, and an acquire fence restricted to the cluster's
 // shared memory before the reads of the peers' partial sums; on the ladder's rungs, what sync puts
-// in its place. The GPU-wide fence a step needs is the one of the barrier before the cluster's
-// flag arrival, which publishes h_t (dz_t) in global memory.
+// in its place (and, built by an nvcc before 12.8, cluster.sync()). The GPU-wide fence a step needs
+// is the one of the barrier before the cluster's flag arrival, which publishes h_t (dz_t) in global
+// memory.
 template <unsigned Skip>
 __device__ inline void exchange_sync(Cluster& cluster, int line = __builtin_LINE(), const char* file = __builtin_FILE()) {
-  if constexpr (probe::Skips<Skip>::of(probe::kBarriers) || probe::Skips<Skip>::of(probe::kRelaxed)) {
+  if constexpr (probe::Skips<Skip>::of(probe::kBarriers) || probe::Skips<Skip>::of(probe::kRelaxed) ||
+                !ptx::kRestrictedFences) {
     sync<Skip>(cluster, line, file);
   } else {
     ptx::fence_release_own_shared();

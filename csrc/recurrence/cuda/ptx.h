@@ -64,6 +64,16 @@ __device__ inline void cluster_arrive_relaxed(int line = __builtin_LINE()) {
 #endif
 }
 
+// Whether the fences restricted to shared memory below exist: PTX ISA 8.6, nvcc 12.8 or newer (and
+// the SIMT emulation); with an older nvcc the grid kernel's exchange keeps its release barrier.
+#if defined(TSRNN_SIMT) || \
+    (defined(__CUDACC_VER_MAJOR__) && (__CUDACC_VER_MAJOR__ > 12 || (__CUDACC_VER_MAJOR__ == 12 && __CUDACC_VER_MINOR__ >= 8)))
+#define TSRNN_RESTRICTED_FENCES 1
+inline constexpr bool kRestrictedFences = true;
+#else
+inline constexpr bool kRestrictedFences = false;
+#endif
+
 // fence.release.sync_restrict::shared::cta.cluster: this thread's earlier accesses to its own
 // block's shared memory are ordered, at cluster scope, before its later (relaxed) arrival: the
 // release half of a cluster barrier that publishes shared memory only (sm_90: MEMBAR.ALL.CTA, where
@@ -74,7 +84,7 @@ __device__ inline void cluster_arrive_relaxed(int line = __builtin_LINE()) {
 __device__ inline void fence_release_own_shared(int line = __builtin_LINE(), const char* file = __builtin_FILE()) {
 #ifdef TSRNN_SIMT
   simt::ptx::fence_shared(true, line, file);
-#elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && defined(TSRNN_RESTRICTED_FENCES)
   (void)line, (void)file;
   asm volatile("fence.release.sync_restrict::shared::cta.cluster;" ::: "memory");
 #else
@@ -85,7 +95,7 @@ __device__ inline void fence_release_own_shared(int line = __builtin_LINE(), con
 __device__ inline void fence_acquire_cluster_shared(int line = __builtin_LINE(), const char* file = __builtin_FILE()) {
 #ifdef TSRNN_SIMT
   simt::ptx::fence_shared(false, line, file);
-#elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && defined(TSRNN_RESTRICTED_FENCES)
   (void)line, (void)file;
   asm volatile("fence.acquire.sync_restrict::shared::cluster.cluster;" ::: "memory");
 #else

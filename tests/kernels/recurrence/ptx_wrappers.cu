@@ -69,6 +69,16 @@ extern "C" __global__ void cluster_relaxed() {
   ptx::cluster_wait();
 }
 
+extern "C" __global__ void cluster_shared_only(float* out) {  // the grid kernel's exchange barrier
+  extern __shared__ float partial[];
+  partial[threadIdx.x] = out[threadIdx.x];
+  ptx::fence_release_own_shared();
+  ptx::cluster_arrive_relaxed();
+  ptx::cluster_wait();
+  ptx::fence_acquire_cluster_shared();
+  out[threadIdx.x] = partial[(threadIdx.x + 1) % blockDim.x];
+}
+
 extern "C" __global__ void cluster_release() {
   ptx::cluster_arrive_release();
   ptx::cluster_wait();
