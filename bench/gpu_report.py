@@ -64,7 +64,8 @@ RECURRENCE = "tests/kernels/recurrence"
 GPU_TESTS = [f"{RECURRENCE}/test_cuda.py", f"{RECURRENCE}/test_paths.py", f"{RECURRENCE}/test_triton_kernels.py",
              "tests/kernels/linear_scan/test_triton_scan.py", "tests/unit/test_backend.py", f"{RECURRENCE}/test_lengths.py",
              f"{RECURRENCE}/test_autocast.py", f"{RECURRENCE}/test_double_backward.py", f"{RECURRENCE}/test_cudnn_tf32.py",
-             "tests/unit/test_modules.py::test_device_and_dtype_place_every_parameter_and_buffer"]
+             "tests/unit/test_modules.py::test_device_and_dtype_place_every_parameter_and_buffer",
+             "tests/kernels/gemm/test_tensor_core_gemm.py"]
 # The GPU tests are small launches and Python: on the first GPU run 4 workers took 211 s with 12 of
 # the machine's 16 cores idle.
 PYTEST_WORKERS = 12
