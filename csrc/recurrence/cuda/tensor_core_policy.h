@@ -98,23 +98,26 @@ typename Kernel::Plan tensor_core_plan(int64_t hidden, int64_t batch, Products p
   return found->second;
 }
 
-// Kernel's plan of `cell` for w_hh (its H), `batch` rows and `precision` on the current device, as
-// the operator recurrence_config gives it (Kernel::describe); all zero where nothing fits.
+// Kernel's plan of `cell` for w_hh (its H), `batch` rows and `precision` on the current device.
+template <typename Kernel>
+typename Kernel::Plan cell_plan(const std::string& cell, const Tensor& w_hh, int64_t batch, const std::string& precision) {
+  typename Kernel::Plan plan;
+  const Products p = products_of(precision);
+  dispatch_cell(cell, [&](auto tag) { plan = tensor_core_plan<Kernel, decltype(tag)>(w_hh.size(1), batch, p); });
+  return plan;
+}
+
+// The plan as the operator recurrence_config gives it (Kernel::describe); all zero where nothing fits.
 template <typename Kernel>
 std::vector<int64_t> tensor_core_config(const std::string& cell, const Tensor& w_hh, int64_t batch,
                                         const std::string& precision) {
-  typename Kernel::Plan plan;
-  const Products p = products_of(precision);
-  dispatch_cell(cell, [&](auto tag) { plan = tensor_core_plan<Kernel, decltype(tag)>(w_hh.size(1), batch, p); });
-  return Kernel::describe(plan);
+  return Kernel::describe(cell_plan<Kernel>(cell, w_hh, batch, precision));
 }
 
-// Thread blocks of Kernel's plan (the more of its two launches; 0: no fit), the operator recurrence_plan.
+// Thread blocks of the plan (the more of its two launches; 0: no fit), the operator recurrence_plan.
 template <typename Kernel>
 int64_t tensor_core_blocks(const std::string& cell, const Tensor& w_hh, int64_t batch, const std::string& precision) {
-  typename Kernel::Plan plan;
-  const Products p = products_of(precision);
-  dispatch_cell(cell, [&](auto tag) { plan = tensor_core_plan<Kernel, decltype(tag)>(w_hh.size(1), batch, p); });
+  const typename Kernel::Plan plan = cell_plan<Kernel>(cell, w_hh, batch, precision);
   return Kernel::fits(plan) ? Kernel::blocks(plan) : 0;
 }
 
