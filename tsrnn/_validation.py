@@ -65,12 +65,19 @@ def capturing() -> bool:
     return torch.cuda.is_available() and torch.cuda.is_current_stream_capturing()
 
 
+def capturing_on(t: torch.Tensor) -> bool:
+    """Whether work on ``t`` is being captured into a CUDA graph now (``t`` on CUDA and the current
+    stream capturing): the one test of the capture-time rules (no cache read or filled, no host
+    read of a value), which the CPU tests replace to run them on CPU tensors."""
+    return t.is_cuda and torch.cuda.is_current_stream_capturing()
+
+
 def _values_unreadable(value: torch.Tensor) -> bool:
     """Whether a value check must be skipped: tracing, graph capture, torch.func transforms (their
     batched values cannot steer Python), or no data (meta)."""
     if tracing() or value.device.type == "meta" or under_transforms():
         return True
-    return value.device.type == "cuda" and capturing()
+    return capturing_on(value)
 
 
 def _require(value: torch.Tensor, ok: torch.Tensor, message: str) -> None:

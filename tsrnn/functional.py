@@ -26,6 +26,7 @@ from tsrnn.backend.registry import REGISTRY, Call
 from tsrnn.ops import library
 from tsrnn.ops.recurrence import cells
 from tsrnn.ops.recurrence.packing import Packing
+from tsrnn.ops.recurrence.paths import Biases, one_bias
 
 
 def _layer(cell, x, h0, states, w_ih, w_hh, bias, p=None, dt=None, eps=0.0, backend="auto", traces=False,
@@ -41,21 +42,22 @@ def _layer(cell, x, h0, states, w_ih, w_hh, bias, p=None, dt=None, eps=0.0, back
     are each row's after its last step, the traces padded (T, B, H), zero past the ends. ``w_hr``
     (P, H): the LSTM's projection (torch.nn.LSTM's proj_size), h0 and out of P units."""
     packing = None if batch_sizes is None else Packing.in_order(batch_sizes, x.device)
-    path = _route(cell, x, h0, states, w_ih, w_hh, bias, p, dt, eps, backend, traces, packing, w_hr)
-    out, finals, per_step = path.run["recurrence"](path, cell, x, h0, states, w_ih, w_hh, bias, p, dt, eps, traces,
+    h0, *rows = (s.unsqueeze(0) for s in (h0, *states))  # the runners' (1, B, ·) rows
+    path = _route(cell, x, h0, rows, w_ih, w_hh, bias, p, dt, eps, backend, traces, packing, w_hr)
+    out, finals, per_step = path.run["recurrence"](path, cell, x, h0, rows, w_ih, w_hh, bias, p, dt, eps, traces,
                                                    packing, w_hr)
-    return out, finals, _with_ages(cell, per_step, states, dt, packing) if traces else None
+    return out, tuple(f[0] for f in finals), _with_ages(cell, per_step, states[-1], dt, packing) if traces else None
 
 
-def _with_ages(cell, per_step, states, dt, packing):
+def _with_ages(cell, per_step, a0, dt, packing):
     """A layer's traces with the pLSTM's ages "a" added where its path returned only the saved reset
-    gates (the operator paths): a_t = (1 - r_t) a_{t-1} + (1 - r_t) Δt from the layer's a0 (the
-    last of ``states``), one ``linear_scan`` on the path "auto" chooses; zero past each row's end."""
+    gates (the operator paths): a_t = (1 - r_t) a_{t-1} + (1 - r_t) Δt from the layer's a0 (B, H)
+    (the LSTM: anything), one ``linear_scan`` on the path "auto" chooses; zero past each row's end."""
     if not cell.has_p or "a" in per_step:
         return per_step
     keep = 1 - per_step["r"]
     step = 1.0 if dt is None else (dt if packing is None else packing.unpack(dt)).to(keep.dtype).unsqueeze(-1)
-    ages = linear_scan(keep, keep * step, states[-1].to(keep.dtype))
+    ages = linear_scan(keep, keep * step, a0.to(keep.dtype))
     return {**per_step, "a": ages if packing is None else ages * packing.mask.unsqueeze(-1)}
 
 
@@ -66,14 +68,16 @@ def _route(cell, x, h0, states, w_ih, w_hh, bias, p, dt, eps, backend, traces, p
 
     The hot path: a call whose key ``MEMO`` holds takes the remembered record at once (no
     candidates, no environment read); tracing and torch.func transforms always choose anew."""
-    grad = library.needs_grad(x, h0, *states, w_ih, w_hh, bias, p, w_hr)
+    biases = bias if type(bias) is Biases else (bias,)
+    grad = library.needs_grad(x, h0, *states, w_ih, w_hh, *biases, p, w_hr)
     steps = x.shape[0] if packing is None else packing.steps
     key = path = None
     if check.eager():
         # T as a power-of-two bucket, as it enters the tuning key, and the products' precision (a
         # choice verified with TF32 allowed is not one for exact products, nor the other way)
-        key = (cell.name, x.device, x.dtype, steps.bit_length(), h0.shape[0], x.shape[-1], w_hh.shape[1],
-               bias is None, grad, traces, packing is None, w_hr is None, precision.products(x.dtype, x.device))
+        device = x.device
+        key = (cell.name, device, x.dtype, steps.bit_length(), h0.shape[1], x.shape[-1], w_hh.shape[1],
+               bias is None, grad, traces, packing is None, w_hr is None, precision.products(x.dtype, device))
         path = _choice.MEMO.get((backend, key))
     if path is None:
         path = REGISTRY[_choose(cell, x, h0, states, w_ih, w_hh, bias, p, dt, eps, backend, traces, packing, grad,
@@ -86,9 +90,9 @@ def _choose(cell, x, h0, states, w_ih, w_hh, bias, p, dt, eps, backend, traces, 
     """``_layer``'s choice of path for a call ``MEMO`` does not hold (``tsrnn.backend.choose``, which
     remembers it under ``key`` unless None), with the run that "auto" times and verifies."""
     hidden = w_hh.shape[1] if w_hr is None else w_hr.shape[1]
-    call = Call("recurrence", x.device, x.dtype, (steps, h0.shape[0], x.shape[-1], hidden), cell.name,
+    call = Call("recurrence", x.device, x.dtype, (steps, h0.shape[1], x.shape[-1], hidden), cell.name,
                 bias is not None, grad, traces, packing is not None, w_hr is not None)
-    tensors = (x, h0, *states, w_ih, w_hh, bias, p, w_hr)
+    tensors = (x, h0, *states, w_ih, w_hh, one_bias(bias), p, w_hr)
 
     def timed(path, dtype=None):
         """The call on detached copies, cast to ``dtype`` if given (dt too: data, no gradient), for

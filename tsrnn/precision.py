@@ -21,6 +21,8 @@ import weakref
 
 import torch
 
+from tsrnn import _validation
+
 LOW_PRECISION = (torch.float16, torch.bfloat16)
 
 
@@ -29,6 +31,14 @@ def autocast_dtype(device: torch.device) -> torch.dtype | None:
     if device.type not in ("cpu", "cuda") or not torch.is_autocast_enabled(device.type):
         return None
     return torch.get_autocast_dtype(device.type)
+
+
+def autocast_of(like) -> torch.dtype | None:
+    """``autocast_dtype`` of the device of ``like``, or None if ``like`` is no tensor; outside every
+    autocast region one test (a module's forward asks it once per call)."""
+    if not torch._C._is_any_autocast_enabled() or not isinstance(like, torch.Tensor):
+        return None
+    return autocast_dtype(like.device)
 
 
 def cast(dtype: torch.dtype | None, *tensors):
@@ -43,7 +53,7 @@ def layer_region(like):
     """Yields the autocast dtype of the device of ``like`` (None outside autocast, or if ``like``
     is no tensor: the checks that follow say so) and runs the block with autocast off for that
     device type, so a layer's own ops run in the dtypes it chose."""
-    dtype = autocast_dtype(like.device) if isinstance(like, torch.Tensor) else None
+    dtype = autocast_of(like)
     if dtype is None:
         yield None
         return
@@ -105,10 +115,14 @@ def rounded_weight(w: torch.Tensor, products: str, rounding=None) -> torch.Tenso
     the copy is kept (one a weight) and returned again while ``w`` is the same tensor with the same
     storage and version counter (an optimizer step, ``w.data = ...`` or any in-place write makes a
     new one) and the same rounding is asked for, so the forward and backward of a step, and the
-    steps of an evaluation, round it once. Not kept while torch.compile traces (fake tensors) or
-    for a weight that autograd records (the rounding is then part of the graph)."""
+    steps of an evaluation, round it once. Not kept while torch.compile traces (fake tensors), for
+    a weight that autograd records (the rounding is then part of the graph), while a CUDA graph is
+    captured (the graph rounds it at every replay) nor, for CUDA weights, once one was (``_note_capture``)."""
     round_it = (lambda t: round_operands(t, products)) if rounding is None else rounding
     if products == "ieee" or torch.compiler.is_compiling() or (w.requires_grad and torch.is_grad_enabled()):
+        return round_it(w)
+    if _validation.capturing_on(w) or (_captured and w.is_cuda):
+        _note_capture()
         return round_it(w)
     key, state = id(w), (w.untyped_storage().data_ptr(), w.storage_offset(), tuple(w.shape), tuple(w.stride()),
                          w._version)
@@ -119,6 +133,16 @@ def rounded_weight(w: torch.Tensor, products: str, rounding=None) -> torch.Tenso
     rounded = round_it(w.detach())
     _rounded[key] = (weakref.ref(w, lambda _, key=key: _rounded.pop(key, None)), state, how, rounded)
     return rounded
+
+
+def _note_capture() -> None:
+    """From now on no rounded CUDA weight is kept (``rounded_weight``): a CUDA graph's replays write
+    weights (an optimizer step in the graph) without a new version, so a kept copy could be stale."""
+    global _captured
+    _captured = True
+
+
+_captured = False  # a CUDA graph captured a rounding (``_note_capture``)
 
 
 def straight_through(t: torch.Tensor, products: str) -> torch.Tensor:

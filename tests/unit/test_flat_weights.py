@@ -116,12 +116,14 @@ def test_an_mts_layer_builds_its_effective_bias_once_per_state(monkeypatch):
     assert first[0] is module.weight_ih_l0 and first[1] is module.weight_hh_l0
     assert first[2].data_ptr() == second[2].data_ptr() and first[3].data_ptr() == second[3].data_ptr()
     assert torch.equal(first[2], effective_bias(module)) and not first[3].any()
+    before = first[2].detach().clone()
     optimizer = torch.optim.SGD(module.parameters(), lr=0.5)
     module(x)[0].sum().backward()
     optimizer.step()
     module(x)
     assert torch.equal(spy.calls[-1][2], effective_bias(module))
-    assert not torch.equal(spy.calls[-1][2], first[2]), "the step moved the learned rows"
+    assert not torch.equal(spy.calls[-1][2], before), "the step moved the learned rows"
+    assert spy.calls[-1][2].data_ptr() == first[2].data_ptr(), "rebuilt in place: no new tensor"
 
 
 @pytest.mark.parametrize("timescales", [None, TIMESCALES], ids=["plain", "mts"])
@@ -219,10 +221,51 @@ def test_the_effective_bias_slot_is_reused_and_rewritten_after_a_step(flat_on_cp
         assert torch.equal(p, q), name
 
 
+def test_after_a_backward_the_bias_is_rebuilt_into_the_slot_as_no_new_version(flat_on_cpu, monkeypatch):
+    """A backward marks the effective bias for a rebuild (a ``.data`` write may follow it); the
+    rebuild writes the slot through ``.data``: no new tensor (cuDNN would copy every weight of the
+    layer per call) and no new version (a graph waiting for its backward is not broken)."""
+    module, x = make(TIMESCALES), torch.randn(4, 2, 4)
+    slot = memo(module)["slot"]
+    spy = Spy(monkeypatch)
+    for _ in range(3):
+        module(x)[0].sum().backward()
+    version = slot._version
+    module.bias_hh_l0.data.add_(0.25)  # seen: a backward came before it
+    module(x)
+    assert all(call[2].data_ptr() == slot.data_ptr() for call in spy.calls)
+    assert slot._version == version and torch.equal(slot, effective_bias(module))
+
+
+@pytest.mark.parametrize("timescales", [None, TIMESCALES], ids=["plain", "mts"])
+def test_a_data_write_before_a_waiting_backward_behaves_as_torch_nn_lstm(flat_on_cpu, timescales):
+    """Forward, a ``.data`` write of every parameter (the older training loops), then that
+    forward's backward: it runs (torch counts no new version), as torch.nn.LSTM's does, and gives
+    torch.nn.LSTM's gradients (a bias is no input of the gradients)."""
+    module, x = make(timescales), torch.randn(4, 2, 4)
+    module(x)[0].sum().backward()  # a first step: the next rebuild follows a backward
+    torch_lstm = torch.nn.LSTM(4, 6)
+    torch_lstm.load_state_dict(module.state_dict(), strict=False)
+    module.zero_grad()
+    pending, theirs = module(x)[0], torch_lstm(x)[0]
+    for m in (module, torch_lstm):
+        for p in m.parameters():
+            p.data.mul_(0.5)
+    module(x)  # rebuilds the effective bias into the slot the pending graph saved
+    pending.square().sum().backward()
+    theirs.square().sum().backward()
+    fixed = 0 if timescales is None else module.bias_fixed_l0.shape[0]  # rows that get no gradient
+    for name, q in torch_lstm.named_parameters():
+        want = q.grad.clone()
+        if name.startswith("bias"):
+            want[:fixed] = 0
+        torch.testing.assert_close(getattr(module, name).grad, want, msg=name)
+
+
 def test_a_graph_waiting_for_its_backward_keeps_its_bias(flat_on_cpu):
     """Two forwards, the first one's backward, a third forward (the effective bias is built again
-    after a backward), then the second one's backward: the slot the second graph saved is not
-    written, and its gradients are those of a module that never flattened."""
+    after a backward), then the second one's backward: the slot the second graph saved is written
+    as no new version, and its gradients are those of a module that never flattened."""
     module, x = make(TIMESCALES), torch.randn(4, 2, 4)
     first, second = module(x)[0], module(x)[0]
     first.sum().backward()

@@ -84,7 +84,8 @@ def test_a_warm_call_reads_no_environment(monkeypatch):
 
 def test_an_mts_layer_builds_its_bias_once_per_parameter_version():
     """The effective bias of a multi-timescale layer is built on the first call and after each
-    change of its biases (an optimizer step here), not on every call; its fixed rows get no gradient."""
+    change of its biases (an optimizer step here), not on every call, and in the same memory; its
+    fixed rows get no gradient; a backward marks it for a rebuild (a ``.data`` write may follow)."""
     torch.manual_seed(0)
     module, x = tsrnn.LSTM(3, 4, timescales=[torch.linspace(1, 10, 4)]), torch.randn(5, 2, 3)
     n = 2 * module.hidden_size  # the fixed i and f rows
@@ -92,17 +93,29 @@ def test_an_mts_layer_builds_its_bias_once_per_parameter_version():
     def plain():
         return torch.cat([module.bias_fixed_l0, (module.bias_ih_l0 + module.bias_hh_l0)[n:]])
 
-    first = module.gate_biases(0)
-    assert module.gate_biases(0).data_ptr() == first.data_ptr()  # the memory built by the first call
+    def forwards():
+        """The effective bias a forward adds, and its version."""
+        bias, zeros = module._layer_biases(0, "")
+        assert not zeros.any()
+        return bias, bias._version
+
+    (first, version) = forwards()
+    second, again = forwards()
+    assert second.data_ptr() == first.data_ptr() and again == version  # built by the first call only
     assert torch.equal(first, plain())
+    kept = first.detach().clone()
     optimizer = torch.optim.SGD(module.parameters(), lr=0.5)
     module(x)[0].sum().backward()
     assert torch.count_nonzero(module.bias_ih_l0.grad[:n]) == 0 and torch.count_nonzero(module.bias_ih_l0.grad[n:]) > 0
     assert torch.equal(module.bias_ih_l0.grad, module.bias_hh_l0.grad)
     optimizer.step()
-    after = module.gate_biases(0)
-    assert after.data_ptr() != first.data_ptr() and torch.equal(after, plain())
-    assert not torch.equal(after[n:], first[n:]) and torch.equal(after[:n], first[:n])
+    after, moved = forwards()
+    assert after.data_ptr() == first.data_ptr() and moved > version and torch.equal(after, plain())
+    assert not torch.equal(after[n:], kept[n:]) and torch.equal(after[:n], kept[:n])
     with torch.no_grad():
         module.bias_hh_l0.add_(1.0)  # in place, as optimizers and load_state_dict write: a new version
-    assert torch.equal(module.gate_biases(0), plain())
+    assert torch.equal(forwards()[0], plain())
+    module(x)[0].sum().backward()
+    module.bias_ih_l0.data.add_(1.0)  # no new version: seen because a backward came before it
+    rebuilt, unchanged = forwards()
+    assert torch.equal(rebuilt, plain()) and unchanged == forwards()[1]

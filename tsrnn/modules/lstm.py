@@ -109,34 +109,34 @@ class LSTM(StackedRNN):
     def gate_biases(self, layer: int, reverse: bool = False) -> torch.Tensor | None:
         """The effective (4H,) bias the layer uses (its reverse direction's with ``reverse``): b_ih
         + b_hh with the fixed entries in place; an MTS layer's in float32 in a 16-bit module. None
-        for a module with bias=False."""
-        return self._gate_biases(check.index("layer", layer, self.num_layers), self._suffix(reverse))
+        for a module with bias=False. A new tensor, computed from the parameters (autograd reaches
+        them through it); the forward keeps its own (``_layer_biases``)."""
+        layer, suffix = check.index("layer", layer, self.num_layers), self._suffix(reverse)
+        if not self.bias:
+            return None
+        b_ih, b_hh = self._member(f"bias_ih_l{layer}{suffix}"), self._member(f"bias_hh_l{layer}{suffix}")
+        if layer not in self.timescale_layers:
+            return b_ih + b_hh
+        return _effective_bias(self._member(f"bias_fixed_l{layer}{suffix}"), b_ih, b_hh)
 
-    def _gate_biases(self, layer: int, suffix: str = "", mark: bool = False) -> torch.Tensor | None:
-        """``gate_biases`` of a layer index known to be valid (None without biases): an MTS layer's
-        eagerly through ``_EffectiveBias`` (built once per state of its biases), traced as plain
-        ops. With ``mark`` (the forward's own call, eager only) the bias carries the pair torch's
-        LSTM kernel adds in its place (``paths.torch_bias``): b_ih and b_hh of a plain layer, the
-        effective bias and a zero vector of an MTS layer (the slots of its flat buffer where
-        ``flatten_parameters`` made one and the bias is written there)."""
+    def _layer_biases(self, layer: int, suffix: str) -> paths.Biases | torch.Tensor | None:
+        """What a layer's forward adds as its bias (None without biases): eagerly the pair torch's
+        LSTM kernel takes (``paths.Biases``, which the other paths add), b_ih and b_hh of a plain
+        layer (no op), an MTS layer's effective bias from ``_EffectiveBias`` (built once per state
+        of its biases, in its flat buffer's slot where ``flatten_parameters`` made one) and a zero
+        vector (the slot after it); traced, the effective bias as plain ops."""
         if not self.bias:
             return None
         b_ih, b_hh = self._member(f"bias_ih_l{layer}{suffix}"), self._member(f"bias_hh_l{layer}{suffix}")
         eager = check.eager()
         if layer not in self.timescale_layers:
-            bias = b_ih + b_hh
-            return paths.torch_bias(bias, b_ih, b_hh) if mark and eager else bias
+            return paths.Biases((b_ih, b_hh)) if eager else b_ih + b_hh
         fixed = self._member(f"bias_fixed_l{layer}{suffix}")
         if not eager:
             return _effective_bias(fixed, b_ih, b_hh)
         memo = self._memo(layer, suffix, b_ih.device)
         bias = _EffectiveBias.apply(b_ih, b_hh, fixed, memo)
-        if not mark:
-            return bias
-        slot = memo.get("slot")
-        zeros = memo["zeros"] if slot is not None and memo["value"] is slot else paths.zeros(
-            bias.shape[0], bias.dtype, bias.device)
-        return paths.torch_bias(bias, None, zeros)
+        return paths.Biases((bias, memo["zeros"]))
 
     def _memo(self, layer: int, suffix: str, device: torch.device) -> dict:
         """An MTS layer's (direction's) effective-bias memo on ``device`` (``_EffectiveBias``; one per
@@ -181,7 +181,7 @@ class LSTM(StackedRNN):
         if all(t is not None for t in slots) and paths.one_buffer(*weights, *slots, *projection):
             return
         rows = params[0].shape[0]
-        slots = [params[0].new_empty(rows), params[0].new_zeros(rows)] if mts else []
+        slots = [params[0].new_empty(rows), paths.mark_zero(params[0].new_zeros(rows))] if mts else []
         try:
             with torch.no_grad():
                 layout(weights + slots + projection, params[0].shape[1], self.hidden_size, self.proj_size)
@@ -251,7 +251,7 @@ class LSTM(StackedRNN):
                           UserWarning, stacklevel=3)
 
     def _layer_inputs(self, layer: int, suffix: str) -> tuple:
-        return self._gate_biases(layer, suffix, mark=True), None
+        return self._layer_biases(layer, suffix), None
 
     def _exact_bias(self, layer: int) -> bool:
         return layer in self.timescale_layers
@@ -334,6 +334,20 @@ def _effective_bias(fixed: torch.Tensor, b_ih: torch.Tensor, b_hh: torch.Tensor)
     return torch.cat([fixed, b_ih[n:].to(fixed.dtype) + b_hh[n:].to(fixed.dtype)])
 
 
+def _write(out: torch.Tensor, fixed: torch.Tensor, b_ih: torch.Tensor, b_hh: torch.Tensor, with_fixed: bool) -> None:
+    """``_effective_bias`` written into ``out`` (its fixed rows only ``with_fixed``): the learned rows
+    in one op where the dtypes agree, else summed in ``out``'s dtype (a bf16 layer's in float32)."""
+    n = fixed.shape[0]
+    if with_fixed:
+        out[:n].copy_(fixed)
+    if n == out.shape[0]:
+        return
+    if b_ih.dtype == b_hh.dtype == out.dtype:
+        torch.add(b_ih[n:], b_hh[n:], out=out[n:])
+    else:
+        out[n:].copy_(b_ih[n:].to(out.dtype) + b_hh[n:].to(out.dtype))
+
+
 def _equal_rows(loaded: torch.Tensor, fixed: torch.Tensor) -> bool:
     """Whether the first len(fixed) rows of ``loaded`` hold ``fixed`` as ``loaded``'s dtype rounds it
     (a state dict that ``_save_to_state_dict`` or ``to_torch`` wrote)."""
@@ -346,59 +360,99 @@ class _EffectiveBias(torch.autograd.Function):
     """An MTS layer's effective bias b = [fixed; (b_ih + b_hh)[n:]] (n = len(fixed)), kept in
     ``memo`` so a warm call builds no bias (on CUDA: launches no kernel for it). It is built again
     when b_ih, b_hh or fixed are other tensors than last time (held by weak reference, so a new
-    tensor at a freed one's address is not taken for it), when their version, memory, dtype or
-    device changed (an optimizer step, a load, a move), after a backward that reached b_ih or b_hh
-    (a hook: the ``p.data.add_(...)`` training loops, whose writes torch counts as no new version),
-    and after a write into a view it handed out. Where the module has a flat cuDNN buffer it is
-    written into the buffer's slot (``memo["slot"]``) when the same tensors changed version, as an
-    optimizer's step writes torch.nn.LSTM's weights in place; otherwise into a new tensor (a
-    normal one under torch.inference_mode too), so that a graph still waiting for its backward
-    keeps the bias it saw. A write through ``.data`` with no backward after it is not seen (write
-    in place under torch.no_grad(), as optimizers and load_state_dict do). Backward: the incoming
-    gradient to b_ih and to b_hh, zero in the fixed rows (they are no parameters)."""
+    tensor at a freed one's address is not taken for it), when their version or memory changed
+    (an optimizer step, a load, a move), after a backward through it (the ``p.data.add_(...)``
+    training loops, whose writes torch counts as no new version) and after a write into the
+    tensor it keeps. The same tensors are rebuilt in place, into the layer's flat cuDNN buffer's
+    slot (``memo["slot"]``) where it has one, so cuDNN copies nothing: as a new version where
+    their versions moved (a graph still waiting for its backward then fails as torch.nn.LSTM's
+    does after an optimizer step), else through ``.data``, as torch.nn.LSTM's flat weights take a
+    ``.data`` write (such a graph keeps running; its bias is no input of the gradients). Other
+    tensors get a new one (a normal tensor under torch.inference_mode too). A write through
+    ``.data`` with no backward after it is not seen (write in place under torch.no_grad(), as
+    optimizers and load_state_dict do). Backward: the incoming gradient, zero in the fixed rows
+    (they are no parameters), to b_ih and to b_hh (one op, a cast where their dtype differs)."""
 
     @staticmethod
     def forward(ctx, b_ih, b_hh, fixed, memo):
-        sources = (b_ih, b_hh, fixed)
         refs = memo.get("refs")
-        same = refs is not None and all(ref() is t for ref, t in zip(refs, sources))
-        key = tuple((t._version, t.data_ptr(), t.dtype, t.device) for t in sources)
+        same = refs is not None and refs[0]() is b_ih and refs[1]() is b_hh and refs[2]() is fixed
+        key = (b_ih._version, b_hh._version, fixed._version, b_ih.data_ptr(), b_hh.data_ptr(), fixed.data_ptr())
         value = memo.get("value")
-        if not same or memo["stale"] or key != memo["key"] or value._version != memo["written"]:
-            moved = refs is None or (same and key != memo["key"])  # the first build, or the same tensors written
-            with torch.inference_mode(False), torch.no_grad():  # (the first turns grad mode on)
-                value = _effective_bias(fixed, b_ih, b_hh)
-                slot = memo.get("slot")
-                if moved and slot is not None and (slot.dtype, slot.device, slot.shape) == (
-                        value.dtype, value.device, value.shape):
-                    value = slot.copy_(value)
-            if not same:
-                _EffectiveBias.watch(memo, sources)
-            memo.update(value=value, key=key, written=value._version, stale=False)
-        ctx.fixed, ctx.dtypes = fixed.shape[0], (b_ih.dtype, b_hh.dtype)
+        if check.capturing_on(b_ih):
+            value = _EffectiveBias.captured(memo, b_ih, b_hh, fixed, same)
+        elif not same or memo["stale"] or key != memo["key"] or value._version != memo["written"]:
+            value = _EffectiveBias.build(memo, b_ih, b_hh, fixed, same, key)
+        ctx.memo, ctx.dtypes = memo, (b_ih.dtype, b_hh.dtype)
         return value.view_as(value)  # a new tensor object each call, the same memory
 
     @staticmethod
-    def watch(memo: dict, sources: tuple) -> None:
-        """Key ``memo`` on ``sources`` (weak references) and mark it stale after every backward
-        that accumulates a gradient into one of them."""
-        _EffectiveBias.forget(memo)
+    def build(memo: dict, b_ih, b_hh, fixed, same: bool, key: tuple) -> torch.Tensor:
+        """Build the effective bias into ``memo`` (``forward``'s rules) and return it."""
+        if torch.is_inference_mode_enabled():  # the memo's tensors are normal ones, usable with autograd
+            with torch.inference_mode(False):
+                return _EffectiveBias.build(memo, b_ih, b_hh, fixed, same, key)
+        first = memo.get("refs") is None
+        target = _EffectiveBias.target(memo, b_ih, fixed) if same or first else None
+        grad_mode = torch.is_grad_enabled()
+        torch._C._set_grad_enabled(False)  # torch.no_grad()'s effect without its object (a tenth of a rebuild)
+        try:
+            if target is None:
+                value = _effective_bias(fixed, b_ih, b_hh)
+            else:
+                moved = first or key != memo["key"]  # a new version: written as one (else through .data)
+                _write(target if moved else target.data, fixed, b_ih, b_hh,
+                       first or key[2::3] != memo["key"][2::3])  # the fixed rows too where they changed
+                value = target
+            zeros = memo.get("zeros")
+            if zeros is None or (zeros.dtype, zeros.device, zeros.shape) != (value.dtype, value.device, value.shape):
+                memo["zeros"] = paths.zeros(value, value.dtype)
+            if target is None or first:
+                memo["fixed_rows"] = torch.arange(value.shape[0], device=value.device) < fixed.shape[0]
+        finally:
+            torch._C._set_grad_enabled(grad_mode)
+        memo.update(value=value, key=key, written=value._version, stale=bool(memo.get("captured")),
+                    refs=(weakref.ref(b_ih), weakref.ref(b_hh), weakref.ref(fixed)))
+        return value
 
-        def stale(_):
-            memo["stale"] = True
+    @staticmethod
+    def target(memo: dict, b_ih, fixed) -> torch.Tensor | None:
+        """The tensor the memo builds its effective bias into: the flat buffer's slot where it has
+        one, else the bias it built last, if it fits (dtype, device, rows); else None."""
+        target = memo.get("slot")
+        target = target if target is not None else memo.get("value")
+        if target is None or (target.dtype, target.device, target.shape[0]) != (fixed.dtype, fixed.device,
+                                                                                 b_ih.shape[0]):
+            return None
+        return target
 
-        memo["refs"] = tuple(weakref.ref(t) for t in sources)
-        memo["hooks"] = [t.register_post_accumulate_grad_hook(stale) for t in sources if t.is_leaf and t.requires_grad]
+    @staticmethod
+    def captured(memo: dict, b_ih, b_hh, fixed, same: bool) -> torch.Tensor:
+        """The effective bias while a CUDA graph is captured: built by ops the graph records (so each
+        replay builds it from the biases' values then), into the memo's tensor where it holds one
+        for the same tensors (the flat buffer's slot: cuDNN still copies nothing), else into a
+        tensor of the graph's own that the memo does not keep. Replays write the biases and that
+        tensor without Python seeing it, so the memo is rebuilt on every eager call from then on."""
+        if "zeros" not in memo:
+            raise RuntimeError("tsrnn.LSTM: a multi-timescale layer's first call is being captured into a CUDA "
+                               "graph; run one eager step of the module before capturing")
+        memo["captured"] = memo["stale"] = True
+        target = _EffectiveBias.target(memo, b_ih, fixed) if same else None
+        with torch.no_grad():
+            if target is None:
+                return _effective_bias(fixed, b_ih, b_hh)
+            _write(target.data, fixed, b_ih, b_hh, True)
+        return target
 
     @staticmethod
     def forget(memo: dict) -> None:
         """Empty ``memo`` of what it was built from (its slots stay)."""
-        for hook in memo.get("hooks", ()):
-            hook.remove()
-        for name in ("refs", "hooks", "value", "key", "written", "stale"):
+        for name in ("refs", "value", "key", "written", "stale"):
             memo.pop(name, None)
 
     @staticmethod
     def backward(ctx, grad):
-        grad = torch.cat([grad.new_zeros(ctx.fixed), grad[ctx.fixed:]])
-        return grad.to(ctx.dtypes[0]), grad.to(ctx.dtypes[1]), None, None
+        memo = ctx.memo
+        memo["stale"] = True
+        grad = grad.masked_fill(memo["fixed_rows"], 0)
+        return tuple(grad if grad.dtype == dtype else grad.to(dtype) for dtype in ctx.dtypes) + (None, None)

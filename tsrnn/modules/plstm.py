@@ -15,7 +15,7 @@ from torch.nn.utils.rnn import PackedSequence
 
 from tsrnn import _validation as check
 from tsrnn.modules.stacked import StackedRNN, State
-from tsrnn.ops.recurrence import cells
+from tsrnn.ops.recurrence import cells, paths
 
 
 class PowerLawLSTM(StackedRNN):
@@ -121,7 +121,11 @@ class PowerLawLSTM(StackedRNN):
         return super().extra_repr() + f", eps={self.eps}, input_gate={self.input_gate!r}, {p}"
 
     def _layer_inputs(self, layer: int, suffix: str) -> tuple:
-        return self.raw_bias(layer, suffix), self._p(layer, suffix)
+        """b_ih and b_hh as the pair the paths add (``paths.Biases``; their sum while tracing), and p."""
+        if not self.bias:
+            return None, self._p(layer, suffix)
+        b_ih, b_hh = self._member(f"bias_ih_l{layer}{suffix}"), self._member(f"bias_hh_l{layer}{suffix}")
+        return (paths.Biases((b_ih, b_hh)) if check.eager() else b_ih + b_hh), self._p(layer, suffix)
 
     def _call_inputs(self, x, unbatched, packing, dt=None) -> dict:
         """dt in the caller's layout ((T,), (T, B) or (B, T) if batch_first, optionally with a

@@ -23,13 +23,15 @@ from tsrnn import functional, precision
 from tsrnn.backend import BACKENDS, PATHS
 from tsrnn.ops.recurrence.cells import Cell
 from tsrnn.ops.recurrence.packing import Packing
+from tsrnn.ops.recurrence.paths import Biases
 
 
 # An initial state: None (zeros), or one (L * D, B, H) tensor per state of the cell ((h0, c0);
 # the pLSTM's (h0, c0, a0)).
 State = Optional[Sequence[torch.Tensor]]
 
-DIRECTIONS = ("", "_reverse")  # the suffix of each direction's parameter names, as torch.nn.LSTM's
+DIRECTIONS = ("", "_reverse")
+_NO_REGION = contextlib.nullcontext()  # ``forward``'s block outside autocast (reentrant: one for every call)  # the suffix of each direction's parameter names, as torch.nn.LSTM's
 
 
 class StackedRNN(nn.Module):
@@ -336,11 +338,12 @@ class StackedRNN(nn.Module):
         empty output, as torch's). Inside a ``watch`` block the per-step traces of every layer
         and direction go to the watchers."""
         traces = bool(self._watchers)
-        packed = isinstance(input, PackedSequence)
         data = input.data if isinstance(input, PackedSequence) else input
-        with precision.layer_region(data) as low:
-            if low is not None:
+        low = precision.autocast_of(data)
+        with _NO_REGION if low is None else torch.autocast(data.device.type, enabled=False):
+            if low is not None:  # the layers run in the dtypes chosen here, autocast off
                 (data,) = precision.cast(low, data)
+            packed = isinstance(input, PackedSequence)
             self._check_input(data, 2 if packed else (2, 3), low)
             x, unbatched, packing = self._time_major(input, data, lengths)
             batch = x.shape[1] if packing is None else packing.batch
@@ -361,43 +364,48 @@ class StackedRNN(nn.Module):
             dt, eps = per_call.get("dt"), self.__dict__.get("eps", 0.0)  # the pLSTM's plain attribute; none: 0
             backend = self.backend if batch else "reference"  # no row: the loops on empty tensors
             finals, per_layer, directions = [], [], self._directions
+            one_row = self.num_layers == len(directions) == 1  # the stacked states are the layer's own rows
             for k in range(self.num_layers):
                 outs = []
                 for d, suffix in enumerate(directions):
                     row = k * len(directions) + d
-                    h0, *states = [s[row] if packing is None else packing.sort(s[row]) for s in initial]
+                    h0, *states = initial if one_row else [s[row:row + 1] for s in initial]  # (1, B, ·) each
+                    if packing is not None:
+                        h0, *states = [packing.sort(s) for s in (h0, *states)]
                     bias, p = self._layer_inputs(k, suffix)
                     w_ih, w_hh = self._member(f"weight_ih_l{k}{suffix}"), self._member(f"weight_hh_l{k}{suffix}")
                     w_hr = self._member(f"weight_hr_l{k}{suffix}") if self.proj_size else None
                     if low is not None:
                         w_ih, w_hh, w_hr = precision.cast(low, w_ih, w_hh, w_hr)
-                        bias = bias if self._exact_bias(k) else precision.cast(low, bias)[0]
+                        if not self._exact_bias(k):
+                            bias = (Biases(precision.cast(low, *bias)) if type(bias) is Biases
+                                    else precision.cast(low, bias)[0])
                     x_d, dt_d = (x, dt) if d == 0 else (_backwards(x, layer_packing), _backwards(dt, layer_packing))
                     path = functional._route(self.cell, x_d, h0, states, w_ih, w_hh, bias, p, dt_d, eps, backend,
                                              traces, layer_packing, w_hr)
                     out, layer_finals, layer_traces = path.run["recurrence"](
                         path, self.cell, x_d, h0, states, w_ih, w_hh, bias, p, dt_d, eps, traces, layer_packing, w_hr)
                     if traces:
-                        layer_traces = functional._with_ages(self.cell, layer_traces, states, dt_d, layer_packing)
+                        layer_traces = functional._with_ages(self.cell, layer_traces, states[-1][0], dt_d, layer_packing)
                         if d == 1:
                             layer_traces = {n: _backwards_padded(v, layer_packing) for n, v in layer_traces.items()}
                     outs.append(out if d == 0 else _backwards(out, layer_packing))
                     if packing is not None:
-                        layer_finals = [packing.unsort(f, s[row]) for f, s in zip(layer_finals, initial)]
+                        layer_finals = [packing.unsort(f, s[row:row + 1]) for f, s in zip(layer_finals, initial)]
                         layer_traces = layer_traces and {n: packing.reorder(v) for n, v in layer_traces.items()}
                     finals.append(layer_finals)
                     per_layer.append(layer_traces if traces else None)
                 x = outs[0] if len(outs) == 1 else torch.cat(outs, -1)
                 if self.dropout and self.training and k < self.num_layers - 1:
                     x = nn.functional.dropout(x, self.dropout, training=True)
-        state = [torch.stack(s) if len(s) > 1 else s[0].unsqueeze(0) for s in zip(*finals)]
-        if unbatched:
-            state = [s.squeeze(1) for s in state]
-        if traces:
-            self._notify(per_layer)
-        if isinstance(input, PackedSequence):
-            return PackedSequence(x, input.batch_sizes, input.sorted_indices, input.unsorted_indices), tuple(state)
-        return self._layout_out(x if packing is None else packing.unpack(x), unbatched), tuple(state)
+            state = finals[0] if one_row else [torch.cat(s) for s in zip(*finals)]
+            if unbatched:
+                state = [s.squeeze(1) for s in state]
+            if traces:
+                self._notify(per_layer)
+            if isinstance(input, PackedSequence):
+                return PackedSequence(x, input.batch_sizes, input.sorted_indices, input.unsorted_indices), tuple(state)
+            return self._layout_out(x if packing is None else packing.unpack(x), unbatched), tuple(state)
 
     def _traces(self, input, hx, lengths, **inputs) -> list[dict]:
         """Every layer's per-step traces for this input (a forward inside a ``watch`` block)."""

@@ -127,18 +127,18 @@ class Packing:
         return self.unpack(inner.pack(padded))
 
     def sort(self, state: torch.Tensor) -> torch.Tensor:
-        """(B, ...) per row -> (live, ...) in packed order."""
+        """(..., B, H) per row -> (..., live, H) in packed order."""
         if self.order is None:
             return state
-        return state.index_select(0, self.order[:self.live])
+        return state.index_select(-2, self.order[:self.live])
 
     def unsort(self, final: torch.Tensor, initial: torch.Tensor) -> torch.Tensor:
-        """(live, ...) in packed order -> (B, ...) per row; a row of no step keeps ``initial``."""
+        """(..., live, H) in packed order -> (..., B, H) per row; a row of no step keeps ``initial``."""
         if self.order is None:
             return final
         if self.live < self.batch:
-            final = torch.cat([final, initial.index_select(0, self.order[self.live:]).to(final.dtype)])
-        return final.index_select(0, torch.argsort(self.order))
+            final = torch.cat([final, initial.index_select(-2, self.order[self.live:]).to(final.dtype)], -2)
+        return final.index_select(-2, torch.argsort(self.order))
 
 
 def _not_exporting() -> None:

@@ -1,8 +1,10 @@
 """How each kind of path runs one recurrent layer; each function is the ``run`` of the path records
 (``tsrnn.backend.registry``) of its kind, called as ``run(path, cell, x, h0, states, w_ih, w_hh,
-bias, p, dt, eps, traces, packing, w_hr)`` with ``path`` the record (``w_hr`` the LSTM's
-projection W_hr (P, H) of a layer with torch.nn.LSTM's proj_size, or None; ``Path.why_not`` offers
-a projected layer to the torch-LSTM paths and the reference only):
+bias, p, dt, eps, traces, packing, w_hr)`` with ``path`` the record, h0 and each of ``states``
+(1, B, ·): the layer's row of a module's stacked states, as the final states come back (so a
+one-layer module hands them on as they are); ``bias`` None, one vector or a ``Biases`` pair;
+``w_hr`` the LSTM's projection W_hr (P, H) of a layer with torch.nn.LSTM's proj_size, or None
+(``Path.why_not`` offers a projected layer to the torch-LSTM paths and the reference only):
 
 - ``run_operator`` (cpu, cuda_cluster, cuda_grid, triton_step) reads the
   precision of the call's products once (the record's ``products``, ``tsrnn.precision.products``:
@@ -38,73 +40,96 @@ from tsrnn.ops.recurrence.cells import math_dtype
 
 def run_torch_lstm(path, cell, x, h0, states, w_ih, w_hh, bias, p, dt, eps, traces, packing, w_hr=None):
     """(S1) through torch's LSTM kernel, on packed data through its PackedSequence entry; returns
-    (out, (h_n, c_n), None). The kernel adds two bias vectors: a module's layer hands the pair
-    ``torch_bias`` marked on its bias (its own b_ih and b_hh, or its effective bias and a zero
-    vector, as views of the layer's flat cuDNN buffer where ``tsrnn.LSTM.flatten_parameters`` made
-    one), so the kernel reads the module's tensors as torch.nn.LSTM's and nothing is copied per
-    call; any other bias goes as b_ih with b_hh = 0 (one zero vector per device, dtype and size,
-    shared by every call). On CUDA in the layer's dtype, as torch.nn.LSTM runs cuDNN (a bf16 layer
-    in bf16); on the CPU (oneDNN) in the math dtype, as the other CPU paths (a bf16 layer in
-    float32, its weights cast per call, where torch.nn.LSTM would run bf16)."""
+    (out, (h_n, c_n), None). The kernel adds two bias vectors: a layer's pair (``Biases``: a
+    module's own b_ih and b_hh, or its effective bias and a zero vector, views of the layer's flat
+    cuDNN buffer where ``tsrnn.LSTM.flatten_parameters`` made one) goes to it as they are, so the
+    kernel reads the module's tensors as torch.nn.LSTM's and nothing is copied per call; a single
+    bias goes as b_ih with b_hh = 0 (one zero vector per device, dtype and size, shared by every
+    call). On CUDA in the layer's dtype, as torch.nn.LSTM runs cuDNN (a bf16 layer in bf16); on the
+    CPU (oneDNN) in the math dtype, as the other CPU paths (a bf16 layer in float32, its weights
+    cast per call, where torch.nn.LSTM would run bf16)."""
     dtype = x.dtype if x.is_cuda else math_dtype(x.dtype)
     (c0,) = states
-    pair = None if bias is None or check.tracing() else getattr(bias, TORCH_BIAS, None)
     if bias is None:
         weights = [w_ih, w_hh]
-    elif pair is None:
-        weights = [w_ih, w_hh, bias, zeros(bias.shape[0], dtype, bias.device)]
+    elif type(bias) is Biases:
+        weights = [w_ih, w_hh, *bias]
     else:
-        weights = [w_ih, w_hh, bias if pair[0] is None else pair[0], pair[1]]
+        weights = [w_ih, w_hh, bias, zeros(bias, dtype)]
     if w_hr is not None:
         weights.append(w_hr)  # torch's kernel tells a projected layer by its fifth (third) weight
     train = torch.is_grad_enabled() or torch.jit.is_tracing()  # a traced graph serves training and inference
     # cuDNN takes contiguous states and weights only (refused or failing a view on CUDA, not on the CPU)
-    states = (_as(h0, dtype).contiguous().unsqueeze(0), _as(c0, dtype).contiguous().unsqueeze(0))
+    weights = [w if w.dtype == dtype and w.is_contiguous() else w.to(dtype).contiguous() for w in weights]
+    hx = [s if s.dtype == dtype and s.is_contiguous() else s.to(dtype).contiguous() for s in (h0, c0)]
     data = (_as(x, dtype),) if packing is None else (_as(x, dtype), packing.batch_sizes)
-    args = (*data, states, [_as(w, dtype).contiguous() for w in weights], bias is not None, 1, 0.0, train, False)
-    if packing is None:
-        args += (False,)  # batch_first
-    if not x.is_cuda or (pair is not None and one_buffer(*weights)):
+    args = (*data, hx, weights, bias is not None, 1, 0.0, train, False) + ((False,) if packing is None else ())
+    if not x.is_cuda or one_buffer(*weights):
         out, h_n, c_n = torch._VF.lstm(*args)  # a flat layer: cuDNN warns if it still has to copy
     else:
         with warnings.catch_warnings():  # separate tensors (the caller's, weight drop's, a bf16 layer's): copied
             warnings.filterwarnings("ignore", message=".*not part of single contiguous chunk.*")
             out, h_n, c_n = torch._VF.lstm(*args)
-    return _as(out, x.dtype), (_as(h_n[0], x.dtype), _as(c_n[0], x.dtype)), None
+    if dtype != x.dtype:
+        out, h_n, c_n = out.to(x.dtype), h_n.to(x.dtype), c_n.to(x.dtype)
+    return out, (h_n, c_n), None
 
 
-TORCH_BIAS = "_tsrnn_torch_bias"  # the attribute ``torch_bias`` sets on a layer's bias
+class Biases(tuple):
+    """A layer's bias as the two vectors torch's LSTM kernel adds, (b_ih, b_hh) of a plain layer or
+    (effective bias, zero vector) of a multi-timescale one: ``run_torch_lstm`` hands both to the
+    kernel as they are (a module's own tensors, so none is copied), the other runners add them
+    (``one_bias``). A zero vector made by ``zeros`` or marked by ``mark_zero`` is not added."""
+
+    __slots__ = ()
 
 
-def torch_bias(bias: torch.Tensor, first: torch.Tensor | None, second: torch.Tensor) -> torch.Tensor:
-    """Mark ``bias`` with the two vectors that torch's LSTM kernel is to add into it (``first`` None:
-    ``bias`` itself), so ``run_torch_lstm`` hands those (a module's own tensors) in its place;
-    ``bias`` must equal first + second until that call. A module marks the biases of its own
-    forward's eager calls only, and hands no marked bias out."""
-    setattr(bias, TORCH_BIAS, (first, second))
-    return bias
+ZERO = "_tsrnn_zero"  # the attribute of a zero vector that is never written (``zeros``, ``mark_zero``)
+
+
+def mark_zero(t: torch.Tensor) -> torch.Tensor:
+    """Mark ``t``, a zero vector that nothing writes, so ``one_bias`` does not add it."""
+    setattr(t, ZERO, True)
+    return t
+
+
+def one_bias(bias):
+    """A layer's bias as one vector: ``bias`` itself (a tensor or None), or a ``Biases`` pair's sum
+    (its first vector where the second is a marked zero vector)."""
+    if type(bias) is not Biases:
+        return bias
+    first, second = bias
+    return first if getattr(second, ZERO, False) and not check.tracing() else first + second
 
 
 _ZEROS: dict[tuple, torch.Tensor] = {}  # (size, dtype, device) -> the torch-LSTM paths' b_hh (never written)
 
 
-def zeros(size: int, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
-    """A zero vector of ``size`` in ``dtype`` on ``device``, made once (read-only: cuDNN and oneDNN
-    read their biases, and a traced graph records a fresh one); a normal tensor even when first
-    asked for under torch.inference_mode, so that later calls with autograd can save it."""
+def zeros(like: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """A zero vector of ``like``'s size on its device in ``dtype``, made once and marked
+    (``mark_zero``; read-only: cuDNN and oneDNN read their biases, and a traced graph records a
+    fresh one); a normal tensor even when first asked for under torch.inference_mode, so that
+    later calls with autograd can save it. Not made while a CUDA graph is being captured (its
+    memory would be the graph's): capture after one eager step, as ``tsrnn.backend`` asks."""
+    size, device = like.shape[0], like.device
     if check.tracing():
         return torch.zeros(size, dtype=dtype, device=device)
     key = (size, dtype, device)
-    if key not in _ZEROS:
+    found = _ZEROS.get(key)
+    if found is None:
+        if check.capturing_on(like):
+            raise RuntimeError("tsrnn: a zero bias vector for this layer is first needed while a CUDA graph is "
+                               "being captured; run one eager step of the same layer before capturing")
         with torch.inference_mode(False), torch.no_grad():
-            _ZEROS[key] = torch.zeros(size, dtype=dtype, device=device)
-    return _ZEROS[key]
+            found = _ZEROS[key] = mark_zero(torch.zeros(size, dtype=dtype, device=device))
+    return found
 
 
 def one_buffer(*tensors: torch.Tensor) -> bool:
     """Whether ``tensors`` are views of one buffer that starts with the first (a layer that
     ``tsrnn.LSTM.flatten_parameters`` laid out)."""
     return tensors[0].storage_offset() == 0 and len({t.untyped_storage().data_ptr() for t in tensors}) == 1
+
 
 
 def _as(t: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
@@ -120,6 +145,7 @@ def run_operator(path, cell, x, h0, states, w_ih, w_hh, bias, p, dt, eps, traces
     layer's float32 effective bias) is added in the math dtype after the projection's GEMM."""
     math = math_dtype(x.dtype)
     hidden = w_hh.shape[1]
+    bias = one_bias(bias)
     products = path.products(x.dtype, x.device)  # read once per call: the projection's and the operator's
     flat = x.reshape(-1, x.shape[-1])  # the input projection in the layer's dtype (a low-precision GEMM for bf16/fp16)
     # the CPU engine's projection serves CPU tensors, whose products are always "ieee": it takes no precision
@@ -127,11 +153,11 @@ def run_operator(path, cell, x, h0, states, w_ih, w_hh, bias, p, dt, eps, traces
     xg = path.projection(flat, w_ih, None if exact_bias else bias, *(() if products == "ieee" else (products,)))
     xg = _as(xg, math) + _as(bias, math) if exact_bias else _as(xg, math)
     xg = xg.view(*x.shape[:-1], cell.num_gates * hidden)
-    state0 = states[0].to(math).unsqueeze(0) if len(states) == 1 else torch.stack([s.to(math) for s in states])
+    state0 = _as(states[0], math) if len(states) == 1 else torch.cat([_as(s, math) for s in states])
     save = traces or torch.jit.is_tracing() or (  # a traced graph serves training and inference
         library.needs_grad(x, w_ih, w_hh, bias, h0, p, *states))
     h_all, state_n, _, saved = library.call(
-        path.namespace, "recurrence_forward", cell.name, xg, _as(w_hh, math), _as(h0, math), state0,
+        path.namespace, "recurrence_forward", cell.name, xg, _as(w_hh, math), _as(h0[0], math), state0,
         None if p is None else _as(p, math), None if dt is None else _as(dt, math), eps, save,
         None if packing is None else packing.batch_sizes, products)
     per_step = None
@@ -140,8 +166,9 @@ def run_operator(path, cell, x, h0, states, w_ih, w_hh, bias, p, dt, eps, traces
         steps, batch = saved.shape[:2]
         per_step = dict(zip(cell.saved, saved.view(steps, batch, cell.num_saved, hidden).unbind(2)))
     out = _as(h_all, x.dtype)
-    h_n = out[-1] if packing is None else out.index_select(0, packing.last)
-    finals = [s if name in cell.math_states else _as(s, x.dtype) for name, s in zip(cell.states, state_n.unbind(0))]
+    h_n = out[-1:] if packing is None else out.index_select(0, packing.last).unsqueeze(0)
+    finals = (state_n,) if len(states) == 1 else state_n.split(1)
+    finals = [s if name in cell.math_states else _as(s, x.dtype) for name, s in zip(cell.states, finals)]
     return out, (h_n, *finals), per_step
 
 
@@ -152,8 +179,8 @@ def run_reference(path, cell, x, h0, states, w_ih, w_hh, bias, p, dt, eps, trace
     runs as a padded batch in the loop masked by the rows' lengths. While torch.export traces, a
     full-length call without traces runs the loop as one scan operator (``export_scan``)."""
     dtype, math = x.dtype, math_dtype(x.dtype)
-    x, h0, w_ih, w_hh, bias, p, dt, w_hr, *states = (None if t is None else t.to(math)
-                                                      for t in (x, h0, w_ih, w_hh, bias, p, dt, w_hr, *states))
+    x, h0, w_ih, w_hh, bias, p, dt, w_hr, *states = (None if t is None else t.to(math) for t in (
+        x, h0[0], w_ih, w_hh, one_bias(bias), p, dt, w_hr, *(s[0] for s in states)))
     if torch.compiler.is_exporting() and packing is None and not traces and w_hr is None:  # one scan operator
         out, finals = export_scan.layer(cell, x, h0, states, w_ih, w_hh, bias, p, dt, eps)
         per_step = None
@@ -162,5 +189,6 @@ def run_reference(path, cell, x, h0, states, w_ih, w_hh, bias, p, dt, eps, trace
         if packing is not None:
             x, dt, lengths = packing.unpack(x), None if dt is None else packing.unpack(dt), packing.lengths
         out, finals, per_step = cell.reference_layer(x, h0, states, w_ih, w_hh, bias, p, dt, eps, lengths, w_hr)
-    finals = [s if name in cell.math_states else s.to(dtype) for name, s in zip(("h", *cell.states), finals)]
+    finals = [(s if name in cell.math_states else s.to(dtype)).unsqueeze(0)
+              for name, s in zip(("h", *cell.states), finals)]
     return (out if packing is None else packing.pack(out)).to(dtype), tuple(finals), per_step
