@@ -56,12 +56,12 @@ def layer(kind: str, hidden: int, backend: str):
 
 def checked_layer(kind: str, x, backend: str):
     """``layer(kind, ...)`` for x (T, B, H), checked against its check module on x; returns the
-    layer and whether its fwd+bwd records traces (``step``'s ``traces``)."""
+    layer, whether its fwd+bwd records traces (``step``'s ``traces``) and the check module."""
     ours, check = layer(kind, x.shape[-1], backend)
     with torch.no_grad():
         err = (ours(x)[0] - check(x)[0]).abs().max().item()
     assert err < 1e-4, f"{kind} {tuple(x.shape)}: tsrnn and its check differ by {err:.2e}"
-    return ours, kind.endswith("+traces")
+    return ours, kind.endswith("+traces"), check
 
 
 def step(module, x, traces=False):
@@ -83,15 +83,23 @@ def cpu_name() -> str:
     return f"{model}, per-step GEMM kernel {kernel}"
 
 
+SAME_FUNCTION = "torch.nn.LSTM as "  # the run of torch.nn.LSTM loaded with a multi-timescale layer's weights
+
+
 def measure(shape, kinds, backend, rounds, input_grad=False):
-    """{name: per-round times in ms} for torch.nn.LSTM and each kind at ``shape``, alternated;
-    with ``input_grad`` the input needs a gradient too (dx, as in a stacked layer)."""
+    """{name: per-round times in ms} for torch.nn.LSTM (and, beside each multi-timescale kind,
+    torch.nn.LSTM loaded with its weights: the same function, whose saturated gates may run at
+    another speed) and each kind at ``shape``, alternated; with ``input_grad`` the input needs a
+    gradient too (dx, as in a stacked layer)."""
     T, B, H = shape
     x = torch.randn(T, B, H).requires_grad_(input_grad)
     torch.manual_seed(0)
     runs = {"torch.nn.LSTM": (torch.nn.LSTM(H, H), False)}
     for kind in kinds:
-        runs[kind] = checked_layer(kind, x, backend)
+        ours, traces, check = checked_layer(kind, x, backend)
+        runs[kind] = ours, traces
+        if kind.startswith("mts"):  # the same function in torch.nn.LSTM: its fixed biases' gates alike
+            runs[SAME_FUNCTION + kind] = check, False
     for module, traces in runs.values():  # warm-up; the first call of auto measures its paths
         for _ in range(2):
             step(module, x, traces)
@@ -133,8 +141,12 @@ def main(argv=None) -> None:
         times = measure((T, B, H), kinds, args.backend, args.rounds, args.input_grad)
         torchs = times.pop("torch.nn.LSTM")
         print(f"T={T} B={B} H={H}: torch.nn.LSTM {statistics.median(torchs):.2f}")
+        same = {name: times.pop(SAME_FUNCTION + name) for name in list(times) if SAME_FUNCTION + name in times}
         for name, mine in times.items():
-            ratios = sorted(a / b for a, b in zip(mine, torchs))
+            base = same.get(name, torchs)
+            if name in same:
+                print(f"  {'torch.nn.LSTM as ' + name:<16} {statistics.median(base):8.2f}  (the ratio below is to this)")
+            ratios = sorted(a / b for a, b in zip(mine, base))
             q = len(ratios) // 4
             chosen = sorted(set(tsrnn.backend.tuned_choices().values())) if args.backend == "auto" else ""
             print(f"  {name:<16} {statistics.median(mine):8.2f}  ratio median {statistics.median(ratios):.3f} "

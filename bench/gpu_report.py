@@ -18,6 +18,8 @@
    bandwidth; ``lengths=`` against the same batch padded on every path
    (bench/lengths_vs_padded.py); FlashRNN's fused LSTM, with the input projection as a
    torch.nn.Linear in front so that it does the work of the others, beside cuDNN in the same job;
+   whole training steps captured as CUDA graphs on every CUDA path at (70, 20, 400), each replay
+   checked against eager steps and timed beside them (bench/cuda_graphs.py);
    the tensor-core kernels' sweep (bench/tensor_core_sweep.py: every configuration x TF32 / bf16
    their plans accept, the cluster-resident kernel at H = 400 and 128, the grid-resident one at
    H = 1150, for the LSTM and the pLSTM, each checked against float64 before it is timed, beside
@@ -65,7 +67,7 @@ GPU_TESTS = [f"{RECURRENCE}/test_cuda.py", f"{RECURRENCE}/test_paths.py", f"{REC
              "tests/kernels/linear_scan/test_triton_scan.py", "tests/unit/test_backend.py", f"{RECURRENCE}/test_lengths.py",
              f"{RECURRENCE}/test_autocast.py", f"{RECURRENCE}/test_double_backward.py", f"{RECURRENCE}/test_cudnn_tf32.py",
              "tests/unit/test_modules.py::test_device_and_dtype_place_every_parameter_and_buffer",
-             "tests/kernels/gemm/test_tensor_core_gemm.py"]
+             "tests/kernels/gemm/test_tensor_core_gemm.py", f"{RECURRENCE}/test_cuda_graphs.py"]
 # The GPU tests are small launches and Python: on the first GPU run 4 workers took 211 s with 12 of
 # the machine's 16 cores idle.
 PYTEST_WORKERS = 12
@@ -77,7 +79,8 @@ FLASHRNN_SHAPES = [(1000, 128, 128), (70, 20, 400), (70, 80, 400), (70, 20, 1150
 QUICK_SHAPE = (5, 2, 8)
 # Seconds each job may take at most (the deadline may give it less).
 LIMITS = {"probe": 390, "throw": 150, "checks": 300, "pytest": 300, "selftest": 120, "memcheck": 300, "racecheck": 300, "timings": 90,
-          "scan": 60, "lengths": 150, "flashrnn": 300, "sweep": 300, "stress": 240, "synccheck": 300}
+          "scan": 60, "lengths": 150, "flashrnn": 300, "sweep": 300, "stress": 240, "synccheck": 300,
+          "graphs": 150}
 # Seconds of timed calls per model and shape, after its warm-up: a slow path (the reference loop at
 # T = 1000) is timed fewer than --repeats times rather than eating the run.
 MODEL_BUDGET = 1.0
@@ -365,6 +368,12 @@ def run_job(name: str, device_name: str, quick: bool, repeats: int, path: str) -
         import flag_barrier_stress  # bench/, beside this script
 
         out = {"flag_barrier_stress": flag_barrier_stress.stress(device, quick, saver("flag_barrier_stress"))}
+    elif stage == "graphs":
+        sys.path.insert(0, os.path.dirname(SCRIPT))
+        import cuda_graphs  # bench/, beside this script
+
+        out = {"cuda_graphs": cuda_graphs.run(device, QUICK_SHAPE if quick else cuda_graphs.SHAPE, repeats,
+                                              progress=saver("cuda_graphs"))}
     elif stage == "scan":
         out = {"linear_scan": scan_bandwidth(device, (64, 256) if quick else (4096, 65536), repeats)}
     elif stage == "lengths":
@@ -402,7 +411,7 @@ def plan(device_type: str, quick: bool, tests: list[str] | None = None,
 
     shapes = [QUICK_SHAPE] if quick else TIMED_SHAPES
     probe = [("probe", probe_command(device_type, quick, probe_folder))]
-    timed = ([(f"timings:{','.join(map(str, s))}", None) for s in shapes]
+    timed = ([(f"timings:{','.join(map(str, s))}", None) for s in shapes] + [("graphs", None)]
              + [("sweep:grid", None), ("stress", None), ("sweep:cluster", None), ("scan", None)])
     if device_type == "cpu":  # one check job for every path: nothing here can fault a CUDA context
         return probe + [("checks", None)] + timed + [("lengths", None)]
@@ -552,7 +561,7 @@ class Runner:
 
 def merge(report: dict, parts: list[dict]) -> None:
     for key in ("checks", "recurrences_fwd_bwd_ms", "flashrnn_fwd_bwd_ms", "lengths_vs_padded", "tensor_core_sweep",
-                "flag_barrier_stress"):
+                "flag_barrier_stress", "cuda_graphs"):
         report[key] = [row for part in parts for row in part.get(key, [])]
     for key in ("auto_choices", "auto_verdicts"):
         report[key] = {k: v for part in parts for k, v in part.get(key, {}).items()}
@@ -595,6 +604,9 @@ def print_summary(report: dict) -> None:
     for r in report["flag_barrier_stress"]:
         print(f"flag barrier stress {r['cell']} T={r['T']} B={r['B']} H={r['H']} {r['precision']}: {r['launches']} "
               f"launches, {r['differing']} differ from the first, check {'ok' if r['ok'] else 'FAILED'}")
+    for r in report["cuda_graphs"]:
+        shown = {k: v for k, v in r.items() if k not in ("model", "path", "T", "B", "H")}
+        print(f"CUDA graph {r['model']} {r['path']} T={r['T']} B={r['B']} H={r['H']}: {shown}")
     scan = report["linear_scan"]
     if scan:
         print(f"linear_scan T={scan['T']} N={scan['N']}: {scan['scan_GBps']:.1f} GB/s, "

@@ -1,7 +1,8 @@
 """torch.profiler over one warm forward+backward call per model, shape and dtype: where a call's time goes.
 
 Models (``models``): torch.nn.LSTM (cuDNN, torch's defaults), tsrnn.LSTM on its ``cudnn`` path (the same
-kernels behind tsrnn's module), tsrnn.LSTM on the tensor-core kernel that serves the shape
+kernels behind tsrnn's module) and the multi-timescale LSTM on it (``MTS``: its effective bias in its
+flat buffer's slot, so cuDNN should copy no weight), tsrnn.LSTM on the tensor-core kernel that serves the shape
 (``cuda_cluster`` at H = 128 / 400, ``cuda_grid`` at H = 1150, the path name as the backend: the
 kernel's plan picks the configuration), and the same with its input projection's GEMMs on torch's
 float32 GEMMs (``torch_gemms``: the fixed cost per call before the tensor-core GEMMs); a path that
@@ -19,7 +20,7 @@ shape, float32):
 
 A run that recorded no GPU activity (CUPTI unavailable) is "partial", with its host and wall times.
 
-``cudnn_vs_torch`` puts the ``cudnn`` path's table beside torch.nn.LSTM's at each shape and dtype:
+``cudnn_vs_torch`` puts the ``cudnn`` path's table (each of its two models') beside torch.nn.LSTM's at each shape and dtype:
 the kernels only one of them runs, those both run ([cudnn path, torch.nn.LSTM] calls and total us,
 the largest difference first), and the path's minus torch's kernel total, busy, span, idle, host
 and wall times (what the path's 0.15-0.9 ms extra per call is made of).
@@ -59,13 +60,16 @@ def models(device: str, H: int) -> dict[str, str | None]:
     """Model name -> the tsrnn path it runs (None: torch.nn.LSTM; TORCH_GEMMS + a path: that path with
     its input projection's GEMMs on torch's float32 ones, ``torch_gemms``)."""
     if device == "cpu":
-        return {"torch.nn.LSTM": None, "tsrnn cudnn": STAND_IN["cudnn"], "tsrnn tensor_core": STAND_IN["tensor_core"]}
+        return {"torch.nn.LSTM": None, "tsrnn cudnn": STAND_IN["cudnn"], "tsrnn MTS cudnn": MTS + STAND_IN["cudnn"],
+                "tsrnn tensor_core": STAND_IN["tensor_core"]}
     kernel = TENSOR_CORE.get(H, "cuda_cluster")
-    return {"torch.nn.LSTM": None, "tsrnn cudnn": "cudnn", "tsrnn tensor_core": kernel,
+    return {"torch.nn.LSTM": None, "tsrnn cudnn": "cudnn", "tsrnn MTS cudnn": MTS + "cudnn", "tsrnn tensor_core": kernel,
             "tsrnn tensor_core, torch GEMMs": TORCH_GEMMS + kernel}
 
 
 TORCH_GEMMS = "torch_gemms:"
+MTS = "mts:"  # a model name's path prefix: the multi-timescale LSTM (inverse-gamma timescales) on that path
+CUDNN_MODELS = ("tsrnn cudnn", "tsrnn MTS cudnn")  # compared with torch.nn.LSTM (``compare``)
 
 
 @contextlib.contextmanager
@@ -161,12 +165,16 @@ def measure(ctx: Context, name: str, path: str | None, shape, dtype) -> tuple[di
         with torch_gemms(path[len(TORCH_GEMMS):]) as copy:
             return measure(ctx, name, copy, shape, dtype)
     T, B, H = shape
+    mts = bool(path) and path.startswith(MTS)
+    path = path[len(MTS):] if mts else path
     record = {"model": name, "path": path or "torch.nn.LSTM", "T": T, "B": B, "H": H, "dtype": str(dtype)[6:]}
     reason = path and testing.why_not(path, "lstm", (T, B, H, H), dtype, ctx.device)
     if reason:
         return {**record, "status": "refused", "reason": reason}, {}
     torch.manual_seed(0)
-    model = (torch.nn.LSTM(H, H) if path is None else tsrnn.LSTM(H, H, backend=path)).to(ctx.device, dtype)
+    timescales = [tsrnn.timescales.inverse_gamma_quantiles(H, 0.56)] if mts else None
+    model = (torch.nn.LSTM(H, H) if path is None else tsrnn.LSTM(H, H, timescales=timescales, backend=path))
+    model = model.to(ctx.device, dtype)
     x = torch.randn(T, B, H, device=ctx.device, dtype=dtype)
 
     def step():
@@ -184,7 +192,7 @@ def compare(path_run: dict, path_table: dict, torch_run: dict, torch_table: dict
     both = sorted((name for name in path_table if name in torch_table),
                   key=lambda name: -abs(path_table[name]["total_us"] - torch_table[name]["total_us"]))
     keys = ("kernel_total_us", "busy_us", "span_us", "idle_us", "host_ms", "wall_ms")
-    return {"T": path_run["T"], "B": path_run["B"], "H": path_run["H"], "dtype": path_run["dtype"],
+    return {"model": path_run["model"], "T": path_run["T"], "B": path_run["B"], "H": path_run["H"], "dtype": path_run["dtype"],
             "only_in_cudnn_path": rows({k: v for k, v in path_table.items() if k not in torch_table}),
             "only_in_torch_nn_lstm": rows({k: v for k, v in torch_table.items() if k not in path_table}),
             "in_both": [{"name": name[:NAME_CHARS], "calls": [path_table[name]["calls"], torch_table[name]["calls"]],
@@ -213,9 +221,10 @@ def run(ctx: Context) -> dict:
                 runs[name], tables[name] = measure(ctx, name, path, shape, dtype)
                 record["runs"].append(runs[name])
                 ctx.save(record)
-            if runs["tsrnn cudnn"]["status"] == runs["torch.nn.LSTM"]["status"] == "ok":
-                record["cudnn_vs_torch"].append(compare(runs["tsrnn cudnn"], tables["tsrnn cudnn"],
-                                                        runs["torch.nn.LSTM"], tables["torch.nn.LSTM"]))
+            for name in CUDNN_MODELS:
+                if runs[name]["status"] == runs["torch.nn.LSTM"]["status"] == "ok":
+                    record["cudnn_vs_torch"].append(compare(runs[name], tables[name],
+                                                            runs["torch.nn.LSTM"], tables["torch.nn.LSTM"]))
     if not any(r["status"] == "ok" for r in record["runs"]):
         return {**record, **failed("no model profiled: " + "; ".join(sorted({r["reason"] for r in record["runs"]})))}
     return record

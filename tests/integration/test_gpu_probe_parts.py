@@ -31,8 +31,9 @@ def test_profile_cpu_stand_in_records_kernels_gaps_and_the_cudnn_comparison(tmp_
     record = profile.run(context(tmp_path))
     assert record["status"] == "ok" and "stand-in" in record["stand_in"] and "stopped" not in record
     runs = {run["model"]: run for run in record["runs"]}
-    assert set(runs) == {"torch.nn.LSTM", "tsrnn cudnn", "tsrnn tensor_core"}
-    assert runs["tsrnn cudnn"]["path"] == "onednn" and runs["tsrnn tensor_core"]["path"] == "cpu"
+    assert set(runs) == {"torch.nn.LSTM", "tsrnn cudnn", "tsrnn MTS cudnn", "tsrnn tensor_core"}
+    assert runs["tsrnn cudnn"]["path"] == runs["tsrnn MTS cudnn"]["path"] == "onednn"
+    assert runs["tsrnn tensor_core"]["path"] == "cpu"
     for run in runs.values():
         assert run["status"] == "ok", run
         assert 0 < run["host_ms"] <= run["wall_ms"]
@@ -45,7 +46,8 @@ def test_profile_cpu_stand_in_records_kernels_gaps_and_the_cudnn_comparison(tmp_
         assert sum(row["calls"] for row in run["kernels"]) <= run["kernel_count"]
     assert any(row["name"].startswith("tsrnn") for row in runs["tsrnn tensor_core"]["kernels"])  # its own op
     assert not any(row["name"].startswith("tsrnn") for row in runs["torch.nn.LSTM"]["kernels"])
-    (compared,) = record["cudnn_vs_torch"]
+    compared, compared_mts = record["cudnn_vs_torch"]
+    assert (compared["model"], compared_mts["model"]) == profile.CUDNN_MODELS
     only_path = {row["name"] for row in compared["only_in_cudnn_path"]}
     only_torch = {row["name"] for row in compared["only_in_torch_nn_lstm"]}
     both = {row["name"] for row in compared["in_both"]}

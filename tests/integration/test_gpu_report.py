@@ -45,6 +45,9 @@ def test_gpu_report_quick_cpu_run(tmp_path, capsys):
     assert {(k, c, p) for k in ("cluster", "grid") for c in ("lstm", "plstm_coupled") for p in ("tf32", "bf16")} <= swept
     assert data["flag_barrier_stress"] and all(r["ok"] and r["launches"] > 0 and r["differing"] == 0
                                                for r in data["flag_barrier_stress"])
+    graphs = {r["model"]: r for r in data["cuda_graphs"]}  # eager steps only: nothing captures on the CPU
+    assert set(graphs) == {"lstm", "mts-lstm", "plstm"}
+    assert all(r["eager_ms"] > 0 and "need a GPU" in r["graphs"] and "replay_ms" not in r for r in graphs.values())
     assert data["jobs"][0]["job"] == "probe"  # the probe first, into probe/ beside the JSON
     assert data["probe"]["parts"]["trace"] == "ok" and data["probe"]["parts"]["ladder"] == "ok"
     assert (tmp_path / "probe" / "probe.md").exists()
@@ -76,7 +79,7 @@ def test_a_job_past_its_limit_is_stopped_and_recorded(tmp_path, monkeypatch):
 def test_every_job_of_a_gpu_run_has_a_limit():
     names = [name for name, _ in _load_report().plan("cuda", quick=False)]
     assert {"throw", "pytest", "memcheck", "racecheck", "synccheck", "checks:cuda_cluster", "checks:cuda_grid", "checks:linear_scan",
-            "scan", "lengths", "sweep:grid", "sweep:cluster", "stress"} <= set(names)
+            "scan", "lengths", "sweep:grid", "sweep:cluster", "stress", "graphs"} <= set(names)
     assert all(name.partition(":")[0] in _load_report().LIMITS for name in names)
 
 
