@@ -118,8 +118,8 @@ def shape(text: str) -> tuple[int, int, int]:
         T, B, H = (int(v) for v in text.split(","))
     except ValueError:
         raise argparse.ArgumentTypeError(f"a shape is T,B,H (three integers), got {text!r}") from None
-    if min(T, B, H) < 2:
-        raise argparse.ArgumentTypeError(f"T, B and H must be at least 2, got {text!r}")
+    if T < 1 or min(B, H) < 2:
+        raise argparse.ArgumentTypeError(f"T must be at least 1, B and H at least 2, got {text!r}")
     return T, B, H
 
 

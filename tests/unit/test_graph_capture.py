@@ -75,6 +75,18 @@ def test_a_captured_step_reads_no_value_and_computes_the_eager_numbers(capture, 
         torch.testing.assert_close(got, step(twin, optimizers[1], x), rtol=0, atol=0)
 
 
+def test_value_checks_are_skipped_under_capture(capture):
+    """A pLSTM's Δt > 0 and a0 >= 0 checks read values; captured, they are skipped (on CUDA they
+    assert on the device outside capture), so the call reads nothing on the host."""
+    module, x = tsrnn.PowerLawLSTM(4, 6), torch.randn(5, 3, 4)
+    dt, state = torch.rand(5, 3) + 0.5, tuple(torch.zeros(1, 3, 6) for _ in range(3))
+    module(x, state, dt=dt)
+    capture.on = True
+    out, _ = module(x, state, dt=dt)
+    capture.on = False
+    torch.testing.assert_close(out, module(x, state, dt=dt)[0], rtol=0, atol=0)
+
+
 def test_the_check_can_fail(capture):
     """The fixture sees a host read."""
     capture.on = True
