@@ -19,11 +19,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
-import time
 
 import torch
 
+import gpu_report  # bench/, beside this script: its timer
 import tsrnn
 
 SHAPE = (70, 20, 400)  # (T, B, H), H = I: the AWD-LSTM's steps and batch
@@ -90,36 +89,18 @@ def compare(kind: str, path: str, shape, device) -> dict:
 
 
 def time_steps(kind: str, path: str, shape, device, repeats: int, graphs: bool) -> dict:
-    """ms per eager step and, with ``graphs``, per replay of the captured step (median of ``repeats``)."""
+    """ms per eager step and, with ``graphs``, per replay of the captured step (``gpu_report.timer``:
+    the median of ``repeats`` after two warm-up calls, CUDA events on a GPU)."""
     T, B, H = shape
     x = torch.randn(T, B, H, device=device)
+    measure = gpu_report.timer(device)
     step = trainer(model(kind, H, path, device), x)
-    row = {"eager_ms": measure(step, repeats, device)}
+    row = {"eager_ms": round(measure(step, repeats), 4)}
     if graphs:
         replay, _ = captured_step(trainer(model(kind, H, path, device), x))
-        row["replay_ms"] = measure(replay, repeats, device)
+        row["replay_ms"] = round(measure(replay, repeats), 4)
         row["replay_over_eager"] = round(row["replay_ms"] / row["eager_ms"], 3)
     return row
-
-
-def measure(fn, repeats: int, device) -> float:
-    """Median ms of ``fn()`` over ``repeats`` calls after three warm-up calls (CUDA events on a GPU)."""
-    for _ in range(3):
-        fn()
-    times = []
-    for _ in range(repeats):
-        if device.type == "cuda":
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            fn()
-            end.record()
-            torch.cuda.synchronize()
-            times.append(start.elapsed_time(end))
-        else:
-            started = time.perf_counter()
-            fn()
-            times.append((time.perf_counter() - started) * 1e3)
-    return round(statistics.median(times), 4)
 
 
 def run(device, shape=SHAPE, repeats: int = 50, paths: dict | None = None, progress=lambda rows: None) -> list[dict]:

@@ -82,6 +82,24 @@ def corpus_folder(folder, text, name="{split}.txt"):
     return str(folder)
 
 
+def concatenated(tensors, input_size, hidden_size, proj_size):
+    """The CPU stand-in for cuDNN's layout (``tsrnn.LSTM.flatten_parameters``): the tensors one
+    after the other in one new buffer."""
+    flat = torch.cat([t.reshape(-1) for t in tensors])
+    offset = 0
+    for t in tensors:
+        t.set_(flat.untyped_storage(), offset, t.shape)
+        offset += t.numel()
+
+
+@pytest.fixture
+def flat_on_cpu(monkeypatch):
+    """tsrnn.LSTM lays its layers out in one buffer on the CPU too (``concatenated``), as on CUDA."""
+    from tsrnn.modules import lstm
+
+    monkeypatch.setattr(lstm, "_flat_layout", lambda tensors: concatenated)
+
+
 def wrap_layer_runs(monkeypatch, wrap, kinds=("reference", "torch_lstm", "operator")):
     """For this test, every path of ``kinds`` runs its recurrent layers through ``wrap(runner)``, the
     runner its record holds (``Path.run["recurrence"]``, called with the record first)."""

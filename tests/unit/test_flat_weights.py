@@ -20,20 +20,6 @@ from tsrnn.modules import lstm as lstm_module
 TIMESCALES = [torch.linspace(1.5, 40.0, 6)]
 
 
-def concatenated(tensors, input_size, hidden_size, proj_size):
-    """The CPU stand-in for cuDNN's layout: the tensors one after the other in one new buffer."""
-    flat = torch.cat([t.reshape(-1) for t in tensors])
-    offset = 0
-    for t in tensors:
-        t.set_(flat.untyped_storage(), offset, t.shape)
-        offset += t.numel()
-
-
-@pytest.fixture
-def flat_on_cpu(monkeypatch):
-    monkeypatch.setattr(lstm_module, "_flat_layout", lambda tensors: concatenated)
-
-
 class Spy:
     """Records the weight lists torch's LSTM kernel receives."""
 

@@ -11,7 +11,6 @@ import torch
 
 import tsrnn
 from tsrnn import _validation, precision
-from tsrnn.modules import lstm as lstm_module
 from tsrnn.ops.recurrence import paths
 
 TIMESCALES = [torch.linspace(1.5, 40.0, 6)]
@@ -146,16 +145,8 @@ def test_rounded_weights_are_neither_kept_nor_reused_under_capture(capture, monk
     assert precision._captured, "CUDA weights are no longer kept once a graph captured a rounding"
 
 
-def test_the_memo_stays_flat_with_a_slot(capture, monkeypatch):
+def test_the_memo_stays_flat_with_a_slot(capture, flat_on_cpu):
     """With a flat buffer (the CPU stand-in of cuDNN's layout), the captured build writes the slot."""
-    def concatenated(tensors, input_size, hidden_size, proj_size):
-        flat = torch.cat([t.reshape(-1) for t in tensors])
-        offset = 0
-        for t in tensors:
-            t.set_(flat.untyped_storage(), offset, t.shape)
-            offset += t.numel()
-
-    monkeypatch.setattr(lstm_module, "_flat_layout", lambda tensors: concatenated)
     module, x = tsrnn.LSTM(4, 6, timescales=TIMESCALES, backend="onednn"), torch.randn(5, 3, 4)
     module(x)
     slot = module._memo(0, "", x.device)["slot"]
