@@ -22,8 +22,8 @@ import json
 
 import torch
 
-import gpu_report  # bench/, beside this script: its timer
 import tsrnn
+from timing import timer  # bench/, beside this script
 
 SHAPE = (70, 20, 400)  # (T, B, H), H = I: the AWD-LSTM's steps and batch
 STEPS = 3  # eager steps against replays before the outputs and parameters are compared
@@ -89,11 +89,11 @@ def compare(kind: str, path: str, shape, device) -> dict:
 
 
 def time_steps(kind: str, path: str, shape, device, repeats: int, graphs: bool) -> dict:
-    """ms per eager step and, with ``graphs``, per replay of the captured step (``gpu_report.timer``:
+    """ms per eager step and, with ``graphs``, per replay of the captured step (``timing.timer``:
     the median of ``repeats`` after two warm-up calls, CUDA events on a GPU)."""
     T, B, H = shape
     x = torch.randn(T, B, H, device=device)
-    measure = gpu_report.timer(device)
+    measure = timer(device)
     step = trainer(model(kind, H, path, device), x)
     row = {"eager_ms": round(measure(step, repeats), 4)}
     if graphs:

@@ -56,6 +56,9 @@ import sys
 import tempfile
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from timing import timer  # noqa: E402  (bench/, beside this script)
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)  # tsrnn from this tree: an editable install made by --build is not on this process's path
 SCRIPT = os.path.abspath(__file__)
@@ -81,9 +84,6 @@ QUICK_SHAPE = (5, 2, 8)
 LIMITS = {"probe": 390, "throw": 150, "checks": 300, "pytest": 300, "selftest": 120, "memcheck": 300, "racecheck": 300, "timings": 90,
           "scan": 60, "lengths": 150, "flashrnn": 300, "sweep": 300, "stress": 240, "synccheck": 300,
           "graphs": 150}
-# Seconds of timed calls per model and shape, after its warm-up: a slow path (the reference loop at
-# T = 1000) is timed fewer than --repeats times rather than eating the run.
-MODEL_BUDGET = 1.0
 SHORTEST_JOB = 5  # seconds: a job left less than this by the deadlines is skipped
 
 
@@ -108,31 +108,6 @@ def build() -> str:
               f"{time.monotonic() - started:.0f} s"
     print(f"[{time.strftime('%H:%M:%S')}] {outcome}", flush=True)
     return outcome
-
-
-def timer(device):
-    import torch
-
-    def measure(fn, repeats: int) -> float:
-        """Median milliseconds of fn() after two warm-up calls: ``repeats`` calls, or as many as
-        MODEL_BUDGET seconds hold (at least one)."""
-        fn(), fn()
-        times, started = [], time.perf_counter()
-        while len(times) < repeats and (not times or time.perf_counter() - started < MODEL_BUDGET):
-            if device.type == "cuda":
-                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                start.record()
-                fn()
-                end.record()
-                torch.cuda.synchronize()
-                times.append(start.elapsed_time(end))
-            else:
-                t0 = time.perf_counter()
-                fn()
-                times.append((time.perf_counter() - t0) * 1e3)
-        return statistics.median(times)
-
-    return measure
 
 
 def check_scan(device, shapes) -> list[dict]:
