@@ -67,8 +67,9 @@ def capturing() -> bool:
 
 def capturing_on(t: torch.Tensor) -> bool:
     """Whether work on ``t`` is being captured into a CUDA graph now (``t`` on CUDA and the current
-    stream capturing): the one test of the capture-time rules (no cache read or filled, no host
-    read of a value), which the CPU tests replace to run them on CPU tensors."""
+    stream capturing): the test of the capture-time rules on tensors (no cache read or filled, no
+    host read of a value), which the CPU tests replace to run them on CPU tensors. (Where no tensor
+    is at hand, a Packing's device or the tuner's, ``capturing`` asks the stream itself.)"""
     return t.is_cuda and torch.cuda.is_current_stream_capturing()
 
 

@@ -115,9 +115,13 @@ def rounded_weight(w: torch.Tensor, products: str, rounding=None) -> torch.Tenso
     the copy is kept (one a weight) and returned again while ``w`` is the same tensor with the same
     storage and version counter (an optimizer step, ``w.data = ...`` or any in-place write makes a
     new one) and the same rounding is asked for, so the forward and backward of a step, and the
-    steps of an evaluation, round it once. Not kept while torch.compile traces (fake tensors), for
-    a weight that autograd records (the rounding is then part of the graph), while a CUDA graph is
-    captured (the graph rounds it at every replay) nor, for CUDA weights, once one was (``_note_capture``)."""
+    steps of an evaluation, round it once; a backward drops the copy when it is done with it
+    (``drop_rounded``): the ``p.data.add_(...)`` training loops write weights after the backward
+    with no new version, so the next step's forward rounds again (a write through ``.data`` with no
+    backward before it is not seen: write in place under torch.no_grad(), as optimizers do). Not
+    kept while torch.compile traces (fake tensors), for a weight that autograd records (the
+    rounding is then part of the graph), while a CUDA graph is captured (the graph rounds it at
+    every replay) nor, for CUDA weights, once one was (``_note_capture``)."""
     round_it = (lambda t: round_operands(t, products)) if rounding is None else rounding
     if products == "ieee" or torch.compiler.is_compiling() or (w.requires_grad and torch.is_grad_enabled()):
         return round_it(w)
@@ -133,6 +137,11 @@ def rounded_weight(w: torch.Tensor, products: str, rounding=None) -> torch.Tenso
     rounded = round_it(w.detach())
     _rounded[key] = (weakref.ref(w, lambda _, key=key: _rounded.pop(key, None)), state, how, rounded)
     return rounded
+
+
+def drop_rounded(w: torch.Tensor) -> None:
+    """Forget ``rounded_weight``'s copy of ``w`` (a backward's last use of it in a step)."""
+    _rounded.pop(id(w), None)
 
 
 def _note_capture() -> None:

@@ -248,6 +248,20 @@ def test_a_data_write_before_a_waiting_backward_behaves_as_torch_nn_lstm(flat_on
         torch.testing.assert_close(getattr(module, name).grad, want, msg=name)
 
 
+@pytest.mark.parametrize("freeze", ["gates", "all"])
+def test_back_in_the_slot_after_other_tensors_the_fixed_rows_are_written(flat_on_cpu, freeze):
+    """New tensors (a load with assign=True of other timescales) get a bias of their own; when the
+    same tensors come again the slot, which still holds the old fixed rows, is written whole."""
+    module, x = tsrnn.LSTM(4, 6, timescales=TIMESCALES, freeze=freeze, backend="onednn"), torch.randn(4, 2, 4)
+    module(x)
+    other = tsrnn.LSTM(4, 6, timescales=[torch.linspace(2.0, 9.0, 6)], freeze=freeze)
+    module.load_state_dict(other.state_dict(), assign=True)
+    module(x)[0].sum().backward()
+    other.backend = "onednn"
+    with torch.no_grad():
+        torch.testing.assert_close(module(x)[0], other(x)[0], rtol=0, atol=0)
+
+
 def test_a_graph_waiting_for_its_backward_keeps_its_bias(flat_on_cpu):
     """Two forwards, the first one's backward, a third forward (the effective bias is built again
     after a backward), then the second one's backward: the slot the second graph saved is written

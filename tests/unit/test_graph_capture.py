@@ -10,7 +10,9 @@ import pytest
 import torch
 
 import tsrnn
+from conftest import concatenated
 from tsrnn import _validation, precision
+from tsrnn.modules import lstm as lstm_module
 from tsrnn.ops.recurrence import paths
 
 TIMESCALES = [torch.linspace(1.5, 40.0, 6)]
@@ -115,8 +117,13 @@ def test_a_captured_mts_layer_writes_its_bias_into_its_own_tensor_and_keeps_noth
     assert torch.equal(module._layer_biases(0, "")[0], module.gate_biases(0))
 
 
-def test_a_first_call_under_capture_says_to_run_an_eager_step(capture):
-    module, x = tsrnn.LSTM(4, 6, timescales=TIMESCALES), torch.randn(5, 3, 4)
+@pytest.mark.parametrize("flat", [False, True], ids=["separate", "flat"])
+def test_a_first_call_under_capture_says_to_run_an_eager_step(capture, monkeypatch, flat):
+    """Also for a flat layer, whose memo holds its buffer's slots from the start."""
+    if flat:
+        monkeypatch.setattr(lstm_module, "_flat_layout", lambda tensors: concatenated)
+    module, x = tsrnn.LSTM(4, 6, timescales=TIMESCALES, backend="onednn"), torch.randn(5, 3, 4)
+    assert ("slot" in module._memo(0, "", x.device)) == flat
     capture.on = True
     with pytest.raises(RuntimeError, match="run one eager step"):
         module(x)

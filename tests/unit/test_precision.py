@@ -156,8 +156,9 @@ def _flags():
 @pytest.mark.parametrize("products", ["tf32", "bf16"])
 def test_a_weight_is_rounded_once_per_version(monkeypatch, products):
     """rounded_weight keeps a weight's rounded copy while the weight is unchanged (the projection's
-    forward and backward of a step round W_ih once), rounds again after an in-place update or a new
-    .data, and never keeps one for a weight autograd records or a tensor that is gone."""
+    forward and backward of a step round W_ih once; the backward then drops it), rounds again after
+    an in-place update or a new .data, and never keeps one for a weight autograd records or a
+    tensor that is gone."""
     calls = []  # the shapes rounded: w is [20, 7], x [5, 7], the gradient [5, 20]
     monkeypatch.setattr(precision, "round_operands",
                         lambda t, p, f=precision.round_operands: calls.append(tuple(t.shape)) or f(t, p))
@@ -166,8 +167,8 @@ def test_a_weight_is_rounded_once_per_version(monkeypatch, products):
     torch_projection(x, w, None, products).sum().backward()
     assert calls.count((20, 7)) == 1 and calls.count((5, 20)) == 1, calls  # w's copy serves the backward
     with torch.no_grad():
-        first = precision.rounded_weight(w, products)
-        assert precision.rounded_weight(w, products) is first and calls.count((20, 7)) == 1
+        first = precision.rounded_weight(w, products)  # the backward dropped its copy: rounded again
+        assert precision.rounded_weight(w, products) is first and calls.count((20, 7)) == 2
         w.add_(1.0)  # an optimizer step
         second = precision.rounded_weight(w, products)
         assert second is not first and torch.equal(second, precision.round_operands(w.detach(), products))
@@ -178,6 +179,21 @@ def test_a_weight_is_rounded_once_per_version(monkeypatch, products):
     assert recorded is not precision.rounded_weight(w, products)
     del w
     assert not any(entry[0]() is None for entry in precision._rounded.values())
+
+
+@pytest.mark.parametrize("products", ["tf32", "bf16"])
+@pytest.mark.parametrize("input_grad", [True, False], ids=["dx", "no dx"])
+def test_a_data_write_after_a_backward_is_rounded_again(products, input_grad):
+    """The ``p.data.add_(...)`` training loops write W after the backward with no new version: the
+    backward drops W's rounded copy (whether or not it needed dx), so the next forward sees the write."""
+    w = torch.nn.Parameter(torch.randn(20, 7, generator=torch.Generator().manual_seed(0)))
+    x = torch.randn(5, 7, requires_grad=input_grad)
+    for step in range(3):
+        out = torch_projection(x, w, None, products)
+        want = precision.round_operands(x.detach(), products) @ precision.round_operands(w.detach(), products).t()
+        torch.testing.assert_close(out, want, msg=f"step {step}")
+        out.sum().backward()
+        w.data.add_(1.0)
 
 
 def test_layers_leave_the_flags_as_they_are(flag):

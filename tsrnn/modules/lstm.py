@@ -200,7 +200,7 @@ class LSTM(StackedRNN):
 
     def __getstate__(self):
         state = self.__dict__.copy()
-        state.pop("_bias_memo", None)  # built again on the first call (it holds hooks and weak references)
+        state.pop("_bias_memo", None)  # built again on the first call (it holds weak references)
         return state
 
     def __setstate__(self, state):
@@ -401,11 +401,13 @@ class _EffectiveBias(torch.autograd.Function):
                 value = _effective_bias(fixed, b_ih, b_hh)
             else:
                 moved = first or key != memo["key"]  # a new version: written as one (else through .data)
-                _write(target if moved else target.data, fixed, b_ih, b_hh,
-                       first or key[2::3] != memo["key"][2::3])  # the fixed rows too where they changed
+                # the fixed rows too where they changed, or where the last build went to another tensor
+                with_fixed = first or target is not memo.get("value") or key[2::3] != memo["key"][2::3]
+                _write(target if moved else target.data, fixed, b_ih, b_hh, with_fixed)
                 value = target
             zeros = memo.get("zeros")
-            if zeros is None or (zeros.dtype, zeros.device, zeros.shape) != (value.dtype, value.device, value.shape):
+            if "slot" not in memo and (zeros is None or (zeros.dtype, zeros.device, zeros.shape) != (
+                    value.dtype, value.device, value.shape)):  # a flat layer keeps its buffer's zero slot
                 memo["zeros"] = paths.zeros(value, value.dtype)
             if target is None or first:
                 memo["fixed_rows"] = torch.arange(value.shape[0], device=value.device) < fixed.shape[0]
@@ -433,7 +435,7 @@ class _EffectiveBias(torch.autograd.Function):
         for the same tensors (the flat buffer's slot: cuDNN still copies nothing), else into a
         tensor of the graph's own that the memo does not keep. Replays write the biases and that
         tensor without Python seeing it, so the memo is rebuilt on every eager call from then on."""
-        if "zeros" not in memo:
+        if memo.get("refs") is None:  # never built (a flat layer's memo holds its slots from the start)
             raise RuntimeError("tsrnn.LSTM: a multi-timescale layer's first call is being captured into a CUDA "
                                "graph; run one eager step of the module before capturing")
         memo["captured"] = memo["stale"] = True

@@ -30,8 +30,8 @@ from tsrnn.ops.recurrence.paths import Biases
 # the pLSTM's (h0, c0, a0)).
 State = Optional[Sequence[torch.Tensor]]
 
-DIRECTIONS = ("", "_reverse")
-_NO_REGION = contextlib.nullcontext()  # ``forward``'s block outside autocast (reentrant: one for every call)  # the suffix of each direction's parameter names, as torch.nn.LSTM's
+DIRECTIONS = ("", "_reverse")  # the suffix of each direction's parameter names, as torch.nn.LSTM's
+_NO_REGION = contextlib.nullcontext()  # ``forward``'s block outside autocast (reentrant: one for every call)
 
 
 class StackedRNN(nn.Module):
@@ -271,8 +271,9 @@ class StackedRNN(nn.Module):
 
     # -- the subclass's hooks ----------------------------------------------------------------
     def _layer_inputs(self, layer: int, suffix: str) -> tuple:
-        """(bias, p) of one layer and direction (``suffix`` of ``DIRECTIONS``): the effective bias
-        or None, and the pLSTM's decay exponents or None."""
+        """(bias, p) of one layer and direction (``suffix`` of ``DIRECTIONS``): its bias as the
+        runners take it (None, one vector, or eagerly the pair ``paths.Biases`` that torch's LSTM
+        kernel adds and the other paths sum), and the pLSTM's decay exponents or None."""
         raise NotImplementedError
 
     def _exact_bias(self, layer: int) -> bool:
@@ -398,14 +399,14 @@ class StackedRNN(nn.Module):
                 x = outs[0] if len(outs) == 1 else torch.cat(outs, -1)
                 if self.dropout and self.training and k < self.num_layers - 1:
                     x = nn.functional.dropout(x, self.dropout, training=True)
-            state = finals[0] if one_row else [torch.cat(s) for s in zip(*finals)]
-            if unbatched:
-                state = [s.squeeze(1) for s in state]
-            if traces:
-                self._notify(per_layer)
-            if isinstance(input, PackedSequence):
-                return PackedSequence(x, input.batch_sizes, input.sorted_indices, input.unsorted_indices), tuple(state)
-            return self._layout_out(x if packing is None else packing.unpack(x), unbatched), tuple(state)
+        state = finals[0] if one_row else [torch.cat(s) for s in zip(*finals)]
+        if unbatched:
+            state = [s.squeeze(1) for s in state]
+        if traces:
+            self._notify(per_layer)
+        if isinstance(input, PackedSequence):
+            return PackedSequence(x, input.batch_sizes, input.sorted_indices, input.unsorted_indices), tuple(state)
+        return self._layout_out(x if packing is None else packing.unpack(x), unbatched), tuple(state)
 
     def _traces(self, input, hx, lengths, **inputs) -> list[dict]:
         """Every layer's per-step traces for this input (a forward inside a ``watch`` block)."""

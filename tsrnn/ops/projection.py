@@ -128,10 +128,12 @@ class _RoundedProjection(torch.autograd.Function):
                 g = precision.straight_through(grad, ctx.products)
                 dx = g @ precision.straight_through(w, ctx.products) if needs[0] else None
                 dw = g.t() @ precision.straight_through(x, ctx.products) if needs[1] else None
+                precision.drop_rounded(w)
                 return dx, dw, db, None, None
             gemms = ctx.gemms
             g = gemms.round(grad)
             dx = gemms.mm(g, gemms.weight(w)) if needs[0] else None
+            precision.drop_rounded(w)  # its last use in a step: a .data write may follow (rounded_weight)
             dw = gemms.mm(g.t(), gemms.round(x)) if needs[1] else None
         return dx, dw, db, None, None
 

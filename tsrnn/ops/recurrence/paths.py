@@ -15,8 +15,9 @@ one-layer module hands them on as they are); ``bias`` None, one vector or a ``Bi
   (``tsrnn.ops.recurrence.op``) with it, and turns the projection's gradient into one GEMM for
   W_ih, one for x and a sum for the bias (on "cpu", the bias's from the same pass over the
   gradient as W_ih's);
-- ``run_torch_lstm`` (onednn, cudnn) calls ``torch._VF.lstm`` with the effective bias as b_ih and
-  b_hh = 0, under the user's torch.backends settings, as torch.nn.LSTM runs (on CUDA, cuDNN uses
+- ``run_torch_lstm`` (onednn, cudnn) calls ``torch._VF.lstm`` with a ``Biases`` pair as its b_ih
+  and b_hh (one vector as b_ih and b_hh = 0), under the user's torch.backends settings, as
+  torch.nn.LSTM runs (on CUDA, cuDNN uses
   TF32 in the forward and the backward where torch.backends.cudnn.allow_tf32 is true, torch's
   default); no flag is changed;
 - ``run_reference`` runs the cell's step loop (``Cell.reference_layer``) on its arguments cast to
