@@ -27,5 +27,5 @@ def test_engine(benchmark, shape, kind):
         torch.manual_seed(0)
         module, traces = torch.nn.LSTM(H, H), False
     else:
-        module, traces = checked_layer(kind, x, "cpu")
+        module, traces, _ = checked_layer(kind, x, "cpu")
     benchmark(step, module, x, traces)
