@@ -111,7 +111,10 @@ class LSTM(StackedRNN):
         + b_hh with the fixed entries in place; an MTS layer's in float32 in a 16-bit module. None
         for a module with bias=False. A new tensor, computed from the parameters (autograd reaches
         them through it); the forward keeps its own (``_layer_biases``)."""
-        layer, suffix = check.index("layer", layer, self.num_layers), self._suffix(reverse)
+        return self._summed_biases(check.index("layer", layer, self.num_layers), self._suffix(reverse))
+
+    def _summed_biases(self, layer: int, suffix: str) -> torch.Tensor | None:
+        """``gate_biases`` of a valid layer index and a direction's suffix, as plain ops."""
         if not self.bias:
             return None
         b_ih, b_hh = self._member(f"bias_ih_l{layer}{suffix}"), self._member(f"bias_hh_l{layer}{suffix}")
@@ -125,17 +128,13 @@ class LSTM(StackedRNN):
         layer (no op), an MTS layer's effective bias from ``_EffectiveBias`` (built once per state
         of its biases, in its flat buffer's slot where ``flatten_parameters`` made one) and a zero
         vector (the slot after it); traced, the effective bias as plain ops."""
-        if not self.bias:
-            return None
+        if not self.bias or not check.eager():
+            return self._summed_biases(layer, suffix)
         b_ih, b_hh = self._member(f"bias_ih_l{layer}{suffix}"), self._member(f"bias_hh_l{layer}{suffix}")
-        eager = check.eager()
         if layer not in self.timescale_layers:
-            return paths.Biases((b_ih, b_hh)) if eager else b_ih + b_hh
-        fixed = self._member(f"bias_fixed_l{layer}{suffix}")
-        if not eager:
-            return _effective_bias(fixed, b_ih, b_hh)
+            return paths.Biases((b_ih, b_hh))
         memo = self._memo(layer, suffix, b_ih.device)
-        bias = _EffectiveBias.apply(b_ih, b_hh, fixed, memo)
+        bias = _EffectiveBias.apply(b_ih, b_hh, self._member(f"bias_fixed_l{layer}{suffix}"), memo)
         return paths.Biases((bias, memo["zeros"]))
 
     def _memo(self, layer: int, suffix: str, device: torch.device) -> dict:

@@ -96,11 +96,12 @@ def mark_zero(t: torch.Tensor) -> torch.Tensor:
 
 def one_bias(bias):
     """A layer's bias as one vector: ``bias`` itself (a tensor or None), or a ``Biases`` pair's sum
-    (its first vector where the second is a marked zero vector)."""
+    (its first vector where the second is a marked zero vector; the modules form pairs in eager
+    calls only, so no traced zero vector is ever skipped)."""
     if type(bias) is not Biases:
         return bias
     first, second = bias
-    return first if getattr(second, ZERO, False) and not check.tracing() else first + second
+    return first if getattr(second, ZERO, False) else first + second
 
 
 _ZEROS: dict[tuple, torch.Tensor] = {}  # (size, dtype, device) -> the torch-LSTM paths' b_hh (never written)
