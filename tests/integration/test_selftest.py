@@ -15,6 +15,24 @@ def test_selftest_passes_and_prints_every_op():
     for case in selftest.cases():
         assert case.name in text
     assert "all paths match" in text
+    header = next(line for line in lines if line.startswith("path "))
+    assert "/ torch" in header and "/ loop" in header and "speed-up" not in text
+    lstm = next(line for line in lines if line.startswith("lstm cpu")).split()
+    scan = next(line for line in lines if line.startswith("linear_scan cpu")).split()
+    assert lstm[-3].endswith("x") and lstm[-2].endswith("x") and scan[-3] == "n/a" and scan[-2].endswith("x")
+
+
+@needs_native
+def test_selftest_times_each_path_over_torch_lstm_and_over_the_step_loop(monkeypatch):
+    """The two ratio columns are the path's time over torch.nn.LSTM's and over the loop's, not swapped
+    and not the loop's speed-up (a fake clock: the path 2 ms, torch.nn.LSTM 4 ms, the loop 8 ms)."""
+    fixed = {selftest.PATH: [2.0], selftest.TORCH_LSTM: [4.0], selftest.LOOP: [8.0]}
+    monkeypatch.setattr(selftest.speed, "time_rounds", lambda calls, rounds, **_: {name: fixed[name] for name in calls})
+    lstm = next(case for case in selftest.cases() if case.name == "lstm cpu")
+    columns, noise = selftest._timing(lstm, (3, 2, 4, 4), 1)
+    assert columns.split() == ["2.0", "0.50x", "0.25x"] and noise is None
+    scan = next(case for case in selftest.cases() if case.name == "linear_scan cpu")
+    assert selftest._timing(scan, (3, 2, 4, 4), 1)[0].split() == ["2.0", "n/a", "0.25x"]
 
 
 @needs_native

@@ -6,13 +6,15 @@ LSTM, the compiled linear scan; with a GPU also cuDNN, the tensor-core CUDA kern
 recurrences and the Triton scan, on CUDA tensors) it prints the worst error of the path against the float64 reference
 through the harness of ``tsrnn.testing`` (outputs and gradients, float64 inputs at a small shape,
 float32 inputs at the default shape; errors are relative to each tolerance's scale) and the
-forward+backward time of the path and of the reference loop; it returns a non-zero exit code if
-any error is above its tolerance or the extension is missing.
+forward+backward time of the path, timed in interleaved rounds (``tsrnn.lab.speed``) beside
+torch.nn.LSTM of the same sizes (for the pLSTM cells a plain LSTM: what the cell costs over torch's
+own; none for the scan) and beside the step loop (the reference path: the plain PyTorch loop a user
+would otherwise write), as time ratios (below 1: the path is faster). It returns a non-zero exit
+code if any error is above its tolerance or the extension is missing.
 """
 from __future__ import annotations
 
 import platform
-import time
 from pathlib import Path
 from typing import Callable, NamedTuple
 
@@ -20,13 +22,21 @@ import torch
 
 import tsrnn
 from tsrnn import backend, functional, testing
+from tsrnn.lab import speed
 from tsrnn.ops.recurrence import cells
+
+PATH, TORCH_LSTM, LOOP = "the path", "torch.nn.LSTM", "step loop"  # what a case times, side by side
 
 
 class Case(NamedTuple):
     name: str
     compare: Callable[[tuple, torch.dtype], testing.Comparison | None]  # (shape, dtype) -> errors, None: not served
     timed: Callable[[str, tuple], Callable[[], None]]  # (path, shape) -> one forward+backward
+    torch_lstm: Callable[[tuple], Callable[[], None]] | None = None  # shape -> torch.nn.LSTM's forward+backward there
+
+    @property
+    def path(self) -> str:
+        return self.name.split()[1]
 
 
 def _layer_case(cell: str, path: str, device: str) -> Case:
@@ -50,7 +60,20 @@ def _layer_case(cell: str, path: str, device: str) -> Case:
 
         return step
 
-    return Case(f"{cell} {path}" + (" + dt" if dt else ""), compare, timed)
+    return Case(f"{cell} {path}" + (" + dt" if dt else ""), compare, timed, lambda shape: _torch_lstm(shape, device))
+
+
+def _torch_lstm(shape, device: str) -> Callable[[], None]:
+    """torch.nn.LSTM's forward+backward at (T, B, I, H), float32, the input and state differentiable."""
+    T, B, I, H = shape
+    lstm = torch.nn.LSTM(I, H).to(device)
+    x = torch.randn(T, B, I, device=device, requires_grad=True)
+
+    def step():
+        out, (h, c) = lstm(x)
+        (out.sum() + h.sum() + c.sum()).backward()
+
+    return step
 
 
 def _scan_case(path: str, device: str) -> Case:
@@ -112,23 +135,22 @@ def environment() -> list[str]:
     return lines
 
 
-def _time_ms(step: Callable[[], None], repeats: int) -> float:
-    """Median forward+backward time in ms, after one warm-up call (the GPU synchronized around
-    each run)."""
-    step()
-    times = []
-    for _ in range(repeats):
-        _synchronize()
-        start = time.perf_counter()
-        step()
-        _synchronize()
-        times.append((time.perf_counter() - start) * 1e3)
-    return sorted(times)[len(times) // 2]
-
-
 def _synchronize() -> None:
     if torch.cuda.is_available():
         torch.cuda.synchronize()
+
+
+def _timing(case: Case, shape: tuple, rounds: int) -> tuple[str, str | None]:
+    """The timing columns of a case (the path's median ms, its time over torch.nn.LSTM's and over
+    the step loop's, medians of per-round ratios) and why its rounds disagree (None if they agree)."""
+    calls = {PATH: case.timed(case.path, shape), LOOP: case.timed("reference", shape)}
+    if case.torch_lstm is not None:
+        calls[TORCH_LSTM] = case.torch_lstm(shape)
+    times = speed.time_rounds(calls, rounds, synchronize=_synchronize, warmup=1)
+    ratios = {name: speed.ratio(times[PATH], times[name]) for name in (TORCH_LSTM, LOOP) if name in times}
+    versus_torch = f"{ratios[TORCH_LSTM].median:>10.2f}x" if TORCH_LSTM in ratios else f"{'n/a':>11}"
+    columns = f"{sorted(times[PATH])[rounds // 2]:>9.1f}{versus_torch}{ratios[LOOP].median:>10.2f}x"
+    return columns, speed.disagreement(times, ratios)
 
 
 def run(steps: int = 70, batch: int = 20, hidden: int = 256, repeats: int = 3, out=print) -> int:
@@ -142,22 +164,26 @@ def run(steps: int = 70, batch: int = 20, hidden: int = 256, repeats: int = 3, o
     for line in environment():
         out(line)
     out(f"errors: max|path - float64 reference| over outputs and over gradients, as a fraction of the "
-        f"tolerance (<= 1 passes); float64 at T,B,I,H = {small}, float32 and timing (forward+backward, "
-        f"median of {repeats}) at {default}")
-    header = f"{'path':<30}{'f64 out':>10}{'f64 grad':>10}{'f32 out':>10}{'f32 grad':>10}{'ref ms':>9}{'path ms':>9}{'speed-up':>10}  ok"
+        f"tolerance (<= 1 passes); float64 at T,B,I,H = {small}, float32 at {default}")
+    out(f"time: the path's forward+backward in ms at {default}, float32 (median of {repeats} interleaved rounds), "
+        f"and its time over the time of {TORCH_LSTM} of the same sizes (for the pLSTM a plain LSTM; n/a: no "
+        f"counterpart) and over the {LOOP} (tsrnn's reference: plain PyTorch over the time steps); "
+        "below 1x the path is faster")
+    header = (f"{'path':<30}{'f64 out':>10}{'f64 grad':>10}{'f32 out':>10}{'f32 grad':>10}{'ms':>9}"
+              f"{'/ torch':>11}{'/ loop':>11}  ok")
     out(header)
     out("-" * len(header))
-    failed = []
+    failed, noisy = [], []
     for case in cases():
         e64, e32 = case.compare(small, torch.float64), case.compare(default, torch.float32)
         served = [c for c in (e64, e32) if c is not None]  # "n/a": the path does not take this dtype/shape
         errors = "".join(f"{c.worst(False):>10.1e}{c.worst(True):>10.1e}" if c else f"{'n/a':>10}{'n/a':>10}"
                          for c in (e64, e32))
-        timing = f"{'n/a':>9}{'n/a':>9}{'':>10}"
+        timing = f"{'n/a':>9}{'n/a':>11}{'n/a':>11}"
         if e32 is not None:
-            t_ref = _time_ms(case.timed("reference", default), repeats)
-            t_path = _time_ms(case.timed(case.name.split()[1], default), repeats)
-            timing = f"{t_ref:>9.1f}{t_path:>9.1f}{t_ref / t_path:>9.1f}x"
+            timing, disagreement = _timing(case, default, repeats)
+            if disagreement:
+                noisy.append(f"{case.name}: {disagreement}")
         ok = all(c.ok for c in served)
         out(f"{case.name:<30}{errors}{timing}  {'yes' if ok else 'NO'}")
         if not ok:
@@ -165,6 +191,10 @@ def run(steps: int = 70, batch: int = 20, hidden: int = 256, repeats: int = 3, o
     tol, grad_tol = testing.TOLERANCE, testing.GRAD_TOLERANCE
     out(f"tolerances: atol = rtol = {tol[torch.float64]['atol']:.0e} in float64, {tol[torch.float32]['atol']:.0e} "
         f"in float32 (gradients {grad_tol[torch.float32]['atol']:.0e})")
+    if noisy:
+        out("the timed rounds disagree (a busy machine?), so these times are rough:")
+        for line in noisy:
+            out(f"  {line}")
     if failed:
         out(f"MISMATCH in: {', '.join(failed)}")
         return 1
