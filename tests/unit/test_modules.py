@@ -300,7 +300,8 @@ def test_the_plstm_refuses_a_projection_naming_the_argument():
     """proj_size is torch.nn.LSTM's projection of h: tsrnn.LSTM has it, the pLSTM does not."""
     with pytest.raises(ValueError, match=r"proj_size=3 is not supported: tsrnn.PowerLawLSTM has no projection"):
         tsrnn.PowerLawLSTM(4, 8, proj_size=3)
-    with pytest.raises(ValueError, match=r"proj_size has to be smaller than hidden_size; got proj_size=8 and hidden_size=8"):
+    with pytest.raises(ValueError,
+                       match=r"^proj_size has to be smaller than hidden_size; got proj_size=8 and hidden_size=8$"):
         tsrnn.LSTM(4, 8, proj_size=8)
 
 
