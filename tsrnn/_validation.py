@@ -183,9 +183,11 @@ def reset_mask(reset, steps: int, batch: int, batch_first: bool, like_name: str,
 
 
 def flag(name: str, value) -> bool:
-    """A bool, as torch.nn.LSTM requires of its flags (a string such as "False" is truthy)."""
+    """A bool, as torch.nn.LSTM requires of its flags (a string such as "False" is truthy); the
+    message starts with torch.nn.LSTM's."""
     if not isinstance(value, bool):
-        raise TypeError(f"{name} must be a bool (True or False), got {type(value).__name__} {value!r}")
+        raise TypeError(f"{name} should be of type bool, got: {type(value).__name__}; {name} must be True or False, "
+                        f"got {value!r}")
     return value
 
 

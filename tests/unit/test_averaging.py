@@ -217,7 +217,7 @@ BAD = {
                      r"reset must hold only 0 and 1"),
     "reset-list": (lambda: torch.randn(T, B, H), lambda: [[True] * B] * T, {}, TypeError,
                    r"reset must be a torch.Tensor"),
-    "count_h0-int": (lambda: torch.randn(T, B, H), None, {"count_h0": 0}, TypeError, r"count_h0 must be a bool"),
+    "count_h0-int": (lambda: torch.randn(T, B, H), None, {"count_h0": 0}, TypeError, r"count_h0 should be of type bool, got: int; count_h0 must be True or False, got 0"),
     "state-single": (lambda: torch.randn(T, B, H), None, {"state": torch.zeros(B, H)}, TypeError,
                      r"state must be a \(sum, count\) pair"),
     "state-sum-shape": (lambda: torch.randn(T, B, H), None, {"state": (torch.zeros(B, H + 1), torch.ones(B, dtype=torch.long))},

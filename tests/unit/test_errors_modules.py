@@ -41,16 +41,16 @@ def _packed_wrong_features():
 
 FORWARD_CASES = {
     # id: (input, state builder(kind) or None, exception, match)
-    "input-1d": (lambda: torch.randn(I), None, ValueError, r"input must have 2 or 3 dimensions"),
-    "input-4d": (lambda: torch.randn(T, B, 1, I), None, ValueError, r"input must have 2 or 3 dimensions"),
+    "input-1d": (lambda: torch.randn(I), None, ValueError, r"got 1D instead; input has shape \(3,\)"),
+    "input-4d": (lambda: torch.randn(T, B, 1, I), None, ValueError, r"got 4D instead; input has shape \(5, 2, 1, 3\)"),
     "input-features": (lambda: torch.randn(T, B, I + 1), None, ValueError,
-                       r"input must have 3 features"),
+                       r"Expected 3, got 4; input has shape \(5, 2, 4\)"),
     "input-int": (lambda: torch.ones(T, B, I, dtype=torch.int64), None, TypeError,
-                  r"input must be a floating-point tensor"),
+                  r"RNN input dtype \(torch.int64\) .*; the input must be floating-point"),
     "input-float64-vs-float32-weights": (lambda: torch.randn(T, B, I, dtype=torch.float64), None,
-                                         TypeError, r"input has dtype torch.float64 but the module's parameters are torch.float32"),
-    "input-packed-features": (_packed_wrong_features, None, ValueError, r"input must have 3 features"),
-    "input-no-steps": (lambda: torch.randn(0, B, I), None, ValueError, r"input must have at least one step"),
+                                         TypeError, r"RNN input dtype \(torch.float64\) does not match weight dtype \(torch.float32\)"),
+    "input-packed-features": (_packed_wrong_features, None, ValueError, r"Expected 3, got 4; input has shape \(9, 4\)"),
+    "input-no-steps": (lambda: torch.randn(0, B, I), None, ValueError, r"input has shape \(0, 2, 3\)"),
     "state-is-a-tensor": (lambda: torch.randn(T, B, I), lambda kind: torch.zeros(L, B, H), TypeError,
                           r"initial state must be a tuple \(h0, c0"),
     "state-too-short": (lambda: torch.randn(T, B, I), lambda kind: states(kind)[:-1], TypeError,
@@ -70,7 +70,7 @@ FORWARD_CASES = {
     "h0-wrong-layers": (lambda: torch.randn(T, B, I), lambda kind: states(kind, h0=torch.zeros(L + 1, B, H)),
                         ValueError, r"h0 must have shape \(2, 2, 4\)"),
     "h0-other-device": (lambda: torch.randn(T, B, I), lambda kind: states(kind, h0=torch.zeros(L, B, H, device="meta")),
-                        ValueError, r"h0 is on meta but input is on cpu"),
+                        ValueError, r"found input tensor at cpu and hidden tensor at meta; move h0 to cpu"),
     "unbatched-h0-batched": (lambda: torch.randn(T, I), lambda kind: states(kind, (L, H), h0=torch.zeros(L, 1, H)),
                              ValueError, r"h0 must have shape \(2, 4\), got \(2, 1, 4\)"),
     "unbatched-c0-no-layer-dim": (lambda: torch.randn(T, I), lambda kind: states(kind, (L, H), c0=torch.zeros(H)),
@@ -105,7 +105,7 @@ def test_batch_first_states_stay_layer_batch_hidden(kind):
     assert out.shape == (B, T, H)
     with pytest.raises(ValueError, match=r"h0 must have shape \(2, 2, 4\), got \(2, 5, 4\)"):
         m(x, states(kind, h0=torch.zeros(L, T, H)))  # batch-first states are wrong
-    with pytest.raises(ValueError, match=r"input must have 3 features"):
+    with pytest.raises(ValueError, match=r"Expected 3, got 4; input has shape \(2, 5, 4\)"):
         m(torch.randn(B, T, I + 1))
 
 
@@ -124,19 +124,19 @@ def test_module_state_dtype_must_match_input(backend):
 # --------------------------------------------------------------------------------------------
 CTOR_CASES = {
     # id: (kwargs, exception, match); applied to both modules unless the key says otherwise
-    "hidden_size-0": ({"hidden_size": 0}, ValueError, r"hidden_size must be >= 1, got 0"),
-    "input_size-0": ({"input_size": 0}, ValueError, r"input_size must be >= 1, got 0"),
-    "hidden_size-float": ({"hidden_size": 4.0}, TypeError, r"hidden_size must be an int"),
-    "num_layers-neg": ({"num_layers": -1}, ValueError, r"num_layers must be >= 1, got -1"),
-    "num_layers-0": ({"num_layers": 0}, ValueError, r"num_layers must be >= 1, got 0"),
-    "num_layers-bool": ({"num_layers": True}, TypeError, r"num_layers must be an int, got bool"),
-    "num_layers-float": ({"num_layers": 2.0}, TypeError, r"num_layers must be an int, got float"),
-    "dropout-1.5": ({"dropout": 1.5}, ValueError, r"dropout must be in \[0, 1\], got 1.5"),
-    "dropout-neg": ({"dropout": -0.1}, ValueError, r"dropout must be in \[0, 1\]"),
-    "dropout-nan": ({"dropout": NAN}, ValueError, r"dropout must be in \[0, 1\]"),
-    "dropout-str": ({"dropout": "0.5"}, ValueError, r"dropout must be in \[0, 1\], got '0.5'"),
-    "dropout-inf": ({"dropout": INF}, ValueError, r"dropout must be in \[0, 1\], got inf"),
-    "dropout-bool": ({"dropout": True}, ValueError, r"dropout must be in \[0, 1\], got True"),
+    "hidden_size-0": ({"hidden_size": 0}, ValueError, r"hidden_size must be greater than zero; got 0"),
+    "input_size-0": ({"input_size": 0}, ValueError, r"input_size must be greater than zero; got 0"),
+    "hidden_size-float": ({"hidden_size": 4.0}, TypeError, r"hidden_size should be of type int, got: float"),
+    "num_layers-neg": ({"num_layers": -1}, ValueError, r"num_layers must be greater than zero; got -1"),
+    "num_layers-0": ({"num_layers": 0}, ValueError, r"num_layers must be greater than zero; got 0"),
+    "num_layers-bool": ({"num_layers": True}, TypeError, r"num_layers should be of type int, got: bool"),
+    "num_layers-float": ({"num_layers": 2.0}, TypeError, r"num_layers should be of type int, got: float"),
+    "dropout-1.5": ({"dropout": 1.5}, ValueError, r"dropout should be a number in range \[0, 1\] .*; got 1.5"),
+    "dropout-neg": ({"dropout": -0.1}, ValueError, r"dropout should be a number in range \[0, 1\]"),
+    "dropout-nan": ({"dropout": NAN}, ValueError, r"dropout should be a number in range \[0, 1\]"),
+    "dropout-str": ({"dropout": "0.5"}, ValueError, r"dropout should be a number in range \[0, 1\] .*; got '0.5'"),
+    "dropout-inf": ({"dropout": INF}, ValueError, r"dropout should be a number in range \[0, 1\] .*; got inf"),
+    "dropout-bool": ({"dropout": True}, ValueError, r"dropout should be a number in range \[0, 1\] .*; got True"),
     "backend": ({"backend": "cuda-magic"}, ValueError,
                 r"backend must be one of \['auto', 'reference', 'native', 'triton', 'cpu', 'onednn'.*\], got 'cuda-magic'"),
     "lstm:freeze": ({"freeze": "x"}, ValueError, r"freeze must be one of \['gates', 'all'\], got 'x'"),

@@ -300,13 +300,14 @@ def test_the_plstm_refuses_a_projection_naming_the_argument():
     """proj_size is torch.nn.LSTM's projection of h: tsrnn.LSTM has it, the pLSTM does not."""
     with pytest.raises(ValueError, match=r"proj_size=3 is not supported: tsrnn.PowerLawLSTM has no projection"):
         tsrnn.PowerLawLSTM(4, 8, proj_size=3)
-    with pytest.raises(ValueError, match=r"proj_size must be smaller than hidden_size \(8\), got 8"):
+    with pytest.raises(ValueError,
+                       match=r"^proj_size has to be smaller than hidden_size; got proj_size=8 and hidden_size=8$"):
         tsrnn.LSTM(4, 8, proj_size=8)
 
 
 @pytest.mark.parametrize("module", MODULES)
 def test_proj_size_must_be_an_int_and_unknown_keywords_are_type_errors(module):
-    with pytest.raises(TypeError, match=r"proj_size must be an int"):
+    with pytest.raises(TypeError, match=r"proj_size should be of type int, got: float"):
         MODULES[module](4, 8, proj_size=0.5)
     with pytest.raises(TypeError, match=r"bidirectionnal"):
         MODULES[module](4, 8, bidirectionnal=False)

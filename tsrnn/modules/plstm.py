@@ -79,6 +79,9 @@ class PowerLawLSTM(StackedRNN):
         self.reset_p()
 
     def _check_projection(self, proj_size: int, hidden_size: int) -> None:
+        """torch.nn.LSTM's rule for ``proj_size`` (the same refusals, with its messages), then any
+        projection refused: the pLSTM has none."""
+        super()._check_projection(proj_size, hidden_size)
         if proj_size:
             raise ValueError(f"proj_size={proj_size} is not supported: tsrnn.PowerLawLSTM has no projection "
                              "(proj_size=0); torch.nn.LSTM's projection is tsrnn.LSTM's proj_size")

@@ -31,6 +31,7 @@ from tsrnn.ops.recurrence.paths import Biases
 State = Optional[Sequence[torch.Tensor]]
 
 DIRECTIONS = ("", "_reverse")  # the suffix of each direction's parameter names, as torch.nn.LSTM's
+_NUMBER_WORDS = {2: "two", 3: "three"}  # a cell's count of states, as torch.nn.LSTM's messages write it
 _NO_REGION = contextlib.nullcontext()  # ``forward``'s block outside autocast (reentrant: one for every call)
 
 
@@ -63,15 +64,19 @@ class StackedRNN(nn.Module):
                  dropout: float, backend: str, cell: Cell, device: torch.device | str | None = None,
                  dtype: torch.dtype | None = None, bidirectional: bool = False, proj_size: int = 0) -> None:
         super().__init__()
+        # torch.nn.LSTM's checks in its order, each message starting with torch's (then tsrnn's detail)
+        if isinstance(dropout, bool) or not isinstance(dropout, numbers.Real) or not 0 <= dropout <= 1:
+            raise ValueError("dropout should be a number in range [0, 1] representing the probability of an element "
+                             f"being zeroed; got {dropout!r}")
         for name, value in (("bias", bias), ("batch_first", batch_first), ("bidirectional", bidirectional)):
             check.flag(name, value)
-        for name, count in (("input_size", input_size), ("hidden_size", hidden_size),
-                            ("num_layers", num_layers)):
-            check.count(name, count)
-        if isinstance(dropout, bool) or not isinstance(dropout, numbers.Real) or not 0 <= dropout <= 1:
-            raise ValueError(f"dropout must be in [0, 1], got {dropout!r} (a number: the probability of zeroing "
-                             "an element)")
-        check.count("proj_size", proj_size, minimum=0)
+        sizes = {"input_size": input_size, "hidden_size": hidden_size, "num_layers": num_layers}
+        for name, size in {**sizes, "proj_size": proj_size}.items():
+            if isinstance(size, bool) or not isinstance(size, numbers.Integral):
+                raise TypeError(f"{name} should be of type int, got: {type(size).__name__}")
+        for name, size in sizes.items():
+            if size <= 0:
+                raise ValueError(f"{name} must be greater than zero; got {size}")
         self._check_projection(proj_size, hidden_size)
         if dropout > 0 and num_layers == 1:  # torch.nn.LSTM's warning, word for word
             warnings.warn("dropout option adds dropout after all but last recurrent layer, so non-zero dropout "
@@ -117,8 +122,11 @@ class StackedRNN(nn.Module):
 
     def _check_projection(self, proj_size: int, hidden_size: int) -> None:
         """torch.nn.LSTM's rule for ``proj_size``: 0 (no projection) or in [1, hidden_size)."""
+        if proj_size < 0:
+            raise ValueError(f"proj_size should be a positive integer or zero to disable projections; got {proj_size}")
         if proj_size >= hidden_size:
-            raise ValueError(f"proj_size must be smaller than hidden_size ({hidden_size}), got {proj_size}")
+            raise ValueError(f"proj_size has to be smaller than hidden_size; got proj_size={proj_size} and "
+                             f"hidden_size={hidden_size}")
 
     @contextlib.contextmanager
     def watch(self, callback: Callable[[list[dict[str, torch.Tensor]]], object]) -> Iterator[StackedRNN]:
@@ -193,23 +201,35 @@ class StackedRNN(nn.Module):
         return s + f", backend={self.backend!r}"
 
     # -- inputs and outputs -------------------------------------------------------------
-    def _check_input(self, x: torch.Tensor, ndims, low: torch.dtype | None) -> None:
-        """The input's rank, features, at least one step and row, and the parameters' dtype (as
-        autocast to ``low`` casts them) and device."""
-        check.tensor("input", x, ndims)
-        if x.shape[-1] != self.input_size:
-            raise check.ShapeError(f"input must have {self.input_size} features in its last dimension (input_size), "
-                                   f"got shape {tuple(x.shape)}")
-        if x.shape[1 if self.batch_first and x.dim() == 3 else 0] == 0:  # no rows (B = 0) is an empty batch
-            raise check.ShapeError(f"input must have at least one step, got shape {tuple(x.shape)}")
+    def _check_input(self, x: torch.Tensor, packed: bool, low: torch.dtype | None) -> None:
+        """The input's rank (2 or 3, a PackedSequence's data 2), the parameters' dtype (as autocast
+        to ``low`` casts them), features, at least one step and row, and device: the refusals of
+        torch.nn.LSTM, with its messages first."""
+        if not isinstance(x, torch.Tensor):
+            raise TypeError(f"input must be a torch.Tensor, got {type(x).__name__}")
+        if packed and x.dim() != 2:
+            raise check.ShapeError(f"input must have 2 dimensions, got {x.dim()}; a PackedSequence's data is "
+                                   f"(steps summed over rows, input_size), got shape {tuple(x.shape)}")
+        if x.dim() not in (2, 3):
+            raise check.ShapeError(f"LSTM: Expected input to be 2D or 3D, got {x.dim()}D instead; input has shape "
+                                   f"{tuple(x.shape)}")
         weight = self._member("weight_ih_l0")
         expected = weight.dtype if low is None else precision.cast(low, weight)[0].dtype
         if x.dtype != expected:
-            raise check.DtypeError(f"input has dtype {x.dtype} but the module's parameters are {expected}; "
-                                   "cast the input, or the module with .to(dtype)")
+            detail = ("; the input must be floating-point" if not x.is_floating_point() else
+                      "" if low is None else f"; under autocast to {low} the weights run in {expected}")
+            raise check.DtypeError(f"RNN input dtype ({x.dtype}) does not match weight dtype ({expected}). Convert "
+                                   f"input: input.to({expected}), or convert model: model.to({x.dtype}){detail}")
+        if x.shape[-1] != self.input_size:
+            raise check.ShapeError(f"input.size(-1) must be equal to input_size. Expected {self.input_size}, got "
+                                   f"{x.shape[-1]}; input has shape {tuple(x.shape)}")
+        if x.shape[1 if self.batch_first and x.dim() == 3 else 0] == 0:  # no rows (B = 0) is an empty batch
+            raise check.ShapeError(f"Expected sequence length to be larger than 0 in RNN; input has shape "
+                                   f"{tuple(x.shape)}")
         if x.device != weight.device:
-            raise check.DeviceError(f"input is on {x.device} but the module's parameters are on {weight.device}; "
-                                    "move the input, or the module with .to(device)")
+            raise check.DeviceError(f"Input and parameter tensors are not at the same device, found input tensor at "
+                                    f"{x.device} and parameter tensor at {weight.device}; move the input, or the "
+                                    "module with .to(device)")
 
     def _time_major(self, input, x, lengths) -> tuple[torch.Tensor, bool, Packing | None]:
         """(x, unbatched, packing): ``input``'s checked data ``x`` as (T, B, I), or as packed rows
@@ -240,7 +260,9 @@ class StackedRNN(nn.Module):
         row 2k + d the layer k's direction d, as torch), one per name of ``cell.initial_states``;
         h0 has P units with a projection; zeros when ``given`` is None. The states of
         ``cell.math_states`` (the pLSTM age, which a bf16 layer carries in float32) may have
-        another dtype and must be >= 0."""
+        another dtype and must be >= 0. The refusals torch.nn.LSTM makes start with its messages:
+        states named hx and cx, or hidden[k] in the cell's order, an unbatched state's shape with
+        the batch of 1 that torch adds."""
         names = self.cell.initial_states
         rows = self.num_layers * len(self._directions)
         if given is None:
@@ -251,13 +273,28 @@ class StackedRNN(nn.Module):
                 missing = names[len(given):]
                 got = f"{len(given)} {'entry' if len(given) == 1 else 'entries'}" + (f": {', '.join(missing)} {'is' if len(missing) == 1 else 'are'} "
                                                  "missing" if missing else "")
-            raise check.StateError(f"the initial state must be a tuple ({', '.join(names)}), got {got}")
-        states = []
+            raise check.StateError(f"{self.mode.lower()} expects {_NUMBER_WORDS[len(names)]} hidden states; the "
+                                   f"initial state must be a tuple ({', '.join(names)}), got {got}")
         for name, state in zip(names, given):
             check.tensor(name, state)
-            check.shape(name, state, (rows, self._state_size(name)) if unbatched else
-                        (rows, batch, self._state_size(name)))
-            check.same_device("input", x, **{name: state})
+        shapes = {name: (rows, self._state_size(name)) if unbatched else (rows, batch, self._state_size(name))
+                  for name in names}
+        rank = 2 if unbatched else 3
+        if x.dim() == 3 and any(state.dim() != rank for state in given[:2]):  # not for a PackedSequence's rows
+            name, state = next((n, s) for n, s in zip(names, given) if s.dim() != rank)
+            raise check.ShapeError(
+                f"For {'unbatched 2-D' if unbatched else 'batched 3-D'} input, hx and cx should also be {rank}-D but "
+                f"got ({given[0].dim()}-D, {given[1].dim()}-D) tensors; {name} must have shape {shapes[name]}, got "
+                f"{tuple(state.shape)}")
+        states = []
+        for k, (name, state) in enumerate(zip(names, given)):
+            if tuple(state.shape) != shapes[name]:
+                as_batched = [*state.shape[:1], 1, *state.shape[1:]] if unbatched else list(state.shape)
+                raise check.ShapeError(f"Expected hidden[{k}] size {(rows, batch, self._state_size(name))}, got "
+                                       f"{as_batched}; {name} must have shape {shapes[name]}, got {tuple(state.shape)}")
+            if state.device != x.device:
+                raise check.DeviceError(f"Input and hidden tensors are not at the same device, found input tensor at "
+                                        f"{x.device} and hidden tensor at {state.device}; move {name} to {x.device}")
             if name in self.cell.initial_math_states:
                 check.nonnegative(name, state)
             else:
@@ -345,7 +382,7 @@ class StackedRNN(nn.Module):
             if low is not None:  # the layers run in the dtypes chosen here, autocast off
                 (data,) = precision.cast(low, data)
             packed = isinstance(input, PackedSequence)
-            self._check_input(data, 2 if packed else (2, 3), low)
+            self._check_input(data, packed, low)
             x, unbatched, packing = self._time_major(input, data, lengths)
             batch = x.shape[1] if packing is None else packing.batch
             if low is not None and isinstance(hx, (tuple, list)):
