@@ -39,6 +39,14 @@ def test_a_run_folder_loads_its_best_checkpoint_ready_to_use(lm_run):
     assert trained.evaluate("valid")["loss"] == pytest.approx(best, rel=1e-9)
 
 
+def test_eval_and_analyze_take_a_run_folder_as_load_does(lm_run, capsys):
+    assert cli.main(["eval", str(lm_run), str(lm_run / "last.pt"), "--resamples", "10"]) == 0
+    assert f"test perplexity of {lm_run / 'best.pt'} vs baseline {lm_run / 'last.pt'}" in capsys.readouterr().out
+    assert cli.main(["analyze", str(lm_run), "--only", "timescales", "--windows", "2", "--quiet"]) == 0
+    summary = json.loads((lm_run / "analysis" / "summary.json").read_text())  # analysis/ in the run folder
+    assert summary["checkpoint"] == str(lm_run / "best.pt") and "timescales" in summary["analyses"]
+
+
 def test_score_is_every_tokens_loss_after_an_eos(lm_run):
     trained = tsrnn.load(lm_run / "last.pt")
     corpus_text = "\n".join(" ".join(trained.vocab.decode(trained.task.split("test")[:40].tolist())).split(EOS))
