@@ -91,11 +91,28 @@ def test_data_moved_is_named_with_the_way_out(tmp_path):
     assert tsrnn.load(run, data=str(moved)).score("a b c\n").tokens == ["a", "b", "c", EOS]
 
 
-def test_score_is_for_language_models(tmp_path):
-    run = tmp_path / "copy"
+@pytest.fixture(scope="module")
+def copy_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("copy")
     assert cli.main(["train", "--task", "copy", "--nhid", "8", "--delay", "3", "--batch-size", "4", "--max-steps", "1",
-                     "--out", str(run), "--quiet"]) == 0
-    trained = tsrnn.load(run)
+                     "--out", str(out), "--quiet"]) == 0
+    return out
+
+
+def test_what_load_returns_prints_its_task_by_name_and_sizes(lm_run, copy_run):
+    lm, copy = tsrnn.load(lm_run), tsrnn.load(copy_run)
+    assert repr(lm.task) == "LanguageModelTask('lm', corpus='tiny-shakespeare', vocab_size=1099, cell='mts', " \
+                            "nhid='16,8', bptt=10)"
+    assert repr(copy.task) == "CopyTask('copy', cell='plstm', nhid='8', delay=3)"
+    for trained in (lm, copy):
+        printed = repr(trained)
+        assert "object at 0x" not in printed, printed
+        assert f"task={trained.task!r}" in printed and f"model={trained.model!r}" in printed
+        assert str(trained.path) in printed
+
+
+def test_score_is_for_language_models(copy_run):
+    trained = tsrnn.load(copy_run)
     assert trained.vocab is None and set(trained.evaluate("valid")) >= {"loss"}
     with pytest.raises(ValueError, match="scores text under an lm checkpoint"):
         trained.score("a b")
