@@ -124,7 +124,9 @@ def main():
 
     ppl, unigram = perplexity(model, valid, args.bptt), unigram_perplexity(corpus.vocab.counts, valid[1:])
     print(f"validation perplexity {ppl:.1f} (unigram model: {unigram:.1f})")
-    if not args.toy and ppl >= unigram:
+    if args.toy:
+        print("toy run: checks that the script runs end to end; it trains too briefly to beat the unigram model")
+    elif ppl >= unigram:
         raise SystemExit("the LSTM did not beat the unigram model")
 
 

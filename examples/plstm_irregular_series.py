@@ -89,7 +89,9 @@ def main():
     p = model.rnn.p(0)
     print(f"decay exponents p: {p.min():.2f} to {p.max():.2f}")
     print(f"test accuracy {accuracy:.1%} (chance: 50%)")
-    if not args.toy and accuracy < 0.8:
+    if args.toy:
+        print("toy run: checks that the script runs end to end; it trains too briefly to beat chance")
+    elif accuracy < 0.8:
         raise SystemExit("the pLSTM did not learn the task")
 
 

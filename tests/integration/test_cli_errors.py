@@ -121,17 +121,18 @@ def test_dyck_size_format(tmp_path, capsys, value):
     assert "--dyck-size expects three comma-separated positive integers" in line and "10000,2000,5000" in line
 
 
-def test_checkpoint_is_a_directory(tmp_path, capsys):
+def test_a_run_folder_without_checkpoints_names_both_files(tmp_path, capsys):
+    """eval and analyze read a run folder's best.pt, else last.pt, as tsrnn.load does; --resume takes a file."""
     run = tmp_path / "run"
     run.mkdir()
-    line = error(capsys, "eval", str(run))
+    checkpoint = tmp_path / "ckpt.pt"
+    checkpoint.write_bytes(b"")
+    for argv in (["eval", str(run)], ["eval", str(checkpoint), str(run)], ["analyze", str(run)],
+                 ["analyze", str(checkpoint), "--compare-p", str(run)]):
+        assert f"run folder {run} holds no best.pt or last.pt" in error(capsys, *argv)
+    line = error(capsys, "train", "--resume", str(run), "--out", str(tmp_path / "next"))
     assert f"{run} is a directory" in line and "did you mean" not in line
     (run / "last.pt").write_bytes(b"")
-    (run / "best.pt").write_bytes(b"")
-    line = error(capsys, "eval", str(run))
-    assert f"did you mean {run / 'last.pt'} or {run / 'best.pt'}?" in line
-    line = error(capsys, "eval", str(run / "last.pt"), str(run))  # the baseline too
-    assert f"{run} is a directory" in line
     line = error(capsys, "train", "--resume", str(run), "--out", str(tmp_path / "next"))
     assert f"{run} is a directory" in line and str(run / "last.pt") in line
 

@@ -3,6 +3,7 @@ a build with a failing compiler and the strict switch, .ci/run): the build backe
 torch it will run with, an extension built against another torch or not built at all is never
 imported and says why, the wheel's abi3 tag is requires-python's oldest Python, and the declared
 torch range is the one CI tests."""
+import ast
 import importlib
 import importlib.util
 import re
@@ -142,3 +143,46 @@ def test_the_sdist_holds_what_a_build_needs_and_twine_accepts_it(tmp_path):
     result = subprocess.run([sys.executable, "-m", "twine", "check", "--strict", str(sdist)], capture_output=True,
                             text=True)
     assert result.returncode == 0 and "PASSED" in result.stdout, (twine.__version__, result.stdout, result.stderr)
+
+
+def _dev_only_packages() -> set[str]:
+    """The packages of the dev extra that the test extra leaves out (onnx's, through tsrnn[test,onnx])."""
+    extras = _pyproject()["project"]["optional-dependencies"]
+
+    def packages(extra):
+        found = set()
+        for requirement in extras[extra]:
+            name, _, included = re.fullmatch(r"([\w-]+)(\[([\w,]+)\])?.*", requirement).groups()
+            found |= set().union(*map(packages, included.split(","))) if name == "tsrnn" else {name}
+        return found
+
+    return packages("dev") - packages("test")
+
+
+def _tests_skipping_without(packages: set[str]) -> set[str]:
+    """The test files (an importorskip at module level) and tests (in a test function) that skip
+    when one of ``packages`` is missing, as pytest node ids relative to the repository."""
+    found = set()
+    for path in sorted((ROOT / "tests").rglob("test_*.py")):
+        tree, file_id = ast.parse(path.read_text()), path.relative_to(ROOT).as_posix()
+        definitions = [node for node in tree.body if isinstance(node, (ast.FunctionDef, ast.ClassDef))]
+        scopes = [(file_id, [node for node in tree.body if node not in definitions])]
+        scopes += [(f"{file_id}::{node.name}", node.body) for node in definitions if node.name.startswith("test_")]
+        for node_id, body in scopes:
+            calls = [node for statement in body for node in ast.walk(statement) if isinstance(node, ast.Call)
+                     and ast.unparse(node.func) == "pytest.importorskip" and isinstance(node.args[0], ast.Constant)]
+            if any(call.args[0].value in packages for call in calls):
+                found.add(node_id)
+    return found
+
+
+def test_ci_runs_every_test_that_skips_without_the_dev_extra():
+    """The test extra holds what the README's test command needs; a test needing a package of the dev
+    extra only (mypy, pdoc, build, twine, TensorBoard, ONNX) skips without it, and .ci/run runs
+    exactly those tests after installing the dev extra."""
+    dev_only = _dev_only_packages()
+    assert dev_only == {"build", "twine", "mypy", "pdoc", "tensorboard", "onnx", "onnxscript", "onnxruntime"}
+    ci = (ROOT / ".ci" / "run").read_text()
+    step = ci[ci.index('pip install --no-build-isolation -e ".[dev]"'):]
+    step = step[:step.index("\n\n")]
+    assert set(re.findall(r"tests/[\w/]+\.py(?:::\w+)?", step)) == _tests_skipping_without(dev_only)

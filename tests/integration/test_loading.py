@@ -39,6 +39,14 @@ def test_a_run_folder_loads_its_best_checkpoint_ready_to_use(lm_run):
     assert trained.evaluate("valid")["loss"] == pytest.approx(best, rel=1e-9)
 
 
+def test_eval_and_analyze_take_a_run_folder_as_load_does(lm_run, capsys):
+    assert cli.main(["eval", str(lm_run), str(lm_run / "last.pt"), "--resamples", "10"]) == 0
+    assert f"test perplexity of {lm_run / 'best.pt'} vs baseline {lm_run / 'last.pt'}" in capsys.readouterr().out
+    assert cli.main(["analyze", str(lm_run), "--only", "timescales", "--windows", "2", "--quiet"]) == 0
+    summary = json.loads((lm_run / "analysis" / "summary.json").read_text())  # analysis/ in the run folder
+    assert summary["checkpoint"] == str(lm_run / "best.pt") and "timescales" in summary["analyses"]
+
+
 def test_score_is_every_tokens_loss_after_an_eos(lm_run):
     trained = tsrnn.load(lm_run / "last.pt")
     corpus_text = "\n".join(" ".join(trained.vocab.decode(trained.task.split("test")[:40].tolist())).split(EOS))
@@ -83,11 +91,28 @@ def test_data_moved_is_named_with_the_way_out(tmp_path):
     assert tsrnn.load(run, data=str(moved)).score("a b c\n").tokens == ["a", "b", "c", EOS]
 
 
-def test_score_is_for_language_models(tmp_path):
-    run = tmp_path / "copy"
+@pytest.fixture(scope="module")
+def copy_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("copy")
     assert cli.main(["train", "--task", "copy", "--nhid", "8", "--delay", "3", "--batch-size", "4", "--max-steps", "1",
-                     "--out", str(run), "--quiet"]) == 0
-    trained = tsrnn.load(run)
+                     "--out", str(out), "--quiet"]) == 0
+    return out
+
+
+def test_what_load_returns_prints_its_task_by_name_and_sizes(lm_run, copy_run):
+    lm, copy = tsrnn.load(lm_run), tsrnn.load(copy_run)
+    assert repr(lm.task) == "LanguageModelTask('lm', corpus='tiny-shakespeare', vocab_size=1099, cell='mts', " \
+                            "nhid='16,8', bptt=10)"
+    assert repr(copy.task) == "CopyTask('copy', cell='plstm', nhid='8', delay=3)"
+    for trained in (lm, copy):
+        printed = repr(trained)
+        assert "object at 0x" not in printed, printed
+        assert f"task={trained.task!r}" in printed and f"model={trained.model!r}" in printed
+        assert str(trained.path) in printed
+
+
+def test_score_is_for_language_models(copy_run):
+    trained = tsrnn.load(copy_run)
     assert trained.vocab is None and set(trained.evaluate("valid")) >= {"loss"}
     with pytest.raises(ValueError, match="scores text under an lm checkpoint"):
         trained.score("a b")

@@ -9,6 +9,11 @@ import torch
 from tsrnn.lab import cli_checks, train_options
 
 
+CHECKPOINT_HELP = "a checkpoint file, or a run folder of tsrnn train (its best.pt, else last.pt, as tsrnn.load)"
+CHECKPOINT_ARGUMENTS = {"eval": ("checkpoint", "baseline"), "analyze": ("checkpoint", "compare_p", "compare_timescales")}
+"""The arguments of each command that take a checkpoint file or run folder."""
+
+
 def _train_parser(commands):
     p = commands.add_parser("train", usage="tsrnn train [--task TASK] [--recipe RECIPE] [options]", help="train one of the seeds' models (default: a multi-timescale LSTM LM "
                                           "on the embedded corpus)",
@@ -21,8 +26,9 @@ def _eval_parser(commands):
     p = commands.add_parser("eval", help="test perplexity overall and by word frequency with bootstrap intervals, "
                                          "as seed 000's authors compute them (paired against a baseline "
                                          "checkpoint if given)")
-    p.add_argument("checkpoint")
-    p.add_argument("baseline", nargs="?", help="a second checkpoint: report baseline - model with a paired CI")
+    p.add_argument("checkpoint", help=CHECKPOINT_HELP)
+    p.add_argument("baseline", nargs="?", help="a second checkpoint or run folder: report baseline - model with a "
+                                               "paired CI")
     p.add_argument("--data", help="the corpus the checkpoint was trained on (default: as recorded)")
     p.add_argument("--split", default="test", choices=["valid", "test"])
     p.add_argument("--counts", default="all", choices=["all", "train"],
@@ -39,7 +45,7 @@ def _analyze_parser(commands):
     p = commands.add_parser("analyze", help="the seeds' interpretability analyses of a checkpoint: figures (PNG) "
                                             "and summary.json (timescales, forget gates, word ablation, routing; "
                                             "pLSTM resets, p and unit ablation; TILT receptive fields)")
-    p.add_argument("checkpoint")
+    p.add_argument("checkpoint", help=CHECKPOINT_HELP)
     p.add_argument("--out", help="directory for the figures and summary.json (default: analysis/ beside the "
                                  "checkpoint)")
     p.add_argument("--data", help="the corpus the checkpoint was trained on (default: as recorded)")
@@ -62,10 +68,10 @@ def _analyze_parser(commands):
                    "(p_sensitivity.png): a trained model's sensitivity to p, not seed 002's Figure A.3, which trains "
                    "one model per fixed p (tsrnn train --fixed-p P)")
     p.add_argument("--compare-p", metavar="CHECKPOINT", help="pLSTM: two-sample t-test of this checkpoint's learned p "
-                   "against another pLSTM checkpoint's, layer by layer (seed 002 §5.2)")
+                   "against another pLSTM checkpoint's (a file or run folder), layer by layer (seed 002 §5.2)")
     p.add_argument("--compare-timescales", metavar="CHECKPOINT", help="lm: seed 000 Figure 1, this LM's unit "
                    "timescale distribution and its Inverse-Gamma / narrow-Gaussian KS fits beside another lm "
-                   "checkpoint's (e.g. the same model trained on Markov-PTB: python -m tsrnn.lab.data.markov), each on "
+                   "checkpoint's (a file or run folder; e.g. the same model trained on Markov-PTB: python -m tsrnn.lab.data.markov), each on "
                    "its own corpus (timescale_comparison.png)")
     p.add_argument("--compare-data", metavar="DIR", help="the corpus of the --compare-timescales checkpoint "
                    "(default: as recorded)")
@@ -125,7 +131,7 @@ def main(argv=None) -> int:
         return 2
     if args.command == "train":
         args.given = _given(argv, "train")
-    problem = cli_checks.problem(args)
+    problem = _run_folder_problem(args) or cli_checks.problem(args)
     if problem is not None:
         print(f"tsrnn {args.command}: error: {problem}", file=sys.stderr)
         return 2
@@ -157,6 +163,23 @@ def main(argv=None) -> int:
         print(f"tsrnn {args.command}: interrupted; stopped without saving (a checkpoint written before is intact)",
               file=sys.stderr)
         return 130
+
+
+def _run_folder_problem(args) -> str | None:
+    """Replace each run folder given as a checkpoint (``CHECKPOINT_ARGUMENTS``) by the checkpoint
+    ``tsrnn.load`` reads there; the problem as one line (a folder holding neither), or None."""
+    given = [dest for dest in CHECKPOINT_ARGUMENTS.get(args.command, ()) if getattr(args, dest) is not None]
+    if not given:
+        return None
+    from tsrnn.lab.loading import checkpoint_file
+    from tsrnn.lab.training.checkpoint import CheckpointError
+
+    try:
+        for dest in given:
+            setattr(args, dest, str(checkpoint_file(getattr(args, dest))))
+    except CheckpointError as exc:
+        return str(exc)
+    return None
 
 
 def _one_line(exc: BaseException) -> str:

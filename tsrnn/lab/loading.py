@@ -27,6 +27,23 @@ from tsrnn.lab.training import checkpoint
 from tsrnn.lab.training.tasks import TASKS
 
 
+def checkpoint_file(path: str | Path, which: str = "best") -> Path:
+    """The checkpoint a path names: a run folder's ``best.pt`` with ``which="best"`` (falling back
+    to ``last.pt``) or its ``last.pt`` with ``which="last"``; any other path as given. What
+    ``tsrnn.load``, ``tsrnn eval`` and ``tsrnn analyze`` read. Raises a CheckpointError naming the
+    files looked for when a run folder holds none of them."""
+    if which not in ("best", "last"):
+        raise ValueError(f"which must be 'best' or 'last', got {which!r}")
+    path = Path(path)
+    if not path.is_dir():
+        return path
+    names = ("best.pt", "last.pt") if which == "best" else ("last.pt",)
+    found = [path / name for name in names if (path / name).is_file()]
+    if not found:
+        raise checkpoint.CheckpointError(f"run folder {path} holds no {' or '.join(names)}")
+    return found[0]
+
+
 def restore(path: str | Path, data: str | None, device: torch.device) -> tuple[Any, torch.nn.Module]:
     """The task (its data read from ``data``, else the path the checkpoint records) and the model
     of a checkpoint file, on ``device``, the model in eval mode."""
@@ -126,15 +143,7 @@ def load(path: str | Path, *, data: str | None = None, device: torch.device | st
     Raises ``tsrnn.lab.training.checkpoint.CheckpointError`` (a ValueError) naming what is wrong
     with the path or file, and FileNotFoundError when the data cannot be found.
     """
-    if which not in ("best", "last"):
-        raise ValueError(f"which must be 'best' or 'last', got {which!r}")
-    path = Path(path)
-    if path.is_dir():
-        names = ("best.pt", "last.pt") if which == "best" else ("last.pt",)
-        found = [path / name for name in names if (path / name).is_file()]
-        if not found:
-            raise checkpoint.CheckpointError(f"run folder {path} holds no {' or '.join(names)}")
-        path = found[0]
+    path = checkpoint_file(path, which)
     device = torch.device(device)
     try:
         task, model = restore(path, data, device)

@@ -24,6 +24,7 @@ class Task:
     cells: tuple = ()
     defaults: dict = {}
     model_keys: tuple = ()  # the arguments that define the model
+    repr_keys: tuple = ("cell", "nhid")  # the arguments repr shows: the model's and the data's key sizes
 
     def __init__(self, args, device):
         for key, value in {**COMMON_DEFAULTS, **self.defaults}.items():
@@ -32,6 +33,16 @@ class Task:
         if self.cells and args.cell not in self.cells:
             raise ValueError(f"--cell {args.cell!r} is not available for --task {self.name}; choose from {list(self.cells)}")
         self.args, self.device = args, device
+
+    def __repr__(self) -> str:
+        """The task's name and key sizes (``described()``), e.g. ``LanguageModelTask('lm',
+        corpus='ptb', vocab_size=10000, cell='mts', nhid='1150,1150,400', bptt=70)``."""
+        fields = "".join(f", {key}={value!r}" for key, value in self.described().items() if value is not None)
+        return f"{type(self).__name__}({self.name!r}{fields})"
+
+    def described(self) -> dict:
+        """What ``repr`` shows after the name: the arguments of ``repr_keys`` (a text task adds its corpus)."""
+        return {key: getattr(self.args, key, None) for key in self.repr_keys}
 
     def config(self) -> dict:
         return {"task": self.name, **{k: getattr(self.args, k) for k in self.model_keys}}

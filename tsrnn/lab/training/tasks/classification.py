@@ -111,6 +111,7 @@ class PixelsTask(ClassificationTask):
     name = "pixels"
     defaults = {"cell": "plstm", "nhid": "128", "batch_size": 32, "lr": 3e-3, "clip": 1.0, "epochs": 20}
     model_keys = ("cell", "nhid", "permute", "steps")
+    repr_keys = ("cell", "nhid", "steps")
 
     def __init__(self, args, device):
         super().__init__(args, device)
@@ -154,6 +155,7 @@ class SentimentTask(ClassificationTask):
     name = "imdb"
     defaults = {"cell": "plstm", "batch_size": 64, "clip": 0.0, "epochs": 20, "dropout": 0.2, "emsize": 100}
     model_keys = ("cell", "nhid", "emsize", "dropout", "embeddings", "vocab_size")
+    repr_keys = ("cell", "nhid", "vocab_size")
 
     def __init__(self, args, device):
         super().__init__(args, device)

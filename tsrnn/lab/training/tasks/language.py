@@ -31,6 +31,7 @@ class TextTask(Task):
 
     unit = "tok"
     scoring = ""
+    repr_keys = ("cell", "nhid", "bptt")
     validation_scoring: dict = {}
 
     def __init__(self, args, device, vocab_state=None):
@@ -58,6 +59,9 @@ class TextTask(Task):
 
     def config(self) -> dict:
         return {**super().config(), "vocab_size": len(self.vocab)}
+
+    def described(self) -> dict:
+        return {"corpus": self.corpus.name, "vocab_size": len(self.vocab), **super().described()}
 
     @property
     def char_level(self) -> bool:
@@ -316,6 +320,7 @@ class MLPLanguageModelTask(MaskedTextTask):
                 "bptt": 128, "lr": 3e-3, "clip": 1.0, "epochs": 4, "vocab_from": "train", "ahead": 1,
                 "loss_norm": "token", "rare_words": "unk"}
     model_keys = ("context", "n", "emsize", "nhid", "vocab_from")
+    repr_keys = ("context", "n", "nhid", "bptt")
 
     def config(self) -> dict:
         """The model keys, and ``ahead`` / ``drop_taus`` / ``rare_words`` when set (the first two change

@@ -23,6 +23,7 @@ class DyckTask(Task):
     defaults = {"cell": "mts", "nhid": "64", "mts_alpha": 1.5, "freeze": "gates", "batch_size": 32, "lr": 1e-2,
                 "clip": 1.0, "epochs": 4, "dyck_size": "10000,2000,5000", "chunk": 0, "dyck_loss": "mean"}
     model_keys = ("cell", "nhid", "mts_alpha", "freeze", "dyck_size")
+    repr_keys = ("cell", "nhid", "dyck_size")
 
     def __init__(self, args, device):
         super().__init__(args, device)
@@ -112,6 +113,7 @@ class CopyTask(Task):
                 "epochs": 25, "steps_per_epoch": 100, "valid_batches": 8, "copy_size": None, "stop_accuracy": 0.0,
                 "fixed_p": None}
     model_keys = ("cell", "nhid", "delay", "variable", "delay_min", "fixed_p")
+    repr_keys = ("cell", "nhid", "delay")
 
     def __init__(self, args, device):
         super().__init__(args, device)
