@@ -7,8 +7,8 @@
                                                        # the same layers at other shapes
 
 This machine's timings drift by tens of percent within minutes, so the modules of one shape are
-timed alternately (one fwd+bwd of each per round) and each ratio to torch.nn.LSTM is taken per
-round: drift then hits both sides of a ratio alike. Prints, per shape and layer, the median time
+timed alternately (one fwd+bwd of each per round, ``tsrnn.lab.speed.time_rounds``) and each ratio
+to torch.nn.LSTM is taken per round: drift then hits both sides of a ratio alike. Prints, per shape and layer, the median time
 and the median and interquartile range of the per-round ratios. Each layer is first checked to
 compute what it should: the LSTM and MTS-LSTM against a torch.nn.LSTM loaded with their
 effective biases, the pLSTM against its reference loop.
@@ -23,14 +23,15 @@ from __future__ import annotations
 import argparse
 import contextlib
 import copy
+import functools
 import platform
 import statistics
-import time
 
 import torch
 
 import tsrnn
 from tsrnn.backend import choice
+from tsrnn.lab import speed
 
 SETS = {
     "awd": ([(70, 20, 64), (70, 20, 256), (70, 20, 512)], ["lstm", "mts-lstm"]),
@@ -100,16 +101,9 @@ def measure(shape, kinds, backend, rounds, input_grad=False):
         runs[kind] = ours, traces
         if kind.startswith("mts"):  # the same function in torch.nn.LSTM: its fixed biases' gates alike
             runs[SAME_FUNCTION + kind] = check, False
-    for module, traces in runs.values():  # warm-up; the first call of auto measures its paths
-        for _ in range(2):
-            step(module, x, traces)
-    times = {name: [] for name in runs}
-    for _ in range(rounds):
-        for name, (module, traces) in runs.items():
-            start = time.perf_counter()
-            step(module, x, traces)
-            times[name].append((time.perf_counter() - start) * 1e3)
-    return times
+    # two warm-up calls each (the first call of auto measures its paths), then the rounds
+    return speed.time_rounds({name: functools.partial(step, module, x, traces) for name, (module, traces) in runs.items()},
+                             rounds)
 
 
 def shape(text: str) -> tuple[int, int, int]:
