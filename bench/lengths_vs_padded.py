@@ -15,12 +15,12 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import time
 
 import torch
 
 import tsrnn
 from tsrnn import testing
+from tsrnn.lab import speed
 
 # name: (T, B, I, H, shortest length)
 SHAPES = {"T=200 B=64 I=H=256": (200, 64, 256, 256, 50), "frequency T=125 B=32 I=1 H=110": (125, 32, 1, 110, 15)}
@@ -66,14 +66,10 @@ def measure(device, paths, rounds, shapes=SHAPES, cells=CELLS) -> list[dict]:
                 if path != "auto" and testing.why_not(path, cell_name, shape[:4], torch.float32, device):
                     continue
                 m = module(cell, shape, path, device)
-                for _ in range(2):  # warm-up: "auto" tunes each call key once
-                    _step(m, x, None, device), _step(m, x, lengths, device)
-                padded, packed = [], []
-                for _ in range(rounds):
-                    for given, times in ((None, padded), (lengths, packed)):
-                        start = time.perf_counter()
-                        _step(m, x, given, device)
-                        times.append((time.perf_counter() - start) * 1e3)
+                # interleaved rounds after two warm-up calls each ("auto" tunes each call key once)
+                times = speed.time_rounds({"padded": lambda: _step(m, x, None, device),
+                                           "lengths": lambda: _step(m, x, lengths, device)}, rounds)
+                padded, packed = times["padded"], times["lengths"]
                 speedups = sorted(a / b for a, b in zip(padded, packed))
                 q = statistics.quantiles(speedups, n=4) if len(speedups) > 1 else speedups * 3
                 rows.append({"shape": name, "cell": cell, "path": path, "padded_ms": statistics.median(padded),
