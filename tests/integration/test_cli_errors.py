@@ -217,3 +217,9 @@ def test_out_that_cannot_be_written(tmp_path, capsys, monkeypatch):
     monkeypatch.setattr(run_dir.os, "access", lambda path, mode: False)
     line = error(capsys, "train", "--out", str(tmp_path / "a" / "run"))
     assert f"--out {tmp_path / 'a' / 'run'}: {tmp_path} is not writable (it would be created in {tmp_path})" in line
+
+
+@pytest.mark.parametrize("recipe,task,sets", [("seed004", "copy", "mlp-lm"), ("seed001", "lm", "averaging-lm")])
+def test_recipe_without_a_setting_for_the_task(tmp_path, capsys, recipe, task, sets):
+    line = error(capsys, "train", "--recipe", recipe, "--task", task, "--out", str(tmp_path / "run"))
+    assert line.endswith(f"--recipe {recipe} has no setting for --task {task}; it sets --task {sets}"), line

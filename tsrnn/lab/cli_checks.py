@@ -1,7 +1,7 @@
 """The checks of ``tsrnn`` command-line values, made before any data is read or model built.
 
 ``problem(args)`` returns the first problem as one line naming the flag and the value (None if
-there is none): counts and sizes are integers in range, rates and probabilities finite numbers
+there is none): the --recipe has a setting for the --task, counts and sizes are integers in range, rates and probabilities finite numbers
 in range, lists of counts well formed, the device usable, the checkpoints files, the run
 directory writable and holding no other run (``tsrnn.training.run_dir``), TensorBoard installed
 for --tensorboard; --csv and --tensorboard destinations are checked once a resume's arguments are
@@ -92,6 +92,19 @@ def _list_problem(args) -> str | None:
         problem = None if value is None else _counts(flag(dest), value, expect, example, n)
         if problem:
             return problem
+    return None
+
+
+def _recipe_problem(args) -> str | None:
+    """--recipe with a --task it has no setting for (``recipes.task``'s refusal, as one line)."""
+    from tsrnn.lab.training import recipes
+
+    if args.command != "train" or not args.recipe:
+        return None
+    try:
+        recipes.task(args)
+    except ValueError as exc:
+        return str(exc)
     return None
 
 
@@ -186,7 +199,7 @@ def problem(args) -> str | None:
     """The first problem with ``args`` of any command as one line, or None."""
     from tsrnn.lab.training import checkpoint, distributed, loggers, recipes, run_dir
 
-    found = _foreign_option_problem(args) or _range_problem(args) or _list_problem(args)
+    found = _recipe_problem(args) or _foreign_option_problem(args) or _range_problem(args) or _list_problem(args)
     if found or args.command == "selftest":
         return found
     try:
