@@ -289,7 +289,8 @@ def test_on_cuda_the_size_check_compares_with_the_gpus_free_memory(tmp_path, cap
 @pytest.mark.parametrize("argv", [["selftest", "--steps", "0"], ["selftest", "--batch", "-1"],
                                   ["selftest", "--hidden", "0"], ["train", "--batch-size", "0"],
                                   ["train", "--bptt", "0"], ["train", "--emsize", "-3"], ["train", "--nhid", "0"],
-                                  ["train", "--task", "mlp-lm", "--n", "0"], ["train", "--task", "copy", "--delay", "0"],
+                                  ["train", "--task", "mlp-lm", "--n", "0"],
+                                  ["train", "--task", "copy", "--delay", "0"],
                                   ["train", "--task", "averaging-lm", "--nlayers", "0"],
                                   ["eval", "CKPT", "--delays", "0"], ["eval", "CKPT", "--resamples", "0"]],
                          ids=" ".join)

@@ -264,9 +264,10 @@ def test_tilt_warns_exactly_when_a_receptive_field_mass_leaves_half_to_double(k,
         tsrnn.TILT(**config)
     assert len(caught) == any(outside), [str(w.message) for w in caught]
     if any(outside):
-        named = re.search(r"(\d+) of the \d+ receptive fields .* \(slot (\d+)\) has ([-+.e\d]+)", str(caught[0].message))
+        message = str(caught[0].message)
+        named = re.search(r"(\d+) of the \d+ receptive fields .* \(slot (\d+)\) has ([-+.e\d]+)", message)
         count, slot, value = int(named[1]), int(named[2]), float(named[3])
-        assert count == sum(outside) and outside[slot], str(caught[0].message)
+        assert count == sum(outside) and outside[slot], message
         assert value == pytest.approx(mass[slot].item(), rel=1e-3)
 
 

@@ -1,10 +1,10 @@
 """The checks of ``tsrnn`` command-line values, made before any data is read or model built.
 
 ``problem(args)`` returns the first problem as one line naming the flag and the value (None if
-there is none): the --recipe has a setting for the --task, counts and sizes are integers in range, rates and probabilities finite numbers
-in range, lists of counts well formed, the device usable, the checkpoints files, the run
-directory writable and holding no other run (``tsrnn.training.run_dir``), TensorBoard installed
-for --tensorboard, and the sizes a command allocates within the memory they would take
+there is none): the --recipe has a setting for the --task, counts and sizes are integers in
+range, rates and probabilities finite numbers in range, lists of counts well formed, the device
+usable, the checkpoints files, the run directory writable and holding no other run
+(``tsrnn.training.run_dir``), TensorBoard installed for --tensorboard, and the sizes a command allocates within the memory they would take
 (``train_memory_problem``, ``eval_memory_problem``, ``selftest_memory_problem``: lower bounds
 against the RAM or the CUDA device's free memory); --csv and --tensorboard destinations are
 checked once a resume's arguments are known (``tsrnn.training.loggers.destination_error``).
