@@ -218,3 +218,84 @@ def test_out_that_cannot_be_written(tmp_path, capsys, monkeypatch):
     monkeypatch.setattr(run_dir.os, "access", lambda path, mode: False)
     line = error(capsys, "train", "--out", str(tmp_path / "a" / "run"))
     assert f"--out {tmp_path / 'a' / 'run'}: {tmp_path} is not writable (it would be created in {tmp_path})" in line
+
+
+@pytest.mark.parametrize("recipe,task,sets", [("seed004", "copy", "mlp-lm"), ("seed001", "lm", "averaging-lm")])
+def test_recipe_without_a_setting_for_the_task(tmp_path, capsys, recipe, task, sets):
+    line = error(capsys, "train", "--recipe", recipe, "--task", task, "--out", str(tmp_path / "run"))
+    assert line.endswith(f"--recipe {recipe} has no setting for --task {task}; it sets --task {sets}"), line
+
+
+PETABYTES = "100000000000"  # a size no machine's memory holds
+
+
+@pytest.mark.parametrize("argv,named", [
+    (["selftest", "--steps", PETABYTES], f"--steps {PETABYTES}, --batch 20, --hidden 256: at least "),
+    (["selftest", "--batch", PETABYTES], f"--batch {PETABYTES}"),
+    (["selftest", "--hidden", "100000000"], "--hidden 100000000"),
+    (["train", "--nhid", "100000000"], "--nhid 100000000, --emsize 64: at least "),
+    (["train", "--task", "lm", "--emsize", PETABYTES], f"--emsize {PETABYTES}"),
+    (["train", "--task", "averaging-lm", "--nlayers", "100000000"], "--nlayers 100000000, --nhid 128"),
+    (["train", "--task", "mlp-lm", "--n", PETABYTES], f"--n {PETABYTES}, --nhid 100, --emsize 30"),
+    (["train", "--task", "copy", "--delay", PETABYTES], f"--delay {PETABYTES}, --nhid 128, --batch-size 32"),
+    (["train", "--task", "copy", "--batch-size", PETABYTES], f"--batch-size {PETABYTES}, --nhid 128, --delay 20"),
+    (["train", "--task", "copy", "--copy-size", f"{PETABYTES},10"], f"--copy-size {PETABYTES},10"),
+    (["train", "--task", "dyck", "--dyck-size", f"{PETABYTES}00,1,1"], f"--dyck-size {PETABYTES}00,1,1"),
+    (["train", "--recipe", "seed002", "--task", "imdb", "--emsize", PETABYTES], f"--emsize {PETABYTES}"),
+    (["eval", "CKPT", "--resamples", f"{PETABYTES}0"], f"--resamples {PETABYTES}0: at least "),
+    (["eval", "CKPT", "--delays", f"50,{PETABYTES}"], f"--delays {PETABYTES}: at least "),
+], ids=lambda v: " ".join(v) if isinstance(v, list) else "")
+def test_sizes_past_memory_are_one_line_naming_them(tmp_path, capsys, monkeypatch, argv, named):
+    from tsrnn.lab import selftest
+
+    monkeypatch.setattr(selftest, "run", lambda *args: pytest.fail("tsrnn selftest ran despite its sizes"))
+    (tmp_path / "ckpt.pt").write_bytes(b"")
+    argv = [str(tmp_path / "ckpt.pt") if a == "CKPT" else a for a in argv]
+    line = error(capsys, *argv, *(["--out", str(tmp_path / "run")] if argv[0] == "train" else []))
+    assert named in line and "use smaller sizes" in line, line
+    assert "of RAM" in line or "free on cuda" in line, line
+
+
+def test_the_size_check_compares_with_the_machines_ram(capsys, monkeypatch):
+    """--hidden 1000: the reference's weights and T B H values, 8 (6 * 70 * 20 * 1000 + 8 * 1000^2)
+    bytes = 131,200,000: refused with 100 MB of RAM, run with 200 MB."""
+    from tsrnn.lab import cli_checks, selftest
+
+    ran = []
+    monkeypatch.setattr(selftest, "run", lambda *args: ran.append(args) or 0)
+    monkeypatch.setattr(selftest, "devices", lambda: ["cpu"])
+    pages = {"SC_PAGE_SIZE": 4096}
+    monkeypatch.setattr(cli_checks.os, "sysconf", lambda name: pages[name])
+    pages["SC_PHYS_PAGES"] = 100_000_000 // 4096
+    line = error(capsys, "selftest", "--hidden", "1000")
+    assert line == ("tsrnn selftest: error: --steps 70, --batch 20, --hidden 1000: at least 125.1 MiB (the float64 "
+                    "reference's input, output and gates of every step, and its weights), more than this machine's "
+                    "95.4 MiB of RAM; use smaller sizes")
+    assert ran == []
+    pages["SC_PHYS_PAGES"] = 200_000_000 // 4096
+    assert cli.main(["selftest", "--hidden", "1000"]) == 0 and ran == [(70, 20, 1000, 3)]
+
+
+def test_on_cuda_the_size_check_compares_with_the_gpus_free_memory(tmp_path, capsys, monkeypatch):
+    """One LSTM layer of 10,000 units on 64 inputs: 4 (2 * 4 * 10,000 * 10,064) bytes = 3.0 GiB."""
+    monkeypatch.delenv("WORLD_SIZE", raising=False)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device: (2**30, 80 * 2**30))
+    line = error(capsys, "train", "--device", "cuda", "--nhid", "10000", "--out", str(tmp_path / "run"))
+    assert line.endswith("--nhid 10000, --emsize 64: at least 3.0 GiB (the weights and their gradients), more than "
+                         "the 1.0 GiB free on cuda; use smaller sizes"), line
+
+
+@pytest.mark.parametrize("argv", [["selftest", "--steps", "0"], ["selftest", "--batch", "-1"],
+                                  ["selftest", "--hidden", "0"], ["train", "--batch-size", "0"],
+                                  ["train", "--bptt", "0"], ["train", "--emsize", "-3"], ["train", "--nhid", "0"],
+                                  ["train", "--task", "mlp-lm", "--n", "0"],
+                                  ["train", "--task", "copy", "--delay", "0"],
+                                  ["train", "--task", "averaging-lm", "--nlayers", "0"],
+                                  ["eval", "CKPT", "--delays", "0"], ["eval", "CKPT", "--resamples", "0"]],
+                         ids=" ".join)
+def test_non_positive_sizes_are_refused(tmp_path, capsys, argv):
+    (tmp_path / "ckpt.pt").write_bytes(b"")
+    argv = [str(tmp_path / "ckpt.pt") if a == "CKPT" else a for a in argv]
+    error(capsys, *argv, *(["--out", str(tmp_path / "run")] if argv[0] == "train" else []))

@@ -297,6 +297,29 @@ def test_native_on_a_device_without_kernel_raises():
         backend.choose("native", lstm_call(META))
 
 
+@needs_native
+def test_native_refusing_a_call_says_why_not_that_the_extension_did_not_load():
+    """tsrnn._C loaded, but its kernel has no projection: the refusal gives the path's own reason."""
+    with pytest.raises(ValueError) as refused:
+        tsrnn.LSTM(3, 4, proj_size=2, backend="native")(torch.randn(5, 2, 3))
+    message = str(refused.value)
+    assert message.startswith("backend='native' cannot run this call: cpu: ") and "proj_size" in message, message
+    assert "did not load" not in message and "None" not in message, message
+
+
+@needs_native
+def test_auto_falling_back_to_the_reference_on_cpu_says_why():
+    """A projected LSTM asked for its forget-gate traces: torch's kernel returns no traces and
+    tsrnn's has no projection, so "auto" falls back to the reference loop, naming both reasons."""
+    call = dataclasses.replace(lstm_call(forget=True), projected=True)
+    result, caught = recorded(lambda: backend.candidates("auto", call))
+    assert result == ["reference"]
+    assert len(caught) == 1, caught
+    message = str(caught[0].message)
+    assert "onednn: torch's LSTM kernel returns no forget-gate traces" in message and "cpu: its kernels" in message
+    assert "did not load" not in message, message
+
+
 def test_auto_on_a_device_without_kernel_warns_once():
     result, caught = recorded(lambda: [backend.choose("auto", lstm_call(META)) for _ in range(3)])
     assert result == ["reference"] * 3

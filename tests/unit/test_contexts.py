@@ -196,13 +196,12 @@ def test_bad_tilt_arguments(kwargs, exception, match):
 
 @pytest.mark.parametrize("context", [TILTContext, TILTBufferContext])
 def test_k_too_large_for_the_papers_grid_warns(context):
-    """On seed 004's grid (c = 0.1) k <= 7 keeps the receptive fields' mass within 50% of 1."""
+    """On seed 004's grid (c = 0.1) k <= 9 keeps the receptive fields' mass in [0.5, 2]."""
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        context(3, k=7)
-    with pytest.warns(UserWarning,
-                      match=r"k=8 is too large .*growth c=0.1 per τ\*.* largest stable k for this grid is 7 "):
-        context(3, k=8)
+        context(3, k=9)
+    with pytest.warns(UserWarning, match=r"k=10 on the τ\* grid .*growth c=0.1 per τ\*.*; k <= 9 keeps every mass"):
+        context(3, k=10)
 
 
 BAD_INPUTS = {

@@ -66,7 +66,7 @@ def test_recipe_fills_only_what_the_user_left_unset():
     args = namespace(recipe="seed000", task="dyck")
     recipes.apply(args)
     assert (args.optimizer, args.lr) == ("adam", 1e-4)
-    with pytest.raises(ValueError, match="no setting for --task copy"):
+    with pytest.raises(ValueError, match="no setting for --task copy; it sets --task lm / dyck"):
         recipes.apply(namespace(recipe="seed000", task="copy"))
     plain = namespace()
     recipes.apply(plain)

@@ -1,6 +1,7 @@
 """TILT (docs/equations.md §5): the grid, every fast path against the literal S11-S12 reference, resets,
 streaming state, the one-hot equivalence, float32 error by k, and the parameter errors."""
 import math
+import re
 import warnings
 
 import pytest
@@ -16,7 +17,7 @@ PATHS = ["scan", "chunked", "fft"]
 F64 = TOLERANCE["tilt float64"]
 # The path tests use small, coarse grids on purpose (exact filters all the same): TILT's warning
 # that k is too large for them is tested below, not repeated here.
-pytestmark = pytest.mark.filterwarnings(r"ignore:tsrnn\.TILT. k=\d+ is too large for:UserWarning")
+pytestmark = pytest.mark.filterwarnings(r"ignore:tsrnn\.TILT. k=\d+ on the τ\* grid:UserWarning")
 
 
 def rel_err(y, y_ref):
@@ -178,58 +179,105 @@ def test_parameter_errors(kwargs, error, match):
 def test_the_default_and_the_papers_grids_are_silent():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        for k in (1, 4, 5):  # 30 τ* over [1, 50]: mass 1.02, 1.22, 1.39
+        for k in (1, 4, 5, 6):  # 30 τ* over [1, 50]: mass 1.02, 1.22, 1.39, 1.63
             tsrnn.TILT(k=k)
         tsrnn.TILTContext(5)  # seed 004: c = 0.1, k = 4 (mass 1.11)
         tsrnn.TILTBufferContext(3)
 
 
-def test_k_too_large_for_the_grid_warns_once_with_the_largest_stable_k():
+def test_k_too_large_for_the_grid_warns_once_naming_the_mass_and_the_largest_k():
     """k = 16 on the default grid: receptive fields of mass 193 instead of 1, warned once at
-    construction (not per call), naming the largest k within the tolerance (5 on this grid)."""
+    construction (not per call), naming a τ*, its mass and the largest k within [0.5, 2] (6 here)."""
     with pytest.warns(UserWarning) as warned:
         tilt = tsrnn.TILT(k=16)
     assert len(warned) == 1 and warned[0].filename == __file__
     assert str(warned[0].message) == (
-        "tsrnn.TILT: k=16 is too large for the τ* grid n_taus=30, tau_min=1.0, tau_max=50.0 (growth c=0.144 "
-        "per τ*): its receptive fields have mass 192.9 instead of 1; the largest stable k for this grid is 5 "
-        "(receptive-field mass within 50% of 1), or use a finer grid (more n_taus)")
+        "tsrnn.TILT: k=16 on the τ* grid n_taus=30, tau_min=1.0, tau_max=50.0 (growth c=0.144 per τ*): 30 of the "
+        "30 receptive fields have a mass Σ_j g(j) outside [0.5, 2]; τ*=1 (slot 0) has 192.9; k <= 6 keeps every "
+        "mass in [0.5, 2] on this grid; a finer grid (more n_taus over the same range) brings it closer to 1 at "
+        "any k")
     assert torch.allclose(tilt.kernels(5000).sum(1), torch.full((30,), 192.9, dtype=torch.float64), rtol=1e-3)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         tilt(torch.randn(20, 2, 3))
-    with pytest.warns(UserWarning, match=r"mass 192.9 τ\*\^g instead of 1 τ\*\^g"):  # relative to τ*^g
-        tsrnn.TILT(k=16, g=1.0)
-    with pytest.warns(UserWarning, match=r"mass 1.761e\+04 instead of 1; no k is stable on this grid"):
+    with pytest.warns(UserWarning, match=r"outside \[0.5, 2\] τ\*\^g; τ\*=1 \(slot 0\) has 192.9 τ\*\^g"):
+        tsrnn.TILT(k=16, g=1.0)  # relative to τ*^g
+    with pytest.warns(UserWarning, match=r"has 1.761e\+04; no k keeps every mass in \[0.5, 2\] on this grid"):
         tsrnn.TILT(n_taus=4)  # growth c = 2.68: even k = 1 gives mass 2.96
+    with pytest.warns(UserWarning, match=r"has 12.24; no k keeps .*; integrate='exact' .* keeps every mass"):
+        tsrnn.TILT(integrate="unit", dt=0.1)  # β = 1: each step adds 1, about 1/Δ per unit of time
 
 
 @pytest.mark.parametrize("grid, largest", [
-    ({}, 5),  # c = 0.144
+    ({}, 6),  # c = 0.144
     ({"n_taus": 12}, 2),  # c = 0.427
     ({"n_taus": 8}, 1),  # c = 0.749
-    ({"n_taus": 100}, 14),  # c = 0.040
-    ({"n_taus": 25, "tau_max": 1.1 ** 24}, 7),  # seed 004's fine grid, c = 0.1
+    ({"n_taus": 100}, 18),  # c = 0.040
+    ({"n_taus": 25, "tau_max": 1.1 ** 24}, 9),  # seed 004's fine grid, c = 0.1
 ])
-def test_the_largest_stable_k_is_computed_for_the_grid(grid, largest):
-    """The named k is the grid's: it is silent and its receptive fields' mass is within 50% of 1;
+def test_the_largest_k_in_range_is_computed_for_the_grid(grid, largest):
+    """The named k is the grid's: it is silent and its receptive fields' mass is within [0.5, 2];
     one more warns and names it."""
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        stable = tsrnn.TILT(**grid, k=largest)
-    assert ((stable.kernels(20000).sum(1) - 1).abs() <= laplace.MASS_TOLERANCE).all()
-    with pytest.warns(UserWarning, match=rf"k={largest + 1} is too large .* the largest stable k for this grid is "
-                                         rf"{largest} "):
+        within = tsrnn.TILT(**grid, k=largest)
+    mass = within.kernels(20000).sum(1)
+    assert ((mass >= 0.5) & (mass <= 2)).all()
+    with pytest.warns(UserWarning, match=rf"k={largest + 1} on the τ\* grid .* k <= {largest} keeps every mass"):
         tsrnn.TILT(**grid, k=largest + 1)
 
 
+def impulse_mass(n_taus=30, tau_min=1.0, tau_max=50.0, k=4, g=0.0, dt=1.0, integrate="exact", steps=200):
+    """Σ_j g_τ*(j) / τ*^g of each τ*, measured apart from ``laplace``'s closed form: the literal
+    reference run on a unit impulse for ``steps`` steps, its outputs summed, plus the rest of the
+    response, which the reference gives in one more step from the state F_T / (1 - e^{-sΔ}) (each
+    rate's remaining geometric series Σ_{m>=1} e^{-s m Δ} F_T, read out by Post's operator)."""
+    growth = (tau_max / tau_min) ** (1 / (n_taus - 1))
+    s = k / (tau_min * growth ** torch.arange(-k, n_taus + k, dtype=torch.float64))
+    impulse = torch.zeros(steps, 1, 1, dtype=torch.float64)
+    impulse[0] = 1
+    y, state = reference.tilt(impulse, n_taus, tau_min, tau_max, k, g, dt, integrate)
+    rest, _ = reference.tilt(torch.zeros(1, 1, 1, dtype=torch.float64), n_taus, tau_min, tau_max, k, g, dt, integrate,
+                             state=state / -torch.expm1(-s * dt)[None, :, None])
+    tau = tau_min * growth ** torch.arange(n_taus, dtype=torch.float64)
+    return (y[:, 0, :, 0].sum(0) + rest[0, 0, :, 0]) / tau**g
+
+
+GRIDS = {"default": {}, "coarse": {"n_taus": 8}, "12 τ*": {"n_taus": 12},
+         "seed 004 fine": {"n_taus": 25, "tau_max": 1.1 ** 24}}
+SETTINGS = {"": {}, "g=1": {"g": 1.0}, "unit": {"integrate": "unit"}, "unit dt=0.1": {"integrate": "unit", "dt": 0.1},
+            "dt=0.5": {"dt": 0.5}}
+
+
+@pytest.mark.parametrize("k", [1, 2, 4, 6, 7, 10, 16])
+@pytest.mark.parametrize("grid", GRIDS, ids=str)
+@pytest.mark.parametrize("setting", SETTINGS, ids=lambda name: name or "exact")
+def test_tilt_warns_exactly_when_a_receptive_field_mass_leaves_half_to_double(k, grid, setting):
+    """One rule for every k, grid, g, dt and β: a warning (one) when the mass of any τ*'s receptive
+    field, over τ*^g, leaves [0.5, 2], measured here on an impulse through the reference; the
+    warning names a τ* outside and its mass."""
+    config = {"k": k, **GRIDS[grid], **SETTINGS[setting]}
+    mass = impulse_mass(**config)
+    outside = ((mass < 0.5) | (mass > 2)).tolist()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        tsrnn.TILT(**config)
+    assert len(caught) == any(outside), [str(w.message) for w in caught]
+    if any(outside):
+        message = str(caught[0].message)
+        named = re.search(r"(\d+) of the \d+ receptive fields .* \(slot (\d+)\) has ([-+.e\d]+)", message)
+        count, slot, value = int(named[1]), int(named[2]), float(named[3])
+        assert count == sum(outside) and outside[slot], message
+        assert value == pytest.approx(mass[slot].item(), rel=1e-3)
+
+
 @pytest.mark.parametrize("kwargs, why", [
-    ({"k": 60}, r"its receptive fields have mass 2.43e\+60, beyond float32's range .*; the largest stable k for "
-                r"this grid is 5 "),  # float32 outputs were NaN
+    ({"k": 60}, r"its receptive fields have mass 2.43e\+60, beyond float32's range .*; k <= 6 keeps every mass "
+                r"in \[0.5, 2\] on this grid"),  # float32 outputs were NaN
     ({"tau_max": 1.0 + 1e-9}, r"float64 rounding swamps Post's k-th difference \(the τ\* are too close together\); "
-                              r"the largest stable k for this grid is 1 "),  # outputs were ~4e24
+                              r"k <= 1 keeps every mass"),  # outputs were ~4e24
     ({"tau_max": 1.0 + 1e-9, "k": 2}, r"float64 rounding swamps"),
-    ({"n_taus": 2, "tau_max": 1000.0, "k": 60}, r"Post's k-th difference is not finite in float64; no k is stable"),
+    ({"n_taus": 2, "tau_max": 1000.0, "k": 60}, r"Post's k-th difference is not finite in float64; no k keeps"),
 ])
 def test_unusable_receptive_fields_are_refused(kwargs, why):
     k = kwargs.get("k", 4)

@@ -156,9 +156,11 @@ def candidates(requested: str, call: Call) -> list[str]:
     if requested == "triton":
         raise RuntimeError(f"backend='triton' cannot run this call: {why_not(family[-1], call)}")
     if requested == "native":
-        if device == "cpu":
+        if device == "cpu" and registry.LOAD_ERROR is not None:
             raise RuntimeError(f"backend='native' needs the compiled extension tsrnn._C, which did not load "
                                f"({registry.LOAD_ERROR}); reinstall with `pip install --no-build-isolation -e .`")
+        if device == "cpu":  # loaded, but its kernel refuses this call
+            raise ValueError(f"backend='native' cannot run this call: {_reasons(family, call)}")
         if device != "cuda":
             raise RuntimeError(f"backend='native' has no kernel for {device} tensors in this build; "
                                "use backend='auto' or 'reference'")
@@ -168,17 +170,23 @@ def candidates(requested: str, call: Call) -> list[str]:
             raise RuntimeError(f"backend='native' on CUDA tensors needs the extension tsrnn._cuda, which did not load "
                                f"({registry.CUDA_LOAD_ERROR}); build it with `TSRNN_CUDA=1 pip install --no-build-isolation -e .`")
         fallback = [p for p in _family("triton", call) if why_not(p, call) is None] or ["reference"]
-        reasons = "; ".join(f"{path}: {why_not(path, call)}" for path in family)
-        _warn_once(f"tsrnn: the CUDA kernels cannot run this call ({reasons}); using {fallback[0]}")
+        _warn_once(f"tsrnn: the CUDA kernels cannot run this call ({_reasons(family, call)}); using {fallback[0]}")
         return fallback
-    if device == "cpu":
+    if device == "cpu" and registry.LOAD_ERROR is not None:
         _warn_once(f"tsrnn: compiled extension tsrnn._C did not load ({registry.LOAD_ERROR}); falling back to the reference loops")
+    elif device == "cpu":
+        _warn_once(f"tsrnn: no CPU kernel can run this {call.op} call ({_reasons(family, call)}); using the reference loop")
     elif device == "cuda":
         _warn_once(f"tsrnn: no fused kernel for this {call.op} call on CUDA (triton is not installed); "
                    "using the reference loop")
     else:
         _warn_once(f"tsrnn: no fused kernel for {device} tensors yet; using the reference loop")
     return ["reference"]
+
+
+def _reasons(paths: list[str], call: Call) -> str:
+    """Why each of ``paths`` cannot serve ``call``: "path: reason; ..."."""
+    return "; ".join(f"{path}: {why_not(path, call)}" for path in paths)
 
 
 def _exportable(call: Call) -> list[str]:

@@ -1,15 +1,18 @@
 """The checks of ``tsrnn`` command-line values, made before any data is read or model built.
 
 ``problem(args)`` returns the first problem as one line naming the flag and the value (None if
-there is none): counts and sizes are integers in range, rates and probabilities finite numbers
-in range, lists of counts well formed, the device usable, the checkpoints files, the run
-directory writable and holding no other run (``tsrnn.training.run_dir``), TensorBoard installed
-for --tensorboard; --csv and --tensorboard destinations are checked once a resume's arguments are
-known (``tsrnn.training.loggers.destination_error``).
+there is none): the --recipe has a setting for the --task, counts and sizes are integers in
+range, rates and probabilities finite numbers in range, lists of counts well formed, the device
+usable, the checkpoints files, the run directory writable and holding no other run
+(``tsrnn.training.run_dir``), TensorBoard installed for --tensorboard, and the sizes a command allocates within the memory they would take
+(``train_memory_problem``, ``eval_memory_problem``, ``selftest_memory_problem``: lower bounds
+against the RAM or the CUDA device's free memory); --csv and --tensorboard destinations are
+checked once a resume's arguments are known (``tsrnn.training.loggers.destination_error``).
 """
 from __future__ import annotations
 
 import math
+import os
 from pathlib import Path
 
 # dest: (smallest, largest or None): integers. Seeds: numpy's legacy seeding takes < 2**32.
@@ -92,6 +95,19 @@ def _list_problem(args) -> str | None:
         problem = None if value is None else _counts(flag(dest), value, expect, example, n)
         if problem:
             return problem
+    return None
+
+
+def _recipe_problem(args) -> str | None:
+    """--recipe with a --task it has no setting for (``recipes.task``'s refusal, as one line)."""
+    from tsrnn.lab.training import recipes
+
+    if args.command != "train" or not args.recipe:
+        return None
+    try:
+        recipes.task(args)
+    except ValueError as exc:
+        return str(exc)
     return None
 
 
@@ -182,13 +198,149 @@ def _out_problem(args) -> str | None:
     return problem
 
 
+# --- sizes past memory -----------------------------------------------------------------------
+# Lower bounds of what a command allocates, from its size arguments alone (the data, read later,
+# only adds): a size whose lower bound exceeds the memory it would be allocated in is refused in
+# one line, before anything is built, instead of ending in an allocator's traceback.
+FLOAT32, FLOAT64, INT64 = 4, 8, 8
+TEXT_TASKS = ("lm", "averaging-lm", "mlp-lm")
+COPY_MARKS = 20  # a copy sequence holds its 10 symbols twice besides the delay (tsrnn.lab.data.copy)
+
+
+def available_memory(device) -> tuple[int, str]:
+    """The bytes a command's tensors on ``device`` can take, and what they are: the free memory of
+    a CUDA device (``torch.cuda.mem_get_info``), else the machine's RAM."""
+    import torch
+
+    device = torch.device(device)
+    if device.type == "cuda":
+        free, _ = torch.cuda.mem_get_info(device)
+        return free, f"the {_size(free)} free on {device}"
+    ram = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    return ram, f"this machine's {_size(ram)} of RAM"
+
+
+def _size(n: float) -> str:
+    for unit in ("bytes", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"):
+        if n < 1024 or unit == "EiB":
+            return f"{n:.0f} {unit}" if unit == "bytes" else f"{n:.1f} {unit}"
+        n /= 1024
+
+
+def _memory_problem(needed: int, sizes: str, what: str, device) -> str | None:
+    """One line if ``needed`` bytes (a lower bound) exceed the memory of ``device``, else None."""
+    available, where = available_memory(device)
+    if needed <= available:
+        return None
+    return f"{sizes}: at least {_size(needed)} ({what}), more than {where}; use smaller sizes"
+
+
+def selftest_memory_problem(steps: int, batch: int, hidden: int, devices=("cpu",)) -> str | None:
+    """`tsrnn selftest`'s sizes refused where they cannot fit: each path is compared with the
+    float64 reference at T, B, I = H = (``steps``, ``batch``, ``hidden``), whose autograd graph
+    keeps at least the input, the output and the four gates of every step and row (6 T B H
+    float64 values), beside W_ih and W_hh (8 H^2); checked on each of ``devices`` (the self-test
+    runs on CUDA too where a GPU is visible)."""
+    needed = FLOAT64 * (6 * steps * batch * hidden + 8 * hidden * hidden)
+    sizes = f"--steps {steps}, --batch {batch}, --hidden {hidden}"
+    for device in devices:
+        found = _memory_problem(needed, sizes, "the float64 reference's input, output and gates of every step, "
+                                "and its weights", device)
+        if found:
+            return found
+    return None
+
+
+def _resolved(args, dest: str, task: str):
+    """``dest`` as the run will have it: given, else the recipe's, else the task's default."""
+    from tsrnn.lab.training import recipes
+    from tsrnn.lab.training.tasks import TASKS
+
+    value = getattr(args, dest, None)
+    if value is None and args.recipe:
+        value = recipes.RECIPES[args.recipe][task].get(dest)
+        if isinstance(value, dict):  # by --cell
+            value = value.get(getattr(args, "cell", None) or recipes.RECIPES[args.recipe][task].get("cell"))
+    if value is None:
+        value = TASKS[task].defaults.get(dest)
+    return value
+
+
+def train_memory_problem(args) -> str | None:
+    """A fresh `tsrnn train`'s sizes refused where they cannot fit on its device: the weights and
+    their gradients (--nhid, --emsize, --nlayers, --n), and for the tasks that generate their
+    sequences at the length asked: the copy task's batch of --delay + 20 steps (its inputs and the
+    four gates of each unit, step and row) and its fixed sequences (--copy-size), Dyck-2's
+    sequences (--dyck-size, at least one symbol each). A lower bound: what the data adds (the
+    vocabulary's embedding) is left out, and so are --bptt and --batch-size of the text tasks,
+    whose windows the corpus cuts to its length."""
+    import torch
+
+    from tsrnn.lab.training import recipes
+
+    task = recipes.task(args)
+    value = {dest: _resolved(args, dest, task) for dest in
+             ("batch_size", "nhid", "emsize", "nlayers", "n", "delay", "copy_size", "dyck_size")}
+    hidden = [int(h) for h in str(value["nhid"] or 1).split(",")]  # imdb's default depends on --cell: >= 1
+    used = ["nhid"] if value["nhid"] else []
+    if task == "averaging-lm":
+        hidden *= value["nlayers"]
+        used.append("nlayers")
+    inputs = value["emsize"] if task in (*TEXT_TASKS, "imdb") and value["emsize"] else 1
+    used += ["emsize"] if inputs > 1 else []
+    if task == "mlp-lm":  # the MLP on n context slots of emsize features
+        floats = 2 * value["n"] * inputs * hidden[0]
+        used.append("n")
+    else:
+        floats = 2 * sum(4 * h * (i + h) for i, h in zip([inputs] + hidden[:-1], hidden))
+    needed = FLOAT32 * floats
+    if task == "copy":
+        steps = value["delay"] + COPY_MARKS
+        needed += FLOAT32 * value["batch_size"] * steps * (1 + 4 * sum(hidden))
+        used += ["delay", "batch_size"]
+        if value["copy_size"]:
+            needed += 2 * INT64 * sum(int(n) for n in str(value["copy_size"]).split(",")) * steps
+            used.append("copy_size")
+    if task == "dyck":
+        needed += INT64 * sum(int(n) for n in str(value["dyck_size"]).split(","))
+        used.append("dyck_size")
+    device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    if device.type == "cuda" and int(os.environ.get("WORLD_SIZE", "1")) > 1:  # torchrun: this process's GPU
+        device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
+    given = getattr(args, "given", {})
+    sizes = ", ".join(f"{flag(dest)} {value[dest]}" for dest in sorted(used, key=lambda dest: dest not in given))
+    what = "the weights and their gradients" + \
+        {"copy": ", one batch's sequences and gates", "dyck": ", the sequences"}.get(task, "") + \
+        (", the fixed sequences" if "copy_size" in used else "")
+    return _memory_problem(needed, sizes, what, device)
+
+
+def eval_memory_problem(args) -> str | None:
+    """`tsrnn eval`'s sizes refused where they cannot fit: the bootstrap draws at least
+    ``--resamples`` + 1 block indices (int64), and each of ``--delays`` one copy sequence of
+    T + 20 symbols (int64) and the four gates of each of its steps (float32)."""
+    import torch
+
+    device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
+    found = _memory_problem(INT64 * (args.resamples + 1), f"--resamples {args.resamples}",
+                            "the bootstrap's block indices", "cpu")
+    for delay in (int(d) for d in (args.delays or "").split(",") if d.strip()):
+        found = found or _memory_problem((INT64 + 4 * FLOAT32) * (delay + COPY_MARKS), f"--delays {delay}",
+                                         "a copy sequence of that delay and its gates", device)
+    return found
+
+
 def problem(args) -> str | None:
     """The first problem with ``args`` of any command as one line, or None."""
     from tsrnn.lab.training import checkpoint, distributed, loggers, recipes, run_dir
 
-    found = _foreign_option_problem(args) or _range_problem(args) or _list_problem(args)
-    if found or args.command == "selftest":
+    found = _recipe_problem(args) or _foreign_option_problem(args) or _range_problem(args) or _list_problem(args)
+    if found:
         return found
+    if args.command == "selftest":
+        from tsrnn.lab import selftest
+
+        return selftest_memory_problem(args.steps, args.batch, args.hidden, selftest.devices())
     try:
         distributed.check_device(args.device)
         if args.command == "analyze":
@@ -199,7 +351,7 @@ def problem(args) -> str | None:
             for path in (args.checkpoint, args.baseline):
                 if path is not None:
                     checkpoint.check_file(path)
-            return None
+            return eval_memory_problem(args)
         if args.resume is not None:
             checkpoint.check_file(args.resume)
         if args.tensorboard is not None and not loggers.tensorboard_installed():
@@ -215,6 +367,8 @@ def problem(args) -> str | None:
         if found is None and args.nhid is not None and "," in args.nhid and recipes.task(args) != "lm":
             found = (f"--task {recipes.task(args)} takes one --nhid size, got {args.nhid!r} (per-layer sizes are "
                      "for --task lm)")
+        if found is None and fresh:
+            found = train_memory_problem(args)
     except ValueError as exc:
         return str(exc)
     return found

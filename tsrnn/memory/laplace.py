@@ -10,7 +10,10 @@ f~_t = Σ_j g(j) u_{t-j} with the kernel g_τ*(j) = Σ_s L[τ*, s] β(s) e^{-s j
 
 With β exact, Σ_j β(s) e^{-s j Δ} = 1/s for any Δ, so a receptive field's mass is Σ_j g_τ*(j) = (L 1/s)_τ*,
 which the exact k-th derivative ((-1)^k k! / s^{k+1}) makes τ*^g. The finite difference departs from it
-as k grows or the grid coarsens, and on a grid of growth c the mass depends on c and k only.
+as k grows or the grid coarsens, and on a grid of growth c the mass depends on c and k only. In general
+(β unit too) the mass is (L β / (1 - e^{-sΔ}))_τ*, each rate's geometric series. TILT has one rule on it
+(``check_post``): a mass relative to τ*^g outside [0.5, 2] at any τ* warns; one that is not finite,
+swamped by rounding or beyond float32's range is refused.
 """
 from __future__ import annotations
 
@@ -88,22 +91,27 @@ def kernels(L: torch.Tensor, s: torch.Tensor, beta: torch.Tensor, dt: float, len
     return L @ (beta[:, None] * torch.exp(-s[:, None] * j[None, :] * dt))
 
 
-MASS_TOLERANCE = 0.5  # |mass / τ*^g - 1| a receptive field may reach before TILT warns (``check_post``)
+MASS_RANGE = (0.5, 2.0)  # the receptive-field mass Σ_j g(j) / τ*^g that TILT takes without a warning (``check_post``)
+ROUNDING_LIMIT = 0.5  # float64's rounding bound on a mass, as a fraction of it, beyond which TILT refuses
 
 
-def field_mass(L: torch.Tensor, grid_: Grid, n_taus: int, k: int, g: float) -> tuple[torch.Tensor, torch.Tensor]:
-    """(mass, rounding), (N,) each, relative to τ*^g: the mass (L 1/s) / τ*^g of each central τ*'s
-    receptive field (1 for the exact derivative) and float64's bound on its rounding error,
-    eps (|L| 1/s) / τ*^g."""
-    inverse, norm = 1 / grid_.s, grid_.tau[k:k + n_taus] ** g
-    return L @ inverse / norm, torch.finfo(torch.float64).eps * (L.abs() @ inverse) / norm
+def field_mass(L: torch.Tensor, grid_: Grid, n_taus: int, k: int, g: float, dt: float,
+               integrate: str) -> tuple[torch.Tensor, torch.Tensor]:
+    """(mass, rounding), (N,) each, relative to τ*^g: the mass Σ_j g_τ*(j) / τ*^g of each central
+    τ*'s receptive field, the sum over every lag j >= 0 of its impulse response (the geometric
+    series of each rate, L (β / (1 - e^{-sΔ})); L (1/s) with β exact, which Post's exact
+    derivative makes τ*^g), and float64's bound on its rounding error, eps (|L| β / (1 - e^{-sΔ})) / τ*^g."""
+    _, beta = decay_and_input_weight(grid_.s, dt, integrate)
+    total = beta / -torch.expm1(-grid_.s * dt)  # Σ_j β e^{-s j Δ} of each rate
+    norm = grid_.tau[k:k + n_taus] ** g
+    return L @ total / norm, torch.finfo(torch.float64).eps * (L.abs() @ total) / norm
 
 
 def _unusable(mass: torch.Tensor, rounding: torch.Tensor) -> str | None:
     """Why receptive fields of this mass cannot be used at all, or None."""
     if not (torch.isfinite(mass).all() and torch.isfinite(rounding).all()):
         return "Post's k-th difference is not finite in float64"
-    if (rounding > MASS_TOLERANCE * mass.abs()).any():
+    if (rounding > ROUNDING_LIMIT * mass.abs()).any():
         return "float64 rounding swamps Post's k-th difference (the τ* are too close together)"
     if (mass.abs() > torch.finfo(torch.float32).max).any():
         return (f"its receptive fields have mass {mass.abs().max().item():.3g}, beyond float32's range "
@@ -111,37 +119,58 @@ def _unusable(mass: torch.Tensor, rounding: torch.Tensor) -> str | None:
     return None
 
 
-def _stable(mass: torch.Tensor, rounding: torch.Tensor) -> bool:
-    return _unusable(mass, rounding) is None and bool(((mass - 1).abs() <= MASS_TOLERANCE).all())
+def _outside(mass: torch.Tensor) -> torch.Tensor:
+    """How far each mass lies outside MASS_RANGE, as a log ratio (0 inside, inf if not positive)."""
+    low, high = MASS_RANGE
+    ratio = torch.where(mass > 0, torch.maximum(low / mass, mass / high), torch.full_like(mass, math.inf))
+    return ratio.clamp(min=1.0).log()
 
 
-def largest_stable_k(c: float, below: int) -> int:
+def _usable_in_range(n_taus, tau_min, tau_max, k, g, dt, integrate) -> bool:
+    grid_ = grid(n_taus, tau_min, tau_max, k)
+    mass, rounding = field_mass(post_operator(n_taus, k, g, grid_), grid_, n_taus, k, g, dt, integrate)
+    return _unusable(mass, rounding) is None and not bool(_outside(mass).any())
+
+
+def largest_k_in_range(n_taus: int, tau_min: float, tau_max: float, below: int, g: float, dt: float,
+                       integrate: str) -> int:
     """The largest k < ``below`` such that every order 1..k gives receptive fields of mass within
-    MASS_TOLERANCE of τ*^g on a grid of growth c (computed on two τ*: the mass depends on c and k
-    only); 0 if k = 1 does not."""
+    MASS_RANGE on this grid; 0 if k = 1 does not."""
     for order in range(1, below):
-        small = grid(2, 1.0, 1.0 + c, order)
-        if not _stable(*field_mass(post_operator(2, order, 0.0, small), small, 2, order, 0.0)):
+        if not _usable_in_range(n_taus, tau_min, tau_max, order, g, dt, integrate):
             return order - 1
     return below - 1
 
 
-def check_post(L: torch.Tensor, grid_: Grid, n_taus: int, tau_min: float, tau_max: float, k: int, g: float) -> None:
-    """TILT's receptive fields, once at construction: a ValueError where they cannot be used at all
-    (not finite, float64 rounding noise, or a mass beyond float32's range), a UserWarning where their
-    mass departs from τ*^g by more than MASS_TOLERANCE; both name the largest stable k of the grid."""
-    mass, rounding = field_mass(L, grid_, n_taus, k, g)
-    if _stable(mass, rounding):
+def check_post(L: torch.Tensor, grid_: Grid, n_taus: int, tau_min: float, tau_max: float, k: int, g: float,
+               dt: float, integrate: str) -> None:
+    """TILT's one rule on its receptive fields, once at construction: a ValueError where they cannot
+    be used at all (a mass not finite, swamped by float64 rounding, or beyond float32's range), a
+    UserWarning where any τ*'s mass Σ_j g(j) / τ*^g leaves MASS_RANGE, naming the τ* furthest out,
+    its mass, and what brings it back: the largest k for the grid, a finer grid (β exact), or the
+    exact β (β unit)."""
+    mass, rounding = field_mass(L, grid_, n_taus, k, g, dt, integrate)
+    unusable = _unusable(mass, rounding)
+    outside = _outside(mass)
+    if unusable is None and not bool(outside.any()):
         return
-    best = largest_stable_k(grid_.c, k)
+    best = largest_k_in_range(n_taus, tau_min, tau_max, k, g, dt, integrate)
     where = (f"the τ* grid n_taus={n_taus}, tau_min={tau_min!r}, tau_max={tau_max!r} "
              f"(growth c={grid_.c:.3g} per τ*)")
-    advice = (f"the largest stable k for this grid is {best}" if best else "no k is stable on this grid") + \
-        f" (receptive-field mass within {MASS_TOLERANCE:.0%} of 1)"
-    unusable = _unusable(mass, rounding)
+    low, high = MASS_RANGE
+    advice = (f"k <= {best} keeps every mass in [{low:g}, {high:g}] on this grid" if best else
+              f"no k keeps every mass in [{low:g}, {high:g}] on this grid")
+    if integrate == "exact":  # the k-th difference tends to the derivative: the mass to τ*^g as the growth c falls
+        advice += "; a finer grid (more n_taus over the same range) brings it closer to 1 at any k"
+    elif _usable_in_range(n_taus, tau_min, tau_max, k, g, dt, "exact"):
+        advice += f"; integrate='exact' (β = (1 - e^(-sΔ)) / s) keeps every mass in [{low:g}, {high:g}] at this k"
     if unusable is not None:
         raise ValueError(f"tsrnn.TILT cannot use k={k} on {where}: {unusable}; {advice}")
     unit = "" if g == 0 else " τ*^g"
-    worst = mass[(mass - 1).abs().argmax()].item()
-    warnings.warn(f"tsrnn.TILT: k={k} is too large for {where}: its receptive fields have mass {worst:.4g}{unit} "
-                  f"instead of 1{unit}; {advice}, or use a finer grid (more n_taus)", stacklevel=3)
+    # The first τ* furthest out (on a grid of constant growth with β exact every τ* has the same mass
+    # up to rounding, so the first of them)
+    worst = int((outside >= outside.max() * (1 - 1e-9)).nonzero()[0])
+    count = int((outside > 0).sum())
+    warnings.warn(f"tsrnn.TILT: k={k} on {where}: {count} of the {n_taus} receptive fields have a mass Σ_j g(j) "
+                  f"outside [{low:g}, {high:g}]{unit}; τ*={grid_.tau[k + worst].item():.4g} (slot {worst}) has "
+                  f"{mass[worst].item():.4g}{unit}; {advice}", stacklevel=3)

@@ -47,15 +47,18 @@ class TILT(nn.Module):
     τ*, with 8 τ* over [1, 50] (c = 0.75) near 2.5 τ*. For few wide fields, use a fine grid and
     keep every m-th τ*, as ``tsrnn.TILTContext`` does (seed 004).
 
-    Checked once at construction (``laplace.check_post``): each receptive field's mass Σ_j g(j) (β exact)
-    is τ*^g for Post's exact derivative, and the k-th difference makes it heavier as k grows or the grid
-    coarsens (30 τ* over [1, 50]: 1.22 at k = 4, 193 at k = 16). Beyond ±50%
-    (``laplace.MASS_TOLERANCE``) TILT warns, once, naming the largest k within it for the grid (5
-    there): it does not refuse, because such fields are still exact causal filters that every path
-    computes, like the coarse grids above, which a study of k or of coarse grids may want. Fields
-    that cannot be used at all raise a ValueError: not finite, float64 rounding noise (τ* so close
-    together that the k-th difference cancels, e.g. tau_max = tau_min (1 + 1e-9)), or a mass beyond
-    float32's range (k = 60 there: float32 outputs inf and NaN).
+    Checked once at construction by one rule (``laplace.check_post``), whatever k, grid, g, dt and
+    integrate: each receptive field's mass Σ_j g(j) over all lags, computed in float64 from the grid,
+    L, β and the decay (each rate's geometric series), is τ*^g for Post's exact derivative with β
+    exact, and the k-th difference makes it heavier as k grows or the grid coarsens (30 τ* over
+    [1, 50]: 1.22 at k = 4, 2.01 at k = 7, 193 at k = 16; 8 τ* over [1, 50]: 16.4 at k = 4). Where
+    the mass / τ*^g of any τ* leaves [0.5, 2] (``laplace.MASS_RANGE``) TILT warns, once, naming
+    that τ*, its mass and the largest k within the range for the grid (6 there), a finer grid, or
+    integrate="exact" (β = 1 with dt = 0.1 gives mass 12): it does not refuse, because such fields
+    are still exact causal filters that every path computes, which a study of k or of coarse grids
+    may want. Fields that cannot be used at all raise a ValueError: a mass not finite, swamped by
+    float64 rounding (τ* so close together that the k-th difference cancels, e.g. tau_max =
+    tau_min (1 + 1e-9)), or beyond float32's range (k = 60 there: float32 outputs inf and NaN).
     """
 
     tau_star: torch.Tensor  # buffers (not saved in the state dict: they follow from the arguments)
@@ -76,7 +79,7 @@ class TILT(nn.Module):
         self.batch_first, self.method, self.chunk = batch_first, method, chunk
         grid = laplace.grid(n_taus, self.tau_min, self.tau_max, k)
         post = laplace.post_operator(n_taus, k, self.g, grid)
-        laplace.check_post(post, grid, n_taus, self.tau_min, self.tau_max, k, self.g)
+        laplace.check_post(post, grid, n_taus, self.tau_min, self.tau_max, k, self.g, self.dt, integrate)
         decay, beta = laplace.decay_and_input_weight(grid.s, self.dt, integrate)
         for name, value in (("tau_star", grid.tau[k:k + n_taus]), ("s", grid.s), ("decay", decay),
                             ("beta", beta), ("post", post)):

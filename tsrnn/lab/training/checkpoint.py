@@ -6,7 +6,11 @@ that ``--resume`` continues bit-identically. It holds tensors and plain Python v
 read with ``torch.load(weights_only=True)``. It is written to a temporary file in the same
 directory (mode 0666 less the umask, as every other file of a run), flushed to disk and renamed
 over the target: an interrupted save never leaves a half-written checkpoint, and a save killed
-before the rename leaves a ``.NAME.*.tmp`` file that ``remove_orphans`` deletes.
+before the rename leaves a ``.NAME.XXXXXXXX.tmp`` file that ``remove_orphans`` deletes (every run
+of `tsrnn train` calls it on its --out before its first save). A save holds a shared
+``fcntl.flock`` on the directory from before it creates its temporary file until after the
+rename; ``remove_orphans`` deletes only while it holds the exclusive lock, so never the temporary
+file of a save in progress in another process (the kernel releases a killed process's locks).
 
 Loading verifies what it reads: a BLAKE2b digest of every value (tensors byte for byte) written
 with the checkpoint must match (a flipped bit or an edit is refused), and the model and
@@ -14,6 +18,8 @@ optimizer tensors must be finite.
 """
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import os
 import random
@@ -44,26 +50,56 @@ def save(path, payload: dict) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     payload = {"format": FORMAT, "tsrnn_version": tsrnn.__version__, **payload}
     payload["checksum"] = checksum(payload)
-    tmp = path.parent / f".{path.name}.{secrets.token_hex(4)}.tmp"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)  # the umask applies, as for metrics.jsonl
-    try:
-        with os.fdopen(fd, "wb") as f:
-            torch.save(payload, f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with _directory_lock(path.parent, fcntl.LOCK_SH):  # held, remove_orphans leaves the folder's .tmp files
+        tmp = path.parent / f".{path.name}.{secrets.token_hex(4)}.tmp"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)  # the umask applies, as for metrics.jsonl
+        try:
+            with os.fdopen(fd, "wb") as f:
+                torch.save(payload, f)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
     return path
 
 
+# The temporary file of ``save``: "." + the checkpoint's name + 8 hex digits + ".tmp".
+TEMPORARY = re.compile(r"\..+\.[0-9a-f]{8}\.tmp")
+
+
 def remove_orphans(directory) -> list[Path]:
-    """Delete the temporary files of saves that were killed before their rename (``.NAME.*.tmp``)."""
-    orphans = sorted(Path(directory).glob(".*.pt.*.tmp"))
-    for orphan in orphans:
-        orphan.unlink(missing_ok=True)
+    """Delete the temporary files (``.NAME.XXXXXXXX.tmp``) of saves into ``directory`` that were
+    killed before their rename, and return them. While a save in another process holds its lock
+    on the directory nothing is deleted (empty list): its temporary file is not an orphan, and
+    the orphans wait for the next call. Where the filesystem has no locks on directories nothing
+    is deleted either: a temporary file there cannot be told from one being written."""
+    with _directory_lock(directory, fcntl.LOCK_EX | fcntl.LOCK_NB) as locked:
+        if not locked:
+            return []
+        orphans = sorted(p for p in Path(directory).glob(".*.tmp") if TEMPORARY.fullmatch(p.name))
+        for orphan in orphans:
+            orphan.unlink(missing_ok=True)
     return orphans
+
+
+@contextlib.contextmanager
+def _directory_lock(directory, operation: int):
+    """``fcntl.flock(operation)`` on ``directory`` while the block runs; yields whether it holds
+    the lock: False where a non-blocking request meets another process's lock, or where the
+    filesystem refuses locks on directories (some network filesystems; a save then runs unlocked
+    and ``remove_orphans`` deletes nothing)."""
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        try:
+            fcntl.flock(fd, operation)
+        except OSError:
+            yield False
+        else:
+            yield True
+    finally:
+        os.close(fd)  # releases the lock
 
 
 def checksum(payload: dict) -> str:

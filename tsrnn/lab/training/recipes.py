@@ -171,7 +171,8 @@ def task(args) -> str:
     presets = RECIPES[args.recipe]
     name = args.task or next(iter(presets))
     if name not in presets:
-        raise ValueError(f"--recipe {args.recipe} has no setting for --task {name}; it sets {list(presets)}")
+        raise ValueError(f"--recipe {args.recipe} has no setting for --task {name}; it sets --task "
+                         f"{' / '.join(presets)}")
     return name
 
 

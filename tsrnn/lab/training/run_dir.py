@@ -6,7 +6,8 @@
 - ``metrics.jsonl`` gets one JSON line per event. A checkpoint records how many lines the file
   held when it was written; resuming in the same directory cuts the file back to them, so the
   steps trained again after the checkpoint are not recorded twice.
-- Temporary files of a save killed before its rename are deleted when a run starts.
+- Temporary files of a save killed before its rename are deleted when a run starts, never that
+  of a save in progress in another process (``checkpoint.remove_orphans``).
 - Every file gets mode 0666 less the umask (checkpoints too, see ``checkpoint.save``).
 """
 from __future__ import annotations
