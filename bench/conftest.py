@@ -38,7 +38,8 @@ def pytest_collection_modifyitems(config, items):
 
 
 def pytest_runtest_logreport(report):
-    _summaries.extend(value for name, value in report.user_properties if name == SUMMARY_PROPERTY)
+    if report.when == "call":  # the teardown's report carries the item's properties again
+        _summaries.extend(value for name, value in report.user_properties if name == SUMMARY_PROPERTY)
 
 
 def pytest_terminal_summary(terminalreporter):
