@@ -105,9 +105,17 @@ def setup(device: str | None = None) -> Context:
 
 def finish() -> None:
     """Wait for every process to finish its run (rank 0 may still be writing its last checkpoint):
-    a gloo peer that closes its connections while another process still uses them aborts that one."""
+    a gloo peer that closes its connections while another process still uses them aborts that one.
+    After the barrier each process marks its return from it in the group's store (the launcher's
+    TCP store, not a gloo connection) and waits for every mark, so that no process tears its
+    connections down (``teardown``) while another is still inside the barrier. (CI lost a rank to
+    "terminate called without an active exception" twice in 2026-12, with the barrier alone; not
+    reproduced here, so this closes one race, not a proven cause.)"""
     if dist.is_initialized():
         dist.barrier()
+        store = dist.distributed_c10d._get_default_store()
+        store.set(f"tsrnn/finished/{dist.get_rank()}", "1")
+        store.wait([f"tsrnn/finished/{rank}" for rank in range(dist.get_world_size())])
 
 
 def teardown() -> None:
