@@ -251,19 +251,18 @@ def selftest_memory_problem(steps: int, batch: int, hidden: int, devices=("cpu",
     return None
 
 
-def _resolved(args, dest: str, task: str):
-    """``dest`` as the run will have it: given, else the recipe's, else the task's default."""
+def _resolved(args, dests: tuple[str, ...]) -> dict:
+    """Each of ``dests`` as the run will have it: given, else the recipe's (``recipes.apply`` on a
+    copy of ``args``), else the task's default."""
+    import copy
+
     from tsrnn.lab.training import recipes
     from tsrnn.lab.training.tasks import TASKS
 
-    value = getattr(args, dest, None)
-    if value is None and args.recipe:
-        value = recipes.RECIPES[args.recipe][task].get(dest)
-        if isinstance(value, dict):  # by --cell
-            value = value.get(getattr(args, "cell", None) or recipes.RECIPES[args.recipe][task].get("cell"))
-    if value is None:
-        value = TASKS[task].defaults.get(dest)
-    return value
+    run = copy.copy(args)
+    recipes.apply(run)
+    return {dest: getattr(run, dest, None) if getattr(run, dest, None) is not None
+            else TASKS[run.task].defaults.get(dest) for dest in dests}
 
 
 def train_memory_problem(args) -> str | None:
@@ -279,8 +278,7 @@ def train_memory_problem(args) -> str | None:
     from tsrnn.lab.training import recipes
 
     task = recipes.task(args)
-    value = {dest: _resolved(args, dest, task) for dest in
-             ("batch_size", "nhid", "emsize", "nlayers", "n", "delay", "copy_size", "dyck_size")}
+    value = _resolved(args, ("batch_size", "nhid", "emsize", "nlayers", "n", "delay", "copy_size", "dyck_size"))
     hidden = [int(h) for h in str(value["nhid"] or 1).split(",")]  # imdb's default depends on --cell: >= 1
     used = ["nhid"] if value["nhid"] else []
     if task == "averaging-lm":
