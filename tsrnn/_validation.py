@@ -334,7 +334,7 @@ def recurrent_layer(cell, x, h0, states: Sequence, w_ih, w_hh, bias, p=None, dt=
     same_dtype("x", x, w_ih=w_ih, w_hh=w_hh, bias=bias, w_hr=w_hr,
                **{n: v for n, v in named.items() if n not in cell.initial_math_states})
     same_device("x", x, w_ih=w_ih, w_hh=w_hh, bias=bias, p=p, dt=dt, w_hr=w_hr, **named)
-    if cell.has_p:
+    if cell.params:
         tensor("p", p, 1)
         shape("p", p, (hidden,))
         positive("p", p)

@@ -46,19 +46,7 @@ def _layer(cell, x, h0, states, w_ih, w_hh, bias, p=None, dt=None, eps=0.0, back
     path = _route(cell, x, h0, rows, w_ih, w_hh, bias, p, dt, eps, backend, traces, packing, w_hr)
     out, finals, per_step = path.run["recurrence"](path, cell, x, h0, rows, w_ih, w_hh, bias, p, dt, eps, traces,
                                                    packing, w_hr)
-    return out, tuple(f[0] for f in finals), _with_ages(cell, per_step, states[-1], dt, packing) if traces else None
-
-
-def _with_ages(cell, per_step, a0, dt, packing):
-    """A layer's traces with the pLSTM's ages "a" added where its path returned only the saved reset
-    gates (the operator paths): a_t = (1 - r_t) a_{t-1} + (1 - r_t) Δt from the layer's a0 (B, H)
-    (the LSTM: anything), one ``linear_scan`` on the path "auto" chooses; zero past each row's end."""
-    if not cell.has_p or "a" in per_step:
-        return per_step
-    keep = 1 - per_step["r"]
-    step = 1.0 if dt is None else (dt if packing is None else packing.unpack(dt)).to(keep.dtype).unsqueeze(-1)
-    ages = linear_scan(keep, keep * step, a0.to(keep.dtype))
-    return {**per_step, "a": ages if packing is None else ages * packing.mask.unsqueeze(-1)}
+    return out, tuple(f[0] for f in finals), per_step
 
 
 def _route(cell, x, h0, states, w_ih, w_hh, bias, p, dt, eps, backend, traces, packing, w_hr=None):
@@ -173,7 +161,7 @@ def plstm(x: Tensor, h0: Tensor, c0: Tensor, a0: Tensor, w_ih: Tensor, w_hh: Ten
     dt (T, B) or (T, B, 1) step lengths > 0, or None for Δt = 1. dt is data: it gets no gradient.
     ``lengths`` as for ``lstm``: a_n too is each row's age after its last step.
     """
-    cell = cells.plstm(input_gate)
+    cell = cells.plstm_cell(input_gate)
     with precision.layer_region(x) as low:
         x, h0, c0, w_ih, w_hh, bias = precision.cast(low, x, h0, c0, w_ih, w_hh, bias)
         dt = check.recurrent_layer(cell, x, h0, (c0, a0), w_ih, w_hh, bias, p, dt)

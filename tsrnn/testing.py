@@ -92,11 +92,11 @@ def layer_args(cell: str, T: int, B: int, I: int, H: int, seed: int = 0, dt: boo
         "w_hh": randn(rows, H, scale=1 / math.sqrt(H)),
         "bias": randn(rows, scale=0.5),
     }
-    if cells.get(cell).has_p:
+    if cells.get(cell).params:
         args["a0"] = torch.rand(B, H, generator=g, dtype=torch.float64) * 3
         args["p"] = torch.rand(H, generator=g, dtype=torch.float64) * 0.9 + 0.05
         args["dt"] = torch.rand(T, B, generator=g, dtype=torch.float64) * 2 + 0.1 if dt else None
-        args["input_gate"] = cells.get(cell).input_gate
+        args["input_gate"] = cell.split("_")[1]
     return args
 
 
@@ -130,12 +130,12 @@ def differentiable(args: dict) -> list[str]:
 
 def run_layer(cell: str, args: dict, backend_name: str):
     """``(out, final states)`` of functional.lstm / plstm on a path or requested backend."""
-    return getattr(functional, cells.get(cell).function)(**args, backend=backend_name)
+    return getattr(functional, "plstm" if cells.get(cell).params else "lstm")(**args, backend=backend_name)
 
 
 def reference_layer(cell: str, args: dict):
     """``(out, final states)`` of reference.lstm / plstm."""
-    out, state, _ = getattr(reference, cells.get(cell).function)(**args)
+    out, state, _ = getattr(reference, "plstm" if cells.get(cell).params else "lstm")(**args)
     return out, state
 
 
@@ -159,7 +159,7 @@ def gradcheck(path: str, cell: str, shape, device="cpu", seed: int = 0, lengths:
     against every differentiable argument), padded or with ``lengths``; ``fast``: its fast mode (a
     random projection of the Jacobian, for the Triton interpreter); ``second_order``:
     ``gradgradcheck``, the second derivatives."""
-    args = layer_args(cell, *shape, seed=seed, dt=cells.get(cell).has_p)
+    args = layer_args(cell, *shape, seed=seed, dt=cells.get(cell).step_input is not None)
     args = {k: (v.to(device) if isinstance(v, torch.Tensor) else v) for k, v in args.items()}
     if lengths is not None:
         args["lengths"] = torch.tensor(lengths)

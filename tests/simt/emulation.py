@@ -83,12 +83,12 @@ def traces_error(cell_name: str, shape, seed: int, dt: bool, path_name: str, row
     args = testing.layer_args(cell_name, *shape, seed=seed, dt=dt)
     cell = cells.get(cell_name)
     ours = {k: (v.float() if isinstance(v, torch.Tensor) and k != "dt" else v) for k, v in args.items()}
-    states = (ours["c0"], ours["a0"]) if cell.has_p else (ours["c0"],)
+    states = (ours["c0"], ours["a0"]) if cell.params != () else (ours["c0"],)
     _, _, traces = functional._layer(cell, ours["x"], ours["h0"], states, ours["w_ih"], ours["w_hh"], ours["bias"],
                                      ours.get("p"), None if ours.get("dt") is None else ours["dt"].float(),
                                      1e-3, path_name, traces=True)
     want = {}
-    if cell.has_p:
+    if cell.params != ():
         _, _, want["f"] = reference.plstm(**args, trace=want)
     else:
         _, _, want["f"] = reference.lstm(**args)

@@ -40,7 +40,7 @@ class Case(NamedTuple):
 
 
 def _layer_case(cell: str, path: str, device: str) -> Case:
-    dt = cells.get(cell).has_p
+    dt = cells.get(cell).params != ()
 
     def compare(shape, dtype):
         if testing.why_not(path, cell, shape, dtype, device) is not None:

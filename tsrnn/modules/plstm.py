@@ -51,7 +51,7 @@ class PowerLawLSTM(StackedRNN):
                  device: torch.device | str | None = None, dtype: torch.dtype | None = None, *, eps: float = 1e-3,
                  input_gate: str = "coupled", learn_p: bool | None = None, fixed_p: float | None = None,
                  backend: str = "auto") -> None:
-        cell = cells.plstm(input_gate)
+        cell = cells.plstm_cell(input_gate)
         check.positive_real("eps", eps)
         check.choice("learn_p", learn_p, (None, True, False))
         if fixed_p is not None:

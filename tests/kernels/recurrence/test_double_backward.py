@@ -29,7 +29,7 @@ def _layer_inputs(path, cell, seed=0, unit_dt=False):
     reason = testing.why_not(path, cell, SHAPE, torch.float64, DEVICE)
     if reason:
         pytest.skip(reason)
-    args = testing.layer_args(cell, *SHAPE, seed=seed, dt=cells.get(cell).has_p and not unit_dt)
+    args = testing.layer_args(cell, *SHAPE, seed=seed, dt=cells.get(cell).params != () and not unit_dt)
     return {k: (v.to(DEVICE) if isinstance(v, torch.Tensor) else v) for k, v in args.items()}
 
 
@@ -164,8 +164,8 @@ def test_the_recompute_rounds_the_products_as_the_call_did(cell, products):
     w_hh = torch.randn(described.num_gates * H, H, generator=g) / 2
     h0 = torch.randn(B, H, generator=g)
     state0 = torch.rand(described.num_states, B, H, generator=g)
-    p = torch.rand(H, generator=g) if described.has_p else None
-    dt = torch.rand(T, B, generator=g) + 0.5 if described.has_p else None
+    p = torch.rand(H, generator=g) if described.params != () else None
+    dt = torch.rand(T, B, generator=g) + 0.5 if described.params != () else None
     grad_h = torch.randn(T, B, H, generator=g)
     results = {}
     for mode in ("ieee", products):

@@ -31,9 +31,9 @@ def _skip_unless_runs(path, cell, shape, dtype=torch.float64):
 def test_reference_masked_loop_runs_each_row_alone(cell):
     """Row b of the masked loop equals the loop run on that row alone for its lengths[b] steps;
     past its end the output and traces are zero, and a row of length 0 keeps its initial state."""
-    args = testing.layer_args(cell, 6, 5, 3, 4, seed=1, dt=cells.get(cell).has_p)
+    args = testing.layer_args(cell, 6, 5, 3, 4, seed=1, dt=cells.get(cell).params != ())
     lengths = torch.tensor([3, 6, 0, 1, 6])
-    fn = getattr(reference, cells.get(cell).function)
+    fn = getattr(reference, "plstm" if cells.get(cell).params else "lstm")
     out, finals, forget = fn(**args, lengths=lengths)
     for b, steps in enumerate(lengths.tolist()):
         assert (out[steps:, b] == 0).all() and (forget[steps:, b] == 0).all()
@@ -56,7 +56,7 @@ def test_reference_masked_loop_runs_each_row_alone(cell):
 @pytest.mark.parametrize("path", testing.LAYER_PATHS)
 def test_path_with_lengths_matches_the_reference(path, cell, case, shape):
     _skip_unless_runs(path, cell, shape)
-    result = testing.compare(path, cell, shape, torch.float64, DEVICE, dt=cells.get(cell).has_p, seed=3,
+    result = testing.compare(path, cell, shape, torch.float64, DEVICE, dt=cells.get(cell).params != (), seed=3,
                              lengths=case)
     assert result.ok, f"{path} {cell} {case}: {result.failures()}"
 
@@ -66,7 +66,7 @@ def test_path_with_lengths_matches_the_reference(path, cell, case, shape):
 @pytest.mark.parametrize("path", testing.LAYER_PATHS)
 def test_path_with_lengths_in_low_precision(path, cell, dtype):
     _skip_unless_runs(path, cell, (9, 6, 5, 7), dtype)
-    result = testing.compare(path, cell, (9, 6, 5, 7), dtype, DEVICE, dt=cells.get(cell).has_p, seed=4,
+    result = testing.compare(path, cell, (9, 6, 5, 7), dtype, DEVICE, dt=cells.get(cell).params != (), seed=4,
                              lengths="unsorted")
     assert result.ok, f"{path} {cell} {dtype}: {result.failures()}"
 
@@ -76,7 +76,7 @@ def test_strided_inputs_with_lengths(path):
     for cell in cells.CELLS:
         if testing.why_not(path, cell, (6, 4, 5, 4), torch.float64, DEVICE):
             continue
-        result = testing.compare(path, cell, (6, 4, 5, 4), torch.float64, DEVICE, dt=cells.get(cell).has_p,
+        result = testing.compare(path, cell, (6, 4, 5, 4), torch.float64, DEVICE, dt=cells.get(cell).params != (),
                                  contiguous=False, seed=5, lengths="with zeros")
         assert result.ok, f"{path} {cell}: {result.failures()}"
 

@@ -84,13 +84,13 @@ def emulated_layer(cell: str, args: dict, products: str, low: bool):
     outs = []
     for t in range(steps):
         z = xg[t] + _Product.apply(h, args["w_hh"], products, _identity)  # dW_hh: float32, then the dtype
-        if described.has_p:
+        if described.params != ():
             step = 1.0 if args["dt"] is None else args["dt"][t].unsqueeze(-1)
             h, c, a, _, _ = reference.plstm_step(z, c, a, args["p"], step, 1e-3, described.input_gate)
         else:
             h, c, _ = reference.lstm_step(z, c)
         outs.append(h)
-    out, state = torch.stack(outs), ((h, c, a) if described.has_p else (h, c))
+    out, state = torch.stack(outs), ((h, c, a) if described.params != () else (h, c))
     if low:  # h and c come back in bf16, the age in float32
         out, state = _Cast.apply(out, cast), tuple(_Cast.apply(s, cast) if i < 2 else s for i, s in enumerate(state))
     return out, state
@@ -163,7 +163,7 @@ def emulated_operator(cell, xg, w_hh, h0, state0, p, dt, eps, grad_h, products):
     h, states, outs = h0, list(state0.unbind(0)), []
     for t in range(xg.shape[0]):
         z = xg[t] + _Product.apply(h, w_hh, products, _identity)
-        if described.has_p:
+        if described.params != ():
             step = 1.0 if dt is None else dt[t].unsqueeze(-1)
             h, c, a, _, _ = reference.plstm_step(z, states[0], states[1], p, step, eps, described.input_gate)
             states = [c, a]

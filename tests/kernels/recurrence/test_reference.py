@@ -90,8 +90,8 @@ def test_the_scan_layer_is_the_reference_loop(cell, dt):
     """tsrnn.ops.recurrence.export_scan (what torch.export records) runs the reference step: equal in float64."""
     args = testing.layer_args(cell, 7, 3, 4, 6, seed=5, dt=dt)
     described = cells.get(cell)
-    states = (args["c0"], args["a0"]) if described.has_p else (args["c0"],)
-    extra = (args["p"], args["dt"], 1e-3) if described.has_p else ()
+    states = (args["c0"], args["a0"]) if described.params != () else (args["c0"],)
+    extra = (args["p"], args["dt"], 1e-3) if described.params != () else ()
     out, finals = scan_layer.layer(described, args["x"], args["h0"], states, args["w_ih"], args["w_hh"], args["bias"],
                                    *extra)
     expected, expected_finals, _ = described.reference_layer(args["x"], args["h0"], states, args["w_ih"],

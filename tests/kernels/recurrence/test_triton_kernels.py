@@ -165,7 +165,7 @@ def _packed_inputs(cell, B, sizes, dtype):
     """recurrence_forward's arguments (without save) for a random layer in the packed layout, and
     batch_sizes: xg [N, G*H] and dt [N], the rows b < sizes[t] of each padded step."""
     T = len(sizes)
-    cell, xg, w_hh, h0, state0, p, dt, eps = op_inputs(cell, T, B, 3, 5, dt=cells.get(cell).has_p, dtype=dtype,
+    cell, xg, w_hh, h0, state0, p, dt, eps = op_inputs(cell, T, B, 3, 5, dt=cells.get(cell).params != (), dtype=dtype,
                                                        seed=T * 7 + B)
     rows = torch.cat([t * B + torch.arange(s) for t, s in enumerate(sizes)])
     dt = None if dt is None else dt.reshape(T * B)[rows].to(DEVICE)
@@ -198,7 +198,7 @@ def _packed_matches_the_cpu_operator(cell, dtype, B, sizes, uses=(True, True)):
     got = _run_packed(backend.op("triton_step", "recurrence_forward"), args, batch_sizes, weights)
     cpu_args = tuple(t.cpu() if isinstance(t, torch.Tensor) else t for t in args)
     want = _run_packed(torch.ops.tsrnn.recurrence_forward, cpu_args, batch_sizes, weights)
-    names = ["grad_xg", "grad_w_hh", "grad_h0", "grad_state0"] + (["grad_p"] if cells.get(cell).has_p else [])
+    names = ["grad_xg", "grad_w_hh", "grad_h0", "grad_state0"] + (["grad_p"] if cells.get(cell).params != () else [])
     for tables, outputs, expected, what in ((tolerance.TOLERANCE, got[0], want[0], ["h_all", "state_n"]),
                                             (tolerance.GRAD_TOLERANCE, got[1], want[1], names)):
         for name, actual, wanted in zip(what, outputs, expected):

@@ -42,7 +42,7 @@ from . import checks
 def constexprs(cell: str) -> dict:
     """The cell of the registry (tsrnn/ops/recurrence/cells.py) as the kernels' constexprs."""
     c = CELLS[cell]
-    return {"HAS_P": c.has_p, "COUPLED": c.input_gate == "coupled", "G": c.num_gates, "S": c.num_states,
+    return {"HAS_P": c.params != (), "COUPLED": c.input_gate == "coupled", "G": c.num_gates, "S": c.num_states,
             "K": c.num_saved}
 
 

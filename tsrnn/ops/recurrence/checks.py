@@ -35,23 +35,27 @@ def _nonempty(T, B, H, name, t):
         _require(size >= 1, lambda: f"tsrnn: empty input, {name} {list(t.shape)}")
 
 
-def _layer(cell: Cell, T, B, H, like, w_hh, h0, state0, p, dt, dt_shape, dt_shown):
+def _layer(cell: Cell, T, B, H, like, w_hh, h0, state0, params, steps, constants, steps_shape, steps_shown):
     """What both directions take besides their own tensors: w_hh (rank checked) [G*H, H], h0 [B, H],
-    state0 [S, B, H], p [H] (exactly for the cells with p), dt ``dt_shape`` (pLSTM, optional)."""
+    state0 [S, B, H], params [P, H] (exactly for a cell of P > 0 parameters), steps ``steps_shape``
+    (a cell with a step input, optional), the cell's number of constants."""
     _sizes(w_hh, "w_hh", (cell.num_gates * H, H))
     _tensor(h0, "h0", 2, like)
     _sizes(h0, "h0", (B, H))
     _tensor(state0, "state0", 3, like)
     _sizes(state0, "state0", (cell.num_states, B, H))
-    _require((p is not None) == cell.has_p,
-             lambda: f"tsrnn: p is {'required' if cell.has_p else 'not used'} for this cell")
-    if p is not None:
-        _tensor(p, "p", 1, like)
-        _sizes(p, "p", (H,))
-    if dt is not None:
-        _require(cell.has_p, lambda: "tsrnn: dt is only used by the pLSTM cells")
-        _tensor(dt, "dt", len(dt_shape), like)
-        _sizes(dt, "dt", dt_shape, shown=dt_shown)
+    P = len(cell.params)
+    _require((params is not None) == (P > 0),
+             lambda: f"tsrnn: params are {'required' if P else 'not used'} for the cell {cell.name}")
+    if params is not None:
+        _tensor(params, "params", 2, like)
+        _sizes(params, "params", (P, H))
+    if steps is not None:
+        _require(cell.step_input is not None, lambda: f"tsrnn: the cell {cell.name} takes no step input (steps)")
+        _tensor(steps, "steps", len(steps_shape), like)
+        _sizes(steps, "steps", steps_shape, shown=steps_shown)
+    _require(len(constants) == len(cell.constants),
+             lambda: f"tsrnn: the cell {cell.name} takes {len(cell.constants)} constants, got {len(constants)}")
 
 
 def _batch_sizes(batch_sizes):
@@ -72,7 +76,7 @@ def _rows(name, t, T, B, width, batch_sizes):
         _require(t.shape[1] == width, lambda: f"tsrnn: {name} must be [N, {width}] (packed), got {list(t.shape)}")
 
 
-def recurrence_args(cell, xg, w_hh, h0, state0, p, dt, batch_sizes=None):
+def recurrence_args(cell, xg, w_hh, h0, state0, params, steps, constants, batch_sizes=None):
     """recurrence_forward's tensors against each other and the cell (csrc/recurrence/op.h's
     check_inputs); returns (T, B, H)."""
     described = _cell(cell)
@@ -87,14 +91,14 @@ def recurrence_args(cell, xg, w_hh, h0, state0, p, dt, batch_sizes=None):
     _nonempty(T, B, H, "xg", xg)
     G = described.num_gates
     packed = batch_sizes is not None
-    _layer(described, T, B, H, xg, w_hh, h0, state0, p, dt, (xg.shape[0],) if packed else (T, B),
+    _layer(described, T, B, H, xg, w_hh, h0, state0, params, steps, constants, (xg.shape[0],) if packed else (T, B),
            "[N]" if packed else None)
     _rows("xg", xg, T, B, G * H, batch_sizes)
     return T, B, H
 
 
-def recurrence_backward_args(cell, grad_h, grad_state_n, w_hh, h0, state0, h_all, state_all, saved, p, dt,
-                             batch_sizes=None):
+def recurrence_backward_args(cell, grad_h, grad_state_n, w_hh, h0, state0, h_all, state_all, saved, params,
+                             steps, constants, batch_sizes=None):
     """recurrence_backward's tensors against each other, the cell and the forward's outputs
     (csrc/recurrence/op.h's check_backward_inputs); returns (T, B, H)."""
     described = _cell(cell)
@@ -108,7 +112,7 @@ def recurrence_backward_args(cell, grad_h, grad_state_n, w_hh, h0, state0, h_all
         T, B, H = _batch_sizes(batch_sizes), h0.shape[0], h_all.shape[1]
     _nonempty(T, B, H, "h_all", h_all)
     _tensor(w_hh, "w_hh", 2, h_all)
-    _layer(described, T, B, H, h_all, w_hh, h0, state0, p, dt, (h_all.shape[0],) if packed else (T, B),
+    _layer(described, T, B, H, h_all, w_hh, h0, state0, params, steps, constants, (h_all.shape[0],) if packed else (T, B),
            "[N]" if packed else None)
     S, KH = described.num_states, described.num_saved * H
     _tensor(state_all, "state_all", 4, h_all)

@@ -1,43 +1,36 @@
-"""A recurrent layer as one scan over the reference step: what torch.export (and so
-``torch.onnx.export(..., dynamo=True)``) records for the pLSTM, and for the LSTM of a dynamic
-sequence length.
+"""A recurrent layer as one scan over the cell's torch step: what torch.export (and so
+``torch.onnx.export(..., dynamo=True)``) records for a layer of a dynamic sequence length.
 
-``layer`` computes z_t = x_t W_ih^T + b + h_{t-1} W_hh^T and the cell's pointwise step
-(``tsrnn.reference.lstm_step`` / ``plstm_step``, the equations of ``tsrnn.reference``) inside
-torch's scan operator. torch.export keeps the time loop as that one operator, which ONNX export
-writes as an ONNX Scan, so the exported graph runs any sequence length; the reference loops
-would be unrolled into T copies of the step for the traced T. Eager calls run the same scan step
-by step (tests compare it with the reference loops).
+``layer`` computes z_t = x_t W_ih^T + b + h_{t-1} W_hh^T and the cell's step (``Cell.step``)
+inside torch's scan operator. torch.export keeps the time loop as that one operator, which ONNX
+export writes as an ONNX Scan, so the exported graph runs any sequence length; the reference
+loop would be unrolled into T copies of the step for the traced T. Eager calls run the same scan
+step by step (tests compare it with the reference loop).
 
-It calls the operator itself (``torch._higher_order_ops.scan.scan_op``, a prototype in torch
-2.13) with the weights as explicit inputs, not the ``scan`` wrapper: the wrapper runs the step
-through a torch.compile whose cache outlives an export, and a second export in the same process
-then specialized T to the first one's length (seen with torch 2.13).
+It calls the operator itself (``torch._higher_order_ops.scan.scan_op``) with the weights as
+explicit inputs, not the ``scan`` wrapper, whose torch.compile cache outlives an export
+(docs/backends.md, ONNX).
 """
 from __future__ import annotations
 
-from tsrnn.ops.recurrence import reference
 
-
-def layer(cell, x, h0, states, w_ih, w_hh, bias, p=None, dt=None, eps=0.0):
-    """One layer of ``cell`` (a ``tsrnn.ops.recurrence.cells.Cell``) over x (T, B, I) from h0 and ``states`` (the
-    cell's states after h, each (B, H)); dt (T, B) or None. Returns (out (T, B, H), (h_n, *states_n))."""
+def layer(cell, x, h0, states, w_ih, w_hh, bias, params=(), steps=None, constants=None):
+    """One layer of ``cell`` (a ``tsrnn.ops.recurrence.cells.Cell``) over x (T, B, I) from h0 and
+    ``states`` (the cell's states after h, each (B, H)); ``params`` (H,) each, ``steps`` (T, B) or
+    None, ``constants`` (None: the cell's defaults). Returns (out (T, B, H), (h_n, *states_n))."""
     from torch._higher_order_ops.scan import scan_op  # a private module: imported where export needs it
 
+    constants = cell.defaults if constants is None else tuple(constants)
     xg = x @ w_ih.T if bias is None else x @ w_ih.T + bias
-    scanned = [xg] if dt is None else [xg, dt.unsqueeze(-1)]
-    weights = (w_hh,) if p is None else (w_hh, p)
+    scanned = [xg] if steps is None else [xg, steps.unsqueeze(-1)]
     carried = 1 + len(states)
 
-    def step(*args):  # (h, *states, xg_t[, dt_t], w_hh[, p]) -> (h, *states, h)
+    def step(*args):  # (h, *states, xg_t[, steps_t], w_hh, *params) -> (h, *states, h)
         h, *previous = args[:carried]
-        z = args[carried] + h @ args[-len(weights)].T
-        if cell.has_p:
-            delta = args[carried + 1] if dt is not None else 1.0
-            h, c, a, _, _ = reference.plstm_step(z, *previous, args[-1], delta, eps, cell.input_gate)
-            return h, c, a, h.clone()
-        h, c, _ = reference.lstm_step(z, *previous)
-        return h, c, h.clone()
+        z = args[carried] + h @ args[carried + len(scanned)].T
+        delta = args[carried + 1] if steps is not None else 1.0
+        h, new, _ = cell.step(z, tuple(previous), args[carried + len(scanned) + 1:], delta, constants)
+        return h, *new, h.clone()
 
-    *finals, out = scan_op(step, [h0, *states], scanned, additional_inputs=weights)
+    *finals, out = scan_op(step, [h0, *states], scanned, additional_inputs=(w_hh, *params))
     return out, tuple(finals)

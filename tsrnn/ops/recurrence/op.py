@@ -11,31 +11,32 @@ from tsrnn.ops import library
 from tsrnn.ops.recurrence import checks, recompute
 from tsrnn.ops.recurrence.cells import CELLS
 
-# xg: [T,B,G*H] input projection plus bias, w_hh: [G*H,H], h0: [B,H], state0: [S,B,H],
-# p: [H] (pLSTM), dt: [T,B] (pLSTM, optional). recurrence_forward returns h_all: [T,B,H],
-# state_n: [S,B,H] the final states, state_all: [T,S,B,H] every step's states and saved: [T,B,K*H]
-# the gate activations ([0] when save is false), both only for the backward (not differentiable).
+# xg: [T,B,G*H] input projection plus bias, w_hh: [G*H,H], h0: [B,H], state0: [S,B,H], the cell's
+# parameters params: [P,H] (None for a cell of none), its step input steps: [T,B] (optional; only
+# for a cell that declares one) and constants: its float constants, as many as it declares
+# (tsrnn/ops/recurrence/cells). recurrence_forward returns h_all: [T,B,H], state_n: [S,B,H] the
+# final states, state_all: [T,S,B,H] every step's states and saved: [T,B,K*H] the saved
+# activations ([0] when save is false), both only for the backward (not differentiable).
 # recurrence_backward takes grad_h: dL/dh_all and grad_state_n: dL/dstate_n (each None where the
 # loss does not use it) and returns grad_xg: [T,B,G*H], grad_w_hh: [G*H,H], grad_h0: [B,H],
-# grad_state0: [S,B,H], grad_p: [H] ([0] without p).
+# grad_state0: [S,B,H], grad_params: [P,H] ([0] without params).
 # Packed sequences (``batch_sizes`` given, as torch's PackedSequence lays them out): batch_sizes
 # [T] int64 on the CPU, each >= 1, non-increasing, at most B; step t runs the rows b < batch_sizes[t]
 # only (the batch sorted by length, longest first), row offsets[t] + b of the packed tensors, with
-# offsets[t] = batch_sizes[:t].sum() and N = batch_sizes.sum(). Then xg: [N,G*H], dt: [N],
+# offsets[t] = batch_sizes[:t].sum() and N = batch_sizes.sum(). Then xg: [N,G*H], steps: [N],
 # h_all and grad_h: [N,H], saved: [N,K*H], grad_xg: [N,G*H]; state_all stays [T,S,B,H] (the rows
 # a step does not run are zero) and state_n[:, b] holds row b's states after its last
 # step (state0[:, b] for a row of no step, b >= batch_sizes[0]).
 # precision: what the recurrent products and dW_hh's GEMM may round their operands to
 # (``tsrnn.precision.products``): "ieee" (none), "tf32" or "bf16", float32 accumulation each; a
 # kernel may compute more exactly than asked (the CPU).
-# linear_scan_forward: a, u: [T,N], x0: [N] -> x: [T,N]; backward -> grad_a, grad_u, grad_x0.
 SCHEMAS = {
-    "recurrence_forward": "(str cell, Tensor xg, Tensor w_hh, Tensor h0, Tensor state0, Tensor? p, "
-                          "Tensor? dt, float eps, bool save, Tensor? batch_sizes=None, str precision=\"ieee\") "
+    "recurrence_forward": "(str cell, Tensor xg, Tensor w_hh, Tensor h0, Tensor state0, Tensor? params, "
+                          "Tensor? steps, float[] constants, bool save, Tensor? batch_sizes=None, str precision=\"ieee\") "
                           "-> (Tensor, Tensor, Tensor, Tensor)",
     "recurrence_backward": "(str cell, Tensor? grad_h, Tensor? grad_state_n, Tensor w_hh, Tensor h0, "
-                           "Tensor state0, Tensor h_all, Tensor state_all, Tensor saved, Tensor? p, "
-                           "Tensor? dt, float eps, Tensor? batch_sizes=None, str precision=\"ieee\") "
+                           "Tensor state0, Tensor h_all, Tensor state_all, Tensor saved, Tensor? params, "
+                           "Tensor? steps, float[] constants, Tensor? batch_sizes=None, str precision=\"ieee\") "
                            "-> (Tensor, Tensor, Tensor, Tensor, Tensor)",
 }
 # Compiled, the tensor-core kernels only: how many thread blocks the kernel's plan uses for this
@@ -54,28 +55,28 @@ GRID = "tsrnn_grid"
 TRITON = {"tsrnn_triton_step": "tsrnn.ops.recurrence.triton_step"}
 
 
-def _recurrence_fake(cell, xg, w_hh, h0, state0, p, dt, eps, save, batch_sizes=None, precision="ieee"):
-    steps, batch, hidden = checks.recurrence_args(cell, xg, w_hh, h0, state0, p, dt, batch_sizes)
+def _recurrence_fake(cell, xg, w_hh, h0, state0, params, steps, constants, save, batch_sizes=None, precision="ieee"):
+    length, batch, hidden = checks.recurrence_args(cell, xg, w_hh, h0, state0, params, steps, constants, batch_sizes)
     described = CELLS[cell]
     rows = xg.shape[:-1]  # (T, B) or, packed, (N,)
     return (
         xg.new_empty(*rows, hidden),
         xg.new_empty(described.num_states, batch, hidden),
-        xg.new_empty(steps, described.num_states, batch, hidden),
+        xg.new_empty(length, described.num_states, batch, hidden),
         xg.new_empty(*rows, described.num_saved * hidden) if save else xg.new_empty(0),
     )
 
 
 def _recurrence_backward_fake(cell, grad_h, grad_state_n, w_hh, h0, state0, h_all, state_all,
-                              saved, p, dt, eps, batch_sizes=None, precision="ieee"):
-    checks.recurrence_backward_args(cell, grad_h, grad_state_n, w_hh, h0, state0, h_all, state_all, saved, p, dt,
-                                    batch_sizes)
+                              saved, params, steps, constants, batch_sizes=None, precision="ieee"):
+    checks.recurrence_backward_args(cell, grad_h, grad_state_n, w_hh, h0, state0, h_all, state_all, saved, params,
+                                    steps, constants, batch_sizes)
     return (
         h_all.new_empty(*h_all.shape[:-1], CELLS[cell].num_gates * h_all.shape[-1]),
         torch.empty_like(w_hh),
         torch.empty_like(h0),
         torch.empty_like(state0),
-        h_all.new_empty(h_all.shape[-1] if p is not None else 0),
+        torch.empty_like(params) if params is not None else h_all.new_empty(0),
     )
 
 
@@ -84,30 +85,31 @@ def _recurrence_setup(ctx, inputs, output):
     (T, B, G*H) tensor a layer held until the backward), from which a backward that is itself
     differentiated recomputes the layer (``recompute``), as torch.nn.LSTM's CPU kernel is
     differentiable twice. On CUDA, as torch.nn.LSTM's cuDNN kernel, first derivatives only."""
-    cell, xg, w_hh, h0, state0, p, dt, eps, _, batch_sizes, precision = inputs  # every argument, defaults filled
+    cell, xg, w_hh, h0, state0, params, steps, constants, _, batch_sizes, precision = inputs  # defaults filled
     h_all, _, state_all, saved = output
-    ctx.save_for_backward(xg if xg.device.type == "cpu" else None, w_hh, h0, state0, h_all, state_all, saved, p, dt,
-                          batch_sizes)
-    ctx.cell, ctx.eps, ctx.precision = cell, eps, precision
+    ctx.save_for_backward(xg if xg.device.type == "cpu" else None, w_hh, h0, state0, h_all, state_all, saved, params,
+                          steps, batch_sizes)
+    ctx.cell, ctx.constants, ctx.precision = cell, constants, precision
     ctx.mark_non_differentiable(state_all, saved)
     ctx.set_materialize_grads(False)  # an unused output's gradient stays None, not a tensor of zeros
 
 
 def _recurrence_autograd(backward_op):
     def recurrence_backward(ctx, grad_h, grad_state_n, _grad_state_all, _grad_saved):
-        xg, w_hh, h0, state0, h_all, state_all, saved, p, dt, batch_sizes = ctx.saved_tensors
+        xg, w_hh, h0, state0, h_all, state_all, saved, params, steps, batch_sizes = ctx.saved_tensors
         if torch.is_grad_enabled() and xg is not None:  # create_graph=True: a graph through the reference steps
             with library.without_autocast(h_all):
                 grads = recompute.gradients(ctx.cell, ctx.needs_input_grad[1:6], grad_h, grad_state_n, xg, w_hh, h0,
-                                            state0, p, dt, ctx.eps, batch_sizes, ctx.precision)
+                                            state0, params, steps, ctx.constants, batch_sizes, ctx.precision)
             return (None, *grads, None, None, None, None, None)
         with library.without_autocast(h_all), torch.no_grad():
-            grad_xg, grad_w, grad_h0, grad_state0, grad_p = backward_op(
-                ctx.cell, grad_h, grad_state_n, w_hh, h0, state0, h_all, state_all, saved, p, dt, ctx.eps, batch_sizes,
-                ctx.precision)
+            grad_xg, grad_w, grad_h0, grad_state0, grad_params = backward_op(
+                ctx.cell, grad_h, grad_state_n, w_hh, h0, state0, h_all, state_all, saved, params, steps,
+                ctx.constants, batch_sizes, ctx.precision)
         grads = library.first_order_only("recurrence", (h_all, grad_h, grad_state_n),
-                                  (grad_xg, grad_w, grad_h0, grad_state0, grad_p if p is not None else None))
-        return (None, *grads, None, None, None, None, None)  # cell, ..., eps, save, batch_sizes, precision
+                                         (grad_xg, grad_w, grad_h0, grad_state0,
+                                          grad_params if params is not None else None))
+        return (None, *grads, None, None, None, None, None)  # cell, ..., constants, save, batch_sizes, precision
 
     return recurrence_backward
 

@@ -35,7 +35,7 @@ import torch
 
 from tsrnn import _validation as check
 from tsrnn.ops import library
-from tsrnn.ops.recurrence import export_scan
+from tsrnn.ops.recurrence import export_scan, reference
 from tsrnn.ops.recurrence.cells import math_dtype
 
 
@@ -158,15 +158,16 @@ def run_operator(path, cell, x, h0, states, w_ih, w_hh, bias, p, dt, eps, traces
     state0 = _as(states[0], math) if len(states) == 1 else torch.cat([_as(s, math) for s in states])
     save = traces or torch.jit.is_tracing() or (  # a traced graph serves training and inference
         library.needs_grad(x, w_ih, w_hh, bias, h0, p, *states))
-    h_all, state_n, _, saved = library.call(
+    h_all, state_n, state_all, saved = library.call(
         path.namespace, "recurrence_forward", cell.name, xg, _as(w_hh, math), _as(h0[0], math), state0,
-        None if p is None else _as(p, math), None if dt is None else _as(dt, math), eps, save,
-        None if packing is None else packing.batch_sizes, products)
+        None if p is None else _as(p, math).unsqueeze(0), None if dt is None else _as(dt, math),
+        [eps] if cell.constants else [], save, None if packing is None else packing.batch_sizes, products)
     per_step = None
     if traces:
         saved = saved if packing is None else packing.unpack(saved)  # (T, B, K*H), zero past the ends
         steps, batch = saved.shape[:2]
         per_step = dict(zip(cell.saved, saved.view(steps, batch, cell.num_saved, hidden).unbind(2)))
+        per_step.update(zip(cell.states, state_all.unbind(1)))  # every step's states, zero past the ends
     out = _as(h_all, x.dtype)
     h_n = out[-1:] if packing is None else out.index_select(0, packing.last).unsqueeze(0)
     finals = (state_n,) if len(states) == 1 else state_n.split(1)
@@ -184,13 +185,15 @@ def run_reference(path, cell, x, h0, states, w_ih, w_hh, bias, p, dt, eps, trace
     x, h0, w_ih, w_hh, bias, p, dt, w_hr, *states = (None if t is None else t.to(math) for t in (
         x, h0[0], w_ih, w_hh, one_bias(bias), p, dt, w_hr, *(s[0] for s in states)))
     if torch.compiler.is_exporting() and packing is None and not traces and w_hr is None:  # one scan operator
-        out, finals = export_scan.layer(cell, x, h0, states, w_ih, w_hh, bias, p, dt, eps)
+        out, finals = export_scan.layer(cell, x, h0, states, w_ih, w_hh, bias, () if p is None else (p,), dt,
+                                        (eps,) if cell.constants else ())
         per_step = None
     else:
         lengths = None
         if packing is not None:
             x, dt, lengths = packing.unpack(x), None if dt is None else packing.unpack(dt), packing.lengths
-        out, finals, per_step = cell.reference_layer(x, h0, states, w_ih, w_hh, bias, p, dt, eps, lengths, w_hr)
+        out, finals, per_step = reference.layer(cell, x, h0, states, w_ih, w_hh, bias, () if p is None else (p,), dt,
+                                                cell.defaults if not cell.constants else (eps,), lengths, w_hr)
     finals = [(s if name in cell.math_states else s.to(dtype)).unsqueeze(0)
               for name, s in zip(("h", *cell.states), finals)]
     return (out if packing is None else packing.pack(out)).to(dtype), tuple(finals), per_step

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import torch
 
+from tsrnn.ops.recurrence.cells import CELLS
+
 
 def advance(lengths, t, new, old=0):
     """The values after step t: ``new`` for the rows that run it (all rows without lengths),
@@ -22,13 +24,42 @@ def advance(lengths, t, new, old=0):
     return torch.where((lengths.to(new.device) > t).unsqueeze(-1), new, old)
 
 
+def layer(cell, x, h0, states, w_ih, w_hh, bias=None, params=(), steps=None, constants=None, lengths=None,
+          w_hr=None):
+    """One layer of ``cell`` (a ``tsrnn.ops.recurrence.cells.Cell``): the loop of every torch use of a cell.
+
+        z_t = W_ih x_t + W_hh h_{t-1} + b,   h_t, s_t = cell.step(z_t, s_{t-1}, params, Δt_t, constants)
+
+    x (T, B, I), h0 (B, H), ``states`` the initial states after h (B, H) each, in the cell's order;
+    ``params`` its per-unit parameters (H,) each; ``steps`` its step input (T, B) or None (Δt = 1);
+    ``constants`` floats in the cell's order (None: its defaults). With ``w_hr`` (P, H) (the LSTM's
+    projection, torch.nn.LSTM's proj_size = P) h_t = W_hr h_t is the output and the state fed back.
+    Returns (out (T, B, H), (h_n, *states_n), traces): ``traces`` {name: (T, B, H)} of the cell's
+    ``traces``."""
+    constants = cell.defaults if constants is None else tuple(constants)
+    h, states = h0, tuple(states)
+    outs, traces = [], {name: [] for name in cell.traces}
+    for t, x_t in enumerate(x):
+        z = x_t @ w_ih.T + h @ w_hh.T
+        if bias is not None:
+            z = z + bias
+        delta = 1.0 if steps is None else steps[t].unsqueeze(-1)
+        h_new, new, values = cell.step(z, states, params, delta, constants)
+        if w_hr is not None:
+            h_new = h_new @ w_hr.T
+        h, states = advance(lengths, t, h_new, h), tuple(advance(lengths, t, n, s) for n, s in zip(new, states))
+        outs.append(advance(lengths, t, h_new))
+        values = {**values, **dict(zip(cell.states, new))}
+        for name, kept in traces.items():
+            kept.append(advance(lengths, t, values[name]))
+    return torch.stack(outs), (h, *states), {name: torch.stack(kept) for name, kept in traces.items()}
+
+
 def lstm_step(z, c):
     """(S1)'s pointwise part: the gates from the pre-activations z (B, 4H) and c_{t-1}; returns
     (h_t, c_t, f)."""
-    z_i, z_f, z_g, z_o = z.chunk(4, dim=-1)
-    i, f, g, o = torch.sigmoid(z_i), torch.sigmoid(z_f), torch.tanh(z_g), torch.sigmoid(z_o)
-    c_new = f * c + i * g
-    return o * torch.tanh(c_new), c_new, f
+    h, (c_new,), values = CELLS["lstm"].step(z, (c,), (), 1.0, ())
+    return h, c_new, values["f"]
 
 
 def lstm(x, h0, c0, w_ih, w_hh, bias, lengths=None, w_hr=None):
@@ -41,40 +72,15 @@ def lstm(x, h0, c0, w_ih, w_hh, bias, lengths=None, w_hr=None):
     With ``w_hr`` (P, H), torch.nn.LSTM's projection (proj_size = P): h_t = W_hr (o tanh(c_t)), of
     P units, is the output and the state fed back (W_hh is (4H, P), h0 (B, P)); c stays (B, H).
     """
-    h, c = h0, c0
-    outs, forgets = [], []
-    for t, x_t in enumerate(x):
-        z = x_t @ w_ih.T + h @ w_hh.T
-        if bias is not None:
-            z = z + bias
-        h_new, c_new, f = lstm_step(z, c)
-        if w_hr is not None:
-            h_new = h_new @ w_hr.T
-        h, c = advance(lengths, t, h_new, h), advance(lengths, t, c_new, c)
-        outs.append(advance(lengths, t, h_new))
-        forgets.append(advance(lengths, t, f))
-    return torch.stack(outs), (h, c), torch.stack(forgets)
-
-
-def _plstm_gates(z, input_gate):
-    """Split pLSTM pre-activations: coupled (r, g, o), separate (i, r, g, o); i is None if coupled."""
-    if input_gate == "coupled":
-        z_r, z_g, z_o = z.chunk(3, dim=-1)
-        return None, torch.sigmoid(z_r), torch.tanh(z_g), torch.sigmoid(z_o)
-    z_i, z_r, z_g, z_o = z.chunk(4, dim=-1)
-    return torch.sigmoid(z_i), torch.sigmoid(z_r), torch.tanh(z_g), torch.sigmoid(z_o)
+    out, finals, traces = layer(CELLS["lstm"], x, h0, (c0,), w_ih, w_hh, bias, lengths=lengths, w_hr=w_hr)
+    return out, finals, traces["f"]
 
 
 def plstm_step(z, c, a, p, step, eps, input_gate):
     """(S9)'s pointwise part: the gates from the pre-activations z (B, G*H), c_{t-1} and the age
     a_{t-1}, with Δt ``step`` (a number or (B, 1)); returns (h_t, c_t, a_t, f, r)."""
-    i, r, g, o = _plstm_gates(z, input_gate)
-    f = (((1 - r) * (a + step) + 1) / ((1 - r) * (a + 1) + eps)) ** -p
-    a_new = (1 - r) * (a + step)
-    if i is None:
-        i = 1 - f
-    c_new = f * c + i * g
-    return o * torch.tanh(c_new), c_new, a_new, f, r
+    h, (c_new, a_new), values = CELLS[f"plstm_{input_gate}"].step(z, (c, a), (p,), step, (eps,))
+    return h, c_new, a_new, values["f"], values["r"]
 
 
 def plstm(x, h0, c0, a0, w_ih, w_hh, bias, p, dt=None, eps=1e-3, input_gate="coupled", trace=None, lengths=None):
@@ -88,22 +94,11 @@ def plstm(x, h0, c0, a0, w_ih, w_hh, bias, p, dt=None, eps=1e-3, input_gate="cou
     p (H,) is the decay exponent (already through its sigmoid); dt (T, B) or None for Δt = 1.
     ``trace``: a dict that receives the reset gates "r" and ages "a" of every step, (T, B, H).
     """
-    h, c, a = h0, c0, a0
-    outs, forgets, resets, ages = [], [], [], []
-    for t, x_t in enumerate(x):
-        z = x_t @ w_ih.T + h @ w_hh.T
-        if bias is not None:
-            z = z + bias
-        step = 1.0 if dt is None else dt[t].unsqueeze(-1)
-        h_new, c_new, a_new, f, r = plstm_step(z, c, a, p, step, eps, input_gate)
-        h, c, a = advance(lengths, t, h_new, h), advance(lengths, t, c_new, c), advance(lengths, t, a_new, a)
-        outs.append(advance(lengths, t, h_new))
-        forgets.append(advance(lengths, t, f))
-        resets.append(advance(lengths, t, r))
-        ages.append(advance(lengths, t, a_new))
+    out, finals, traces = layer(CELLS[f"plstm_{input_gate}"], x, h0, (c0, a0), w_ih, w_hh, bias, (p,), dt, (eps,),
+                                lengths)
     if trace is not None:
-        trace.update(r=torch.stack(resets), a=torch.stack(ages))
-    return torch.stack(outs), (h, c, a), torch.stack(forgets)
+        trace.update(r=traces["r"], a=traces["a"])
+    return out, finals, traces["f"]
 
 
 def plstm_literal(x, h0, c0, w_ih, w_hh, bias, p, dt=None, eps=1e-3, input_gate="coupled"):
@@ -126,15 +121,14 @@ def plstm_literal(x, h0, c0, w_ih, w_hh, bias, p, dt=None, eps=1e-3, input_gate=
         z = x_t @ w_ih.T + h @ w_hh.T
         if bias is not None:
             z = z + bias
-        i, r, g, o = _plstm_gates(z, input_gate)
+        z_i, z_r, z_g, z_o = z.chunk(4, dim=-1) if input_gate == "separate" else (None, *z.chunk(3, dim=-1))
+        r, g, o = torch.sigmoid(z_r), torch.tanh(z_g), torch.sigmoid(z_o)
         step = 1.0 if dt is None else dt[step_index].unsqueeze(-1)
         t = t + step
         k_tilde = r * (t - step + 1) + (1 - r) * k
         k = r * t + (1 - r) * k
         f = ((t - k + 1) / (t - step - k_tilde + 1 + eps)) ** -p
-        if i is None:
-            i = 1 - f
-        c = f * c + i * g
+        c = f * c + (1 - f if z_i is None else torch.sigmoid(z_i)) * g
         h = o * torch.tanh(c)
         outs.append(h)
         forgets.append(f)
