@@ -56,14 +56,14 @@ def profile(cell_name: str, T: int, B: int, H: int, rounds: int) -> dict[str, fl
     w_ih, w_hh = torch.randn(G * H, H, generator=g) / H**0.5, torch.randn(G * H, H, generator=g) / H**0.5
     bias = torch.randn(G * H, generator=g)
     h0, state0 = torch.zeros(B, H), torch.zeros(S, B, H)
-    p = torch.rand(H, generator=g) + 0.1 if cell.has_p else None
+    p = torch.rand(H, generator=g) + 0.1 if cell.params != () else None
     forward, backward = torch.ops.tsrnn.recurrence_forward, torch.ops.tsrnn.recurrence_backward
     project, project_backward = torch.ops.tsrnn.cpu_projection, torch.ops.tsrnn.cpu_projection_backward
     xg = project(x, w_ih, bias).view(T, B, G * H)
     h_all, _, state_all, saved = forward(cell_name, xg, w_hh, h0, state0, p, None, 1e-3, True, None)
     grad_h = torch.randn(T, B, H, generator=g)
     dz = torch.randn(T * B, G * H, generator=g)
-    module = (tsrnn.PowerLawLSTM(H, H, input_gate=cell_name.split("_")[1], backend="cpu") if cell.has_p
+    module = (tsrnn.PowerLawLSTM(H, H, input_gate=cell_name.split("_")[1], backend="cpu") if cell.params != ()
               else tsrnn.LSTM(H, H, backend="cpu"))
     theirs, x3 = torch.nn.LSTM(H, H), x.view(T, B, H).clone().requires_grad_()  # dx too, as in the parts
 
