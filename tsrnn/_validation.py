@@ -299,16 +299,19 @@ def sizes(name: str, value) -> tuple[int, ...]:
     return tuple(count(f"{name}[{k}]", v) for k, v in enumerate(value))
 
 
-def recurrent_layer(cell, x, h0, states: Sequence, w_ih, w_hh, bias, p=None, dt=None, w_hr=None):
-    """One recurrent layer's arguments (``tsrnn.functional.lstm`` / ``plstm``): x (T, B, I),
-    h0 and each state (B, H) in the cell's order (``cell.initial_states``), w_ih (G*H, I), w_hh
-    (G*H, H), bias (G*H,) or None, p (H,) > 0 for the pLSTM, dt (T, B) or (T, B, 1) > 0 or None;
-    ``cell`` a ``tsrnn.ops.recurrence.cells.Cell``. The states of ``cell.math_states`` (the age) may have another
-    dtype and must be >= 0. With the LSTM's projection ``w_hr`` (P, H), P < H: h0 is (B, P) and
-    w_hh (4H, P). Returns dt as (T, B) or None."""
+def recurrent_layer(cell, x, h0, states: Sequence, w_ih, w_hh, bias, params: Sequence = (), steps=None, w_hr=None,
+                    constants: Sequence = ()):
+    """One recurrent layer's arguments (``tsrnn.functional``): x (T, B, I), h0 and each state
+    (B, H) in the cell's order (``cell.initial_states``), w_ih (G*H, I), w_hh (G*H, H), bias (G*H,)
+    or None, ``params`` the cell's per-unit parameters (H,) each, ``steps`` its step input (T, B)
+    or (T, B, 1) > 0 or None, ``constants`` its floats; ``cell`` a
+    ``tsrnn.ops.recurrence.cells.Cell``. The states of ``cell.math_states`` may have another dtype
+    and must be >= 0; the names of ``cell.positive`` must be > 0. With the LSTM's projection
+    ``w_hr`` (P, H), P < H: h0 is (B, P) and w_hh (4H, P). Returns (steps as (T, B) or None,
+    the constants as floats)."""
     tensor("x", x, 3)
-    steps, batch, in_size = x.shape
-    if steps < 1 or batch < 1:
+    steps_, batch, in_size = x.shape
+    if steps_ < 1 or batch < 1:
         raise ShapeError(f"x must have at least one step and one batch row, got shape {tuple(x.shape)}")
     tensor("w_hh", w_hh, 2)
     if w_hr is not None:
@@ -327,24 +330,40 @@ def recurrent_layer(cell, x, h0, states: Sequence, w_ih, w_hh, bias, p=None, dt=
     if bias is not None:
         tensor("bias", bias, 1)
         shape("bias", bias, (rows,))
+    if len(states) != cell.num_states:
+        raise ValueError(f"the cell {cell.name} takes {cell.num_states} states after h0 "
+                         f"({', '.join(cell.initial_states[1:])}), got {len(states)}")
+    if len(params) != len(cell.params):
+        raise ValueError(f"the cell {cell.name} takes {len(cell.params)} parameters "
+                         f"({', '.join(cell.params) or 'none'}), got {len(params)}")
+    if len(constants) != len(cell.constants):
+        raise ValueError(f"the cell {cell.name} takes {len(cell.constants)} constants "
+                         f"({', '.join(n for n, _ in cell.constants) or 'none'}), got {len(constants)}")
     named = dict(zip(cell.initial_states, (h0, *states)))
     for name, state in named.items():
         tensor(name, state, 2)
         shape(name, state, (batch, out_size if name == "h0" else hidden))
+    per_unit = dict(zip(cell.params, params))
     same_dtype("x", x, w_ih=w_ih, w_hh=w_hh, bias=bias, w_hr=w_hr,
                **{n: v for n, v in named.items() if n not in cell.initial_math_states})
-    same_device("x", x, w_ih=w_ih, w_hh=w_hh, bias=bias, p=p, dt=dt, w_hr=w_hr, **named)
-    if cell.params:
-        tensor("p", p, 1)
-        shape("p", p, (hidden,))
-        positive("p", p)
+    step_name = cell.step_input or "steps"
+    same_device("x", x, w_ih=w_ih, w_hh=w_hh, bias=bias, w_hr=w_hr, **{step_name: steps}, **named, **per_unit)
+    for name, value in per_unit.items():
+        tensor(name, value, 1)
+        shape(name, value, (hidden,))
+        if name in cell.positive:
+            positive(name, value)
+    constants = tuple(positive_real(name, value) if name in cell.positive else real(name, value)
+                      for (name, _), value in zip(cell.constants, constants))
     for name in cell.initial_math_states:
         nonnegative(name, named[name])
-    if dt is not None:
-        tensor("dt", dt, (2, 3))
-        if dt.dim() == 3:
-            shape("dt", dt, (steps, batch, 1))
-            dt = dt.squeeze(-1)
-        shape("dt", dt, (steps, batch))
-        positive("dt", dt)
-    return dt
+    if steps is not None:
+        if cell.step_input is None:
+            raise ValueError(f"the cell {cell.name} takes no step input, got steps")
+        tensor(step_name, steps, (2, 3))
+        if steps.dim() == 3:
+            shape(step_name, steps, (steps_, batch, 1))
+            steps = steps.squeeze(-1)
+        shape(step_name, steps, (steps_, batch))
+        positive(step_name, steps)
+    return steps, constants

@@ -76,27 +76,27 @@ LAYER_PATHS = [p for p in backend.PATHS["recurrence"] if backend.REGISTRY[p].kin
 
 
 def layer_args(cell: str, T: int, B: int, I: int, H: int, seed: int = 0, dt: bool = False) -> dict:
-    """Random float64 keyword arguments of ``functional.lstm`` (cell "lstm") or ``functional.plstm``
-    (the pLSTM cells); dt, if asked for, in [0.1, 2.1), the age a0 in [0, 3)."""
+    """Random float64 arguments of one layer of ``cell``, keyed by name: x, h0 and the cell's
+    initial states (``Cell.initial_states``), w_ih, w_hh, bias, its parameters (``Cell.params``,
+    in [0.05, 0.95)) and, if asked for and the cell has one, its step input (in [0.1, 2.1)); the
+    states of ``Cell.math_states`` (the age) in [0, 3)."""
+    described = cells.get(cell)
     g = torch.Generator().manual_seed(seed)
 
     def randn(*shape, scale=1.0):
         return torch.randn(*shape, generator=g, dtype=torch.float64) * scale
 
-    rows = cells.get(cell).num_gates * H
-    args = {
-        "x": randn(T, B, I),
-        "h0": randn(B, H, scale=0.5),
-        "c0": randn(B, H),
-        "w_ih": randn(rows, I, scale=1 / math.sqrt(I)),
-        "w_hh": randn(rows, H, scale=1 / math.sqrt(H)),
-        "bias": randn(rows, scale=0.5),
-    }
-    if cells.get(cell).params:
-        args["a0"] = torch.rand(B, H, generator=g, dtype=torch.float64) * 3
-        args["p"] = torch.rand(H, generator=g, dtype=torch.float64) * 0.9 + 0.05
-        args["dt"] = torch.rand(T, B, generator=g, dtype=torch.float64) * 2 + 0.1 if dt else None
-        args["input_gate"] = cell.split("_")[1]
+    rows = described.num_gates * H
+    args = {"x": randn(T, B, I), "h0": randn(B, H, scale=0.5)}
+    for name in described.initial_states[1:]:
+        args[name] = (torch.rand(B, H, generator=g, dtype=torch.float64) * 3
+                      if name in described.initial_math_states else randn(B, H))
+    args.update(w_ih=randn(rows, I, scale=1 / math.sqrt(I)), w_hh=randn(rows, H, scale=1 / math.sqrt(H)),
+                bias=randn(rows, scale=0.5))
+    for name in described.params:
+        args[name] = torch.rand(H, generator=g, dtype=torch.float64) * 0.9 + 0.05
+    if described.step_input is not None:
+        args[described.step_input] = torch.rand(T, B, generator=g, dtype=torch.float64) * 2 + 0.1 if dt else None
     return args
 
 
@@ -124,18 +124,36 @@ def lengths_for(case: str, T: int, B: int, seed: int = 0) -> torch.Tensor:
 
 
 def differentiable(args: dict) -> list[str]:
-    """The names of the arguments that get gradients (dt and lengths are data)."""
-    return [k for k, v in args.items() if isinstance(v, torch.Tensor) and v.is_floating_point() and k != "dt"]
+    """The names of the arguments that get gradients (a step input and lengths are data)."""
+    data = {cell.step_input for cell in cells.CELLS.values()}
+    return [k for k, v in args.items() if isinstance(v, torch.Tensor) and v.is_floating_point() and k not in data]
+
+
+def recurrence_args(cell: str, args: dict) -> dict:
+    """``layer_args``'s dict as the keyword arguments of ``functional.recurrence`` /
+    ``reference.layer`` (``lengths`` kept)."""
+    described = cells.get(cell)
+    named = {"x": args["x"], "h0": args["h0"], "states": tuple(args[n] for n in described.initial_states[1:]),
+             "w_ih": args["w_ih"], "w_hh": args["w_hh"], "bias": args["bias"],
+             "params": tuple(args[n] for n in described.params),
+             "steps": args.get(described.step_input) if described.step_input else None}
+    if "lengths" in args:
+        named["lengths"] = args["lengths"]
+    return named
 
 
 def run_layer(cell: str, args: dict, backend_name: str):
-    """``(out, final states)`` of functional.lstm / plstm on a path or requested backend."""
-    return getattr(functional, "plstm" if cells.get(cell).params else "lstm")(**args, backend=backend_name)
+    """``(out, final states)`` of ``functional.recurrence`` on a path or requested backend."""
+    return functional.recurrence(cell, **recurrence_args(cell, args), backend=backend_name)
 
 
 def reference_layer(cell: str, args: dict):
-    """``(out, final states)`` of reference.lstm / plstm."""
-    out, state, _ = getattr(reference, "plstm" if cells.get(cell).params else "lstm")(**args)
+    """``(out, final states)`` of the reference loop (``reference.layer``)."""
+    named = recurrence_args(cell, args)
+    lengths = named.pop("lengths", None)
+    if lengths is not None:
+        lengths = torch.as_tensor(lengths)
+    out, state, _ = reference.layer(cells.get(cell), **named, lengths=lengths)
     return out, state
 
 

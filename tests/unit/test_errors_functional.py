@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from tsrnn import functional
-from tsrnn.testing import layer_args
+from tsrnn import testing
 from conftest import needs_native
 
 NAN, INF = float("nan"), float("inf")
@@ -82,6 +82,14 @@ def _functional_params():
             chosen = ("plstm_coupled", "plstm_separate") if case == "gate-count" else ("plstm_coupled",)
         for cell in chosen:
             yield pytest.param(cell, case, id=f"{cell}-{case}")
+
+
+def layer_args(cell, *shape):
+    """``testing.layer_args`` as the keyword arguments of functional.lstm / functional.plstm."""
+    args = testing.layer_args(cell, *shape)
+    if cell != "lstm":
+        args["input_gate"] = cell.removeprefix("plstm_")
+    return args
 
 
 def call_layer(cell, args):

@@ -110,7 +110,7 @@ class LSTM(StackedRNN):
         """The effective (4H,) bias the layer uses (its reverse direction's with ``reverse``): b_ih
         + b_hh with the fixed entries in place; an MTS layer's in float32 in a 16-bit module. None
         for a module with bias=False. A new tensor, computed from the parameters (autograd reaches
-        them through it); the forward keeps its own (``_layer_biases``)."""
+        them through it); the forward keeps its own (``_biases``)."""
         return self._summed_biases(check.index("layer", layer, self.num_layers), self._suffix(reverse))
 
     def _summed_biases(self, layer: int, suffix: str) -> torch.Tensor | None:
@@ -122,20 +122,20 @@ class LSTM(StackedRNN):
             return b_ih + b_hh
         return _effective_bias(self._member(f"bias_fixed_l{layer}{suffix}"), b_ih, b_hh)
 
-    def _layer_biases(self, layer: int, suffix: str) -> paths.Biases | torch.Tensor | None:
-        """What a layer's forward adds as its bias (None without biases): eagerly the pair torch's
-        LSTM kernel takes (``paths.Biases``, which the other paths add), b_ih and b_hh of a plain
-        layer (no op), an MTS layer's effective bias from ``_EffectiveBias`` (built once per state
-        of its biases, in its flat buffer's slot where ``flatten_parameters`` made one) and a zero
-        vector (the slot after it); traced, the effective bias as plain ops."""
+    def _biases(self, layer: int, suffix: str) -> tuple:
+        """(bias, torch_bias) of a layer's forward (``Layer``; both None without biases): eagerly,
+        a plain layer's b_ih and b_hh as the pair torch's LSTM kernel adds (no op), an MTS layer's
+        effective bias from ``_EffectiveBias`` (built once per state of its biases, in its flat
+        buffer's slot where ``flatten_parameters`` made one) with the pair (effective bias, zero
+        vector: the slot after it); traced, the effective bias as plain ops."""
         if not self.bias or not check.eager():
-            return self._summed_biases(layer, suffix)
+            return self._summed_biases(layer, suffix), None
         b_ih, b_hh = self._member(f"bias_ih_l{layer}{suffix}"), self._member(f"bias_hh_l{layer}{suffix}")
         if layer not in self.timescale_layers:
-            return paths.Biases((b_ih, b_hh))
+            return None, (b_ih, b_hh)
         memo = self._memo(layer, suffix, b_ih.device)
         bias = _EffectiveBias.apply(b_ih, b_hh, self._member(f"bias_fixed_l{layer}{suffix}"), memo)
-        return paths.Biases((bias, memo["zeros"]))
+        return bias, (bias, memo["zeros"])
 
     def _memo(self, layer: int, suffix: str, device: torch.device) -> dict:
         """An MTS layer's (direction's) effective-bias memo on ``device`` (``_EffectiveBias``; one per
@@ -180,7 +180,7 @@ class LSTM(StackedRNN):
         if all(t is not None for t in slots) and paths.one_buffer(*weights, *slots, *projection):
             return
         rows = params[0].shape[0]
-        slots = [params[0].new_empty(rows), paths.mark_zero(params[0].new_zeros(rows))] if mts else []
+        slots = [params[0].new_empty(rows), params[0].new_zeros(rows)] if mts else []
         try:
             with torch.no_grad():
                 layout(weights + slots + projection, params[0].shape[1], self.hidden_size, self.proj_size)
@@ -248,9 +248,6 @@ class LSTM(StackedRNN):
                           f"this module's fixed ones in the {rows} rows of layer(s) {', '.join(changed)}; the fixed "
                           "biases (from timescales) were kept, so the module does not compute what the saved one did",
                           UserWarning, stacklevel=3)
-
-    def _layer_inputs(self, layer: int, suffix: str) -> tuple:
-        return self._layer_biases(layer, suffix), None
 
     def _exact_bias(self, layer: int) -> bool:
         return layer in self.timescale_layers

@@ -15,7 +15,7 @@ from torch.nn.utils.rnn import PackedSequence
 
 from tsrnn import _validation as check
 from tsrnn.modules.stacked import StackedRNN, State
-from tsrnn.ops.recurrence import cells, paths
+from tsrnn.ops.recurrence import cells
 
 
 class PowerLawLSTM(StackedRNN):
@@ -123,12 +123,18 @@ class PowerLawLSTM(StackedRNN):
         p = f"fixed_p={self.fixed_p}" if self.fixed_p is not None else f"learn_p={self.learn_p}"
         return super().extra_repr() + f", eps={self.eps}, input_gate={self.input_gate!r}, {p}"
 
-    def _layer_inputs(self, layer: int, suffix: str) -> tuple:
-        """b_ih and b_hh as the pair the paths add (``paths.Biases``; their sum while tracing), and p."""
+    def _biases(self, layer: int, suffix: str) -> tuple:
+        """(None, (b_ih, b_hh)) eagerly, the pair the paths add; (their sum, None) while tracing."""
         if not self.bias:
-            return None, self._p(layer, suffix)
+            return None, None
         b_ih, b_hh = self._member(f"bias_ih_l{layer}{suffix}"), self._member(f"bias_hh_l{layer}{suffix}")
-        return (paths.Biases((b_ih, b_hh)) if check.eager() else b_ih + b_hh), self._p(layer, suffix)
+        return (None, (b_ih, b_hh)) if check.eager() else (b_ih + b_hh, None)
+
+    def _params(self, layer: int, suffix: str) -> tuple:
+        return (self._p(layer, suffix),)
+
+    def _constants(self) -> tuple:
+        return (self.eps,)
 
     def _call_inputs(self, x, unbatched, packing, dt=None) -> dict:
         """dt in the caller's layout ((T,), (T, B) or (B, T) if batch_first, optionally with a

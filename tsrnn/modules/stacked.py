@@ -4,8 +4,8 @@ initial states, the loop over layers with dropout between them (``forward``, one
 hot path of ARCHITECTURE.md), autocast, and the traces handed to watchers (``watch``, which
 ``forget_gates`` and the pLSTM's ``trace`` use). A subclass names its cell
 (``tsrnn.ops.recurrence.cells``) and says, per layer, what its layers take besides the weights
-(``_layer_inputs``: the effective bias and p; ε is the module's ``eps``, 0 without one) and, per
-call, what its forward takes besides the input and state (``_call_inputs``: the pLSTM's Δt)."""
+(``_biases``, ``_params``, ``_constants``: the cell's) and, per call, what its forward takes besides
+the input and state (``_call_inputs``: the cell's step input, the pLSTM's Δt)."""
 from __future__ import annotations
 
 import contextlib
@@ -19,11 +19,11 @@ from torch import nn
 from torch.nn.utils.rnn import PackedSequence
 
 from tsrnn import _validation as check
-from tsrnn import functional, precision
-from tsrnn.backend import BACKENDS, PATHS
+from tsrnn import precision
+from tsrnn.backend import BACKENDS, PATHS, routing
 from tsrnn.ops.recurrence.cells import Cell
+from tsrnn.ops.recurrence.layer import Inputs, Layer
 from tsrnn.ops.recurrence.packing import Packing
-from tsrnn.ops.recurrence.paths import Biases
 
 
 # An initial state: None (zeros), or one (L * D, B, H) tensor per state of the cell ((h0, c0);
@@ -307,11 +307,19 @@ class StackedRNN(nn.Module):
         return self._out_size if name == "h0" else self.hidden_size
 
     # -- the subclass's hooks ----------------------------------------------------------------
-    def _layer_inputs(self, layer: int, suffix: str) -> tuple:
-        """(bias, p) of one layer and direction (``suffix`` of ``DIRECTIONS``): its bias as the
-        runners take it (None, one vector, or eagerly the pair ``paths.Biases`` that torch's LSTM
-        kernel adds and the other paths sum), and the pLSTM's decay exponents or None."""
+    def _biases(self, layer: int, suffix: str) -> tuple:
+        """(bias, torch_bias) of one layer and direction (``suffix`` of ``DIRECTIONS``), as
+        ``Layer`` holds them: the one vector z adds or None, and eagerly the pair torch's LSTM
+        kernel adds as it is or None."""
         raise NotImplementedError
+
+    def _params(self, layer: int, suffix: str) -> tuple:
+        """The cell's per-unit parameters of one layer and direction, in the cell's order."""
+        return ()
+
+    def _constants(self) -> tuple:
+        """The cell's constants, in its order."""
+        return self.cell.defaults
 
     def _exact_bias(self, layer: int) -> bool:
         """Whether a layer's effective bias is kept as it is under autocast (fixed timescale biases,
@@ -368,7 +376,7 @@ class StackedRNN(nn.Module):
 
         The pass: every layer in turn, with dropout between them in training; under autocast, as a
         layer of its dtype (``tsrnn.precision``). The input and states are checked here once; each
-        layer runs unchecked on the path ``functional._route`` gives, on packed rows for a
+        layer runs unchecked on the path ``tsrnn.backend.routing.route`` gives, on packed rows for a
         PackedSequence or with ``lengths`` (the rows sorted by length once, for all layers). A
         bidirectional layer runs its reverse direction as a second call on every sequence read
         backwards within its own length (``_backwards``), and concatenates the two outputs, forward
@@ -399,7 +407,8 @@ class StackedRNN(nn.Module):
                 if not packed:
                     x = packing.pack(x)  # padded with lengths: packed once for every layer
                 layer_packing = Packing.in_order(packing.batch_sizes, x.device)
-            dt, eps = per_call.get("dt"), self.__dict__.get("eps", 0.0)  # the pLSTM's plain attribute; none: 0
+            steps = per_call.get(self.cell.step_input)
+            constants = self._constants()
             backend = self.backend if batch else "reference"  # no row: the loops on empty tensors
             finals, per_layer, directions = [], [], self._directions
             one_row = self.num_layers == len(directions) == 1  # the stacked states are the layer's own rows
@@ -410,23 +419,21 @@ class StackedRNN(nn.Module):
                     h0, *states = initial if one_row else [s[row:row + 1] for s in initial]  # (1, B, ·) each
                     if packing is not None:
                         h0, *states = [packing.sort(s) for s in (h0, *states)]
-                    bias, p = self._layer_inputs(k, suffix)
+                    bias, torch_bias = self._biases(k, suffix)
                     w_ih, w_hh = self._member(f"weight_ih_l{k}{suffix}"), self._member(f"weight_hh_l{k}{suffix}")
                     w_hr = self._member(f"weight_hr_l{k}{suffix}") if self.proj_size else None
                     if low is not None:
                         w_ih, w_hh, w_hr = precision.cast(low, w_ih, w_hh, w_hr)
                         if not self._exact_bias(k):
-                            bias = (Biases(precision.cast(low, *bias)) if type(bias) is Biases
-                                    else precision.cast(low, bias)[0])
-                    x_d, dt_d = (x, dt) if d == 0 else (_backwards(x, layer_packing), _backwards(dt, layer_packing))
-                    path = functional._route(self.cell, x_d, h0, states, w_ih, w_hh, bias, p, dt_d, eps, backend,
-                                             traces, layer_packing, w_hr)
-                    out, layer_finals, layer_traces = path.run["recurrence"](
-                        path, self.cell, x_d, h0, states, w_ih, w_hh, bias, p, dt_d, eps, traces, layer_packing, w_hr)
-                    if traces:
-                        layer_traces = functional._with_ages(self.cell, layer_traces, states[-1][0], dt_d, layer_packing)
-                        if d == 1:
-                            layer_traces = {n: _backwards_padded(v, layer_packing) for n, v in layer_traces.items()}
+                            (bias,) = precision.cast(low, bias)
+                            torch_bias = torch_bias and tuple(precision.cast(low, *torch_bias))
+                    layer = Layer(self.cell, w_ih, w_hh, bias, torch_bias, w_hr, self._params(k, suffix), constants)
+                    inputs = Inputs(x if d == 0 else _backwards(x, layer_packing), h0, tuple(states),
+                                    steps if d == 0 else _backwards(steps, layer_packing), layer_packing)
+                    path = routing.route(layer, inputs, backend, traces)
+                    out, layer_finals, layer_traces = path.run["recurrence"](path, layer, inputs, traces)
+                    if traces and d == 1:
+                        layer_traces = {n: _backwards_padded(v, layer_packing) for n, v in layer_traces.items()}
                     outs.append(out if d == 0 else _backwards(out, layer_packing))
                     if packing is not None:
                         layer_finals = [packing.unsort(f, s[row:row + 1]) for f, s in zip(layer_finals, initial)]

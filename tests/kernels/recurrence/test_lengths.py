@@ -31,9 +31,13 @@ def _skip_unless_runs(path, cell, shape, dtype=torch.float64):
 def test_reference_masked_loop_runs_each_row_alone(cell):
     """Row b of the masked loop equals the loop run on that row alone for its lengths[b] steps;
     past its end the output and traces are zero, and a row of length 0 keeps its initial state."""
-    args = testing.layer_args(cell, 6, 5, 3, 4, seed=1, dt=cells.get(cell).params != ())
+    args = testing.layer_args(cell, 6, 5, 3, 4, seed=1, dt=True)
     lengths = torch.tensor([3, 6, 0, 1, 6])
-    fn = getattr(reference, "plstm" if cells.get(cell).params else "lstm")
+
+    def fn(lengths=None, **args):
+        out, finals, traces = reference.layer(cells.get(cell), **testing.recurrence_args(cell, args), lengths=lengths)
+        return out, finals, traces["f"]
+
     out, finals, forget = fn(**args, lengths=lengths)
     for b, steps in enumerate(lengths.tolist()):
         assert (out[steps:, b] == 0).all() and (forget[steps:, b] == 0).all()
@@ -286,7 +290,7 @@ def test_lengths_as_a_list_and_batch_first():
 def test_bad_batch_sizes_are_refused_by_the_operator():
     xg = torch.randn(5, 8, dtype=torch.float64)
     args = (torch.randn(8, 2, dtype=torch.float64), torch.zeros(3, 2, dtype=torch.float64),
-            torch.zeros(1, 3, 2, dtype=torch.float64), None, None, 0.0, False)
+            torch.zeros(1, 3, 2, dtype=torch.float64), None, None, [], False)
     forward = backend.op("cpu", "recurrence_forward")
     with pytest.raises(RuntimeError, match="non-increasing"):
         forward("lstm", xg, *args, torch.tensor([2, 3]))

@@ -11,7 +11,7 @@ from tsrnn.testing import layer_args
 @pytest.mark.parametrize("input_gate", ["coupled", "separate"])
 @pytest.mark.parametrize("with_dt", [False, True])
 def test_age_form_equals_literal_time_loop(input_gate, with_dt):
-    args = layer_args(f"plstm_{input_gate}", T=60, B=3, I=4, H=5, seed=1, dt=with_dt)
+    args = {**layer_args(f"plstm_{input_gate}", T=60, B=3, I=4, H=5, seed=1, dt=with_dt), "input_gate": input_gate}
     args["a0"] = torch.zeros_like(args["c0"])  # the literal loop starts from k_0 = t_0 = 0
     out, (h, c, a), forget = reference.plstm(**args)
     literal_args = {k: v for k, v in args.items() if k != "a0"}
@@ -72,12 +72,11 @@ def test_linear_scan_reference_closed_form():
 
 @pytest.mark.parametrize("cell", ["lstm", "plstm_coupled", "plstm_separate"])
 def test_reference_gradcheck(cell):
-    args = layer_args(cell, T=3, B=2, I=3, H=2, seed=4, dt=cell != "lstm")
-    fn = reference.lstm if cell == "lstm" else reference.plstm
-    names = [k for k, v in args.items() if isinstance(v, torch.Tensor) and k != "dt"]
+    args = layer_args(cell, T=3, B=2, I=3, H=2, seed=4, dt=True)
+    names = testing.differentiable(args)
 
     def f(*tensors):
-        out, state, _ = fn(**{**args, **dict(zip(names, tensors))})
+        out, state = testing.reference_layer(cell, {**args, **dict(zip(names, tensors))})
         return out, *state
 
     inputs = tuple(args[k].clone().requires_grad_() for k in names)
@@ -88,14 +87,10 @@ def test_reference_gradcheck(cell):
 @pytest.mark.parametrize("dt", [False, True])
 def test_the_scan_layer_is_the_reference_loop(cell, dt):
     """tsrnn.ops.recurrence.export_scan (what torch.export records) runs the reference step: equal in float64."""
-    args = testing.layer_args(cell, 7, 3, 4, 6, seed=5, dt=dt)
+    named = testing.recurrence_args(cell, testing.layer_args(cell, 7, 3, 4, 6, seed=5, dt=dt))
     described = cells.get(cell)
-    states = (args["c0"], args["a0"]) if described.params != () else (args["c0"],)
-    extra = (args["p"], args["dt"], 1e-3) if described.params != () else ()
-    out, finals = scan_layer.layer(described, args["x"], args["h0"], states, args["w_ih"], args["w_hh"], args["bias"],
-                                   *extra)
-    expected, expected_finals, _ = described.reference_layer(args["x"], args["h0"], states, args["w_ih"],
-                                                             args["w_hh"], args["bias"], *extra)
+    out, finals = scan_layer.layer(described, **named)
+    expected, expected_finals, _ = reference.layer(described, **named)
     torch.testing.assert_close(out, expected, rtol=1e-12, atol=1e-12)
     for a, b in zip(finals, expected_finals):
         torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-12)
