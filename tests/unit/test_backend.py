@@ -28,17 +28,21 @@ pytestmark = pytest.mark.usefixtures("clean_backend_state")
 
 @pytest.fixture
 def spies(monkeypatch):
-    """Counts the calls of the reference lstm/plstm/linear_scan made through tsrnn.functional."""
+    """Counts the reference loops' layers (by cell: "lstm", "plstm" for both pLSTM cells) and
+    linear scans run through tsrnn.functional and the modules."""
     calls = {"lstm": 0, "plstm": 0, "linear_scan": 0}
-    homes = {"lstm": recurrence_reference, "plstm": recurrence_reference, "linear_scan": scan_reference}
-    for name in calls:
-        original = getattr(homes[name], name)
+    layer, scan = recurrence_reference.layer, scan_reference.linear_scan
 
-        def spy(*args, _name=name, _original=original, **kwargs):
-            calls[_name] += 1
-            return _original(*args, **kwargs)
+    def layer_spy(cell, *args, **kwargs):
+        calls[cell.name.split("_")[0]] += 1
+        return layer(cell, *args, **kwargs)
 
-        monkeypatch.setattr(homes[name], name, spy)
+    def scan_spy(*args, **kwargs):
+        calls["linear_scan"] += 1
+        return scan(*args, **kwargs)
+
+    monkeypatch.setattr(recurrence_reference, "layer", layer_spy)
+    monkeypatch.setattr(scan_reference, "linear_scan", scan_spy)
     return calls
 
 
@@ -331,7 +335,7 @@ def test_auto_on_a_device_without_kernel_warns_once():
 def test_functional_on_meta_tensors_uses_the_reference_path(monkeypatch):
     # A stub instead of the real reference loop: running ops on meta tensors costs a second.
     out, h_n, c_n = torch.empty(5, 2, 4, device=META), torch.empty(2, 4, device=META), torch.empty(2, 4, device=META)
-    monkeypatch.setattr(recurrence_reference, "lstm", lambda *args, **kwargs: (out, (h_n, c_n), None))
+    monkeypatch.setattr(recurrence_reference, "layer", lambda *args, **kwargs: (out, (h_n, c_n), {}))
     x = torch.empty(5, 2, 3, device=META)
     h = torch.empty(2, 4, device=META)
     w_ih, w_hh = torch.empty(16, 3, device=META), torch.empty(16, 4, device=META)
@@ -651,7 +655,7 @@ def test_torch_lstm_path_is_the_reference_lstm(with_bias, shape):
     if not with_bias:
         args[-1] = None
     x, h0, c0, w_ih, w_hh, bias = args
-    out, (h, c), _ = functional._layer(cells.CELLS["lstm"], x, h0, (c0,), w_ih, w_hh, bias, backend="onednn")
+    out, (h, c) = functional.lstm(x, h0, c0, w_ih, w_hh, bias, backend="onednn")
     want, (h_ref, c_ref), _ = reference.lstm(*args)
     inputs = [a for a in args if a is not None]
     grads = torch.autograd.grad((out.sin().sum() + c.sum()), inputs)

@@ -107,14 +107,14 @@ def test_a_captured_mts_layer_writes_its_bias_into_its_own_tensor_and_keeps_noth
     kept, zeros = memo["value"], memo["zeros"]
     capture.on = True
     module.bias_ih_l0.data.add_(0.5)  # no new version and no backward: only a captured build sees it
-    bias, handed_zeros = module._layer_biases(0, "")
+    bias, (_, handed_zeros) = module._biases(0, "")
     capture.on = False
     assert bias.data_ptr() == kept.data_ptr() and handed_zeros is zeros and memo["value"] is kept
     fixed = module.bias_fixed_l0
     want = torch.cat([fixed, (module.bias_ih_l0 + module.bias_hh_l0)[fixed.shape[0]:]])
     assert torch.equal(bias, want)
     module.bias_hh_l0.data.sub_(0.25)  # as a replayed optimizer step writes: seen by the next eager call
-    assert torch.equal(module._layer_biases(0, "")[0], module.gate_biases(0))
+    assert torch.equal(module._biases(0, "")[0], module.gate_biases(0))
 
 
 @pytest.mark.parametrize("flat", [False, True], ids=["separate", "flat"])
@@ -158,5 +158,5 @@ def test_the_memo_stays_flat_with_a_slot(capture, flat_on_cpu):
     module(x)
     slot = module._memo(0, "", x.device)["slot"]
     capture.on = True
-    bias, zeros = module._layer_biases(0, "")
+    bias, (_, zeros) = module._biases(0, "")
     assert bias.data_ptr() == slot.data_ptr() and paths.one_buffer(module.weight_ih_l0, module.weight_hh_l0, bias, zeros)

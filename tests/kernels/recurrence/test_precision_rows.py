@@ -80,19 +80,19 @@ def emulated_layer(cell: str, args: dict, products: str, low: bool):
     steps, batch, inputs = x.shape
     xg = _Product.apply(x.reshape(steps * batch, inputs), args["w_ih"], products, cast) + args["bias"]
     xg = (_Cast.apply(xg, cast) if low else xg).view(steps, batch, -1)  # bf16 addmm: one rounding
-    c, a = args["c0"], args.get("a0")
+    states = tuple(args[n] for n in described.initial_states[1:])
+    params = tuple(args[n] for n in described.params)
+    steps_in = args.get(described.step_input) if described.step_input else None
     outs = []
     for t in range(steps):
         z = xg[t] + _Product.apply(h, args["w_hh"], products, _identity)  # dW_hh: float32, then the dtype
-        if described.params != ():
-            step = 1.0 if args["dt"] is None else args["dt"][t].unsqueeze(-1)
-            h, c, a, _, _ = reference.plstm_step(z, c, a, args["p"], step, 1e-3, described.input_gate)
-        else:
-            h, c, _ = reference.lstm_step(z, c)
+        delta = 1.0 if steps_in is None else steps_in[t].unsqueeze(-1)
+        h, states, _ = described.step(z, states, params, delta, described.defaults)
         outs.append(h)
-    out, state = torch.stack(outs), ((h, c, a) if described.params != () else (h, c))
-    if low:  # h and c come back in bf16, the age in float32
-        out, state = _Cast.apply(out, cast), tuple(_Cast.apply(s, cast) if i < 2 else s for i, s in enumerate(state))
+    out, state = torch.stack(outs), (h, *states)
+    if low:  # h and the states come back in bf16, those of math_states (the age) in float32
+        kept = {1 + described.states.index(n) for n in described.math_states}
+        out, state = _Cast.apply(out, cast), tuple(s if i in kept else _Cast.apply(s, cast) for i, s in enumerate(state))
     return out, state
 
 
@@ -163,13 +163,9 @@ def emulated_operator(cell, xg, w_hh, h0, state0, p, dt, eps, grad_h, products):
     h, states, outs = h0, list(state0.unbind(0)), []
     for t in range(xg.shape[0]):
         z = xg[t] + _Product.apply(h, w_hh, products, _identity)
-        if described.params != ():
-            step = 1.0 if dt is None else dt[t].unsqueeze(-1)
-            h, c, a, _, _ = reference.plstm_step(z, states[0], states[1], p, step, eps, described.input_gate)
-            states = [c, a]
-        else:
-            h, c, _ = reference.lstm_step(z, states[0])
-            states = [c]
+        delta = 1.0 if dt is None else dt[t].unsqueeze(-1)
+        h, states, _ = described.step(z, tuple(states), () if p is None else (p,), delta,
+                                      described.defaults if not described.constants else (eps,))
         outs.append(h)
     h_all = torch.stack(outs)
     inputs = [xg, w_hh, h0, state0] + ([p] if p is not None else [])
