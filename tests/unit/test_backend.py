@@ -16,6 +16,7 @@ from tsrnn import backend, functional, reference, testing
 from tsrnn.ops.linear_scan import reference as scan_reference
 from tsrnn.ops.recurrence import cells
 from tsrnn.ops.recurrence import reference as recurrence_reference
+from tsrnn.ops.recurrence import tensor_core_plans
 from tsrnn.testing import TOLERANCE
 from tsrnn.backend import cache, choice, registry
 from conftest import assert_close, cast, needs_native
@@ -433,8 +434,8 @@ def fake_cuda(monkeypatch):
     monkeypatch.setattr(registry, "CUDA_LOAD_ERROR", None)
     monkeypatch.setattr(registry, "triton_available", lambda: True)
     limits = {"tsrnn_cluster": 64, "tsrnn_grid": 256}
-    monkeypatch.setattr(registry, "_tensor_core_blocks",
-                        lambda namespace, call, products: int(call.shape[3] <= limits[namespace]))
+    monkeypatch.setattr(tensor_core_plans, "blocks",
+                        lambda namespace, device, cell, hidden, batch, products: int(hidden <= limits[namespace]))
     monkeypatch.setattr(choice, "_sync", lambda device: None)
     monkeypatch.setattr(cache, "device_name", lambda device: f"{device.type}:fake")
     for name in ("cuda_cluster", "cuda_grid"):  # one regime each: no plan to describe
