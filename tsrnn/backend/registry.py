@@ -239,27 +239,31 @@ def op(path: str, name: str):
     return getattr(REGISTRY[path].operators, name)
 
 
-_REFERENCE = {"recurrence": recurrence_paths.run_reference, "linear_scan": scan_paths.run_reference}
-_OPERATOR = {"recurrence": recurrence_paths.run_operator, "linear_scan": scan_paths.run_operator}
-_TORCH_LSTM = {"recurrence": recurrence_paths.run_torch_lstm}
-_RECURRENCE = {"recurrence": recurrence_paths.run_operator}
-_SCAN = {"linear_scan": scan_paths.run_operator}
-_COMPILED_PROJECTION = projection.cpu_projection  # csrc/gemm/projection.cpp
-_TENSOR_CORE_PROJECTION = projection.tensor_core_projection()  # TF32 / bf16 products through cuBLAS (tsrnn._cuda)
+_TENSOR_CORE_PROJECTION = projection.tensor_core_projection()  # the tensor-core GEMMs of tsrnn._cuda (cuBLAS)
 
 # In order of preference after torch's own LSTM kernels, which "auto" tries first on their device.
 REGISTRY = {path.name: path for path in (
-    Path("reference", _REFERENCE, None, None, "reference", _always),
-    Path("cpu", _OPERATOR, ("cpu",), "native", "operator", _compiled_cpu, library.COMPILED, _COMPILED_PROJECTION),
-    Path("onednn", _TORCH_LSTM, ("cpu",), None, "torch_lstm", _torch_lstm),
-    Path("cudnn", _TORCH_LSTM, ("cuda",), None, "torch_lstm", _torch_lstm),
-    Path("cuda_cluster", _RECURRENCE, ("cuda",), "native", "operator", _tensor_core(CLUSTER), CLUSTER,
-         _TENSOR_CORE_PROJECTION, regime=_tensor_core_regime(CLUSTER)),
-    Path("cuda_grid", _RECURRENCE, ("cuda",), "native", "operator", _tensor_core(GRID), GRID,
-         _TENSOR_CORE_PROJECTION, regime=_tensor_core_regime(GRID)),
-    Path("triton_step", _RECURRENCE, ("cuda",), "triton", "operator", _always, "tsrnn_triton_step", _TENSOR_CORE_PROJECTION,
-         fallback=True),
-    Path("triton_scan", _SCAN, ("cuda",), "triton", "operator", _always, "tsrnn_triton_scan"),
+    Path(name="reference", run={"recurrence": recurrence_paths.run_reference, "linear_scan": scan_paths.run_reference},
+         devices=None, family=None, kind="reference", rule=_always),
+    Path(name="cpu", run={"recurrence": recurrence_paths.run_operator, "linear_scan": scan_paths.run_operator},
+         devices=("cpu",), family="native", kind="operator", rule=_compiled_cpu,
+         namespace=library.COMPILED, projection=projection.cpu_projection),
+    Path(name="onednn", run={"recurrence": recurrence_paths.run_torch_lstm},
+         devices=("cpu",), family=None, kind="torch_lstm", rule=_torch_lstm),
+    Path(name="cudnn", run={"recurrence": recurrence_paths.run_torch_lstm},
+         devices=("cuda",), family=None, kind="torch_lstm", rule=_torch_lstm),
+    Path(name="cuda_cluster", run={"recurrence": recurrence_paths.run_operator},
+         devices=("cuda",), family="native", kind="operator", rule=_tensor_core(CLUSTER),
+         namespace=CLUSTER, projection=_TENSOR_CORE_PROJECTION, regime=_tensor_core_regime(CLUSTER)),
+    Path(name="cuda_grid", run={"recurrence": recurrence_paths.run_operator},
+         devices=("cuda",), family="native", kind="operator", rule=_tensor_core(GRID),
+         namespace=GRID, projection=_TENSOR_CORE_PROJECTION, regime=_tensor_core_regime(GRID)),
+    Path(name="triton_step", run={"recurrence": recurrence_paths.run_operator},
+         devices=("cuda",), family="triton", kind="operator", rule=_always,
+         namespace="tsrnn_triton_step", projection=_TENSOR_CORE_PROJECTION, fallback=True),
+    Path(name="triton_scan", run={"linear_scan": scan_paths.run_operator},
+         devices=("cuda",), family="triton", kind="operator", rule=_always,
+         namespace="tsrnn_triton_scan"),
 )}
 PATHS = {op: tuple(name for name, path in REGISTRY.items() if op in path.ops) for op in ("recurrence", "linear_scan")}
 
