@@ -4,7 +4,8 @@ A *path* is one concrete implementation of an op, described by one record of ``R
 (``Path``: the function that runs each of its ops, the devices it runs on, the requested backend
 that names it, its kind, its operator namespace, and the rule that says why it cannot serve a
 call, ``Call`` describing the call); the choice (tsrnn/backend/choice.py), the functional layer,
-the modules, the test harness, the self-test and the benchmarks read it:
+the modules, the test harness, the self-test and the benchmarks read it. The dispatch's modules
+also share ``Run`` (how they run a call on a path) and ``warn_once`` from here.
 
 ==================== ===================================================================
 ``reference``        the step loops of ``tsrnn.reference`` (any device)
@@ -103,6 +104,20 @@ def _recorded(key: tuple) -> str:
     """A call key without its device index, as text: every rank of a distributed run, or a resume
     on another GPU, finds the choice recorded under it."""
     return repr(key[:2] + key[3:])
+
+
+# run(path, dtype=None): the call's forward on ``path`` on detached copies of its inputs (cast to
+# ``dtype`` if given); returns ({output name: tensor}, {input name: copy} of the inputs that need gradients).
+Run = Callable[..., tuple[Mapping[str, torch.Tensor], Mapping[str, torch.Tensor]]]
+
+_warned: set[str] = set()
+
+
+def warn_once(message: str) -> None:
+    """A RuntimeWarning of ``message``, the first time this process asks for it only."""
+    if message not in _warned:
+        _warned.add(message)
+        warnings.warn(message, RuntimeWarning, stacklevel=4)
 
 
 TRANSFORMS = ("torch.func transforms (vmap, grad, jacrev, jvp, ...) run the reference loops only: the fused "
