@@ -14,7 +14,7 @@ if not torch.cuda.is_available():  # run the Triton kernels on CPU tensors; must
 from tsrnn import backend
 from tsrnn.ops.recurrence.cells import CELLS
 from tsrnn.testing import _error, layer_args
-from tsrnn.backend import cache, choice
+from tsrnn.backend import cache, choice, registry, trust
 
 
 @pytest.fixture(autouse=True, scope="session")
@@ -45,9 +45,9 @@ def clean_backend_state(monkeypatch, tmp_path_factory):
     monkeypatch.setenv("TSRNN_CACHE_DIR", str(tmp_path_factory.mktemp("tsrnn-cache")))
     monkeypatch.setattr(cache, "_stores", {})
     monkeypatch.setattr(cache, "_warned", set())
-    monkeypatch.setattr(choice, "_warned", set())
+    monkeypatch.setattr(registry, "_warned", set())
     monkeypatch.setattr(choice, "_tuned", {})
-    monkeypatch.setattr(choice, "_verdicts", {})
+    monkeypatch.setattr(trust, "_verdicts", {})
     monkeypatch.setattr(choice, "_reused", {})
     monkeypatch.setattr(choice, "MEMO", {})
 
@@ -55,7 +55,7 @@ def clean_backend_state(monkeypatch, tmp_path_factory):
 def forget_verdicts():
     """Drops every verdict of "auto", in memory and in the test's disk cache (clean_backend_state's
     folder): the next call verifies again."""
-    choice._verdicts.clear()
+    trust._verdicts.clear()
     cache.forget()
     for file in cache.directory().iterdir():
         file.unlink()

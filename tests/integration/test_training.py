@@ -10,7 +10,7 @@ import sys
 import pytest
 import torch
 
-from tsrnn.backend import choice
+from tsrnn.backend import choice, timing
 from tsrnn.lab.data import copy as copy_data, dyck
 from tsrnn.lab import cli
 from tsrnn.lab.training import checkpoint
@@ -107,13 +107,13 @@ def test_resume_is_bit_identical(tmp_path):
     assert train_losses("straight") == train_losses("split")
 
 
-# One `tsrnn train` in a fresh process whose autotuner (tsrnn.backend.choice._fastest) always picks the
+# One `tsrnn train` in a fresh process whose autotuner (tsrnn.backend.timing.fastest) always picks the
 # candidate at index sys.argv[1]: two processes whose timings came out differently.
 TUNED_RUN = """
 import sys
-from tsrnn.backend import choice
+from tsrnn.backend import timing
 from tsrnn.lab import cli
-choice._fastest = lambda paths, call, run: paths[int(sys.argv[1])]
+timing.fastest = lambda paths, call, run: paths[int(sys.argv[1])]
 sys.exit(cli.main(sys.argv[2:]))
 """
 
@@ -172,7 +172,7 @@ def test_a_resumed_process_chooses_as_the_uninterrupted_run_for_shapes_met_after
     if task == "lm":
         arguments = [*arguments, "--data", str(five_batch_corpus(tmp_path))]
     base = ["train", "--task", task, *arguments, "--quiet", "--valid-every", "3"]
-    monkeypatch.setattr(choice, "_fastest", lambda paths, call, run: paths[-1])
+    monkeypatch.setattr(timing, "fastest", lambda paths, call, run: paths[-1])
     assert cli.main([*base, "--max-steps", str(steps), "--out", str(tmp_path / "straight")]) == 0
     straight = checkpoint.load(tmp_path / "straight" / "last.pt")
     assert [r["step"] for r in metrics(tmp_path, "straight") if r["event"] == "epoch"][0] == epoch

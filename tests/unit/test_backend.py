@@ -16,8 +16,9 @@ from tsrnn import backend, functional, reference, testing
 from tsrnn.ops.linear_scan import reference as scan_reference
 from tsrnn.ops.recurrence import cells
 from tsrnn.ops.recurrence import reference as recurrence_reference
+from tsrnn.ops.recurrence import tensor_core_plans
 from tsrnn.testing import TOLERANCE
-from tsrnn.backend import cache, choice, registry
+from tsrnn.backend import cache, choice, registry, timing
 from conftest import assert_close, cast, needs_native
 
 CPU = torch.device("cpu")
@@ -433,13 +434,13 @@ def fake_cuda(monkeypatch):
     """A CUDA build without a GPU (fake plans): the cluster-resident kernel takes H <= 64, the
     grid-resident one H <= 256; Triton imports, and the tuner reads a
     FakeClock."""
-    monkeypatch.setattr(choice, "time", FakeClock())
+    monkeypatch.setattr(timing, "time", FakeClock())
     monkeypatch.setattr(registry, "CUDA_LOAD_ERROR", None)
     monkeypatch.setattr(registry, "triton_available", lambda: True)
     limits = {"tsrnn_cluster": 64, "tsrnn_grid": 256}
-    monkeypatch.setattr(registry, "_tensor_core_blocks",
-                        lambda namespace, call, products: int(call.shape[3] <= limits[namespace]))
-    monkeypatch.setattr(choice, "_sync", lambda device: None)
+    monkeypatch.setattr(tensor_core_plans, "blocks",
+                        lambda namespace, device, cell, hidden, batch, products: int(hidden <= limits[namespace]))
+    monkeypatch.setattr(timing, "_sync", lambda device: None)
     monkeypatch.setattr(cache, "device_name", lambda device: f"{device.type}:fake")
     for name in ("cuda_cluster", "cuda_grid"):  # one regime each: no plan to describe
         monkeypatch.setitem(backend.REGISTRY, name, dataclasses.replace(backend.REGISTRY[name], regime=None))
@@ -476,7 +477,7 @@ class FakePaths:
         self.calls.append((path, dtype))
         if path in self.failing:
             raise RuntimeError(f"{path} exploded")
-        choice.time.sleep(self.forward.get(path, 0.0))
+        timing.time.sleep(self.forward.get(path, 0.0))
         w = torch.ones(1, dtype=dtype or torch.float32, requires_grad=True)
         seconds = self.backward.get(path, 0.0)
 
@@ -487,7 +488,7 @@ class FakePaths:
 
             @staticmethod
             def backward(ctx, g):
-                choice.time.sleep(seconds)
+                timing.time.sleep(seconds)
                 return g
 
         return {"out": Slow.apply(w)}, {"w": w}
@@ -569,7 +570,7 @@ def test_autotune_off_uses_the_static_order(fake_cuda, monkeypatch):
 def test_deterministic_algorithms_take_the_first_verified_candidate(fake_cuda, monkeypatch):
     """Under torch.use_deterministic_algorithms(True) nothing is timed: the order of preference
     decides (after verification), the same in every process, and the choice is recorded."""
-    monkeypatch.setattr(choice, "_fastest", lambda *a: pytest.fail("timed under deterministic algorithms"))
+    monkeypatch.setattr(timing, "fastest", lambda *a: pytest.fail("timed under deterministic algorithms"))
     run = FakePaths({"cudnn": 0.01, "cuda_cluster": 0.0, "cuda_grid": 0.0},
                     failing=("cuda_cluster",))
     before = torch.are_deterministic_algorithms_enabled()
@@ -589,12 +590,12 @@ def test_reused_choices_replace_measuring(fake_cuda, monkeypatch):
     call = lstm_call(CUDA)
     run = FakePaths({"cudnn": 0.01, "cuda_cluster": 0.0, "cuda_grid": 0.0})
     backend.reuse_choices({call.recorded_key(): "cuda_grid"})
-    monkeypatch.setattr(choice, "_fastest", lambda *a: pytest.fail("timed a reused choice"))
+    monkeypatch.setattr(timing, "fastest", lambda *a: pytest.fail("timed a reused choice"))
     assert backend.choose("auto", call, run) == "cuda_grid"
     assert backend.tuned_choices() == {call.recorded_key(): "cuda_grid"}
     other = lstm_call(CUDA, T=9)
     backend.reuse_choices({other.recorded_key(): "cpu"})
-    monkeypatch.setattr(choice, "_fastest", lambda paths, call, run: paths[1])
+    monkeypatch.setattr(timing, "fastest", lambda paths, call, run: paths[1])
     with pytest.warns(RuntimeWarning, match="recorded choice 'cpu' .* cannot serve this call here"):
         assert backend.choose("auto", other, run) == "cuda_cluster"
     with pytest.raises(ValueError, match="map call keys to path names"):
@@ -607,16 +608,16 @@ def test_reused_choices_replace_measuring(fake_cuda, monkeypatch):
 def test_the_triton_interpreter_is_not_measured():
     """Candidates on CPU tensors that include a Triton path (the interpreter: seconds a call, not a
     GPU's speed) are neither timed nor verified; the compiled CPU paths are."""
-    assert not choice._can_measure(torch.device("cpu"), ["cpu", "triton_step"])
-    assert choice._can_measure(torch.device("cpu"), ["onednn", "cpu"])
+    assert not timing.can_measure(torch.device("cpu"), ["cpu", "triton_step"])
+    assert timing.can_measure(torch.device("cpu"), ["onednn", "cpu"])
 
 
 @needs_native
 def test_cpu_auto_measures_onednn_against_the_compiled_kernel(monkeypatch):
     """On CPU the LSTM is measured on both paths; the modules give the tuner a runnable call."""
     seen = []
-    original = choice._fastest
-    monkeypatch.setattr(choice, "_fastest", lambda paths, call, run: seen.append((paths, call)) or original(paths, call, run))
+    original = timing.fastest
+    monkeypatch.setattr(timing, "fastest", lambda paths, call, run: seen.append((paths, call)) or original(paths, call, run))
     lstm = tsrnn.LSTM(3, 4)
     hooked = []
     lstm.weight_hh_l0.register_hook(lambda g: hooked.append(g.shape))

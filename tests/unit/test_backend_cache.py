@@ -13,7 +13,7 @@ import torch
 
 import tsrnn
 from tsrnn import backend
-from tsrnn.backend import cache, choice
+from tsrnn.backend import cache, choice, timing, trust
 from conftest import needs_native
 
 pytestmark = [needs_native, pytest.mark.usefixtures("clean_backend_state")]
@@ -23,15 +23,15 @@ CPU = torch.device("cpu")
 # cpu: cpu is verified, both are timed), printing how often it verified and timed, and its choices.
 COUNTED_RUN = """
 import json, torch, tsrnn
-from tsrnn.backend import choice
+from tsrnn.backend import timing, trust
 counts = {"verified": 0, "timed": 0}
-verify, fastest = choice._verify, choice._fastest
+verify, fastest = trust._verify, timing.fastest
 def counted(name, function):
     def run(*args):
         counts[name] += 1
         return function(*args)
     return run
-choice._verify, choice._fastest = counted("verified", verify), counted("timed", fastest)
+trust._verify, timing.fastest = counted("verified", verify), counted("timed", fastest)
 torch.manual_seed(0)
 tsrnn.LSTM(3, 4)(torch.randn(5, 2, 3))[0].sum().backward()
 print(json.dumps({**counts, "choices": tsrnn.backend.tuned_choices()}))
@@ -67,8 +67,8 @@ def counts(monkeypatch):
             return function(*args)
         return run
 
-    monkeypatch.setattr(choice, "_verify", counted("verified", choice._verify))
-    monkeypatch.setattr(choice, "_fastest", counted("timed", choice._fastest))
+    monkeypatch.setattr(trust, "_verify", counted("verified", trust._verify))
+    monkeypatch.setattr(timing, "fastest", counted("timed", timing.fastest))
     return seen
 
 
@@ -103,7 +103,7 @@ def test_a_damaged_file_is_ignored_with_one_warning_and_rewritten(counts):
         backend.forget()
         cache.forget()
         choice._tuned.clear()
-        choice._verdicts.clear()
+        trust._verdicts.clear()
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             lstm_forward_backward(4)
@@ -124,7 +124,7 @@ def test_a_foreign_file_is_ignored(counts, monkeypatch):
         backend.forget()
         cache.forget()
         choice._tuned.clear()
-        choice._verdicts.clear()
+        trust._verdicts.clear()
         lstm_forward_backward(4)
     assert counts == {"verified": 2, "timed": 2}  # nothing reused
     assert len(cache_files(cache.directory())) == 2
@@ -166,7 +166,7 @@ def test_the_fixed_rules_and_recorded_choices_outrank_the_cache(monkeypatch):
     call = backend.Call("recurrence", CPU, torch.float32, (5, 2, 3, 4), "lstm", grad=True)
     key = repr((call.recorded_key(), ("onednn", "cpu")))
     cache.record(CPU, "choices", key, "cpu")
-    monkeypatch.setattr(choice, "_fastest", lambda *a: pytest.fail("timed a class the cache holds"))
+    monkeypatch.setattr(timing, "fastest", lambda *a: pytest.fail("timed a class the cache holds"))
     lstm_forward_backward(2)
     assert backend.tuned_choices() == {call.recorded_key(): "cpu"}
     monkeypatch.setenv("TSRNN_AUTOTUNE", "0")

@@ -10,7 +10,7 @@ import torch
 import tsrnn
 from tsrnn import backend, functional, testing
 from tsrnn.testing import TOLERANCE, _error
-from tsrnn.backend import cache, choice
+from tsrnn.backend import cache, timing, trust
 from conftest import cast, forget_verdicts, needs_native, wrap_layer_runs
 
 pytestmark = [needs_native,  # the planted wrong path is the compiled cpu path
@@ -117,7 +117,7 @@ def test_a_wrong_lstm_path_is_not_used_even_if_fastest(runs, monkeypatch):
     """(c) The LSTM on CPU: cpu is verified against onednn in float64; timing would pick cpu, but
     a wrong cpu never reaches the timing, and auto returns onednn's result."""
     timed = []
-    monkeypatch.setattr(choice, "_fastest", lambda paths, call, run: timed.append(paths) or paths[-1])
+    monkeypatch.setattr(timing, "fastest", lambda paths, call, run: timed.append(paths) or paths[-1])
     runs.plant(shift=1e-3)
     args, expected = inputs("lstm")
     (out, state), messages = recorded(lambda: run_auto("lstm", args))
@@ -183,7 +183,7 @@ def test_a_correct_path_passes_verification(monkeypatch, cell, dt, forget, dtype
         args, _ = inputs(cell, shape, dtype, dt=dt, seed=shape[0] * 31 + shape[3])
         _, messages = recorded(lambda: run_auto(cell, args, **extra))
         assert messages == [], (shape, messages)
-    assert len(choice._verdicts) == len(testing.SHAPES) and set(choice._verdicts.values()) == {None}
+    assert len(trust._verdicts) == len(testing.SHAPES) and set(trust._verdicts.values()) == {None}
 
 
 def frequency_task_like(grad):
@@ -206,7 +206,7 @@ def test_the_trusted_paths_own_error_in_the_calls_dtype_is_allowed(runs, grad):
     err, bound = error_of(testing.run_layer("plstm_coupled", args, "reference"), expected)
     assert err > bound  # the premise: float32 itself is beyond the float32 row here
     assert recorded(lambda: run_auto("plstm_coupled", args))[1] == []
-    assert set(choice._verdicts.values()) == {None}
+    assert set(trust._verdicts.values()) == {None}
     forget_verdicts()
     backend.forget()
     runs.plant(shift=10 * err)
@@ -224,7 +224,7 @@ def test_nan_where_the_trusted_path_has_nan_agrees(runs):
         return {**args, "x": x.requires_grad_()}
 
     (out, _), messages = recorded(lambda: run_auto("plstm_coupled", with_nan((5, 2, 3, 4))))
-    assert messages == [] and set(choice._verdicts.values()) == {None}
+    assert messages == [] and set(trust._verdicts.values()) == {None}
     assert out[2:, 1].isnan().all() and not out[:, 0].isnan().any()
     forget_verdicts()
     runs.plant(shift=1e-3)
@@ -244,13 +244,13 @@ def test_only_auto_verifies_and_only_where_it_can_measure(runs, monkeypatch):
     monkeypatch.delenv("TSRNN_BACKEND")
     backend.forget()  # the variable reaches keys seen before
     assert ("reference", torch.float64) not in runs
-    measurable = choice._can_measure
-    monkeypatch.setattr(choice, "_can_measure", lambda device, paths: False)
+    measurable = timing.can_measure
+    monkeypatch.setattr(timing, "can_measure", lambda device, paths: False)
     assert error_of(run_auto("plstm_coupled", args), expected)[0] > 1e-4  # not verified yet: the first candidate
     assert ("reference", torch.float64) not in runs
-    monkeypatch.setattr(choice, "_can_measure", measurable)
+    monkeypatch.setattr(timing, "can_measure", measurable)
     assert "cpu path disagrees" in recorded(lambda: run_auto("plstm_coupled", args))[1][0]  # verified: dropped
-    monkeypatch.setattr(choice, "_can_measure", lambda device, paths: False)
+    monkeypatch.setattr(timing, "can_measure", lambda device, paths: False)
     runs.clear()
     err, bound = error_of(run_auto("plstm_coupled", args), expected)
     assert err <= bound and runs == [("reference", torch.float32)]  # the decided choice
@@ -283,7 +283,7 @@ def test_the_trusted_path_is_torch_lstm_where_it_serves_else_the_reference():
 
 def test_verdicts_are_recorded(monkeypatch):
     """What bench/gpu_report.py records: each verified (key, path) with "agrees" or the reason."""
-    monkeypatch.setattr(choice, "_verdicts", {})
+    monkeypatch.setattr(trust, "_verdicts", {})
     functional.plstm(**{k: v.float() if isinstance(v, torch.Tensor) and k != "dt" else v
                         for k, v in testing.layer_args("plstm_coupled", 3, 2, 4, 5).items()})
     ((key, verdict),) = backend.verdicts().items()

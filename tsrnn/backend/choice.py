@@ -1,5 +1,6 @@
-"""Which path runs a call: the candidates of a requested backend, their verification and timing,
-and the memory of each call key's choice.
+"""Which path runs a call: the candidates of a requested backend, the choice among them (verified
+by ``tsrnn.backend.trust``, timed by ``tsrnn.backend.timing``) and the memory of each call key's
+choice.
 
 A *requested* backend (the modules' ``backend=``, or ``TSRNN_BACKEND`` for ``"auto"``) maps to
 candidate paths, in order of preference:
@@ -24,38 +25,23 @@ tsrnn operators, which ONNX cannot translate).
 
 Inside torch.func transforms (vmap, grad, jacrev, jvp, functional_call under them) every call
 runs the reference loops: "auto" takes them without timing or verifying, and any other request
-raises a ValueError or RuntimeError that says so. The fused kernels are autograd ops
-with no batching or forward-mode rules.
+raises a ValueError or RuntimeError that says so.
 
-Before ``"auto"`` (the request after TSRNN_BACKEND) uses a candidate, it verifies it once per kernel
-regime (the op, cell, dtype, device, products precision, gradients, traces, packing, bias and the
-path's ``Path.regime`` of the call: which of its code runs it; not per shape), the only candidate too: on the call's own inputs, the candidate's outputs and, when the call
-needs gradients, the gradients of a fixed pseudo-random loss over every output with respect to
-every input that requires grad, against the *trusted* path run in float64 on the same values
-(``trusted_path``: the device's torch-LSTM path where it serves the call, else the reference
-loops; these two are not verified), within ``tsrnn.backend.tolerance``'s row for the call's dtype or,
-where larger, ``tsrnn.backend.verification.SLACK`` times the trusted path's own error in that dtype (run
-only when a result is beyond its row). A candidate that disagrees is dropped for that regime, one
-that raises for that shape only (its failure may be the shape's), with one warning naming it, the
-output or gradient, the error and the bound; if none is left, "auto" runs the trusted path (warned
-too). ``TSRNN_VERIFY=0`` turns verification off; ``TSRNN_VERIFY=always`` verifies every new shape
-(exact sizes), those verdicts kept in memory only.
+Before ``"auto"`` (the request after TSRNN_BACKEND) uses a candidate, the only one too, it verifies
+it against the trusted path (``tsrnn.backend.trust``: once per kernel regime, not per shape; one
+that disagrees is dropped for that regime; if none is left, the trusted path runs).
+``TSRNN_VERIFY=0`` turns verification off; ``TSRNN_VERIFY=always`` verifies every new shape.
 
 Where more than one candidate is left, the first call of each shape class (``Call.key()``: T and B
-as power-of-two buckets, the other sizes exact) measures them on the call's own inputs (one
-warm-up, then rounds of runs of what the call will do, forward, and backward when autograd will
-need it, every candidate in turn, at least ``TUNE_REPEATS`` and until ``TUNE_SECONDS`` have passed,
-at most ``TUNE_ROUNDS``; a candidate's time is its fastest run) and keeps the fastest for that
-(class, candidates) key (where several processes time a class at once, DDP ranks, the choice the
-first of them writes to the disk cache, below, is every one's); the first candidate stays unless another is ``TUNE_MARGIN``
-faster, so timing noise does not flip a choice. A candidate that raises while being timed is
-dropped with one warning naming the cause. ``TSRNN_AUTOTUNE=0`` times nothing (it still
-verifies). Under ``torch.use_deterministic_algorithms(True)`` nothing is timed either: "auto" takes
-the first verified candidate in the order above, the same in every process whose verification
-agrees (it runs on each process's first inputs of a key; timing noise, by contrast, could pick
-another kernel in another process, and other bits). ``reuse_choices`` takes the
-choices an earlier run recorded (``tuned_choices``, which a training checkpoint stores) in place of
-measuring, so ``tsrnn train --resume`` runs the kernels the checkpoint's run used.
+as power-of-two buckets, the other sizes exact) times them on the call's own inputs
+(``tsrnn.backend.timing``: the first candidate stays unless another is ``TUNE_MARGIN`` faster) and
+keeps the fastest for that (class, candidates) key; where several processes time a class at once
+(DDP ranks), the choice the first of them writes to the disk cache, below, is every one's.
+``TSRNN_AUTOTUNE=0`` times nothing (it still verifies). Under
+``torch.use_deterministic_algorithms(True)`` nothing is timed either: "auto" takes the first
+verified candidate in the order above. ``reuse_choices`` takes the choices an earlier run recorded
+(``tuned_choices``, which a training checkpoint stores) in place of measuring, so
+``tsrnn train --resume`` runs the kernels the checkpoint's run used.
 
 Per-regime verdicts and measured choices are also kept on disk (``tsrnn.backend.cache``: one file
 per tsrnn version, build, torch version and device name, under TSRNN_CACHE_DIR, else the user's
@@ -85,27 +71,16 @@ torch.func transforms and torch.export always choose anew.
 """
 from __future__ import annotations
 
-import functools
-import time
-import warnings
-from typing import Callable, Hashable, Mapping, Sequence
+from typing import Hashable, Mapping, Sequence
 
 import torch
 
 from tsrnn import _validation as check
-from tsrnn import precision
-from tsrnn.backend import cache, registry, verification
-from tsrnn.backend.registry import BACKENDS, PATHS, REGISTRY, TRANSFORMS, Call, Path, _recorded, why_not
+from tsrnn.backend import cache, registry, timing, trust
+from tsrnn.backend.registry import (BACKENDS, PATHS, REGISTRY, TRANSFORMS, Call, Path, Run, _recorded, warn_once,
+                                    why_not)
 
-TUNE_REPEATS = 3  # timed runs per candidate at least, after one warm-up run; the fastest run counts
-TUNE_SECONDS = 0.05  # and rounds of runs until they took this long (tiny calls get more runs) ...
-TUNE_ROUNDS = 30  # ... but no more rounds than this
-TUNE_MARGIN = 0.05  # another candidate replaces the first only when at least this much faster
-VERIFY = ("0", "1", "always")  # TSRNN_VERIFY's values: off, once per regime (the default), once per shape
-
-_warned: set[str] = set()
 _tuned: dict[Hashable, str] = {}  # (call key, candidates) -> the measured choice
-_verdicts: dict[Hashable, str | None] = {}  # _verdict_key -> None (it agrees) or why "auto" drops it
 _reused: dict[str, str] = {}  # Call.recorded_key() -> the path an earlier run used (reuse_choices)
 # (requested backend, memo key) -> the chosen path's record: what a warm call of a known key runs,
 # without working out its candidates or reading the environment again (tsrnn.functional keys it).
@@ -170,17 +145,17 @@ def candidates(requested: str, call: Call) -> list[str]:
             raise RuntimeError(f"backend='native' on CUDA tensors needs the extension tsrnn._cuda, which did not load "
                                f"({registry.CUDA_LOAD_ERROR}); build it with `TSRNN_CUDA=1 pip install --no-build-isolation -e .`")
         fallback = [p for p in _family("triton", call) if why_not(p, call) is None] or ["reference"]
-        _warn_once(f"tsrnn: the CUDA kernels cannot run this call ({_reasons(family, call)}); using {fallback[0]}")
+        warn_once(f"tsrnn: the CUDA kernels cannot run this call ({_reasons(family, call)}); using {fallback[0]}")
         return fallback
     if device == "cpu" and registry.LOAD_ERROR is not None:
-        _warn_once(f"tsrnn: compiled extension tsrnn._C did not load ({registry.LOAD_ERROR}); falling back to the reference loops")
+        warn_once(f"tsrnn: compiled extension tsrnn._C did not load ({registry.LOAD_ERROR}); falling back to the reference loops")
     elif device == "cpu":
-        _warn_once(f"tsrnn: no CPU kernel can run this {call.op} call ({_reasons(family, call)}); using the reference loop")
+        warn_once(f"tsrnn: no CPU kernel can run this {call.op} call ({_reasons(family, call)}); using the reference loop")
     elif device == "cuda":
-        _warn_once(f"tsrnn: no fused kernel for this {call.op} call on CUDA (triton is not installed); "
-                   "using the reference loop")
+        warn_once(f"tsrnn: no fused kernel for this {call.op} call on CUDA (triton is not installed); "
+                  "using the reference loop")
     else:
-        _warn_once(f"tsrnn: no fused kernel for {device} tensors yet; using the reference loop")
+        warn_once(f"tsrnn: no fused kernel for {device} tensors yet; using the reference loop")
     return ["reference"]
 
 
@@ -200,11 +175,6 @@ def _exportable(call: Call) -> list[str]:
     return ["reference"]
 
 
-# run(path, dtype=None): the call's forward on ``path`` on detached copies of its inputs (cast to
-# ``dtype`` if given); returns ({output name: tensor}, {input name: copy} of the inputs that need gradients).
-Run = Callable[..., tuple[Mapping[str, torch.Tensor], Mapping[str, torch.Tensor]]]
-
-
 def choose(requested: str, call: Call, run: Run | None = None, memo_key: Hashable | None = None) -> str:
     """The path that runs ``call``. With ``run``, "auto" verifies its candidates once per kernel
     regime and several candidates are measured once per (shape class, candidates) (see the module
@@ -222,21 +192,21 @@ def _choice(requested: str, call: Call, run: Run | None) -> tuple[str, bool]:
     paths = candidates(requested, call)
     if run is None or torch.jit.is_tracing() or torch.compiler.is_exporting():
         return paths[0], run is None and not check.tracing()
-    measurable = _can_measure(call.device, paths)
+    measurable = timing.can_measure(call.device, paths)
     auto = _effective(requested) == "auto"
     tune = (auto or len(paths) > 1) and check.switch("TSRNN_AUTOTUNE")
-    verify = check.environment("TSRNN_VERIFY", VERIFY, "1")
+    verify = check.environment("TSRNN_VERIFY", trust.VERIFY, "1")
     if auto and verify != "0":
-        paths = _verified(paths, call, run, measurable, per_shape=verify == "always")
+        paths = trust.verified(paths, call, run, measurable, per_shape=verify == "always")
     if len(paths) == 1:
         return paths[0], measurable
     key = (call.key(), tuple(paths))
     if key not in _tuned:
         reused = _reused.get(call.recorded_key())
         if reused is not None and reused not in paths:
-            _warn_once(f"tsrnn: the recorded choice {reused!r} for {call.cell or call.op} {call.shape} cannot serve "
-                       f"this call here (candidates: {', '.join(paths)}); choosing again, so results may differ "
-                       "from the recorded run's in the last bits")
+            warn_once(f"tsrnn: the recorded choice {reused!r} for {call.cell or call.op} {call.shape} cannot serve "
+                      f"this call here (candidates: {', '.join(paths)}); choosing again, so results may differ "
+                      "from the recorded run's in the last bits")
         if reused in paths:
             _tuned[key] = reused
         elif torch.are_deterministic_algorithms_enabled():
@@ -250,12 +220,12 @@ def _choice(requested: str, call: Call, run: Run | None) -> tuple[str, bool]:
 
 def _measured(paths: Sequence[str], call: Call, run: Run) -> str:
     """The fastest of ``paths`` for the call's class: the disk cache's choice where it holds one
-    among them, else timed (``_fastest``) and written to the cache."""
+    among them, else timed (``timing.fastest``) and written to the cache."""
     key = repr((_recorded(call.key()), tuple(paths)))
     stored = cache.lookup(call.device, "choices", key)
     if stored in paths:
         return stored
-    fastest = _fastest(paths, call, run)
+    fastest = timing.fastest(paths, call, run)
     cache.record(call.device, "choices", key, fastest)
     stored = cache.lookup(call.device, "choices", key)  # the first writer's, where processes timed at once
     return stored if stored in paths else fastest
@@ -279,176 +249,8 @@ def forget() -> None:
     MEMO.clear()
 
 
-def trusted_path(call: Call) -> str:
-    """The path "auto"'s candidates are verified against, run in float64: the device's torch-LSTM
-    path (onednn, cudnn) where it serves ``call``, else the reference loops."""
-    torch_lstm = [p for p in PATHS[call.op] if REGISTRY[p].kind == "torch_lstm" and why_not(p, call) is None]
-    return (torch_lstm or ["reference"])[0]
-
-
-def _verdict_key(call: Call, path: str, per_shape: bool) -> tuple:
-    """What a verdict of ``path`` holds for: per regime, (path, op, device type and index, dtype,
-    cell, products precision, gradients, traces, packing, bias, the path's ``regime`` of the call);
-    ``per_shape`` (TSRNN_VERIFY=always), the call key and the call's exact sizes."""
-    if per_shape:
-        return ("shape", call.key(), call.shape, path)
-    record = REGISTRY[path]
-    return (path, call.op, call.device.type, call.device.index, call.dtype, call.cell,
-            precision.products(call.dtype, call.device), call.grad, call.traces, call.packed, call.bias,
-            () if record.regime is None else record.regime(call))
-
-
-def _verified(paths: Sequence[str], call: Call, run: Run, measurable: bool, per_shape: bool) -> list[str]:
-    """``paths`` less those found to disagree with the trusted path, verifying those without a
-    verdict yet where ``measurable`` (the trusted kinds, reference and torch_lstm, are not
-    verified): once per regime (``_verdict_key``), a verdict from the disk cache counting as one
-    made here, or, ``per_shape``, once per shape, kept in memory only. A path that raised while
-    being verified is dropped for this shape only (its failure may be the shape's, out of memory);
-    the trusted path, with a warning, if none is left."""
-    checked = [p for p in paths if REGISTRY[p].kind not in ("reference", "torch_lstm")]
-    shapes = {p: _verdict_key(call, p, True) for p in checked}
-    keys = shapes if per_shape else {p: _verdict_key(call, p, False) for p in checked}
-    if not per_shape:
-        for path in checked:
-            if keys[path] not in _verdicts:
-                stored = cache.lookup(call.device, "verdicts", _disk_key(keys[path]))
-                if stored is not cache.MISSING:
-                    _judged(keys[path], stored)
-
-    def verdict(path: str):
-        return _verdicts.get(keys[path], _verdicts.get(shapes[path], cache.MISSING))
-
-    pending = [p for p in checked if verdict(p) is cache.MISSING]
-    if pending and measurable:
-        for path, (found, raised) in _verify(pending, call, run).items():
-            _judged(shapes[path] if raised else keys[path], found)
-            if not (per_shape or raised):
-                cache.record(call.device, "verdicts", _disk_key(keys[path]), found)
-    kept = [p for p in paths if p not in keys or verdict(p) in (None, cache.MISSING)]
-    if kept:
-        return kept
-    trusted = trusted_path(call)
-    _warn_once(f"tsrnn: no candidate of 'auto' agrees with {trusted} for this shape; using {trusted}")
-    return [trusted]
-
-
-def _judged(key: tuple, verdict: str | None) -> None:
-    """Keeps a verdict (warning once where it drops the path)."""
-    _verdicts[key] = verdict
-    if verdict:
-        _warn_once(f"{verdict}; 'auto' does not use it for such calls")
-
-
-def _disk_key(key: tuple) -> str:
-    """A per-regime verdict key as the disk cache writes it: without the device index (the file is
-    the device's), as text."""
-    return repr(key[:3] + key[4:])
-
-
-def _verify(paths: Sequence[str], call: Call, run: Run) -> dict[str, tuple[str | None, bool]]:
-    """Each path's verdict, from its run and the trusted path's on the call's inputs: None (it
-    agrees), or why "auto" drops it; and whether the path raised."""
-    trusted = trusted_path(call)
-    try:
-        expected = verification.results(run, trusted, call.grad, torch.float64)
-    except Exception as exc:
-        raise RuntimeError(f"tsrnn: the trusted path {trusted} failed in float64 while 'auto' verified its "
-                           f"candidates ({type(exc).__name__}: {exc}); name a backend, or set TSRNN_VERIFY=0") from exc
-    own = functools.cache(lambda: verification.results(run, trusted, call.grad))  # in the call's dtype
-    verdicts = {}
-    for path in paths:
-        try:
-            wrong = verification.disagreement(verification.results(run, path, call.grad), expected, call.dtype, own,
-                                              precision.products(call.dtype, call.device))
-            verdicts[path] = None if wrong is None else (
-                f"tsrnn: the {path} path disagrees with {trusted} (run in float64 on the same inputs) for "
-                f"{call.cell or call.op} {call.dtype} {call.shape}{' with gradients' if call.grad else ''}: "
-                f"{wrong}"), False
-        except Exception as exc:  # noqa: BLE001  (a broken path must not break "auto"; it is reported)
-            verdicts[path] = f"tsrnn: the {path} path failed while being verified ({type(exc).__name__}: {exc})", True
-    return verdicts
-
-
 def tuned_choices() -> dict[str, str]:
     """The choices so far, measured, taken by rule under deterministic algorithms, or reused, as
     {``Call.recorded_key()``: path}, the last for a key whose candidates changed (recorded by
     training checkpoints and bench/gpu_report.py; see ``reuse_choices``)."""
     return {_recorded(key): path for (key, _), path in _tuned.items()}
-
-
-def verdicts() -> dict[str, str]:
-    """The verifications so far, as {repr((call key, path)): "agrees" or why "auto" drops it}
-    (recorded by bench/gpu_report.py)."""
-    return {repr(key): verdict or "agrees" for key, verdict in _verdicts.items()}
-
-
-def _warn_once(message: str) -> None:
-    if message not in _warned:
-        _warned.add(message)
-        warnings.warn(message, RuntimeWarning, stacklevel=4)
-
-
-def _can_measure(device: torch.device, paths: Sequence[str]) -> bool:
-    """Whether runs can be timed and verified here: not while torch.compile traces, nor during CUDA
-    graph capture, nor under the Triton interpreter."""
-    if check.tracing():
-        return False
-    if device.type == "cpu" and any(p.startswith("triton") for p in paths):
-        return False  # the Triton interpreter: seconds per call, and not the speed of a GPU
-    return not (device.type == "cuda" and check.capturing())
-
-
-def _sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-
-
-def _run_once(run: Run, path: str, grad: bool) -> None:
-    """One run of what the call does: its forward, and its backward when autograd will need it
-    (torch.autograd.grad on the inputs ``run`` returns, detached copies of the call's own)."""
-    with torch.set_grad_enabled(grad):
-        outputs, inputs = run(path)
-        if grad and inputs:
-            loss = sum(o.float().sum() for o in outputs.values() if o.requires_grad)
-            torch.autograd.grad(loss, list(inputs.values()), allow_unused=True)
-
-
-def _fastest(paths: Sequence[str], call: Call, run: Run) -> str:
-    """The fastest of ``paths`` on the call's own inputs: one warm-up run each, then rounds that run
-    every candidate once, in turn (so a machine's slow spell falls on all of them), until each has
-    ``TUNE_REPEATS`` runs and the rounds took ``TUNE_SECONDS``, at most ``TUNE_ROUNDS`` rounds; a
-    candidate's time is its fastest run (noise only ever adds time). Tiny calls (T = 1, small H,
-    a fraction of a millisecond) thus get tens of runs, large ones three."""
-    times, alive = {}, []
-    for path in paths:
-        try:
-            _run_once(run, path, call.grad)  # warm-up: compiles Triton kernels, plans the CUDA kernel
-            alive.append(path)
-        except Exception as exc:  # noqa: BLE001  (a broken path must not break "auto"; it is reported)
-            _failed_timing(path, exc)
-    start, rounds = time.perf_counter(), 0
-    while alive and rounds < TUNE_ROUNDS and (rounds < TUNE_REPEATS or time.perf_counter() - start < TUNE_SECONDS):
-        rounds += 1
-        for path in list(alive):
-            try:
-                _sync(call.device)
-                began = time.perf_counter()
-                _run_once(run, path, call.grad)
-                _sync(call.device)
-            except Exception as exc:  # noqa: BLE001
-                _failed_timing(path, exc)
-                alive.remove(path)
-                times.pop(path, None)
-                continue
-            times[path] = min(times.get(path, float("inf")), time.perf_counter() - began)
-    if not times:
-        raise RuntimeError(f"tsrnn: every path failed for this call ({', '.join(paths)}); "
-                           "see the warnings, or use backend='reference'")
-    first = next(p for p in paths if p in times)
-    best = min(times, key=times.get)
-    return best if times[best] < (1 - TUNE_MARGIN) * times[first] else first
-
-
-def _failed_timing(path: str, exc: Exception) -> None:
-    _warn_once(f"tsrnn: the {path} path failed while being timed ({type(exc).__name__}: {exc}); "
-               "'auto' does not use it for this shape")

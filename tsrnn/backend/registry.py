@@ -4,7 +4,8 @@ A *path* is one concrete implementation of an op, described by one record of ``R
 (``Path``: the function that runs each of its ops, the devices it runs on, the requested backend
 that names it, its kind, its operator namespace, and the rule that says why it cannot serve a
 call, ``Call`` describing the call); the choice (tsrnn/backend/choice.py), the functional layer,
-the modules, the test harness, the self-test and the benchmarks read it:
+the modules, the test harness, the self-test and the benchmarks read it. The dispatch's modules
+also share ``Run`` (how they run a call on a path) and ``warn_once`` from here.
 
 ==================== ===================================================================
 ``reference``        the step loops of ``tsrnn.reference`` (any device)
@@ -30,7 +31,6 @@ under ``TRITON_INTERPRET=1`` (how the tests run it without a GPU).
 """
 from __future__ import annotations
 
-import os
 import warnings
 from dataclasses import dataclass
 from typing import Callable, Mapping
@@ -43,7 +43,9 @@ from tsrnn.ops import checks, library, projection
 from tsrnn.ops.extensions import CUDA_LOAD_ERROR, LOAD_ERROR
 from tsrnn.ops.linear_scan import paths as scan_paths
 from tsrnn.ops.recurrence import paths as recurrence_paths
+from tsrnn.ops.recurrence import tensor_core_plans
 from tsrnn.ops.recurrence.cells import math_dtype
+from tsrnn.ops.recurrence.op import CLUSTER, GRID
 
 BACKENDS = ("auto", "reference", "native", "triton")
 
@@ -104,6 +106,20 @@ def _recorded(key: tuple) -> str:
     return repr(key[:2] + key[3:])
 
 
+# run(path, dtype=None): the call's forward on ``path`` on detached copies of its inputs (cast to
+# ``dtype`` if given); returns ({output name: tensor}, {input name: copy} of the inputs that need gradients).
+Run = Callable[..., tuple[Mapping[str, torch.Tensor], Mapping[str, torch.Tensor]]]
+
+_warned: set[str] = set()
+
+
+def warn_once(message: str) -> None:
+    """A RuntimeWarning of ``message``, the first time this process asks for it only."""
+    if message not in _warned:
+        _warned.add(message)
+        warnings.warn(message, RuntimeWarning, stacklevel=4)
+
+
 TRANSFORMS = ("torch.func transforms (vmap, grad, jacrev, jvp, ...) run the reference loops only: the fused "
               "kernels have no batching or forward-mode rules; use backend='auto' or 'reference'")
 
@@ -144,60 +160,31 @@ def _torch_lstm(call: Call) -> str | None:
     return None
 
 
-_plans: dict[tuple, object] = {}  # (planning op, namespace, device index, cell, H, B, precision, forcing) -> answer
-_FORCING = {"tsrnn_cluster": "TSRNN_CLUSTER", "tsrnn_grid": "TSRNN_GRID"}  # what the GPU report's sweep sets
+def _planned(call: Call) -> tuple:
+    """What a tensor-core kernel's plan reads of a call (``tsrnn.ops.recurrence.tensor_core_plans``):
+    its device, cell, H, B and products precision."""
+    return call.device, call.cell, call.shape[3], call.shape[1], precision.products(call.dtype, call.device)
 
 
-def _ask_plan(op: str, namespace: str, call: Call, products: str, unknown):
-    """The answer of a tensor-core kernel's planning op ``op`` (``namespace``: "tsrnn_cluster",
-    "tsrnn_grid"; "recurrence_plan": its thread blocks, 0 where nothing fits; "recurrence_config":
-    its configuration) for this cell, H, B and precision on the call's device, asked once per key
-    (and its environment forcing, the GPU report's configuration); while torch.compile traces, an
-    unknown key gets ``unknown`` (the plan is a host call that cannot be traced)."""
-    index = call.device.index if call.device.index is not None else torch.cuda.current_device()
-    key = (op, namespace, index, call.cell, call.shape[3], call.shape[1], products,
-           os.environ.get(_FORCING[namespace], ""))
-    if key not in _plans:
-        if torch.compiler.is_compiling():
-            return unknown
-        probe = torch.empty(0, call.shape[3], device=call.device, dtype=torch.float32)  # sizes only
-        _plans[key] = getattr(getattr(torch.ops, namespace), op)(call.cell, probe, call.shape[1], products)
-    return _plans[key]
-
-
-def _tensor_core_blocks(namespace: str, call: Call, products: str) -> int:
-    """Thread blocks of a tensor-core kernel's plan for the call (0: no fit; ``_ask_plan``)."""
-    return _ask_plan("recurrence_plan", namespace, call, products, 0)
-
-
-def _tensor_core(namespace: str, fits: str) -> Callable[[Call], str | None]:
+def _tensor_core(namespace: str) -> Callable[[Call], str | None]:
     """The rule of a tensor-core kernel's path: the extension loaded, float32 math, and a plan for
-    the call's cell, H, B and precision (``fits``: what the plan needs, said where it has none)."""
+    the call (``tensor_core_plans.refusal``)."""
 
     def rule(call: Call) -> str | None:
         if CUDA_LOAD_ERROR is not None:
             return f"the extension tsrnn._cuda did not load ({CUDA_LOAD_ERROR})"
         if call.math_dtype != torch.float32:
             return "it computes in float32 only"
-        products = precision.products(call.dtype, call.device)
-        if _tensor_core_blocks(namespace, call, products) < 1:
-            return f"H={call.shape[3]}, B={call.shape[1]} does not fit: W_hh ({products} operands) {fits}"
-        return None
+        return tensor_core_plans.refusal(namespace, *_planned(call))
 
     return rule
 
 
 def _tensor_core_regime(namespace: str) -> Callable[[Call], tuple[int, ...]]:
-    """The regime of a tensor-core kernel's call (``Path.regime``): its plan's cluster size, batch
-    tile (cluster-resident) or chunk (grid-resident), and units a block, the grid kernel's for each
-    direction (``recurrence_config`` through ``_ask_plan``; the number of clusters, which only scales
-    with B, is left out); while torch.compile traces, an unknown key is (0,), a regime never verified."""
+    """The regime of a tensor-core kernel's call (``Path.regime``; ``tensor_core_plans.regime``)."""
 
     def regime(call: Call) -> tuple[int, ...]:
-        config = _ask_plan("recurrence_config", namespace, call, precision.products(call.dtype, call.device), None)
-        if config is None:
-            return (0,)
-        return tuple(int(config[i]) for i in (0, 1, 3) + ((6, 7, 9) if len(config) >= 10 else ()))
+        return tensor_core_plans.regime(namespace, *_planned(call))
 
     return regime
 
@@ -215,13 +202,10 @@ class Path:
     is) or "operator" (the ops of ``namespace``); ``rule``: its other conditions; ``projection``:
     an operator path's input projection x w^T + b; ``products``: the precision of its products for
     a layer's (dtype, device), ``tsrnn.precision.products`` (the emulated kernels of the tests fix
-    one); ``fallback``: an older path that "auto" offers only where no other path of the device
-    serves the call (the CUDA kernels and Triton paths older than the tensor-core kernels: kept for
-    what those refuse, float64 math, H past the chip, forget-gate traces under some shapes, until a
-    GPU sweep shows a shape where one is fastest); ``regime``: the kernel regime of a call the
-    path serves, a coarse description of which of its code runs the call (a tensor-core kernel's
-    plan: cluster size, batch tile or chunk, units a block), as a tuple of ints; None: one regime
-    for every call. "auto" verifies a path once per regime (with the call's op, cell, dtype,
+    one); ``fallback``: "auto" offers it only where no other path of the device serves the call;
+    ``regime``: the kernel regime of a call the path serves, a coarse description of which of its
+    code runs the call (a tensor-core kernel's plan: cluster size, batch tile or chunk, units a
+    block), as a tuple of ints; None: one regime for every call. "auto" verifies a path once per regime (with the call's op, cell, dtype,
     device, products precision, gradients, traces, packing and bias), not once per shape."""
 
     name: str
@@ -270,31 +254,31 @@ def op(path: str, name: str):
     return getattr(REGISTRY[path].operators, name)
 
 
-_REFERENCE = {"recurrence": recurrence_paths.run_reference, "linear_scan": scan_paths.run_reference}
-_OPERATOR = {"recurrence": recurrence_paths.run_operator, "linear_scan": scan_paths.run_operator}
-_TORCH_LSTM = {"recurrence": recurrence_paths.run_torch_lstm}
-_RECURRENCE = {"recurrence": recurrence_paths.run_operator}
-_SCAN = {"linear_scan": scan_paths.run_operator}
-_COMPILED_PROJECTION = projection.cpu_projection  # csrc/gemm/projection.cpp
-_TENSOR_CORE_PROJECTION = projection.tensor_core_projection()  # TF32 / bf16 products through cuBLAS (tsrnn._cuda)
+_TENSOR_CORE_PROJECTION = projection.tensor_core_projection()  # the tensor-core GEMMs of tsrnn._cuda (cuBLAS)
 
 # In order of preference after torch's own LSTM kernels, which "auto" tries first on their device.
 REGISTRY = {path.name: path for path in (
-    Path("reference", _REFERENCE, None, None, "reference", _always),
-    Path("cpu", _OPERATOR, ("cpu",), "native", "operator", _compiled_cpu, library.COMPILED, _COMPILED_PROJECTION),
-    Path("onednn", _TORCH_LSTM, ("cpu",), None, "torch_lstm", _torch_lstm),
-    Path("cudnn", _TORCH_LSTM, ("cuda",), None, "torch_lstm", _torch_lstm),
-    Path("cuda_cluster", _RECURRENCE, ("cuda",), "native", "operator",
-         _tensor_core("tsrnn_cluster", "must fit in the shared memory of one thread-block cluster of at most 16 blocks "
-                                       "(sm_90), or of one block"), "tsrnn_cluster", _TENSOR_CORE_PROJECTION,
-         regime=_tensor_core_regime("tsrnn_cluster")),
-    Path("cuda_grid", _RECURRENCE, ("cuda",), "native", "operator",
-         _tensor_core("tsrnn_grid", "and the batch's partial sums must fit in the shared memory of blocks that are "
-                                    "all resident at once"), "tsrnn_grid", _TENSOR_CORE_PROJECTION,
-         regime=_tensor_core_regime("tsrnn_grid")),
-    Path("triton_step", _RECURRENCE, ("cuda",), "triton", "operator", _always, "tsrnn_triton_step", _TENSOR_CORE_PROJECTION,
-         fallback=True),
-    Path("triton_scan", _SCAN, ("cuda",), "triton", "operator", _always, "tsrnn_triton_scan"),
+    Path(name="reference", run={"recurrence": recurrence_paths.run_reference, "linear_scan": scan_paths.run_reference},
+         devices=None, family=None, kind="reference", rule=_always),
+    Path(name="cpu", run={"recurrence": recurrence_paths.run_operator, "linear_scan": scan_paths.run_operator},
+         devices=("cpu",), family="native", kind="operator", rule=_compiled_cpu,
+         namespace=library.COMPILED, projection=projection.cpu_projection),
+    Path(name="onednn", run={"recurrence": recurrence_paths.run_torch_lstm},
+         devices=("cpu",), family=None, kind="torch_lstm", rule=_torch_lstm),
+    Path(name="cudnn", run={"recurrence": recurrence_paths.run_torch_lstm},
+         devices=("cuda",), family=None, kind="torch_lstm", rule=_torch_lstm),
+    Path(name="cuda_cluster", run={"recurrence": recurrence_paths.run_operator},
+         devices=("cuda",), family="native", kind="operator", rule=_tensor_core(CLUSTER),
+         namespace=CLUSTER, projection=_TENSOR_CORE_PROJECTION, regime=_tensor_core_regime(CLUSTER)),
+    Path(name="cuda_grid", run={"recurrence": recurrence_paths.run_operator},
+         devices=("cuda",), family="native", kind="operator", rule=_tensor_core(GRID),
+         namespace=GRID, projection=_TENSOR_CORE_PROJECTION, regime=_tensor_core_regime(GRID)),
+    Path(name="triton_step", run={"recurrence": recurrence_paths.run_operator},
+         devices=("cuda",), family="triton", kind="operator", rule=_always,
+         namespace="tsrnn_triton_step", projection=_TENSOR_CORE_PROJECTION, fallback=True),
+    Path(name="triton_scan", run={"linear_scan": scan_paths.run_operator},
+         devices=("cuda",), family="triton", kind="operator", rule=_always,
+         namespace="tsrnn_triton_scan"),
 )}
 PATHS = {op: tuple(name for name, path in REGISTRY.items() if op in path.ops) for op in ("recurrence", "linear_scan")}
 

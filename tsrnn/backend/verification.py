@@ -1,18 +1,16 @@
 """Whether a path's numbers can be trusted for a call: its results against a trusted path's.
 
-``tsrnn.backend`` verifies each of ``"auto"``'s candidates once per call key before it uses it
-(the module docstring there says when, and against which trusted path). This module does the
-comparison: ``results`` runs the call on one path through the backend's ``run`` callback and
-returns its outputs and, when the call needs gradients, the gradients of a fixed loss with
-respect to every input that requires grad; ``disagreement`` holds a path's results against the
-trusted path's float64 results and describes the worst disagreement.
+``tsrnn.backend.trust`` verifies each of ``"auto"``'s candidates before it uses it (its module
+docstring says when, and against which trusted path). This module does the comparison:
+``results`` runs the call on one path through the backend's ``run`` callback and returns its
+outputs and, when the call needs gradients, the gradients of a fixed loss with respect to every
+input that requires grad; ``disagreement`` holds a path's results against the trusted path's
+float64 results and describes the worst disagreement.
 
 The bound of each result is its ``tsrnn.backend.tolerance`` row for the call's dtype, or, where larger,
-``SLACK`` times the trusted path's own error when it runs the call in the call's dtype: the rows
-hold for well-conditioned inputs, and some calls ask more of float32 than that (a pLSTM with
-ε = 1e-5 and sample times as inputs, the frequency task: the float32 reference loops are 1.1e-4
-from float64, three times the float32 row, and the cpu path is 1.5e-7 from them). A path is
-dropped only if it is further from float64 than both.
+``SLACK`` times the trusted path's own error when it runs the call in the call's dtype (the rows
+hold for well-conditioned inputs; docs/backends.md). A path is dropped only if it is further from
+float64 than both.
 """
 from __future__ import annotations
 

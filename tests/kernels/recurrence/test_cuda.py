@@ -11,7 +11,7 @@ import tsrnn
 from tsrnn import backend, functional, precision, reference, testing
 from tsrnn.ops.recurrence import cells
 from tsrnn.testing import TOLERANCE
-from tsrnn.backend import choice
+from tsrnn.backend import choice, registry
 from conftest import assert_close
 
 pytestmark = [
@@ -51,7 +51,7 @@ def test_modules_on_cuda_match_the_reference(make, path):
 
 
 def test_native_falls_back_where_the_kernel_does_not_apply(monkeypatch):
-    monkeypatch.setattr(choice, "_warned", set())
+    monkeypatch.setattr(registry, "_warned", set())
     x = torch.randn(3, 2, 4, device="cuda", dtype=torch.float64)  # float64: no CUDA kernel
     w_ih, w_hh = torch.randn(20, 4, device="cuda", dtype=torch.float64), torch.randn(20, 5, device="cuda", dtype=torch.float64)
     h0 = torch.zeros(2, 5, device="cuda", dtype=torch.float64)
