@@ -44,7 +44,7 @@ from tsrnn.ops.extensions import CUDA_LOAD_ERROR, LOAD_ERROR
 from tsrnn.ops.linear_scan import paths as scan_paths
 from tsrnn.ops.recurrence import paths as recurrence_paths
 from tsrnn.ops.recurrence import tensor_core_plans
-from tsrnn.ops.recurrence.cells import math_dtype
+from tsrnn.ops.recurrence.cells import CELLS, math_dtype
 from tsrnn.ops.recurrence.op import CLUSTER, GRID
 
 BACKENDS = ("auto", "reference", "native", "triton")
@@ -151,7 +151,7 @@ def _compiled_cpu(call: Call) -> str | None:
 
 
 def _torch_lstm(call: Call) -> str | None:
-    if call.cell != "lstm":
+    if not CELLS[call.cell].torch_kernel:
         return f"torch's LSTM kernel runs the LSTM cell only, not {call.cell}"
     if call.traces:
         return "torch's LSTM kernel returns no forget-gate traces"

@@ -42,6 +42,7 @@ class Cell:
     math_states: tuple[str, ...] = ()  # states kept in the math dtype, >= 0 (a bf16 age would move every gate)
     positive: tuple[str, ...] = ()  # params and constants that must be > 0
     traces: tuple[str, ...] = ("f",)  # the per-step values (T, B, H) every path returns
+    torch_kernel: bool = False  # torch's own LSTM kernel (oneDNN, cuDNN) computes this cell
 
     # derived once, at construction (plain fields: read on every layer call)
     num_gates: int = field(init=False)  # G: W_hh is (G*H, H)

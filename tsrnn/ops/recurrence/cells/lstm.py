@@ -21,4 +21,5 @@ def step(z, states, params, delta, constants):
     return o * torch.tanh(c_new), (c_new,), {"f": f}
 
 
-CELL = Cell("lstm", gates=("i", "f", "g", "o"), states=("c",), saved=("i", "f", "g", "o"), step=step)
+CELL = Cell("lstm", gates=("i", "f", "g", "o"), states=("c",), saved=("i", "f", "g", "o"), step=step,
+            torch_kernel=True)

@@ -36,3 +36,37 @@ _SHARED = dict(states=("c", "a"), params=("p",), step_input="dt", constants=(("e
 COUPLED = Cell("plstm_coupled", gates=("r", "g", "o"), saved=("f", "r", "g", "o"), step=step, **_SHARED)
 SEPARATE = Cell("plstm_separate", gates=("i", "r", "g", "o"), saved=("f", "r", "g", "o", "i"),
                 step=partial(step, coupled=False), **_SHARED)
+
+
+def plstm_literal(x, h0, c0, w_ih, w_hh, bias, p, dt=None, eps=1e-3, input_gate="coupled"):
+    """(S7)/(S8) pLSTM written with absolute time t and reference time k, from k_0 = t_0 = 0.
+
+        t   = t_prev + Δt
+        k_t = r t + (1 - r) k_prev
+        k~  = r (t - Δt + 1) + (1 - r) k_prev
+        f   = ((t - k_t + 1) / (t - Δt - k~ + 1 + ε)) ** -p
+
+    With Δt = 1, k~ = k_t and this is (S7). It loses precision as t grows (it subtracts two
+    large times); it exists to check the age form (S9), which is the same function.
+    Returns ``(out, (h, c, k, t), forget)``.
+    """
+    h, c = h0, c0
+    k = torch.zeros_like(c0)
+    t = torch.zeros_like(c0)
+    outs, forgets = [], []
+    for step_index, x_t in enumerate(x):
+        z = x_t @ w_ih.T + h @ w_hh.T
+        if bias is not None:
+            z = z + bias
+        z_i, z_r, z_g, z_o = (None, *z.chunk(3, dim=-1)) if input_gate == "coupled" else z.chunk(4, dim=-1)
+        r, g, o = torch.sigmoid(z_r), torch.tanh(z_g), torch.sigmoid(z_o)
+        step = 1.0 if dt is None else dt[step_index].unsqueeze(-1)
+        t = t + step
+        k_tilde = r * (t - step + 1) + (1 - r) * k
+        k = r * t + (1 - r) * k
+        f = ((t - k + 1) / (t - step - k_tilde + 1 + eps)) ** -p
+        c = f * c + (1 - f if z_i is None else torch.sigmoid(z_i)) * g
+        h = o * torch.tanh(c)
+        outs.append(h)
+        forgets.append(f)
+    return torch.stack(outs), (h, c, k, t), torch.stack(forgets)
