@@ -48,7 +48,7 @@ def layer(kind: str, hidden: int, backend: str):
         reference = copy.deepcopy(ours)
         reference.backend = "reference"
         return ours, reference
-    timescales = [tsrnn.timescales.inverse_gamma_quantiles(hidden, 0.56)] if kind.startswith("mts") else None
+    timescales = [tsrnn.memory.timescales.inverse_gamma_quantiles(hidden, 0.56)] if kind.startswith("mts") else None
     ours = tsrnn.LSTM(hidden, hidden, timescales=timescales, backend=backend)
     theirs = torch.nn.LSTM(hidden, hidden)
     theirs.load_state_dict(ours.state_dict(), strict=False)  # b_ih + b_hh = the effective bias

@@ -37,7 +37,7 @@ def model(kind: str, hidden: int, backend: str, device) -> torch.nn.Module:
     torch.manual_seed(0)
     if kind == "plstm":
         return tsrnn.PowerLawLSTM(hidden, hidden, backend=backend).to(device)
-    timescales = [tsrnn.timescales.inverse_gamma_quantiles(hidden, 0.56)] if kind == "mts-lstm" else None
+    timescales = [tsrnn.memory.timescales.inverse_gamma_quantiles(hidden, 0.56)] if kind == "mts-lstm" else None
     return tsrnn.LSTM(hidden, hidden, timescales=timescales, backend=backend).to(device)
 
 

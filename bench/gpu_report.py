@@ -215,7 +215,7 @@ def time_recurrences(device, shape, dtypes, repeats, progress=lambda rows: None)
     for dtype in dtypes:
         x = torch.randn(T, B, H, device=device, dtype=dtype)
         torch.manual_seed(0)
-        mts = [tsrnn.timescales.inverse_gamma_quantiles(H, 0.56)]
+        mts = [tsrnn.memory.timescales.inverse_gamma_quantiles(H, 0.56)]
         models = {"torch.nn.LSTM": torch.nn.LSTM(H, H)}
         if dtype == torch.float32:  # like-for-like with tsrnn's cudnn path, which runs float32 with TF32 off
             models["torch.nn.LSTM TF32 off"] = torch.nn.LSTM(H, H)

@@ -90,7 +90,7 @@ def _tilt(device):
 
 CELLS = [
     Cell("LSTM", _recurrent(lambda: tsrnn.LSTM(H, H), same_function=True, with_dt=False)),
-    Cell("MTS-LSTM", _recurrent(lambda: tsrnn.LSTM(H, H, timescales=[tsrnn.timescales.inverse_gamma_quantiles(H, 0.56)]),
+    Cell("MTS-LSTM", _recurrent(lambda: tsrnn.LSTM(H, H, timescales=[tsrnn.memory.timescales.inverse_gamma_quantiles(H, 0.56)]),
                                 same_function=True, with_dt=False)),
     Cell("pLSTM", _recurrent(lambda: tsrnn.PowerLawLSTM(H, H), same_function=False, with_dt=True)),
     Cell("TILT", _tilt, path="chunked (TILT's method auto)"),

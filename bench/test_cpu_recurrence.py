@@ -61,7 +61,7 @@ def test_mts_lstm(benchmark, kind, hidden):
         checked(module, reference, x)
         benchmark(fwd_bwd, module, x)
         return
-    ts = [tsrnn.timescales.inverse_gamma_quantiles(hidden, 0.56)]
+    ts = [tsrnn.memory.timescales.inverse_gamma_quantiles(hidden, 0.56)]
     time_against_reference(benchmark, tsrnn.LSTM(hidden, hidden, timescales=ts, backend=kind), hidden)
 
 

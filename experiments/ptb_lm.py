@@ -9,7 +9,7 @@ verdict comes from the seed-paired 95% interval of the overall difference; the r
 every seed's perplexity by bin and the seed-paired interval of each bin's difference; ``tsrnn
 analyze`` runs on the first seed's MTS model and on its LSTM baseline (seed 003's Figs 1 and 4 are
 the baseline's timescales and forget gates). Seed 000's Fig 1 control: the same LSTM LM trained on
-Markov-PTB (a corpus as long as PTB sampled from PTB's bigram chain, ``tsrnn.data.markov``), whose
+Markov-PTB (a corpus as long as PTB sampled from PTB's bigram chain, ``tsrnn.lab.data.markov``), whose
 unit timescales ``tsrnn analyze --compare-timescales`` sets beside the PTB model's, with the
 Inverse-Gamma and narrow-Gaussian fits of each.
 

@@ -172,7 +172,7 @@ def measure(ctx: Context, name: str, path: str | None, shape, dtype) -> tuple[di
     if reason:
         return {**record, "status": "refused", "reason": reason}, {}
     torch.manual_seed(0)
-    timescales = [tsrnn.timescales.inverse_gamma_quantiles(H, 0.56)] if mts else None
+    timescales = [tsrnn.memory.timescales.inverse_gamma_quantiles(H, 0.56)] if mts else None
     model = (torch.nn.LSTM(H, H) if path is None else tsrnn.LSTM(H, H, timescales=timescales, backend=path))
     model = model.to(ctx.device, dtype)
     x = torch.randn(T, B, H, device=ctx.device, dtype=dtype)

@@ -1,4 +1,4 @@
-"""tsrnn.analysis and `tsrnn analyze`: each analysis on a tiny model checked by value (an MTS
+"""tsrnn.lab.analysis and `tsrnn analyze`: each analysis on a tiny model checked by value (an MTS
 layer's estimated timescales follow the assigned ones, an ablated word changes no earlier state,
 zeroing a layer changes perplexity, an ablated unit reaches nothing), then the command end to end
 on a checkpoint of each task it serves."""
@@ -10,7 +10,7 @@ import torch
 
 import tsrnn
 from tsrnn.lab.data import copy as copy_data
-from tsrnn.lab import cli
+from tsrnn.lab import cli, plot
 from tsrnn.memory import timescales as ts
 from tsrnn.lab.analysis import forget_map, passes, plstm, receptive_fields, routing, timescales, word_ablation
 from tsrnn.memory.contexts import BufferContext, TILTContext
@@ -380,9 +380,9 @@ def test_analyze_errors_are_one_line(tmp_path, capsys, monkeypatch):
         capsys.readouterr().err.splitlines()[-1]
 
     def no_matplotlib():
-        raise ImportError("tsrnn.plot needs matplotlib: pip install matplotlib")
+        raise ImportError("tsrnn.lab.plot needs matplotlib: pip install matplotlib")
 
-    monkeypatch.setattr(tsrnn.plot, "_matplotlib", no_matplotlib)
+    monkeypatch.setattr(plot, "_matplotlib", no_matplotlib)
     assert analyze(tmp_path / "dyck" / "last.pt", tmp_path / "c") == 2
     assert "needs matplotlib" in capsys.readouterr().err
     assert not (tmp_path / "c").exists()  # found before any work

@@ -1,4 +1,4 @@
-"""IMDB accuracy by review length (tsrnn.analysis.by_length, seed 002 Figure 4): the Wilson
+"""IMDB accuracy by review length (tsrnn.lab.analysis.by_length, seed 002 Figure 4): the Wilson
 interval and the binning against hand computations and scipy, then `tsrnn analyze` of a tiny
 IMDB checkpoint trained on an aclImdb-layout folder the test writes."""
 import json

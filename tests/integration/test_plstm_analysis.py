@@ -1,4 +1,4 @@
-"""Seed 002 §5.2's t-test of the learned p (tsrnn.analysis.plstm.p_ttest): against scipy and the
+"""Seed 002 §5.2's t-test of the learned p (tsrnn.lab.analysis.plstm.p_ttest): against scipy and the
 formulas written out on fixed numbers, then `tsrnn analyze A.pt --compare-p B.pt` on tiny pLSTM
 checkpoints; `--fixed-p` (every unit's p held at given values) and `--ablate-units` (seed 002
 §5.3 beyond the copy task) on tiny copy, pixels and freq checkpoints."""

@@ -1,4 +1,4 @@
-"""tsrnn.convert: the pLSTM authors' checkpoint layout -> tsrnn.PowerLawLSTM."""
+"""tsrnn.lab.convert: the pLSTM authors' checkpoint layout -> tsrnn.PowerLawLSTM."""
 import pytest
 import torch
 

@@ -1,4 +1,4 @@
-"""tsrnn.data: vocabulary, corpus loaders (fixtures and, when present, the real corpora of
+"""tsrnn.lab.data: vocabulary, corpus loaders (fixtures and, when present, the real corpora of
 /work/shared/data checked against its README's counts), the embedded corpus, and batching."""
 import hashlib
 import json

@@ -1,4 +1,4 @@
-"""Pixel sequences (tsrnn.data.digits): the IDX reader on files the test writes, MNIST's splits,
+"""Pixel sequences (tsrnn.lab.data.digits): the IDX reader on files the test writes, MNIST's splits,
 scikit-learn's 8x8 digits, the fixed permutation, and clear errors for missing or bad files."""
 import gzip
 import struct

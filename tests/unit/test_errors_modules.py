@@ -4,7 +4,7 @@ type (ValueError for a bad value or shape, TypeError for a bad type or dtype) wi
 names the argument.
 
 The functional API's errors: test_errors_functional.py; the compiled operators':
-test_errors_ops.py; tsrnn.timescales': test_timescales.py.
+test_errors_ops.py; tsrnn.memory.timescales': test_timescales.py.
 """
 import warnings
 

@@ -1,4 +1,4 @@
-"""IMDB reviews (tsrnn.data.imdb) from an aclImdb-layout folder the test writes, word vectors in
+"""IMDB reviews (tsrnn.lab.data.imdb) from an aclImdb-layout folder the test writes, word vectors in
 GloVe's format, the sentiment model, and `tsrnn train --task imdb` end to end."""
 import pytest
 import torch

@@ -1,9 +1,13 @@
 """``import tsrnn`` loads the engine only: the lab (data, models, training, plotting) and the memory
 science beyond the timescales (and matplotlib, tqdm, scipy) load on first use, through the
-package's ``__getattr__`` or an import of their earlier names (tsrnn._moved)."""
+package's ``__getattr__`` (PEP 562) or an import of their homes. The earlier module names are gone
+(tests/unit/test_task_data_homes.py); of them only ``timescales`` stays, as an attribute."""
+import importlib
 import json
 import subprocess
 import sys
+
+import pytest
 
 LAZY_SUBMODULES = ["tsrnn.lab", "tsrnn.lab.data", "tsrnn.lab.models", "tsrnn.lab.training", "tsrnn.lab.plot",
                    "tsrnn.memory.tilt", "tsrnn.memory.contexts"]
@@ -45,7 +49,7 @@ def test_import_tsrnn_loads_the_kernels_only():
         assert name not in loaded, f"import tsrnn loaded {name}"
     assert "matplotlib" not in loaded and "scipy" not in loaded
     assert not r["tilt_before"]
-    assert r["tilt_after"], "tsrnn.TILT did not load tsrnn.tilt"
+    assert r["tilt_after"], "tsrnn.TILT did not load tsrnn.memory.tilt"
     assert r["tilt_module"] == "tsrnn.memory.tilt"
 
 
@@ -60,17 +64,33 @@ def test_lazy_names_resolve():
     assert averaging_context is averaging_context_ is tsrnn.averaging_context
     assert BufferContext is BufferContext_
     assert TILTContext.__module__ == TILTBufferContext.__module__ == "tsrnn.memory.contexts"
-    for name in ["data", "models", "training", "plot", "convert", "selftest", "cli"]:
-        assert getattr(tsrnn, name).__name__ == f"tsrnn.lab.{name}"
-    for name in ["contexts", "averaging", "tilt", "laplace", "timescales"]:
-        assert getattr(tsrnn, name).__name__ == f"tsrnn.memory.{name}"
-    assert tsrnn.cells.__name__ == "tsrnn.ops.recurrence.cells"
     listed = dir(tsrnn)
-    for name in tsrnn.__all__ + ["TILT", "data", "models", "training", "LSTM", "backend", "memory", "lab"]:
+    for name in tsrnn.__all__ + ["TILT", "LSTM", "backend", "memory", "lab", "timescales"]:
         assert name in listed, name
-    try:
-        tsrnn.no_such_name
-    except AttributeError:
-        pass
-    else:
-        raise AssertionError("tsrnn.no_such_name did not raise AttributeError")
+    for name in ["no_such_name", "data", "models", "training", "plot", "cells", "contexts", "tilt", "laplace"]:
+        with pytest.raises(AttributeError):   # the earlier module names are no attributes either
+            getattr(tsrnn, name)
+        assert name not in listed, name
+
+
+def test_the_short_names_are_their_homes():
+    """``memory``, ``lab`` and ``timescales`` (the module tsrnn.memory.timescales) are attributes; an
+    import statement takes the home: there is no module tsrnn.<short name> but the two packages."""
+    import tsrnn
+    import tsrnn.lab
+    import tsrnn.memory
+    import tsrnn.memory.timescales
+
+    assert getattr(tsrnn, "timescales") is tsrnn.memory.timescales
+    assert tsrnn.memory.__name__ == "tsrnn.memory" and tsrnn.lab.__name__ == "tsrnn.lab"
+    with pytest.raises(ModuleNotFoundError):
+        importlib.import_module("tsrnn." + "timescales")
+    from tsrnn import lab, memory, timescales
+
+    assert (lab, memory, timescales) == (tsrnn.lab, tsrnn.memory, tsrnn.memory.timescales)
+
+
+def test_the_short_timescales_loads_nothing_new():
+    r = _run("import json, sys, tsrnn\nbefore = set(sys.modules)\ntimescales = getattr(tsrnn, 'timescales')\n"
+             "print(json.dumps({'new': sorted(set(sys.modules) - before), 'name': timescales.__name__}))")
+    assert r == {"new": [], "name": "tsrnn.memory.timescales"}

@@ -1,4 +1,4 @@
-"""tsrnn.data.markov (Markov-PTB, seed 000 §3.1.1): the chain is the corpus's bigram counts, a seed
+"""tsrnn.lab.data.markov (Markov-PTB, seed 000 §3.1.1): the chain is the corpus's bigram counts, a seed
 fixes the sample, a long sample's bigram frequencies reach the chain's probabilities, and the
 files it writes are a corpus tsrnn reads."""
 from collections import Counter

@@ -1,4 +1,4 @@
-"""The seed models (tsrnn.models): shapes, learning, AWD-LSTM weight drop and regularizers, fixed
+"""The seed models (tsrnn.lab.models): shapes, learning, AWD-LSTM weight drop and regularizers, fixed
 MTS biases, tied weights, the averaging memory (S10), the MLP contexts' receptive fields, chrono
 initialization and bad arguments. Tiny sizes: the whole file runs in seconds on 2 CPU cores."""
 import pytest

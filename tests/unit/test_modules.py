@@ -74,7 +74,7 @@ def test_dropout_between_layers_only():
 
 def mts_model(freeze="gates"):
     torch.manual_seed(1)
-    timescales = [torch.tensor([1.5, 3.0, 3.0, 4.0, 40.0, 4e4]), tsrnn.timescales.inverse_gamma_quantiles(6, 0.56), None]
+    timescales = [torch.tensor([1.5, 3.0, 3.0, 4.0, 40.0, 4e4]), tsrnn.memory.timescales.inverse_gamma_quantiles(6, 0.56), None]
     return tsrnn.LSTM(4, 6, num_layers=3, timescales=timescales, freeze=freeze), timescales
 
 
@@ -145,7 +145,7 @@ def test_forget_gates_recover_fixed_timescales():
             p.zero_()
     (forget,) = model.forget_gates(torch.randn(20, 2, 3, dtype=torch.float64))
     assert forget.shape == (20, 2, 4)
-    torch.testing.assert_close(tsrnn.timescales.estimate_timescales(forget), timescales.double(), rtol=1e-9, atol=0)
+    torch.testing.assert_close(tsrnn.memory.timescales.estimate_timescales(forget), timescales.double(), rtol=1e-9, atol=0)
 
 
 @pytest.mark.parametrize("backend", BACKENDS)

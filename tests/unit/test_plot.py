@@ -1,4 +1,4 @@
-"""tsrnn.plot: the receptive-field PNG is written and valid, and the curves it draws are TILT's
+"""tsrnn.lab.plot: the receptive-field PNG is written and valid, and the curves it draws are TILT's
 kernels, each peaking near its τ* (seed 004 Figure 3; docs/equations.md §5)."""
 import struct
 

@@ -1,4 +1,4 @@
-"""The recipes' values that follow the seeds' text, and the options they use (tsrnn.training.recipes):
+"""The recipes' values that follow the seeds' text, and the options they use (tsrnn.lab.training.recipes):
 seed 000's window rule and LSTM initialization, seed 001's loss normalization, seed 002's
 character-level LM, seed 004's batch, and seed 000's and seed 001's WikiText-2 settings."""
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The seeds' schedules and recipes as small units (tsrnn.training.schedules / recipes)."""
+"""The seeds' schedules and recipes as small units (tsrnn.lab.training.schedules / recipes)."""
 from __future__ import annotations
 
 import argparse

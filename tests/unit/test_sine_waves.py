@@ -1,4 +1,4 @@
-"""Frequency discrimination data (tsrnn.sine_waves) and its model (tsrnn.models.FrequencyModel)."""
+"""Frequency discrimination data (tsrnn.lab.data.sine_waves) and its model (tsrnn.lab.models.FrequencyModel)."""
 import math
 
 import pytest

@@ -1,4 +1,4 @@
-"""Tests for tsrnn.timescales: S2-S6 of docs/equations.md §2, the seed-000 assignment, chrono, the KS fit."""
+"""Tests for tsrnn.memory.timescales: S2-S6 of docs/equations.md §2, the seed-000 assignment, chrono, the KS fit."""
 import math
 
 import numpy as np

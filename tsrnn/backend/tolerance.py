@@ -45,7 +45,7 @@ TOLERANCE = {
     # TILT's kernel-form paths (chunked, FFT) in float32 against float64: the kernels are built in
     # float64, so float32 keeps ~1e-7 for any k.
     "tilt float32": {"atol": 0, "rtol": 5e-7},
-    # The seed-004 contexts (tsrnn.contexts) against tsrnn.TILT, their kernels and each other, float64.
+    # The seed-004 contexts (tsrnn.memory.contexts) against tsrnn.TILT, their kernels and each other, float64.
     "contexts float64": {"atol": 1e-12, "rtol": 1e-12},
 }
 GRAD_TOLERANCE = {

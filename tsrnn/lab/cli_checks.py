@@ -4,10 +4,10 @@
 there is none): the --recipe has a setting for the --task, counts and sizes are integers in
 range, rates and probabilities finite numbers in range, lists of counts well formed, the device
 usable, the checkpoints files, the run directory writable and holding no other run
-(``tsrnn.training.run_dir``), TensorBoard installed for --tensorboard, and the sizes a command allocates within the memory they would take
+(``tsrnn.lab.training.run_dir``), TensorBoard installed for --tensorboard, and the sizes a command allocates within the memory they would take
 (``train_memory_problem``, ``eval_memory_problem``, ``selftest_memory_problem``: lower bounds
 against the RAM or the CUDA device's free memory); --csv and --tensorboard destinations are
-checked once a resume's arguments are known (``tsrnn.training.loggers.destination_error``).
+checked once a resume's arguments are known (``tsrnn.lab.training.loggers.destination_error``).
 """
 from __future__ import annotations
 

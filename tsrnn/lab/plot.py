@@ -1,5 +1,5 @@
 """Figures: TILT's temporal receptive fields (seed 004, Figure 3), and the figure helpers that
-``tsrnn.analysis`` draws with.
+``tsrnn.lab.analysis`` draws with.
 
 matplotlib is an optional dependency, imported only when a figure is drawn. The figures are
 drawn on a ``matplotlib.figure.Figure`` with its own Agg canvas: no pyplot, no global backend
@@ -21,7 +21,7 @@ def _matplotlib():
         from matplotlib.backends.backend_agg import FigureCanvasAgg
         from matplotlib.figure import Figure
     except ImportError as error:  # pragma: no cover - depends on the environment
-        raise ImportError("tsrnn.plot needs matplotlib: pip install matplotlib") from error
+        raise ImportError("tsrnn.lab.plot needs matplotlib: pip install matplotlib") from error
     return Figure, FigureCanvasAgg
 
 
@@ -61,7 +61,7 @@ def _receptive_field_figure(tilt=None, length=None, log_x=False, title=None, fig
 
         tilt = TILT()
     if not callable(getattr(tilt, "kernels", None)):
-        raise TypeError(f"tilt must have a kernels(length) method (tsrnn.TILT, tsrnn.contexts.*), "
+        raise TypeError(f"tilt must have a kernels(length) method (tsrnn.TILT, tsrnn.memory.contexts.*), "
                         f"got {type(tilt).__name__}")
     tau = getattr(tilt, "tau_star", None)
     tau = None if tau is None else tau.detach().double().cpu()
@@ -117,7 +117,7 @@ def tilt_receptive_fields(path, tilt=None, length=None, log_x=False, title=None,
     Args:
         path: file to write (str or os.PathLike); its folder must exist.
         tilt: a ``tsrnn.TILT`` (default ``tsrnn.TILT()``: 30 τ* from 1 to 50, k = 4, g = 0) or any
-            module with ``kernels(length)`` and ``tau_star``, such as ``tsrnn.contexts.TILTContext``.
+            module with ``kernels(length)`` and ``tau_star``, such as ``tsrnn.memory.contexts.TILTContext``.
         length: steps back drawn (default ceil(3 max τ*) + 1).
         log_x: a symmetric-log x axis (the early, narrow fields spread out).
         title, figsize (inches), dpi: the figure's look.

@@ -133,7 +133,7 @@ class StackedRNN(nn.Module):
         """Within the block, every forward also computes its per-step traces and hands them to
         ``callback(traces)``: one dict per layer of (T, B, H) tensors, "f" the forget gate (and for
         the pLSTM "r" and "a", as ``trace`` returns them; a fused path adds its other saved
-        activations). Analyses (``tsrnn.analysis``) reduce the traces as a pass goes, so a long
+        activations). Analyses (``tsrnn.lab.analysis``) reduce the traces as a pass goes, so a long
         pass never holds them all. The outputs are a plain forward's, computed on a path that
         returns traces (not oneDNN or cuDNN, so equal up to rounding where "auto" picks those)."""
         self._watchers.append(callback)

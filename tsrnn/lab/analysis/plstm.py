@@ -41,7 +41,7 @@ from tsrnn.lab.data.copy import copy_task
 from tsrnn.modules import PowerLawLSTM
 from tsrnn.lab.training import checkpoint
 
-N_COPY = 10  # symbols per copy sequence (tsrnn.data.copy.copy_task's default, seed 002)
+N_COPY = 10  # symbols per copy sequence (tsrnn.lab.data.copy.copy_task's default, seed 002)
 STEP, LIMIT = 5, 100  # seed 002 §5.3: "We randomly sampled 100 of the 128 units and ablated 5 units at a time"
 
 

@@ -2,7 +2,7 @@
 
 The context of a TILT-MLP or TILT-Buffer-MLP is fixed (not learned): slot n's output j steps after
 a unit input is ``context.kernels(length)[n, j]`` (S11-S12). This records those curves, each
-slot's τ* and the lag of its peak, and draws them with ``tsrnn.plot.tilt_receptive_fields``.
+slot's τ* and the lag of its peak, and draws them with ``tsrnn.lab.plot.tilt_receptive_fields``.
 """
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ def receptive_fields(context, length: int | None = None) -> dict:
 
 
 def figure(context, summary: dict, path) -> None:
-    """The receptive-field figure of the context (``tsrnn.plot.tilt_receptive_fields``)."""
+    """The receptive-field figure of the context (``tsrnn.lab.plot.tilt_receptive_fields``)."""
     plot.tilt_receptive_fields(path, context, length=summary["length"],
                                title=f"TILT context of the MLP LM: {len(summary['tau_star'])} slot(s)")
 

@@ -7,14 +7,14 @@ Each unit's timescale is estimated from its mean forget gate over the test set (
 read as seed 000's authors read it (``util/estimate_timescale.py``): the test split as one stream
 (batch size 1) in windows of 70 tokens, the state carried from window to window. Per layer (and
 for all layers pooled, as in Figure 1) the Inverse-Gamma shape α and a narrow Gaussian's mean μ
-are fitted by the Kolmogorov-Smirnov statistic (``tsrnn.timescales``); for layers with fixed
+are fitted by the Kolmogorov-Smirnov statistic (``tsrnn.memory.timescales``); for layers with fixed
 (assigned) timescales the assigned and estimated ones are compared (Figure 4), by the Pearson
 correlation of their logarithms and the Spearman rank correlation. Layers are numbered from 1,
 as in the papers.
 
 Figure 1 of seed 000 compares two LMs: "we trained an LSTM language model on a natural language
 corpus (PTB), and then trained the same model on a Markovian dataset generated with the bigram
-statistics of PTB (Markov-PTB)" (§3.2.1; ``tsrnn.data.markov``); the Inverse Gamma should fit the
+statistics of PTB (Markov-PTB)" (§3.2.1; ``tsrnn.lab.data.markov``); the Inverse Gamma should fit the
 first, a narrow Gaussian (σ = 0.1, "an approximate delta function") the second. ``comparison``
 and ``comparison_figure`` put the pooled timescales of such LMs, each estimated on its own
 corpus's test stream, and their KS curves side by side. Mahto's thesis Figure 1 is the same

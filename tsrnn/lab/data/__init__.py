@@ -12,8 +12,8 @@ Loaders: ``load_text_corpus`` (PTB word/char, WikiText-2), ``load_brown`` (docum
 Batching is time-major, like torch.nn.LSTM.
 
 The synthetic tasks' data stand in submodules of their own, imported by name:
-``tsrnn.data.dyck`` (Dyck-2), ``tsrnn.data.copy`` (the copy tasks) and ``tsrnn.data.sine_waves``
-(frequency discrimination), and so does Markov-PTB (seed 000 §3.1.1): ``tsrnn.data.markov``'s
+``tsrnn.lab.data.dyck`` (Dyck-2), ``tsrnn.lab.data.copy`` (the copy tasks) and ``tsrnn.lab.data.sine_waves``
+(frequency discrimination), and so does Markov-PTB (seed 000 §3.1.1): ``tsrnn.lab.data.markov``'s
 ``write_markov_corpus`` (or ``python -m tsrnn.lab.data.markov PTB_DIR OUT_DIR``) writes a corpus sampled
 from the bigram chain (``fit_markov_chain``) of a real one.
 """

@@ -19,7 +19,7 @@ kept sparse (one row of successors per word: 265K bigrams for PTB), never as a V
 
 Files: ``write_markov_corpus`` writes ``ptb.train.txt``, ``ptb.valid.txt``, ``ptb.test.txt`` in
 PTB's format (one sentence a line, tokens between spaces, ``<eos>`` as the line end), which
-``tsrnn.data.load_text_corpus`` and ``tsrnn train --data DIR`` read. Each split is one run of the
+``tsrnn.lab.data.load_text_corpus`` and ``tsrnn train --data DIR`` read. Each split is one run of the
 chain, started after ``<eos>`` (a line start), of the source split's length in tokens (with
 ``<eos>``), then continued to the end of its last sentence (a few tokens more) so that the file
 holds whole lines; the paper states only "the same size". The paper does not say which splits it

@@ -13,7 +13,7 @@ public ``freq_task.py`` draws them, which seed 002 adopts ("all other parameters
 so a batch is about 52% class 1 (half by construction, plus the log-uniform draws that land in
 [5, 6]). Neil et al. left-pad with a mask that freezes the state; tsrnn right-pads instead and
 passes ``lengths`` to the recurrence, which runs each sequence's own samples only and ends in
-the state after its last one (``tsrnn.models.FrequencyModel``): the same computation.
+the state after its last one (``tsrnn.lab.models.FrequencyModel``): the same computation.
 
 Step lengths for the pLSTM (seed 002 A.1, S8): dt_n = t_n - t_{n-1}, and dt_1 = D / N (the mean
 spacing; the seed does not say what the first step's Δt is). Async draws can coincide in float

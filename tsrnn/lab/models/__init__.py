@@ -9,8 +9,8 @@
 - ``FrequencyModel``: the frequency discrimination classifier (seed 002 §5.4).
 - ``SentimentModel``: the IMDB sentiment classifier (seed 002 §4.4).
 
-The matching data generators and metrics are in ``tsrnn.data.dyck``, ``tsrnn.data.copy`` and
-``tsrnn.data.sine_waves``.
+The matching data generators and metrics are in ``tsrnn.lab.data.dyck``, ``tsrnn.lab.data.copy`` and
+``tsrnn.lab.data.sine_waves``.
 """
 from tsrnn.lab.models.awd_lstm import AWDExtras, AWDLSTMLM, embedded_dropout, locked_dropout
 from tsrnn.lab.models.averaging_lm import AveragingLM

@@ -19,7 +19,7 @@ classic pitfalls, re-wrapping W_hh in a new Parameter each forward or deleting t
 either cut the gradient to the weight that the optimizer holds or break fused/flattened RNNs.
 
 cell = "lstm": ``tsrnn.LSTM`` layers; "mts": the seed-000 assignment of fixed timescales,
-``tsrnn.timescales.lm_timescales(hidden_sizes, mts_alpha)`` (layer 1: T = 3 and 4, layer 2:
+``tsrnn.memory.timescales.lm_timescales(hidden_sizes, mts_alpha)`` (layer 1: T = 3 and 4, layer 2:
 Inverse-Gamma quantiles, further layers learned; S3-S4); "plstm": ``tsrnn.PowerLawLSTM`` layers
 (S7-S9).
 """

@@ -22,7 +22,7 @@ class SequenceClassifier(nn.Module):
     """x → recurrent layer → h_n, the state after each sequence's last step → dropout → linear.
 
     Args:
-        cell: "lstm" | "chrono" | "plstm" (``tsrnn.models.recurrent``). t_max: chrono's T_max.
+        cell: "lstm" | "chrono" | "plstm" (``tsrnn.lab.models.recurrent``). t_max: chrono's T_max.
         eps: the pLSTM's ε. generator: draws the chrono biases. backend: the recurrent module's.
     """
 

@@ -2,9 +2,9 @@
 class logits.
 
 Inputs are one-hot over n_symbols + 2 categories (the symbols to copy, the blank, the signal;
-``tsrnn.data.copy``), one layer of ``hidden_size`` units (128 in the seed) reads them, and a linear
+``tsrnn.lab.data.copy``), one layer of ``hidden_size`` units (128 in the seed) reads them, and a linear
 layer gives logits over the same n_symbols + 2 classes (the targets are symbols or the blank).
-The cells are ``tsrnn.models.recurrent``'s; the seed uses chrono's t_max = 3T/2 for delay T (and
+The cells are ``tsrnn.lab.models.recurrent``'s; the seed uses chrono's t_max = 3T/2 for delay T (and
 3 T_2 / 2 for the variable task T ~ U[T_1, T_2]).
 """
 from __future__ import annotations
@@ -27,9 +27,9 @@ class CopyModel(nn.Module):
         generator: torch.Generator for the chrono draws (None: the global generator).
         backend: passed to the recurrent module.
 
-    ``logits = model(x, lengths=None)``: x (T, B) int64 category ids (``tsrnn.data.copy.copy_task``);
+    ``logits = model(x, lengths=None)``: x (T, B) int64 category ids (``tsrnn.lab.data.copy.copy_task``);
     lengths (B,) the steps of each column in [0, T] for a variable copy batch padded at the end
-    (``tsrnn.data.copy.copy_lengths``), None: all T. The model passes them to the recurrent layer,
+    (``tsrnn.lab.data.copy.copy_lengths``), None: all T. The model passes them to the recurrent layer,
     which runs each column's own steps only (none on the padding, whose targets are ignored);
     past a column's end its output is zero and its logits the output layer's bias. Logits
     (T, B, n_symbols + 2). The state starts at zero (the seed backpropagates through whole

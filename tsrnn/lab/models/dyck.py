@@ -3,7 +3,7 @@
 Bracket symbols are one-hot encoded and read by one 256-unit LSTM layer; a linear layer to 2
 outputs and a sigmoid give, after each prefix, the predicted probability that each closing
 bracket (round, square) may come next. Training minimizes the mean squared error against
-``tsrnn.data.dyck`` labels (Adam, lr 1e-4 in the seed).
+``tsrnn.lab.data.dyck`` labels (Adam, lr 1e-4 in the seed).
 
 cell = "lstm": the baseline; "mts": the multi-timescale model, whose unit timescales are the
 Inverse-Gamma quantiles ``inverse_gamma_quantiles(hidden_size, alpha)`` with α = 1.5 and fixed
@@ -34,7 +34,7 @@ class DyckModel(nn.Module):
         backend: passed to ``tsrnn.LSTM``.
 
     ``probs = model(tokens, lengths=lengths)``: tokens (T, B) int64 with "(" 0, ")" 1, "[" 2,
-    "]" 3 and the padding id ``tsrnn.data.dyck.DYCK_PAD`` (4) after each word; lengths (B,) the
+    "]" 3 and the padding id ``tsrnn.lab.data.dyck.DYCK_PAD`` (4) after each word; lengths (B,) the
     words' steps in [0, T], passed to the LSTM, which runs each word's own steps only (none on the
     padding). probs (T, B, 2) in (0, 1): (round, square) closing bracket allowed after each
     prefix; past a word's end they are meaningless (the LSTM's output there is zero) and the

@@ -1,7 +1,7 @@
 """Bengio et al.'s MLP language model with the context of Jacques & Sederberg (seed 004).
 
 Words are embedded by C (V, D); a context module turns the embeddings (T, B, D) into n slots
-(T, B, n, D) (``tsrnn.contexts``: the FIFO buffer, the first n τ* of TILT, or a buffer of TILT's
+(T, B, n, D) (``tsrnn.memory.contexts``: the FIFO buffer, the first n τ* of TILT, or a buffer of TILT's
 first τ*); the slots are concatenated and read by one tanh hidden layer and a softmax:
 
     x_t = [slot_0(t); ...; slot_{n-1}(t)]           (n D)
@@ -38,12 +38,12 @@ class MLPLM(nn.Module):
 
     ``logits = model(tokens, reset=None)``: tokens (T, B) int64; logits (T, B, V) at step t
     predict token t + 1 from tokens <= t (token t + K when trained K words ahead, seed 004's
-    Experiment 2: ``tsrnn.training.tasks.language.ahead_targets``). reset (T, B) bool or 0/1 marks
+    Experiment 2: ``tsrnn.lab.training.tasks.language.ahead_targets``). reset (T, B) bool or 0/1 marks
     document starts, where the context forgets everything before (the seed clears it at each document).
 
     ``logits, state = model(tokens, reset, state=state, return_state=True)`` reads a stream in
     windows: ``state`` is the context's recurrent state after the stream's previous window (None at
-    its start; ``tsrnn.contexts``: the last n-1 embeddings of the buffer, TILT's integrators F, or
+    its start; ``tsrnn.memory.contexts``: the last n-1 embeddings of the buffer, TILT's integrators F, or
     both), and the windows fed in order give the logits of the whole stream at once, to float
     rounding, so the context reaches back over the whole document as in the seed. Training on
     windows detaches the state between them (truncated BPTT: the trainer's carry): the loss of a

@@ -172,7 +172,7 @@ def load(path) -> dict:
             hint = ""
             if refused.group(1).startswith("numpy"):
                 hint = (" (a checkpoint of format 1 held numpy's RNG state as an array: if you wrote it yourself, "
-                        f"tsrnn.training.checkpoint.upgrade({str(path)!r}) rewrites it in format {FORMAT})")
+                        f"tsrnn.lab.training.checkpoint.upgrade({str(path)!r}) rewrites it in format {FORMAT})")
             raise CheckpointError(f"checkpoint {path} holds an object other than tensors and plain values "
                                   f"({refused.group(1)}); refused: loading it could run arbitrary code{hint}") from None
         detail = re.search(r"WeightsUnpickler error:\s*(\S[^\n]*)", text)
@@ -181,7 +181,7 @@ def load(path) -> dict:
     if not isinstance(payload, dict) or "format" not in payload:
         raise CheckpointError(f"{path} is not a tsrnn checkpoint")
     if payload["format"] != FORMAT:
-        hint = f"; tsrnn.training.checkpoint.upgrade({str(path)!r}) rewrites it" if payload["format"] in (1, 2) else ""
+        hint = f"; tsrnn.lab.training.checkpoint.upgrade({str(path)!r}) rewrites it" if payload["format"] in (1, 2) else ""
         raise CheckpointError(f"{path} is a tsrnn checkpoint of format {payload['format']}, not {FORMAT}{hint}")
     if payload.get("checksum") != checksum(payload):
         raise CheckpointError(f"checkpoint {path} is corrupt: its contents do not match the checksum saved with "

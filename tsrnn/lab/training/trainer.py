@@ -1,6 +1,6 @@
 """The training loop shared by every task: progress, validation, metrics, checkpoints, resume.
 
-A task (``tsrnn.training.tasks``) says how to build its model and optimizer, which batches make
+A task (``tsrnn.lab.training.tasks``) says how to build its model and optimizer, which batches make
 an epoch, what a batch's loss is and how to evaluate a split; this loop does the rest:
 
 - a tqdm progress bar (loss, items/s) on rank 0 when stderr is a terminal (not with --quiet);
@@ -12,16 +12,16 @@ an epoch, what a batch's loss is and how to evaluate a split; this loop does the
   2-norm of all the step's gradients before --clip (under DDP: of the averaged gradient; null if
   not finite), "valid", "switch", and "epoch" with ``epoch_s``, the seconds the epoch's training
   steps took, validation not counted; after ``--resume``, the steps since), and the same records
-  in ``--csv FILE`` and ``--tensorboard DIR`` if asked (``tsrnn.training.loggers``);
+  in ``--csv FILE`` and ``--tensorboard DIR`` if asked (``tsrnn.lab.training.loggers``);
 - ``OUT/last.pt`` at each epoch's end, every ``--save-every`` steps and every ``--save-minutes``
   minutes (default 10), and when SIGINT or SIGTERM stops the run after the current step
-  (``tsrnn.training.interrupts``); ``best.pt`` on a better validation loss; all written
-  atomically, in a directory no other run holds (``tsrnn.training.run_dir``);
+  (``tsrnn.lab.training.interrupts``); ``best.pt`` on a better validation loss; all written
+  atomically, in a directory no other run holds (``tsrnn.lab.training.run_dir``);
 - ``--resume``: model, optimizer, every RNG, the recurrent state carried between batches, the
   position in the epoch and the kernels "auto" chose (``tsrnn.backend.reuse_choices``) come back,
   so the run continues bit-identically, in a fresh process too, from any of those checkpoints;
 - a non-finite training loss stops the run (``Diverged``) before its step changes the weights;
-- the seeds' schedules (``tsrnn.training.schedules``): a per-step learning-rate factor from the
+- the seeds' schedules (``tsrnn.lab.training.schedules``): a per-step learning-rate factor from the
   task (AWD-LSTM's random BPTT), per-epoch decay (--lr-decay-after/--lr-decay-factor), NT-ASGD
   (--nonmono with --optimizer sgd; validation and best.pt then use the averaged weights),
   early stopping (--patience) and a task's own stopping rule (the copy task's accuracy).

@@ -3,7 +3,7 @@
 They are the executable meaning of the equations and the oracle every fused kernel is tested
 against; readable first, not fast. Sequences are time-major: x (T, B, I), states (B, H).
 Every recurrent reference returns ``(out, state, forget)`` with ``forget`` the forget-gate
-values (T, B, H), the input of ``tsrnn.timescales.estimate_timescales`` (S6).
+values (T, B, H), the input of ``tsrnn.memory.timescales.estimate_timescales`` (S6).
 
 ``lengths`` (B,) of the recurrences (None: every row runs all T steps): row b runs its first
 lengths[b] steps only. Past them its output and traces are zero and its states stay those after

@@ -302,7 +302,7 @@ class MLPLanguageModelTask(MaskedTextTask):
     """Bengio MLP LM over a Buffer / TILT / TILT-Buffer context (seed 004), documents kept.
 
     --ahead K predicts the word K steps on (Experiment 2, ``ahead_targets``); --drop-taus removes
-    τ* slots of the TILT context (Experiment 4, ``tsrnn.contexts.TILTContext``'s drop). Both change
+    τ* slots of the TILT context (Experiment 4, ``tsrnn.memory.contexts.TILTContext``'s drop). Both change
     the model the checkpoint holds, so its config records them when set (K > 1, a non-empty list);
     --rare-words drop (the corpus's ``without_unknown``) changes the text it learns from, and the
     config records it too.
