@@ -101,7 +101,7 @@ class Steps:
     """The rows each step runs, as csrc/recurrence/op.h's ``Steps``. Padded (no batch_sizes): step
     t runs all B rows, row t*B + b of the [T, B, ...] tensors seen as [T*B, ...]. Packed
     (batch_sizes [T], torch's PackedSequence layout, the batch sorted by length, longest first):
-    step t runs rows b < rows(t), row first(t) + b of the packed [N, ...] tensors (xg, dt, h_all,
+    step t runs rows b < rows(t), row first(t) + b of the packed [N, ...] tensors (xg, steps, h_all,
     saved, grad_h, dz); state_all stays [T, S, B, H], its rows b >= rows(t) at step t zero (allocated
     so; no kernel writes them).
     ``offsets`` [T + 1], a list: first(t) = offsets[t], offsets[T] = N. Packed, batch_sizes' values
@@ -146,8 +146,9 @@ def forward_prologue(cell, xg, w_hh, h0, state0, params, steps, constants, save,
         T=T, B=B, H=H, cell=cell_args, steps=steps_of, acc_f64=xg.dtype == torch.float64,
         constants=constants_tensor(constants, h0), products=products, xg=xg.contiguous(),
         w_hh=round_operands(w_hh, products).contiguous(), h0=h0, state0=state0.contiguous(), placeholder=h0,
-        params=h0 if params is None else params.contiguous(), step_input=None if steps is None else steps.contiguous().view(-1),
-        h_all=xg.new_empty(*rows, H), state_all=(xg.new_zeros if steps_of.packed else xg.new_empty)(T, cell_args["S"], B, H),
+        params=h0 if params is None else params.contiguous(),
+        step_input=None if steps is None else steps.contiguous().view(-1), h_all=xg.new_empty(*rows, H),
+        state_all=(xg.new_zeros if steps_of.packed else xg.new_empty)(T, cell_args["S"], B, H),
         saved=xg.new_empty(*rows, cell_args["K"] * H) if save else xg.new_empty(0))
 
 
@@ -173,7 +174,8 @@ def backward_prologue(cell, grad_h, grad_state_n, w_hh, h0, state0, h_all, state
         acc_f64=h_all.dtype == torch.float64, products=products, constants=constants_tensor(constants, h_all),
         grad_h=contiguous(grad_h), grad_state_n=contiguous(grad_state_n),
         w_hh=round_operands(w_hh, products).contiguous(), state0=state0.contiguous(), state_all=state_all.contiguous(),
-        saved=saved.contiguous(), params=contiguous(params), step_input=None if steps is None else steps.contiguous().view(-1),
+        saved=saved.contiguous(), params=contiguous(params),
+        step_input=None if steps is None else steps.contiguous().view(-1),
         dz=h_all.new_empty(*h_all.shape[:-1], cell_args["G"] * H))
 
 
