@@ -134,13 +134,16 @@ def cast(args, dtype, requires_grad=False):
 
 def op_inputs(cell, T, B, I, H, dt, dtype=torch.float32, seed=None, device="cpu"):
     """Positional arguments of torch.ops.tsrnn.recurrence_forward (without ``save``) for a random
-    layer: (cell, xg, w_hh, h0, state0, p, dt, eps), the tensors on ``device``."""
+    layer: (cell, xg, w_hh, h0, state0, params [P, H] or None, steps [T, B] or None, constants
+    (the cell's defaults, a list)), the tensors on ``device``."""
     a = layer_args(cell, T, B, I, H, seed=T * 31 + H if seed is None else seed, dt=dt)
-    G = CELLS[cell].num_gates
-    xg = (a["x"].reshape(T * B, I) @ a["w_ih"].T + a["bias"]).view(T, B, G * H)
-    state0 = torch.stack([a["c0"]] + ([a["a0"]] if cell != "lstm" else []))
+    described = CELLS[cell]
+    xg = (a["x"].reshape(T * B, I) @ a["w_ih"].T + a["bias"]).view(T, B, described.num_gates * H)
+    state0 = torch.stack([a[f"{s}0"] for s in described.states])
+    params = torch.stack([a[name] for name in described.params]) if described.params else None
     cast_ = lambda t: None if t is None else t.to(device, dtype)  # noqa: E731
-    return cell, cast_(xg), cast_(a["w_hh"]), cast_(a["h0"]), cast_(state0), cast_(a.get("p")), cast_(a.get("dt")), 1e-3
+    return (cell, cast_(xg), cast_(a["w_hh"]), cast_(a["h0"]), cast_(state0), cast_(params), cast_(a.get("dt")),
+            list(described.defaults))
 
 
 # The tiers (pyproject.toml's markers) are the folders: tests/unit, tests/kernels (mirroring

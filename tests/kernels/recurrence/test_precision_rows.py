@@ -153,19 +153,19 @@ def test_the_rows_hold_and_are_not_loose_at_a_large_shape(products, cell, dt):
     assert values >= 1 / 50 and grads >= 1 / 50, (values, grads, errors)
 
 
-def emulated_operator(cell, xg, w_hh, h0, state0, p, dt, eps, grad_h, products):
+def emulated_operator(cell, xg, w_hh, h0, state0, params, steps, constants, grad_h, products):
     """The recurrence operators' results in float64 with rounded products: h_all, state_n and the
-    gradients (grad_xg, grad_w_hh, grad_h0, grad_state0[, grad_p]) of sum(h_all * grad_h)."""
+    gradients (grad_xg, grad_w_hh, grad_h0, grad_state0[, grad_params]) of sum(h_all * grad_h),
+    through the cell's torch step."""
     described = cells.get(cell)
     xg, w_hh, h0, state0 = (t.detach().double().cpu().requires_grad_() for t in (xg, w_hh, h0, state0))
-    p = None if p is None else p.detach().double().cpu().requires_grad_()
-    dt = None if dt is None else dt.double().cpu()
-    h, states, outs = h0, list(state0.unbind(0)), []
+    p = None if params is None else params.detach().double().cpu().requires_grad_()
+    dt = None if steps is None else steps.double().cpu()
+    h, states, outs = h0, tuple(state0.unbind(0)), []
     for t in range(xg.shape[0]):
         z = xg[t] + _Product.apply(h, w_hh, products, _identity)
         delta = 1.0 if dt is None else dt[t].unsqueeze(-1)
-        h, states, _ = described.step(z, tuple(states), () if p is None else (p,), delta,
-                                      described.defaults if not described.constants else (eps,))
+        h, states, _ = described.step(z, states, () if p is None else tuple(p), delta, tuple(constants))
         outs.append(h)
     h_all = torch.stack(outs)
     inputs = [xg, w_hh, h0, state0] + ([p] if p is not None else [])
@@ -189,10 +189,9 @@ def test_triton_kernels_compute_in_the_precision_asked(cell, products):
     exact_h, _, exact_grads = emulated_operator(*args, grad_h, "ieee")
     h_all, state_n, state_all, saved = forward(*args, True, None, products)
     grads = backward(args[0], grad_h, None, *args[2:5], h_all, state_all, saved, *args[5:], None, products)
-    got = {"h_all": h_all, "state_n": state_n, **dict(zip(("grad xg", "grad w_hh", "grad h0", "grad state0",
-                                                               "grad p"), grads))}
-    want = {"h_all": want_h, "state_n": want_state, **dict(zip(("grad xg", "grad w_hh", "grad h0", "grad state0",
-                                                                  "grad p"), want_grads))}
+    names = ("grad xg", "grad w_hh", "grad h0", "grad state0", "grad params")
+    got = {"h_all": h_all, "state_n": state_n, **dict(zip(names, grads))}
+    want = {"h_all": want_h, "state_n": want_state, **dict(zip(names, want_grads))}
     for name, expected in want.items():
         err, bound = error(got[name], expected, {"atol": 2e-5, "rtol": 2e-5})
         assert err <= bound, f"{name}: {err:.3g} > {bound:.3g}"

@@ -4,7 +4,8 @@ The interpreter runs the kernels' Python, not Triton's compiler: a kernel can pa
 interpreted test and still fail to compile (a type that changes across a constexpr branch, an
 unsupported op). Triton compiles for a named target without a device (``GPUTarget("cuda", 90,
 32)``, its bundled ptxas), so CI compiles each (cell, dtype, autotuner config) variant of the
-per-step kernels the dispatcher can send to a GPU, and the linear scan's, for each precision of
+per-step kernels the dispatcher can send to a GPU (each cell of tsrnn/ops/recurrence/cells with its
+Triton step, the kernels' constexpr CELL), and the linear scan's, for each precision of
 the products a float32 call can ask for (PRECISION: IEEE, TF32 and bf16-rounded dots; the last two
 for the LSTM only: they change the dots, the same code for every cell). The compiler must not see TRITON_INTERPRET (the
 kernels would be interpreter functions, and the per-step kernel's autotuner would hold one
@@ -36,24 +37,25 @@ def _variants():
     from tsrnn.ops.recurrence import triton_step as per_step
     from tsrnn.ops.recurrence.cells_triton import constexprs
 
-    for cell in CELLS:
-        c = constexprs(cell)
+    for cell, described in CELLS.items():
         # TF32 and bf16 change the dots only, the same code for every cell: compiled for the LSTM
         # (four gates) to keep CI's two compiles of this file in bounds.
         reduced = ("tf32", "bf16") if cell == "lstm" else ()
         for dtype, products in ((torch.float32, "ieee"), *((torch.float32, p) for p in reduced),
                                 (torch.float64, "ieee")):
             f64, ptr = dtype == torch.float64, "*fp64" if dtype == torch.float64 else "*fp32"
-            step = {**c, "HAS_DT": c["HAS_P"], "ACC_F64": f64}
+            # every cell's own step (its CELL and sizes); the step input present where the cell has one
+            flags = {"HAS_STEPS": described.step_input is not None, "ACC_F64": f64}
             label = f"{cell} {dtype} {products}"
             for config in per_step._forward_step.configs:  # every config the autotuner may pick
                 tiles = ", ".join(f"{k}={v}" for k, v in config.kwargs.items())
                 yield (f"per_step forward {label} {tiles}", per_step._forward_step, ptr, {"R", "B", "H"},
-                       {**step, "PRECISION": products, **config.kwargs},
+                       {**constexprs(cell, "forward"), **flags, "PRECISION": products, **config.kwargs},
                        {"num_warps": config.num_warps, "num_stages": config.num_stages})
             if products == "ieee":  # the pointwise backward has no dot: its GEMMs are torch's
                 yield (f"per_step backward {cell} {dtype}", per_step._backward_step, ptr, {"R", "B", "H"},
-                       {**step, "HAS_GH": True, "BLOCK": per_step._BACKWARD_BLOCK}, {"num_warps": 4})
+                       {**constexprs(cell, "backward"), **flags, "HAS_GH": True, "BLOCK": per_step._BACKWARD_BLOCK},
+                       {"num_warps": 4})
     for f64 in (False, True):
         yield (f"linear_scan f64={f64}", linear_scan._scan_kernel, "*fp64" if f64 else "*fp32", {"T", "N"},
                {"HAS_X0": True, "REVERSE": False, "ACC_F64": f64, "CHUNK": 16, "BLOCK_N": 64}, {"num_warps": 4})
@@ -111,10 +113,13 @@ def test_every_triton_kernel_compiles_for_sm90():
     records = json.loads(done.stdout)
     failed = [f"{r['name']}: {r['error']}" for r in records if not r["ok"]]
     assert not failed, "\n".join(failed)
-    # 3 cells x (float32, float64) x (every forward config + the backward), the LSTM's float32
+    # every cell x (float32, float64) x (every forward config + the backward), the LSTM's float32
     # forward again in TF32 and bf16, + 2 scans (the configs as the child, without the interpreter, sees them)
+    from tsrnn.ops.recurrence.cells import CELLS
+
     configs = sum(r["name"].startswith("per_step forward lstm torch.float64 ieee") for r in records)
-    assert configs >= 1 and len(records) == 3 * 2 * (configs + 1) + 2 * configs + 2
+    assert configs >= 1 and len(records) == len(CELLS) * 2 * (configs + 1) + 2 * configs + 2
+    assert {r["name"].split()[2] for r in records if r["name"].startswith("per_step")} == set(CELLS)
 
 
 if __name__ == "__main__":

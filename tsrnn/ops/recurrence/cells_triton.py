@@ -1,20 +1,33 @@
-"""The recurrent cells as one Triton plug-in of the per-step kernels (triton_step.py); the same
-cells as the C++ kernels (csrc/recurrence/cells.h).
+"""The recurrent cells' math in Triton, one ``@triton.jit`` pair a cell (the same cells as
+tsrnn/ops/recurrence/cells and csrc/recurrence/cells.h), and what the per-step kernels
+(triton_step.py) run around it: the register plumbing, the dots and the drivers' host side.
 
-A cell maps one step's gate pre-activations z and previous states (c', a') to h, (c, a) and
-the activations saved for backward (forward), and dL/dh, dL/d(c, a) back to dz and
-dL/d(c', a') (backward). The kernels take the cell (tsrnn/ops/recurrence/cells.py) as named constexprs
-(``constexprs``): HAS_P (the pLSTM: a decay exponent p and the age a), COUPLED (i = 1 - f), and
-its sizes G (gate rows), S (states), K (saved rows).
-Gate rows of z (and of W_hh, dz): LSTM (i, f, g, o), coupled (r, g, o), separate (i, r, g, o).
-Saved rows: LSTM (i, f, g, o), pLSTM (f, r, g, o[, i]).
-The functions are elementwise with broadcasting: callers pass 2-D (batch x unit) tiles, 1-D
-flat vectors or scalars (p, dt; and placeholders for the arguments a cell ignores).
-Also here: the state, p and Δt loads and stores (load_states, store_states,
-load_optional), the row loads / stores of xg, saved and dz (load_rows, store_rows), the W_hh tiles and
-dots (w_tile, mm, gates_mm), and the drivers' host side: the rows of each step (``Steps``:
-padded, or packed sequences in torch's PackedSequence layout), ``forward_prologue``,
-``backward_prologue``, ``final_states`` and ``weight_grad``.
+The plug-in. A cell's Triton step is a forward and a backward function of one signature each,
+elementwise with broadcasting (the forward on (batch x unit) tiles, the backward on flat
+(row, unit) vectors; a scalar where an input is absent):
+
+    forward(z0, z1, z2, z3, s0, s1, p0, dt, k0) -> (h, s0', s1', act0, act1, act2, act3, act4)
+    backward(dh, ds0, ds1, act0, act1, act2, act3, act4, sp0, sp1, s0, s1, p0, dt, k0)
+        -> (dz0, dz1, dz2, dz3, dsp0, dsp1, dp0)
+
+z_n: the gate pre-activations of the step, in the ``Cell``'s ``gates`` order (n < G); sp_n, s_n:
+the states before and after the step, in ``states`` order (n < S); act_n: the saved activations,
+in ``saved`` order (n < K); p0: the cell's first parameter at the unit (``params``, P <= 1);
+dt: the step input (Δt; 1.0 without one); k0: its first constant (``constants``, C <= 1). The
+forward returns h_t, the new states and the activations to save; the backward takes dh = dL/dh_t
+and ds_n = dL/ds_n at t (from the loss and the later steps) and returns dz_n = dL/dz_n, dsp_n =
+dL/ds_n at t - 1 and this step's dL/dp0. Entries past the cell's sizes are placeholders: the
+kernels pass anything there (a repeated row, a scalar), never store what the cell returns there.
+``CELLS_TRITON`` maps each cell's name to its pair, the one dispatch: a kernel takes the function
+as its constexpr CELL (Triton specializes a kernel on a jit-function argument, compiled as the
+interpreter does it) and the cell's sizes G, S, K, P, C as constexprs (``constexprs``). A new
+cell within ``MAX_SIZES`` is its two functions and one line of ``CELLS_TRITON``; past them, the
+plumbing below (load_rows, store_rows, load_states, store_states, load_params, gates_mm and the
+kernels' tuples) takes more registers. docs/kernels.md says why the cells are plugged in so.
+
+Also here: the W_hh tiles and dots (w_tile, mm, gates_mm), and the drivers' host side: the rows
+of each step (``Steps``: padded, or packed sequences in torch's PackedSequence layout),
+``forward_prologue``, ``backward_prologue``, ``final_states`` and ``weight_grad``.
 Products (the operators' ``precision``, ``tsrnn.precision.products``): the kernels take it as the
 constexpr PRECISION of their dots (``mm``): "ieee" IEEE float32 dots; "tf32" the left operand (h,
 dz) rounded to TF32 in the kernel (``round_operand``, as cvt.rna) and TF32 dots
@@ -28,6 +41,7 @@ dW_hh), with ``tsrnn.precision.round_operands``; float64 calls are "ieee" whatev
 from __future__ import annotations
 
 from types import SimpleNamespace
+from typing import NamedTuple
 
 import torch
 import triton
@@ -38,12 +52,31 @@ from tsrnn.precision import PRODUCTS, round_operands
 
 from . import checks
 
+# The most gates (G), states (S), saved rows (K), parameters (P) and constants (C) a cell may have:
+# what the kernels' register tuples carry (z0..z3, s0..s1, act0..act4, p0, k0).
+MAX_SIZES = {"G": 4, "S": 2, "K": 5, "P": 1, "C": 1}
 
-def constexprs(cell: str) -> dict:
-    """The cell of the registry (tsrnn/ops/recurrence/cells.py) as the kernels' constexprs."""
+
+class TritonCell(NamedTuple):
+    """A cell's Triton step: its forward and backward ``@triton.jit`` functions (module docstring)."""
+    forward: object
+    backward: object
+
+
+def constexprs(cell: str, direction: str) -> dict:
+    """The constexprs of the ``direction`` ("forward" or "backward") kernel for ``cell``: CELL, its
+    Triton step function of that direction (``CELLS_TRITON``), and the cell's sizes G, S, K, P, C
+    (the Cell record's gates, states, saved, params, constants). A ValueError for a cell with no
+    Triton step or one past ``MAX_SIZES``."""
     c = CELLS[cell]
-    return {"HAS_P": c.params != (), "COUPLED": c.input_gate == "coupled", "G": c.num_gates, "S": c.num_states,
-            "K": c.num_saved}
+    if cell not in CELLS_TRITON:
+        raise ValueError(f"tsrnn: the cell {cell} has no Triton step (cells_triton.CELLS_TRITON)")
+    sizes = {"G": c.num_gates, "S": c.num_states, "K": c.num_saved, "P": len(c.params), "C": len(c.constants)}
+    over = {k: v for k, v in sizes.items() if not (0 if k in ("P", "C") else 1) <= v <= MAX_SIZES[k]}
+    if over:
+        raise ValueError(f"tsrnn: the cell {cell} has sizes {over}; the Triton kernels carry {MAX_SIZES} "
+                         "(widen cells_triton's register plumbing)")
+    return {"CELL": getattr(CELLS_TRITON[cell], direction), **sizes}
 
 
 def kernel_products(precision: str, acc_f64: bool) -> str:
@@ -54,18 +87,21 @@ def kernel_products(precision: str, acc_f64: bool) -> str:
     return "ieee" if acc_f64 else precision
 
 
-def eps_tensor(eps: float, like: torch.Tensor) -> torch.Tensor:
-    """ε as a one-element tensor of the math dtype, read by the kernels with tl.load: a float
-    argument reaches the kernel in float32 under the Triton interpreter, and 1e-3 in float32
-    moves a float64 forget gate by ~1e-10."""
-    return torch.full((1,), eps, dtype=like.dtype, device=like.device)
+def constants_tensor(constants, like: torch.Tensor) -> torch.Tensor:
+    """The cell's constants [C] in the math dtype of ``like`` (``like`` itself, a placeholder
+    pointer, for a cell of none), read by the kernels with tl.load: a float argument reaches the
+    kernel in float32 under the Triton interpreter, and ε = 1e-3 in float32 moves a float64
+    forget gate by ~1e-10."""
+    if len(constants) == 0:
+        return like
+    return torch.tensor([float(k) for k in constants], dtype=like.dtype, device=like.device)
 
 
 class Steps:
     """The rows each step runs, as csrc/recurrence/op.h's ``Steps``. Padded (no batch_sizes): step
     t runs all B rows, row t*B + b of the [T, B, ...] tensors seen as [T*B, ...]. Packed
     (batch_sizes [T], torch's PackedSequence layout, the batch sorted by length, longest first):
-    step t runs rows b < rows(t), row first(t) + b of the packed [N, ...] tensors (xg, dt, h_all,
+    step t runs rows b < rows(t), row first(t) + b of the packed [N, ...] tensors (xg, steps, h_all,
     saved, grad_h, dz); state_all stays [T, S, B, H], its rows b >= rows(t) at step t zero (allocated
     so; no kernel writes them).
     ``offsets`` [T + 1], a list: first(t) = offsets[t], offsets[T] = N. Packed, batch_sizes' values
@@ -90,51 +126,56 @@ class Steps:
         return torch.searchsorted(negated, -torch.arange(self.B), side="left")
 
 
-def forward_prologue(cell, xg, w_hh, h0, state0, p, dt, eps, save, batch_sizes=None, precision="ieee"):
-    """What both Triton forward drivers start from, after the operator's checks: T, B, H, the
-    cell's constexprs, the ``Steps`` (batch_sizes' values checked), the kernels' ``products``,
-    contiguous inputs (``placeholder`` for the pointer of an absent one; W_hh rounded to the
-    products), ε as a tensor, and the outputs h_all,
-    state_all [T, S, B, H] and saved (or [0]): h_all [T, B, H] and saved [T, B, K*H] padded, [N, H]
-    and [N, K*H] packed (xg [N, G*H], dt [N])."""
-    T, B, H = checks.recurrence_args(cell, xg, w_hh, h0, state0, p, dt, batch_sizes)
+def forward_prologue(cell, xg, w_hh, h0, state0, params, steps, constants, save, batch_sizes=None,
+                     precision="ieee"):
+    """What the Triton forward driver starts from, after the operator's checks: T, B, H, the
+    forward kernel's cell constexprs (``constexprs``), the ``Steps`` (batch_sizes' values checked),
+    the kernels' ``products``, contiguous inputs (W_hh rounded to the products; ``placeholder``
+    the pointer for an absent one: params [P, H], steps [T*B] or [N]), the constants as a tensor
+    (``constants_tensor``), and the outputs h_all, state_all [T, S, B, H] and saved (or [0]):
+    h_all [T, B, H] and saved [T, B, K*H] padded, [N, H] and [N, K*H] packed (xg [N, G*H])."""
+    T, B, H = checks.recurrence_args(cell, xg, w_hh, h0, state0, params, steps, constants, batch_sizes)
     checks.math_dtype(xg)
     checks.triton_device(xg)
-    cell_args = constexprs(cell)
-    steps = Steps(batch_sizes, T, B, xg.shape[0] if batch_sizes is not None else T * B)
+    cell_args = constexprs(cell, "forward")
+    steps_of = Steps(batch_sizes, T, B, xg.shape[0] if batch_sizes is not None else T * B)
     rows = xg.shape[:-1]  # (T, B) or, packed, (N,)
     h0 = h0.contiguous()
     products = kernel_products(precision, xg.dtype == torch.float64)
     return SimpleNamespace(
-        T=T, B=B, H=H, cell=cell_args, steps=steps, acc_f64=xg.dtype == torch.float64, eps=eps_tensor(eps, xg),
-        products=products, xg=xg.contiguous(), w_hh=round_operands(w_hh, products).contiguous(), h0=h0, state0=state0.contiguous(), placeholder=h0,
-        p=h0 if p is None else p.contiguous(), dt=None if dt is None else dt.contiguous(),
-        h_all=xg.new_empty(*rows, H), state_all=(xg.new_zeros if steps.packed else xg.new_empty)(T, cell_args["S"], B, H),
+        T=T, B=B, H=H, cell=cell_args, steps=steps_of, acc_f64=xg.dtype == torch.float64,
+        constants=constants_tensor(constants, h0), products=products, xg=xg.contiguous(),
+        w_hh=round_operands(w_hh, products).contiguous(), h0=h0, state0=state0.contiguous(), placeholder=h0,
+        params=h0 if params is None else params.contiguous(),
+        step_input=None if steps is None else steps.contiguous().view(-1), h_all=xg.new_empty(*rows, H),
+        state_all=(xg.new_zeros if steps_of.packed else xg.new_empty)(T, cell_args["S"], B, H),
         saved=xg.new_empty(*rows, cell_args["K"] * H) if save else xg.new_empty(0))
 
 
-def backward_prologue(cell, grad_h, grad_state_n, w_hh, h0, state0, h_all, state_all, saved, p, dt, eps,
+def backward_prologue(cell, grad_h, grad_state_n, w_hh, h0, state0, h_all, state_all, saved, params, steps, constants,
                       batch_sizes=None, precision="ieee"):
-    """What both Triton backward drivers start from, after the operator's checks: T, B, H, the
-    cell's constexprs, the ``Steps``, the math dtype, the kernels' ``products``, contiguous inputs
-    (W_hh rounded to the products), ε as a tensor and dz ([T, B, G*H] padded, [N, G*H] packed, as
-    h_all)."""
+    """What the Triton backward driver starts from, after the operator's checks: T, B, H, the
+    backward kernel's cell constexprs, the ``Steps``, the math dtype, the kernels' ``products``,
+    contiguous inputs (W_hh rounded to the products; params [P, H] or None, steps flat [T*B] or
+    [N] or None), the constants as a tensor and dz ([T, B, G*H] padded, [N, G*H] packed, as h_all)."""
     T, B, H = checks.recurrence_backward_args(cell, grad_h, grad_state_n, w_hh, h0, state0, h_all, state_all, saved,
-                                              p, dt, batch_sizes)
+                                              params, steps, constants, batch_sizes)
     checks.math_dtype(h_all)
     checks.triton_device(h_all)
-    cell_args = constexprs(cell)
-    steps = Steps(batch_sizes, T, B, h_all.shape[0] if batch_sizes is not None else T * B)
+    cell_args = constexprs(cell, "backward")
+    steps_of = Steps(batch_sizes, T, B, h_all.shape[0] if batch_sizes is not None else T * B)
 
     def contiguous(t):
         return None if t is None else t.contiguous()
 
     products = kernel_products(precision, h_all.dtype == torch.float64)
     return SimpleNamespace(
-        T=T, B=B, H=H, cell=cell_args, steps=steps, acc=math_dtype(h_all.dtype), acc_f64=h_all.dtype == torch.float64,
-        products=products, eps=eps_tensor(eps, h_all), grad_h=contiguous(grad_h), grad_state_n=contiguous(grad_state_n),
+        T=T, B=B, H=H, cell=cell_args, steps=steps_of, acc=math_dtype(h_all.dtype),
+        acc_f64=h_all.dtype == torch.float64, products=products, constants=constants_tensor(constants, h_all),
+        grad_h=contiguous(grad_h), grad_state_n=contiguous(grad_state_n),
         w_hh=round_operands(w_hh, products).contiguous(), state0=state0.contiguous(), state_all=state_all.contiguous(),
-        saved=saved.contiguous(), p=contiguous(p), dt=contiguous(dt),
+        saved=saved.contiguous(), params=contiguous(params),
+        step_input=None if steps is None else steps.contiguous().view(-1),
         dz=h_all.new_empty(*h_all.shape[:-1], cell_args["G"] * H))
 
 
@@ -184,129 +225,137 @@ def tanh(x):
 
 
 @triton.jit
-def cell_forward(HAS_P: tl.constexpr, COUPLED: tl.constexpr, z0, z1, z2, z3, c_prev, a_prev, p, dt, eps):
-    """One step; returns (h, c, a, act0, act1, act2, act3, act4), act = the saved rows.
+def memory_backward(dh, dc, i, g, o, c):
+    """The backward of c = f c' + i g, h = o tanh(c) (every cell here) but for f: from dh =
+    dL/dh and dc = dL/dc from the later steps, returns (dc, dz_i, dz_g, dz_o): dc the total
+    dL/dc, and dL/dz of i = σ(z_i), g = tanh(z_g), o = σ(z_o).
 
-    LSTM:  i, f, g, o = σ(z0), σ(z1), tanh(z2), σ(z3); act = (i, f, g, o, i); a = a' (unused).
-    pLSTM: r, g, o = σ, tanh, σ of the last three gate rows; a = (1 - r)(a' + dt),
-           f = ((a + 1) / ((1 - r)(a' + 1) + eps))^(-p), i = 1 - f (coupled) or σ(z0) (separate);
-           act = (f, r, g, o, i).
-    Both:  c = f c' + i g, h = o tanh(c). z3 is ignored by the coupled cell (G = 3).
-    """
-    if HAS_P:
-        if COUPLED:
-            r, g, o = sigmoid(z0), tanh(z1), sigmoid(z2)
-        else:
-            r, g, o = sigmoid(z1), tanh(z2), sigmoid(z3)
-        s = 1.0 - r
-        a = s * (a_prev + dt)
-        f = tl.exp(-p * tl.log((a + 1.0) / (s * (a_prev + 1.0) + eps)))
-        if COUPLED:
-            i = 1.0 - f
-        else:
-            i = sigmoid(z0)
-        act0, act1 = f, r
-    else:
-        i, f, g, o = sigmoid(z0), sigmoid(z1), tanh(z2), sigmoid(z3)
-        a = a_prev
-        act0, act1 = i, f
-    c = f * c_prev + i * g
-    return o * tanh(c), c, a, act0, act1, g, o, i
-
-
-@triton.jit
-def cell_backward(HAS_P: tl.constexpr, COUPLED: tl.constexpr, dh, dc, da, act0, act1, act2, act3, act4,
-                  c_prev, a_prev, c, a, p, dt, eps):
-    """One step back: dh, dc, da = dL/dh_t, dL/dc_t, dL/da_t (from the future and the loss).
-    Returns (dz0, dz1, dz2, dz3, dc', da', dp): dz in gate-row order (dz3 unused when G = 3),
-    dL/dc_{t-1}, dL/da_{t-1}, and this step's dL/dp (pLSTM; da' and dp are placeholders for LSTM).
-
-    Both:  with tc = tanh(c): dc += dh o (1 - tc²), dz_o = dh tc o (1 - o), dz_g = dc i (1 - g²),
-           dz_i = dc g i (1 - i), dc' = dc f.
-    LSTM:  dz_f = dc c' f (1 - f).
-    pLSTM: log f = -p (log N - log D), N = a + 1, D = (1 - r)(a' + 1) + eps;
-           df = dc (c' - g) (coupled, i = 1 - f) or dc c'; dlogf = df f; dp = -dlogf log(N / D);
-           dN = da - p dlogf / N, dD = p dlogf / D, ds = dN (a' + dt) + dD (a' + 1),
-           dz_r = -ds r (1 - r), da' = (dN + dD)(1 - r).
+        tc = tanh(c),  dc += dh o (1 - tc²),  dz_i = dc g i (1 - i),  dz_g = dc i (1 - g²),
+        dz_o = dh tc o (1 - o)
     """
     tc = tanh(c)
-    if HAS_P:
-        f, r, g, o = act0, act1, act2, act3
-        if COUPLED:
-            i = 1.0 - f
-        else:
-            i = act4
-    else:
-        i, f, g, o = act0, act1, act2, act3
     dc = dc + dh * o * (1.0 - tc * tc)
-    dz_i = dc * g * i * (1.0 - i)
-    dz_g = dc * i * (1.0 - g * g)
-    dz_o = dh * tc * o * (1.0 - o)
-    if HAS_P:
-        s = 1.0 - r
-        N = a + 1.0
-        D = s * (a_prev + 1.0) + eps
-        if COUPLED:
-            df = dc * (c_prev - g)
-        else:
-            df = dc * c_prev
-        dlogf = df * f
-        dp = -dlogf * tl.log(N / D)
-        dN = da - p * dlogf / N
-        dD = p * dlogf / D
-        dz_r = -(dN * (a_prev + dt) + dD * (a_prev + 1.0)) * r * s
-        da_prev = (dN + dD) * s
-        if COUPLED:
-            dz0, dz1, dz2, dz3 = dz_r, dz_g, dz_o, dz_o
-        else:
-            dz0, dz1, dz2, dz3 = dz_i, dz_r, dz_g, dz_o
+    return dc, dc * g * i * (1.0 - i), dc * i * (1.0 - g * g), dh * tc * o * (1.0 - o)
+
+
+@triton.jit
+def lstm_forward(z0, z1, z2, z3, s0, s1, p0, dt, k0):
+    """(S1) gates (i, f, g, o) = z0..z3, state c = s0, saved (i, f, g, o); no parameter, step
+    input or constant.
+
+        i, f, g, o = σ(z0), σ(z1), tanh(z2), σ(z3),  c = f c' + i g,  h = o tanh(c)
+    """
+    i, f, g, o = sigmoid(z0), sigmoid(z1), tanh(z2), sigmoid(z3)
+    c = f * s0 + i * g
+    return o * tanh(c), c, s1, i, f, g, o, o
+
+
+@triton.jit
+def lstm_backward(dh, ds0, ds1, act0, act1, act2, act3, act4, sp0, sp1, s0, s1, p0, dt, k0):
+    """lstm_forward's backward: memory_backward, then dz_f = dc c' f (1 - f), dc' = dc f."""
+    i, f, g, o = act0, act1, act2, act3
+    dc, dz_i, dz_g, dz_o = memory_backward(dh, ds0, i, g, o, s0)
+    return dz_i, dc * sp0 * f * (1.0 - f), dz_g, dz_o, dc * f, ds1, 0.0
+
+
+@triton.jit
+def plstm_forward(COUPLED: tl.constexpr, z_i, z_r, z_g, z_o, c_prev, a_prev, p, dt, eps):
+    """(S9) the pLSTM step in age form; returns (h, c, a, f, r, g, o, i).
+
+        r, g, o = σ(z_r), tanh(z_g), σ(z_o),  a = (1 - r)(a' + Δt),
+        f = ((a + 1) / ((1 - r)(a' + 1) + ε))^(-p),  i = 1 - f (COUPLED) or σ(z_i),
+        c = f c' + i g,  h = o tanh(c)
+    """
+    r, g, o = sigmoid(z_r), tanh(z_g), sigmoid(z_o)
+    s = 1.0 - r
+    a = s * (a_prev + dt)
+    f = tl.exp(-p * tl.log((a + 1.0) / (s * (a_prev + 1.0) + eps)))
+    if COUPLED:
+        i = 1.0 - f
     else:
-        dz0, dz1, dz2, dz3 = dz_i, dc * c_prev * f * (1.0 - f), dz_g, dz_o
-        da_prev, dp = da, 0.0
-    return dz0, dz1, dz2, dz3, dc * f, da_prev, dp
+        i = sigmoid(z_i)
+    c = f * c_prev + i * g
+    return o * tanh(c), c, a, f, r, g, o, i
 
 
 @triton.jit
-def load_states(ptr, offsets, BH, mask, HAS_P: tl.constexpr, ACC: tl.constexpr):
-    """(c, a) at ptr + offsets and ptr + BH + offsets ([S, B, H] states) in ACC; for the LSTM,
-    which has no age, a is c (a placeholder the cell ignores)."""
-    c = tl.load(ptr + offsets, mask=mask, other=0.0).to(ACC)
-    a = c
-    if HAS_P:
-        a = tl.load(ptr + BH + offsets, mask=mask, other=0.0).to(ACC)
-    return c, a
+def plstm_backward(COUPLED: tl.constexpr, dh, dc, da, f, r, g, o, i, c_prev, a_prev, c, a, p, dt, eps):
+    """plstm_forward's backward; returns (dz_i, dz_r, dz_g, dz_o, dc', da', dp) (dz_i is
+    meaningless when COUPLED). With log f = -p (log N - log D), N = a + 1,
+    D = (1 - r)(a' + 1) + ε, after memory_backward:
+
+        df = dc (c' - g) (COUPLED: i = 1 - f) or dc c',  dlogf = df f,  dp = -dlogf log(N / D),
+        dN = da - p dlogf / N,  dD = p dlogf / D,  dz_r = -(dN (a' + Δt) + dD (a' + 1)) r (1 - r),
+        dc' = dc f,  da' = (dN + dD)(1 - r)
+    """
+    if COUPLED:
+        i = 1.0 - f
+    dc, dz_i, dz_g, dz_o = memory_backward(dh, dc, i, g, o, c)
+    s = 1.0 - r
+    N = a + 1.0
+    D = s * (a_prev + 1.0) + eps
+    if COUPLED:
+        df = dc * (c_prev - g)
+    else:
+        df = dc * c_prev
+    dlogf = df * f
+    dp = -dlogf * tl.log(N / D)
+    dN = da - p * dlogf / N
+    dD = p * dlogf / D
+    dz_r = -(dN * (a_prev + dt) + dD * (a_prev + 1.0)) * r * s
+    return dz_i, dz_r, dz_g, dz_o, dc * f, (dN + dD) * s, dp
 
 
 @triton.jit
-def store_states(ptr, offsets, BH, c, a, mask, HAS_P: tl.constexpr):
-    """The inverse of load_states (a only for the pLSTM)."""
-    tl.store(ptr + offsets, c, mask=mask)
-    if HAS_P:
-        tl.store(ptr + BH + offsets, a, mask=mask)
+def plstm_coupled_forward(z0, z1, z2, z3, s0, s1, p0, dt, k0):
+    """Gates (r, g, o) = z0..z2 (i = 1 - f), states (c, a) = (s0, s1), saved (f, r, g, o), p0 = p,
+    dt = Δt, k0 = ε."""
+    return plstm_forward(True, z0, z0, z1, z2, s0, s1, p0, dt, k0)
 
 
 @triton.jit
-def load_optional(ptr, offsets, mask, PRESENT: tl.constexpr, default, ACC: tl.constexpr):
-    """The values at ptr + offsets in ACC (``default`` where masked) if the tensor is PRESENT, else
-    the scalar ``default``: p (0.0, which the LSTM cell ignores) and Δt (1.0 without dt)."""
-    value = default
-    if PRESENT:
-        value = tl.load(ptr + offsets, mask=mask, other=default).to(ACC)
-    return value
+def plstm_coupled_backward(dh, ds0, ds1, act0, act1, act2, act3, act4, sp0, sp1, s0, s1, p0, dt, k0):
+    dz_i, dz_r, dz_g, dz_o, dc, da, dp = plstm_backward(True, dh, ds0, ds1, act0, act1, act2, act3, act3, sp0, sp1,
+                                                        s0, s1, p0, dt, k0)
+    return dz_r, dz_g, dz_o, dz_o, dc, da, dp
+
+
+@triton.jit
+def plstm_separate_forward(z0, z1, z2, z3, s0, s1, p0, dt, k0):
+    """Gates (i, r, g, o) = z0..z3, states (c, a) = (s0, s1), saved (f, r, g, o, i), p0 = p,
+    dt = Δt, k0 = ε."""
+    return plstm_forward(False, z0, z1, z2, z3, s0, s1, p0, dt, k0)
+
+
+@triton.jit
+def plstm_separate_backward(dh, ds0, ds1, act0, act1, act2, act3, act4, sp0, sp1, s0, s1, p0, dt, k0):
+    return plstm_backward(False, dh, ds0, ds1, act0, act1, act2, act3, act4, sp0, sp1, s0, s1, p0, dt, k0)
+
+
+# The one dispatch: each cell's name to its Triton step (the kernels' constexpr CELL).
+CELLS_TRITON = {
+    "lstm": TritonCell(lstm_forward, lstm_backward),
+    "plstm_coupled": TritonCell(plstm_coupled_forward, plstm_coupled_backward),
+    "plstm_separate": TritonCell(plstm_separate_forward, plstm_separate_backward),
+}
 
 
 @triton.jit
 def load_rows(ptr, H, N: tl.constexpr, mask, ACC: tl.constexpr):
-    """Rows n = 0 .. N-1 (N = 3, 4 or 5) at ptr + n H, in ACC (0 where masked): the gate rows of
+    """Rows n = 0 .. N-1 (1 <= N <= 5) at ptr + n H, in ACC (0 where masked): the gate rows of
     xg (N = G) or the saved rows (N = K). Returns 5 values; those past N repeat row N - 1."""
     r0 = tl.load(ptr, mask=mask, other=0.0).to(ACC)
-    r1 = tl.load(ptr + H, mask=mask, other=0.0).to(ACC)
-    r2 = tl.load(ptr + 2 * H, mask=mask, other=0.0).to(ACC)
+    r1 = r0
+    if N >= 2:
+        r1 = tl.load(ptr + H, mask=mask, other=0.0).to(ACC)
+    r2 = r1
+    if N >= 3:
+        r2 = tl.load(ptr + 2 * H, mask=mask, other=0.0).to(ACC)
     r3 = r2
     if N >= 4:
         r3 = tl.load(ptr + 3 * H, mask=mask, other=0.0).to(ACC)
     r4 = r3
-    if N == 5:
+    if N >= 5:
         r4 = tl.load(ptr + 4 * H, mask=mask, other=0.0).to(ACC)
     return r0, r1, r2, r3, r4
 
@@ -315,12 +364,71 @@ def load_rows(ptr, H, N: tl.constexpr, mask, ACC: tl.constexpr):
 def store_rows(ptr, H, N: tl.constexpr, r0, r1, r2, r3, r4, mask):
     """The inverse of load_rows: rows r0 .. r{N-1} at ptr + n H (dz: N = G, saved: N = K)."""
     tl.store(ptr, r0, mask=mask)
-    tl.store(ptr + H, r1, mask=mask)
-    tl.store(ptr + 2 * H, r2, mask=mask)
+    if N >= 2:
+        tl.store(ptr + H, r1, mask=mask)
+    if N >= 3:
+        tl.store(ptr + 2 * H, r2, mask=mask)
     if N >= 4:
         tl.store(ptr + 3 * H, r3, mask=mask)
-    if N == 5:
+    if N >= 5:
         tl.store(ptr + 4 * H, r4, mask=mask)
+
+
+@triton.jit
+def load_states(ptr, offsets, BH, S: tl.constexpr, mask, ACC: tl.constexpr):
+    """(s0, s1) at ptr + offsets and ptr + BH + offsets ([S, B, H] states, 1 <= S <= 2) in ACC;
+    s1 is s0 (a placeholder) when S = 1."""
+    s0 = tl.load(ptr + offsets, mask=mask, other=0.0).to(ACC)
+    s1 = s0
+    if S >= 2:
+        s1 = tl.load(ptr + BH + offsets, mask=mask, other=0.0).to(ACC)
+    return s0, s1
+
+
+@triton.jit
+def store_states(ptr, offsets, BH, S: tl.constexpr, s0, s1, mask):
+    """The inverse of load_states (s1 only when S = 2)."""
+    tl.store(ptr + offsets, s0, mask=mask)
+    if S >= 2:
+        tl.store(ptr + BH + offsets, s1, mask=mask)
+
+
+@triton.jit
+def load_params(ptr, offsets, mask, P: tl.constexpr, ACC: tl.constexpr):
+    """p0, the first row of params [P, H] at ptr + offsets (units), in ACC (0 where masked); the
+    scalar 0.0 for a cell of no parameter (P = 0)."""
+    p0 = 0.0
+    if P >= 1:
+        p0 = tl.load(ptr + offsets, mask=mask, other=0.0).to(ACC)
+    return p0
+
+
+@triton.jit
+def add_param_grads(ptr, offsets, P: tl.constexpr, dp0, mask):
+    """Adds dp0 to row 0 of the [P, B, H] per-row parameter gradients at ptr + offsets (nothing
+    for P = 0)."""
+    if P >= 1:
+        tl.store(ptr + offsets, tl.load(ptr + offsets, mask=mask, other=0.0) + dp0, mask=mask)
+
+
+@triton.jit
+def load_constants(ptr, C: tl.constexpr, ACC: tl.constexpr):
+    """k0, the first of the cell's constants [C] (a tensor of the math dtype), in ACC; the scalar
+    0.0 for a cell of none (C = 0)."""
+    k0 = 0.0
+    if C >= 1:
+        k0 = tl.load(ptr).to(ACC)
+    return k0
+
+
+@triton.jit
+def load_optional(ptr, offsets, mask, PRESENT: tl.constexpr, default, ACC: tl.constexpr):
+    """The values at ptr + offsets in ACC (``default`` where masked) if the tensor is PRESENT, else
+    the scalar ``default``: the step input Δt (1.0 without one)."""
+    value = default
+    if PRESENT:
+        value = tl.load(ptr + offsets, mask=mask, other=default).to(ACC)
+    return value
 
 
 @triton.jit
@@ -359,10 +467,12 @@ def mm(x, w, acc, ACC: tl.constexpr, PRECISION: tl.constexpr):
 
 @triton.jit
 def gates_mm(x, w_ptr, j, k, H, G: tl.constexpr, z0, z1, z2, z3, ACC: tl.constexpr, PRECISION: tl.constexpr):
-    """z_g += x @ W_g[j, k]^T for the G gates (z3 untouched when G = 3); x: [M, len(k)]."""
+    """z_g += x @ W_g[j, k]^T for the G gates (1 <= G <= 4; z_g past G untouched); x: [M, len(k)]."""
     z0 = mm(x, w_tile(w_ptr, 0, j[None, :], k[:, None], H, ACC), z0, ACC, PRECISION)
-    z1 = mm(x, w_tile(w_ptr, 1, j[None, :], k[:, None], H, ACC), z1, ACC, PRECISION)
-    z2 = mm(x, w_tile(w_ptr, 2, j[None, :], k[:, None], H, ACC), z2, ACC, PRECISION)
-    if G == 4:
+    if G >= 2:
+        z1 = mm(x, w_tile(w_ptr, 1, j[None, :], k[:, None], H, ACC), z1, ACC, PRECISION)
+    if G >= 3:
+        z2 = mm(x, w_tile(w_ptr, 2, j[None, :], k[:, None], H, ACC), z2, ACC, PRECISION)
+    if G >= 4:
         z3 = mm(x, w_tile(w_ptr, 3, j[None, :], k[:, None], H, ACC), z3, ACC, PRECISION)
     return z0, z1, z2, z3

@@ -1,12 +1,13 @@
 """Per-step fused recurrence in Triton: one launch per step computes h_{t-1} W_hh^T for a tile of
 (batch rows x hidden units) and applies the cell to it (no separate pointwise launch).
 
-The cells are the plug-in of cells.py (the same cells as csrc/recurrence/cells.h), given as the constexprs
-HAS_P, COUPLED, G, S, K; the saved activations have the same layout, so this is a drop-in
+The cells are the plug-in of cells_triton.py (the same cells as csrc/recurrence/cells.h): each kernel
+takes the cell's Triton step of its direction as the constexpr CELL and the cell's sizes G, S, K, P,
+C (``cells_triton.constexprs``); the saved activations have the same layout, so this is a drop-in
 implementation of ``torch.ops.tsrnn.recurrence_forward/backward`` (the kernels of
 ``torch.ops.tsrnn_triton_step.recurrence_*``, the path "triton_step" of tsrnn/backend/; CUDA
 tensors, or CPU tensors through the Triton interpreter). Any H.
-Backward, from dL/d(c, a)_{T-1} = grad_state_n (zeros when None): one fused pointwise launch per
+Backward, from dL/dstate_{T-1} = grad_state_n (zeros when None): one fused pointwise launch per
 step gives dz[t]; dh_{t-1} = dz[t] W_hh and dW_hh = dz^T [h_0 .. h_{T-2}] are cuBLAS GEMMs. Gate
 math and accumulation are float32 (float64 for float64 inputs); the products (forward dots, the
 backward's GEMMs) in the call's precision (cells_triton's docstring).
@@ -30,13 +31,14 @@ import triton.language as tl
 from tsrnn.precision import round_operands
 
 from .cells_triton import (
+    add_param_grads,
     backward_prologue,
-    cell_backward,
-    cell_forward,
     final_states,
     forward_prologue,
     gates_mm,
+    load_constants,
     load_optional,
+    load_params,
     load_rows,
     load_states,
     store_rows,
@@ -53,19 +55,18 @@ _BACKWARD_BLOCK = 256  # (row, unit) pairs per program of the pointwise backward
 
 
 @triton.autotune([triton.Config({"BLOCK_B": b, "BLOCK_H": h, "BLOCK_K": k}, num_warps=w, num_stages=s)
-                  for b, h, k, w, s in _FORWARD_CONFIGS], key=["B", "H"])
+                  for b, h, k, w, s in _FORWARD_CONFIGS], key=["B", "H", "CELL"])
 @triton.jit
-def _forward_step(xg_ptr, hprev_ptr, w_ptr, prev_ptr, next_ptr, h_ptr, act_ptr, p_ptr, dt_ptr,
-                  R, B, H, eps_ptr,  # R rows of xg: [R, G*H], hprev/h: [R, H], act: [R, K*H], dt: [R];
-                  # w: [G*H, H], prev/next: [S, B, H] (rows b < R read / written), p: [H]
-                  HAS_P: tl.constexpr, COUPLED: tl.constexpr, G: tl.constexpr, S: tl.constexpr, K: tl.constexpr,
-                  HAS_DT: tl.constexpr, ACC_F64: tl.constexpr, PRECISION: tl.constexpr,
+def _forward_step(xg_ptr, hprev_ptr, w_ptr, prev_ptr, next_ptr, h_ptr, act_ptr, params_ptr, steps_ptr, consts_ptr,
+                  R, B, H,  # R rows of xg: [R, G*H], hprev/h: [R, H], act: [R, K*H], steps: [R];
+                  # w: [G*H, H], prev/next: [S, B, H] (rows b < R read / written), params: [P, H], consts: [C]
+                  CELL: tl.constexpr, G: tl.constexpr, S: tl.constexpr, K: tl.constexpr, P: tl.constexpr,
+                  C: tl.constexpr, HAS_STEPS: tl.constexpr, ACC_F64: tl.constexpr, PRECISION: tl.constexpr,
                   BLOCK_B: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_K: tl.constexpr):
-    """z = xg + h_{t-1} W_hh^T (k-chunks of BLOCK_K), then the cell, for one (BLOCK_B x BLOCK_H) tile
-    of the step's R rows (all B padded, rows(t) packed); the states' rows have stride H and their
-    S planes stride B*H."""
+    """z = xg + h_{t-1} W_hh^T (k-chunks of BLOCK_K), then the cell's forward CELL, for one
+    (BLOCK_B x BLOCK_H) tile of the step's R rows (all B padded, rows(t) packed): h, the states
+    and the K saved rows; the states' rows have stride H and their S planes stride B*H."""
     ACC = tl.float64 if ACC_F64 else tl.float32
-    eps = tl.load(eps_ptr).to(ACC)  # a tensor: the interpreter would round a float argument to float32
     rb = tl.program_id(0) * BLOCK_B + tl.arange(0, BLOCK_B)
     rj = tl.program_id(1) * BLOCK_H + tl.arange(0, BLOCK_H)
     mb, mj = rb < R, rj < H
@@ -76,48 +77,53 @@ def _forward_step(xg_ptr, hprev_ptr, w_ptr, prev_ptr, next_ptr, h_ptr, act_ptr, 
         h_tile = tl.load(hprev_ptr + rb[:, None] * H + rk[None, :], mask=mb[:, None] & (rk < H)[None, :], other=0.0)
         z0, z1, z2, z3 = gates_mm(h_tile.to(ACC), w_ptr, rj, rk, H, G, z0, z1, z2, z3, ACC, PRECISION)
     unit = rb[:, None] * H + rj[None, :]
-    c_prev, a_prev = load_states(prev_ptr, unit, B * H, m2, HAS_P, ACC)
-    p = load_optional(p_ptr, rj[None, :], mj[None, :], HAS_P, 0.0, ACC)
-    dt = load_optional(dt_ptr, rb[:, None], mb[:, None], HAS_DT, 1.0, ACC)
-    h, c, a, act0, act1, act2, act3, act4 = cell_forward(HAS_P, COUPLED, z0, z1, z2, z3, c_prev, a_prev, p, dt, eps)
+    s0, s1 = load_states(prev_ptr, unit, B * H, S, m2, ACC)
+    p0 = load_params(params_ptr, rj[None, :], mj[None, :], P, ACC)
+    dt = load_optional(steps_ptr, rb[:, None], mb[:, None], HAS_STEPS, 1.0, ACC)
+    k0 = load_constants(consts_ptr, C, ACC)  # a tensor: the interpreter would round a float argument to float32
+    h, s0, s1, act0, act1, act2, act3, act4 = CELL(z0, z1, z2, z3, s0, s1, p0, dt, k0)
     store_rows(act_ptr + rb[:, None] * (K * H) + rj[None, :], H, K, act0, act1, act2, act3, act4, m2)
-    store_states(next_ptr, unit, B * H, c, a, m2, HAS_P)
+    store_states(next_ptr, unit, B * H, S, s0, s1, m2)
     tl.store(h_ptr + unit, h, mask=m2)
 
 
-def recurrence_forward(cell, xg, w_hh, h0, state0, p, dt, eps, save, batch_sizes=None, precision="ieee"):
-    """torch.ops.tsrnn_triton_step.recurrence_forward: h_all [T,B,H] ([N,H] packed), state_n [S,B,H]
-    (each row's states after its last step), state_all [T,S,B,H], saved ([T,B,K*H], [N,K*H] packed)."""
-    f = forward_prologue(cell, xg, w_hh, h0, state0, p, dt, eps, save, batch_sizes, precision)
-    G, K, H, steps = f.cell["G"], f.cell["K"], f.H, f.steps
+def recurrence_forward(cell, xg, w_hh, h0, state0, params, steps, constants, save, batch_sizes=None, precision="ieee"):
+    """torch.ops.tsrnn_triton_step.recurrence_forward (tsrnn/ops/recurrence/op.py's schema): xg
+    [T,B,G*H] ([N,G*H] packed), w_hh [G*H,H], h0 [B,H], state0 [S,B,H], params [P,H] or None,
+    steps [T,B] ([N] packed) or None (Δt = 1), constants: C floats. Returns h_all [T,B,H] ([N,H]
+    packed), state_n [S,B,H] (each row's states after its last step), state_all [T,S,B,H], saved
+    ([T,B,K*H], [N,K*H] packed; [0] without save)."""
+    f = forward_prologue(cell, xg, w_hh, h0, state0, params, steps, constants, save, batch_sizes, precision)
+    G, K, H, rows_of = f.cell["G"], f.cell["K"], f.H, f.steps
     xg_rows, h_rows = f.xg.view(-1, G * H), f.h_all.view(-1, H)  # [T*B or N, ...]
     act = f.saved.view(-1, K * H) if save else f.xg.new_empty(f.B, K * H)  # written every step, kept if save
-    dt_rows = None if f.dt is None else f.dt.view(-1)
 
     def grid(rows):
         return lambda meta: (triton.cdiv(rows, meta["BLOCK_B"]), triton.cdiv(H, meta["BLOCK_H"]))
 
     for t in range(f.T):
-        first, rows = steps.first(t), steps.rows(t)
-        _forward_step[grid(rows)](xg_rows[first:], f.h0 if t == 0 else h_rows[steps.first(t - 1):], f.w_hh,
+        first, rows = rows_of.first(t), rows_of.rows(t)
+        _forward_step[grid(rows)](xg_rows[first:], f.h0 if t == 0 else h_rows[rows_of.first(t - 1):], f.w_hh,
                                   f.state0 if t == 0 else f.state_all[t - 1], f.state_all[t], h_rows[first:],
-                                  act[first:] if save else act, f.p,
-                                  f.placeholder if dt_rows is None else dt_rows[first:], rows, f.B, H, f.eps,
-                                  **f.cell, HAS_DT=f.dt is not None, ACC_F64=f.acc_f64, PRECISION=f.products)
-    return f.h_all, final_states(f.state_all, f.state0, steps), f.state_all, f.saved
+                                  act[first:] if save else act, f.params,
+                                  f.placeholder if f.step_input is None else f.step_input[first:], f.constants,
+                                  rows, f.B, H, **f.cell, HAS_STEPS=f.step_input is not None, ACC_F64=f.acc_f64,
+                                  PRECISION=f.products)
+    return f.h_all, final_states(f.state_all, f.state0, rows_of), f.state_all, f.saved
 
 
 @triton.jit
-def _backward_step(act_ptr, prev_ptr, next_ptr, dh_ptr, gh_ptr, ds_ptr, dz_ptr, dp_ptr, p_ptr, dt_ptr,
-                   R, B, H, eps_ptr,  # R rows of act: [R, K*H], gh: [R, H], dz: [R, G*H], dt: [R];
-                   # prev/next/ds: [S, B, H], dh/dp: [B, H] (rows b < R read / written), p: [H]
-                   HAS_P: tl.constexpr, COUPLED: tl.constexpr, G: tl.constexpr, S: tl.constexpr, K: tl.constexpr,
-                   HAS_GH: tl.constexpr, HAS_DT: tl.constexpr, ACC_F64: tl.constexpr, BLOCK: tl.constexpr):
-    """The cell backward for BLOCK (row, unit) pairs of the step's R rows (all B padded, rows(t)
-    packed): dz[t], ds (in dL/d(c, a)_t, out dL/d(c, a)_{t-1}) and dp += dL/dp; the states' S
-    planes have stride B*H."""
+def _backward_step(act_ptr, prev_ptr, next_ptr, dh_ptr, gh_ptr, ds_ptr, dz_ptr, dp_ptr, params_ptr, steps_ptr,
+                   consts_ptr, R, B, H,  # R rows of act: [R, K*H], gh: [R, H], dz: [R, G*H], steps: [R];
+                   # prev/next/ds: [S, B, H], dh: [B, H], dp: [P, B, H] (rows b < R read / written),
+                   # params: [P, H], consts: [C]
+                   CELL: tl.constexpr, G: tl.constexpr, S: tl.constexpr, K: tl.constexpr, P: tl.constexpr,
+                   C: tl.constexpr, HAS_GH: tl.constexpr, HAS_STEPS: tl.constexpr, ACC_F64: tl.constexpr,
+                   BLOCK: tl.constexpr):
+    """The cell's backward CELL for BLOCK (row, unit) pairs of the step's R rows (all B padded,
+    rows(t) packed): dz[t], ds (in dL/dstate_t, out dL/dstate_{t-1}) and dp += dL/dparams per row;
+    the states' S planes have stride B*H."""
     ACC = tl.float64 if ACC_F64 else tl.float32
-    eps = tl.load(eps_ptr).to(ACC)  # a tensor: the interpreter would round a float argument to float32
     n = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     BH = B * H
     m = n < R * H
@@ -126,40 +132,41 @@ def _backward_step(act_ptr, prev_ptr, next_ptr, dh_ptr, gh_ptr, ds_ptr, dz_ptr, 
     if HAS_GH:
         dh += tl.load(gh_ptr + n, mask=m, other=0.0).to(ACC)
     act0, act1, act2, act3, act4 = load_rows(act_ptr + b * (K * H) + j, H, K, m, ACC)
-    c_prev, a_prev = load_states(prev_ptr, n, BH, m, HAS_P, ACC)
-    c, a = load_states(next_ptr, n, BH, m, HAS_P, ACC)
-    dc, da = load_states(ds_ptr, n, BH, m, HAS_P, ACC)
-    p = load_optional(p_ptr, j, m, HAS_P, 0.0, ACC)
-    dt = load_optional(dt_ptr, b, m, HAS_DT, 1.0, ACC)
-    dz0, dz1, dz2, dz3, dc, da, dp = cell_backward(HAS_P, COUPLED, dh, dc, da, act0, act1, act2, act3, act4,
-                                                   c_prev, a_prev, c, a, p, dt, eps)
+    sp0, sp1 = load_states(prev_ptr, n, BH, S, m, ACC)
+    s0, s1 = load_states(next_ptr, n, BH, S, m, ACC)
+    ds0, ds1 = load_states(ds_ptr, n, BH, S, m, ACC)
+    p0 = load_params(params_ptr, j, m, P, ACC)
+    dt = load_optional(steps_ptr, b, m, HAS_STEPS, 1.0, ACC)
+    k0 = load_constants(consts_ptr, C, ACC)  # a tensor: the interpreter would round a float argument to float32
+    dz0, dz1, dz2, dz3, ds0, ds1, dp0 = CELL(dh, ds0, ds1, act0, act1, act2, act3, act4, sp0, sp1, s0, s1, p0, dt, k0)
     store_rows(dz_ptr + b * (G * H) + j, H, G, dz0, dz1, dz2, dz3, dz3, m)
-    store_states(ds_ptr, n, BH, dc, da, m, HAS_P)
-    if HAS_P:
-        tl.store(dp_ptr + n, tl.load(dp_ptr + n, mask=m, other=0.0) + dp, mask=m)
+    store_states(ds_ptr, n, BH, S, ds0, ds1, m)
+    add_param_grads(dp_ptr, n, P, dp0, m)
 
 
-def recurrence_backward(cell, grad_h, grad_state_n, w_hh, h0, state0, h_all, state_all, saved, p, dt, eps,
-                        batch_sizes=None, precision="ieee"):
-    """torch.ops.tsrnn_triton_step.recurrence_backward: grad_xg ([T,B,G*H], [N,G*H] packed),
-    grad_w_hh, grad_h0, grad_state0, grad_p."""
-    b = backward_prologue(cell, grad_h, grad_state_n, w_hh, h0, state0, h_all, state_all, saved, p, dt, eps,
-                          batch_sizes, precision)
-    G, K, H, steps = b.cell["G"], b.cell["K"], b.H, b.steps
+def recurrence_backward(cell, grad_h, grad_state_n, w_hh, h0, state0, h_all, state_all, saved, params, steps,
+                        constants, batch_sizes=None, precision="ieee"):
+    """torch.ops.tsrnn_triton_step.recurrence_backward (op.py's schema): grad_h dL/dh_all and
+    grad_state_n dL/dstate_n (each None where the loss does not use it) and the forward's inputs and
+    outputs; returns grad_xg ([T,B,G*H], [N,G*H] packed), grad_w_hh [G*H,H], grad_h0 [B,H],
+    grad_state0 [S,B,H], grad_params [P,H] ([0] without params)."""
+    b = backward_prologue(cell, grad_h, grad_state_n, w_hh, h0, state0, h_all, state_all, saved, params, steps,
+                          constants, batch_sizes, precision)
+    G, K, P, H, rows_of = b.cell["G"], b.cell["K"], b.cell["P"], b.H, b.steps
     dz_rows, saved_rows = b.dz.view(-1, G * H), b.saved.view(-1, K * H)  # [T*B or N, ...]
     gh_rows = None if b.grad_h is None else b.grad_h.view(-1, H)
-    dt_rows = None if b.dt is None else b.dt.view(-1)
-    # dL/d(c, a)_{T-1}, carried back in place; a packed row's entries wait there for its last step
+    # dL/dstate_{T-1}, carried back in place; a packed row's entries wait there for its last step
     dstate = h_all.new_zeros(b.cell["S"], b.B, H) if b.grad_state_n is None else b.grad_state_n.clone()
     dh = h_all.new_zeros(b.B, H)  # dL/dh_{t-1}, rows < rows(t) written; the rows after stay 0 until they start
-    dp = h_all.new_zeros(b.B, H)
+    dp = h_all.new_zeros(P, b.B, H) if P else dh  # dL/dparams per row (a placeholder without params)
     for t in range(b.T - 1, -1, -1):
-        first, rows = steps.first(t), steps.rows(t)
+        first, rows = rows_of.first(t), rows_of.rows(t)
         _backward_step[(triton.cdiv(rows * H, _BACKWARD_BLOCK),)](
             saved_rows[first:], b.state0 if t == 0 else b.state_all[t - 1], b.state_all[t], dh,
-            dh if gh_rows is None else gh_rows[first:], dstate, dz_rows[first:], dp, dh if b.p is None else b.p,
-            dh if dt_rows is None else dt_rows[first:], rows, b.B, H, b.eps, **b.cell, HAS_GH=gh_rows is not None,
-            HAS_DT=dt_rows is not None, ACC_F64=b.acc_f64, BLOCK=_BACKWARD_BLOCK)
+            dh if gh_rows is None else gh_rows[first:], dstate, dz_rows[first:], dp,
+            dh if b.params is None else b.params, dh if b.step_input is None else b.step_input[first:], b.constants,
+            rows, b.B, H, **b.cell, HAS_GH=gh_rows is not None, HAS_STEPS=b.step_input is not None,
+            ACC_F64=b.acc_f64, BLOCK=_BACKWARD_BLOCK)
         torch.mm(round_operands(dz_rows[first:first + rows], b.products), b.w_hh, out=dh[:rows])  # W_hh rounded
-    grad_p = dp.sum(0) if p is not None else h_all.new_empty(0)
-    return b.dz, weight_grad(b.dz, h0, h_all, steps, b.products), dh, dstate, grad_p
+    grad_params = dp.sum(1) if P else h_all.new_empty(0)
+    return b.dz, weight_grad(b.dz, h0, h_all, rows_of, b.products), dh, dstate, grad_params
