@@ -88,11 +88,11 @@ def layer_args(cell: str, T: int, B: int, I: int, H: int, seed: int = 0, dt: boo
 
     rows = described.num_gates * H
     args = {"x": randn(T, B, I), "h0": randn(B, H, scale=0.5)}
-    for name in described.initial_states[1:]:
-        args[name] = (torch.rand(B, H, generator=g, dtype=torch.float64) * 3
-                      if name in described.initial_math_states else randn(B, H))
+    kept = described.initial_math_states  # drawn after the weights (the draws of every test's sample)
+    args.update({name: randn(B, H) for name in described.initial_states[1:] if name not in kept})
     args.update(w_ih=randn(rows, I, scale=1 / math.sqrt(I)), w_hh=randn(rows, H, scale=1 / math.sqrt(H)),
                 bias=randn(rows, scale=0.5))
+    args.update({name: torch.rand(B, H, generator=g, dtype=torch.float64) * 3 for name in kept})
     for name in described.params:
         args[name] = torch.rand(H, generator=g, dtype=torch.float64) * 0.9 + 0.05
     if described.step_input is not None:
