@@ -1,7 +1,7 @@
 """Per-step fused recurrence in Triton: one launch per step computes h_{t-1} W_hh^T for a tile of
 (batch rows x hidden units) and applies the cell to it (no separate pointwise launch).
 
-The cells are the plug-in of cells_triton.py (the same cells as csrc/recurrence/cells.h): each kernel
+The cells are the plug-in of cells_triton.py (the same cells as csrc/recurrence/cells/): each kernel
 takes the cell's Triton step of its direction as the constexpr CELL and the cell's sizes G, S, K, P,
 C (``cells_triton.constexprs``); the saved activations have the same layout, so this is a drop-in
 implementation of ``torch.ops.tsrnn.recurrence_forward/backward`` (the kernels of
@@ -10,7 +10,7 @@ tensors, or CPU tensors through the Triton interpreter). Any H.
 Backward, from dL/dstate_{T-1} = grad_state_n (zeros when None): one fused pointwise launch per
 step gives dz[t]; dh_{t-1} = dz[t] W_hh and dW_hh = dz^T [h_0 .. h_{T-2}] are cuBLAS GEMMs. Gate
 math and accumulation are float32 (float64 for float64 inputs); the products (forward dots, the
-backward's GEMMs) in the call's precision (cells_triton's docstring).
+backward's GEMMs) in the call's precision (triton_plumbing's docstring).
 Packed sequences (batch_sizes, cells.Steps): step t launches over its rows(t) rows only, rows
 first(t) .. first(t) + rows(t) - 1 of the packed tensors [N, ...], h_{t-1} the first rows(t) rows
 of step t-1's block (h0 at t = 0), states the first rows(t) rows of state_all[t] [S, B, H]: the
@@ -30,7 +30,7 @@ import triton.language as tl
 
 from tsrnn.precision import round_operands
 
-from .cells_triton import (
+from .triton_plumbing import (
     add_param_grads,
     backward_prologue,
     final_states,
