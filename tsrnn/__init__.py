@@ -19,7 +19,7 @@ import importlib
 
 from tsrnn import backend, functional, ops, reference
 from tsrnn._version import VERSION as __version__
-from tsrnn.modules import LSTM, PowerLawLSTM
+from tsrnn.modules import LSTM, PowerLawLSTM, Recurrent
 
 # Names re-exported from a lazily imported module: name -> module.
 _LAZY_ATTRS = {
@@ -39,7 +39,7 @@ _LAZY_MODULES = {
 }
 
 # Not memory and lab: pdoc documents those packages on their own pages (docs/build_api.py).
-__all__ = ["LSTM", "PowerLawLSTM", "load", "TILT", "averaging_context", "BufferContext", "TILTContext",
+__all__ = ["LSTM", "PowerLawLSTM", "Recurrent", "load", "TILT", "averaging_context", "BufferContext", "TILTContext",
            "TILTBufferContext", "backend", "functional", "ops", "reference", "timescales"]
 
 

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import torch
 
 from tsrnn import backend, functional, precision, reference
-from tsrnn.modules import LSTM, PowerLawLSTM
+from tsrnn.modules import LSTM, PowerLawLSTM, Recurrent
 from tsrnn.ops.recurrence import cells
 from tsrnn.backend.tolerance import GRAD_TOLERANCE, TOLERANCE, rows  # the tests import the tables from here
 from tsrnn.backend.tolerance import error as _error
@@ -296,22 +296,27 @@ def compare_scan(path: str, shape, dtype: torch.dtype = torch.float64, device="c
 
 # Whole modules with torch.nn.LSTM's options (``compare_module``): (kind, bidirectional, proj_size,
 # input layout), each on every path that takes it. "mts" is tsrnn.LSTM with fixed timescales in its
-# first layer; "packed" a PackedSequence, "lengths" a padded batch with lengths= ("unsorted").
+# first layer; "cell:<name>" tsrnn.Recurrent of that cell (every cell it runs that torch's LSTM
+# kernel does not); "packed" a PackedSequence, "lengths" a padded batch with lengths= ("unsorted").
 MODULE_CASES = [("lstm", True, 0, "padded"), ("lstm", True, 0, "packed"), ("lstm", False, 3, "padded"),
                 ("lstm", True, 3, "lengths"), ("mts", True, 0, "lengths"), ("plstm", True, 0, "padded"),
-                ("plstm", True, 0, "packed")]
+                ("plstm", True, 0, "packed")] + [
+    (f"cell:{name}", True, 0, layout) for name, cell in cells.CELLS.items()
+    if not (cell.params or cell.step_input or cell.torch_kernel) for layout in ("padded", "packed")]
 MODULE_SHAPES = [(5, 3, 4, 6), (1, 1, 2, 5)]  # (T, B, I, H): odd sizes; one step and one row
 
 
 def module_for(kind: str, shape, bidirectional: bool = False, proj_size: int = 0, backend: str = "auto",
                dtype: torch.dtype = torch.float64, seed: int = 0):
-    """A two-layer module of ``kind`` ("lstm", "mts", "plstm") for (T, B, I, H) ``shape``, its
-    parameters drawn from ``seed``."""
+    """A two-layer module of ``kind`` ("lstm", "mts", "plstm", "cell:<name>") for (T, B, I, H)
+    ``shape``, its parameters drawn from ``seed``."""
     _, _, input_size, hidden = shape
     torch.manual_seed(seed)
     options = dict(num_layers=2, bidirectional=bidirectional, backend=backend, dtype=dtype)
     if kind == "plstm":
         return PowerLawLSTM(input_size, hidden, **options)
+    if kind.startswith("cell:"):
+        return Recurrent(input_size, hidden, kind.removeprefix("cell:"), **options)
     timescales = [torch.linspace(1.5, 500.0, hidden), None] if kind == "mts" else None
     return LSTM(input_size, hidden, proj_size=proj_size, timescales=timescales, **options)
 
@@ -367,6 +372,7 @@ def compare_module(path: str, kind: str, shape, dtype: torch.dtype = torch.float
 def module_why_not(path: str, kind: str, shape, proj_size: int, dtype: torch.dtype, device="cpu") -> str | None:
     """None if ``path`` runs the layers of a module of ``kind`` for (T, B, I, H) ``shape`` with
     ``proj_size``, else why not."""
-    cell = "lstm" if kind in ("lstm", "mts") else "plstm_coupled"
+    cell = kind.removeprefix("cell:") if kind.startswith("cell:") else (
+        "lstm" if kind in ("lstm", "mts") else "plstm_coupled")
     call = backend.Call("recurrence", torch.device(device), dtype, tuple(shape), cell, projected=proj_size > 0)
     return backend.why_not(path, call)
