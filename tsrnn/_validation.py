@@ -6,16 +6,12 @@ another type, the error is an instance of both (``ShapeError``, ``DeviceError``,
 ``StateError``),
 so code that catches torch's exception types catches tsrnn's too.
 
-What is checked where: the public entry points (the modules, ``tsrnn.functional``, TILT, the
-data and training code) check everything once, then call unchecked internals; the operators'
-kernels check shapes, dtypes and devices again, cheaply and without reading values (C++
-``check_inputs`` in csrc/recurrence/op.h, ``tsrnn.ops.recurrence.checks`` for the Triton drivers and the
-fake kernels), so that a direct call of any tsrnn operator cannot write out of bounds.
-Checks that read tensor values (finite, positive, non-negative) run on the host for CPU tensors;
-on CUDA tensors they run on the device (``torch._assert_async``: no host synchronization, a
-violation stops the program at the next synchronization with a device-side assert naming the
-argument); they are skipped while ``torch.compile``, ``torch.export`` or ``torch.jit.trace`` traces,
-inside torch.func transforms and during CUDA graph capture, and for meta tensors.
+The public entry points check everything once, then call unchecked internals; the operators check
+shapes, dtypes and devices again without reading values (``tsrnn.ops.recurrence.checks``,
+csrc/recurrence/op.h). Checks of values (finite, positive, non-negative) run on the host for CPU
+tensors and on the device for CUDA ones (``torch._assert_async``, docs/backends.md); they are
+skipped while tracing, exporting, under torch.func transforms, during CUDA graph capture and for
+meta tensors.
 """
 from __future__ import annotations
 

@@ -1,18 +1,10 @@
-"""Mixed precision: what ``torch.autocast`` means for a tsrnn recurrence, as for torch.nn.LSTM.
-
-Inside an autocast region of the input's device type (CPU: bfloat16 or float16; CUDA: float16
-or bfloat16), a recurrent layer runs as a layer of the autocast dtype would: its float32 input,
-initial states and parameters are cast to that dtype on entry (float64 ones are left alone, as
-autocast leaves them), and the layer then runs with autocast off, so its inner ops see the
-dtypes it chose and the tuner's choices for float32 calls do not apply. A layer of a 16-bit
-dtype computes as ``tsrnn.ops.recurrence.cells.math_dtype`` says: the input projection is a GEMM in the 16-bit
-dtype, the recurrent GEMM, the gate math and the cell state over the steps in float32; the
-output and the final h and c come back in the 16-bit dtype (the pLSTM's age in float32).
-
-The precision of the products (``products``), as torch.nn.LSTM: on CUDA the GEMMs of a layer take
-TF32 operands where torch.backends.cudnn.allow_tf32 is true (torch's default), bf16 operands for a
-bf16 layer, exact ones otherwise; read once per layer call and passed down, never set: tsrnn changes
-no torch flag. ``round_operands`` is the rounding its torch GEMMs apply to compute in a precision.
+"""Mixed precision, as for torch.nn.LSTM (docs/backends.md, "Mixed precision"): inside an
+autocast region of the input's device type a layer's float32 input, states and parameters are
+cast to the autocast dtype on entry (float64 ones are left alone) and the layer runs with autocast
+off, as a layer of that dtype (``tsrnn.ops.recurrence.cells.math_dtype``: float32 gate math and
+cell state, outputs in the 16-bit dtype). ``products`` is the precision of a layer's products
+(read once per call, never set: tsrnn changes no torch flag); ``round_operands`` the rounding its
+torch GEMMs apply to compute in it.
 """
 from __future__ import annotations
 
@@ -86,11 +78,9 @@ def round_operands(t: torch.Tensor, products: str) -> torch.Tensor:
     in its own dtype: "tf32", a float32 tensor's values to TF32 as cvt.rna.tf32.f32 rounds (10
     mantissa bits kept, to nearest, ties away from zero; Inf and NaN kept; other dtypes as they
     are: bf16 and fp16 values are TF32 values already, float64 is never asked for TF32);
-    "bf16", to bfloat16 (to nearest, ties to even) and back; "ieee", ``t`` itself. Every product
-    of two rounded operands is exact in float32, so a float32 GEMM of rounded operands gives a
-    TF32 (or bf16) GEMM's result with float32 accumulation whatever torch's matmul flags say:
-    tsrnn's torch GEMMs compute in a call's precision this way, and never change those flags
-    (csrc/recurrence/op.h's ``round_to_tf32`` is the same rounding for the compiled ops)."""
+    "bf16", to bfloat16 (to nearest, ties to even) and back; "ieee", ``t`` itself. A float32 GEMM
+    of rounded operands then gives the TF32 (or bf16) GEMM's result whatever torch's matmul flags
+    say (csrc/recurrence/op.h's ``round_to_tf32`` is the same rounding)."""
     if products == "tf32":
         if t.dtype != torch.float32:
             return t

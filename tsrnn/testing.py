@@ -1,20 +1,9 @@
-"""One harness that checks every path of a recurrent layer against the float64 reference.
-
-Used by the tests (tests/kernels/recurrence/test_paths.py), by ``tsrnn selftest`` and by bench/gpu_report.py, so
-the three judge a kernel by the same inputs, loss and tolerances:
-
-- ``layer_args`` draws a layer's random float64 arguments (weights scaled by 1/sqrt(fan-in));
-- ``compare(path, cell, shape, dtype)`` rounds them to ``dtype``, runs the layer on ``path``
-  (``tsrnn.backend`` names) and the reference (``tsrnn.reference``) on the same rounded values in
-  float64, and returns the errors of the outputs, the final states and the gradients of a loss
-  that reaches all of them, each against ``TOLERANCE`` / ``GRAD_TOLERANCE`` (``tsrnn.backend.tolerance``'s
-  tables and rule, imported here);
-- ``compare_module(path, kind, shape, dtype, ...)`` does the same for a whole two-layer module
-  (``tsrnn.LSTM``, its multi-timescale form or ``tsrnn.PowerLawLSTM``) with torch.nn.LSTM's
-  options, ``bidirectional`` and ``proj_size``, padded, with ``lengths`` or packed, against the
-  module on the reference loops in float64 with the same rounded weights (``MODULE_CASES``);
-- ``SHAPES`` is the table of (T, B, I, H) every path is checked on: T=1, B=1, odd sizes, H=301;
-  the named sets after it hold the edges of one kernel each (the CPU GEMMs' ``CPU_GEMM_SHAPES``, the scan's ``SCAN_SHAPES``...), each shape with the edge it crosses.
+"""One harness that checks every path of a recurrent layer against the float64 reference, shared
+by the tests, ``tsrnn selftest`` and bench/gpu_report.py: ``layer_args`` (a layer's random float64
+arguments), ``compare`` (one layer on a path against the reference on the same rounded values:
+outputs, final states, gradients, within ``tsrnn.backend.tolerance``'s rows, re-exported here),
+``compare_module`` (a whole two-layer module, ``MODULE_CASES``), and the shape tables (``SHAPES``,
+every path's; the named sets after it, one kernel's edges each).
 """
 from __future__ import annotations
 

@@ -1,73 +1,22 @@
 """Which path runs a call: the candidates of a requested backend, the choice among them (verified
 by ``tsrnn.backend.trust``, timed by ``tsrnn.backend.timing``) and the memory of each call key's
-choice.
-
-A *requested* backend (the modules' ``backend=``, or ``TSRNN_BACKEND`` for ``"auto"``) maps to
-candidate paths, in order of preference:
+choice (``MEMO``). docs/backends.md states the rules; in short, a requested backend (``backend=``,
+or ``TSRNN_BACKEND`` for ``"auto"``) maps to candidates in order of preference:
 
 - ``"auto"``: CPU, LSTM: onednn, cpu; pLSTM and scan: cpu. CUDA: cudnn (LSTM), cuda_cluster,
-  cuda_grid; where none of those serves the call, triton_step (any H, float64 too:
-  ``Path.fallback``); scan: triton_scan. Other devices: reference, with one warning.
-- ``"native"``: the compiled kernels of the device (cpu; cuda_cluster, cuda_grid); on CUDA, a
-  call that neither takes (float64, an H past the chip) falls back to Triton with one warning. A
-  missing extension raises.
+  cuda_grid, else triton_step (``Path.fallback``); scan: triton_scan. Other devices: reference,
+  with one warning. Under torch.export: torch's LSTM kernel for a static length, else reference;
+  under torch.func transforms: reference.
+- ``"native"``: the device's compiled kernels (on CUDA, Triton with one warning where they refuse
+  the call); a missing extension raises.
 - ``"triton"``: triton_step (triton_scan for the scan).
-- ``"reference"``, or any path name above: that path alone (a path that cannot serve the call
-  raises a ValueError that says why).
+- ``"reference"``, or a path's name: that path alone (ValueError saying why it cannot serve).
 
-While torch.export traces (``torch.onnx.export(..., dynamo=True)`` too), "auto" runs the paths
-whose operators export: torch's LSTM kernel for the LSTM cell of a static sequence length (an
-ONNX LSTM node, the fixed biases folded into its bias; torch.export specializes that kernel's
-length, as for torch.nn.LSTM), else the reference path, which records the time loop as one scan
-operator (``tsrnn.ops.recurrence.export_scan``: an ONNX Scan, for any length; the pLSTM always, the LSTM where
-``dynamic_shapes`` make T dynamic). A named path records its own operator (the fused ones as
-tsrnn operators, which ONNX cannot translate).
-
-Inside torch.func transforms (vmap, grad, jacrev, jvp, functional_call under them) every call
-runs the reference loops: "auto" takes them without timing or verifying, and any other request
-raises a ValueError or RuntimeError that says so.
-
-Before ``"auto"`` (the request after TSRNN_BACKEND) uses a candidate, the only one too, it verifies
-it against the trusted path (``tsrnn.backend.trust``: once per kernel regime, not per shape; one
-that disagrees is dropped for that regime; if none is left, the trusted path runs).
-``TSRNN_VERIFY=0`` turns verification off; ``TSRNN_VERIFY=always`` verifies every new shape.
-
-Where more than one candidate is left, the first call of each shape class (``Call.key()``: T and B
-as power-of-two buckets, the other sizes exact) times them on the call's own inputs
-(``tsrnn.backend.timing``: the first candidate stays unless another is ``TUNE_MARGIN`` faster) and
-keeps the fastest for that (class, candidates) key; where several processes time a class at once
-(DDP ranks), the choice the first of them writes to the disk cache, below, is every one's.
-``TSRNN_AUTOTUNE=0`` times nothing (it still verifies). Under
-``torch.use_deterministic_algorithms(True)`` nothing is timed either: "auto" takes the first
-verified candidate in the order above. ``reuse_choices`` takes the choices an earlier run recorded
-(``tuned_choices``, which a training checkpoint stores) in place of measuring, so
-``tsrnn train --resume`` runs the kernels the checkpoint's run used.
-
-Per-regime verdicts and measured choices are also kept on disk (``tsrnn.backend.cache``: one file
-per tsrnn version, build, torch version and device name, under TSRNN_CACHE_DIR, else the user's
-cache folder; TSRNN_CACHE_DIR="" turns it off), read on the first choice of a device that needs
-them and written as each is made, so another process on the same machine neither verifies nor
-times a known class again, and a resumed run chooses as the uninterrupted one also for shapes met
-after its checkpoint. A verdict from disk counts wherever "auto" verifies; a choice from disk only
-where it would time (not under TSRNN_AUTOTUNE=0 or deterministic algorithms, whose fixed rules
-stay), and after a recorded choice of ``reuse_choices``. Tracing (by
-``torch.compile``, ``torch.export``, ``torch.jit.trace``), CUDA graph capture and the Triton
-interpreter neither time nor verify: they take the choice already made for the key (so one eager
-step before a capture or a compilation decides what the graph runs), else the first candidate;
-``torch.jit.trace`` records the first candidate, whatever was chosen before, so that a module
-traces to the same graph with and without gradients. If ``tsrnn._C`` is missing,
-``"auto"`` on CPU falls back to the reference loops with one warning naming the cause.
-
-The variables take their documented values only: TSRNN_BACKEND a requested backend, the switches
-TSRNN_AUTOTUNE (default "1") and TSRNN_CPU_PROFILE (the compiled loops', default "0") "0" or "1",
-TSRNN_VERIFY "0", "1" (the default) or "always", empty meaning unset; another value raises a ValueError naming the variable on the
-first call that reads it. They are read when a call key is first seen: the choice is then
-remembered per call key (``MEMO``: the requested backend, the cell, device, dtype, sizes with T as
-a power-of-two bucket and B exact, bias, gradients, traces, packing; a miss chooses again, which
-for a known shape class finds the class's choice), so a warm call neither works out its
-candidates again nor reads the environment. ``forget()`` drops that memory (``reuse_choices``
-does too): set a variable, then call it, for the change to reach keys already seen. Tracing,
-torch.func transforms and torch.export always choose anew.
+"auto" verifies its candidates once per kernel regime (``TSRNN_VERIFY``) and times them once per
+shape class (``Call.key()``; ``TSRNN_AUTOTUNE``), keeping both on disk (``tsrnn.backend.cache``).
+Tracing, capture and the Triton interpreter take the key's earlier choice, else the first
+candidate. The variables are read when a key is first seen; a bad value raises a ValueError that
+names it. ``forget()`` drops ``MEMO`` so a changed variable reaches keys already seen.
 """
 from __future__ import annotations
 
@@ -81,9 +30,8 @@ from tsrnn.backend.registry import (BACKENDS, PATHS, REGISTRY, TRANSFORMS, Call,
                                     why_not)
 
 _tuned: dict[Hashable, str] = {}  # (call key, candidates) -> the measured choice
-_reused: dict[str, str] = {}  # Call.recorded_key() -> the path an earlier run used (reuse_choices)
-# (requested backend, memo key) -> the chosen path's record: what a warm call of a known key runs,
-# without working out its candidates or reading the environment again (tsrnn.functional keys it).
+_reused: dict[str, str] = {}  # Call.recorded_key() -> the path a recorded run used (reuse_choices)
+# (requested backend, memo key) -> the chosen path's record: what a warm call of a known key runs.
 MEMO: dict[Hashable, Path] = {}
 
 
@@ -176,10 +124,8 @@ def _exportable(call: Call) -> list[str]:
 
 
 def choose(requested: str, call: Call, run: Run | None = None, memo_key: Hashable | None = None) -> str:
-    """The path that runs ``call``. With ``run``, "auto" verifies its candidates once per kernel
-    regime and several candidates are measured once per (shape class, candidates) (see the module
-    docstring).
-    With ``memo_key``, a choice that later calls would repeat (one made where runs can be measured,
+    """The path that runs ``call``. With ``run``, "auto" verifies and times its candidates (the
+    module docstring). With ``memo_key``, a choice that later calls would repeat (one made where runs can be measured,
     or without ``run``) is remembered in ``MEMO`` under (requested, memo_key)."""
     path, final = _choice(requested, call, run)
     if final and memo_key is not None:
@@ -232,7 +178,7 @@ def _measured(paths: Sequence[str], call: Call, run: Run) -> str:
 
 
 def reuse_choices(choices: Mapping[str, str]) -> None:
-    """Make "auto" take, for each key of ``choices`` (``tuned_choices()`` of an earlier run: a
+    """Make "auto" take, for each key of ``choices`` (``tuned_choices()`` of another run: a
     checkpoint records them), the path that run used instead of measuring again, where that path
     is still a candidate here; a resumed run then computes with the same kernels, bit for bit."""
     for key, path in choices.items():

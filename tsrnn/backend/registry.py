@@ -1,11 +1,6 @@
-"""The paths: the one place that knows which implementations of each op exist.
-
-A *path* is one concrete implementation of an op, described by one record of ``REGISTRY``
-(``Path``: the function that runs each of its ops, the devices it runs on, the requested backend
-that names it, its kind, its operator namespace, and the rule that says why it cannot serve a
-call, ``Call`` describing the call); the choice (tsrnn/backend/choice.py), the functional layer,
-the modules, the test harness, the self-test and the benchmarks read it. The dispatch's modules
-also share ``Run`` (how they run a call on a path) and ``warn_once`` from here.
+"""The paths: the one place that knows which implementations of each op exist, one ``Path``
+record each in ``REGISTRY`` (``Call`` describes a call); the dispatch's modules also share ``Run``
+and ``warn_once`` from here.
 
 ==================== ===================================================================
 ``reference``        the step loops of ``tsrnn.reference`` (any device)
@@ -23,11 +18,9 @@ also share ``Run`` (how they run a call on a path) and ``warn_once`` from here.
 ``triton_scan``      the chunked Triton linear scan
 ==================== ===================================================================
 
-The torch-LSTM paths (``onednn``, ``cudnn``) run the multi-timescale LSTM too: its fixed biases
-are composed into the effective bias passed as b_ih (b_hh = 0), so no optimizer moves them. They
-return no forget-gate traces and are not traced by ``torch.compile``, so they are no candidate
-for ``forget_gates`` calls or under compilation. Triton runs on CUDA tensors, or on CPU tensors
-under ``TRITON_INTERPRET=1`` (how the tests run it without a GPU).
+The torch-LSTM paths (``onednn``, ``cudnn``) take an MTS layer's effective bias as b_ih (b_hh = 0);
+they return no traces and are no candidate under ``torch.compile``. Triton runs CUDA tensors, or
+CPU tensors under ``TRITON_INTERPRET=1`` (the tests).
 """
 from __future__ import annotations
 
@@ -191,22 +184,19 @@ def _tensor_core_regime(namespace: str) -> Callable[[Call], tuple[int, ...]]:
 
 @dataclass(frozen=True)
 class Path:
-    """One concrete implementation of one or more ops (see the module docstring's table).
-
-    ``run``: {op: the function that runs a call of that op on this path}, called with this
-    record first (``tsrnn.ops.recurrence.paths``, ``tsrnn.ops.linear_scan.paths``); ``devices``:
-    the tensors' device types it runs on (Triton also runs CPU tensors under TRITON_INTERPRET=1,
-    for tests; "auto" never offers it there); ``family``: the requested backend that names it
+    """One implementation of one or more ops (the module docstring's table). ``run``: {op: the
+    function that runs a call of that op on this path}, called with this record first;
+    ``devices``: the tensors' device types it runs on ("auto" never offers Triton on CPU tensors);
+    ``family``: the requested backend that names it
     besides its own name ("native", "triton", or None); ``kind``: what it is, "reference" (the step
     loops), "torch_lstm" (torch's LSTM kernel, tried first by "auto" and trusted as the reference
     is) or "operator" (the ops of ``namespace``); ``rule``: its other conditions; ``projection``:
     an operator path's input projection x w^T + b; ``products``: the precision of its products for
     a layer's (dtype, device), ``tsrnn.precision.products`` (the emulated kernels of the tests fix
     one); ``fallback``: "auto" offers it only where no other path of the device serves the call;
-    ``regime``: the kernel regime of a call the path serves, a coarse description of which of its
-    code runs the call (a tensor-core kernel's plan: cluster size, batch tile or chunk, units a
-    block), as a tuple of ints; None: one regime for every call. "auto" verifies a path once per regime (with the call's op, cell, dtype,
-    device, products precision, gradients, traces, packing and bias), not once per shape."""
+    ``regime``: which of its code runs a call, a tuple of ints (a tensor-core kernel's plan), None
+    for one regime: "auto" verifies a path once per regime (and op, cell, dtype, device, products,
+    gradients, traces, packing, bias), not once per shape."""
 
     name: str
     run: Mapping[str, Callable]

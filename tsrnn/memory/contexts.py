@@ -9,25 +9,13 @@ reads it (flatten the slots, tanh hidden layer, softmax) does not care which one
 - ``TILTBufferContext(n)``: a buffer of TILT's first τ*, slot i = f~_{t-i}(τ*_0) (Figure 4).
 
 All three are fixed causal convolutions, slot_i(t) = Σ_j K[i, j] u_{t-j}; ``kernels(length)``
-returns K (n, length) in float64, the receptive fields plotted in the seed's Figures 2-4.
-reset (T, B) marks document starts: the context forgets everything before them (the seed clears
-the context at the start of each document), and slots that reach before the start hold zeros.
-Because the maps are linear, feeding embeddings is the same as feeding one-hot words and then
-embedding the context (docs/equations.md §5). No module here has learnable parameters.
-
-A stream read in windows (truncated BPTT) carries the context's recurrent state from one window to
-the next: ``context(u, reset, state=state, return_state=True)`` returns ``(output, state)``, and
-the windows of a stream fed in order, each with the state the previous one returned (None for the
-first), give the output of the whole stream at once, to float rounding. The state is
-
-- Buffer: P (B, n-1, D), the last n-1 inputs, newest first, zeros where they lie before the last
-  reset (P = the slots 0..n-2 of the last step's output), so that u_{t-i} with t - i < 0 reads P;
-- TILT: TILT's integrators F (B, N + 2k, D) float64 (S11), F_t = e^{-sΔ} F_{t-1} + β u_t. Post's
-  operator (S12) is a difference across the rates s, not across time: f~_t = L F_t depends on the
-  step's F only, so carrying F is exact;
-- TILT-Buffer: the pair (F, P) of both, P buffering f~(τ*_0).
-
-A reset clears the carried state at its step like any earlier history.
+returns K (n, length) in float64 (the seed's Figures 2-4). reset (T, B) marks document starts:
+slots that reach before the last one hold zeros. No module here has learnable parameters.
+``context(u, reset, state=state, return_state=True)`` returns ``(output, state)``; windows of a
+stream fed in order, each with the state the previous one returned (None for the first), give the
+whole stream's output, to float rounding. The state: Buffer P (B, n-1, D), the last n-1 inputs,
+newest first; TILT its integrators F (B, N + 2k, D) float64 (S11; f~_t = L F_t needs the step's F
+only, so carrying F is exact); TILT-Buffer the pair (F, P), P buffering f~(τ*_0).
 """
 from __future__ import annotations
 
@@ -152,19 +140,11 @@ class BufferContext(nn.Module):
 class TILTContext(nn.Module):
     """The first n τ* of TILT (seed 004, TILT-MLP): slot i = f~_t(τ*_i) (S11-S12).
 
-    The τ* the MLP sees are τ*_i = tau_min (1 + c)^(every i), i = 0 .. n-1. TILT itself runs on
-    the finer grid of growth c (``every`` times finer in log τ*) and the context keeps every
-    ``every``-th output: Post's finite differences (S12) are only accurate on a fine grid. On the
-    coarse grid alone (c = 1.1^6 - 1 = 0.77) the receptive field of τ* = 5.56 would peak 15
-    steps back with a 4x larger height; on the fine grid it peaks 5 steps back, as in the seed.
-    Defaults are the seed's (see ``PAPER``): τ* = 1, 1.77, 3.14, 5.56, 9.85, 17.4, 30.9, 54.8, ...
-
-    ``drop`` (seed 004, Experiment 4) removes the τ*_i, i in drop, from the context: it outputs
-    the m = n - len(drop) slots [f~_t(τ*_i) for i in 0..n-1, i not in drop], in order, and the MLP
-    reading it has m D inputs. The seed trains such models "using only the longer time-scale τ*s",
-    "removing the most recent τ*s" of n = 5 (drop = (0,), (0, 1), ... up to "the fifth τ* on its
-    own"); any subset may be dropped here. The kept τ* are those of the full grid: dropping
-    τ*_0 does not shift the others.
+    The τ* the MLP sees are τ*_i = tau_min (1 + c)^(every i), i = 0 .. n-1; TILT runs on the
+    ``every`` times finer grid of growth c (Post's differences, S12, need a fine grid) and the
+    context keeps every ``every``-th output. Defaults are the seed's (``PAPER``): τ* = 1, 1.77,
+    3.14, 5.56, 9.85, ... ``drop`` (seed 004, Experiment 4) removes the τ*_i, i in drop: the
+    context outputs the m = n - len(drop) other slots in order; the kept τ* do not shift.
 
     Args: n τ* (slots before dropping); tau_min, c, every: the grid above; k, g, dt, integrate,
     method: as in ``tsrnn.TILT``; batch_first: layout of u, reset and the result; drop: indices

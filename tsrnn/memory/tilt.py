@@ -13,8 +13,7 @@ compute the same function (tests prove it against the literal reference, ``tsrnn
   Resets mask the Toeplitz blocks per batch row.
 - "fft": the same convolution over the whole sequence by FFT in float64 (no resets).
 
-"auto" takes "chunked": it was the fastest at every measured shape (bench/RESULTS.md: at T=2000,
-B=32, D=30, N=8 on 2 CPU cores, chunked 96 ms, fft 343 ms, scan 704 ms). The state returned
+"auto" takes "chunked", the fastest at every measured shape (bench/RESULTS.md). The state returned
 (and accepted to stream a sequence in pieces) is F (B, N + 2k, D) in float64.
 """
 from __future__ import annotations

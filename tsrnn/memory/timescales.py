@@ -117,7 +117,7 @@ def inverse_gamma(n: int, alpha: float, beta: float = 1.0,
     beta = check.positive_real("beta", beta)
     _generator(generator)
     u = _uniform(n, generator).clamp_min(torch.finfo(torch.float64).tiny).numpy()
-    import scipy.stats  # here, not at import time: it costs ~0.7 s
+    import scipy.stats  # here, not at import time (slow to load)
 
     return torch.from_numpy(scipy.stats.invgamma.ppf(u, alpha, scale=beta))
 
@@ -135,7 +135,7 @@ def inverse_gamma_quantiles(n: int, alpha: float, beta: float = 1.0) -> torch.Te
     alpha = check.positive_real("alpha", alpha)
     beta = check.positive_real("beta", beta)
     q = np.arange(1, n + 1, dtype=np.float64) / (n + 1)
-    import scipy.stats  # here, not at import time: it costs ~0.7 s
+    import scipy.stats  # here, not at import time (slow to load)
 
     return torch.from_numpy(scipy.stats.invgamma.isf(q, alpha, scale=beta))
 

@@ -13,15 +13,14 @@ with strict=False (the fixed buffers are no entries of its own) and computes the
 from __future__ import annotations
 
 import warnings
-import weakref
 from typing import Sequence
 
 import torch
 
 from tsrnn import _validation as check
-from tsrnn import precision
-from tsrnn.ops.recurrence import cells, paths
+from tsrnn.modules.effective_bias import EffectiveBias, effective_bias, equal_rows, full_precision
 from tsrnn.modules.stacked import StackedRNN
+from tsrnn.ops.recurrence import cells, paths
 from tsrnn.memory.timescales import bias_from_timescale, timescale_from_bias
 
 FREEZE = ("gates", "all")
@@ -97,7 +96,7 @@ class LSTM(StackedRNN):
         weight = getattr(self, f"bias_ih_l{layer}{suffix}")
         if self.freeze == "all":
             fixed = torch.cat([fixed, self._mts_raw_bias(layer, suffix).detach()[2 * self.hidden_size:].double().cpu()])
-        return fixed.to(device=weight.device, dtype=_full_precision(weight.dtype))
+        return fixed.to(device=weight.device, dtype=full_precision(weight.dtype))
 
     def _mts_raw_bias(self, layer: int, suffix: str) -> torch.Tensor:
         """``raw_bias`` of an MTS layer, which has biases (timescales need bias=True)."""
@@ -120,12 +119,12 @@ class LSTM(StackedRNN):
         b_ih, b_hh = self._member(f"bias_ih_l{layer}{suffix}"), self._member(f"bias_hh_l{layer}{suffix}")
         if layer not in self.timescale_layers:
             return b_ih + b_hh
-        return _effective_bias(self._member(f"bias_fixed_l{layer}{suffix}"), b_ih, b_hh)
+        return effective_bias(self._member(f"bias_fixed_l{layer}{suffix}"), b_ih, b_hh)
 
     def _biases(self, layer: int, suffix: str) -> tuple:
         """(bias, torch_bias) of a layer's forward (``Layer``; both None without biases): eagerly,
         a plain layer's b_ih and b_hh as the pair torch's LSTM kernel adds (no op), an MTS layer's
-        effective bias from ``_EffectiveBias`` (built once per state of its biases, in its flat
+        effective bias from ``EffectiveBias`` (built once per state of its biases, in its flat
         buffer's slot where ``flatten_parameters`` made one) with the pair (effective bias, zero
         vector: the slot after it); traced, the effective bias as plain ops."""
         if not self.bias or not check.eager():
@@ -134,11 +133,11 @@ class LSTM(StackedRNN):
         if layer not in self.timescale_layers:
             return None, (b_ih, b_hh)
         memo = self._memo(layer, suffix, b_ih.device)
-        bias = _EffectiveBias.apply(b_ih, b_hh, self._member(f"bias_fixed_l{layer}{suffix}"), memo)
+        bias = EffectiveBias.apply(b_ih, b_hh, self._member(f"bias_fixed_l{layer}{suffix}"), memo)
         return bias, (bias, memo["zeros"])
 
     def _memo(self, layer: int, suffix: str, device: torch.device) -> dict:
-        """An MTS layer's (direction's) effective-bias memo on ``device`` (``_EffectiveBias``; one per
+        """An MTS layer's (direction's) effective-bias memo on ``device`` (``EffectiveBias``; one per
         device: nn.DataParallel's replicas share this module's dict). Not pickled (``__getstate__``)."""
         return self.__dict__.setdefault("_bias_memo", {}).setdefault((layer, suffix, device), {})
 
@@ -189,7 +188,7 @@ class LSTM(StackedRNN):
                           f"({err}); cuDNN copies them on every call", RuntimeWarning, stacklevel=3)
             return
         if mts:
-            _EffectiveBias.forget(memo)
+            EffectiveBias.forget(memo)
             memo.update(slot=slots[0], zeros=slots[1])  # the effective bias is built afresh, into the slot
 
     def _apply(self, fn, recurse=True):
@@ -239,7 +238,7 @@ class LSTM(StackedRNN):
             if prefix + name not in state_dict:
                 state_dict[prefix + name] = fixed
                 b_ih, b_hh = (state_dict.get(f"{prefix}bias_{kind}_l{k}{suffix}") for kind in ("ih", "hh"))
-                if b_ih is not None and b_hh is not None and not _equal_rows(b_ih + b_hh, fixed):
+                if b_ih is not None and b_hh is not None and not equal_rows(b_ih + b_hh, fixed):
                     changed.append(f"{k}{suffix}")
         super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
         if changed:
@@ -316,141 +315,3 @@ def _cudnn_layout(tensors: list, input_size: int, hidden_size: int, proj_size: i
     with torch.cuda.device_of(tensors[0]):
         torch._cudnn_rnn_flatten_weight(tensors, len(tensors), input_size, rnn.get_cudnn_mode("LSTM"), hidden_size,
                                         proj_size, 1, False, False)
-
-
-def _full_precision(dtype: torch.dtype) -> torch.dtype:
-    """The dtype of fixed biases in a module of ``dtype``: float32 for a 16-bit one, else ``dtype``."""
-    return torch.float32 if dtype in precision.LOW_PRECISION else dtype
-
-
-def _effective_bias(fixed: torch.Tensor, b_ih: torch.Tensor, b_hh: torch.Tensor) -> torch.Tensor:
-    """b = [fixed; (b_ih + b_hh)[n:]] (n = len(fixed)) in the dtype of ``fixed`` (float32 in a bf16
-    layer: the learned rows are summed in it too)."""
-    n = fixed.shape[0]
-    return torch.cat([fixed, b_ih[n:].to(fixed.dtype) + b_hh[n:].to(fixed.dtype)])
-
-
-def _write(out: torch.Tensor, fixed: torch.Tensor, b_ih: torch.Tensor, b_hh: torch.Tensor, with_fixed: bool) -> None:
-    """``_effective_bias`` written into ``out`` (its fixed rows only ``with_fixed``): the learned rows
-    in one op where the dtypes agree, else summed in ``out``'s dtype (a bf16 layer's in float32)."""
-    n = fixed.shape[0]
-    if with_fixed:
-        out[:n].copy_(fixed)
-    if n == out.shape[0]:
-        return
-    if b_ih.dtype == b_hh.dtype == out.dtype:
-        torch.add(b_ih[n:], b_hh[n:], out=out[n:])
-    else:
-        out[n:].copy_(b_ih[n:].to(out.dtype) + b_hh[n:].to(out.dtype))
-
-
-def _equal_rows(loaded: torch.Tensor, fixed: torch.Tensor) -> bool:
-    """Whether the first len(fixed) rows of ``loaded`` hold ``fixed`` as ``loaded``'s dtype rounds it
-    (a state dict that ``_save_to_state_dict`` or ``to_torch`` wrote)."""
-    expected = fixed.detach().to(device=loaded.device, dtype=loaded.dtype).double()
-    got = loaded.detach()[:fixed.shape[0]].double()
-    return bool(torch.allclose(got, expected, rtol=4 * torch.finfo(loaded.dtype).eps, atol=0.0))
-
-
-class _EffectiveBias(torch.autograd.Function):
-    """An MTS layer's effective bias b = [fixed; (b_ih + b_hh)[n:]] (n = len(fixed)), kept in
-    ``memo`` so a warm call builds no bias (on CUDA: launches no kernel for it). It is built again
-    when b_ih, b_hh or fixed are other tensors than last time (held by weak reference, so a new
-    tensor at a freed one's address is not taken for it), when their version or memory changed
-    (an optimizer step, a load, a move), after a backward through it (the ``p.data.add_(...)``
-    training loops, whose writes torch counts as no new version) and after a write into the
-    tensor it keeps. The same tensors are rebuilt in place, into the layer's flat cuDNN buffer's
-    slot (``memo["slot"]``) where it has one, so cuDNN copies nothing: as a new version where
-    their versions moved (a graph still waiting for its backward then fails as torch.nn.LSTM's
-    does after an optimizer step), else through ``.data``, as torch.nn.LSTM's flat weights take a
-    ``.data`` write (such a graph keeps running; its bias is no input of the gradients). Other
-    tensors get a new one (a normal tensor under torch.inference_mode too). A write through
-    ``.data`` with no backward after it is not seen (write in place under torch.no_grad(), as
-    optimizers and load_state_dict do). Backward: the incoming gradient, zero in the fixed rows
-    (they are no parameters), to b_ih and to b_hh (one op, a cast where their dtype differs)."""
-
-    @staticmethod
-    def forward(ctx, b_ih, b_hh, fixed, memo):
-        refs = memo.get("refs")
-        same = refs is not None and refs[0]() is b_ih and refs[1]() is b_hh and refs[2]() is fixed
-        key = (b_ih._version, b_hh._version, fixed._version, b_ih.data_ptr(), b_hh.data_ptr(), fixed.data_ptr())
-        value = memo.get("value")
-        if check.capturing_on(b_ih):
-            value = _EffectiveBias.captured(memo, b_ih, b_hh, fixed, same)
-        elif not same or memo["stale"] or key != memo["key"] or value._version != memo["written"]:
-            value = _EffectiveBias.build(memo, b_ih, b_hh, fixed, same, key)
-        ctx.memo, ctx.dtypes = memo, (b_ih.dtype, b_hh.dtype)
-        return value.view_as(value)  # a new tensor object each call, the same memory
-
-    @staticmethod
-    def build(memo: dict, b_ih, b_hh, fixed, same: bool, key: tuple) -> torch.Tensor:
-        """Build the effective bias into ``memo`` (``forward``'s rules) and return it."""
-        if torch.is_inference_mode_enabled():  # the memo's tensors are normal ones, usable with autograd
-            with torch.inference_mode(False):
-                return _EffectiveBias.build(memo, b_ih, b_hh, fixed, same, key)
-        first = memo.get("refs") is None
-        target = _EffectiveBias.target(memo, b_ih, fixed) if same or first else None
-        grad_mode = torch.is_grad_enabled()
-        torch._C._set_grad_enabled(False)  # torch.no_grad()'s effect without its object (a tenth of a rebuild)
-        try:
-            if target is None:
-                value = _effective_bias(fixed, b_ih, b_hh)
-            else:
-                moved = first or key != memo["key"]  # a new version: written as one (else through .data)
-                # the fixed rows too where they changed, or where the last build went to another tensor
-                with_fixed = first or target is not memo.get("value") or key[2::3] != memo["key"][2::3]
-                _write(target if moved else target.data, fixed, b_ih, b_hh, with_fixed)
-                value = target
-            zeros = memo.get("zeros")
-            if "slot" not in memo and (zeros is None or (zeros.dtype, zeros.device, zeros.shape) != (
-                    value.dtype, value.device, value.shape)):  # a flat layer keeps its buffer's zero slot
-                memo["zeros"] = paths.zeros(value, value.dtype)
-            if target is None or first:
-                memo["fixed_rows"] = torch.arange(value.shape[0], device=value.device) < fixed.shape[0]
-        finally:
-            torch._C._set_grad_enabled(grad_mode)
-        memo.update(value=value, key=key, written=value._version, stale=bool(memo.get("captured")),
-                    refs=(weakref.ref(b_ih), weakref.ref(b_hh), weakref.ref(fixed)))
-        return value
-
-    @staticmethod
-    def target(memo: dict, b_ih, fixed) -> torch.Tensor | None:
-        """The tensor the memo builds its effective bias into: the flat buffer's slot where it has
-        one, else the bias it built last, if it fits (dtype, device, rows); else None."""
-        target = memo.get("slot")
-        target = target if target is not None else memo.get("value")
-        if target is None or (target.dtype, target.device, target.shape[0]) != (fixed.dtype, fixed.device,
-                                                                                 b_ih.shape[0]):
-            return None
-        return target
-
-    @staticmethod
-    def captured(memo: dict, b_ih, b_hh, fixed, same: bool) -> torch.Tensor:
-        """The effective bias while a CUDA graph is captured: built by ops the graph records (so each
-        replay builds it from the biases' values then), into the memo's tensor where it holds one
-        for the same tensors (the flat buffer's slot: cuDNN still copies nothing), else into a
-        tensor of the graph's own that the memo does not keep. Replays write the biases and that
-        tensor without Python seeing it, so the memo is rebuilt on every eager call from then on."""
-        if memo.get("refs") is None:  # never built (a flat layer's memo holds its slots from the start)
-            raise RuntimeError("tsrnn.LSTM: a multi-timescale layer's first call is being captured into a CUDA "
-                               "graph; run one eager step of the module before capturing")
-        memo["captured"] = memo["stale"] = True
-        target = _EffectiveBias.target(memo, b_ih, fixed) if same else None
-        with torch.no_grad():
-            if target is None:
-                return _effective_bias(fixed, b_ih, b_hh)
-            _write(target.data, fixed, b_ih, b_hh, True)
-        return target
-
-    @staticmethod
-    def forget(memo: dict) -> None:
-        """Empty ``memo`` of what it was built from (its slots stay)."""
-        for name in ("refs", "value", "key", "written", "stale"):
-            memo.pop(name, None)
-
-    @staticmethod
-    def backward(ctx, grad):
-        memo = ctx.memo
-        memo["stale"] = True
-        grad = grad.masked_fill(memo["fixed_rows"], 0)
-        return tuple(grad if grad.dtype == dtype else grad.to(dtype) for dtype in ctx.dtypes) + (None, None)

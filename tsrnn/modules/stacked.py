@@ -1,8 +1,7 @@
-"""What tsrnn.LSTM and tsrnn.PowerLawLSTM share: parameters named as in torch.nn.LSTM, input
-layout (time-major, batch_first, unbatched; a PackedSequence, or padded with ``lengths=``),
-initial states, the loop over layers with dropout between them (``forward``, one method: the
-hot path of ARCHITECTURE.md), autocast, and the traces handed to watchers (``watch``, which
-``forget_gates`` and the pLSTM's ``trace`` use). A subclass names its cell
+"""What tsrnn.LSTM and tsrnn.PowerLawLSTM share: parameters named as in torch.nn.LSTM, the loop
+over layers with dropout between them (``forward``, one method: the hot path of ARCHITECTURE.md),
+autocast, and the traces handed to watchers (``watch``, which ``forget_gates`` and the pLSTM's
+``trace`` use); the input layout and initial states are ``tsrnn.modules.layout``'s. A subclass names its cell
 (``tsrnn.ops.recurrence.cells``) and says, per layer, what its layers take besides the weights
 (``_biases``, ``_params``, ``_constants``: the cell's) and, per call, what its forward takes besides
 the input and state (``_call_inputs``: the cell's step input, the pLSTM's Δt)."""
@@ -12,7 +11,7 @@ import contextlib
 import math
 import numbers
 import warnings
-from typing import Callable, Iterator, Optional, Sequence, overload
+from typing import Callable, Iterator, Sequence
 
 import torch
 from torch import nn
@@ -21,21 +20,16 @@ from torch.nn.utils.rnn import PackedSequence
 from tsrnn import _validation as check
 from tsrnn import precision
 from tsrnn.backend import BACKENDS, PATHS, routing
+from tsrnn.modules.layout import InputLayout, State, backwards, backwards_padded
 from tsrnn.ops.recurrence.cells import Cell
 from tsrnn.ops.recurrence.layer import Inputs, Layer
 from tsrnn.ops.recurrence.packing import Packing
 
-
-# An initial state: None (zeros), or one (L * D, B, H) tensor per state of the cell ((h0, c0);
-# the pLSTM's (h0, c0, a0)).
-State = Optional[Sequence[torch.Tensor]]
-
 DIRECTIONS = ("", "_reverse")  # the suffix of each direction's parameter names, as torch.nn.LSTM's
-_NUMBER_WORDS = {2: "two", 3: "three"}  # a cell's count of states, as torch.nn.LSTM's messages write it
 _NO_REGION = contextlib.nullcontext()  # ``forward``'s block outside autocast (reentrant: one for every call)
 
 
-class StackedRNN(nn.Module):
+class StackedRNN(InputLayout, nn.Module):
     """Base of the stacked recurrent modules of ``cell`` (``cell.num_gates`` rows of W per unit).
 
     Its parameters are torch.nn.LSTM's, named and ordered as torch's, per layer k and direction
@@ -172,9 +166,7 @@ class StackedRNN(nn.Module):
     def _member(self, name: str) -> torch.Tensor:
         """The parameter or buffer ``name``, as ``getattr`` gives it: from the module's tables
         where it is registered there, else through getattr (what torch's parametrizations, weight
-        norm or AWD-LSTM's weight drop put in its place). nn.Module's ``__getattr__``, which a plain
-        ``self.name`` reaches, costs about 1.7 µs a call on a 2-core Xeon: a tenth of a warm T = 1
-        forward's host time over a layer's five tensors."""
+        norm or AWD-LSTM's weight drop put in its place), without nn.Module's slower ``__getattr__``."""
         found: torch.Tensor | None = self._parameters.get(name)
         if found is None:
             found = self._buffers.get(name)
@@ -200,111 +192,6 @@ class StackedRNN(nn.Module):
             s += ", bidirectional=True"
         return s + f", backend={self.backend!r}"
 
-    # -- inputs and outputs -------------------------------------------------------------
-    def _check_input(self, x: torch.Tensor, packed: bool, low: torch.dtype | None) -> None:
-        """The input's rank (2 or 3, a PackedSequence's data 2), the parameters' dtype (as autocast
-        to ``low`` casts them), features, at least one step and row, and device: the refusals of
-        torch.nn.LSTM, with its messages first."""
-        if not isinstance(x, torch.Tensor):
-            raise TypeError(f"input must be a torch.Tensor, got {type(x).__name__}")
-        if packed and x.dim() != 2:
-            raise check.ShapeError(f"input must have 2 dimensions, got {x.dim()}; a PackedSequence's data is "
-                                   f"(steps summed over rows, input_size), got shape {tuple(x.shape)}")
-        if x.dim() not in (2, 3):
-            raise check.ShapeError(f"LSTM: Expected input to be 2D or 3D, got {x.dim()}D instead; input has shape "
-                                   f"{tuple(x.shape)}")
-        weight = self._member("weight_ih_l0")
-        expected = weight.dtype if low is None else precision.cast(low, weight)[0].dtype
-        if x.dtype != expected:
-            detail = ("; the input must be floating-point" if not x.is_floating_point() else
-                      "" if low is None else f"; under autocast to {low} the weights run in {expected}")
-            raise check.DtypeError(f"RNN input dtype ({x.dtype}) does not match weight dtype ({expected}). Convert "
-                                   f"input: input.to({expected}), or convert model: model.to({x.dtype}){detail}")
-        if x.shape[-1] != self.input_size:
-            raise check.ShapeError(f"input.size(-1) must be equal to input_size. Expected {self.input_size}, got "
-                                   f"{x.shape[-1]}; input has shape {tuple(x.shape)}")
-        if x.shape[1 if self.batch_first and x.dim() == 3 else 0] == 0:  # no rows (B = 0) is an empty batch
-            raise check.ShapeError(f"Expected sequence length to be larger than 0 in RNN; input has shape "
-                                   f"{tuple(x.shape)}")
-        if x.device != weight.device:
-            raise check.DeviceError(f"Input and parameter tensors are not at the same device, found input tensor at "
-                                    f"{x.device} and parameter tensor at {weight.device}; move the input, or the "
-                                    "module with .to(device)")
-
-    def _time_major(self, input, x, lengths) -> tuple[torch.Tensor, bool, Packing | None]:
-        """(x, unbatched, packing): ``input``'s checked data ``x`` as (T, B, I), or as packed rows
-        (N, I) with the ``Packing`` of a PackedSequence or of a padded input's ``lengths``;
-        unbatched: it came as (T, I)."""
-        if isinstance(input, PackedSequence):
-            if lengths is not None:
-                raise ValueError("lengths= is for a padded input; a PackedSequence carries its own lengths")
-            return x, False, Packing(input.batch_sizes, input.sorted_indices, input.batch_sizes.shape[0],
-                                     int(input.batch_sizes[0]), x.device)
-        if x.dim() == 2:
-            if lengths is not None:
-                raise ValueError("lengths= needs a batched input (T, B, I) or (B, T, I); got an unbatched (T, I)")
-            return x.unsqueeze(1), True, None
-        x = x.transpose(0, 1) if self.batch_first else x
-        if lengths is None:
-            return x, False, None
-        lengths = check.sequence_lengths(lengths, x.shape[0], x.shape[1])
-        return x, False, Packing.from_lengths(lengths, x.shape[0]).to(x.device)
-
-    def _layout_out(self, out: torch.Tensor, unbatched: bool) -> torch.Tensor:
-        if unbatched:
-            return out.squeeze(1)
-        return out.transpose(0, 1) if self.batch_first else out
-
-    def _initial_states(self, given, x: torch.Tensor, batch: int, unbatched: bool):
-        """Initial states (L * D, B, H) per layer and direction (D = 2 if bidirectional, else 1;
-        row 2k + d the layer k's direction d, as torch), one per name of ``cell.initial_states``;
-        h0 has P units with a projection; zeros when ``given`` is None. The states of
-        ``cell.math_states`` (the pLSTM age, which a bf16 layer carries in float32) may have
-        another dtype and must be >= 0. The refusals torch.nn.LSTM makes start with its messages:
-        states named hx and cx, or hidden[k] in the cell's order, an unbatched state's shape with
-        the batch of 1 that torch adds."""
-        names = self.cell.initial_states
-        rows = self.num_layers * len(self._directions)
-        if given is None:
-            return [x.new_zeros(rows, batch, self._out_size if name == "h0" else self.hidden_size) for name in names]
-        if not isinstance(given, (tuple, list)) or len(given) != len(names):
-            got = type(given).__name__
-            if isinstance(given, (tuple, list)):
-                missing = names[len(given):]
-                got = f"{len(given)} {'entry' if len(given) == 1 else 'entries'}" + (f": {', '.join(missing)} {'is' if len(missing) == 1 else 'are'} "
-                                                 "missing" if missing else "")
-            raise check.StateError(f"{self.mode.lower()} expects {_NUMBER_WORDS[len(names)]} hidden states; the "
-                                   f"initial state must be a tuple ({', '.join(names)}), got {got}")
-        for name, state in zip(names, given):
-            check.tensor(name, state)
-        shapes = {name: (rows, self._state_size(name)) if unbatched else (rows, batch, self._state_size(name))
-                  for name in names}
-        rank = 2 if unbatched else 3
-        if x.dim() == 3 and any(state.dim() != rank for state in given[:2]):  # not for a PackedSequence's rows
-            name, state = next((n, s) for n, s in zip(names, given) if s.dim() != rank)
-            raise check.ShapeError(
-                f"For {'unbatched 2-D' if unbatched else 'batched 3-D'} input, hx and cx should also be {rank}-D but "
-                f"got ({given[0].dim()}-D, {given[1].dim()}-D) tensors; {name} must have shape {shapes[name]}, got "
-                f"{tuple(state.shape)}")
-        states = []
-        for k, (name, state) in enumerate(zip(names, given)):
-            if tuple(state.shape) != shapes[name]:
-                as_batched = [*state.shape[:1], 1, *state.shape[1:]] if unbatched else list(state.shape)
-                raise check.ShapeError(f"Expected hidden[{k}] size {(rows, batch, self._state_size(name))}, got "
-                                       f"{as_batched}; {name} must have shape {shapes[name]}, got {tuple(state.shape)}")
-            if state.device != x.device:
-                raise check.DeviceError(f"Input and hidden tensors are not at the same device, found input tensor at "
-                                        f"{x.device} and hidden tensor at {state.device}; move {name} to {x.device}")
-            if name in self.cell.initial_math_states:
-                check.nonnegative(name, state)
-            else:
-                check.same_dtype("input", x, **{name: state})
-            states.append(state.unsqueeze(1) if unbatched else state)
-        return states
-
-    def _state_size(self, name: str) -> int:
-        """The units of the initial state ``name``: h0 has P with a projection, the others H."""
-        return self._out_size if name == "h0" else self.hidden_size
 
     # -- the subclass's hooks ----------------------------------------------------------------
     def _biases(self, layer: int, suffix: str) -> tuple:
@@ -349,14 +236,6 @@ class StackedRNN(nn.Module):
         PackedSequence, padded with ``lengths=``)."""
         return {}
 
-    def _no_step(self, x, initial, traces: bool):
-        """``forward``'s results where every length is 0: zero output and traces, the initial states."""
-        zeros = x.new_zeros(*x.shape[:2], self.hidden_size)
-        out = x.new_zeros(*x.shape[:2], self._out_size * len(self._directions))
-        per_layer = [{n: zeros for n in self.cell.traces} if traces else None
-                     for _ in range(self.num_layers * len(self._directions))]
-        return self._layout_out(out, False), tuple(initial), per_layer
-
     def flatten_parameters(self) -> None:
         """A no-op here (code written for cuDNN, such as AWD-LSTM's, calls it): every path of the
         pLSTM reads each layer's tensors as they are; ``tsrnn.LSTM`` lays its layers out for cuDNN."""
@@ -379,7 +258,7 @@ class StackedRNN(nn.Module):
         layer runs unchecked on the path ``tsrnn.backend.routing.route`` gives, on packed rows for a
         PackedSequence or with ``lengths`` (the rows sorted by length once, for all layers). A
         bidirectional layer runs its reverse direction as a second call on every sequence read
-        backwards within its own length (``_backwards``), and concatenates the two outputs, forward
+        backwards within its own length (``backwards``), and concatenates the two outputs, forward
         first, as torch.nn.LSTM. A batch of 0 rows runs the reference loops on empty tensors (an
         empty output, as torch's). Inside a ``watch`` block the per-step traces of every layer
         and direction go to the watchers."""
@@ -428,13 +307,13 @@ class StackedRNN(nn.Module):
                             (bias,) = precision.cast(low, bias)
                             torch_bias = torch_bias and tuple(precision.cast(low, *torch_bias))
                     layer = Layer(self.cell, w_ih, w_hh, bias, torch_bias, w_hr, self._params(k, suffix), constants)
-                    inputs = Inputs(x if d == 0 else _backwards(x, layer_packing), h0, tuple(states),
-                                    steps if d == 0 else _backwards(steps, layer_packing), layer_packing)
+                    inputs = Inputs(x if d == 0 else backwards(x, layer_packing), h0, tuple(states),
+                                    steps if d == 0 else backwards(steps, layer_packing), layer_packing)
                     path = routing.route(layer, inputs, backend, traces)
                     out, layer_finals, layer_traces = path.run["recurrence"](path, layer, inputs, traces)
                     if traces and d == 1:
-                        layer_traces = {n: _backwards_padded(v, layer_packing) for n, v in layer_traces.items()}
-                    outs.append(out if d == 0 else _backwards(out, layer_packing))
+                        layer_traces = {n: backwards_padded(v, layer_packing) for n, v in layer_traces.items()}
+                    outs.append(out if d == 0 else backwards(out, layer_packing))
                     if packing is not None:
                         layer_finals = [packing.unsort(f, s[row:row + 1]) for f, s in zip(layer_finals, initial)]
                         layer_traces = layer_traces and {n: packing.reorder(v) for n, v in layer_traces.items()}
@@ -466,26 +345,3 @@ class StackedRNN(nn.Module):
         """Forget-gate values (T, B, H) of every layer (and direction, as h_n's rows) for this input
         (S6 data); with lengths or a PackedSequence, zero past each row's end."""
         return [traces["f"] for traces in self._traces(input, hx, lengths, **inputs)]
-
-
-@overload
-def _backwards(data: torch.Tensor, packing: Packing | None) -> torch.Tensor: ...
-
-
-@overload
-def _backwards(data: None, packing: Packing | None) -> None: ...
-
-
-def _backwards(data: torch.Tensor | None, packing: Packing | None) -> torch.Tensor | None:
-    """Every sequence of ``data`` read backwards within its own length: (T, B, ...) flipped in
-    time, or packed rows (N, ...) through ``packing.reversed``; its own inverse. None stays None."""
-    if data is None:
-        return None
-    return data.flip(0) if packing is None else data.index_select(0, packing.reversed)
-
-
-def _backwards_padded(per_step: torch.Tensor, packing: Packing | None) -> torch.Tensor:
-    """``_backwards`` of a layer's padded traces (T', live, ...) in packed order, zero past the ends."""
-    if packing is None:
-        return per_step.flip(0)
-    return packing.unpack(_backwards(packing.pack(per_step), packing))

@@ -14,11 +14,8 @@ torch.nn.LSTM's cuDNN kernel, and a second derivative through them raises (``fir
 
 An eager call goes through ``call``, not the dispatcher's Python autograd kernel: the same setup
 and backward as one ``torch.autograd.Function`` whose forward runs the op's kernel below autograd.
-That kernel wrapper of torch.library (``torch._library.autograd``) refills the schema's defaults
-and redispatches in Python on every call, about 6 µs per op on a 2-core Xeon (measured on the
-projection op with a gradient: 30 µs through the dispatcher, 24 µs through its own Function;
-bench/test_call_overhead.py times whole calls); traced, compiled or transformed calls keep the
-dispatcher, which records the op as one node.
+torch.library's Python autograd wrapper redispatches on every call (its cost: bench/RESULTS.md);
+traced, compiled or transformed calls keep the dispatcher, which records the op as one node.
 """
 from __future__ import annotations
 

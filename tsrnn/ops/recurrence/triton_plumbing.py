@@ -4,15 +4,10 @@ load_params, add_param_grads, load_constants), the W_hh tiles and dots (w_tile, 
 and the drivers' host side: the rows of each step (``Steps``: padded, or packed sequences in
 torch's PackedSequence layout), ``forward_prologue``, ``backward_prologue``, ``final_states`` and
 ``weight_grad``.
-Products (the operators' ``precision``, ``tsrnn.precision.products``): the kernels take it as the
-constexpr PRECISION of their dots (``mm``): "ieee" IEEE float32 dots; "tf32" the left operand (h,
-dz) rounded to TF32 in the kernel (``round_operand``, as cvt.rna) and TF32 dots
-(``input_precision="tf32"``, tensor cores), exact on rounded operands, so the Triton interpreter
-of the CPU tests, whose dots are exact, computes what the GPU does; "bf16" the left operand
-rounded to bfloat16 and IEEE float32 dots, whose products of bf16 values are exact: a bf16 dot's
-result with float32 accumulation, on the float32 units (no bf16 tensor cores). The drivers round
-W_hh once per call, and the operands of their own torch GEMMs (dh of the per-step backward,
-dW_hh), with ``tsrnn.precision.round_operands``; float64 calls are "ieee" whatever they ask.
+Products (``tsrnn.precision.products``) are the dots' constexpr PRECISION (``mm``; docs/kernels.md):
+"ieee"; "tf32", h or dz rounded in the kernel (``round_operand``) and TF32 dots; "bf16", rounded
+to bfloat16 and IEEE float32 dots. The drivers round W_hh once per call and their own GEMMs'
+operands with ``tsrnn.precision.round_operands``; float64 calls are "ieee" whatever they ask.
 """
 from __future__ import annotations
 
