@@ -296,7 +296,7 @@ def sizes(name: str, value) -> tuple[int, ...]:
 
 
 def recurrent_layer(cell, x, h0, states: Sequence, w_ih, w_hh, bias, params: Sequence = (), steps=None, w_hr=None,
-                    constants: Sequence = ()):
+                    constants: Sequence = ()) -> tuple[torch.Tensor | None, tuple[float, ...]]:
     """One recurrent layer's arguments (``tsrnn.functional``): x (T, B, I), h0 and each state
     (B, H) in the cell's order (``cell.initial_states``), w_ih (G*H, I), w_hh (G*H, H), bias (G*H,)
     or None, ``params`` the cell's per-unit parameters (H,) each, ``steps`` its step input (T, B)
@@ -349,8 +349,8 @@ def recurrent_layer(cell, x, h0, states: Sequence, w_ih, w_hh, bias, params: Seq
         shape(name, value, (hidden,))
         if name in cell.positive:
             positive(name, value)
-    constants = tuple(positive_real(name, value) if name in cell.positive else real(name, value)
-                      for (name, _), value in zip(cell.constants, constants))
+    values = tuple(positive_real(name, value) if name in cell.positive else real(name, value)
+                   for (name, _), value in zip(cell.constants, constants))
     for name in cell.initial_math_states:
         nonnegative(name, named[name])
     if steps is not None:
@@ -362,4 +362,4 @@ def recurrent_layer(cell, x, h0, states: Sequence, w_ih, w_hh, bias, params: Seq
             steps = steps.squeeze(-1)
         shape(step_name, steps, (steps_, batch))
         positive(step_name, steps)
-    return steps, constants
+    return steps, values

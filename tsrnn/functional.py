@@ -44,9 +44,9 @@ def recurrence(cell: str, x: Tensor, h0: Tensor, states: Sequence[Tensor], w_ih:
     with precision.layer_region(x) as low:
         x, h0, w_ih, w_hh, bias, w_hr = precision.cast(low, x, h0, w_ih, w_hh, bias, w_hr)
         states = [precision.cast(low, s)[0] if i in low_states else s for i, s in enumerate(states)]
-        steps, constants = check.recurrent_layer(described, x, h0, states, w_ih, w_hh, bias, params, steps, w_hr,
-                                                 described.defaults if constants is None else constants)
-        layer = Layer(described, w_ih, w_hh, bias, None, w_hr, tuple(params), constants)
+        steps, values = check.recurrent_layer(described, x, h0, states, w_ih, w_hh, bias, params, steps, w_hr,
+                                              described.defaults if constants is None else constants)
+        layer = Layer(described, w_ih, w_hh, bias, None, w_hr, tuple(params), values)
         steps = None if steps is None else steps.detach()
         if lengths is None:
             out, finals, traces = _run(layer, x, h0, states, steps, backend, return_traces)

@@ -31,9 +31,10 @@ class Recurrent(StackedRNN):
                  constants: Mapping[str, float] | None = None, chrono: float | None = None,
                  backend: str = "auto") -> None:
         described = cells.get(cell)
-        if described.params or described.step_input is not None:
+        extra = [*described.params, *([] if described.step_input is None else [described.step_input])]
+        if extra:
             raise ValueError(f"tsrnn.Recurrent runs cells without per-unit parameters or a step input; {cell} has "
-                             f"{', '.join((*described.params, *([described.step_input] * bool(described.step_input))))}")
+                             f"{', '.join(extra)}")
         given = dict(constants or {})
         unknown = set(given) - {name for name, _ in described.constants}
         if unknown:
@@ -55,12 +56,14 @@ class Recurrent(StackedRNN):
     @torch.no_grad()
     def reset_chrono(self, generator: torch.Generator | None = None) -> None:
         """Chrono initialisation of every layer's biases (class docstring), drawn with ``generator``."""
-        gates, hidden = self.cell.gates, self.hidden_size
+        if self.chrono is None:
+            raise ValueError("reset_chrono needs the module's chrono (t_max); it was made with chrono=None")
+        gates, hidden, t_max = self.cell.gates, self.hidden_size, self.chrono
         for names in self._all_weights:
             b_ih, b_hh = (self._member(name) for name in names if name.startswith(("bias_ih", "bias_hh")))
             b_ih.zero_()
             b_hh.zero_()
-            forget = chrono_biases(hidden, self.chrono, generator).to(b_ih)
+            forget = chrono_biases(hidden, t_max, generator).to(b_ih)
             f = gates.index("f")
             b_ih[f * hidden:(f + 1) * hidden] = forget
             if "i" in gates:

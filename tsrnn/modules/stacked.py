@@ -307,10 +307,10 @@ class StackedRNN(InputLayout, nn.Module):
                             (bias,) = precision.cast(low, bias)
                             torch_bias = torch_bias and tuple(precision.cast(low, *torch_bias))
                     layer = Layer(self.cell, w_ih, w_hh, bias, torch_bias, w_hr, self._params(k, suffix), constants)
-                    inputs = Inputs(x if d == 0 else backwards(x, layer_packing), h0, tuple(states),
+                    run_inputs = Inputs(x if d == 0 else backwards(x, layer_packing), h0, tuple(states),
                                     steps if d == 0 else backwards(steps, layer_packing), layer_packing)
-                    path = routing.route(layer, inputs, backend, traces)
-                    out, layer_finals, layer_traces = path.run["recurrence"](path, layer, inputs, traces)
+                    path = routing.route(layer, run_inputs, backend, traces)
+                    out, layer_finals, layer_traces = path.run["recurrence"](path, layer, run_inputs, traces)
                     if traces and d == 1:
                         layer_traces = {n: backwards_padded(v, layer_packing) for n, v in layer_traces.items()}
                     outs.append(out if d == 0 else backwards(out, layer_packing))
