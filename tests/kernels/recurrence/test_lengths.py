@@ -214,13 +214,13 @@ def test_operator_packed_layout(path):
     w_hh = torch.randn(3 * hidden, hidden, generator=g, dtype=torch.float64).to(DEVICE) * 0.3
     h0 = torch.zeros(4, hidden, dtype=torch.float64, device=DEVICE)
     state0 = torch.ones(2, 4, hidden, dtype=torch.float64, device=DEVICE)
-    p = torch.full((hidden,), 0.5, dtype=torch.float64, device=DEVICE)
+    params = torch.full((1, hidden), 0.5, dtype=torch.float64, device=DEVICE)
     before = torch.are_deterministic_algorithms_enabled(), torch.utils.deterministic.fill_uninitialized_memory
     torch.use_deterministic_algorithms(True)
     torch.utils.deterministic.fill_uninitialized_memory = True
     try:
         h_all, state_n, state_all, saved = backend.op(path, "recurrence_forward")(
-            "plstm_coupled", xg, w_hh, h0, state0, p, None, 1e-3, True, batch_sizes)
+            "plstm_coupled", xg, w_hh, h0, state0, params, None, [1e-3], True, batch_sizes)
     finally:
         torch.use_deterministic_algorithms(before[0])
         torch.utils.deterministic.fill_uninitialized_memory = before[1]
@@ -286,7 +286,7 @@ def test_lengths_as_a_list_and_batch_first():
 def test_bad_batch_sizes_are_refused_by_the_operator():
     xg = torch.randn(5, 8, dtype=torch.float64)
     args = (torch.randn(8, 2, dtype=torch.float64), torch.zeros(3, 2, dtype=torch.float64),
-            torch.zeros(1, 3, 2, dtype=torch.float64), None, None, 0.0, False)
+            torch.zeros(1, 3, 2, dtype=torch.float64), None, None, [], False)
     forward = backend.op("cpu", "recurrence_forward")
     with pytest.raises(RuntimeError, match="non-increasing"):
         forward("lstm", xg, *args, torch.tensor([2, 3]))
