@@ -3,7 +3,8 @@
 // runs the OpenMP time loop, TensorCoreRecurrence (csrc/recurrence/cuda/tensor_core_policy.h) the
 // launches of a tensor-core kernel. Here is what they share: contiguity, the cell dispatch, the argument checks (one error
 // message per wrong shape, dtype or device; tsrnn/ops/recurrence/op.py checks the same for the fake and the
-// Triton kernels), the outputs' allocation, the final states, the recurrent weight gradient and the parameters' gradient.
+// Triton kernels), the outputs' allocation, the final states, the recurrent weight gradient and
+// the parameters' gradient.
 #pragma once
 
 #include <ATen/ATen.h>
@@ -355,7 +356,8 @@ template <typename Backend>
 std::tuple<Tensor, Tensor, Tensor, Tensor> recurrence_forward(
     const std::string& cell, const Tensor& xg_in, const Tensor& w_hh_in, const Tensor& h0_in,
     const Tensor& state0_in, const c10::optional<Tensor>& params_in, const c10::optional<Tensor>& steps_in,
-    c10::ArrayRef<double> constants, bool save, const c10::optional<Tensor>& batch_sizes, const std::string& precision) {
+    c10::ArrayRef<double> constants, bool save, const c10::optional<Tensor>& batch_sizes,
+    const std::string& precision) {
   Backend::check_dtype(xg_in);
   const Products products = products_of(precision);
   const Tensor xg = xg_in.contiguous(), w_hh = w_hh_in.contiguous(), h0 = h0_in.contiguous(),

@@ -37,6 +37,6 @@ TSRNN_CELLS(TSRNN_CHECK_CELL)
 #undef TSRNN_CHECK_CELL
 
 // The size of a local array of n values (n may be 0: arrays of size 0 are not C++).
-constexpr int at_least_one(int n) { return n > 0 ? n : 1; }
+TSRNN_HOST_DEVICE constexpr int at_least_one(int n) { return n > 0 ? n : 1; }
 
 }  // namespace tsrnn

@@ -289,7 +289,7 @@ __global__ void __launch_bounds__(kThreads, 1) forward_kernel(ForwardArgs a, Sha
           for (int part = 0; part < split.parts; ++part) sum += z[(part * s.tile + q.n) * z_pitch + g * s.units + q.u];
           zj[g] = sum + x;
         }
-        float param[at_least_one(C::kParams)];  // the unit's parameters (none: no load)
+        float param[at_least_one(C::kParams)];  // the unit's parameters (a cell of none loads none)
 #pragma unroll
         for (int k = 0; k < C::kParams; ++k) param[k] = a.params[k * H + j];
         const float delta = C::kStepInput && a.steps ? a.steps[row] : 1.f;

@@ -246,7 +246,7 @@ __global__ void __launch_bounds__(kThreads, 1) forward_kernel(ForwardArgs a, Sha
 #pragma unroll
           for (int g = 0; g < G; ++g) zj[g] += from[g * s.units];
         }
-        float param[at_least_one(C::kParams)];  // the unit's parameters (none: no load)
+        float param[at_least_one(C::kParams)];  // the unit's parameters (a cell of none loads none)
 #pragma unroll
         for (int k = 0; k < C::kParams; ++k) param[k] = a.params[k * H + j];
         const float delta = C::kStepInput && a.steps ? a.steps[row] : 1.f;
