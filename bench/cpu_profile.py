@@ -56,11 +56,12 @@ def profile(cell_name: str, T: int, B: int, H: int, rounds: int) -> dict[str, fl
     w_ih, w_hh = torch.randn(G * H, H, generator=g) / H**0.5, torch.randn(G * H, H, generator=g) / H**0.5
     bias = torch.randn(G * H, generator=g)
     h0, state0 = torch.zeros(B, H), torch.zeros(S, B, H)
-    p = torch.rand(H, generator=g) + 0.1 if cell.params != () else None
+    params = torch.rand(len(cell.params), H, generator=g) + 0.1 if cell.params != () else None
+    constants = list(cell.defaults)
     forward, backward = torch.ops.tsrnn.recurrence_forward, torch.ops.tsrnn.recurrence_backward
     project, project_backward = torch.ops.tsrnn.cpu_projection, torch.ops.tsrnn.cpu_projection_backward
     xg = project(x, w_ih, bias).view(T, B, G * H)
-    h_all, _, state_all, saved = forward(cell_name, xg, w_hh, h0, state0, p, None, 1e-3, True, None)
+    h_all, _, state_all, saved = forward(cell_name, xg, w_hh, h0, state0, params, None, constants, True, None)
     grad_h = torch.randn(T, B, H, generator=g)
     dz = torch.randn(T * B, G * H, generator=g)
     module = (tsrnn.PowerLawLSTM(H, H, input_gate=cell_name.split("_")[1], backend="cpu") if cell.params != ()
@@ -76,9 +77,9 @@ def profile(cell_name: str, T: int, B: int, H: int, rounds: int) -> dict[str, fl
 
     parts = {
         "projection": lambda: project(x, w_ih, bias),
-        "forward op": lambda: forward(cell_name, xg, w_hh, h0, state0, p, None, 1e-3, True, None),
-        "backward op": lambda: backward(cell_name, grad_h, None, w_hh, h0, state0, h_all, state_all, saved, p,
-                                        None, 1e-3, None),
+        "forward op": lambda: forward(cell_name, xg, w_hh, h0, state0, params, None, constants, True, None),
+        "backward op": lambda: backward(cell_name, grad_h, None, w_hh, h0, state0, h_all, state_all, saved, params,
+                                        None, constants, None),
         "dW_hh alone": w_hh_grad,
         "projection backward": lambda: project_backward(dz, x, w_ih, [True, True, True]),
         "tsrnn layer": lambda: module(x3)[0].sum().backward(),

@@ -426,7 +426,7 @@ for device in ('cpu', 'cuda'):
     for cell, G, state0 in (('plstm_coupled', 3, torch.zeros(2, 2, 5, device=device)), ('lstm', 4, h0[None][:, :1])):
         xg, w = torch.zeros(2, 2, 5 * G, device=device), torch.zeros(5 * G, 5, device=device)
         try:
-            torch.ops.tsrnn.recurrence_forward(cell, xg, w, h0, state0, None, None, 0.0, False)
+            torch.ops.tsrnn.recurrence_forward(cell, xg, w, h0, state0, None, None, [], False)
         except RuntimeError as exc:
             print(device, cell, 'raised:', str(exc).splitlines()[0], flush=True)
 print('THROW finished', flush=True)

@@ -120,14 +120,14 @@ class Probe:
 
     def forward(self, kernel: str, x: dict, precision: str):
         ops = getattr(torch.ops, self.namespaces[kernel])
-        return ops.recurrence_forward(CELL, x["xg"], x["w_hh"], x["h0"], x["state0"], None, None, 0.0, True, None,
+        return ops.recurrence_forward(CELL, x["xg"], x["w_hh"], x["h0"], x["state0"], None, None, [], True, None,
                                       precision)
 
     def backward(self, kernel: str, x: dict, outputs, precision: str):
         ops = getattr(torch.ops, self.namespaces[kernel])
         h_all, _, state_all, saved = outputs
         return ops.recurrence_backward(CELL, x["grad_h"], None, x["w_hh"], x["h0"], x["state0"], h_all, state_all,
-                                       saved, None, None, 0.0, None, precision)
+                                       saved, None, None, [], None, precision)
 
     def blocks(self, config: list[int]) -> dict[str, int]:
         """Each direction's blocks: the grid kernel plans its forward and backward apart

@@ -3,7 +3,8 @@
 // runs the OpenMP time loop, TensorCoreRecurrence (csrc/recurrence/cuda/tensor_core_policy.h) the
 // launches of a tensor-core kernel. Here is what they share: contiguity, the cell dispatch, the argument checks (one error
 // message per wrong shape, dtype or device; tsrnn/ops/recurrence/op.py checks the same for the fake and the
-// Triton kernels), the outputs' allocation, the final states, the recurrent weight gradient and dp.
+// Triton kernels), the outputs' allocation, the final states, the recurrent weight gradient and
+// the parameters' gradient.
 #pragma once
 
 #include <ATen/ATen.h>
@@ -13,7 +14,7 @@
 #include <tuple>
 #include <vector>
 
-#include "recurrence/cells.h"
+#include "recurrence/cells/list.h"
 #include "recurrence/products.h"
 #include "check_message.h"
 
@@ -21,19 +22,22 @@ namespace tsrnn {
 
 using at::Tensor;
 
-// Calls fn with a value of the cell type (csrc/recurrence/cells.h) named by `cell`.
+// Calls fn with a value of the cell type (csrc/recurrence/cells/list.h) named by `cell`.
 template <typename Fn>
 void dispatch_cell(const std::string& cell, Fn&& fn) {
-  if (cell == "lstm") {
-    fn(LSTMCell{});
-  } else if (cell == "plstm_coupled") {
-    fn(PowerLawCell<true>{});
-  } else if (cell == "plstm_separate") {
-    fn(PowerLawCell<false>{});
-  } else {
-    TSRNN_CHECK(false, "tsrnn: unknown cell '", cell,
-                "', expected 'lstm', 'plstm_coupled' or 'plstm_separate'");
-  }
+  bool found = false;
+  std::string known;  // 'lstm', 'plstm_coupled', ...
+#define TSRNN_DISPATCH_CELL(C)                       \
+  if (!found && cell == C::kName) {                  \
+    found = true;                                    \
+    fn(C{});                                         \
+  }                                                  \
+  known += known.empty() ? "'" : ", '";              \
+  known += C::kName;                                 \
+  known += "'";
+  TSRNN_CELLS(TSRNN_DISPATCH_CELL)
+#undef TSRNN_DISPATCH_CELL
+  TSRNN_CHECK(found, "tsrnn: unknown cell '", cell, "', expected one of ", known);
 }
 
 // t has `dim` dimensions and the device and dtype of `like`.
@@ -118,12 +122,13 @@ inline void check_rows(const Tensor& t, const char* name, const Shapes& s, int64
 }
 
 // What both directions take besides their own tensors, against s and the device and dtype of
-// `like`: w_hh (its rank checked by the caller) [G*H, H], h0 [B, H], state0 [S, B, H], p [H]
-// (exactly for the cells with p), dt [T, B] (pLSTM, optional).
+// `like`: w_hh (its rank checked by the caller) [G*H, H], h0 [B, H], state0 [S, B, H], params
+// [P, H] (exactly for a cell of P > 0 parameters), steps [T, B] or packed [N] (a cell with a step
+// input, optional), the cell's number of constants (tsrnn/ops/recurrence/checks.py's _layer).
 template <typename Cell>
 void check_layer(const Shapes& s, const Tensor& like, const Tensor& w_hh, const Tensor& h0,
-                 const Tensor& state0, const c10::optional<Tensor>& p,
-                 const c10::optional<Tensor>& dt, bool packed) {
+                 const Tensor& state0, const c10::optional<Tensor>& params,
+                 const c10::optional<Tensor>& steps, c10::ArrayRef<double> constants, bool packed) {
   TSRNN_CHECK(w_hh.size(0) == Cell::kGates * s.H && w_hh.size(1) == s.H, "tsrnn: w_hh must be [",
               Cell::kGates * s.H, ", ", s.H, "], got ", w_hh.sizes());
   check_tensor(h0, "h0", 2, like);
@@ -133,30 +138,33 @@ void check_layer(const Shapes& s, const Tensor& like, const Tensor& w_hh, const 
   TSRNN_CHECK(state0.size(0) == Cell::kStates && state0.size(1) == s.B && state0.size(2) == s.H,
               "tsrnn: state0 must be [", Cell::kStates, ", ", s.B, ", ", s.H, "], got ",
               state0.sizes());
-  TSRNN_CHECK(p.has_value() == Cell::kHasP, "tsrnn: p is ", Cell::kHasP ? "required" : "not used",
-              " for this cell");
-  if (p) {
-    check_tensor(*p, "p", 1, like);
-    TSRNN_CHECK(p->size(0) == s.H, "tsrnn: p must be [", s.H, "], got ", p->sizes());
+  TSRNN_CHECK(params.has_value() == (Cell::kParams > 0), "tsrnn: params are ",
+              Cell::kParams > 0 ? "required" : "not used", " for the cell ", Cell::kName);
+  if (params) {
+    check_tensor(*params, "params", 2, like);
+    TSRNN_CHECK(params->size(0) == Cell::kParams && params->size(1) == s.H, "tsrnn: params must be [",
+                Cell::kParams, ", ", s.H, "], got ", params->sizes());
   }
-  if (dt) {
-    TSRNN_CHECK(Cell::kHasP, "tsrnn: dt is only used by the pLSTM cells");
+  if (steps) {
+    TSRNN_CHECK(Cell::kStepInput, "tsrnn: the cell ", Cell::kName, " takes no step input (steps)");
     if (packed) {
-      check_tensor(*dt, "dt", 1, like);
-      TSRNN_CHECK(dt->size(0) == like.size(0), "tsrnn: dt must be [N], got ", dt->sizes());
+      check_tensor(*steps, "steps", 1, like);
+      TSRNN_CHECK(steps->size(0) == like.size(0), "tsrnn: steps must be [N], got ", steps->sizes());
     } else {
-      check_tensor(*dt, "dt", 2, like);
-      TSRNN_CHECK(dt->size(0) == s.T && dt->size(1) == s.B, "tsrnn: dt must be [", s.T, ", ", s.B,
-                  "], got ", dt->sizes());
+      check_tensor(*steps, "steps", 2, like);
+      TSRNN_CHECK(steps->size(0) == s.T && steps->size(1) == s.B, "tsrnn: steps must be [", s.T, ", ", s.B,
+                  "], got ", steps->sizes());
     }
   }
+  TSRNN_CHECK(static_cast<int64_t>(constants.size()) == Cell::kConstants, "tsrnn: the cell ", Cell::kName,
+              " takes ", Cell::kConstants, " constants, got ", constants.size());
 }
 
 // The forward's arguments against each other and the cell; returns T, B, H.
 template <typename Cell>
 Shapes check_inputs(const Tensor& xg, const Tensor& w_hh, const Tensor& h0, const Tensor& state0,
-                    const c10::optional<Tensor>& p, const c10::optional<Tensor>& dt,
-                    const c10::optional<Tensor>& batch_sizes) {
+                    const c10::optional<Tensor>& params, const c10::optional<Tensor>& steps,
+                    c10::ArrayRef<double> constants, const c10::optional<Tensor>& batch_sizes) {
   const bool packed = batch_sizes.has_value();
   check_tensor(xg, "xg", packed ? 2 : 3, xg);
   check_tensor(w_hh, "w_hh", 2, xg);
@@ -164,7 +172,7 @@ Shapes check_inputs(const Tensor& xg, const Tensor& w_hh, const Tensor& h0, cons
   const Shapes s = packed ? Shapes{check_batch_sizes(*batch_sizes), h0.size(0), w_hh.size(1)}
                           : Shapes{xg.size(0), xg.size(1), w_hh.size(1)};
   TSRNN_CHECK(s.T >= 1 && s.B >= 1 && s.H >= 1, "tsrnn: empty input, xg ", xg.sizes());
-  check_layer<Cell>(s, xg, w_hh, h0, state0, p, dt, packed);
+  check_layer<Cell>(s, xg, w_hh, h0, state0, params, steps, constants, packed);
   check_rows(xg, "xg", s, Cell::kGates * s.H, packed);
   return s;
 }
@@ -175,8 +183,8 @@ Shapes check_backward_inputs(const c10::optional<Tensor>& grad_h,
                              const c10::optional<Tensor>& grad_state_n, const Tensor& w_hh,
                              const Tensor& h0, const Tensor& state0, const Tensor& h_all,
                              const Tensor& state_all, const Tensor& saved,
-                             const c10::optional<Tensor>& p, const c10::optional<Tensor>& dt,
-                             const c10::optional<Tensor>& batch_sizes) {
+                             const c10::optional<Tensor>& params, const c10::optional<Tensor>& steps,
+                             c10::ArrayRef<double> constants, const c10::optional<Tensor>& batch_sizes) {
   const bool packed = batch_sizes.has_value();
   TSRNN_CHECK(h_all.dim() == (packed ? 2 : 3), "tsrnn: h_all must be ", packed ? "[N, H] (packed)" : "[T, B, H]",
               ", got ", h_all.sizes());
@@ -185,7 +193,7 @@ Shapes check_backward_inputs(const c10::optional<Tensor>& grad_h,
                           : Shapes{h_all.size(0), h_all.size(1), h_all.size(2)};
   TSRNN_CHECK(s.T >= 1 && s.B >= 1 && s.H >= 1, "tsrnn: empty input, h_all ", h_all.sizes());
   check_tensor(w_hh, "w_hh", 2, h_all);
-  check_layer<Cell>(s, h_all, w_hh, h0, state0, p, dt, packed);
+  check_layer<Cell>(s, h_all, w_hh, h0, state0, params, steps, constants, packed);
   check_tensor(state_all, "state_all", 4, h_all);
   TSRNN_CHECK(state_all.sizes() == at::IntArrayRef({s.T, Cell::kStates, s.B, s.H}),
               "tsrnn: state_all must be [T, S, B, H], got ", state_all.sizes());
@@ -302,31 +310,33 @@ inline c10::optional<Tensor> contiguous_or_none(const c10::optional<Tensor>& t) 
 
 // What a backend's forward reads (contiguous, checked by check_inputs) and fills: h_all
 // [T, B, H], state_all [T, S, B, H] and, when `save`, saved [T, B, K*H] (else saved is [0]);
-// packed (steps.packed): xg [N, G*H], dt [N], h_all [N, H], saved [N, K*H].
+// params [P, H] or none (P = 0), step_input [T, B] or none (Δt = 1), constants [kConstants];
+// packed (steps.packed): xg [N, G*H], step_input [N], h_all [N, H], saved [N, K*H].
 struct ForwardTensors {
   const Shapes& s;
   const Steps& steps;
   const Tensor &xg, &w_hh, &h0, &state0;
-  const c10::optional<Tensor> &p, &dt;
-  double eps;
+  const c10::optional<Tensor> &params, &step_input;
+  c10::ArrayRef<double> constants;
   Products products;
   bool save;
   const Tensor &h_all, &state_all, &saved;
 };
 
 // What a backend's backward reads (contiguous, checked by check_backward_inputs) and fills
-// (packed: grad_h [N, H], saved [N, K*H], dt [N], dz [N, G*H]):
+// (packed: grad_h [N, H], saved [N, K*H], step_input [N], dz [N, G*H]):
 // dz [T, B, G*H] = dL/dxg; dh [B, H] zeros in, dL/dh0 out; dstate [S, B, H] dL/dstate_n in,
-// dL/dstate0 out; dp [B, H] zeros in, dL/dp per batch row out (undefined for cells without p).
+// dL/dstate0 out; dparams [P, B, H] zeros in, dL/dparams per batch row out (undefined for a cell
+// without params).
 struct BackwardTensors {
   const Shapes& s;
   const Steps& steps;
   const c10::optional<Tensor>& grad_h;
   const Tensor &w_hh, &state0, &state_all, &saved;
-  const c10::optional<Tensor> &p, &dt;
-  double eps;
+  const c10::optional<Tensor> &params, &step_input;
+  c10::ArrayRef<double> constants;
   Products products;
-  const Tensor &dz, &dh, &dstate, &dp;
+  const Tensor &dz, &dh, &dstate, &dparams;
 };
 
 // The entries below take a backend policy `Backend` with what differs between devices:
@@ -345,18 +355,19 @@ struct BackwardTensors {
 template <typename Backend>
 std::tuple<Tensor, Tensor, Tensor, Tensor> recurrence_forward(
     const std::string& cell, const Tensor& xg_in, const Tensor& w_hh_in, const Tensor& h0_in,
-    const Tensor& state0_in, const c10::optional<Tensor>& p_in, const c10::optional<Tensor>& dt_in,
-    double eps, bool save, const c10::optional<Tensor>& batch_sizes, const std::string& precision) {
+    const Tensor& state0_in, const c10::optional<Tensor>& params_in, const c10::optional<Tensor>& steps_in,
+    c10::ArrayRef<double> constants, bool save, const c10::optional<Tensor>& batch_sizes,
+    const std::string& precision) {
   Backend::check_dtype(xg_in);
   const Products products = products_of(precision);
   const Tensor xg = xg_in.contiguous(), w_hh = w_hh_in.contiguous(), h0 = h0_in.contiguous(),
                state0 = state0_in.contiguous();
-  const c10::optional<Tensor> p = contiguous_or_none(p_in), dt = contiguous_or_none(dt_in);
+  const c10::optional<Tensor> params = contiguous_or_none(params_in), step_input = contiguous_or_none(steps_in);
   const typename Backend::DeviceGuard guard(xg.device());
   Tensor h_all, state_n, state_all, saved;
   dispatch_cell(cell, [&](auto tag) {
     using Cell = decltype(tag);
-    const Shapes s = check_inputs<Cell>(xg, w_hh, h0, state0, p, dt, batch_sizes);
+    const Shapes s = check_inputs<Cell>(xg, w_hh, h0, state0, params, step_input, constants, batch_sizes);
     const Steps steps = steps_of(batch_sizes, s, batch_sizes ? xg.size(0) : s.T * s.B);
     const typename Backend::Plan plan = Backend::template plan<Cell>(w_hh, s, products);
     std::vector<int64_t> rows(xg.sizes().begin(), xg.sizes().end() - 1);  // [T, B] or [N]
@@ -368,33 +379,35 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> recurrence_forward(
     rows.back() = Cell::kSaved * s.H;
     saved = save ? Backend::empty_large(rows, xg.options()) : at::empty({0}, xg.options());
     Backend::template forward<Cell>(
-        plan, ForwardTensors{s, steps, xg, w_hh, h0, state0, p, dt, eps, products, save, h_all, state_all, saved});
+        plan, ForwardTensors{s, steps, xg, w_hh, h0, state0, params, step_input, constants, products, save, h_all,
+                             state_all, saved});
     state_n = final_states(state_all, state0, steps);
   });
   return {h_all, state_n, state_all, saved};
 }
 
-// recurrence_backward: grad_xg (dz), grad_w_hh, grad_h0, grad_state0, grad_p ([0] without p).
+// recurrence_backward: grad_xg (dz), grad_w_hh, grad_h0, grad_state0, grad_params ([P, H]; [0]
+// without params).
 template <typename Backend>
 std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> recurrence_backward(
     const std::string& cell, const c10::optional<Tensor>& grad_h_in,
     const c10::optional<Tensor>& grad_state_n, const Tensor& w_hh_in, const Tensor& h0_in,
     const Tensor& state0_in, const Tensor& h_all_in, const Tensor& state_all_in,
-    const Tensor& saved_in, const c10::optional<Tensor>& p_in, const c10::optional<Tensor>& dt_in,
-    double eps, const c10::optional<Tensor>& batch_sizes, const std::string& precision) {
+    const Tensor& saved_in, const c10::optional<Tensor>& params_in, const c10::optional<Tensor>& steps_in,
+    c10::ArrayRef<double> constants, const c10::optional<Tensor>& batch_sizes, const std::string& precision) {
   Backend::check_dtype(h_all_in);
   const Products products = products_of(precision);
   const Tensor w_hh = w_hh_in.contiguous(), h0 = h0_in.contiguous(),
                state0 = state0_in.contiguous(), h_all = h_all_in.contiguous(),
                state_all = state_all_in.contiguous(), saved = saved_in.contiguous();
-  const c10::optional<Tensor> p = contiguous_or_none(p_in), dt = contiguous_or_none(dt_in),
+  const c10::optional<Tensor> params = contiguous_or_none(params_in), step_input = contiguous_or_none(steps_in),
                               grad_h = contiguous_or_none(grad_h_in);
   const typename Backend::DeviceGuard guard(h_all.device());
-  Tensor dz, grad_w, dh, dstate, grad_p;
+  Tensor dz, grad_w, dh, dstate, grad_params;
   dispatch_cell(cell, [&](auto tag) {
     using Cell = decltype(tag);
     const Shapes s = check_backward_inputs<Cell>(grad_h, grad_state_n, w_hh, h0, state0, h_all,
-                                                 state_all, saved, p, dt, batch_sizes);
+                                                 state_all, saved, params, step_input, constants, batch_sizes);
     const Steps steps = steps_of(batch_sizes, s, batch_sizes ? h_all.size(0) : s.T * s.B);
     const typename Backend::Plan plan = Backend::template plan<Cell>(w_hh, s, products);
     std::vector<int64_t> rows(h_all.sizes().begin(), h_all.sizes().end() - 1);  // [T, B] or [N]
@@ -403,13 +416,13 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> recurrence_backward(
     dh = at::zeros({s.B, s.H}, h_all.options());
     dstate = grad_state_n ? grad_state_n->clone(at::MemoryFormat::Contiguous)
                           : at::zeros({Cell::kStates, s.B, s.H}, h_all.options());
-    const Tensor dp = p ? at::zeros({s.B, s.H}, h_all.options()) : Tensor();
-    Backend::template backward<Cell>(plan, BackwardTensors{s, steps, grad_h, w_hh, state0, state_all,
-                                                           saved, p, dt, eps, products, dz, dh, dstate, dp});
+    const Tensor dparams = params ? at::zeros({Cell::kParams, s.B, s.H}, h_all.options()) : Tensor();
+    Backend::template backward<Cell>(plan, BackwardTensors{s, steps, grad_h, w_hh, state0, state_all, saved, params,
+                                                           step_input, constants, products, dz, dh, dstate, dparams});
     grad_w = recurrent_weight_grad<Backend>(dz, h0, h_all, steps, products);
-    grad_p = p ? dp.sum(0) : at::empty({0}, h_all.options());
+    grad_params = params ? dparams.sum(1) : at::empty({0}, h_all.options());
   });
-  return {dz, grad_w, dh, dstate, grad_p};
+  return {dz, grad_w, dh, dstate, grad_params};
 }
 
 }  // namespace tsrnn

@@ -7,7 +7,7 @@
 // Backward, per step t (reverse), from dL/d(states)_{T-1} = grad_state_n: the cell's pointwise
 // backward gives dz[t], then dh_{t-1} = dz[t] W_hh. After the loop, in the operator entry
 // (csrc/recurrence/op.h): dW_hh = dz^T [h_0 .. h_{T-2}] as two GEMMs that read the h's in place
-// (recurrent_weight_grad), and dp as one reduction over B.
+// (recurrent_weight_grad), and dL/dparams as one reduction over B.
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <torch/library.h>
@@ -21,7 +21,7 @@
 #include <mutex>
 #include <vector>
 
-#include "recurrence/cells.h"
+#include "recurrence/cells/list.h"
 #include "recurrence/op.h"
 #include "gemm/blocked_gemm.h"
 #include "gemm/large_buffer.h"
@@ -80,39 +80,57 @@ class RegionError {
 
 // Forward of n units of one batch row; pointers are at the row's first unit.
 // z: [G] stride zs (h W_hh^T, xg is added here), xg: [G] stride H, act: [K] stride H,
-// prev/next: [S] stride BH, h: [n], p: [n] or null.
+// prev/next: [S] stride BH, h: [n], params: [P] stride H (null when P = 0), step: Δt of the row,
+// constant: [kConstants].
 template <typename Cell, typename T>
 TSRNN_CLONES void forward_units(T* z, int64_t zs, const T* xg, T* act, const T* prev, T* next,
-                                T* h, const T* p, T dt, T eps, int64_t H, int64_t BH, int64_t n) {
+                                T* h, const T* params, T step, const T* constant, int64_t H, int64_t BH, int64_t n) {
   for (int g = 0; g < Cell::kGates; ++g) {
 #pragma omp simd
     for (int64_t j = 0; j < n; ++j) z[g * zs + j] += xg[g * H + j];
   }
 #pragma omp simd
   for (int64_t j = 0; j < n; ++j) {
-    h[j] = Cell::forward(z + j, zs, act + j, prev + j, next + j, H, BH,
-                         Cell::kHasP ? p[j] : T(0), dt, eps);
+    T param[at_least_one(Cell::kParams)];
+    for (int k = 0; k < Cell::kParams; ++k) param[k] = params[k * H + j];
+    h[j] = Cell::forward(z + j, zs, act + j, prev + j, next + j, H, BH, param, step, constant);
   }
 }
 
 // Backward of n units of one batch row; pointers are at the row's first unit.
 // dh: [n] from the step after (grad_h is added in place), grad_h: [n] or null,
 // dstate: [S] stride BH (in: dL/d(states)_t, out: dL/d(states)_{t-1}), dz: [G] stride H (out),
-// dp: [n] accumulated (pLSTM), p: [n] (pLSTM).
+// dparams: [P] stride BH accumulated, params: [P] stride H (both null when P = 0).
 template <typename Cell, typename T>
 TSRNN_CLONES void backward_units(const T* act, const T* prev, const T* next, T* dh,
-                                 const T* grad_h, T* dstate, T* dz, T* dp, const T* p, T dt, T eps,
-                                 int64_t H, int64_t BH, int64_t n) {
+                                 const T* grad_h, T* dstate, T* dz, T* dparams, const T* params, T step,
+                                 const T* constant, int64_t H, int64_t BH, int64_t n) {
   if (grad_h) {
 #pragma omp simd
     for (int64_t j = 0; j < n; ++j) dh[j] += grad_h[j];
   }
 #pragma omp simd
   for (int64_t j = 0; j < n; ++j) {
-    Cell::backward(act + j, prev + j, next + j, dh[j], dstate + j, dz + j,
-                   Cell::kHasP ? dp + j : nullptr, H, BH, Cell::kHasP ? p[j] : T(0), dt, eps);
+    T param[at_least_one(Cell::kParams)], dparam[at_least_one(Cell::kParams)];
+    for (int k = 0; k < Cell::kParams; ++k) {
+      param[k] = params[k * H + j];
+      dparam[k] = dparams[k * BH + j];
+    }
+    Cell::backward(act + j, prev + j, next + j, dh[j], dstate + j, dz + j, dparam, H, BH, param, step, constant);
+    for (int k = 0; k < Cell::kParams; ++k) dparams[k * BH + j] = dparam[k];
   }
 }
+
+// The call's constants in T, in a fixed-size array (the cell reads its first kConstants).
+template <typename T>
+struct CellConstants {
+  T value[kMaxConstants] = {};
+  explicit CellConstants(c10::ArrayRef<double> constants) {
+    for (size_t k = 0; k < constants.size() && k < static_cast<size_t>(kMaxConstants); ++k) {
+      value[k] = static_cast<T>(constants[k]);
+    }
+  }
+};
 
 template <typename T>
 const T* optional_data(const c10::optional<Tensor>& t) {
@@ -120,7 +138,7 @@ const T* optional_data(const c10::optional<Tensor>& t) {
 }
 
 template <typename T>
-const T* offset_or_null(const T* base, int64_t offset) {
+T* offset_or_null(T* base, int64_t offset) {
   return base ? base + offset : nullptr;
 }
 
@@ -143,7 +161,8 @@ Tensor rows_by_slice(const Tensor& w_hh, int gates, int64_t H, int slices) {
 // cache), adds the input projection, runs the cell, and meets the others at one barrier per step.
 template <typename Cell, typename T>
 void forward_loop(const Shapes& s, const Steps& steps, const Tensor& xg, const Tensor& w_hh, const Tensor& h0,
-                  const Tensor& state0, const T* p, const T* dt, T eps, const Tensor& h_all,
+                  const Tensor& state0, const T* params, const T* step_input, const CellConstants<T>& constants,
+                  const Tensor& h_all,
                   const Tensor& state_all, const Tensor& act, bool save) {
   constexpr int G = Cell::kGates;
   const int64_t H = s.H, B = s.B, BH = B * H, GH = G * H, KH = Cell::kSaved * H;
@@ -192,7 +211,8 @@ void forward_loop(const Shapes& s, const Steps& steps, const Tensor& xg, const T
             const int64_t unit = b * H + j0;
             forward_units<Cell, T>(w.z + b * G * n, n, xg_data + (first + b) * GH + j0,
                                    a + b * KH + j0, prev + unit, next + unit, h + unit,
-                                   offset_or_null(p, j0), dt ? dt[first + b] : T(1), eps, H, BH, n);
+                                   offset_or_null(params, j0), step_input ? step_input[first + b] : T(1),
+                                   constants.value, H, BH, n);
           }
           clock.lap(kForwardCell);
         }
@@ -212,8 +232,8 @@ void forward_loop(const Shapes& s, const Steps& steps, const Tensor& xg, const T
 template <typename Cell, typename T>
 void backward_loop(const Shapes& s, const Steps& steps, const T* grad_h, const Tensor& w_hh,
                    const Tensor& state0, const Tensor& state_all, const Tensor& saved,
-                   const T* p, const T* dt, T eps, const Tensor& dz_all, const Tensor& dh,
-                   const Tensor& dstate, T* dp) {
+                   const T* params, const T* step_input, const CellConstants<T>& constants,
+                   const Tensor& dz_all, const Tensor& dh, const Tensor& dstate, T* dparams) {
   const int64_t H = s.H, B = s.B, BH = B * H, GH = Cell::kGates * H, KH = Cell::kSaved * H;
   const int64_t SBH = Cell::kStates * BH;
   const int slices = slices_for(H);
@@ -256,8 +276,9 @@ void backward_loop(const Shapes& s, const Steps& steps, const T* grad_h, const T
             const int64_t unit = b * H + j0;
             backward_units<Cell, T>(a + b * KH + j0, prev + unit, next + unit, w.dh + b * n,
                                     offset_or_null(grad_h, (first + b) * H + j0), ds + unit,
-                                    dz + b * GH + j0, dp ? dp + unit : nullptr,
-                                    offset_or_null(p, j0), dt ? dt[first + b] : T(1), eps, H, BH, n);
+                                    dz + b * GH + j0, offset_or_null(dparams, unit),
+                                    offset_or_null(params, j0), step_input ? step_input[first + b] : T(1),
+                                    constants.value, H, BH, n);
           }
         }
       });
@@ -316,8 +337,8 @@ struct CpuRecurrence {
                                : at::empty({1, io.s.B, Cell::kSaved * io.s.H}, io.xg.options());
     AT_DISPATCH_FLOATING_TYPES(io.xg.scalar_type(), "tsrnn_recurrence_forward", [&] {
       forward_loop<Cell, scalar_t>(io.s, io.steps, io.xg, io.w_hh, io.h0, io.state0,
-                                   optional_data<scalar_t>(io.p), optional_data<scalar_t>(io.dt),
-                                   static_cast<scalar_t>(io.eps), io.h_all, io.state_all, act, io.save);
+                                   optional_data<scalar_t>(io.params), optional_data<scalar_t>(io.step_input),
+                                   CellConstants<scalar_t>(io.constants), io.h_all, io.state_all, act, io.save);
     });
   }
 
@@ -325,10 +346,10 @@ struct CpuRecurrence {
   static void backward(const Plan& /*plan*/, const BackwardTensors& io) {
     AT_DISPATCH_FLOATING_TYPES(io.dz.scalar_type(), "tsrnn_recurrence_backward", [&] {
       backward_loop<Cell, scalar_t>(io.s, io.steps, optional_data<scalar_t>(io.grad_h), io.w_hh, io.state0,
-                                    io.state_all, io.saved, optional_data<scalar_t>(io.p),
-                                    optional_data<scalar_t>(io.dt), static_cast<scalar_t>(io.eps),
+                                    io.state_all, io.saved, optional_data<scalar_t>(io.params),
+                                    optional_data<scalar_t>(io.step_input), CellConstants<scalar_t>(io.constants),
                                     io.dz, io.dh, io.dstate,
-                                    io.dp.defined() ? io.dp.data_ptr<scalar_t>() : nullptr);
+                                    io.dparams.defined() ? io.dparams.data_ptr<scalar_t>() : nullptr);
     });
   }
 };

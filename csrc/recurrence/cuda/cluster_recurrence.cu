@@ -19,7 +19,7 @@
 // into a tile only after every block has arrived at its mbarrier `empty` (a relaxed remote
 // arrival, no fence: "done reading"). Every thread waits on each phase it needs, and a block barrier each step keeps every
 // thread within one phase of the arrivals that open the next. Forward, step t (z_t = W_hh h_{t-1},
-// then the cell of csrc/recurrence/cells.h):
+// then the cell of csrc/recurrence/cells/):
 //   1. wait for phase t - 1 of `full`: every block's h_{t-1} has landed in this block's h tile
 //      [tile][width] (t > 0; h0 is loaded at the start);
 //   2. the tensor cores form z_r = W_r h_tile^T [rows][tile] (mma.sync, float32 accumulation),
@@ -34,14 +34,14 @@
 // Backward, step t from T-1 down to 0 (dL/dh_{t-1} = W_hh^T dz_t, reduced over the cluster):
 //   1. wait for `full`: every block q's rows of P_q = W_q^T dz_q of step t+1 for this block's units
 //      have landed in its slot of recv [c][tile][units]; each pair's dL/dh_t is their sum;
-//   2. the cell's backward (dstate and the per-row dL/dp in registers across the steps; its
+//   2. the cell's backward (dstate and the per-row dL/dparams in registers across the steps; its
 //      operands copied a step ahead where shared memory holds them), dz_t to global memory (for the
 //      weight gradients) and, rounded, to the dz tile of step t (two, alternating);
 //   3. block barrier; arrive at `full` expecting the pushes of step t and at every block's `empty`;
 //      wait for `empty` (every block is done reading its recv), then P_r = W_r^T dz_tile
 //      [width][tile] on the tensor cores, each element pushed into the recv of the block that owns
 //      its unit: from the accumulators where K is whole, else its parts' sum after a block barrier.
-// After the loop, dL/dh0 = sum_q P_q, then dstate and dp are written once. dW_hh is one GEMM over
+// After the loop, dL/dh0 = sum_q P_q, then dstate and dL/dparams are written once. dW_hh is one GEMM over
 // the h's after the kernel (csrc/recurrence/op.h). A cluster sync before the loop (the mbarriers
 // initialised in every block before any arrival or push) and one before exit are the kernel's only
 // GPU-wide fences.
@@ -59,7 +59,7 @@
 #include <climits>
 #include <cstdint>
 
-#include "recurrence/cells.h"
+#include "recurrence/cells/list.h"
 #include "recurrence/cuda/cluster_recurrence.h"
 #include "recurrence/cuda/cost_model.h"
 #include "recurrence/cuda/device_common.h"
@@ -289,8 +289,11 @@ __global__ void __launch_bounds__(kThreads, 1) forward_kernel(ForwardArgs a, Sha
           for (int part = 0; part < split.parts; ++part) sum += z[(part * s.tile + q.n) * z_pitch + g * s.units + q.u];
           zj[g] = sum + x;
         }
-        const float p = a.p ? a.p[j] : 0.f, dt = a.dt ? a.dt[row] : 1.f;
-        h_last[i] = C::forward(zj, 1, act, state[i], next, 1, 1, p, dt, a.eps);
+        float param[at_least_one(C::kParams)];  // the unit's parameters (a cell of none loads none)
+#pragma unroll
+        for (int k = 0; k < C::kParams; ++k) param[k] = a.params[k * H + j];
+        const float delta = C::kStepInput && a.steps ? a.steps[row] : 1.f;
+        h_last[i] = C::forward(zj, 1, act, state[i], next, 1, 1, param, delta, a.constants.value);
 #pragma unroll
         for (int k = 0; k < S; ++k) {
           if (!Skipped::of(probe::kStores)) a.state_all[t * (S * BH) + k * BH + n] = next[k];
@@ -361,7 +364,7 @@ __global__ void __launch_bounds__(kThreads, 1) backward_kernel(BackwardArgs a, S
   load_weights<C, P, true>(w_t, a.w_hh, H, j0, nj, s);
   for (int idx = threadIdx.x; idx < 2 * s.tile * pitch; idx += blockDim.x) dz_tiles[idx] = Operand<P>::round(0.f);
   Pair pairs[kMaxPairs];  // this thread's (unit, row) pairs, the same at every step
-  float dstate[kMaxPairs][S], dp[kMaxPairs], dh[kMaxPairs];
+  float dstate[kMaxPairs][S], dparam[kMaxPairs][at_least_one(C::kParams)], dh[kMaxPairs];
 #pragma unroll
   for (int i = 0; i < kMaxPairs; ++i) {
     pairs[i] = pair(i, 0, kThreads, nj, s.tile);
@@ -371,7 +374,8 @@ __global__ void __launch_bounds__(kThreads, 1) backward_kernel(BackwardArgs a, S
     for (int k = 0; k < S; ++k) {
       dstate[i][k] = real ? a.dstate[k * BH + static_cast<long long>(b0 + q.n) * H + j0 + q.u] : 0.f;
     }
-    dp[i] = 0.f;
+#pragma unroll
+    for (int k = 0; k < C::kParams; ++k) dparam[i][k] = 0.f;
   }
   if (threadIdx.x == 0) {
     ptx::mbarrier_init(full, 1);  // this block's arrival with the bytes it expects, then the bytes
@@ -434,9 +438,9 @@ __global__ void __launch_bounds__(kThreads, 1) backward_kernel(BackwardArgs a, S
         const int j = j0 + q.u;
         const long long row = step.first + b0 + q.n, n = static_cast<long long>(b0 + q.n) * H + j;
         float act[K], prev_l[S], next_l[S];
-        // the cell_loads rung's stand-in: a value the compiler cannot know (eps is an argument), new
+        // the cell_loads rung's stand-in: a value the compiler cannot know (the first constant is an argument), new
         // each step and pair, so no math that uses it folds or moves out of the loop
-        const float stand_in = a.eps * static_cast<float>(t + i) + 0.5f;
+        const float stand_in = a.constants.value[0] * static_cast<float>(t + i) + 0.5f;
 #pragma unroll
         for (int k = 0; k < K; ++k) act[k] = !kLoads ? stand_in : prefetch ? *pf.at(t, i, k) : a.saved[row * K * H + k * H + j];
 #pragma unroll
@@ -444,12 +448,18 @@ __global__ void __launch_bounds__(kThreads, 1) backward_kernel(BackwardArgs a, S
           prev_l[k] = !kLoads ? stand_in : prefetch ? *pf.at(t, i, K + k) : prev[k * BH + n];
           next_l[k] = !kLoads ? stand_in : prefetch ? *pf.at(t, i, K + S + k) : next[k * BH + n];
         }
-        const float p = a.p ? a.p[j] : 0.f, dt = a.dt ? a.dt[row] : 1.f;
+        float param[at_least_one(C::kParams)], dparam_step[at_least_one(C::kParams)];
+#pragma unroll
+        for (int k = 0; k < C::kParams; ++k) {
+          param[k] = a.params[k * H + j];
+          dparam_step[k] = 0.f;
+        }
+        const float delta = C::kStepInput && a.steps ? a.steps[row] : 1.f;
         const float grad_h = !a.grad_h ? 0.f : !kLoads ? stand_in : prefetch ? *pf.at(t, i, K + 2 * S) : a.grad_h[row * H + j];
         const float dh_total = dh[i] + grad_h;
-        float dp_step = 0.f;
-        C::backward(act, prev_l, next_l, dh_total, dstate[i], dz, &dp_step, 1, 1, p, dt, a.eps);
-        dp[i] += dp_step;
+        C::backward(act, prev_l, next_l, dh_total, dstate[i], dz, dparam_step, 1, 1, param, delta, a.constants.value);
+#pragma unroll
+        for (int k = 0; k < C::kParams; ++k) dparam[i][k] += dparam_step[k];
 #pragma unroll
         for (int g = 0; g < G && !Skipped::of(probe::kStores); ++g) a.dz[row * GH + g * H + j] = dz[g];
       }
@@ -511,7 +521,8 @@ __global__ void __launch_bounds__(kThreads, 1) backward_kernel(BackwardArgs a, S
     a.dh[n] = dh[i];
 #pragma unroll
     for (int k = 0; k < S; ++k) a.dstate[k * BH + n] = dstate[i][k];
-    if (C::kHasP) a.dp[n] = dp[i];
+#pragma unroll
+    for (int k = 0; k < C::kParams; ++k) a.dparams[k * BH + n] = dparam[i][k];
   }
 }
 
@@ -647,7 +658,7 @@ cudaError_t backward(const Plan& plan, const BackwardArgs& args, cudaStream_t st
   });
 }
 
-// The cells of csrc/recurrence/cells.h and the precisions of csrc/recurrence/products.h, the only
+// The cells of csrc/recurrence/cells/ and the precisions of csrc/recurrence/products.h, the only
 // instantiations (cluster_recurrence.h declares the templates).
 #define TSRNN_INSTANTIATE(C, P)                                                                  \
   template cudaError_t plan<C, P>(int, int, int, int, Plan*);                                    \
@@ -657,9 +668,7 @@ cudaError_t backward(const Plan& plan, const BackwardArgs& args, cudaStream_t st
   TSRNN_INSTANTIATE(C, Products::kIeee)     \
   TSRNN_INSTANTIATE(C, Products::kTf32)     \
   TSRNN_INSTANTIATE(C, Products::kBf16)
-TSRNN_INSTANTIATE_CELL(LSTMCell)
-TSRNN_INSTANTIATE_CELL(PowerLawCell<true>)
-TSRNN_INSTANTIATE_CELL(PowerLawCell<false>)
+TSRNN_CELLS(TSRNN_INSTANTIATE_CELL)
 #undef TSRNN_INSTANTIATE_CELL
 #undef TSRNN_INSTANTIATE
 

@@ -48,27 +48,36 @@ inline Tensor device_offsets(const Steps& steps, const at::Device& device) {
 #endif
 }
 
+// The call's constants as the kernels take them (checked against the cell's count by op.h).
+inline cuda::Constants constants_of(c10::ArrayRef<double> constants) {
+  TSRNN_CHECK(constants.size() <= static_cast<size_t>(kMaxConstants), "tsrnn: the CUDA kernels take at most ",
+              kMaxConstants, " constants, got ", constants.size());
+  cuda::Constants out{};
+  for (size_t k = 0; k < constants.size(); ++k) out.value[k] = static_cast<float>(constants[k]);
+  return out;
+}
+
 // The kernels' arguments (csrc/recurrence/cuda/kernel_args.h) of a forward call, its step offsets
 // on the device (device_offsets).
 inline cuda::ForwardArgs forward_args(const ForwardTensors& io, const Tensor& offsets) {
   return cuda::ForwardArgs{io.xg.data_ptr<float>(), io.w_hh.data_ptr<float>(), io.h0.data_ptr<float>(),
-                           io.state0.data_ptr<float>(), data_or_null<float>(io.p),
-                           data_or_null<float>(io.dt), offsets_or_null(offsets), io.h_all.data_ptr<float>(),
+                           io.state0.data_ptr<float>(), data_or_null<float>(io.params),
+                           data_or_null<float>(io.step_input), offsets_or_null(offsets), io.h_all.data_ptr<float>(),
                            io.state_all.data_ptr<float>(), io.save ? io.saved.data_ptr<float>() : nullptr,
                            static_cast<int>(io.s.T), static_cast<int>(io.s.B), static_cast<int>(io.s.H),
-                           static_cast<float>(io.eps)};
+                           constants_of(io.constants)};
 }
 
 // The kernels' arguments of a backward call.
 inline cuda::BackwardArgs backward_args(const BackwardTensors& io, const Tensor& offsets) {
   return cuda::BackwardArgs{data_or_null<float>(io.grad_h), io.w_hh.data_ptr<float>(),
                             io.state0.data_ptr<float>(), io.state_all.data_ptr<float>(),
-                            io.saved.data_ptr<float>(), data_or_null<float>(io.p),
-                            data_or_null<float>(io.dt), offsets_or_null(offsets), io.dz.data_ptr<float>(),
+                            io.saved.data_ptr<float>(), data_or_null<float>(io.params),
+                            data_or_null<float>(io.step_input), offsets_or_null(offsets), io.dz.data_ptr<float>(),
                             io.dh.data_ptr<float>(), io.dstate.data_ptr<float>(),
-                            io.dp.defined() ? io.dp.data_ptr<float>() : nullptr,
+                            io.dparams.defined() ? io.dparams.data_ptr<float>() : nullptr,
                             static_cast<int>(io.s.T), static_cast<int>(io.s.B), static_cast<int>(io.s.H),
-                            static_cast<float>(io.eps)};
+                            constants_of(io.constants)};
 }
 
 // The float32 check of the CUDA kernels' inputs.

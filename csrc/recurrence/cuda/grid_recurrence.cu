@@ -7,7 +7,7 @@
 //
 // Cluster i owns the units J_i = [i U, min(H, (i + 1) U)); its c blocks split the inner dimension
 // of the product (grid_recurrence.h's Direction: U, c and the chunk are each direction's own). Forward, step t (z_t = W_hh h_{t-1}, then the cell of
-// csrc/recurrence/cells.h), for each chunk of the batch rows that run the step:
+// csrc/recurrence/cells/), for each chunk of the batch rows that run the step:
 //   1. after phase t of the flag barrier (every cluster has published h_{t-1}), block r reads its
 //      slice K_r of h_{t-1} for the chunk's rows from global memory (L2), rounded to the operand
 //      type, in 16- or 8-byte loads where the row pitch allows (slice_load.h): the cluster reads
@@ -29,10 +29,10 @@
 // block r of cluster i holds W_hh[M_r, J_i] (M_r: its slice of the G H gate rows) and, after phase
 // T-1-t (every cluster has published dz_{t+1}), forms P_r = W_r dz_{t+1}[:, M_r]^T [units][chunk]
 // from dz read from L2 as the forward reads h; after a cluster barrier each pair sums its dL/dh_t
-// over the blocks, runs the cell's backward (dstate and the per-row dL/dp in registers across the
+// over the blocks, runs the cell's backward (dstate and the per-row dL/dparams in registers across the
 // steps), writes dz_t to global memory (the operator's output, which the next step reads), and the
 // cluster arrives as in the forward. The
-// last product gives dL/dh0; then dstate and dp are written once. dW_hh is one GEMM over the h's
+// last product gives dL/dh0; then dstate and dL/dparams are written once. dW_hh is one GEMM over the h's
 // after the kernel (csrc/recurrence/op.h). Every block ends with a cluster barrier: its shared
 // memory stays mapped until its peers are done reading it.
 //
@@ -46,7 +46,7 @@
 #include <algorithm>
 #include <climits>
 
-#include "recurrence/cells.h"
+#include "recurrence/cells/list.h"
 #include "recurrence/cuda/cost_model.h"
 #include "recurrence/cuda/device_common.h"
 #include "recurrence/cuda/flag_barrier.h"
@@ -246,8 +246,11 @@ __global__ void __launch_bounds__(kThreads, 1) forward_kernel(ForwardArgs a, Sha
 #pragma unroll
           for (int g = 0; g < G; ++g) zj[g] += from[g * s.units];
         }
-        const float p = a.p ? a.p[j] : 0.f, dt = a.dt ? a.dt[row] : 1.f;
-        const float h = C::forward(zj, 1, act[i], state[i], next, 1, 1, p, dt, a.eps);
+        float param[at_least_one(C::kParams)];  // the unit's parameters (a cell of none loads none)
+#pragma unroll
+        for (int k = 0; k < C::kParams; ++k) param[k] = a.params[k * H + j];
+        const float delta = C::kStepInput && a.steps ? a.steps[row] : 1.f;
+        const float h = C::forward(zj, 1, act[i], state[i], next, 1, 1, param, delta, a.constants.value);
         if (Skipped::of(probe::kStores)) {
           kept += h;  // the cell stays: nothing else would read what it computes
         } else {
@@ -307,7 +310,7 @@ __global__ void __launch_bounds__(kThreads, 1) backward_kernel(BackwardArgs a, S
     return real ? a.w_hh[static_cast<long long>(m0 + m) * H + at.j0 + u] : 0.f;
   });
   Pair pairs[kMaxPairs];  // this thread's (unit, row) pairs, the same at every step
-  float dstate[kMaxPairs][S], dp[kMaxPairs], dh[kMaxPairs];
+  float dstate[kMaxPairs][S], dparam[kMaxPairs][at_least_one(C::kParams)], dh[kMaxPairs];
   float kept = 0.f;  // the ladder's stores rung (probe.h): the dz it does not store, summed
 #pragma unroll
   for (int i = 0; i < kMaxPairs; ++i) {
@@ -317,7 +320,8 @@ __global__ void __launch_bounds__(kThreads, 1) backward_kernel(BackwardArgs a, S
     for (int k = 0; k < S; ++k) {
       dstate[i][k] = q.valid ? a.dstate[k * BH + static_cast<long long>(q.n) * H + at.j0 + q.u] : 0.f;
     }
-    dp[i] = 0.f;
+#pragma unroll
+    for (int k = 0; k < C::kParams; ++k) dparam[i][k] = 0.f;
   }
   // W's load is ordered before the first product by the block barriers of the flag barrier and of
   // the first chunk's load.
@@ -370,9 +374,9 @@ __global__ void __launch_bounds__(kThreads, 1) backward_kernel(BackwardArgs a, S
       const long long row = step.first + q.n, n = static_cast<long long>(q.n) * H + j;
       float act[K], prev_l[S], next_l[S], dz[G];
       constexpr bool kLoads = !Skipped::of(probe::kCellLoads);
-      // the cell_loads rung's stand-in: a value the compiler cannot know (eps is an argument), new
+      // the cell_loads rung's stand-in: a value the compiler cannot know (the first constant is an argument), new
       // each step and pair, so no math that uses it folds or moves out of the loop
-      const float stand_in = a.eps * static_cast<float>(t + i) + 0.5f;
+      const float stand_in = a.constants.value[0] * static_cast<float>(t + i) + 0.5f;
 #pragma unroll
       for (int k = 0; k < K; ++k) act[k] = kLoads ? a.saved[row * K * H + k * H + j] : stand_in;
 #pragma unroll
@@ -380,11 +384,17 @@ __global__ void __launch_bounds__(kThreads, 1) backward_kernel(BackwardArgs a, S
         prev_l[k] = kLoads ? prev[k * BH + n] : stand_in;
         next_l[k] = kLoads ? next[k * BH + n] : stand_in;
       }
-      const float p = a.p ? a.p[j] : 0.f, dt = a.dt ? a.dt[row] : 1.f;
+      float param[at_least_one(C::kParams)], dparam_step[at_least_one(C::kParams)];
+#pragma unroll
+      for (int k = 0; k < C::kParams; ++k) {
+        param[k] = a.params[k * H + j];
+        dparam_step[k] = 0.f;
+      }
+      const float delta = C::kStepInput && a.steps ? a.steps[row] : 1.f;
       const float dh_total = dh[i] + (!a.grad_h ? 0.f : kLoads ? a.grad_h[row * H + j] : stand_in);
-      float dp_step = 0.f;
-      C::backward(act, prev_l, next_l, dh_total, dstate[i], dz, &dp_step, 1, 1, p, dt, a.eps);
-      dp[i] += dp_step;
+      C::backward(act, prev_l, next_l, dh_total, dstate[i], dz, dparam_step, 1, 1, param, delta, a.constants.value);
+#pragma unroll
+      for (int k = 0; k < C::kParams; ++k) dparam[i][k] += dparam_step[k];
 #pragma unroll
 #pragma unroll
       for (int g = 0; g < G; ++g) {
@@ -410,7 +420,8 @@ __global__ void __launch_bounds__(kThreads, 1) backward_kernel(BackwardArgs a, S
     a.dh[n] = dh[i];
 #pragma unroll
     for (int k = 0; k < S; ++k) a.dstate[k * BH + n] = dstate[i][k];
-    if (C::kHasP) a.dp[n] = dp[i];
+#pragma unroll
+    for (int k = 0; k < C::kParams; ++k) a.dparams[k * BH + n] = dparam[i][k];
   }
   clock.finish();
 }
@@ -547,7 +558,7 @@ cudaError_t backward(const Plan& plan, const BackwardArgs& args, unsigned long l
   });
 }
 
-// The cells of csrc/recurrence/cells.h and the precisions of csrc/recurrence/products.h, the only
+// The cells of csrc/recurrence/cells/ and the precisions of csrc/recurrence/products.h, the only
 // instantiations (grid_recurrence.h declares the templates).
 #define TSRNN_INSTANTIATE(C, P)                                                                                  \
   template cudaError_t plan<C, P>(int, int, const std::array<int, 4>&, Plan*);                                    \
@@ -557,9 +568,7 @@ cudaError_t backward(const Plan& plan, const BackwardArgs& args, unsigned long l
   TSRNN_INSTANTIATE(C, Products::kIeee) \
   TSRNN_INSTANTIATE(C, Products::kTf32) \
   TSRNN_INSTANTIATE(C, Products::kBf16)
-TSRNN_INSTANTIATE_CELL(LSTMCell)
-TSRNN_INSTANTIATE_CELL(PowerLawCell<true>)
-TSRNN_INSTANTIATE_CELL(PowerLawCell<false>)
+TSRNN_CELLS(TSRNN_INSTANTIATE_CELL)
 #undef TSRNN_INSTANTIATE_CELL
 #undef TSRNN_INSTANTIATE
 

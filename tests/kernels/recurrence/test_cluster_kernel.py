@@ -117,7 +117,7 @@ def test_the_forward_issues_the_mma_and_loads_the_plan_computes(simt, shape, c, 
         assert got[:4] == [c, tile, -(-B // tile), units] and got[6] == parts
         xg, w_hh, h0 = torch.randn(T, B, 4 * H), torch.randn(4 * H, H) / 8, torch.zeros(B, H)
         torch.ops.simt.reset_counts()
-        torch.ops.tsrnn_simt_cluster.recurrence_forward("lstm", xg, w_hh, h0, h0[None], None, None, 0.0, False, None,
+        torch.ops.tsrnn_simt_cluster.recurrence_forward("lstm", xg, w_hh, h0, h0[None], None, None, [], False, None,
                                                          precision)
         counts = torch.ops.simt.counts()
     blocks = c * -(-B // tile)
@@ -179,11 +179,11 @@ def test_the_plan_refuses_what_does_not_fit(simt):
             assert "does not fit" in testing.why_not(path, "lstm", (2, 2, 3, 400), torch.float32, "cpu")
             xg, w_hh, h0 = torch.zeros(2, 2, 4 * 400), torch.zeros(4 * 400, 400), torch.zeros(2, 400)
             with pytest.raises(RuntimeError, match="cluster-resident CUDA kernel does not take H=400.*forced"):
-                torch.ops.tsrnn_simt_cluster.recurrence_forward("lstm", xg, w_hh, h0, h0[None], None, None, 0.0,
+                torch.ops.tsrnn_simt_cluster.recurrence_forward("lstm", xg, w_hh, h0, h0[None], None, None, [],
                                                                  False, None, "tf32")
     with pytest.raises(RuntimeError, match="unknown precision 'tf16'"):
         torch.ops.tsrnn_simt_cluster.recurrence_forward("lstm", xg[:, :, :8], w_hh[:8, :2], h0[:, :2], h0[None, :, :2],
-                                                         None, None, 0.0, False, None, "tf16")
+                                                         None, None, [], False, None, "tf16")
 
 
 # A subset of the table for the sanitized and planted-bug runs: every cell form at the 4-block

@@ -30,8 +30,8 @@ def _packed(cell="lstm", batch_sizes=(2, 1), **changes):
     args = op_args(cell)
     n = sum(batch_sizes)
     args["xg"] = args["xg"].reshape(-1, args["xg"].shape[-1])[:n]
-    if args["dt"] is not None:
-        args["dt"] = args["dt"].reshape(-1)[:n]
+    if args["steps"] is not None:
+        args["steps"] = args["steps"].reshape(-1)[:n]
     args["batch_sizes"] = torch.tensor(batch_sizes)
     args.update(changes)
     return args
@@ -42,7 +42,7 @@ def _packed_backward(**changes):
     h_all, state_n, state_all, saved = forward(args)
     out = {"cell": "lstm", "grad_h": torch.ones_like(h_all), "grad_state_n": None, "w_hh": args["w_hh"],
            "h0": args["h0"], "state0": args["state0"], "h_all": h_all, "state_all": state_all, "saved": saved,
-           "p": None, "dt": None, "eps": 0.0, "batch_sizes": args["batch_sizes"]}
+           "params": None, "steps": None, "constants": [], "batch_sizes": args["batch_sizes"]}
     out.update(changes)
     return out
 
@@ -89,15 +89,18 @@ CASES = {
     ("op.h", "h0 shape"): (lambda: forward(_with(op_args, h0=lambda v: v[:1])), r"h0 must be \[2, 4\], got \[1, 4\]"),
     ("op.h", "state0 shape"): (lambda: forward(_with(op_args, state0=lambda v: torch.cat([v, v]))),
                                r"state0 must be \[1, 2, 4\], got \[2, 2, 4\]"),
-    ("op.h", "p used"): (lambda: forward(_with(lambda: op_args("plstm_coupled"), p=None)), r"p is required for this cell"),
-    ("op.h", "p shape"): (lambda: forward(_with(lambda: op_args("plstm_coupled"), p=lambda v: v[:-1])),
-                          r"p must be \[4\], got \[3\]"),
-    ("op.h", "dt unused"): (lambda: forward(_with(op_args, dt=torch.ones(3, 2, dtype=F64))),
-                            r"dt is only used by the pLSTM cells"),
-    ("op.h", "packed dt"): (lambda: forward(_packed("plstm_coupled", dt=torch.ones(4, dtype=F64))),
-                            r"dt must be \[N\], got \[4\]"),
-    ("op.h", "padded dt"): (lambda: forward(_with(lambda: op_args("plstm_coupled"), dt=lambda v: v.t())),
-                            r"dt must be \[3, 2\], got \[2, 3\]"),
+    ("op.h", "params used"): (lambda: forward(_with(lambda: op_args("plstm_coupled"), params=None)),
+                              r"params are required for the cell plstm_coupled"),
+    ("op.h", "params shape"): (lambda: forward(_with(lambda: op_args("plstm_coupled"), params=lambda v: v[:, :-1])),
+                               r"params must be \[1, 4\], got \[1, 3\]"),
+    ("op.h", "steps unused"): (lambda: forward(_with(op_args, steps=torch.ones(3, 2, dtype=F64))),
+                               r"the cell lstm takes no step input \(steps\)"),
+    ("op.h", "packed steps"): (lambda: forward(_packed("plstm_coupled", steps=torch.ones(4, dtype=F64))),
+                               r"steps must be \[N\], got \[4\]"),
+    ("op.h", "padded steps"): (lambda: forward(_with(lambda: op_args("plstm_coupled"), steps=lambda v: v.t())),
+                               r"steps must be \[3, 2\], got \[2, 3\]"),
+    ("op.h", "constants count"): (lambda: forward(_with(lambda: op_args("plstm_coupled"), constants=[])),
+                                  r"the cell plstm_coupled takes 1 constants, got 0"),
     ("op.h", "empty xg"): (lambda: forward(_with(op_args, xg=lambda v: v[:0])), r"empty input, xg \[0, 2, 16\]"),
     ("op.h", "h_all rank"): (lambda: backward(_with(backward_args, h_all=lambda v: v[0])),
                              r"h_all must be \[T, B, H\], got \[2, 4\]"),

@@ -82,17 +82,18 @@ TRITON = pytest.mark.skipif(not backend.triton_available(), reason="triton is no
 
 
 def _opcheck_packed(path):
-    """opcheck of the packed layout (batch_sizes): xg [N, G*H], dt [N], h_all [N, H]."""
+    """opcheck of the packed layout (batch_sizes): xg [N, G*H], steps [N], h_all [N, H]."""
     batch_sizes = torch.tensor([2, 2, 1, 1])
     for cell in CELLS:
         args = layer_args(cell, 4, 2, 3, 3, seed=14, dt=cell != "lstm")
         xg = torch.randn(6, cells.get(cell).num_gates * 3, dtype=torch.float64, requires_grad=True)
         state0 = torch.stack([args["c0"]] + ([args["a0"]] if cell != "lstm" else [])).requires_grad_()
-        p = None if args.get("p") is None else args["p"].clone().requires_grad_()
-        dt = None if cell == "lstm" else torch.rand(6, dtype=torch.float64) + 0.5
+        params = None if args.get("p") is None else args["p"][None].clone().requires_grad_()
+        steps = None if cell == "lstm" else torch.rand(6, dtype=torch.float64) + 0.5
+        constants = list(cells.get(cell).defaults)
         w_hh, h0 = args["w_hh"].clone().requires_grad_(), args["h0"].clone().requires_grad_()
         torch.library.opcheck(backend.op(path, "recurrence_forward"),
-                              (cell, xg, w_hh, h0, state0, p, dt, 1e-3, True, batch_sizes))
+                              (cell, xg, w_hh, h0, state0, params, steps, constants, True, batch_sizes))
 
 
 @pytest.mark.parametrize("path, scan", [pytest.param("cpu", "cpu", marks=needs_native),
@@ -101,25 +102,26 @@ def test_opcheck_registrations(path, scan):
     """Schema, fake (meta) shapes, autograd registration and AOT dispatch of every operator, in
     every namespace (torch.ops.tsrnn compiled, the Triton ones through the interpreter). The fake
     kernels' shapes come from the cell registry (tsrnn/ops/recurrence/cells.py), the compiled kernels' from
-    csrc/recurrence/cells.h: opcheck compares them."""
+    csrc/recurrence/cells/: opcheck compares them."""
     for cell in CELLS:
         args = layer_args(cell, 4, 2, 3, 3, seed=13, dt=cell != "lstm")
         G = cells.get(cell).num_gates
         xg = torch.randn(4, 2, G * 3, dtype=torch.float64, requires_grad=True)
         states = [args["c0"]] + ([args["a0"]] if cell != "lstm" else [])
         state0 = torch.stack(states).requires_grad_()
-        p = args.get("p")
-        p = None if p is None else p.clone().requires_grad_()
+        params = args.get("p")
+        params = None if params is None else params[None].clone().requires_grad_()
+        constants = list(cells.get(cell).defaults)
         w_hh = args["w_hh"].clone().requires_grad_()
         h0 = args["h0"].clone().requires_grad_()
-        forward_args = (cell, xg, w_hh, h0, state0, p, args.get("dt"), 1e-3, True)
+        forward_args = (cell, xg, w_hh, h0, state0, params, args.get("dt"), constants, True)
         torch.library.opcheck(backend.op(path, "recurrence_forward"), forward_args)
         with torch.no_grad():
             h_all, state_n, state_all, saved = backend.op(path, "recurrence_forward")(*forward_args)
         for grad_h, grad_state_n in ((torch.randn_like(h_all), None), (None, torch.randn_like(state_n))):
             torch.library.opcheck(backend.op(path, "recurrence_backward"),
                                   (cell, grad_h, grad_state_n, w_hh.detach(), h0.detach(), state0.detach(), h_all,
-                                   state_all, saved, None if p is None else p.detach(), args.get("dt"), 1e-3))
+                                   state_all, saved, None if params is None else params.detach(), args.get("dt"), constants))
     _opcheck_packed(path)
     if scan is None:
         return

@@ -71,7 +71,7 @@ def test_too_large_hidden_size_is_refused_clearly():
     xg = torch.zeros(2, 2, 4 * H, device="cuda")
     h0 = torch.zeros(2, H, device="cuda")
     with pytest.raises(RuntimeError, match=r"grid-resident CUDA kernel does not take H=8192"):
-        torch.ops.tsrnn_grid.recurrence_forward("lstm", xg, w_hh, h0, h0[None], None, None, 0.0, False, None, "tf32")
+        torch.ops.tsrnn_grid.recurrence_forward("lstm", xg, w_hh, h0, h0[None], None, None, [], False, None, "tf32")
 
 
 def test_auto_measures_and_records_its_choice(monkeypatch):

@@ -164,14 +164,16 @@ def test_the_recompute_rounds_the_products_as_the_call_did(cell, products):
     w_hh = torch.randn(described.num_gates * H, H, generator=g) / 2
     h0 = torch.randn(B, H, generator=g)
     state0 = torch.rand(described.num_states, B, H, generator=g)
-    p = torch.rand(H, generator=g) if described.params != () else None
-    dt = torch.rand(T, B, generator=g) + 0.5 if described.params != () else None
+    params = torch.rand(len(described.params), H, generator=g) if described.params != () else None
+    steps = torch.rand(T, B, generator=g) + 0.5 if described.step_input is not None else None
+    constants = list(described.defaults)
     grad_h = torch.randn(T, B, H, generator=g)
     results = {}
     for mode in ("ieee", products):
         inputs = [t.clone().requires_grad_() for t in (xg, w_hh, h0, state0)]
-        h_all, _ = recompute.layer(cell, *inputs, p, dt, 1e-3, None, mode)
-        grads = recompute.gradients(cell, (True,) * 4 + (False,), grad_h, None, *inputs, p, dt, 1e-3, None, mode)
+        h_all, _ = recompute.layer(cell, *inputs, params, steps, constants, None, mode)
+        grads = recompute.gradients(cell, (True,) * 4 + (False,), grad_h, None, *inputs, params, steps, constants, None,
+                                    mode)
         results[mode] = (h_all, *grads[:4])
     tol = {"tf32": 2e-3, "bf16": 2e-2}[products]
     assert not torch.equal(results["ieee"][0], results[products][0])  # the operands were rounded

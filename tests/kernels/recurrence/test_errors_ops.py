@@ -21,7 +21,7 @@ F64 = torch.float64
 
 
 def op_args(cell="lstm"):
-    """Valid (cell, xg, w_hh, h0, state0, p, dt, eps, save) for recurrence_forward."""
+    """Valid (cell, xg, w_hh, h0, state0, params, steps, constants, save) for recurrence_forward."""
     g = torch.Generator().manual_seed(0)
     G, S = tsrnn.ops.recurrence.cells.get(cell).num_gates, tsrnn.ops.recurrence.cells.get(cell).num_states
     power = cell != "lstm"
@@ -31,9 +31,9 @@ def op_args(cell="lstm"):
         "w_hh": torch.randn(G * OH, OH, generator=g, dtype=F64),
         "h0": torch.randn(OB, OH, generator=g, dtype=F64),
         "state0": torch.rand(S, OB, OH, generator=g, dtype=F64),
-        "p": torch.rand(OH, generator=g, dtype=F64) if power else None,
-        "dt": torch.rand(OT, OB, generator=g, dtype=F64) + 0.5 if power else None,
-        "eps": 1e-3 if power else 0.0,
+        "params": torch.rand(1, OH, generator=g, dtype=F64) if power else None,
+        "steps": torch.rand(OT, OB, generator=g, dtype=F64) + 0.5 if power else None,
+        "constants": [1e-3] if power else [],
         "save": True,
     }
 
@@ -49,7 +49,8 @@ def backward_args(cell="lstm", save=True):
     return {
         "cell": cell, "grad_h": torch.ones_like(h_all), "grad_state_n": torch.ones_like(state_n),
         "w_hh": args["w_hh"], "h0": args["h0"], "state0": args["state0"], "h_all": h_all,
-        "state_all": state_all, "saved": saved, "p": args["p"], "dt": args["dt"], "eps": args["eps"],
+        "state_all": state_all, "saved": saved, "params": args["params"], "steps": args["steps"],
+        "constants": args["constants"],
     }
 
 
@@ -83,14 +84,18 @@ FORWARD_OP_CASES = {
     "state0-count": ("lstm", _set(state0=lambda v: torch.cat([v, v])), r"state0 must be \[1, 2, 4\]"),
     "state0-2d": ("lstm", _set(state0=lambda v: v[0]), r"state0 must have 3 dimensions"),
     "state0-dtype": ("plstm_separate", _set(state0=lambda v: v.float()), r"state0 has dtype Float"),
-    "p-for-lstm": ("lstm", _set(p=torch.rand(OH, dtype=F64)), r"p is not used for this cell"),
-    "dt-for-lstm": ("lstm", _set(dt=torch.ones(OT, OB, dtype=F64)), r"dt is only used by the pLSTM cells"),
-    "p-missing": ("plstm_coupled", _set(p=None), r"p is required for this cell"),
-    "p-length": ("plstm_coupled", _set(p=lambda v: v[:-1]), r"p must be \[4\]"),
-    "p-dtype": ("plstm_coupled", _set(p=lambda v: v.float()), r"p has dtype Float"),
-    "dt-transposed": ("plstm_coupled", _set(dt=lambda v: v.t()), r"dt must be \[3, 2\], got \[2, 3\]"),
-    "dt-3d": ("plstm_coupled", _set(dt=lambda v: v[..., None]), r"dt must have 2 dimensions"),
-    "dt-dtype": ("plstm_separate", _set(dt=lambda v: v.float()), r"dt has dtype Float"),
+    "params-for-lstm": ("lstm", _set(params=torch.rand(1, OH, dtype=F64)), r"params are not used for the cell lstm"),
+    "steps-for-lstm": ("lstm", _set(steps=torch.ones(OT, OB, dtype=F64)), r"the cell lstm takes no step input \(steps\)"),
+    "params-missing": ("plstm_coupled", _set(params=None), r"params are required for the cell plstm_coupled"),
+    "params-length": ("plstm_coupled", _set(params=lambda v: v[:, :-1]), r"params must be \[1, 4\], got \[1, 3\]"),
+    "params-count": ("plstm_coupled", _set(params=lambda v: torch.cat([v, v])), r"params must be \[1, 4\], got \[2, 4\]"),
+    "params-1d": ("plstm_coupled", _set(params=lambda v: v[0]), r"params must have 2 dimensions"),
+    "params-dtype": ("plstm_coupled", _set(params=lambda v: v.float()), r"params has dtype Float"),
+    "steps-transposed": ("plstm_coupled", _set(steps=lambda v: v.t()), r"steps must be \[3, 2\], got \[2, 3\]"),
+    "steps-3d": ("plstm_coupled", _set(steps=lambda v: v[..., None]), r"steps must have 2 dimensions"),
+    "steps-dtype": ("plstm_separate", _set(steps=lambda v: v.float()), r"steps has dtype Float"),
+    "constants-missing": ("plstm_coupled", _set(constants=[]), r"the cell plstm_coupled takes 1 constants, got 0"),
+    "constants-for-lstm": ("lstm", _set(constants=[1e-3]), r"the cell lstm takes 0 constants, got 1"),
     "gates-coupled-as-separate": ("plstm_coupled", _set(cell="plstm_separate"), r"w_hh must be \[16, 4\]"),
 }
 
@@ -120,8 +125,9 @@ BACKWARD_OP_CASES = {
     "grad_state_n-every-step": ("plstm_coupled", _set(grad_state_n=lambda v: v.expand(OT, *v.shape)),
                                 r"grad_state_n must have 3 dimensions"),
     "w_hh-dtype": ("lstm", _set(w_hh=lambda v: v.float()), r"w_hh has dtype Float"),
-    "p-missing": ("plstm_separate", _set(p=None), r"p is required for this cell"),
-    "dt-shape": ("plstm_separate", _set(dt=lambda v: v[:-1]), r"dt must be \[3, 2\]"),
+    "params-missing": ("plstm_separate", _set(params=None), r"params are required for the cell plstm_separate"),
+    "steps-shape": ("plstm_separate", _set(steps=lambda v: v[:-1]), r"steps must be \[3, 2\]"),
+    "constants-count": ("plstm_separate", _set(constants=[1e-3, 1.0]), r"the cell plstm_separate takes 1 constants, got 2"),
     "half": ("lstm", lambda a: _all_float(a, torch.float16), r"the CPU kernels take float32 or float64, got Half"),
 }
 

@@ -123,10 +123,10 @@ def test_the_plan_refuses_what_does_not_fit(simt):
             assert "does not fit" in testing.why_not(path, "lstm", (2, 2, 3, 40), torch.float32, "cpu")
             xg, w_hh, h0 = torch.zeros(2, 2, 4 * 40), torch.zeros(4 * 40, 40), torch.zeros(2, 40)
             with pytest.raises(RuntimeError, match="grid-resident CUDA kernel does not take H=40, B=2.*forced"):
-                torch.ops.tsrnn_simt_grid.recurrence_forward("lstm", xg, w_hh, h0, h0[None], None, None, 0.0, False,
+                torch.ops.tsrnn_simt_grid.recurrence_forward("lstm", xg, w_hh, h0, h0[None], None, None, [], False,
                                                              None, "tf32")
         with simt.forced(2, 24, "grid"), pytest.raises(RuntimeError, match="does not fit"):  # no chunk of 24 rows
-            torch.ops.tsrnn_simt_grid.recurrence_forward("lstm", xg, w_hh, h0, h0[None], None, None, 0.0, False,
+            torch.ops.tsrnn_simt_grid.recurrence_forward("lstm", xg, w_hh, h0, h0[None], None, None, [], False,
                                                          None, "tf32")
 
 

@@ -57,9 +57,9 @@ def test_the_cuda_entry_checks_its_arguments(simt):
     forward = torch.ops.tsrnn_simt_cluster.recurrence_forward
     xg, w_hh, h0 = torch.zeros(2, 2, 4 * 37), torch.zeros(4 * 37, 37), torch.zeros(2, 37)
     with pytest.raises(RuntimeError, match=r"^tsrnn: the CUDA kernels take float32, got Double"):
-        forward("lstm", xg.double(), w_hh.double(), h0.double(), h0.double()[None], None, None, 0.0, False, None, "tf32")
+        forward("lstm", xg.double(), w_hh.double(), h0.double(), h0.double()[None], None, None, [], False, None, "tf32")
     with pytest.raises(RuntimeError, match=r"^tsrnn: h0 must be \[2, 37\], got \[1, 37\]"):
-        forward("lstm", xg, w_hh, h0[:1], h0[None], None, None, 0.0, False, None, "tf32")
+        forward("lstm", xg, w_hh, h0[:1], h0[None], None, None, [], False, None, "tf32")
 
 
 # -- the emulation itself ---------------------------------------------------------------------------
