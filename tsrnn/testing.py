@@ -120,12 +120,13 @@ def differentiable(args: dict) -> list[str]:
 
 def recurrence_args(cell: str, args: dict) -> dict:
     """``layer_args``'s dict as the keyword arguments of ``functional.recurrence`` /
-    ``reference.layer`` (``lengths`` kept)."""
+    ``reference.layer``: the cell's constants from the dict by name where given (``lengths`` kept)."""
     described = cells.get(cell)
     named = {"x": args["x"], "h0": args["h0"], "states": tuple(args[n] for n in described.initial_states[1:]),
              "w_ih": args["w_ih"], "w_hh": args["w_hh"], "bias": args["bias"],
              "params": tuple(args[n] for n in described.params),
-             "steps": args.get(described.step_input) if described.step_input else None}
+             "steps": args.get(described.step_input) if described.step_input else None,
+             "constants": tuple(args.get(name, default) for name, default in described.constants)}
     if "lengths" in args:
         named["lengths"] = args["lengths"]
     return named

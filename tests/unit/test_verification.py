@@ -41,9 +41,9 @@ def runs(monkeypatch):
     record, wrong = Runs(), {"shift": 0.0, "grad_scale": 1.0}
 
     def wrap(runner):
-        def spy(path, cell, x, *args):
-            record.append((path.name, x.dtype))
-            out, finals, traces = runner(path, cell, x, *args)
+        def spy(path, layer, inputs, traces):
+            record.append((path.name, inputs.x.dtype))
+            out, finals, traces = runner(path, layer, inputs, traces)
             if path.name == "cpu":
                 out = ScaledGradient.apply(out, wrong["grad_scale"]) + wrong["shift"]
             return out, finals, traces
