@@ -22,6 +22,7 @@ import torch
 
 from tsrnn import backend, testing
 from tsrnn.ops import projection
+from tsrnn.ops.recurrence import cells
 from tsrnn.ops.recurrence import paths as recurrence_paths
 
 from simt import build, emulation
@@ -156,8 +157,8 @@ SHAPES = {
                                    "K slices) in one chunk of 32", (4, 32)),
     ],
 }
-CELL_FORMS = [("lstm", False), ("plstm_coupled", False), ("plstm_coupled", True), ("plstm_separate", False),
-              ("plstm_separate", True)]
+# every cell, and each with a step input also with one given (variable Δt)
+CELL_FORMS = [(name, dt) for name, cell in cells.CELLS.items() for dt in ((False, True) if cell.step_input else (False,))]
 
 
 def cases(seeds, kernel: str = "cluster") -> list[Case]:

@@ -82,14 +82,11 @@ def traces_error(cell_name: str, shape, seed: int, dt: bool, path_name: str, row
     the pLSTM's reset gates and ages) against the reference's, with ``row``: {name: (error, bound)}."""
     args = testing.layer_args(cell_name, *shape, seed=seed, dt=dt)
     cell = cells.get(cell_name)
-    ours = {k: (v.float() if isinstance(v, torch.Tensor) and k != "dt" else v) for k, v in args.items()}
-    states = (ours["c0"], ours["a0"]) if cell.params != () else (ours["c0"],)
-    _, _, traces = functional._layer(cell, ours["x"], ours["h0"], states, ours["w_ih"], ours["w_hh"], ours["bias"],
-                                     ours.get("p"), None if ours.get("dt") is None else ours["dt"].float(),
-                                     1e-3, path_name, traces=True)
-    want = {}
-    if cell.params != ():
-        _, _, want["f"] = reference.plstm(**args, trace=want)
-    else:
-        _, _, want["f"] = reference.lstm(**args)
+    data = {cell.step_input}
+    ours = {k: (v.float() if isinstance(v, torch.Tensor) and k not in data else v) for k, v in args.items()}
+    if cell.step_input and ours.get(cell.step_input) is not None:
+        ours[cell.step_input] = ours[cell.step_input].float()
+    _, _, traces = functional.recurrence(cell_name, **testing.recurrence_args(cell_name, ours), backend=path_name,
+                                         return_traces=True)
+    _, _, want = reference.layer(cell, **testing.recurrence_args(cell_name, args))
     return {name: testing._error(traces[name], expected, row) for name, expected in want.items()}

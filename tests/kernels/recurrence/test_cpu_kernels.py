@@ -38,8 +38,8 @@ def test_long_sequence_keeps_age_precision(cell):
     """T = 1000 with large steps: ages reach thousands; float32 stays near float64."""
     args = layer_args(cell, T=1000, B=2, I=3, H=8, seed=6, dt=True)
     args["dt"] = args["dt"] * 5
-    out, (h, c, a) = functional.plstm(**cast(args, torch.float32), backend="cpu")
-    out_r, (h_r, c_r, a_r), _ = reference.plstm(**args)
+    out, (h, c, a) = testing.run_layer(cell, cast(args, torch.float32), "cpu")
+    out_r, (h_r, c_r, a_r) = testing.reference_layer(cell, args)
     assert_close(out, out_r, TOLERANCE[torch.float32], "out")
     assert_close(a, a_r, TOLERANCE["float32 age"], "age")
 
@@ -53,11 +53,10 @@ def test_long_lstm_sequence():
 @pytest.mark.parametrize("path", [pytest.param("cpu", marks=needs_native), "reference"])
 @pytest.mark.parametrize("cell", CELLS)
 def test_forget_gates_match_reference(cell, path):
-    args = layer_args(cell, 5, 2, 3, 4, seed=10)
-    fn = functional.lstm if cell == "lstm" else functional.plstm
-    _, _, forget = fn(**args, backend=path, return_forget=True)
-    _, _, forget_r = (reference.lstm if cell == "lstm" else reference.plstm)(**args)
-    assert_close(forget, forget_r, TOLERANCE[torch.float64], "forget")
+    named = testing.recurrence_args(cell, layer_args(cell, 5, 2, 3, 4, seed=10))
+    _, _, traces = functional.recurrence(cell, **named, backend=path, return_traces=True)
+    _, _, traces_r = reference.layer(cells.get(cell), **named)
+    assert_close(traces["f"], traces_r["f"], TOLERANCE[torch.float64], "forget")
 
 
 @needs_native
@@ -85,11 +84,13 @@ def _opcheck_packed(path):
     """opcheck of the packed layout (batch_sizes): xg [N, G*H], steps [N], h_all [N, H]."""
     batch_sizes = torch.tensor([2, 2, 1, 1])
     for cell in CELLS:
-        args = layer_args(cell, 4, 2, 3, 3, seed=14, dt=cell != "lstm")
-        xg = torch.randn(6, cells.get(cell).num_gates * 3, dtype=torch.float64, requires_grad=True)
-        state0 = torch.stack([args["c0"]] + ([args["a0"]] if cell != "lstm" else [])).requires_grad_()
-        params = None if args.get("p") is None else args["p"][None].clone().requires_grad_()
-        steps = None if cell == "lstm" else torch.rand(6, dtype=torch.float64) + 0.5
+        described = cells.get(cell)
+        args = layer_args(cell, 4, 2, 3, 3, seed=14)
+        xg = torch.randn(6, described.num_gates * 3, dtype=torch.float64, requires_grad=True)
+        state0 = torch.stack([args[name] for name in described.initial_states[1:]]).requires_grad_()
+        per_unit = [args[name] for name in described.params]
+        params = torch.stack(per_unit).requires_grad_() if per_unit else None
+        steps = None if described.step_input is None else torch.rand(6, dtype=torch.float64) + 0.5
         constants = list(cells.get(cell).defaults)
         w_hh, h0 = args["w_hh"].clone().requires_grad_(), args["h0"].clone().requires_grad_()
         torch.library.opcheck(backend.op(path, "recurrence_forward"),
@@ -101,27 +102,28 @@ def _opcheck_packed(path):
 def test_opcheck_registrations(path, scan):
     """Schema, fake (meta) shapes, autograd registration and AOT dispatch of every operator, in
     every namespace (torch.ops.tsrnn compiled, the Triton ones through the interpreter). The fake
-    kernels' shapes come from the cell registry (tsrnn/ops/recurrence/cells.py), the compiled kernels' from
+    kernels' shapes come from the cell records (tsrnn/ops/recurrence/cells/), the compiled kernels' from
     csrc/recurrence/cells/: opcheck compares them."""
     for cell in CELLS:
-        args = layer_args(cell, 4, 2, 3, 3, seed=13, dt=cell != "lstm")
+        args = layer_args(cell, 4, 2, 3, 3, seed=13, dt=True)
         G = cells.get(cell).num_gates
         xg = torch.randn(4, 2, G * 3, dtype=torch.float64, requires_grad=True)
-        states = [args["c0"]] + ([args["a0"]] if cell != "lstm" else [])
+        states = [args[name] for name in cells.get(cell).initial_states[1:]]
         state0 = torch.stack(states).requires_grad_()
-        params = args.get("p")
-        params = None if params is None else params[None].clone().requires_grad_()
+        per_unit = [args[name] for name in cells.get(cell).params]
+        params = torch.stack(per_unit).requires_grad_() if per_unit else None
         constants = list(cells.get(cell).defaults)
         w_hh = args["w_hh"].clone().requires_grad_()
         h0 = args["h0"].clone().requires_grad_()
-        forward_args = (cell, xg, w_hh, h0, state0, params, args.get("dt"), constants, True)
+        steps = args.get(cells.get(cell).step_input) if cells.get(cell).step_input else None
+        forward_args = (cell, xg, w_hh, h0, state0, params, steps, constants, True)
         torch.library.opcheck(backend.op(path, "recurrence_forward"), forward_args)
         with torch.no_grad():
             h_all, state_n, state_all, saved = backend.op(path, "recurrence_forward")(*forward_args)
         for grad_h, grad_state_n in ((torch.randn_like(h_all), None), (None, torch.randn_like(state_n))):
             torch.library.opcheck(backend.op(path, "recurrence_backward"),
                                   (cell, grad_h, grad_state_n, w_hh.detach(), h0.detach(), state0.detach(), h_all,
-                                   state_all, saved, None if params is None else params.detach(), args.get("dt"), constants))
+                                   state_all, saved, None if params is None else params.detach(), steps, constants))
     _opcheck_packed(path)
     if scan is None:
         return
@@ -151,8 +153,8 @@ def test_backward_gets_the_final_state_gradient_only(cell):
     grad_state_n [S, B, H], not as a [T, S, B, H] gradient that is zero but at the last step; a loss
     that does not use the final states passes None (no tensor of zeros)."""
     T, B, H = 6, 3, 5
-    S = 1 if cell == "lstm" else 2
-    args = cast(layer_args(cell, T, B, 4, H, seed=14, dt=cell != "lstm"), torch.float64, requires_grad=True)
+    S = cells.get(cell).num_states
+    args = cast(layer_args(cell, T, B, 4, H, seed=14, dt=True), torch.float64, requires_grad=True)
     for loss, expected in ((lambda out, state: state[0].sum() + state[1].square().sum(), (S, B, H)),
                            (lambda out, state: out.sum(), None)):
         out, state = testing.run_layer(cell, args, "cpu")

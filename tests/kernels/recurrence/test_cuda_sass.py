@@ -19,14 +19,15 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.slow  # four nvcc builds of 18 kernels, 30 to 50 seconds each
+from tsrnn.ops.recurrence.cells import CELLS  # the compiled list is the same (test_cell_list.py)
+
+pytestmark = pytest.mark.slow  # four nvcc builds of every cell's kernels, 30 to 50 seconds each
 
 ROOT = Path(__file__).resolve().parents[3]
 SOURCES = {name: ROOT / "csrc" / "recurrence" / "cuda" / f"{name}_recurrence.cu" for name in ("cluster", "grid")}
 NVCC = Path(os.environ.get("CUDA_HOME", "/usr/local/cuda")) / "bin" / "nvcc"
 THREADS = 256  # cluster_recurrence.h's and grid_recurrence.h's kThreads
 REGISTERS_PER_SM = 65536
-CELLS = {"LSTMCell": "lstm", "PowerLawCellILb1E": "plstm_coupled", "PowerLawCellILb0E": "plstm_separate"}
 PRODUCTS = {"0": "ieee", "1": "tf32", "2": "bf16"}  # csrc/recurrence/products.h's order
 
 
@@ -48,9 +49,14 @@ needs_tools = pytest.mark.skipif(not NVCC.exists() or cuobjdump() is None,
 
 
 def kernel_name(mangled: str) -> str:
-    """e.g. "forward plstm_coupled tf32" of a mangled kernel name."""
+    """e.g. "forward PowerLawCell<true> tf32" of a mangled kernel name: its direction, the cell's
+    C++ type (csrc/recurrence/cells/list.h) and its products."""
     direction = "forward" if "forward_kernel" in mangled else "backward"
-    cell = next(name for key, name in CELLS.items() if key in mangled)
+    found = re.search(r"_kernelINS_(\d+)", mangled)
+    start = found.end()
+    cell = mangled[start:start + int(found.group(1))]
+    flag = re.match(r"ILb([01])E", mangled[start + int(found.group(1)):])
+    cell += f"<{'true' if flag.group(1) == '1' else 'false'}>" if flag else ""
     products = re.search(r"ProductsE(\d)", mangled).group(1)
     return f"{direction} {cell} {PRODUCTS[products]}"
 
@@ -458,10 +464,10 @@ RUNGS = {"cluster": [0, 1, 2, 4, 8, 16, 64], "grid": [0, 1, 2, 4, 8, 16, 32, 64,
 
 def test_the_probe_build_traces_every_kernel_and_builds_every_rung(probe_built):
     """Every kernel of the probe's build reads the clock; the LSTM in TF32 and bf16 has each rung of
-    its kernel in both directions beside the 18 kernels of the installed build."""
+    its kernel in both directions beside the kernels of the installed build (two a cell and products)."""
     name, lstm, count = probe_built
     assert set(lstm) == {(d, p, r) for d in ("forward", "backward") for p in ("tf32", "bf16") for r in RUNGS[name]}
-    assert count == 18 + 2 * 2 * (len(RUNGS[name]) - 1)
+    assert count == 2 * len(CELLS) * len(PRODUCTS) + 2 * 2 * (len(RUNGS[name]) - 1)
     assert all(CLOCK.search(code) for code in lstm.values())
 
 

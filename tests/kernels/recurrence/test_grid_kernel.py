@@ -20,6 +20,7 @@ import pytest
 import torch
 
 from tsrnn import testing
+from tsrnn.ops.recurrence import cells
 
 pytestmark = [pytest.mark.slow,  # compiles the emulation (cached after), with AddressSanitizer for one run
               pytest.mark.skipif(shutil.which("g++") is None, reason="the SIMT emulation is built with g++")]
@@ -53,7 +54,7 @@ def test_packed_rows_of_every_length_case(simt, case):
 
 
 @pytest.mark.parametrize("case", [c for c in cluster.cases(SEEDS[:1], "grid") if c.shape[0] > 1 and c.cluster < 8
-                                  and c.dt == (c.cell != "lstm") and c.precision != "ieee"], ids=lambda c: c.id)
+                                  and c.dt == bool(cells.CELLS[c.cell].step_input) and c.precision != "ieee"], ids=lambda c: c.id)
 def test_saved_activations_are_the_reference_traces(simt, case):
     """The saved activations, stored after the flag barrier's arrive, are the reference's traces."""
     errors = simt.check_traces(case)
@@ -153,7 +154,7 @@ def test_a_flag_barrier_that_opens_early_is_caught():
     seeds = (0, 1, 2, 3)
     done, rows = run_table(build.library(), seeds, match=[f"-{SUBSET}"], kernel="grid", plant="flag_early")
     assert done.returncode == 0, done.stderr[-3000:]
-    assert len(rows) == 5 * len(seeds) and not all(row["ok"] for row in rows), rows
+    assert len(rows) == len(cluster.CELL_FORMS) * len(seeds) and not all(row["ok"] for row in rows), rows
 
 
 def test_a_block_that_never_arrives_is_a_livelock_not_a_hang():
