@@ -17,13 +17,15 @@
 // the float type, __host__ __device__ under nvcc.
 #pragma once
 
+#include "recurrence/cells/janet.h"
 #include "recurrence/cells/lstm.h"
 #include "recurrence/cells/plstm.h"
 
 #define TSRNN_CELLS(X) \
   X(LSTMCell)          \
   X(PlstmCoupled)      \
-  X(PlstmSeparate)
+  X(PlstmSeparate)     \
+  X(JanetCell)
 
 namespace tsrnn {
 

@@ -179,9 +179,31 @@ def plstm_separate_backward(dh, ds0, ds1, act0, act1, act2, act3, act4, sp0, sp1
     return plstm_backward(False, dh, ds0, ds1, act0, act1, act2, act3, act4, sp0, sp1, s0, s1, p0, dt, k0)
 
 
+@triton.jit
+def janet_forward(z0, z1, z2, z3, s0, s1, p0, dt, k0):
+    """JANET: gates (f, g) = z0, z1, state c = s0, saved (f, i, g), k0 = β.
+
+        f = σ(z_f),  i = 1 - σ(z_f - β),  g = tanh(z_g),  c = f c' + i g,  h = c
+    """
+    f, i, g = sigmoid(z0), 1.0 - sigmoid(z0 - k0), tanh(z1)
+    c = f * s0 + i * g
+    return c, c, s1, f, i, g, g, g
+
+
+@triton.jit
+def janet_backward(dh, ds0, ds1, act0, act1, act2, act3, act4, sp0, sp1, s0, s1, p0, dt, k0):
+    """janet_forward's backward: dc = dL/dc + dh (h = c), dz_f = dc (c' f (1 - f) - g i (1 - i)),
+    dz_g = dc i (1 - g²), dc' = dc f."""
+    f, i, g = act0, act1, act2
+    dc = ds0 + dh
+    dz_g = dc * i * (1.0 - g * g)
+    return dc * (sp0 * f * (1.0 - f) - g * i * (1.0 - i)), dz_g, dz_g, dz_g, dc * f, ds1, 0.0
+
+
 # The one dispatch: each cell's name to its Triton step (the kernels' constexpr CELL).
 CELLS_TRITON = {
     "lstm": TritonCell(lstm_forward, lstm_backward),
     "plstm_coupled": TritonCell(plstm_coupled_forward, plstm_coupled_backward),
     "plstm_separate": TritonCell(plstm_separate_forward, plstm_separate_backward),
+    "janet": TritonCell(janet_forward, janet_backward),
 }

@@ -2,13 +2,14 @@
 constants, states and traces; ``base.Cell``), and the one list every path reads."""
 from __future__ import annotations
 
-from tsrnn.ops.recurrence.cells import lstm, plstm
+from tsrnn.ops.recurrence.cells import janet, lstm, plstm
 from tsrnn.ops.recurrence.cells.base import Cell, math_dtype
 
 CELLS = {cell.name: cell for cell in (
     lstm.CELL,
     plstm.COUPLED,
     plstm.SEPARATE,
+    janet.CELL,
 )}
 INPUT_GATES = ("coupled", "separate")  # the pLSTM's two cells, plstm_<input gate>
 
