@@ -139,7 +139,7 @@ def check_recurrences(device, paths, shapes, dtypes, lengths=(None,), rows=None,
                 row = {"kernel": f"{cell} {path}" + (f" lengths {case}" if case else ""), "shape": list(shape),
                        "dtype": str(dtype).replace("torch.", "")}
                 rows.append(_checked(row, lambda: testing.compare(path, cell, shape, dtype, device,
-                                                                  dt=cells.get(cell).params != (), lengths=case)))
+                                                                  dt=cells.get(cell).step_input is not None, lengths=case)))
                 progress(rows)
     return rows
 

@@ -40,7 +40,7 @@ class Case(NamedTuple):
 
 
 def _layer_case(cell: str, path: str, device: str) -> Case:
-    dt = cells.get(cell).params != ()
+    dt = cells.get(cell).step_input is not None
 
     def compare(shape, dtype):
         if testing.why_not(path, cell, shape, dtype, device) is not None:
@@ -166,7 +166,7 @@ def run(steps: int = 70, batch: int = 20, hidden: int = 256, repeats: int = 3, o
     out(f"errors: max|path - float64 reference| over outputs and over gradients, as a fraction of the "
         f"tolerance (<= 1 passes); float64 at T,B,I,H = {small}, float32 at {default}")
     out(f"time: the path's forward+backward in ms at {default}, float32 (median of {repeats} interleaved rounds), "
-        f"and its time over the time of {TORCH_LSTM} of the same sizes (for the pLSTM a plain LSTM; n/a: no "
+        f"and its time over the time of {TORCH_LSTM} of the same sizes (for the other cells a plain LSTM; n/a: no "
         f"counterpart) and over the {LOOP} (tsrnn's reference: plain PyTorch over the time steps); "
         "below 1x the path is faster")
     header = (f"{'path':<30}{'f64 out':>10}{'f64 grad':>10}{'f32 out':>10}{'f32 grad':>10}{'ms':>9}"
