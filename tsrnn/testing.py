@@ -19,45 +19,33 @@ from tsrnn.ops.recurrence import cells
 from tsrnn.backend.tolerance import GRAD_TOLERANCE, TOLERANCE, rows  # the tests import the tables from here
 from tsrnn.backend.tolerance import error as _error
 
-# (T, B, I, H): one step, one row, odd sizes, H over the CPU kernel's per-thread slice (67, 130)
-# and over the GPU's SM count with an uneven last block (301). Every path is checked on these
-# (tests/kernels/recurrence/test_paths.py, bench/gpu_report.py).
+# (T, B, I, H) every path is checked on: one step, one row, odd sizes, H past the CPU kernel's
+# per-thread slice (67, 130) and the GPU's SM count (301).
 SHAPES = [(1, 1, 1, 1), (1, 4, 3, 5), (7, 1, 5, 3), (13, 3, 7, 9), (5, 2, 33, 17), (3, 2, 5, 67),
           (4, 3, 7, 130), (3, 2, 4, 301)]
-# The CPU loops' per-step GEMM kernels (csrc/gemm/panel_gemm.h, float32): B over one AVX-512 tile's
-# 14 rows (two and three tiles, uneven) and over the AVX2 tile's 6; G*H (36, 27; 164, 123) ending
-# in a partial 32- and 16-wide panel; H = 130 over two threads' unit slices (with two threads);
-# T*B = 1110 rows, over the blocked GEMM's 1024-deep blocks of dW_ih and dW_hh and its 112-row
-# blocks of the projection (csrc/gemm/blocked_gemm.h).
+# The CPU GEMM kernels' edges (csrc/gemm/panel_gemm.h, blocked_gemm.h): B past the AVX-512 and
+# AVX2 tiles, G*H ending in partial panels, H over two threads' slices, T*B past 1024-deep blocks.
 CPU_GEMM_SHAPES = [(3, 15, 4, 9), (2, 29, 3, 41), (3, 37, 5, 130), (30, 37, 5, 130)]
-# Those the Triton interpreter (Triton on CPU tensors, milliseconds a step) runs in seconds.
+# Those the Triton interpreter runs in seconds.
 INTERPRETED_SHAPES = [s for s in SHAPES if s[3] <= 67]
-# bench/gpu_report.py's timed shapes, checked before they are timed: T = 70, B = 20, H = 400, and
-# B = H = 128 at 50 steps.
+# bench/gpu_report.py's timed shapes, checked before they are timed.
 TARGET_SHAPES = [(70, 20, 400, 400), (50, 128, 128, 128)]
-# bench/gpu_report.py --quick, which the tests run on CPU (Triton through its interpreter).
+# bench/gpu_report.py --quick's (the tests run it on CPU).
 QUICK_SHAPES = [(5, 2, 3, 8)]
-# ``tsrnn selftest``'s float64 check of every CPU path (its float32 check and timing run at the
-# size the command is given): a few steps of odd sizes.
+# ``tsrnn selftest``'s float64 check of every CPU path.
 SELFTEST_SHAPE = (9, 3, 5, 7)
-# (T, N...) of the linear scan: one step and one channel, odd sizes, trailing dimensions that the
-# scan flattens into N (tests/kernels/recurrence/test_cpu_kernels.py, tests/kernels/linear_scan/test_triton_scan.py, bench/gpu_report.py).
+# (T, N...) of the linear scan: one step and one channel, odd sizes, trailing dimensions (into N).
 SCAN_SHAPES = [(1, 1), (5, 3), (7, 3), (17, 2, 5)]
-# The compiled CPU scan's edge (csrc/linear_scan/cpu.cpp: 4096 channels an OpenMP task): N over
-# one task.
+# N past one OpenMP task of the compiled CPU scan (csrc/linear_scan/cpu.cpp: 4096 channels).
 CPU_SCAN_SHAPES = [(300, 4099)]
-# The Triton scan's edges (tsrnn/ops/linear_scan/triton.py: 64 channels a program, chunks of 16
-# steps): one chunk and one program exactly; T past a chunk and N past a program; the same with a
-# trailing dimension.
+# The Triton scan's edges (tsrnn/ops/linear_scan/triton.py: 64 channels a program, 16-step chunks).
 TRITON_SCAN_SHAPES = [(16, 64), (37, 70), (50, 2, 33)]
-# On a GPU only (the interpreter takes minutes): 1000 steps over 9 programs, the last with one channel.
+# On a GPU only: 1000 steps over 9 programs, the last with one channel.
 GPU_SCAN_SHAPES = [(1000, 513)]
 # bench/gpu_report.py --quick: one step; T past a chunk and N past a program.
 QUICK_SCAN_SHAPES = [(1, 7), (37, 70)]
 DTYPES = [torch.float64, torch.float32, torch.bfloat16]
-# Variable-length batches (``lengths=``), each a pattern of B lengths in [0, T] (``lengths_for``):
-# rows in no order, all of length T, one of length T and the rest 1, all of length 1, and some of
-# length 0 (a row that runs no step).
+# Variable-length batches (``lengths=``): patterns of B lengths in [0, T] (``lengths_for``).
 LENGTH_CASES = ("unsorted", "equal", "one long", "ones", "with zeros")
 # (T, B, I, H) of the lengths checks: several rows of odd sizes; one row.
 LENGTH_SHAPES = [(7, 5, 3, 6), (4, 1, 2, 3)]

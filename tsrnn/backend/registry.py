@@ -1,26 +1,10 @@
-"""The paths: the one place that knows which implementations of each op exist, one ``Path``
-record each in ``REGISTRY`` (``Call`` describes a call); the dispatch's modules also share ``Run``
-and ``warn_once`` from here.
+"""The paths: which implementations of each op exist, one ``Path`` record each in ``REGISTRY``
+(``Call`` describes a call); also ``Run`` and ``warn_once`` for the dispatch's modules.
 
-==================== ===================================================================
-``reference``        the step loops of ``tsrnn.reference`` (any device)
-``cpu``              the compiled C++/OpenMP kernels (``tsrnn._C``), CPU tensors
-``onednn``           torch's own LSTM kernel on CPU (oneDNN), LSTM cells only
-``cudnn``            torch's own LSTM kernel on CUDA (cuDNN), LSTM cells only
-``cuda_cluster``     the cluster-resident tensor-core CUDA kernel (``tsrnn._cuda``):
-                     float32 math, products in the call's precision (TF32 / bf16 mma.sync),
-                     W_hh in the shared memory of one thread-block cluster per batch tile
-``cuda_grid``        the grid-resident tensor-core CUDA kernel (``tsrnn._cuda``): as
-                     ``cuda_cluster``, W_hh sliced over the shared memory of every SM
-                     (large H), the steps ordered by a flag barrier
-``triton_step``      Triton, one fused launch per step: any H, float32 or float64 (the
-                     fallback where no compiled kernel serves)
-``triton_scan``      the chunked Triton linear scan
-==================== ===================================================================
-
-The torch-LSTM paths (``onednn``, ``cudnn``) take an MTS layer's effective bias as b_ih (b_hh = 0);
-they return no traces and are no candidate under ``torch.compile``. Triton runs CUDA tensors, or
-CPU tensors under ``TRITON_INTERPRET=1`` (the tests).
+``reference`` (``tsrnn.reference``'s loops, any device), ``cpu`` (``tsrnn._C``), ``onednn`` and
+``cudnn`` (torch's LSTM kernel: LSTM cells, no traces, not under ``torch.compile``),
+``cuda_cluster`` and ``cuda_grid`` (``tsrnn._cuda``, float32 math), ``triton_step`` (the fallback
+where no compiled kernel serves) and ``triton_scan``: docs/backends.md's table says what each is.
 """
 from __future__ import annotations
 
@@ -64,8 +48,7 @@ class Call:
     projected: bool = False
 
     def __post_init__(self):
-        # Sizes as ints: torch.jit.trace hands sizes over as tensors. The choice of path is what
-        # depends on them, not the traced graph, so its warning about freezing them does not apply.
+        # torch.jit.trace hands sizes over as tensors; only the choice of path depends on them.
         if any(isinstance(s, torch.Tensor) for s in self.shape):
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", torch.jit.TracerWarning)
@@ -77,10 +60,8 @@ class Call:
         return math_dtype(self.dtype)
 
     def key(self) -> tuple:
-        """The tuning key, a shape class: T and (for a recurrence) the batch size B enter as
-        power-of-two buckets (an epoch's smaller last batch shares its class with the others), the
-        other sizes exactly, and the precision of the products (``tsrnn.precision.products``: a
-        TF32 choice is not an exact one)."""
+        """The tuning key, a shape class: T and (for a recurrence) B as power-of-two buckets, the
+        other sizes exactly, and the products' precision (``tsrnn.precision.products``)."""
         steps, *rest = self.shape
         if self.op == "recurrence":
             rest[0] = rest[0].bit_length()
@@ -94,8 +75,7 @@ class Call:
 
 
 def _recorded(key: tuple) -> str:
-    """A call key without its device index, as text: every rank of a distributed run, or a resume
-    on another GPU, finds the choice recorded under it."""
+    """A call key without its device index, as text (every rank and GPU finds the same record)."""
     return repr(key[:2] + key[3:])
 
 
@@ -154,14 +134,12 @@ def _torch_lstm(call: Call) -> str | None:
 
 
 def _planned(call: Call) -> tuple:
-    """What a tensor-core kernel's plan reads of a call (``tsrnn.ops.recurrence.tensor_core_plans``):
-    its device, cell, H, B and products precision."""
+    """(device, cell, H, B, products), what a tensor-core plan reads of a call."""
     return call.device, call.cell, call.shape[3], call.shape[1], precision.products(call.dtype, call.device)
 
 
 def _tensor_core(namespace: str) -> Callable[[Call], str | None]:
-    """The rule of a tensor-core kernel's path: the extension loaded, float32 math, and a plan for
-    the call (``tensor_core_plans.refusal``)."""
+    """A tensor-core path's rule: tsrnn._cuda loaded, float32 math, a plan for the call."""
 
     def rule(call: Call) -> str | None:
         if CUDA_LOAD_ERROR is not None:
@@ -184,19 +162,14 @@ def _tensor_core_regime(namespace: str) -> Callable[[Call], tuple[int, ...]]:
 
 @dataclass(frozen=True)
 class Path:
-    """One implementation of one or more ops (the module docstring's table). ``run``: {op: the
-    function that runs a call of that op on this path}, called with this record first;
-    ``devices``: the tensors' device types it runs on ("auto" never offers Triton on CPU tensors);
-    ``family``: the requested backend that names it
-    besides its own name ("native", "triton", or None); ``kind``: what it is, "reference" (the step
-    loops), "torch_lstm" (torch's LSTM kernel, tried first by "auto" and trusted as the reference
-    is) or "operator" (the ops of ``namespace``); ``rule``: its other conditions; ``projection``:
-    an operator path's input projection x w^T + b; ``products``: the precision of its products for
-    a layer's (dtype, device), ``tsrnn.precision.products`` (the emulated kernels of the tests fix
-    one); ``fallback``: "auto" offers it only where no other path of the device serves the call;
-    ``regime``: which of its code runs a call, a tuple of ints (a tensor-core kernel's plan), None
-    for one regime: "auto" verifies a path once per regime (and op, cell, dtype, device, products,
-    gradients, traces, packing, bias), not once per shape."""
+    """One implementation of one or more ops. ``run``: {op: function(path, ...) running a call};
+    ``devices``: the device types it runs on; ``family``: the backend that names it besides its
+    own name ("native", "triton", None); ``kind``: "reference", "torch_lstm" (tried first by
+    "auto", trusted as the reference is) or "operator" (the ops of ``namespace``); ``rule``: its
+    other conditions; ``projection``: an operator path's x w^T + b; ``products``: its products'
+    precision for (dtype, device); ``fallback``: "auto" offers it only where no other path of the
+    device serves; ``regime``: a tuple of ints naming which of its code runs a call (None: one),
+    "auto" verifying a path once per regime rather than per shape."""
 
     name: str
     run: Mapping[str, Callable]
@@ -221,8 +194,7 @@ class Path:
         return getattr(torch.ops, self.namespace)
 
     def why_not(self, call: Call) -> str | None:
-        """None if this path can serve ``call`` (an op of ``ops``), else the reason it cannot: the
-        Triton family needs the triton package first, then every path its device, then its rule."""
+        """None if this path can serve ``call`` (an op of ``ops``), else the reason it cannot."""
         device = call.device.type
         triton = self.family == "triton"
         if triton and not triton_available():
@@ -274,8 +246,7 @@ PATHS = {op: tuple(name for name, path in REGISTRY.items() if op in path.ops) fo
 
 
 def paths_on(device_type: str, op: str) -> list[str]:
-    """The fused paths of ``op`` for tensors of ``device_type`` ("cpu", "cuda"), in registry order
-    (what the benchmarks, the self-test and the GPU report run by name)."""
+    """The fused paths of ``op`` for tensors of ``device_type`` ("cpu", "cuda"), in registry order."""
     return [name for name in PATHS[op] if REGISTRY[name].devices is not None and device_type in REGISTRY[name].devices]
 
 

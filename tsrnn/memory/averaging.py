@@ -4,10 +4,8 @@ The memory at step t holds h_0 = 0 and the top layer's outputs h_1 .. h_{t-1}; t
 
     (S10) m_t = (1/t) Σ_{i=0}^{t-1} h_i
 
-and it restarts (holds h_0 = 0 alone) at the steps the caller marks. The seed counts h_0 in the
-average (§3, footnote 3; §6.3: it "improves the performance"); ``count_h0=False`` is the ablation
-that leaves it out, m_t = (1/(t-1)) Σ_{i=1}^{t-1} h_i and m_1 = 0. It is a cumulative sum divided by a
-count, so it is written with ``torch.cumsum`` and no custom kernel (docs/equations.md §4).
+and it restarts (holds h_0 = 0 alone) at the steps the caller marks. ``count_h0=False`` is the
+seed's ablation leaving h_0 out: m_t = (1/(t-1)) Σ_{i=1}^{t-1} h_i and m_1 = 0.
 """
 from __future__ import annotations
 
@@ -55,31 +53,17 @@ def averaging_context(h: torch.Tensor, reset: torch.Tensor | None = None, batch_
         m[t] = sum(h[:t]) / (t + 1),     m[0] = 0.
 
     reset (T, B) (``(B, T)`` if ``batch_first``), bool or 0/1, or None: True marks the first step
-    of a sentence/document. There the memory restarts and holds h_0 = 0 alone, so m = 0, and a
-    later step t averages h_0 = 0 with the h's from the last reset r on:
-    m[t] = sum(h[r:t]) / (t - r + 1).
+    of a document, where the memory restarts (m = 0); later, with r the last reset,
+    m[t] = sum(h[r:t]) / (t - r + 1). count_h0=False: m[t] = sum(h[r:t]) / (t - r), m[r] = 0.
 
-    count_h0: False leaves h_0 out of the memory (the ablation of seed 001 §6.3's choice):
-    m[t] = sum(h[r:t]) / (t - r) for t > r, and m[r] = 0 (an empty memory) at a segment's first step.
-
-    state: the memory carried in from the previous window of the same streams, a pair (sum (B, H),
-    count (B,) int64) of its entries (h_0 counts as one entry holding 0); None: a fresh memory.
-    Until a column's first reset its steps average the carried entries with the new h's,
+    state: the memory carried in from the previous window, a pair (sum (B, H), count (B,) int64)
+    (h_0 counts as one entry); None: a fresh memory. Until a column's first reset,
     m[t] = (sum + sum(h[:t])) / (count + t) (0 if that count is 0). With ``return_state``, returns
-    (m, the memory after the last step); the windows of a stream fed in order, each with the state
-    the previous one returned, give the context of the whole stream at once, to float rounding.
+    (m, the memory after the last step); windows fed in order, each with the previous state,
+    give the whole stream's context to float rounding.
 
-    Returns m with the shape and dtype of h (the state's sum is float64); differentiable in h and
-    in the carried sum.
-
-    Precision: the prefix sums are accumulated in float64 whatever the dtype of h, then cast
-    back. A segment mean is a difference of two prefix sums, which cancels in float32 once the
-    sums are large: measured at T = 10,000, B = 4, H = 64, h uniform in [-0.5, 1.5] with resets,
-    float32 prefix sums give max |error| 2.4e-4 against a float64 oracle, float64 prefix sums
-    6e-8 (the final float32 rounding). The cost is one float64 copy of h.
-
-    h is checked for NaN/Inf (docs/equations.md §8), which costs one extra read of h (skipped under
-    torch.compile tracing, like every value check in ``tsrnn._validation``).
+    Returns m with the shape and dtype of h, differentiable in h and the carried sum. Prefix sums
+    are float64 (bench/RESULTS.md); h is checked for NaN/Inf (docs/equations.md §8).
     """
     check.tensor("h", h, 3)
     check.finite("h", h)
@@ -92,7 +76,7 @@ def averaging_context(h: torch.Tensor, reset: torch.Tensor | None = None, batch_
     carried_sum, carried_count = _initial_memory(state, batch, size, count_h0, h)
 
     x = h.to(torch.float64)
-    # before[t] = sum(h[:t]) for t = 0..T: the exclusive prefix sums, and the sum after the last step
+    # before[t] = sum(h[:t]) for t = 0..T
     before = torch.cat([x.new_zeros(1, batch, size), torch.cumsum(x, dim=0)], dim=0)  # (T + 1, B, H)
     t = torch.arange(steps + 1, device=h.device)[:, None]
     if reset is None:  # every step in the carried-in segment

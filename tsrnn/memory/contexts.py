@@ -8,14 +8,11 @@ reads it (flatten the slots, tanh hidden layer, softmax) does not care which one
   some of them (Experiment 4);
 - ``TILTBufferContext(n)``: a buffer of TILT's first τ*, slot i = f~_{t-i}(τ*_0) (Figure 4).
 
-All three are fixed causal convolutions, slot_i(t) = Σ_j K[i, j] u_{t-j}; ``kernels(length)``
-returns K (n, length) in float64 (the seed's Figures 2-4). reset (T, B) marks document starts:
-slots that reach before the last one hold zeros. No module here has learnable parameters.
-``context(u, reset, state=state, return_state=True)`` returns ``(output, state)``; windows of a
-stream fed in order, each with the state the previous one returned (None for the first), give the
-whole stream's output, to float rounding. The state: Buffer P (B, n-1, D), the last n-1 inputs,
-newest first; TILT its integrators F (B, N + 2k, D) float64 (S11; f~_t = L F_t needs the step's F
-only, so carrying F is exact); TILT-Buffer the pair (F, P), P buffering f~(τ*_0).
+All three are fixed causal convolutions with no parameters, slot_i(t) = Σ_j K[i, j] u_{t-j};
+``kernels(length)`` returns K (n, length) in float64. reset (T, B) marks document starts: slots
+that reach before the last one hold zeros. With ``return_state=True`` a context returns
+``(output, state)``; windows of a stream fed in order, each with the previous window's state
+(None first), give the whole stream's output to float rounding (each class says its state).
 """
 from __future__ import annotations
 
@@ -28,11 +25,8 @@ from tsrnn import _validation as check
 from tsrnn.memory.averaging import _segment_starts
 from tsrnn.memory.tilt import TILT
 
-# Seed 004's TILT: the SITH code of its authors (compmem) builds the grid τ* = τ_0 (1 + c)^n with
-# τ_0 = 1 word and c = 0.1, and hands the model every T_every-th τ*. The paper's Figure 3 puts
-# "τ* 4" at 5.56 words = 1.1^18, i.e. the 4th τ* (1-indexed) is fine-grid index 3 * 6: every = 6.
-# The MLP reads the first n of those (n = 5 in most runs, 1..8 in Experiment 1). k = 4 (the code's
-# default) fits the text: the first τ* spans words 1-3 back. g = 0: later τ* peak lower (Fig. 3).
+# Seed 004's grid τ* = τ_0 (1 + c)^n, every 6th kept (its Fig. 3: "τ* 4" at 5.56 = 1.1^18); k, g
+# as its authors' code (compmem).
 PAPER: dict[str, Any] = {"tau_min": 1.0, "c": 0.1, "every": 6, "k": 4, "g": 0.0}
 
 
@@ -62,8 +56,7 @@ def _check_past(past, n, x):
 
 def _buffer(x, n, reset, past=None):
     """(T, B, D) -> (T, B, n, D) and the state P (B, n-1, D) after the last step: slot i at step t
-    holds x[t - i], zero before the last reset at or before t; x[t - i] with t - i < 0 is
-    past[:, i - t - 1] (P of the step before x[0]; None: zeros, the sequence start)."""
+    holds x[t - i] (past[:, i - t - 1] for t < i; None: zeros), zero before the last reset."""
     if past is not None:
         x = torch.cat([past.to(x.dtype).flip(1).transpose(0, 1), x])
         if reset is not None:
@@ -105,10 +98,9 @@ class BufferContext(nn.Module):
     """The FIFO buffer of the last n embeddings (seed 004, Buffer-MLP): slot i = u_{t-i}.
 
     ``forward(u, reset=None, state=None, return_state=False)``: u (T, B, D) (``(B, T, D)`` if
-    ``batch_first``), reset (T, B) bool or 0/1 marking document starts -> (T, B, n, D)
-    (``(B, T, n, D)``). Slots before the last reset hold zeros, and so do slots before the
-    sequence start unless ``state`` P (B, n-1, D), the last n-1 inputs before u (newest first,
-    zeros before their last reset), fills them. With ``return_state``, returns (output, P after u).
+    ``batch_first``), reset (T, B) bool or 0/1 -> (T, B, n, D) (``(B, T, n, D)``). ``state`` P
+    (B, n-1, D): the last n-1 inputs before u, newest first (None: zeros). With ``return_state``,
+    returns (output, P after u).
     """
 
     def __init__(self, n: int, batch_first: bool = False) -> None:
@@ -140,22 +132,16 @@ class BufferContext(nn.Module):
 class TILTContext(nn.Module):
     """The first n τ* of TILT (seed 004, TILT-MLP): slot i = f~_t(τ*_i) (S11-S12).
 
-    The τ* the MLP sees are τ*_i = tau_min (1 + c)^(every i), i = 0 .. n-1; TILT runs on the
-    ``every`` times finer grid of growth c (Post's differences, S12, need a fine grid) and the
-    context keeps every ``every``-th output. Defaults are the seed's (``PAPER``): τ* = 1, 1.77,
-    3.14, 5.56, 9.85, ... ``drop`` (seed 004, Experiment 4) removes the τ*_i, i in drop: the
-    context outputs the m = n - len(drop) other slots in order; the kept τ* do not shift.
-
-    Args: n τ* (slots before dropping); tau_min, c, every: the grid above; k, g, dt, integrate,
-    method: as in ``tsrnn.TILT``; batch_first: layout of u, reset and the result; drop: indices
-    in 0..n-1 of τ* to remove (distinct, not all; default none).
+    τ*_i = tau_min (1 + c)^(every i), i = 0 .. n-1: TILT runs on the ``every`` times finer grid
+    (S12) and the context keeps every ``every``-th output; defaults (``PAPER``) give τ* = 1, 1.77,
+    3.14, 5.56, ... ``drop`` (Experiment 4): indices in 0..n-1 of τ* to remove (distinct, not all);
+    the m = n - len(drop) other slots keep their order and τ*. k, g, dt, integrate, method: as in
+    ``tsrnn.TILT``.
 
     ``forward(u, reset=None, state=None, return_state=False)``: u (T, B, D) -> (T, B, m, D);
-    reset (T, B) marks document starts, where TILT's history restarts; state: TILT's integrators F
-    (B, N + 2k, D) float64 after the input before u (None: zeros, no history). With
-    ``return_state``, returns (output, F after u); dropped τ* do not change F. ``tau_star`` (m,)
-    float64 are the kept slots' τ*, ``tilt`` the wrapped ``tsrnn.TILT`` (with every·(n-1)+1 τ*,
-    at least 2).
+    state: TILT's integrators F (B, N + 2k, D) float64 (None: zeros). With ``return_state``,
+    returns (output, F after u). ``tau_star`` (m,) float64: the kept τ*; ``tilt``: the wrapped
+    ``tsrnn.TILT`` (every·(n-1)+1 τ*, at least 2).
     """
 
     def __init__(self, n: int, tau_min: float = PAPER["tau_min"], c: float = PAPER["c"],
@@ -208,14 +194,10 @@ class TILTBufferContext(nn.Module):
     """A buffer of TILT's first τ* over the last n steps (seed 004, TILT-Buffer-MLP):
     slot i = f~_{t-i}(τ*_0), zero for steps before the sequence start or the last reset.
 
-    Args: n slots; tau_min (τ*_0), c, k, g, dt, integrate, method: the TILT whose first τ* is
-    buffered (defaults as in ``TILTContext``, so slot 0 equals TILTContext's slot 0);
-    batch_first: layout of u, reset and the result.
-
+    tau_min (τ*_0), c, k, g, dt, integrate, method: as in ``TILTContext`` (slot 0 is its slot 0).
     ``forward(u, reset=None, state=None, return_state=False)``: u (T, B, D) -> (T, B, n, D);
-    state: the pair (F, P) after the input before u, TILT's integrators F (B, N + 2k, D) float64
-    and the buffer P (B, n-1, D) of the last n-1 f~(τ*_0), newest first (None: zeros, no history).
-    With ``return_state``, returns (output, (F, P) after u).
+    state: the pair (F, P), TILT's F (B, N + 2k, D) float64 and P (B, n-1, D) the last n-1
+    f~(τ*_0), newest first (None: zeros). With ``return_state``, returns (output, (F, P) after u).
     """
 
     def __init__(self, n: int, tau_min: float = PAPER["tau_min"], c: float = PAPER["c"], k: int = PAPER["k"],

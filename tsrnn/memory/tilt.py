@@ -2,19 +2,15 @@
 
 TILT maps inputs u (T, B, D) to f~ (T, B, N, D): for each of N τ*, a causal, fixed temporal
 receptive field over the past inputs that peaks about τ* steps back (seed 004). Three paths
-compute the same function (tests prove it against the literal reference, ``tsrnn.reference.tilt``):
+compute the same function as ``tsrnn.reference.tilt``:
 
-- "scan": the recurrence (S11) through ``functional.linear_scan`` at all N + 2k rates, then the
-  Post operator L (S12). Runs in the input's precision, where L's k-th difference cancels:
-  float32 error grows with k.
-- "chunked": the convolution form. Within a chunk of C steps, f~ = Toeplitz(g) u with the kernels
-  g built in float64; the history before the chunk enters through the integrator state F, which
-  is carried and read out (L e^{-sΔ(c+1)} F) in float64. Float32 error stays near 1e-7 for any k.
-  Resets mask the Toeplitz blocks per batch row.
-- "fft": the same convolution over the whole sequence by FFT in float64 (no resets).
+- "scan": the recurrence (S11) by ``functional.linear_scan`` at all N + 2k rates, then the Post
+  operator L (S12), in the input's precision (float32 error grows with k);
+- "chunked" (what "auto" takes): f~ = Toeplitz(g) u within chunks of C steps, kernels and the
+  carried state F in float64 (float32 error near 1e-7 for any k);
+- "fft": the same convolution over the whole sequence by FFT in float64.
 
-"auto" takes "chunked", the fastest at every measured shape (bench/RESULTS.md). The state returned
-(and accepted to stream a sequence in pieces) is F (B, N + 2k, D) in float64.
+The state returned (and accepted, to stream a sequence in pieces) is F (B, N + 2k, D) float64.
 """
 from __future__ import annotations
 
@@ -41,23 +37,12 @@ class TILT(nn.Module):
     ``y, state = tilt(u, state=None, reset=None)``; reset (T, B) marks steps whose history
     starts afresh (document starts).
 
-    The derivative in (S12) is a three-point finite difference on the grid, so a coarse grid
-    (large c) moves the peaks later than τ*: with 30 τ* over [1, 50] (c = 0.144) they sit near
-    τ*, with 8 τ* over [1, 50] (c = 0.75) near 2.5 τ*. For few wide fields, use a fine grid and
-    keep every m-th τ*, as ``tsrnn.TILTContext`` does (seed 004).
-
-    Checked once at construction by one rule (``laplace.check_post``), whatever k, grid, g, dt and
-    integrate: each receptive field's mass Σ_j g(j) over all lags, computed in float64 from the grid,
-    L, β and the decay (each rate's geometric series), is τ*^g for Post's exact derivative with β
-    exact, and the k-th difference makes it heavier as k grows or the grid coarsens (30 τ* over
-    [1, 50]: 1.22 at k = 4, 2.01 at k = 7, 193 at k = 16; 8 τ* over [1, 50]: 16.4 at k = 4). Where
-    the mass / τ*^g of any τ* leaves [0.5, 2] (``laplace.MASS_RANGE``) TILT warns, once, naming
-    that τ*, its mass and the largest k within the range for the grid (6 there), a finer grid, or
-    integrate="exact" (β = 1 with dt = 0.1 gives mass 12): it does not refuse, because such fields
-    are still exact causal filters that every path computes, which a study of k or of coarse grids
-    may want. Fields that cannot be used at all raise a ValueError: a mass not finite, swamped by
-    float64 rounding (τ* so close together that the k-th difference cancels, e.g. tau_max =
-    tau_min (1 + 1e-9)), or beyond float32's range (k = 60 there: float32 outputs inf and NaN).
+    A coarse grid (large c) moves the peaks later than τ* (S12's derivative is a finite
+    difference): for few wide fields, keep every m-th τ* of a fine grid, as
+    ``tsrnn.TILTContext`` does. At construction (``laplace.check_post``) TILT warns once where a
+    field's mass / τ*^g leaves ``laplace.MASS_RANGE`` and raises ValueError where the mass is not
+    finite, swamped by float64 rounding or beyond float32's range (docs/equations.md §5,
+    "Receptive-field mass").
     """
 
     tau_star: torch.Tensor  # buffers (not saved in the state dict: they follow from the arguments)
@@ -135,7 +120,7 @@ class TILT(nn.Module):
         y = y.to(u.dtype)
         return (y.transpose(0, 1) if self.batch_first else y), state
 
-    # -- the three paths ------------------------------------------------------------------
+    # The three paths
     def _scan(self, u, state, reset):
         dtype = u.dtype
         decay = self.decay.to(dtype)[None, None, :, None]

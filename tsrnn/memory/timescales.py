@@ -4,7 +4,7 @@ A unit whose forget gate sits at its bias b_f forgets with timescale T (S2); a w
 gives the bias (S3), and the input bias is its negative (S4). Timescales drawn from an
 Inverse-Gamma law of shape α add up to a power-law memory (S5). From a trained model, the mean
 forget gate gives each unit's timescale (S6), and a grid search on the Kolmogorov-Smirnov
-statistic fits α to them, or the mean μ of a narrow Gaussian for comparison (seed 000, Figure 1).
+statistic fits α to them, or the mean μ of a narrow Gaussian (seed 000, Figure 1).
 
     (S2) T = -1 / log σ(b_f) = 1 / log(1 + e^{-b_f})
     (S3) b_f(T) = -log(e^{1/T} - 1)
@@ -12,8 +12,7 @@ statistic fits α to them, or the mean μ of a narrow Gaussian for comparison (s
     (S5) E_T[e^{-t/T}] = (t + 1)^{-α}        for T ~ InvGamma(α, β = 1)
     (S6) T_est = -1 / log(mean_{t,b} f_t)
 
-Everything here is small (one value per unit) and runs on the CPU in float64 unless a tensor
-comes in, whose dtype and device are kept.
+Results are float64 on the CPU unless a tensor comes in, whose dtype and device are kept.
 """
 from __future__ import annotations
 
@@ -40,8 +39,7 @@ __all__ = [
 ]
 
 
-# ---------------------------------------------------------------------------------------------
-# Private argument checks (scalars and "tensor or sequence"); the shared ones are in _validation.
+# Private argument checks; the shared ones are in _validation.
 
 def _float_tensor(name: str, value) -> torch.Tensor:
     """A floating tensor as given, or float64 from a number, sequence or numpy array."""
@@ -68,14 +66,11 @@ def _uniform(n: int, generator: torch.Generator | None) -> torch.Tensor:
     return torch.rand(n, generator=generator, dtype=torch.float64, device=device).cpu()
 
 
-# ---------------------------------------------------------------------------------------------
 # S2-S4: bias <-> timescale
 
 def bias_from_timescale(T: torch.Tensor | float | Sequence[float]) -> torch.Tensor:
-    """Forget-gate bias with timescale T (S3): b_f = -log(expm1(1/T)).
+    """Forget-gate bias with timescale T (S3): b_f = -log(expm1(1/T)), free of overflow for small T.
 
-    Computed as -x - log(-expm1(-x)), x = 1/T, which is the same number without the overflow
-    of expm1(x) for small T. The input-gate bias of an MTS unit is -b_f (S4).
     T: number, sequence or floating tensor, every value finite and > 0. Returns float64 for
     non-tensor input, otherwise a tensor of T's dtype and device (math in float32 or higher).
     """
@@ -88,9 +83,7 @@ def bias_from_timescale(T: torch.Tensor | float | Sequence[float]) -> torch.Tens
 def timescale_from_bias(b: torch.Tensor | float | Sequence[float]) -> torch.Tensor:
     """Timescale of a forget-gate bias (S2): T = -1/log σ(b) = 1/log(1 + e^{-b}).
 
-    softplus(-b) is computed as max(-b, 0) + log1p(exp(-|b|)): no overflow for any finite b and
-    full relative precision. Biases so large that T exceeds the dtype's range give inf.
-    b: number, sequence or floating tensor, every value finite. Returns float64 for non-tensor
+    No overflow for any finite b; a T beyond the dtype's range gives inf. b: number, sequence or floating tensor, every value finite. Returns float64 for non-tensor
     input, otherwise a tensor of b's dtype and device (math in float32 or higher).
     """
     b = _float_tensor("b", b)
@@ -100,16 +93,14 @@ def timescale_from_bias(b: torch.Tensor | float | Sequence[float]) -> torch.Tens
     return (1.0 / softplus).to(b.dtype)
 
 
-# ---------------------------------------------------------------------------------------------
 # The Inverse-Gamma law (S5) and the seed-000 assignment
 
 def inverse_gamma(n: int, alpha: float, beta: float = 1.0,
                   generator: torch.Generator | None = None) -> torch.Tensor:
     """n random timescales T ~ InvGamma(α, scale β), pdf β^α/Γ(α) T^{-α-1} e^{-β/T} (S5).
 
-    Inverse-CDF sampling: T = F^{-1}(u), u ~ U[0, 1) drawn with ``generator`` (the global torch
-    generator if None), so a seeded generator gives the same timescales on every machine. A draw
-    u = 0 (probability 2^-53) is moved to the smallest normal float so that T stays > 0.
+    Inverse-CDF sampling from u ~ U[0, 1) drawn with ``generator`` (the global one if None): a
+    seeded generator gives the same timescales on every machine; every T > 0.
     Returns a float64 CPU tensor of shape (n,).
     """
     n = check.count("n", n)
@@ -125,11 +116,8 @@ def inverse_gamma(n: int, alpha: float, beta: float = 1.0,
 def inverse_gamma_quantiles(n: int, alpha: float, beta: float = 1.0) -> torch.Tensor:
     """n deterministic timescales T_j = F^{-1}(1 - q_j), q_j = j/(n + 1), j = 1..n (docs/equations.md §2).
 
-    F is the InvGamma(α, scale β) CDF; F^{-1}(1 - q) is taken as the inverse survival function
-    of q, which keeps the long tail exact. Descending, all finite and > 0 (the authors' LM code
-    used evenly spaced q including q = 1, which gives one T = 0). With α = 0.56 and n = 1150:
-    79.4% of units below 20, median 3.57, 8% at or above 100, largest 3.6e5.
-    Returns a float64 CPU tensor of shape (n,).
+    F is the InvGamma(α, scale β) CDF (taken as the inverse survival function, exact in the
+    tail). Descending, all finite and > 0. Returns a float64 CPU tensor of shape (n,).
     """
     n = check.count("n", n)
     alpha = check.positive_real("alpha", alpha)
@@ -146,8 +134,7 @@ def lm_timescales(layer_sizes: Sequence[int] = (1150, 1150, 400), alpha: float =
 
     Layer 1: T = 3 for the first n//2 units and T = 4 for the rest; layer 2:
     ``inverse_gamma_quantiles(n, alpha, beta)``; layers 3 and up: None (learned biases).
-    With one layer, only the 3/4 layer. Pass the list as ``tsrnn.LSTM(..., timescales=...)``.
-    Tensors are float64 on the CPU.
+    Pass the list as ``tsrnn.LSTM(..., timescales=...)``. Tensors are float64 on the CPU.
     """
     if isinstance(layer_sizes, (str, bytes)) or not isinstance(layer_sizes, Sequence):
         raise TypeError(f"layer_sizes must be a sequence of ints, got {type(layer_sizes).__name__}")
@@ -168,9 +155,8 @@ def lm_timescales(layer_sizes: Sequence[int] = (1150, 1150, 400), alpha: float =
 def chrono(n: int, t_max: float, generator: torch.Generator | None = None) -> torch.Tensor:
     """Chrono initialization (Tallec & Ollivier 2018, cited in seed 002): b_f = log(U[1, t_max - 1]).
 
-    Returns the n forget-gate biases; the matching input-gate biases are -b_f (S4). By (S2)
-    the timescales then lie between about 1.4 and t_max - 0.5. t_max must be finite and > 2.
-    Drawn with ``generator`` (the global torch generator if None). Float64 CPU tensor (n,).
+    Returns the n forget-gate biases (input-gate biases: -b_f, S4), float64 CPU (n,), drawn with
+    ``generator`` (the global one if None). t_max must be finite and > 2.
     """
     n = check.count("n", n)
     t_max = check.real("t_max", t_max)
@@ -181,16 +167,13 @@ def chrono(n: int, t_max: float, generator: torch.Generator | None = None) -> to
     return torch.log(1.0 + (t_max - 2.0) * _uniform(n, generator))
 
 
-# ---------------------------------------------------------------------------------------------
 # S6: timescales of a trained model, and the Inverse-Gamma fit
 
 def estimate_timescales(forget_gates: torch.Tensor | Sequence[torch.Tensor]) -> torch.Tensor:
     """Per-unit timescale from forget-gate activations (S6): T_est = -1/log(mean_{t,b} f).
 
-    forget_gates: a floating tensor (T, B, H) or (T, H), or a list/tuple of such tensors (e.g.
-    one per batch of test sequences, their batch sizes may differ), pooled over every t and b.
-    Values must be finite and in [0, 1]. The mean is taken in float64. A unit whose mean gate
-    is exactly 1 never forgets: T_est = inf; mean 0 gives T_est = 0.
+    forget_gates: a floating tensor (T, B, H) or (T, H), or a list/tuple of them (batch sizes may
+    differ), pooled over every t and b; values finite and in [0, 1]. Mean 1 gives inf, 0 gives 0.
     Returns a float64 tensor (H,) on the input's device.
     """
     if isinstance(forget_gates, (list, tuple)):
@@ -248,9 +231,8 @@ def _grid(name: str, values, default: np.ndarray) -> torch.Tensor:
 
 
 def _ks_statistics(T: torch.Tensor, params: np.ndarray, cdf) -> np.ndarray:
-    """Two-sided KS statistic D = sup_T |F_n(T) - F(T)| (scipy.stats.kstest's) for every value of
-    ``params`` at once: ``cdf(params[:, None], T[None, :])`` is the model CDF, F_n the empirical
-    CDF of T (+inf allowed: F(inf) = 1)."""
+    """Two-sided KS statistic D = sup_T |F_n(T) - F(T)| for every value of ``params``, F being
+    ``cdf(params[:, None], T[None, :])`` (+inf allowed: F(inf) = 1)."""
     x = np.sort(T.numpy())
     n = x.size
     above = np.arange(1, n + 1) / n                # F_n just after each sorted T
@@ -279,20 +261,17 @@ def fit_inverse_gamma(timescales: torch.Tensor | Sequence[float], alphas: torch.
                       beta: float = 1.0) -> InverseGammaFit:
     """Fit the Inverse-Gamma shape α to timescales by the Kolmogorov-Smirnov statistic (seed 000, Fig. 1).
 
-    For each α on the grid, D(α) = sup_T |F_n(T) - F_α(T)|, F_α the InvGamma(α, scale β) CDF
-    Q(α, β/T) and F_n the empirical CDF (the two-sided statistic of scipy.stats.kstest, here
-    computed for all α at once); the fit is the α of smallest D (the first on ties).
-    timescales: number, sequence or floating tensor of any shape (flattened), every value > 0.
-    +inf is kept, not dropped: it is a unit that never forgets (``estimate_timescales`` of a mean
-    gate of 1), lies beyond every finite T, and has F_α(inf) = 1 for every α; dropping it would
-    bias α upwards. At least one value must be finite; NaN, -inf and T <= 0 raise ValueError.
-    alphas: the grid (1-D, finite, > 0); default 0.01, 0.02, ..., 5.00 (seed 000 reports its
-    fits to two decimals: 1.4 for an LM, 1.50 for Dyck-2). beta: the scale, fixed (β = 1 in S5).
+    D(α) = sup_T |F_n(T) - F_α(T)| (scipy.stats.kstest's two-sided statistic), F_α the
+    InvGamma(α, scale β) CDF Q(α, β/T); the fit is the α of smallest D (the first on ties).
+    timescales: number, sequence or floating tensor of any shape (flattened), every value > 0;
+    +inf (a unit that never forgets) is kept, with F_α(inf) = 1. At least one value must be
+    finite; NaN, -inf and T <= 0 raise ValueError. alphas: the grid (1-D, finite, > 0); default
+    0.01, 0.02, ..., 5.00. beta: the scale, fixed (β = 1 in S5).
     """
     T = _checked_timescales(timescales)
     beta = check.positive_real("beta", beta)
     grid = _grid("alphas", alphas, _default_grid())
-    import scipy.special  # here, not at import time: it costs ~0.3 s
+    import scipy.special  # here, not at import time (slow to load)
 
     a = grid.numpy()
     stats = _ks_statistics(T, a, lambda alpha, t: scipy.special.gammaincc(alpha, beta / t))
@@ -314,17 +293,15 @@ def fit_narrow_gaussian(timescales: torch.Tensor | Sequence[float], mus: torch.T
                         sigma: float = 0.1) -> GaussianFit:
     """Fit a narrow Gaussian N(μ, σ²) of fixed width σ to timescales by the KS statistic (seed 000, Fig. 1).
 
-    Seed 000 compares the Inverse-Gamma fit with a "narrow Gaussian distribution" (an approximate
-    delta function: every unit at one timescale), varying μ only; it reports μ = 0.5 for an LSTM
-    trained on a Markovian corpus, with σ = 0.1 (§3.2.1: "a delta function, which can be
-    approximated as a narrow Gaussian with σ = 0.1"), tsrnn's default. D(μ) = sup_T |F_n(T) - Φ((T - μ)/σ)| on the grid, the fit the μ of smallest D.
+    Seed 000's stand-in for a delta function (every unit at one timescale, §3.2.1).
+    D(μ) = sup_T |F_n(T) - Φ((T - μ)/σ)| on the grid; the fit is the μ of smallest D.
     timescales: as ``fit_inverse_gamma`` (+inf kept, Φ(inf) = 1). mus: the grid (1-D, finite,
     > 0); default 0.01, 0.02, ..., 5.00. sigma: finite, > 0.
     """
     T = _checked_timescales(timescales)
     sigma = check.positive_real("sigma", sigma)
     grid = _grid("mus", mus, _default_grid())
-    import scipy.special  # here, not at import time: it costs ~0.3 s
+    import scipy.special  # here, not at import time (slow to load)
 
     m = grid.numpy()
     stats = _ks_statistics(T, m, lambda mu, t: scipy.special.ndtr((t - mu) / sigma))

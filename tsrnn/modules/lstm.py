@@ -1,14 +1,11 @@
 """tsrnn.LSTM: a drop-in torch.nn.LSTM whose layers can have fixed timescales (S1-S4).
 
-A multi-timescale (MTS) layer gives unit j the timescale T_j through fixed gate biases:
-effective forget bias b_f(T_j) = -log(expm1(1/T_j)) and input bias -b_f(T_j). They live in the
-buffer ``bias_fixed_l{k}`` (``bias_fixed_l{k}_reverse`` for a bidirectional layer's reverse
-direction, with the same timescales), never in a Parameter, so no optimizer (momentum, weight
-decay, Adam) can move them; they stay float32 (float64 in a float64 module) when the module is
-cast to bf16 or fp16. The raw entries of bias_ih/bias_hh they replace get no gradient, and a saved
-state_dict writes them so that b_ih + b_hh equals the effective bias: a torch.nn.LSTM loads it
-with strict=False (the fixed buffers are no entries of its own) and computes the same function;
-``to_torch()`` does that, and ``LSTM.from_torch`` the reverse.
+A multi-timescale (MTS) layer gives unit j the timescale T_j through fixed gate biases, forget
+b_f(T_j) (S3) and input -b_f(T_j) (S4), in the buffer ``bias_fixed_l{k}`` (``..._reverse`` for the
+reverse direction): no optimizer moves them, and they stay float32 in a bf16 or fp16 module. The
+raw bias entries they replace get no gradient; a saved state_dict writes b_ih + b_hh equal to the
+effective bias, so a torch.nn.LSTM loads it (strict=False) and computes the same function
+(``to_torch()``; ``LSTM.from_torch`` the reverse).
 """
 from __future__ import annotations
 
@@ -123,10 +120,8 @@ class LSTM(StackedRNN):
 
     def _biases(self, layer: int, suffix: str) -> tuple:
         """(bias, torch_bias) of a layer's forward (``Layer``; both None without biases): eagerly,
-        a plain layer's b_ih and b_hh as the pair torch's LSTM kernel adds (no op), an MTS layer's
-        effective bias from ``EffectiveBias`` (built once per state of its biases, in its flat
-        buffer's slot where ``flatten_parameters`` made one) with the pair (effective bias, zero
-        vector: the slot after it); traced, the effective bias as plain ops."""
+        (None, (b_ih, b_hh)) or an MTS layer's ``EffectiveBias`` with (it, zero vector); traced,
+        (the effective bias as plain ops, None)."""
         if not self.bias or not check.eager():
             return self._summed_biases(layer, suffix), None
         b_ih, b_hh = self._member(f"bias_ih_l{layer}{suffix}"), self._member(f"bias_hh_l{layer}{suffix}")
@@ -137,20 +132,15 @@ class LSTM(StackedRNN):
         return bias, (bias, memo["zeros"])
 
     def _memo(self, layer: int, suffix: str, device: torch.device) -> dict:
-        """An MTS layer's (direction's) effective-bias memo on ``device`` (``EffectiveBias``; one per
-        device: nn.DataParallel's replicas share this module's dict). Not pickled (``__getstate__``)."""
+        """An MTS layer's (direction's) ``EffectiveBias`` memo on ``device``; not pickled."""
         return self.__dict__.setdefault("_bias_memo", {}).setdefault((layer, suffix, device), {})
 
     def flatten_parameters(self) -> None:
-        """As torch.nn.LSTM's: on CUDA, where cuDNN takes a layer's tensors, they become views of
-        one buffer in cuDNN's layout, W_ih, W_hh, b_ih, b_hh (an MTS layer's buffer holds its
-        effective bias and a zero vector in the biases' places; its b_ih and b_hh stay apart), so
-        the cudnn path hands cuDNN the module's own tensors and cuDNN copies none of them. Run at
-        construction, after every move or cast (``.to``, ``.cuda``, ``.half``...) and on a copy
-        or an unpickled module. A no-op for a layer that is flat already, on the CPU (oneDNN takes
-        the tensors as they are), where torch would not flatten (bf16, cuDNN off), for a layer
-        whose weights are not the module's Parameters (weight drop, parametrizations) and, as
-        torch's, for a module with tied parameters."""
+        """As torch.nn.LSTM's: on CUDA, a layer's tensors become views of one buffer in cuDNN's
+        layout (an MTS layer's holds its effective bias and a zero vector in the biases' places).
+        Run at construction, after every move or cast, and on a copy or unpickled module. A no-op
+        where torch would not flatten (CPU, bf16, cuDNN off, tied parameters) and for weights that
+        are not the module's Parameters (weight drop, parametrizations)."""
         params = [p for p in self._parameters.values() if p is not None]
         if len({p.data_ptr() for p in params}) != len(params):
             return
@@ -159,8 +149,7 @@ class LSTM(StackedRNN):
                 self._flatten_layer(k, suffix)
 
     def _flatten_layer(self, layer: int, suffix: str) -> None:
-        """``flatten_parameters`` for one layer's direction: W_ih, W_hh, the two biases (an MTS
-        layer's slots for its effective bias and a zero vector), W_hr, in cuDNN's order."""
+        """``flatten_parameters`` for one layer's direction."""
         mts = layer in self.timescale_layers
         names = [f"weight_ih_l{layer}{suffix}", f"weight_hh_l{layer}{suffix}"]
         if self.bias and not mts:
@@ -255,10 +244,8 @@ class LSTM(StackedRNN):
         return [f"bias_fixed_l{k}{suffix}" for k, suffix in self._fixed_names()]
 
     def to_torch(self) -> torch.nn.LSTM:
-        """A torch.nn.LSTM computing the same function: the same arguments, on the same device in the
-        same dtype, in the same training mode, its biases this module's state dict's (an MTS
-        layer's fixed biases folded into bias_ih, bias_hh zero there). In a 16-bit module the
-        folded biases round to its dtype (torch.nn.LSTM holds no float32 biases)."""
+        """A torch.nn.LSTM computing the same function (arguments, device, dtype, training mode),
+        an MTS layer's fixed biases folded into bias_ih (rounded to a 16-bit module's dtype)."""
         weight = self._member("weight_ih_l0")
         lstm = torch.nn.LSTM(self.input_size, self.hidden_size, self.num_layers, self.bias, self.batch_first,
                              self.dropout, self.bidirectional, self.proj_size, device=weight.device, dtype=weight.dtype)
@@ -271,10 +258,9 @@ class LSTM(StackedRNN):
                    freeze: str = "gates",
                    backend: str = "auto") -> "LSTM":
         """A tsrnn.LSTM with ``lstm``'s arguments, weights, device, dtype and training mode; with
-        ``timescales`` (as the constructor's), MTS layers whose fixed biases replace ``lstm``'s in
-        their rows (the i and f rows; every row with freeze="all", the g and o ones taken from
-        ``lstm``), without the warning of ``load_state_dict``. ``from_torch(m.to_torch(), ts)``
-        gives back a module computing what ``m`` computes."""
+        ``timescales``, MTS layers whose fixed biases replace ``lstm``'s in their rows (freeze="all":
+        g and o rows from ``lstm``), without a warning. ``from_torch(m.to_torch(), ts)`` computes
+        what ``m`` computes."""
         if not isinstance(lstm, torch.nn.LSTM):
             raise TypeError(f"lstm must be a torch.nn.LSTM, got {type(lstm).__name__}")
         weight = lstm.all_weights[0][0]
@@ -293,10 +279,8 @@ class LSTM(StackedRNN):
 
 
 def _flat_layout(tensors: list):
-    """How to lay one layer's tensors (W_ih, W_hh and b_ih, b_hh where it has them) out in one
-    buffer for cuDNN, with two bias vectors after W_hh where the layer gives none, or None where
-    cuDNN would not take them as one (off CUDA, cuDNN off or unable to take a tensor, mixed dtypes,
-    aliased tensors), as torch.nn.LSTM.flatten_parameters decides."""
+    """The function laying one layer's tensors out in one cuDNN buffer, or None where
+    torch.nn.LSTM.flatten_parameters would not (off CUDA, cuDNN off, mixed dtypes, aliases)."""
     first = tensors[0]
     if not (first.is_cuda and torch._use_cudnn_rnn_flatten_weight()):
         return None
@@ -308,8 +292,7 @@ def _flat_layout(tensors: list):
 
 
 def _cudnn_layout(tensors: list, input_size: int, hidden_size: int, proj_size: int) -> None:
-    """Make ``tensors`` views of one new buffer in cuDNN's layout for one unidirectional LSTM layer
-    (torch's ``_cudnn_rnn_flatten_weight``, which copies them in and points each at its place)."""
+    """Make ``tensors`` views of one new buffer in cuDNN's layout for one unidirectional layer."""
     from torch.backends.cudnn import rnn
 
     with torch.cuda.device_of(tensors[0]):

@@ -22,21 +22,18 @@ class PowerLawLSTM(StackedRNN):
     """Stacked pLSTM with fused kernels.
 
     The arguments up to ``dtype`` are torch.nn.LSTM's, in its order and with its rules.
-    ``bidirectional=True`` adds each layer's reverse direction (parameters ``..._reverse``, its own
-    p), which reads every sequence backwards within its own length, Δt included: the reverse
-    direction's step t takes the Δt the forward direction took at the same position (Δt read
-    backwards, not shifted to the gap before it; a bidirectional pLSTM is tsrnn's extension, not
-    seed 002's). ``proj_size`` must be 0: the pLSTM has no projection. The pLSTM arguments are
-    keyword-only:
+    ``bidirectional=True`` (tsrnn's extension) adds each layer's reverse direction (parameters
+    ``..._reverse``, its own p), reading each sequence backwards within its length, Δt included
+    (the Δt of the same position, not shifted). ``proj_size`` must be 0. Keyword-only:
 
     Args:
         eps: ε of the forget gate (S7), > 0.
         input_gate: "coupled" (i = 1 - f, gates r, g, o: the paper's choice) or "separate"
             (i = σ(z_i), gates i, r, g, o).
-        learn_p: train p_logit (a Parameter) or keep it fixed (a buffer of the same name); None
-            (the default): learn p unless fixed_p is given. learn_p=True with fixed_p is an error.
-        fixed_p: one decay exponent p > 0 for every unit, kept fixed (buffers ``p_l{k}``, no
-            p_logit): seed 002 §5.1 fixes p, including p >= 1, which σ(p_logit) cannot reach.
+        learn_p: train p_logit (a Parameter) or keep it fixed (a buffer); None (the default):
+            learn p unless fixed_p is given. learn_p=True with fixed_p is an error.
+        fixed_p: one decay exponent p > 0 for every unit, fixed (buffers ``p_l{k}``, no p_logit;
+            p >= 1 allowed, as seed 002 §5.1).
 
     ``out, (h_n, c_n, a_n) = m(x, state=None, dt=None, lengths=None)``; dt (T, B) or (T, B, 1)
     step lengths > 0 ((B, T) or (B, T, 1) if batch_first), None for Δt = 1; x may be a
@@ -137,9 +134,8 @@ class PowerLawLSTM(StackedRNN):
         return (self.eps,)
 
     def _call_inputs(self, x, unbatched, packing, dt=None) -> dict:
-        """dt in the caller's layout ((T,), (T, B) or (B, T) if batch_first, optionally with a
-        trailing 1; a PackedSequence like the input's for a PackedSequence input), checked there,
-        passed on as (T, B) data (no gradient), or packed (N,) with lengths or packed input."""
+        """dt checked in the caller's layout (see the class), passed on detached as (T, B), or (N,)
+        when packed."""
         if dt is None:
             return {"dt": None}
         if packing is not None and x.dim() == 2:  # the rows of a PackedSequence
@@ -183,14 +179,10 @@ class PowerLawLSTM(StackedRNN):
     @torch.no_grad()
     def trace(self, input: torch.Tensor | PackedSequence, state: State = None, dt: torch.Tensor | None = None,
               lengths: torch.Tensor | Sequence[int] | None = None) -> list[dict[str, torch.Tensor]]:
-        """The pLSTM's inner variables for this input (seed 002 §5.2's analyses), one dict per layer
-        (and direction, as h_n's rows: a bidirectional layer k's reverse direction at 2k + 1, its
-        traces in the input's time order, its age counted from the sequence's end):
-        "r" the reset gate, "a" the age t - k_t after the step (S9; the paper's reference time is
-        k_t = t - a_t), "f" the forget gate, each (T, B, H) time-major in the math dtype, and "p"
-        the decay exponents (H,). A fused path reads r and f from the activations it saves for
-        the backward and rebuilds a from r and Δt with one linear scan; the reference records
-        them in its step loop."""
+        """The pLSTM's inner variables for this input (seed 002 §5.2), one dict per layer and
+        direction in h_n's row order (a reverse direction's traces in input time order, its age
+        counted from the sequence's end): "r" the reset gate, "a" the age after the step (S9),
+        "f" the forget gate, each (T, B, H) time-major in the math dtype, and "p" (H,)."""
         traces = self._traces(input, state, lengths, dt=dt)
         directions = len(self._directions)
         return [{"r": t["r"], "a": t["a"], "f": t["f"], "p": self.p(i // directions, bool(i % directions)).detach()}

@@ -5,17 +5,10 @@ Each op (``tsrnn.ops.recurrence``, ``tsrnn.ops.linear_scan``) is a ``{op}_forwar
 are compiled (csrc/: ``tsrnn._C``, CPU tensors), ``torch.ops.tsrnn_cluster.*`` and
 ``tsrnn_grid.*``, whose kernels are the tensor-core ones of ``tsrnn._cuda`` (CUDA tensors), and one
 namespace per Triton path, whose kernels are Python functions imported on their first call.
-Registering the backward with ``torch.library.register_autograd`` and the shapes with
-``register_fake`` lets ``torch.compile`` trace a module through a whole recurrence as one node.
-A backward that is itself differentiated (create_graph=True) recomputes the layer through the
-reference steps on CPU tensors (``tsrnn.ops.recurrence.recompute``; the scan's backward is torch
-ops then); on CUDA tensors the fused recurrence kernels compute first derivatives only, as
-torch.nn.LSTM's cuDNN kernel, and a second derivative through them raises (``first_order_only``).
-
-An eager call goes through ``call``, not the dispatcher's Python autograd kernel: the same setup
-and backward as one ``torch.autograd.Function`` whose forward runs the op's kernel below autograd.
-torch.library's Python autograd wrapper redispatches on every call (its cost: bench/RESULTS.md);
-traced, compiled or transformed calls keep the dispatcher, which records the op as one node.
+With ``register_autograd`` and ``register_fake``, ``torch.compile`` traces a recurrence as one
+node. Second derivatives: docs/backends.md, "Double backward" (``first_order_only`` on CUDA).
+An eager call goes through ``call``, the same formula as one ``torch.autograd.Function`` without
+the dispatcher's Python autograd wrapper (its cost: bench/RESULTS.md).
 """
 from __future__ import annotations
 
@@ -28,7 +21,7 @@ from tsrnn import _validation as check
 
 COMPILED = "tsrnn"  # the namespace of the compiled kernels (tsrnn._C, tsrnn._cuda)
 _LIBRARIES: dict[str, torch.library.Library] = {}
-# (namespace, op name) -> (the op, the apply of the autograd.Function that runs it eagerly with its formula)
+# (namespace, op name) -> (the op, its eager autograd.Function's apply)
 _EAGER: dict[tuple[str, str], tuple] = {}
 _APPLY = torch._C._FunctionBase.__dict__["apply"]
 
@@ -42,10 +35,9 @@ def library(namespace: str) -> torch.library.Library:
 
 def define(namespace: str, op: str, schemas: dict, fake_forward, fake_backward, autograd, setup,
            kernels: str | None = None) -> None:
-    """Defines ``{op}_forward`` and ``{op}_backward`` in ``namespace`` with their fake kernels and
-    the forward's autograd formula (``autograd(backward_op)``, ``setup`` its setup_context); with
-    ``kernels`` (a module name), their CPU and CUDA kernels are that module's functions of the
-    same names (imported at the first call)."""
+    """Defines ``{op}_forward`` and ``{op}_backward`` in ``namespace``: fake kernels, the autograd
+    formula ``autograd(backward_op)`` with ``setup``, and with ``kernels`` (a module name) CPU and
+    CUDA kernels from that module's functions of the same names."""
     lib = library(namespace)
     forward, backward = f"{op}_forward", f"{op}_backward"
     lib.define(forward + schemas[forward])
@@ -73,16 +65,14 @@ def register_autograd(namespace: str, name: str, backward, setup, lib: torch.lib
 
     function = type(f"{namespace}_{name}", (torch.autograd.Function,),
                     {"forward": staticmethod(forward), "backward": staticmethod(backward)})
-    # Function.apply's C++ half: its Python half only binds defaults (there are none) and unwraps
-    # the dead wrappers of finished torch.func transforms, which ``call`` leaves to the dispatcher.
+    # Function.apply's C++ half: its Python half has nothing to do for ``call``.
     _EAGER[namespace, name] = (op, _APPLY.__get__(None, function))
 
 
 def call(namespace: str, name: str, *args):
-    """``torch.ops.<namespace>.<name>(*args)`` with every argument given (setup functions read
-    them all): eagerly, the kernel below autograd, through the op's autograd Function where a
-    gradient will flow; through the dispatcher while torch.compile, torch.export or
-    torch.jit.trace record, or under torch.func transforms."""
+    """``torch.ops.<namespace>.<name>(*args)``, every argument given: eagerly through the op's
+    autograd Function (or below autograd when no gradient flows); through the dispatcher while
+    torch.compile, torch.export or torch.jit.trace record, or under torch.func transforms."""
     op, apply = _EAGER[namespace, name]
     if not check.eager():
         return op(*args)
@@ -93,8 +83,7 @@ def call(namespace: str, name: str, *args):
 
 
 def needs_grad(*tensors) -> bool:
-    """Whether autograd will record a call on ``tensors`` (None entries allowed): grad mode on and
-    one of them requires grad (torch's C++ test eagerly; a loop that torch.compile can trace)."""
+    """Whether autograd will record a call on ``tensors`` (None entries allowed)."""
     if not torch.is_grad_enabled():
         return False
     if torch.compiler.is_compiling():
@@ -103,8 +92,7 @@ def needs_grad(*tensors) -> bool:
 
 
 def without_autocast(like: torch.Tensor):
-    """Autocast off for ``like``'s device type: a backward run inside an autocast region computes
-    in the dtypes its forward saved, as the forward did (tsrnn.precision)."""
+    """Autocast off for ``like``'s device type (a backward computes in its forward's dtypes)."""
     if like.device.type not in ("cpu", "cuda"):
         return contextlib.nullcontext()
     return torch.autocast(like.device.type, enabled=False)
@@ -117,11 +105,9 @@ DOUBLE_BACKWARD = ("tsrnn: on CUDA the fused {op} kernels compute first derivati
 
 
 class _FirstOrderOnly(torch.autograd.Function):
-    """``tensors`` unchanged, as results that depend on ``anchors``, whose backward raises
-    ``message``: a fused kernel's backward run under create_graph=True. Without it torch would
-    treat the kernel's results as constants, and a second derivative would silently miss every
-    term through them. The anchors, the forward's saved output and the incoming gradients, put
-    this node on every path from the results back to what the forward or the gradients depend on."""
+    """``tensors`` unchanged, as results that depend on ``anchors`` (the forward's saved output and
+    the incoming gradients), whose backward raises ``message``: so a second derivative through a
+    fused kernel's backward raises instead of treating its results as constants."""
 
     @staticmethod
     def forward(ctx, message, num_anchors, *tensors):
@@ -149,16 +135,13 @@ def first_order_only(op: str, anchors, results: tuple) -> tuple:
 
 
 def _on_device(args):
-    """Triton launches on the current CUDA device, not the tensors' one: run on the tensors' device.
-    No torch flag is touched: the drivers' own torch GEMMs (dh, dW_hh) round their operands to the
-    call's precision (``tsrnn.precision.round_operands``)."""
+    """The tensors' CUDA device as current (Triton launches on the current one); no flag touched."""
     device = next((a.device for a in args if isinstance(a, torch.Tensor) and a.is_cuda), None)
     return contextlib.nullcontext() if device is None else torch.cuda.device(device)
 
 
 def triton_kernel(module: str, name: str):
-    """Calls ``module.name``, imported at the first call: importing triton costs a second, and
-    TRITON_INTERPRET must be set before the kernels' module is imported."""
+    """Calls ``module.name``, imported at the first call (TRITON_INTERPRET must be set before)."""
 
     def kernel(*args):
         with _on_device(args):

@@ -1,9 +1,6 @@
 """The input projection x W_ih^T + b of every operator path's layer: torch's GEMM in the call's
-precision (``torch_projection``), on CUDA with its TF32 / bf16 products on the tensor cores
-(``tensor_core_projection``: the ops of ``torch.ops.tsrnn_tensor_core``, cuBLAS called by
-tsrnn._cuda), or on the "cpu" path the CPU engine's own (csrc/gemm/projection.cpp,
-``torch.ops.tsrnn.cpu_projection``), with its fake kernel and autograd formula; and the schemas of
-the CPU GEMM kernels the tests and benchmarks call directly.
+precision (``torch_projection``), on CUDA's tensor cores (``tensor_core_projection``), or the CPU
+engine's (``cpu_projection``, csrc/gemm/projection.cpp); and the CPU GEMM kernels' schemas.
 """
 from __future__ import annotations
 
@@ -15,15 +12,12 @@ from tsrnn import precision
 from tsrnn.ops import extensions  # noqa: F401  (loads the compiled kernels before their schemas)
 from tsrnn.ops import library
 
-# Compiled only, for the tests and benchmarks: the CPU engine's GEMM kernels (csrc/gemm/panel_gemm.h),
-# C = init + a b through the kernel named `kernel` by the time loops' driver or, if `blocked`, by
-# the threaded one of the large GEMMs (csrc/gemm/blocked_gemm.h; init None, a row [N] or [M, N];
-# with row_sums, also a's row sums, else [0]); the names of the kernels this CPU runs; the one the time loops use ("aten" for ATen's
-# GEMM); and, with TSRNN_CPU_PROFILE=1, the seconds per phase one thread of the loops spent since
-# the last call, on average (csrc/recurrence/cpu/phase_clock.h, bench/cpu_profile.py).
-# The CPU engine's input projection x w^T + bias and its backward (csrc/gemm/projection.cpp), the
-# "cpu" path's in place of torch.addmm: x [M, I], w [N, I], bias [N] -> [M, N]; the backward takes
-# dL/d(result) and which of dx, dw, dbias to compute ([0] for the others).
+# cpu_projection: x [M, I], w [N, I], bias [N] -> [M, N]; its backward takes dL/d(result) and which
+# of dx, dw, dbias to compute ([0] for the others). For the tests and benchmarks: cpu_gemm, C = init
+# + a b (init None, [N] or [M, N]; a's row sums with row_sums, else [0]) by the named kernel
+# (csrc/gemm/panel_gemm.h) or, ``blocked``, csrc/gemm/blocked_gemm.h; the kernels this CPU runs;
+# the one the loops use ("aten": ATen's); with TSRNN_CPU_PROFILE=1, seconds per phase since the last
+# call (csrc/recurrence/cpu/phase_clock.h).
 CPU_SCHEMAS = ("cpu_projection(Tensor x, Tensor w, Tensor? bias) -> Tensor",
                "cpu_projection_backward(Tensor grad, Tensor x, Tensor w, bool[3] mask) -> (Tensor, Tensor, Tensor)",
                "cpu_gemm(Tensor a, Tensor b, str kernel, bool blocked=False, Tensor? init=None, bool row_sums=False) -> (Tensor, Tensor)", "cpu_gemm_kernels() -> str[]",
@@ -31,8 +25,8 @@ CPU_SCHEMAS = ("cpu_projection(Tensor x, Tensor w, Tensor? bias) -> Tensor",
 
 
 TENSOR_CORE = "tsrnn_tensor_core"  # tsrnn._cuda's GEMMs on the tensor cores (csrc/gemm/cuda/tensor_core_gemm.h)
-# bias + a b in float32, a and b float32 holding TF32 values (TF32 products) or both bfloat16 (bf16
-# products), float32 accumulation; x's values rounded to TF32 in one kernel (tsrnn.precision.round_operands's rounding)
+# mm: bias + a b in float32, a and b float32 holding TF32 values or both bfloat16; round_tf32: as
+# tsrnn.precision.round_operands, in one kernel.
 TENSOR_CORE_SCHEMAS = ("mm(Tensor a, Tensor b, Tensor? bias) -> Tensor", "round_tf32(Tensor x) -> Tensor")
 
 
@@ -53,17 +47,12 @@ def _has_tensor_cores(namespace: str, device_type: str) -> bool:
 
 def torch_projection(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None,
                      products: str = "ieee", tensor_cores: str | None = None) -> torch.Tensor:
-    """x w^T + bias through torch (addmm), its GEMMs and those of its gradients (dx = g w,
-    dw = g^T x) in ``products`` (``tsrnn.precision.products``, read once per layer call by
-    ``tsrnn.ops.recurrence.paths.run_operator``): "ieee", torch's GEMMs as torch's flags say;
-    "tf32" or "bf16", every operand (x, w and the incoming gradient g) rounded to that format
-    first (``tsrnn.precision.round_operands``; w's copy kept per version of w,
-    ``tsrnn.precision.rounded_weight``), so that the GEMM gives the TF32 (bf16) GEMM's result
-    whatever torch.backends.cuda.matmul says, and no flag is touched. The GEMMs of float32
-    operands are the ops of the namespace ``tensor_cores`` where it has a kernel for their device
-    (TENSOR_CORE on CUDA: cuBLAS with TF32 or bf16 products, csrc/gemm/cuda/tensor_core_gemm.h,
-    the rounding one kernel), else torch's float32 GEMMs of the rounded operands. A bf16 (fp16)
-    layer's GEMM runs in its dtype, as for "ieee"."""
+    """x w^T + bias through torch, its GEMMs and its gradients' (dx = g w, dw = g^T x) in
+    ``products`` (``tsrnn.precision.products``): "ieee", as torch's flags say; "tf32" or "bf16",
+    every operand rounded first (``tsrnn.precision.round_operands``, w once per version), giving
+    the TF32 (bf16) GEMM's result whatever torch's flags say. Float32 GEMMs run on the ops of
+    ``tensor_cores`` where it has a kernel for the device. A bf16 (fp16) layer's GEMM runs in its
+    dtype."""
     if products == "ieee":
         return x @ w.t() if bias is None else torch.addmm(bias, x, w.t())
     return _RoundedProjection.apply(x, w, bias, products, tensor_cores)
@@ -76,17 +65,15 @@ def tensor_core_projection(namespace: str = TENSOR_CORE):
 
 @functools.cache
 def _tensor_core_rounding(namespace: str, products: str):
-    """The operands of the tensor-core ops of ``namespace`` in ``products``: float32 rounded to
-    TF32 in one kernel, or bfloat16 (one conversion, to nearest even); one function per pair, so
-    that ``tsrnn.precision.rounded_weight`` knows a copy it made with it."""
+    """The operand rounding of ``namespace``'s ops in ``products``, one function per pair (the
+    identity ``tsrnn.precision.rounded_weight`` keys its copies on)."""
     if products == "tf32":
         return getattr(torch.ops, namespace).round_tf32
     return functools.partial(torch.Tensor.to, dtype=torch.bfloat16)
 
 
 class _Gemms:
-    """The rounding and the GEMM of a projection's products: the tensor-core ops of ``namespace``
-    for float32 operands on a device it has a kernel for, else torch's ops on rounded operands."""
+    """A projection's rounding and GEMM: ``namespace``'s ops where usable, else torch's."""
 
     def __init__(self, products: str, namespace: str | None, x: torch.Tensor, w: torch.Tensor):
         self.products = products
@@ -157,8 +144,7 @@ def _projection_setup(ctx, inputs, output):
 
 
 def _projection_backward(ctx, grad):
-    """dx = grad w, dw = grad^T x, dbias = the column sums of grad: the engine's kernel, or torch's
-    differentiable ops when the backward itself is differentiated (``create_graph=True``)."""
+    """dx = grad w, dw = grad^T x, dbias = grad's column sums (torch's ops under create_graph)."""
     x, w = ctx.saved_tensors
     needs = ctx.needs_input_grad
     wanted = (needs[0], needs[1], ctx.has_bias and needs[2])
@@ -177,5 +163,4 @@ define_tensor_core(TENSOR_CORE)
 torch.library.register_fake("tsrnn::cpu_projection", _projection_fake, lib=_lib)
 torch.library.register_fake("tsrnn::cpu_projection_backward", _projection_backward_fake, lib=_lib)
 library.register_autograd(library.COMPILED, "cpu_projection", _projection_backward, _projection_setup, _lib)
-# cpu_projection(x, w, bias): x w^T + bias through the CPU engine's GEMM, the "cpu" path's projection
 cpu_projection = functools.partial(library.call, library.COMPILED, "cpu_projection")

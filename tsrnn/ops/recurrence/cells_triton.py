@@ -15,15 +15,11 @@ in ``saved`` order (n < K); p0: the cell's first parameter at the unit (``params
 dt: the step input (Δt; 1.0 without one); k0: its first constant (``constants``, C <= 1). The
 forward returns h_t, the new states and the activations to save; the backward takes dh = dL/dh_t
 and ds_n = dL/ds_n at t (from the loss and the later steps) and returns dz_n = dL/dz_n, dsp_n =
-dL/ds_n at t - 1 and this step's dL/dp0. Entries past the cell's sizes are placeholders: the
-kernels pass anything there (a repeated row, a scalar), never store what the cell returns there.
-``CELLS_TRITON`` maps each cell's name to its pair, the one dispatch: a kernel takes the function
-as its constexpr CELL (Triton specializes a kernel on a jit-function argument, compiled as the
-interpreter does it) and the cell's sizes G, S, K, P, C as constexprs (``constexprs``). A new
-cell within ``MAX_SIZES`` is its two functions and one line of ``CELLS_TRITON``; past them, the
-plumbing of triton_plumbing.py (load_rows, store_rows, load_states, store_states, load_params, gates_mm and the
-kernels' tuples) takes more registers. docs/kernels.md says why the cells are plugged in so.
-
+dL/ds_n at t - 1 and this step's dL/dp0. Entries past the cell's sizes are placeholders, passed
+anything and never stored. ``CELLS_TRITON`` maps each cell's name to its pair, which a kernel
+takes as its constexpr CELL with the sizes G, S, K, P, C (``constexprs``). A new cell within
+``MAX_SIZES`` is its two functions and one line of ``CELLS_TRITON``; past them, widen
+triton_plumbing.py's tuples (docs/kernels.md, Triton).
 """
 from __future__ import annotations
 
@@ -34,8 +30,7 @@ import triton.language as tl
 
 from tsrnn.ops.recurrence.cells import CELLS
 
-# The most gates (G), states (S), saved rows (K), parameters (P) and constants (C) a cell may have:
-# what the kernels' register tuples carry (z0..z3, s0..s1, act0..act4, p0, k0).
+# The most gates, states, saved rows, parameters and constants a cell may have (the kernels' tuples).
 MAX_SIZES = {"G": 4, "S": 2, "K": 5, "P": 1, "C": 1}
 
 
@@ -46,10 +41,8 @@ class TritonCell(NamedTuple):
 
 
 def constexprs(cell: str, direction: str) -> dict:
-    """The constexprs of the ``direction`` ("forward" or "backward") kernel for ``cell``: CELL, its
-    Triton step function of that direction (``CELLS_TRITON``), and the cell's sizes G, S, K, P, C
-    (the Cell record's gates, states, saved, params, constants). A ValueError for a cell with no
-    Triton step or one past ``MAX_SIZES``."""
+    """{CELL: the cell's ``direction`` ("forward", "backward") function, G, S, K, P, C: its sizes};
+    ValueError for a cell with no Triton step or past ``MAX_SIZES``."""
     c = CELLS[cell]
     if cell not in CELLS_TRITON:
         raise ValueError(f"tsrnn: the cell {cell} has no Triton step (cells_triton.CELLS_TRITON)")
@@ -73,9 +66,7 @@ def tanh(x):
 
 @triton.jit
 def memory_backward(dh, dc, i, g, o, c):
-    """The backward of c = f c' + i g, h = o tanh(c) (every cell here) but for f: from dh =
-    dL/dh and dc = dL/dc from the later steps, returns (dc, dz_i, dz_g, dz_o): dc the total
-    dL/dc, and dL/dz of i = σ(z_i), g = tanh(z_g), o = σ(z_o).
+    """The backward of c = f c' + i g, h = o tanh(c) but for f; returns (dc total, dz_i, dz_g, dz_o).
 
         tc = tanh(c),  dc += dh o (1 - tc²),  dz_i = dc g i (1 - i),  dz_g = dc i (1 - g²),
         dz_o = dh tc o (1 - o)
@@ -87,8 +78,7 @@ def memory_backward(dh, dc, i, g, o, c):
 
 @triton.jit
 def lstm_forward(z0, z1, z2, z3, s0, s1, p0, dt, k0):
-    """(S1) gates (i, f, g, o) = z0..z3, state c = s0, saved (i, f, g, o); no parameter, step
-    input or constant.
+    """(S1) gates (i, f, g, o) = z0..z3, state c = s0, saved (i, f, g, o).
 
         i, f, g, o = σ(z0), σ(z1), tanh(z2), σ(z3),  c = f c' + i g,  h = o tanh(c)
     """
@@ -200,7 +190,6 @@ def janet_backward(dh, ds0, ds1, act0, act1, act2, act3, act4, sp0, sp1, s0, s1,
     return dc * (sp0 * f * (1.0 - f) - g * i * (1.0 - i)), dz_g, dz_g, dz_g, dc * f, ds1, 0.0
 
 
-# The one dispatch: each cell's name to its Triton step (the kernels' constexpr CELL).
 CELLS_TRITON = {
     "lstm": TritonCell(lstm_forward, lstm_backward),
     "plstm_coupled": TritonCell(plstm_coupled_forward, plstm_coupled_backward),

@@ -27,9 +27,7 @@ from tsrnn.ops.recurrence.cells import CELLS
 # h_all and grad_h: [N,H], saved: [N,K*H], grad_xg: [N,G*H]; state_all stays [T,S,B,H] (the rows
 # a step does not run are zero) and state_n[:, b] holds row b's states after its last
 # step (state0[:, b] for a row of no step, b >= batch_sizes[0]).
-# precision: what the recurrent products and dW_hh's GEMM may round their operands to
-# (``tsrnn.precision.products``): "ieee" (none), "tf32" or "bf16", float32 accumulation each; a
-# kernel may compute more exactly than asked (the CPU).
+# precision: ``tsrnn.precision.products``, the most rounding the products may apply (the CPU none).
 SCHEMAS = {
     "recurrence_forward": "(str cell, Tensor xg, Tensor w_hh, Tensor h0, Tensor state0, Tensor? params, "
                           "Tensor? steps, float[] constants, bool save, Tensor? batch_sizes=None, str precision=\"ieee\") "
@@ -39,19 +37,14 @@ SCHEMAS = {
                            "Tensor? steps, float[] constants, Tensor? batch_sizes=None, str precision=\"ieee\") "
                            "-> (Tensor, Tensor, Tensor, Tensor, Tensor)",
 }
-# Compiled, the tensor-core kernels only: how many thread blocks the kernel's plan uses for this
-# cell and w_hh (its device, dtype and H), a batch of ``batch`` rows and products in ``precision``,
-# 0 where it does not fit on chip or cannot launch.
+# Tensor-core kernels only: the thread blocks the plan uses (0 where it does not fit or launch).
 PLAN_SCHEMA = "recurrence_plan(str cell, Tensor w_hh, int batch=0, str precision=\"ieee\") -> int"
-# Compiled, the tensor-core kernels only: the plan for a batch of ``batch`` rows and products in
-# ``precision`` as [cluster size, batch tile (cluster-resident) or chunk (grid-resident), clusters,
-# units a block (a cluster), forward and backward shared bytes a block], all zero where nothing fits.
+# Tensor-core kernels only: [cluster size, batch tile (cluster) or chunk (grid), clusters, units a
+# block, forward and backward shared bytes a block], all zero where nothing fits.
 CONFIG_SCHEMA = "recurrence_config(str cell, Tensor w_hh, int batch, str precision) -> int[]"
-# The namespace of the cluster-resident tensor-core CUDA kernel (tsrnn._cuda registers its kernels).
+# The tensor-core kernels' namespaces (registered by tsrnn._cuda); the Triton ones and their modules.
 CLUSTER = "tsrnn_cluster"
-# The namespace of the grid-resident tensor-core CUDA kernel (tsrnn._cuda registers its kernels).
 GRID = "tsrnn_grid"
-# The Triton namespaces and the modules of their kernels.
 TRITON = {"tsrnn_triton_step": "tsrnn.ops.recurrence.triton_step"}
 
 
@@ -81,10 +74,7 @@ def _recurrence_backward_fake(cell, grad_h, grad_state_n, w_hh, h0, state0, h_al
 
 
 def _recurrence_setup(ctx, inputs, output):
-    """Saves what the backward reads; on CPU tensors also the input xg (a reference, no copy: one
-    (T, B, G*H) tensor a layer held until the backward), from which a backward that is itself
-    differentiated recomputes the layer (``recompute``), as torch.nn.LSTM's CPU kernel is
-    differentiable twice. On CUDA, as torch.nn.LSTM's cuDNN kernel, first derivatives only."""
+    """Saves what the backward reads, and on CPU tensors xg for a double backward (``recompute``)."""
     cell, xg, w_hh, h0, state0, params, steps, constants, _, batch_sizes, precision = inputs  # defaults filled
     h_all, _, state_all, saved = output
     ctx.save_for_backward(xg if xg.device.type == "cpu" else None, w_hh, h0, state0, h_all, state_all, saved, params,
@@ -115,9 +105,8 @@ def _recurrence_autograd(backward_op):
 
 
 def define(namespace: str, kernels: str | None = None, planned: bool = False) -> None:
-    """Defines the recurrence ops in ``namespace``: their kernels the functions of the module
-    ``kernels``, or compiled (registered by a C++ library) where None; ``planned``: a tensor-core
-    kernel's, with its planning ops too (PLAN_SCHEMA, CONFIG_SCHEMA)."""
+    """Defines the recurrence ops in ``namespace`` (kernels from module ``kernels``, or compiled
+    where None); ``planned`` adds PLAN_SCHEMA and CONFIG_SCHEMA."""
     library.define(namespace, "recurrence", SCHEMAS, _recurrence_fake, _recurrence_backward_fake, _recurrence_autograd,
                    _recurrence_setup, kernels)
     if planned:

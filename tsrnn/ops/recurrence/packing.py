@@ -3,13 +3,8 @@
 A batch of B sequences with lengths L_b <= T, padded to (T, B, ...), runs in the packed layout of
 ``torch.nn.utils.rnn.PackedSequence``: the rows sorted by length, longest first (stably), and step
 t holding only the rows still running, ``batch_sizes[t] = #{b: L_b > t}`` of them, stacked over
-t into (N, ...) with N = sum_b L_b. Every fused path runs each step over its ``batch_sizes[t]``
-rows only (no work for the rows that have ended); the reference unpacks to a masked loop.
-
-``Packing`` holds one batch's map: built from ``lengths`` (which may hold zeros: such a row runs
-no step, its output is zero and its final state its initial one) or from a PackedSequence, it
-packs and unpacks (T, B, ...) tensors, orders the per-row states as the packed rows are ordered
-(``sort``) and back (``unsort``), and says where each row's last step is (``last``).
+t into (N, ...) with N = sum_b L_b. ``Packing`` holds one batch's map, from ``lengths`` (a row
+of length 0 runs no step: zero output, its initial state as final) or from a PackedSequence.
 """
 from __future__ import annotations
 
@@ -84,8 +79,7 @@ class Packing:
 
     @functools.cached_property
     def index(self) -> torch.Tensor:
-        """(N,) on the device: the position t * B + b, in the padded batch flattened over (T, B), of
-        each packed row."""
+        """(N,) on the device: each packed row's position t * B + b in the padded (T, B) batch."""
         step = torch.repeat_interleave(torch.arange(self.batch_sizes.shape[0]), self.batch_sizes)
         rank = torch.arange(self.rows) - self._first[step]
         row = rank if self.order is None else self.order.cpu()[rank]
@@ -104,10 +98,8 @@ class Packing:
 
     @functools.cached_property
     def reversed(self) -> torch.Tensor:
-        """(N,) on the device: the packed row that holds each packed row's step counted from its row's
-        end, (t, b) -> (L_b - 1 - t, b); ``data.index_select(0, reversed)`` runs every sequence
-        backwards within its own length (a bidirectional layer's reverse direction), and applied
-        twice gives ``data`` back."""
+        """(N,) on the device: (t, b) -> (L_b - 1 - t, b); ``data.index_select(0, reversed)`` runs
+        every sequence backwards within its own length (an involution)."""
         step = torch.repeat_interleave(torch.arange(self.batch_sizes.shape[0]), self.batch_sizes)
         rank = torch.arange(self.rows) - self._first[step]
         return (self._first[self.lengths[rank] - 1 - step] + rank).to(self.device)

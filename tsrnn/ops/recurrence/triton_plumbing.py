@@ -1,13 +1,8 @@
-"""What the Triton per-step kernels (triton_step.py) run around a cell's step
-(cells_triton.py): the register plumbing (load_rows, store_rows, load_states, store_states,
-load_params, add_param_grads, load_constants), the W_hh tiles and dots (w_tile, mm, gates_mm),
-and the drivers' host side: the rows of each step (``Steps``: padded, or packed sequences in
-torch's PackedSequence layout), ``forward_prologue``, ``backward_prologue``, ``final_states`` and
-``weight_grad``.
-Products (``tsrnn.precision.products``) are the dots' constexpr PRECISION (``mm``; docs/kernels.md):
-"ieee"; "tf32", h or dz rounded in the kernel (``round_operand``) and TF32 dots; "bf16", rounded
-to bfloat16 and IEEE float32 dots. The drivers round W_hh once per call and their own GEMMs'
-operands with ``tsrnn.precision.round_operands``; float64 calls are "ieee" whatever they ask.
+"""What the Triton per-step kernels (triton_step.py) run around a cell's step (cells_triton.py):
+the register plumbing, the W_hh tiles and dots (w_tile, mm, gates_mm), and the drivers' host side
+(``Steps``, the prologues, ``final_states``, ``weight_grad``). Products are the dots' constexpr
+PRECISION (``mm``); the drivers round W_hh once per call and their own GEMMs' operands with
+``tsrnn.precision.round_operands``; float64 calls are "ieee" whatever they ask.
 """
 from __future__ import annotations
 
@@ -25,32 +20,25 @@ from . import checks
 
 
 def kernel_products(precision: str, acc_f64: bool) -> str:
-    """The kernels' PRECISION for a call's ``precision`` (checked, with the compiled operators'
-    message): "ieee" for float64 math, else ``precision``."""
+    """The kernels' PRECISION for a call's ``precision`` (checked): "ieee" for float64 math."""
     if precision not in PRODUCTS:
         raise RuntimeError(f"tsrnn: unknown precision '{precision}', expected 'ieee', 'tf32' or 'bf16'")
     return "ieee" if acc_f64 else precision
 
 
 def constants_tensor(constants, like: torch.Tensor) -> torch.Tensor:
-    """The cell's constants [C] in the math dtype of ``like`` (``like`` itself, a placeholder
-    pointer, for a cell of none), read by the kernels with tl.load: a float argument reaches the
-    kernel in float32 under the Triton interpreter, and ε = 1e-3 in float32 moves a float64
-    forget gate by ~1e-10."""
+    """The cell's constants [C] in the math dtype of ``like`` (``like`` itself for a cell of none),
+    for tl.load: a float argument would reach the interpreted kernel in float32."""
     if len(constants) == 0:
         return like
     return torch.tensor([float(k) for k in constants], dtype=like.dtype, device=like.device)
 
 
 class Steps:
-    """The rows each step runs, as csrc/recurrence/op.h's ``Steps``. Padded (no batch_sizes): step
-    t runs all B rows, row t*B + b of the [T, B, ...] tensors seen as [T*B, ...]. Packed
-    (batch_sizes [T], torch's PackedSequence layout, the batch sorted by length, longest first):
-    step t runs rows b < rows(t), row first(t) + b of the packed [N, ...] tensors (xg, steps, h_all,
-    saved, grad_h, dz); state_all stays [T, S, B, H], its rows b >= rows(t) at step t zero (allocated
-    so; no kernel writes them).
-    ``offsets`` [T + 1], a list: first(t) = offsets[t], offsets[T] = N. Packed, batch_sizes' values
-    are checked here (checks.packed_offsets, with the compiled op's messages)."""
+    """The rows each step runs, as csrc/recurrence/op.h's ``Steps``: padded, all B rows, row
+    t*B + b; packed (batch_sizes [T], checked here), rows b < rows(t), row offsets[t] + b of the
+    [N, ...] tensors, state_all staying [T, S, B, H] with zeros in the rows not run.
+    ``offsets`` [T + 1], a list, offsets[T] = N."""
 
     def __init__(self, batch_sizes, T: int, B: int, N: int):
         self.packed = batch_sizes is not None
@@ -65,20 +53,16 @@ class Steps:
         return self.offsets[t + 1] - self.offsets[t]
 
     def lengths(self) -> torch.Tensor:
-        """How many steps each row runs, int64 [B] on the CPU: row b runs the steps t with rows(t) > b,
-        a prefix of 0 .. T-1 (all T when padded, none for a row b >= rows(0))."""
+        """How many steps each row runs, int64 [B] on the CPU (a prefix of 0 .. T-1 each)."""
         negated = -torch.tensor(self.offsets).diff()  # -rows(t), non-decreasing
         return torch.searchsorted(negated, -torch.arange(self.B), side="left")
 
 
 def forward_prologue(cell, xg, w_hh, h0, state0, params, steps, constants, save, batch_sizes=None,
                      precision="ieee"):
-    """What the Triton forward driver starts from, after the operator's checks: T, B, H, the
-    forward kernel's cell constexprs (``constexprs``), the ``Steps`` (batch_sizes' values checked),
-    the kernels' ``products``, contiguous inputs (W_hh rounded to the products; ``placeholder``
-    the pointer for an absent one: params [P, H], steps [T*B] or [N]), the constants as a tensor
-    (``constants_tensor``), and the outputs h_all, state_all [T, S, B, H] and saved (or [0]):
-    h_all [T, B, H] and saved [T, B, K*H] padded, [N, H] and [N, K*H] packed (xg [N, G*H])."""
+    """The Triton forward driver's start, after the operator's checks: T, B, H, the cell
+    constexprs, ``Steps``, ``products``, contiguous inputs (W_hh rounded; ``placeholder`` for an
+    absent one), the constants tensor, and the outputs h_all, state_all [T, S, B, H] and saved."""
     T, B, H = checks.recurrence_args(cell, xg, w_hh, h0, state0, params, steps, constants, batch_sizes)
     checks.math_dtype(xg)
     checks.triton_device(xg)
@@ -99,10 +83,8 @@ def forward_prologue(cell, xg, w_hh, h0, state0, params, steps, constants, save,
 
 def backward_prologue(cell, grad_h, grad_state_n, w_hh, h0, state0, h_all, state_all, saved, params, steps, constants,
                       batch_sizes=None, precision="ieee"):
-    """What the Triton backward driver starts from, after the operator's checks: T, B, H, the
-    backward kernel's cell constexprs, the ``Steps``, the math dtype, the kernels' ``products``,
-    contiguous inputs (W_hh rounded to the products; params [P, H] or None, steps flat [T*B] or
-    [N] or None), the constants as a tensor and dz ([T, B, G*H] padded, [N, G*H] packed, as h_all)."""
+    """The Triton backward driver's start, after the operator's checks: as ``forward_prologue``,
+    with the math dtype ``acc`` and dz ([T, B, G*H] padded, [N, G*H] packed)."""
     T, B, H = checks.recurrence_backward_args(cell, grad_h, grad_state_n, w_hh, h0, state0, h_all, state_all, saved,
                                               params, steps, constants, batch_sizes)
     checks.math_dtype(h_all)
@@ -125,9 +107,7 @@ def backward_prologue(cell, grad_h, grad_state_n, w_hh, h0, state0, h_all, state
 
 
 def final_states(state_all, state0, steps: Steps):
-    """state_n [S, B, H]: each row's states after its last step, as csrc/recurrence/op.h's
-    final_states: state_all[T-1] padded; packed, state_all[length(b) - 1, :, b] (state0[:, b] for
-    a row of no step), one gather."""
+    """state_n [S, B, H]: each row's states after its last step (state0's for a row of no step)."""
     if not steps.packed:
         return state_all[steps.T - 1].clone()
     T, S, B, H = state_all.shape
@@ -140,11 +120,8 @@ def final_states(state_all, state0, steps: Steps):
 
 
 def weight_grad(dz, h0, h_all, steps: Steps, products: str = "ieee"):
-    """dW_hh = sum_t dz[t]^T h_{t-1}, as csrc/recurrence/op.h's recurrent_weight_grad, its operands
-    rounded to ``products`` (``round_operands``: a TF32 or bf16 GEMM's result whatever torch's
-    flags say). Padded (dz [T, B, G*H]): dz[0]^T h0 + dz[1:]^T h_all[:-1], two GEMMs, no copy of
-    the h's (but their rounding). Packed (dz [N, G*H], h_all [N, H]): step t's rows of dz meet the
-    first rows(t) rows of step t-1 (of h0 at t = 0), gathered into one [N, H] operand of one GEMM."""
+    """dW_hh = sum_t dz[t]^T h_{t-1}, its operands rounded to ``products``; padded two GEMMs,
+    packed one over the gathered [N, H] h_{t-1}."""
     dz, h0, h_all = (round_operands(t, products) for t in (dz, h0, h_all))
     if steps.packed:
         offsets = torch.tensor(steps.offsets)
@@ -259,9 +236,8 @@ def w_tile(w_ptr, g, j, k, H, ACC: tl.constexpr):
 
 @triton.jit
 def round_operand(x, PRECISION: tl.constexpr):
-    """float32 x rounded as tsrnn.precision.round_operands rounds it, in integer ops (the Triton
-    interpreter's casts to bfloat16 truncate): "tf32" to 10 mantissa bits, ties away from zero
-    (cvt.rna); "bf16" to 7, ties to even; NaN kept."""
+    """float32 x rounded as tsrnn.precision.round_operands, in integer ops (the interpreter's
+    bfloat16 casts truncate)."""
     bits = x.to(tl.int32, bitcast=True)
     if PRECISION == "tf32":
         bits = (bits + 0x1000) & -0x2000
@@ -272,9 +248,8 @@ def round_operand(x, PRECISION: tl.constexpr):
 
 @triton.jit
 def mm(x, w, acc, ACC: tl.constexpr, PRECISION: tl.constexpr):
-    """acc + x @ w in ACC, float64 or float32 with the products of PRECISION (the module
-    docstring): "ieee" IEEE dots; "tf32" and "bf16" x rounded here (w, of W_hh, was rounded by the
-    driver), then TF32 dots (exact on the rounded operands) and IEEE dots respectively."""
+    """acc + x @ w in ACC with PRECISION's products: x rounded here (w by the driver), then TF32
+    dots for "tf32", IEEE dots otherwise."""
     if PRECISION != "ieee":
         x = round_operand(x, PRECISION)
     if PRECISION == "tf32":

@@ -1,24 +1,14 @@
 """Per-step fused recurrence in Triton: one launch per step computes h_{t-1} W_hh^T for a tile of
 (batch rows x hidden units) and applies the cell to it (no separate pointwise launch).
 
-The cells are the plug-in of cells_triton.py (the same cells as csrc/recurrence/cells/): each kernel
-takes the cell's Triton step of its direction as the constexpr CELL and the cell's sizes G, S, K, P,
-C (``cells_triton.constexprs``); the saved activations have the same layout, so this is a drop-in
-implementation of ``torch.ops.tsrnn.recurrence_forward/backward`` (the kernels of
-``torch.ops.tsrnn_triton_step.recurrence_*``, the path "triton_step" of tsrnn/backend/; CUDA
-tensors, or CPU tensors through the Triton interpreter). Any H.
-Backward, from dL/dstate_{T-1} = grad_state_n (zeros when None): one fused pointwise launch per
-step gives dz[t]; dh_{t-1} = dz[t] W_hh and dW_hh = dz^T [h_0 .. h_{T-2}] are cuBLAS GEMMs. Gate
-math and accumulation are float32 (float64 for float64 inputs); the products (forward dots, the
-backward's GEMMs) in the call's precision (triton_plumbing's docstring).
-Packed sequences (batch_sizes, cells.Steps): step t launches over its rows(t) rows only, rows
-first(t) .. first(t) + rows(t) - 1 of the packed tensors [N, ...], h_{t-1} the first rows(t) rows
-of step t-1's block (h0 at t = 0), states the first rows(t) rows of state_all[t] [S, B, H]: the
-kernels take the rows launched (R) and the rows of the states (B, their stride B*H) apart. The
-backward's dh is a [B, H] buffer whose rows start at 0 until their last step is reached.
-
-``recurrence_forward/backward`` check their arguments (tsrnn/ops/recurrence/checks.py, as the compiled
-ops do) before they launch.
+The cell is the plug-in of cells_triton.py (constexpr CELL and sizes); the saved activations have
+the compiled kernels' layout, so this is a drop-in ``torch.ops.tsrnn.recurrence_forward/backward``
+(path "triton_step"; CUDA tensors, or CPU tensors under the interpreter). Any H.
+Backward: one fused pointwise launch per step gives dz[t]; dh_{t-1} = dz[t] W_hh and dW_hh are
+GEMMs. Gate math is float32 (float64 for float64 inputs), the products in the call's precision.
+Packed (``triton_plumbing.Steps``): step t launches over its rows(t) rows only; the kernels take
+the rows launched (R) and the states' rows (B, stride B*H) apart. Arguments are checked
+(tsrnn/ops/recurrence/checks.py) before any launch.
 """
 from __future__ import annotations
 
@@ -88,11 +78,7 @@ def _forward_step(xg_ptr, hprev_ptr, w_ptr, prev_ptr, next_ptr, h_ptr, act_ptr, 
 
 
 def recurrence_forward(cell, xg, w_hh, h0, state0, params, steps, constants, save, batch_sizes=None, precision="ieee"):
-    """torch.ops.tsrnn_triton_step.recurrence_forward (tsrnn/ops/recurrence/op.py's schema): xg
-    [T,B,G*H] ([N,G*H] packed), w_hh [G*H,H], h0 [B,H], state0 [S,B,H], params [P,H] or None,
-    steps [T,B] ([N] packed) or None (Δt = 1), constants: C floats. Returns h_all [T,B,H] ([N,H]
-    packed), state_n [S,B,H] (each row's states after its last step), state_all [T,S,B,H], saved
-    ([T,B,K*H], [N,K*H] packed; [0] without save)."""
+    """torch.ops.tsrnn_triton_step.recurrence_forward; shapes: tsrnn/ops/recurrence/op.py."""
     f = forward_prologue(cell, xg, w_hh, h0, state0, params, steps, constants, save, batch_sizes, precision)
     G, K, H, rows_of = f.cell["G"], f.cell["K"], f.H, f.steps
     xg_rows, h_rows = f.xg.view(-1, G * H), f.h_all.view(-1, H)  # [T*B or N, ...]
@@ -146,10 +132,7 @@ def _backward_step(act_ptr, prev_ptr, next_ptr, dh_ptr, gh_ptr, ds_ptr, dz_ptr, 
 
 def recurrence_backward(cell, grad_h, grad_state_n, w_hh, h0, state0, h_all, state_all, saved, params, steps,
                         constants, batch_sizes=None, precision="ieee"):
-    """torch.ops.tsrnn_triton_step.recurrence_backward (op.py's schema): grad_h dL/dh_all and
-    grad_state_n dL/dstate_n (each None where the loss does not use it) and the forward's inputs and
-    outputs; returns grad_xg ([T,B,G*H], [N,G*H] packed), grad_w_hh [G*H,H], grad_h0 [B,H],
-    grad_state0 [S,B,H], grad_params [P,H] ([0] without params)."""
+    """torch.ops.tsrnn_triton_step.recurrence_backward; shapes: tsrnn/ops/recurrence/op.py."""
     b = backward_prologue(cell, grad_h, grad_state_n, w_hh, h0, state0, h_all, state_all, saved, params, steps,
                           constants, batch_sizes, precision)
     G, K, P, H, rows_of = b.cell["G"], b.cell["K"], b.cell["P"], b.H, b.steps
