@@ -175,7 +175,7 @@ def test_a_format_2_checkpoint_names_the_upgrade(tmp_path):
     state["format"] = 2
     del state["checksum"], state["metrics_records"]
     torch.save(state, run / "old.pt")
-    with pytest.raises(checkpoint.CheckpointError, match=r"format 2, not 3; tsrnn\.training\.checkpoint\.upgrade"):
+    with pytest.raises(checkpoint.CheckpointError, match=r"format 2, not 3; tsrnn\.lab\.training\.checkpoint\.upgrade"):
         checkpoint.load(run / "old.pt")
     checkpoint.upgrade(run / "old.pt")
     upgraded = checkpoint.load(run / "old.pt")

@@ -35,8 +35,9 @@ HOMES = {
 }
 # Names removed before those (shims of an earlier layout).
 REMOVED = ("synthetic", "sine_waves", "kernels.persistent", "kernels.capacity")
-# Any of them (or a module under one) as a dotted path from tsrnn or a file path under tsrnn/.
-OLD_NAME = re.compile(r"\btsrnn[./](?:%s)\b" % "|".join(
+# Any of them (or a module under one) as a dotted path from tsrnn (its dot escaped too, as in a
+# regular expression) or a file path under tsrnn/.
+OLD_NAME = re.compile(r"\btsrnn(?:[./]|\\\.)(?:%s)\b" % "|".join(
     sorted({name.split(".")[0] for name in (*HOMES, *REMOVED)}, key=len, reverse=True)))
 SCANNED = ("py", "md", "txt", "toml", "cfg", "in", "h", "cpp", "cu", "yml", "yaml", "sh")
 
