@@ -120,13 +120,6 @@ class PowerLawLSTM(StackedRNN):
         p = f"fixed_p={self.fixed_p}" if self.fixed_p is not None else f"learn_p={self.learn_p}"
         return super().extra_repr() + f", eps={self.eps}, input_gate={self.input_gate!r}, {p}"
 
-    def _biases(self, layer: int, suffix: str) -> tuple:
-        """(None, (b_ih, b_hh)) eagerly, the pair the paths add; (their sum, None) while tracing."""
-        if not self.bias:
-            return None, None
-        b_ih, b_hh = self._member(f"bias_ih_l{layer}{suffix}"), self._member(f"bias_hh_l{layer}{suffix}")
-        return (None, (b_ih, b_hh)) if check.eager() else (b_ih + b_hh, None)
-
     def _params(self, layer: int, suffix: str) -> tuple:
         return (self._p(layer, suffix),)
 

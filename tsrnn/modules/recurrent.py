@@ -75,12 +75,5 @@ class Recurrent(StackedRNN):
         chrono = f", chrono={self.chrono:g}" if self.chrono is not None else ""
         return super().extra_repr() + f", cell={self.cell.name!r}{constants}{chrono}"
 
-    def _biases(self, layer: int, suffix: str) -> tuple:
-        """(None, (b_ih, b_hh)) eagerly, the pair the paths add; (their sum, None) while tracing."""
-        if not self.bias:
-            return None, None
-        b_ih, b_hh = self._member(f"bias_ih_l{layer}{suffix}"), self._member(f"bias_hh_l{layer}{suffix}")
-        return (None, (b_ih, b_hh)) if check.eager() else (b_ih + b_hh, None)
-
     def _constants(self) -> tuple:
         return self._constant_values

@@ -196,9 +196,12 @@ class StackedRNN(InputLayout, nn.Module):
     # -- the subclass's hooks ----------------------------------------------------------------
     def _biases(self, layer: int, suffix: str) -> tuple:
         """(bias, torch_bias) of one layer and direction (``suffix`` of ``DIRECTIONS``), as
-        ``Layer`` holds them: the one vector z adds or None, and eagerly the pair torch's LSTM
-        kernel adds as it is or None."""
-        raise NotImplementedError
+        ``Layer`` holds them: eagerly (None, (b_ih, b_hh)), the pair the paths add (torch's LSTM
+        kernel as it is); while tracing (b_ih + b_hh, None); (None, None) without biases."""
+        if not self.bias:
+            return None, None
+        b_ih, b_hh = self._member(f"bias_ih_l{layer}{suffix}"), self._member(f"bias_hh_l{layer}{suffix}")
+        return (None, (b_ih, b_hh)) if check.eager() else (b_ih + b_hh, None)
 
     def _params(self, layer: int, suffix: str) -> tuple:
         """The cell's per-unit parameters of one layer and direction, in the cell's order."""
