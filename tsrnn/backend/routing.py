@@ -27,8 +27,8 @@ def route(layer: Layer, inputs: Inputs, backend: str, traces: bool):
         # choice verified with TF32 allowed is not one for exact products, nor the other way)
         device = x.device
         key = (layer.cell.name, device, x.dtype, steps.bit_length(), h0.shape[1], x.shape[-1], layer.w_hh.shape[1],
-               layer.has_bias, grad, traces, packing is None, layer.w_hr is None,
-               precision.products(x.dtype, device))
+               layer.bias is None and layer.torch_bias is None, grad, traces, packing is None, layer.w_hr is None,
+               precision.products(x.dtype, device))  # (Layer.has_bias spelled out: one call fewer a layer)
         path = choice.MEMO.get((backend, key))
     if path is None:
         path = REGISTRY[_choose(layer, inputs, backend, traces, grad, steps, key)]
