@@ -50,6 +50,7 @@
 #include "recurrence/cuda/cost_model.h"
 #include "recurrence/cuda/device_common.h"
 #include "recurrence/cuda/flag_barrier.h"
+#include "recurrence/cuda/fragment_stream.h"
 #include "recurrence/cuda/grid_recurrence.h"
 #include "recurrence/cuda/probe.h"
 #include "recurrence/cuda/slice_load.h"
