@@ -12,6 +12,7 @@
 
 #include "recurrence/cells/list.h"
 #include "recurrence/cuda/cost_model.h"
+#include "recurrence/cuda/flag_barrier.h"
 #include "recurrence/cuda/grid_parts.h"
 #include "recurrence/cuda/grid_recurrence.h"
 #include "recurrence/cuda/probe.h"
