@@ -50,6 +50,8 @@
 #include "recurrence/cuda/cost_model.h"
 #include "recurrence/cuda/device_common.h"
 #include "recurrence/cuda/flag_barrier.h"
+#include "recurrence/cuda/fragment_stream.h"
+#include "recurrence/cuda/grid_parts.h"
 #include "recurrence/cuda/grid_recurrence.h"
 #include "recurrence/cuda/probe.h"
 #include "recurrence/cuda/slice_load.h"
@@ -59,45 +61,6 @@ namespace tsrnn {
 namespace cuda {
 namespace grid {
 namespace {
-
-using tensor_core::Cluster;
-using tensor_core::Operand;
-using tensor_core::Pair;
-using tensor_core::pair;
-using tensor_core::operand_bytes;
-using tensor_core::Held;
-using tensor_core::round_up;
-using tensor_core::Stream;
-using tensor_core::WarpStream;
-using tensor_core::this_cluster;
-using tensor_core::kPad;
-using tensor_core::kSlotElements;
-
-constexpr int kWarps = kThreads / 32;
-
-// What a direction's kernel needs of the plan: the cluster's units, the weight slice's padded
-// rows and width, the batch chunk, the floats of a load of the operand slice (slice_load.h's
-// vector_width) (and, in the probe's build, where to record the phase trace).
-struct Shape {
-  int units, rows, width, chunk, vector;
-#ifdef TSRNN_PROBE
-  probe::Trace trace;
-#endif
-};
-
-// cluster.sync(), or what a ladder rung puts in its place (probe.h).
-template <unsigned Skip>
-__device__ inline void sync([[maybe_unused]] Cluster& cluster, [[maybe_unused]] int line = __builtin_LINE(),
-                            [[maybe_unused]] const char* file = __builtin_FILE()) {
-  if constexpr (probe::Skips<Skip>::of(probe::kBarriers)) {
-    return;
-  } else if constexpr (probe::Skips<Skip>::of(probe::kRelaxed)) {
-    ptx::cluster_arrive_relaxed();
-    tensor_core::wait_at(cluster, line, file);
-  } else {
-    tensor_core::sync_at(cluster, line, file);
-  }
-}
 
 // The cluster barrier after a product, which publishes the blocks' partial sums to their peers
 // and nothing else: each thread's release fence restricted to its block's shared memory (ptx.h:
@@ -117,52 +80,6 @@ __device__ inline void exchange_sync(Cluster& cluster, int line = __builtin_LINE
     ptx::cluster_arrive_relaxed(line);
     tensor_core::wait_at(cluster, line, file);
     ptx::fence_acquire_cluster_shared();
-  }
-}
-
-// The block's position: its cluster's units [j0, j0 + nj) and its rank in the cluster.
-struct Place {
-  int c, rank, j0, nj;
-};
-
-__device__ inline Place place(const Cluster& cluster, int H, int units) {
-  const int c = static_cast<int>(cluster.num_blocks()), rank = static_cast<int>(cluster.block_rank());
-  const int j0 = static_cast<int>(blockIdx.x) / c * units;
-  return {c, rank, j0, max(0, min(units, H - j0))};
-}
-
-// The weight slice W [s.rows][s.width] as fragment streams (tensor_core.h's Stream): warp w the
-// m-tiles w, w + kWarps, ..., its first fragments held in registers where the products run on
-// tensor cores, the rest in the slots at the start of shared memory.
-template <Products P>
-__device__ inline Stream stream_of(const Shape& s) {
-  return Stream{s.rows / 16, s.width / tensor_core::kK<P>, kWarps, P != Products::kIeee};
-}
-
-// The stream's fragments from value(row, column) of W: this warp's held ones into `held` (staged
-// through shared memory, every thread of the block taking part; not on the ladder's rung without the
-// products, probe.h), then its others into its slots.
-template <Products P, unsigned Skip, class Value>
-__device__ inline void place_weights(Held& held, typename Operand<P>::T* slots, const Stream& stream, Value&& value) {
-  const WarpStream own = tensor_core::warp_stream(stream, static_cast<int>(threadIdx.x) / 32);
-  if constexpr (!probe::Skips<Skip>::of(probe::kOperands)) tensor_core::hold_stream<P>(held, slots, stream, own.warp, value);
-  tensor_core::store_fragments<P>(slots + own.first_slot * kSlotElements<P>, stream, own.warp, own.held, own.length,
-                                  value);
-}
-
-// out [chunk rows][s.rows] (float) = W x^T for the first `rows` rows of x [chunk][pitch]: each warp
-// its m-tiles over the whole of K (tensor_core.h's stream_product), the batch in groups of up to
-// kMaxNTiles n8 tiles (none, or without the mma, on the ladder's rungs that skip them: probe.h).
-template <Products P, unsigned Skip>
-__device__ inline void block_product(const Held& held, const typename Operand<P>::T* slots,
-                                     const typename Operand<P>::T* x, unsigned pitch, int rows, const Stream& stream,
-                                     const WarpStream& own, const Shape& s, float* out) {
-  if constexpr (probe::Skips<Skip>::of(probe::kOperands)) return;
-  const int n_tiles = (rows + 7) / 8;
-  for (int t0 = 0; t0 < n_tiles; t0 += tensor_core::kMaxNTiles) {
-    tensor_core::stream_product<P, !probe::Skips<Skip>::of(probe::kMma)>(
-        held, slots, x + t0 * 8 * pitch, pitch, min(tensor_core::kMaxNTiles, n_tiles - t0), stream, own,
-        [&](int i, int n, float v) { out[(t0 * 8 + n) * s.rows + i] = v; });
   }
 }
 
@@ -426,152 +343,9 @@ __global__ void __launch_bounds__(kThreads, 1) backward_kernel(BackwardArgs a, S
   clock.finish();
 }
 
-// -- the plan ---------------------------------------------------------------------------------------
-// Configurations are priced by the fitted cost model of cost_model.h (grid_step_us).
-
 }  // namespace
-
-std::size_t block_bytes(Products products, int rows, int width, int chunk) {
-  const std::size_t item = operand_bytes(products);
-  const bool holds = products != Products::kIeee;
-  const Stream stream{rows / 16, width * static_cast<int>(item) / 32, kWarps, holds};  // a k-step: 32 bytes of a row
-  const std::size_t bytes = static_cast<std::size_t>(stream.slots()) * Stream::kSlotBytes +
-                            item * static_cast<std::size_t>(chunk) * (width + tensor_core::pad_of(products)) +
-                            sizeof(float) * static_cast<std::size_t>(chunk) * rows;
-  const std::size_t staging = holds ? static_cast<std::size_t>(kWarps) * tensor_core::kHeldSteps * Stream::kSlotBytes : 0;
-  return std::max(bytes, staging);  // hold_stream stages a warp's held fragments in the slots' space
-}
-
-// The best configuration of one direction (Forward: the forward's) for `hidden` units of cell C and
-// `batch` rows, `cluster` / `chunk` > 0 forcing that value: cluster == 0 in *out where nothing fits.
-template <class C, Products P, bool Forward>
-cudaError_t plan_direction(int hidden, int batch, int cluster, int chunk, int optin, int sms, bool launchable,
-                           Direction* out) {
-  constexpr int G = C::kGates;
-  const int inner = Forward ? hidden : G * hidden;  // the product's K, split over a cluster's blocks
-  const int padded = round_up(batch, 16);
-  *out = Direction{};
-  double best = 0.0;
-  for (int c = 1; c <= (launchable ? kMaxCluster : 1); c *= 2) {
-    if (cluster > 0 && c != cluster) continue;
-    const int chunks[] = {16, 32, 48, 64, padded};  // up to 64 rows at a time, or the whole batch at once
-    for (int which = 0; which < 5; ++which) {
-      const int nb = chunks[which];
-      if (nb > padded || (which == 4 && padded <= 64) || (chunk > 0 && nb != chunk)) continue;
-      const int width = round_up((inner + c - 1) / c, 16);
-      for (int clusters = std::min(sms / c, hidden); clusters >= 1; --clusters) {
-        const int units = (hidden + clusters - 1) / clusters;
-        if ((hidden + units - 1) / units != clusters) continue;  // a cluster of no unit
-        if (units * batch > c * kThreads * kMaxPairs) break;    // fewer clusters: more pairs
-        const int rows = round_up(Forward ? G * units : units, 16);
-        const std::size_t bytes = block_bytes(P, rows, width, nb);
-        if (bytes > static_cast<std::size_t>(optin)) continue;
-        int resident = 0;
-        cudaError_t err;
-        if constexpr (Forward) {
-          err = tensor_core::resident_clusters(forward_kernel<C, P, 0>, kThreads, optin, c, bytes, &resident);
-        } else {
-          err = tensor_core::resident_clusters(backward_kernel<C, P, 0>, kThreads, optin, c, bytes, &resident);
-        }
-        if (err != cudaSuccess) return err;
-        if (resident < clusters) continue;
-        const double cost = cost_model::grid_direction_us(operand_bytes(P), batch, c, nb, units, rows, width,
-                                                          cost_model::vector_floats(inner));
-        if (out->cluster == 0 || cost < best) {
-          best = cost;
-          *out = Direction{c, clusters, units, nb, rows, width, bytes};
-        }
-        break;  // the most clusters that fit: fewer cost more
-      }
-    }
-  }
-  return cudaSuccess;
-}
-
-template <class C, Products P>
-cudaError_t plan(int hidden, int batch, const std::array<int, 4>& forced, Plan* out) {
-  *out = Plan{};
-  out->why = "no cluster size and batch chunk fit";
-  if (hidden < 1 || batch < 1) return cudaErrorInvalidValue;
-  int device = 0, optin = 0, sms = 0, launchable = 0, cooperative = 0;
-  cudaError_t err = cudaGetDevice(&device);
-  if (err == cudaSuccess) err = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
-  if (err == cudaSuccess) err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
-  if (err == cudaSuccess) err = cudaDeviceGetAttribute(&launchable, cudaDevAttrClusterLaunch, device);
-  if (err == cudaSuccess) err = cudaDeviceGetAttribute(&cooperative, cudaDevAttrCooperativeLaunch, device);
-  if (err != cudaSuccess) return err;
-  if (!cooperative) {
-    out->why = "the GPU cannot launch cooperatively (all blocks resident)";
-    return cudaSuccess;
-  }
-  err = plan_direction<C, P, true>(hidden, batch, forced[0], forced[1], optin, sms, launchable != 0, &out->forward);
-  if (err == cudaSuccess) {
-    err = plan_direction<C, P, false>(hidden, batch, forced[2], forced[3], optin, sms, launchable != 0, &out->backward);
-  }
-  if (err != cudaSuccess) return err;
-  const bool forcing = forced[0] > 0 || forced[1] > 0 || forced[2] > 0 || forced[3] > 0;
-  if (!out->fits()) {
-    out->forward = out->backward = Direction{};
-    if (forcing) out->why = "the forced cluster size or batch chunk does not fit";
-  }
-  return cudaSuccess;
-}
-
-// A direction's Shape: the floats of a load of its operand slice (`ld` floats a row, read from the
-// `count` pointers) (and the armed trace in the probe's build).
-Shape shape_of(const Direction& d, long long ld, const void* const* pointers, int count) {
-  const int vector = vector_width(ld, pointers, count);
-#ifdef TSRNN_PROBE
-  return Shape{d.units, d.rows, d.width, d.chunk, vector, probe::armed().trace};
-#else
-  return Shape{d.units, d.rows, d.width, d.chunk, vector};
-#endif
-}
-
-// Whether the ladder's variants of (C, P) are built (probe.h: the LSTM in TF32 and bf16).
-template <class C, Products P>
-constexpr bool kLadder = std::is_same<C, LSTMCell>::value && P != Products::kIeee;
-
-template <class C, Products P>
-cudaError_t forward(const Plan& plan, const ForwardArgs& args, unsigned long long* counter, cudaStream_t stream) {
-  const Direction& d = plan.forward;
-  const void* const read[] = {args.h0, args.h_all};  // h_{t-1}: h0 at t = 0
-  const Shape shape = shape_of(d, args.H, read, 2);
-  return probe::with_skip<kLadder<C, P>, probe::kGridRungs>([&](auto skip) {
-    constexpr unsigned kSkip = decltype(skip)::value;  // 0 but in the probe's ladder, whose rungs no plan checked
-    return tensor_core::launch<kSkip == 0>(forward_kernel<C, P, kSkip>, d.blocks(), kThreads, d.cluster, d.bytes, true,
-                                           stream, args, shape,
-                                           FlagBarrier{counter, static_cast<unsigned long long>(d.clusters)});
-  });
-}
-
-template <class C, Products P>
-cudaError_t backward(const Plan& plan, const BackwardArgs& args, unsigned long long* counter, cudaStream_t stream) {
-  const Direction& d = plan.backward;
-  const void* const read[] = {args.dz};
-  const Shape shape = shape_of(d, static_cast<long long>(C::kGates) * args.H, read, 1);
-  return probe::with_skip<kLadder<C, P>, probe::kGridRungs>([&](auto skip) {
-    constexpr unsigned kSkip = decltype(skip)::value;  // 0 but in the probe's ladder, whose rungs no plan checked
-    return tensor_core::launch<kSkip == 0>(backward_kernel<C, P, kSkip>, d.blocks(), kThreads, d.cluster, d.bytes, true,
-                                           stream, args, shape,
-                                           FlagBarrier{counter, static_cast<unsigned long long>(d.clusters)});
-  });
-}
-
-// The cells of csrc/recurrence/cells/ and the precisions of csrc/recurrence/products.h, the only
-// instantiations (grid_recurrence.h declares the templates).
-#define TSRNN_INSTANTIATE(C, P)                                                                                  \
-  template cudaError_t plan<C, P>(int, int, const std::array<int, 4>&, Plan*);                                    \
-  template cudaError_t forward<C, P>(const Plan&, const ForwardArgs&, unsigned long long*, cudaStream_t);        \
-  template cudaError_t backward<C, P>(const Plan&, const BackwardArgs&, unsigned long long*, cudaStream_t);
-#define TSRNN_INSTANTIATE_CELL(C)       \
-  TSRNN_INSTANTIATE(C, Products::kIeee) \
-  TSRNN_INSTANTIATE(C, Products::kTf32) \
-  TSRNN_INSTANTIATE(C, Products::kBf16)
-TSRNN_CELLS(TSRNN_INSTANTIATE_CELL)
-#undef TSRNN_INSTANTIATE_CELL
-#undef TSRNN_INSTANTIATE
-
 }  // namespace grid
 }  // namespace cuda
 }  // namespace tsrnn
+
+#include "recurrence/cuda/grid_plan.h"
