@@ -1,60 +1,30 @@
-// The cluster-resident recurrence on tensor cores: one launch per direction runs all T steps, each
-// batch tile of `tile` rows on one thread-block cluster of c <= 16 blocks that keeps W_hh in its
-// shared memory for the whole sequence, with no grid-wide synchronisation.
+// The cluster-resident recurrence on tensor cores (docs/kernels.md, "How the GPU kernels work"):
+// one launch per direction runs all T steps, each batch tile of `tile` rows on one thread-block
+// cluster of c <= 16 blocks that keeps W_hh in its shared memory for the whole sequence, with no
+// grid-wide synchronisation and no cluster barrier inside the time loops.
 //
-// Block r of a cluster owns the hidden units J_r = [r U, min(H, (r + 1) U)) and holds their rows of
-// W_hh, rounded once to the operand type (csrc/recurrence/products.h), as W_r [rows][width]: row
-// g U + u is W_hh[g H + j0 + u, :] (gate g of unit j0 + u), padded with zero rows and columns to
-// multiples of 16 (the backward holds W_r^T [width][rows], so that both products read a row-major
-// A). Every operand tile's rows are 16 bytes longer than that in shared memory (tensor_core.h's
-// kPad), so that ldmatrix reads them without bank conflicts. Both products are cut into segments
-// (tensor_core.h's Split: a 16-row m-tile of A over one part of K, for the whole batch tile in n8
-// tiles) dealt to the 8 warps in turn; a warp holds the A fragments of its first segments in
-// registers for the whole sequence (tensor_core.h's kHeldSegments x kHeldSteps k-steps) and reads
-// the rest by ldmatrix each step; K is split into as many parts as keep a segment within
-// kHeldSteps k-steps where shared memory holds their sums (the plan's parts). No cluster barrier
-// runs inside the time loops: the blocks exchange data by st.async pushes into each other's shared
-// memory, each completing bytes on the destination's mbarrier `full` (whose phase a step also
-// waits for one arrival of the block's own, announcing the bytes it expects), and a block pushes
-// into a tile only after every block has arrived at its mbarrier `empty` (a relaxed remote
-// arrival, no fence: "done reading"). Every thread waits on each phase it needs, and a block barrier each step keeps every
-// thread within one phase of the arrivals that open the next. Forward, step t (z_t = W_hh h_{t-1},
-// then the cell of csrc/recurrence/cells/):
-//   1. wait for phase t - 1 of `full`: every block's h_{t-1} has landed in this block's h tile
-//      [tile][width] (t > 0; h0 is loaded at the start);
-//   2. the tensor cores form z_r = W_r h_tile^T [rows][tile] (mma.sync, float32 accumulation),
-//      each part of K into its own z tile; block barrier; arrive at `full` expecting the pushes of
-//      step t, and at every block's `empty` (this block is done reading its h tile);
-//   3. each thread applies the cell to its (unit, row) pairs: z (its parts summed in order) + xg
-//      (copied with cp.async a step ahead where shared memory holds it), the states kept in
-//      registers across the steps; h_t, the states and the saved activations to global memory,
-//      h_t rounded into the block's stage;
-//   4. block barrier; wait for phase t of `empty`, then push the stage's 32-bit words into the h
-//      tile of every block of the cluster.
-// Backward, step t from T-1 down to 0 (dL/dh_{t-1} = W_hh^T dz_t, reduced over the cluster):
-//   1. wait for `full`: every block q's rows of P_q = W_q^T dz_q of step t+1 for this block's units
-//      have landed in its slot of recv [c][tile][units]; each pair's dL/dh_t is their sum;
-//   2. the cell's backward (dstate and the per-row dL/dparams in registers across the steps; its
-//      operands copied a step ahead where shared memory holds them), dz_t to global memory (for the
-//      weight gradients) and, rounded, to the dz tile of step t (two, alternating);
-//   3. block barrier; arrive at `full` expecting the pushes of step t and at every block's `empty`;
-//      wait for `empty` (every block is done reading its recv), then P_r = W_r^T dz_tile
-//      [width][tile] on the tensor cores, each element pushed into the recv of the block that owns
-//      its unit: from the accumulators where K is whole, else its parts' sum after a block barrier.
-// After the loop, dL/dh0 = sum_q P_q, then dstate and dL/dparams are written once. dW_hh is one GEMM over
-// the h's after the kernel (csrc/recurrence/op.h). A cluster sync before the loop (the mbarriers
-// initialised in every block before any arrival or push) and one before exit are the kernel's only
-// GPU-wide fences.
-//
-// Packed sequences (recurrence.h): step t runs the rows b < rows(t) only; a pair of an inactive
-// row writes nothing forward (it pushes its last h again, so its h tile row keeps the h of its last
-// step) and a zero dz backward, so its dL/dh is zero until the reverse sweep reaches its last step,
-// as the cooperative kernel's. Rows of the last tile past B compute on the zeros they were given
-// and are never written out.
-// Products: kTf32 (mma.sync m16n8k8, the operands pre-rounded with cvt.rna), kBf16 (mma.sync
-// m16n8k16), kIeee (a scalar float32 loop over the same segments, for callers that turned TF32
-// off): tensor_core.h's product. The exchange is sm_90 PTX: the kernel traps on an earlier GPU,
-// where the plan launches nothing.
+// Block r owns the units J_r = [r U, min(H, (r + 1) U)) and holds their rows of W_hh rounded to the
+// operand type as W_r [rows][width] (row g U + u is W_hh[g H + j0 + u, :]; the backward W_r^T),
+// padded to multiples of 16, each row kPad bytes longer (tensor_core.h). The products are segments
+// (tensor_core.h's Split) dealt to the 8 warps; held fragments stay in registers, the rest is read
+// by ldmatrix; K parts are summed in a fixed order. Blocks exchange data by st.async pushes that
+// complete on the destination's mbarrier `full`, and push into a tile only after every block has
+// arrived at its mbarrier `empty` (relaxed, no fence).
+// Forward, step t: 1. wait for phase t - 1 of `full` (every block's h_{t-1} in this block's h
+// tile); 2. z_r = W_r h_tile^T on the tensor cores; block barrier; arrive at `full` and at every
+// block's `empty`; 3. the cell (csrc/recurrence/cells/) on each thread's (unit, row) pairs, states
+// in registers, xg prefetched with cp.async; h_t, the states and the saved activations to global
+// memory; 4. block barrier; wait for phase t of `empty`, push h_t into every block's h tile.
+// Backward, step t from T-1 down: 1. wait for `full` (every block's P_q = W_q^T dz_q rows for this
+// block's units in recv [c][tile][units]; dL/dh_t is their sum); 2. the cell's backward, dz_t to
+// global memory and, rounded, to the dz tile (two, alternating); 3. block barrier; arrive at `full`
+// and every `empty`; wait for `empty`, then P_r = W_r^T dz_tile pushed to each unit's owner.
+// After the loop dL/dh0, dstate and dL/dparams are written once; dW_hh is one GEMM afterwards
+// (csrc/recurrence/weight_grad.h). Cluster syncs before the loop and before exit are the only
+// GPU-wide fences. Packed sequences: step t runs rows b < rows(t); an inactive row pushes its last h
+// again forward and a zero dz backward. Products: kTf32 (m16n8k8), kBf16 (m16n8k16), kIeee (a scalar
+// float32 loop); the exchange is sm_90 PTX: the kernel traps on an earlier GPU, where the plan
+// launches nothing.
 #include <algorithm>
 #include <climits>
 #include <cstdint>
