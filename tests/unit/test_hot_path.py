@@ -8,7 +8,7 @@ stack at once: the module's forward (and the pLSTM's, which names its inputs), t
 a gradient will flow, its autograd Function's forward and the op's setup (tsrnn's frames where
 torch.library's own Python wrapper would add more of torch's). The calls include small helpers
 that spare slower Python of torch's (``StackedRNN._member`` for nn.Module's ``__getattr__``, the
-runners' ``_as`` for a ``Tensor.to`` that changes nothing): 40 (LSTM) and 45 (pLSTM) a warm
+runners' ``_as`` for a ``Tensor.to`` that changes nothing): 41 (LSTM) and 47 (pLSTM) a warm
 forward where the issue that set the bound counted 109 and 159."""
 import os
 import sys
