@@ -312,11 +312,7 @@ __global__ void __launch_bounds__(kThreads, 1) backward_kernel(BackwardArgs a, S
           next_l[k] = !kLoads ? stand_in : prefetch ? *pf.at(t, i, K + S + k) : next[k * BH + n];
         }
         float param[at_least_one(C::kParams)], dparam_step[at_least_one(C::kParams)];
-#pragma unroll
-        for (int k = 0; k < C::kParams; ++k) {
-          param[k] = a.params[k * H + j];
-          dparam_step[k] = 0.f;
-        }
+        unit_params<C::kParams>(a.params, H, j, param, dparam_step);
         const float delta = C::kStepInput && a.steps ? a.steps[row] : 1.f;
         const float grad_h = !a.grad_h ? 0.f : !kLoads ? stand_in : prefetch ? *pf.at(t, i, K + 2 * S) : a.grad_h[row * H + j];
         const float dh_total = dh[i] + grad_h;

@@ -34,5 +34,16 @@ __device__ inline StepRows step_rows(const std::int64_t* offsets, int t, int B) 
   return {first, static_cast<int>(offsets[t + 1] - first)};
 }
 
+// A unit's P parameters, column j of params [P, H], and P zeroed accumulators of their gradient
+// (a cell's backward adds this step's dL/dparam into them).
+template <int P, typename Size, typename Unit>
+__device__ inline void unit_params(const float* params, Size H, Unit j, float* param, float* dparam) {
+#pragma unroll
+  for (int k = 0; k < P; ++k) {
+    param[k] = params[k * H + j];
+    dparam[k] = 0.f;
+  }
+}
+
 }  // namespace cuda
 }  // namespace tsrnn

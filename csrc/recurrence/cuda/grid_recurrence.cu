@@ -302,11 +302,7 @@ __global__ void __launch_bounds__(kThreads, 1) backward_kernel(BackwardArgs a, S
         next_l[k] = kLoads ? next[k * BH + n] : stand_in;
       }
       float param[at_least_one(C::kParams)], dparam_step[at_least_one(C::kParams)];
-#pragma unroll
-      for (int k = 0; k < C::kParams; ++k) {
-        param[k] = a.params[k * H + j];
-        dparam_step[k] = 0.f;
-      }
+      unit_params<C::kParams>(a.params, H, j, param, dparam_step);
       const float delta = C::kStepInput && a.steps ? a.steps[row] : 1.f;
       const float dh_total = dh[i] + (!a.grad_h ? 0.f : kLoads ? a.grad_h[row * H + j] : stand_in);
       C::backward(act, prev_l, next_l, dh_total, dstate[i], dz, dparam_step, 1, 1, param, delta, a.constants.value);

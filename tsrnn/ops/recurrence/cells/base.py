@@ -59,9 +59,3 @@ class Cell:
                    "defaults": tuple(value for _, value in self.constants)}
         for name, value in derived.items():
             object.__setattr__(self, name, value)
-
-    def constants_of(self, given: dict | None = None) -> tuple[float, ...]:
-        """The constants in order, ``given`` by name where present, else the defaults."""
-        if not given:
-            return self.defaults
-        return tuple(float(given.get(name, value)) for name, value in self.constants)
