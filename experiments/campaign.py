@@ -1,4 +1,4 @@
-"""Run the committed queue of long experiments (``experiments/campaign.toml``) on one idle core:
+"""Run the committed queue of long experiments (``experiments/campaign.toml``) on an idle core:
 ``python -m experiments.campaign`` (``--status``: what is done and what is next).
 
 Each entry is a record's script, run with ``--jobs 1 --threads 1`` in Linux's idle scheduling
@@ -14,11 +14,17 @@ not committed is refused: the protocol comes before the runs. An entry is done w
 ``results/RECORD.json`` holds its protocol; the campaign then goes on to the next one, and ends
 when every entry is done.
 
-Stopping: Ctrl-C or SIGTERM stops the entry's runs, which save their checkpoints. The campaign
-holds an ``flock`` on ``RUNS/campaign.lock`` while it lives, so a second campaign is refused; the
-file names the entry's process group, so the next call after a campaign killed outright (SIGKILL)
-stops whatever that campaign left running, then resumes. A machine stopped loses nothing the
-checkpoints and the ledger hold.
+Workers: a campaign is one worker on one CPU. A day with both CPUs idle may start a second,
+``--cpu 0`` beside the default: the workers share the runs folder, each run claimed by the
+process that trains it (``experiments.claims``), so no run is trained twice. A worker whose entry
+has only runs held by the other left goes on to the next entry (the other writes the record),
+and waits (``--busy-wait`` seconds) when every unfinished run is held.
+
+Stopping: Ctrl-C or SIGTERM stops the entry's runs, which save their checkpoints. A worker holds
+an ``flock`` on ``RUNS/campaign-cpuN.lock`` while it lives, so a second campaign on its CPU is
+refused; the file names the entry's process group, so the next call on that CPU after a campaign
+killed outright (SIGKILL) stops whatever that campaign left running, then resumes. A machine
+stopped loses nothing the checkpoints and the ledger hold.
 """
 from __future__ import annotations
 
@@ -32,7 +38,7 @@ import time
 import tomllib
 from pathlib import Path
 
-from experiments import common
+from experiments import claims, common
 
 ROOT = Path(__file__).resolve().parents[1]
 QUEUE = Path(__file__).parent / "campaign.toml"
@@ -123,8 +129,8 @@ def _stop(group: int) -> None:
 
 
 class Lock:
-    """The campaign's lock: an ``flock`` on ``RUNS/campaign.lock``, held while this process lives
-    (a second campaign is refused; a killed one releases it), and in the file the process group of
+    """A worker's lock: an ``flock`` on ``RUNS/campaign-cpuN.lock``, held while this process lives
+    (a second campaign on CPU N is refused; a killed one releases it), and in the file the process group of
     the entry's script under this boot, so that the next campaign stops what a killed one left."""
 
     def __init__(self, path: Path):
@@ -206,6 +212,10 @@ def run_entry(entry: dict, args, lock: Lock) -> int:
         print(f"[campaign] stopped; {entry['record']}'s runs saved their checkpoints and resume on the next call",
               flush=True)
         return 128 + stop[0]
+    if code == claims.HELD_ELSEWHERE:
+        print(f"[campaign] {entry['record']}: its unfinished runs are being trained by another worker, which writes "
+              "its record; going on to the next entry", flush=True)
+        return code
     if code != 0:
         tail = "\n".join(log.read_text().splitlines()[-15:])
         print(f"[campaign] {entry['record']} failed (exit {code}):\n{tail}", file=sys.stderr, flush=True)
@@ -229,30 +239,45 @@ def main(argv=None) -> int:
     p.add_argument("--priority", choices=("idle", "normal"), default="idle",
                    help="idle (default): Linux's SCHED_IDLE, run only when a CPU has nothing else to do; normal: "
                         "as started")
+    p.add_argument("--busy-wait", type=float, default=300.0, metavar="SECONDS",
+                   help="how long a worker waits when other workers hold every unfinished run (default: 300)")
     p.add_argument("--status", action="store_true", help="print what is done and what is next, run nothing")
     args = p.parse_args(argv)
     args.runs, args.results = str(Path(args.runs).resolve()), str(Path(args.results).resolve())
-    if not args.status:
-        allowed = sorted(os.sched_getaffinity(0))
-        cpu = allowed[-1] if args.cpu is None else args.cpu
-        if cpu not in allowed:
-            p.error(f"--cpu {cpu}: this process may use CPUs {allowed}")
-        os.sched_setaffinity(0, {cpu})
-        if args.priority == "idle":
-            idle()
-    lock = None if args.status else Lock(Path(args.runs) / "campaign.lock")
+    if args.status:
+        print(status(entries(Path(args.queue)), args))
+        return 0
+    allowed = sorted(os.sched_getaffinity(0))
+    cpu = allowed[-1] if args.cpu is None else args.cpu
+    if cpu not in allowed:
+        p.error(f"--cpu {cpu}: this process may use CPUs {allowed}")
+    os.sched_setaffinity(0, {cpu})
+    if args.priority == "idle":
+        idle()
+    lock = Lock(Path(args.runs) / f"campaign-cpu{cpu}.lock")
+    busy: set[str] = set()  # entries whose unfinished runs other workers hold
     while True:
         queue = entries(Path(args.queue))  # read again after each entry: a commit may have added to it
-        if args.status:
-            print(status(queue, args))
-            return 0
         pending = [entry for entry in queue if not done(entry, Path(args.results))]
         if not pending:
             print("[campaign] every entry is done", flush=True)
             return 0
-        code = run_entry(pending[0], args, lock)
-        if code != 0:
+        free = [entry for entry in pending if entry["record"] not in busy]
+        if not free:
+            print(f"[campaign] other workers hold every unfinished run; looking again in {args.busy_wait:g} s", flush=True)
+            try:
+                time.sleep(args.busy_wait)
+            except KeyboardInterrupt:
+                return 128 + signal.SIGINT
+            busy.clear()
+            continue
+        code = run_entry(free[0], args, lock)
+        if code == claims.HELD_ELSEWHERE:
+            busy.add(free[0]["record"])
+        elif code != 0:
             return code
+        else:
+            busy.clear()  # what another worker held may have been released since
 
 
 if __name__ == "__main__":

@@ -13,6 +13,7 @@ turns the JSON files into the table of ``experiments/REPRODUCTION.md``.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
 import json
 import math
@@ -30,6 +31,7 @@ from pathlib import Path
 
 import torch
 
+from experiments import claims
 from tsrnn.lab.analysis.command import strict_json
 
 RESULTS = Path(__file__).parent / "results"
@@ -194,54 +196,90 @@ def train(name: str, runs: dict[str, list[str]], args, checkpoints: bool = False
     CORPUS) into the ledger ``args.out/runs/NAME/RUN``, which is committed with the results. On
     another machine, or after the checkpoints are gone, a run the ledger holds with the same
     arguments and its test metrics is restored from it instead of trained again, unless the
-    script scores more than the test metrics (``checkpoints``: it reads the checkpoints)."""
+    script scores more than the test metrics (``checkpoints``: it reads the checkpoints).
+
+    Several processes (the campaign's workers, one per CPU) may train the runs of one folder: each
+    run is claimed before it is touched (``experiments.claims``), a run another process holds is
+    left to it, and when only such runs are left unfinished this call exits with
+    ``claims.HELD_ELSEWHERE``: the process that finishes the last run
+    goes on to the record."""
     root, ledger = Path(args.runs) / name, Path(args.out) / "runs" / name
     corpus = getattr(args, "corpus", None)
     dirs = {run: root / run for run in runs}
     for run in runs:
-        if _finished(dirs[run], runs[run]):
-            if not (ledger / run / DONE).exists():  # a call killed between the two
-                _to_ledger(dirs[run], ledger / run, corpus)
-        elif not checkpoints and _restorable(ledger / run, runs[run], corpus):
-            dirs[run].mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(ledger / run / "metrics.jsonl", dirs[run] / "metrics.jsonl")
-            _write_json(dirs[run] / DONE, {**finished(ledger / run), "argv": runs[run]})
+        with _claimed(dirs[run]) as mine:
+            if not mine:
+                continue
+            if _finished(dirs[run], runs[run]):
+                if not (ledger / run / DONE).exists():  # a call killed between the two
+                    _to_ledger(dirs[run], ledger / run, corpus)
+            elif not checkpoints and _restorable(ledger / run, runs[run], corpus):
+                shutil.copyfile(ledger / run / "metrics.jsonl", dirs[run] / "metrics.jsonl")
+                _write_json(dirs[run] / DONE, {**finished(ledger / run), "argv": runs[run]})
     pending = [run for run in runs if not _finished(dirs[run], runs[run])]
+    elsewhere: list[str] = []  # runs another process held when this one came to them
     env = {**os.environ, "OMP_NUM_THREADS": str(args.threads), "MKL_NUM_THREADS": str(args.threads)}
-    active: dict[str, tuple[subprocess.Popen, float, float]] = {}  # run -> (process, started, seconds before)
+    active: dict[str, tuple[subprocess.Popen, float, float, int]] = {}  # run -> (process, started, seconds before, claim)
     recorded = time.time()
-    while pending or active:
+    while pending or active or elsewhere:
         while pending and len(active) < max(1, args.jobs):
             run = pending.pop(0)
-            dirs[run].mkdir(parents=True, exist_ok=True)
+            held = claims.claim(dirs[run])
+            if held is None:
+                elsewhere.append(run)
+                continue
+            if _finished(dirs[run], runs[run]):  # by another process since this call looked
+                os.close(held)
+                continue
             argv = _command(dirs[run], runs[run])
             earlier = _started(dirs[run])  # cleared by _command for a fresh start
             before, jobs = earlier.get("wall_s", 0.0), earlier.get("jobs", args.jobs)
             if argv is None:
                 _finish(name, run, dirs[run], runs[run], before, jobs, ledger, corpus)
+                os.close(held)
                 continue
             _record_time(dirs[run], runs[run], before, args.jobs)
             command = [sys.executable, "-m", "tsrnn", "train", *argv, "--out", str(dirs[run]), "--quiet"]
             with (dirs[run] / "train.log").open("a" if "--resume" in argv else "w") as log:
-                process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env)
-            active[run] = process, time.time(), before
+                process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env, pass_fds=(held,))
+            active[run] = process, time.time(), before, held
             print(f"[{name}] training {run}: tsrnn train {shlex.join(argv)}", flush=True)
+        if not pending and not active:  # only runs held elsewhere are left: take back any released unfinished
+            elsewhere = [run for run in elsewhere if not _finished(dirs[run], runs[run])]
+            pending = [run for run in elsewhere if not claims.held(dirs[run])]
+            if elsewhere and not pending:
+                claims.leave(name, elsewhere)
+            elsewhere = [run for run in elsewhere if run not in pending]
+            continue
         time.sleep(0.5)
         keep_time = time.time() - recorded > 30  # the training seconds so far, saved twice a minute
         if keep_time:
             recorded = time.time()
-        for run, (process, started, before) in list(active.items()):
+        for run, (process, started, before, held) in list(active.items()):
             if process.poll() is None:
                 if keep_time:
                     _record_time(dirs[run], runs[run], before + time.time() - started, args.jobs)
                 continue
             del active[run]
             if process.returncode != 0:
-                _stop([other for other, _, _ in active.values()])
+                os.close(held)
+                _stop([other for other, *_ in active.values()])
                 tail = (dirs[run] / "train.log").read_text().splitlines()[-15:]
                 raise RuntimeError(f"[{name}] run {run} failed (exit {process.returncode}):\n" + "\n".join(tail))
             _finish(name, run, dirs[run], runs[run], before + time.time() - started, args.jobs, ledger, corpus)
+            os.close(held)
     return dirs
+
+
+@contextlib.contextmanager
+def _claimed(run_dir: Path):
+    """The claim on ``run_dir`` for the block (True), or False when another process holds it."""
+    held = claims.claim(run_dir)
+    try:
+        yield held is not None
+    finally:
+        if held is not None:
+            os.close(held)
 
 
 def _stop(processes: list[subprocess.Popen]) -> None:
@@ -553,6 +591,8 @@ def report(name: str, args, row: dict, results: dict, figure, dirs: dict[str, Pa
               "wall_min": round((time.time() - started) / 60, 1), "machine": machine(),
               "date": datetime.date.today().isoformat(), "results": results, **({"detail": detail} if detail else {})}
     path = out / f"{name}.json"
-    path.write_text(json.dumps(strict_json(record), indent=1) + "\n")
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")  # two workers finishing at once write whole files
+    temporary.write_text(json.dumps(strict_json(record), indent=1) + "\n")
+    os.replace(temporary, path)
     print(f"[{name}] {row['ours']}\n[{name}] wrote {path} and {out / f'{name}.png'}", flush=True)
     return path

@@ -14,11 +14,15 @@ from pathlib import Path
 
 import pytest
 
-from experiments import campaign, common
+from experiments import campaign, claims, common
 
 pytestmark = pytest.mark.slow  # trains toy runs of a reproduction script
 ROOT = Path(campaign.__file__).resolve().parents[1]
+CPU = sorted(os.sched_getaffinity(0))[-1]  # a worker's default CPU
 RECORD = "frequency_time_scaled"
+needs_git = pytest.mark.skipif(
+    subprocess.run(["git", "-C", str(ROOT), "rev-parse"], capture_output=True).returncode != 0,
+    reason="the campaign refuses protocols it cannot see committed; needs the git checkout")
 TINY = ["--task", "freq", "--freq-size", "64,32", "--batch-size", "8", "--nhid", "4", "--seed", "3"]
 
 
@@ -42,8 +46,7 @@ def _alive(pid: int) -> bool:
     return True
 
 
-@pytest.mark.skipif(subprocess.run(["git", "-C", str(ROOT), "rev-parse"], capture_output=True).returncode != 0,
-                    reason="the campaign refuses protocols it cannot see committed; needs the git checkout")
+@needs_git
 def test_a_campaign_killed_outright_resumes_without_training_a_finished_run_again(tmp_path):
     ledger = tmp_path / "results" / "runs" / RECORD
     first = subprocess.Popen(_campaign(tmp_path), cwd=ROOT, start_new_session=True, stdout=subprocess.PIPE,
@@ -54,7 +57,7 @@ def test_a_campaign_killed_outright_resumes_without_training_a_finished_run_agai
         time.sleep(0.2)
     os.killpg(first.pid, signal.SIGKILL)  # the campaign dies; the script it started, in a session of its own, does not
     first.wait()
-    left = json.loads((tmp_path / "runs" / "campaign.lock").read_text())["group"]
+    left = json.loads((tmp_path / "runs" / f"campaign-cpu{CPU}.lock").read_text())["group"]
     finished = {run.parent.name: (run.parent / "metrics.jsonl").read_text() for run in ledger.glob(f"*/{common.DONE}")}
     done = subprocess.run(_campaign(tmp_path), cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stdout + done.stderr
@@ -138,8 +141,7 @@ def test_a_second_campaign_is_refused_while_one_runs(tmp_path):
     assert json.loads(lock.read_text())["pid"] == os.getpid()
 
 
-@pytest.mark.skipif(subprocess.run(["git", "-C", str(ROOT), "rev-parse"], capture_output=True).returncode != 0,
-                    reason="the campaign refuses protocols it cannot see committed; needs the git checkout")
+@needs_git
 def test_sigterm_stops_the_entrys_runs_at_once_and_the_next_call_finishes_them(tmp_path):
     started = tmp_path / "runs" / RECORD
     first = subprocess.Popen(_campaign(tmp_path), cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
@@ -148,7 +150,7 @@ def test_sigterm_stops_the_entrys_runs_at_once_and_the_next_call_finishes_them(t
     while not list(started.glob(f"*/{common.STARTED}")):
         assert first.poll() is None and time.time() < deadline, first.communicate()[0]
         time.sleep(0.1)
-    group = json.loads((tmp_path / "runs" / "campaign.lock").read_text())["group"]
+    group = json.loads((tmp_path / "runs" / f"campaign-cpu{CPU}.lock").read_text())["group"]
     stopping = time.time()
     first.send_signal(signal.SIGTERM)
     out, _ = first.communicate(timeout=100)
@@ -162,3 +164,40 @@ def test_sigterm_stops_the_entrys_runs_at_once_and_the_next_call_finishes_them(t
     assert len(list(started.glob(f"*/{common.DONE}"))) < 6  # stopped, not trained to the end (6 toy runs)
     done = subprocess.run(_campaign(tmp_path), cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0 and (tmp_path / "results" / f"{RECORD}.json").exists(), done.stdout + done.stderr
+
+
+def test_train_leaves_a_run_another_process_holds_then_trains_it_once_released(tmp_path, capsys):
+    args = common.arguments("frequency", "doc", ["--size", "toy", "--runs", str(tmp_path / "runs"), "--out",
+                                                 str(tmp_path / "out"), "--jobs", "1"])
+    wanted = {"a": [*TINY, "--epochs", "1"], "b": [*TINY, "--epochs", "1", "--seed", "4"]}
+    held = claims.claim(tmp_path / "runs" / "x" / "b")  # another worker's claim (flock: one per open file)
+    try:
+        with pytest.raises(SystemExit) as left:
+            common.train("x", wanted, args)
+    finally:
+        os.close(held)
+    out = capsys.readouterr().out
+    assert left.value.code == claims.HELD_ELSEWHERE and "1 run(s) are being trained by another process (b)" in out
+    assert "training a" in out and "training b" not in out
+    assert (tmp_path / "out" / "runs" / "x" / "a" / common.DONE).exists()
+    assert not (tmp_path / "runs" / "x" / "b" / common.DONE).exists()
+    dirs = common.train("x", wanted, args)  # released: this call trains it, and only it
+    out = capsys.readouterr().out
+    assert "training b" in out and "training a" not in out
+    assert all((dirs[run] / common.DONE).exists() for run in wanted)
+
+
+@needs_git
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="two workers, one a CPU")
+def test_two_workers_share_an_entry_and_no_run_is_trained_twice(tmp_path):
+    workers = [subprocess.Popen(_campaign(tmp_path, "--cpu", str(cpu), "--busy-wait", "1"), cwd=ROOT,
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+               for cpu in sorted(os.sched_getaffinity(0))[:2]]
+    outs = [worker.communicate(timeout=600)[0] for worker in workers]
+    assert [worker.returncode for worker in workers] == [0, 0], outs
+    assert all("every entry is done" in out for out in outs), outs
+    logs = (tmp_path / "runs" / "campaign" / f"{RECORD}.log").read_text()  # both workers' scripts append to it
+    trained = [line.split()[2].rstrip(":") for line in logs.splitlines() if line.startswith(f"[{RECORD}] training ")]
+    assert len(trained) == len(set(trained)) == 6, trained  # 3 cells x 2 toy seeds, each trained by one worker
+    record = json.loads((tmp_path / "results" / f"{RECORD}.json").read_text())
+    assert record["protocol"] == common.protocol(RECORD)
