@@ -332,9 +332,7 @@ def recurrent_layer(cell, x, h0, states: Sequence, w_ih, w_hh, bias, params: Seq
     if len(params) != len(cell.params):
         raise ValueError(f"the cell {cell.name} takes {len(cell.params)} parameters "
                          f"({', '.join(cell.params) or 'none'}), got {len(params)}")
-    if len(constants) != len(cell.constants):
-        raise ValueError(f"the cell {cell.name} takes {len(cell.constants)} constants "
-                         f"({', '.join(n for n, _ in cell.constants) or 'none'}), got {len(constants)}")
+    values = cell_constants(cell, constants)
     named = dict(zip(cell.initial_states, (h0, *states)))
     for name, state in named.items():
         tensor(name, state, 2)
@@ -349,8 +347,6 @@ def recurrent_layer(cell, x, h0, states: Sequence, w_ih, w_hh, bias, params: Seq
         shape(name, value, (hidden,))
         if name in cell.positive:
             positive(name, value)
-    values = tuple(positive_real(name, value) if name in cell.positive else real(name, value)
-                   for (name, _), value in zip(cell.constants, constants))
     for name in cell.initial_math_states:
         nonnegative(name, named[name])
     if steps is not None:
@@ -363,3 +359,13 @@ def recurrent_layer(cell, x, h0, states: Sequence, w_ih, w_hh, bias, params: Seq
         shape(step_name, steps, (steps_, batch))
         positive(step_name, steps)
     return steps, values
+
+
+def cell_constants(cell, constants: Sequence) -> tuple[float, ...]:
+    """The cell's constants, in its order, as floats: one a constant, each real, and > 0 where
+    ``cell.positive`` names it."""
+    if len(constants) != len(cell.constants):
+        raise ValueError(f"the cell {cell.name} takes {len(cell.constants)} constants "
+                         f"({', '.join(n for n, _ in cell.constants) or 'none'}), got {len(constants)}")
+    return tuple(positive_real(name, value) if name in cell.positive else real(name, value)
+                 for (name, _), value in zip(cell.constants, constants))

@@ -42,3 +42,8 @@ def test_chrono_sets_the_forget_bias_in_its_range(cell):
 def test_bad_arguments_are_clear_errors(make, match):
     with pytest.raises(ValueError, match=match):
         make()
+
+
+def test_a_constant_that_is_not_a_real_number_is_a_type_error():
+    with pytest.raises(TypeError, match="beta must be a real number, got str"):
+        tsrnn.Recurrent(3, 4, "janet", constants={"beta": "1"})

@@ -40,8 +40,7 @@ class Recurrent(StackedRNN):
         if unknown:
             raise ValueError(f"the cell {cell} has no constant {sorted(unknown)[0]!r}; its constants are "
                              f"{[name for name, _ in described.constants]}")
-        values = tuple(check.positive_real(name, given.get(name, default)) if name in described.positive
-                       else check.real(name, given.get(name, default)) for name, default in described.constants)
+        values = check.cell_constants(described, [given.get(name, default) for name, default in described.constants])
         if chrono is not None and not bias:
             raise ValueError("chrono initialises the biases: it needs bias=True")
         if chrono is not None and "f" not in described.gates:
