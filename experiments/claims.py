@@ -9,10 +9,11 @@ outlives its processes.
 """
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 from pathlib import Path
-from typing import NoReturn
+from typing import Iterator, NoReturn
 
 CLAIM = "claim.lock"
 HELD_ELSEWHERE = 75  # a script's exit code when runs it needs are being trained by another process (EX_TEMPFAIL)
@@ -39,10 +40,18 @@ def claim(run_dir: Path) -> int | None:
     return fd
 
 
+@contextlib.contextmanager
+def claimed(run_dir: Path) -> Iterator[bool]:
+    """The claim on ``run_dir`` for the block (True), or False when another process holds it."""
+    fd = claim(run_dir)
+    try:
+        yield fd is not None
+    finally:
+        if fd is not None:
+            os.close(fd)
+
+
 def held(run_dir: Path) -> bool:
     """Whether another process holds the claim on ``run_dir`` now."""
-    fd = claim(run_dir)
-    if fd is None:
-        return True
-    os.close(fd)
-    return False
+    with claimed(run_dir) as mine:
+        return not mine

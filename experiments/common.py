@@ -13,7 +13,6 @@ turns the JSON files into the table of ``experiments/REPRODUCTION.md``.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import datetime
 import json
 import math
@@ -207,7 +206,7 @@ def train(name: str, runs: dict[str, list[str]], args, checkpoints: bool = False
     corpus = getattr(args, "corpus", None)
     dirs = {run: root / run for run in runs}
     for run in runs:
-        with _claimed(dirs[run]) as mine:
+        with claims.claimed(dirs[run]) as mine:
             if not mine:
                 continue
             if _finished(dirs[run], runs[run]):
@@ -269,17 +268,6 @@ def train(name: str, runs: dict[str, list[str]], args, checkpoints: bool = False
             _finish(name, run, dirs[run], runs[run], before + time.time() - started, args.jobs, ledger, corpus)
             os.close(held)
     return dirs
-
-
-@contextlib.contextmanager
-def _claimed(run_dir: Path):
-    """The claim on ``run_dir`` for the block (True), or False when another process holds it."""
-    held = claims.claim(run_dir)
-    try:
-        yield held is not None
-    finally:
-        if held is not None:
-            os.close(held)
 
 
 def _stop(processes: list[subprocess.Popen]) -> None:

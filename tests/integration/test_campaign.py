@@ -1,6 +1,7 @@
 """The campaign runner (experiments/campaign.py) and the ledger of finished runs: a campaign
 killed outright resumes without training a finished run again, a stopped one leaves its runs
-saved, a second one is refused, and runs restore from the ledger on a machine without
+saved, a second one on its CPU is refused, two workers share an entry's runs without training one
+twice (a run another process holds is left to it), and runs restore from the ledger on a machine without
 checkpoints, only where the ledger holds all the script scores."""
 from __future__ import annotations
 
