@@ -616,6 +616,7 @@ def main(argv=None) -> int:
     if args.job:
         run_job(args.job, args.device, args.quick, args.repeats, args.json)
         return 0
+    os.makedirs(os.path.dirname(args.json), exist_ok=True)  # the JSON, its log and probe/ beside it
     if args.wheels:
         install(args.wheels)
     built = build() if args.build else "not asked (--build)"

@@ -7,8 +7,8 @@ Each rung's forward and backward are timed apart on the kernel alone (the recurr
 a GPU CUDA events around one launch, the median of ``repeats``), the backward on the baseline's
 forward outputs. A rung's difference to the baseline is what its part costs on the critical path
 (parts that overlap others cost less than their own time); the results of a rung are wrong by
-design and are not used. Under the CPU's emulation the times mean nothing; there each rung is
-checked to really leave its part out: the emulator's counters (mma, fragment loads, cluster
+design and are not used. Under the CPU's emulation the times mean nothing (each rung runs once);
+there each rung is checked to really leave its part out: the emulator's counters (mma, fragment loads, cluster
 arrivals and waits, distributed shared memory mappings, __ldcg loads, atomic writes) or the
 outputs must show it (``verify``), so a rung that silently runs the baseline fails.
 """
@@ -25,30 +25,35 @@ from probe.context import Context, failed
 THREADS = 256  # a block of either kernel
 
 
-def time_ms(probe: kernels.Probe, fn, repeats: int) -> float:
-    """Median milliseconds of one call of fn after one warm-up."""
+def time_ms(fn, repeats: int) -> float:
+    """Median milliseconds of one call of fn on the GPU (CUDA events around it), after one warm-up."""
     fn()
     times = []
     for _ in range(repeats):
-        if probe.device == "cuda":
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            fn()
-            end.record()
-            end.synchronize()
-            times.append(start.elapsed_time(end))
-        else:
-            started = time.perf_counter()
-            fn()
-            times.append(1e3 * (time.perf_counter() - started))
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end))
     return statistics.median(times)
 
 
-def counted(probe: kernels.Probe, fn) -> tuple[dict, object]:
-    """What the emulated kernels did during fn(), and fn()'s result."""
+def emulated(probe: kernels.Probe, site: shapes.Site, x, base_out) -> tuple[dict, torch.Tensor]:
+    """A rung under the CPU's emulation: one forward and one backward (on the baseline's forward
+    outputs) into NaN-filled buffers, each timed once (the times mean nothing there); its row (the
+    times and what the emulated kernels did: their counts) and the forward's h."""
+    from simt import emulation
+
     torch.ops.simt.reset_counts()
-    result = fn()
-    return dict(torch.ops.simt.counts()), result
+    with emulation.nan_filled():
+        started = time.perf_counter()
+        h = probe.forward(site.kernel, x, site.precision)[0]
+        middle = time.perf_counter()
+        probe.backward(site.kernel, x, base_out, site.precision)
+        ended = time.perf_counter()
+    return {"forward_ms": 1e3 * (middle - started), "backward_ms": 1e3 * (ended - middle),
+            "counts": dict(torch.ops.simt.counts())}, h
 
 
 def verify(part: str, base: dict, rung: dict, base_h: torch.Tensor, rung_h: torch.Tensor, blocks: dict) -> bool:
@@ -84,23 +89,17 @@ def ladder_site(probe: kernels.Probe, site: shapes.Site, repeats: int, ignore_sk
         for rung in probe.rungs(site.kernel):
             name = probe.part_names(rung)
             with probe.armed(site.kernel, rung, ignore_skip=ignore_skip):
-                fwd = time_ms(probe, lambda: probe.forward(site.kernel, x, site.precision), repeats)
-                bwd = time_ms(probe, lambda: probe.backward(site.kernel, x, base_out, site.precision), repeats)
-                row = {"mask": rung, "forward_ms": fwd, "backward_ms": bwd}
-                if probe.device == "cpu":
-                    def both():
-                        out = probe.forward(site.kernel, x, site.precision)
-                        probe.backward(site.kernel, x, base_out, site.precision)
-                        return out[0]
-                    from simt import emulation
-
-                    with emulation.nan_filled():
-                        counts, h = counted(probe, both)
-                    row["counts"] = counts
+                if probe.device == "cuda":
+                    row = {"mask": rung,
+                           "forward_ms": time_ms(lambda: probe.forward(site.kernel, x, site.precision), repeats),
+                           "backward_ms": time_ms(lambda: probe.backward(site.kernel, x, base_out, site.precision), repeats)}
+                else:
+                    emulated_row, h = emulated(probe, site, x, base_out)
+                    row = {"mask": rung, **emulated_row}
                     if rung == 0:
-                        base_counts, base_h = counts, h
+                        base_counts, base_h = row["counts"], h
                     else:
-                        row["skipped_verified"] = verify(name, base_counts, counts, base_h, h, blocks)
+                        row["skipped_verified"] = verify(name, base_counts, row["counts"], base_h, h, blocks)
             record["rungs"][name] = row
         base = record["rungs"]["baseline"]
         for row in record["rungs"].values():

@@ -17,7 +17,7 @@ SCRIPT = pathlib.Path(__file__).resolve().parents[2] / "bench" / "gpu_report.py"
 @pytest.mark.skipif(not backend.triton_available(), reason="triton is not installed")
 def test_gpu_report_quick_cpu_run(tmp_path, capsys):
     report = _load_report()
-    out = tmp_path / "report.json"
+    out = tmp_path / "new" / "report.json"  # a folder that does not exist yet is made
     assert report.main(["--device", "cpu", "--quick", "--json", str(out)]) == 0
     data = json.loads(out.read_text())
     assert all(row["ok"] for row in data["checks"])
@@ -50,7 +50,7 @@ def test_gpu_report_quick_cpu_run(tmp_path, capsys):
     assert all(r["eager_ms"] > 0 and "need a GPU" in r["graphs"] and "replay_ms" not in r for r in graphs.values())
     assert data["jobs"][0]["job"] == "probe"  # the probe first, into probe/ beside the JSON
     assert data["probe"]["parts"]["trace"] == "ok" and data["probe"]["parts"]["ladder"] == "ok"
-    assert (tmp_path / "probe" / "probe.md").exists()
+    assert (out.parent / "probe" / "probe.md").exists()
     assert data["jobs"] and all(job["rc"] == 0 and not job["timed_out"] for job in data["jobs"])
     assert "===== timings:5,2,8: rc 0" in pathlib.Path(str(out) + ".log").read_text()
     assert "wrote" in capsys.readouterr().out

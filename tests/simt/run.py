@@ -3,12 +3,13 @@ process: the sanitized library (the ASan runtime must be preloaded) and the plan
 dropped barrier or broken atomics, set once for the whole process).
 
     python tests/simt/run.py LIBRARY SEED [SEED ...] --kernel cluster|grid [--match TEXT ...]
-                             [--drop FILE:LINE] [--plant NAME]
+                             [--drop FILE:LINE] [--plant NAME] [--until-failure]
     python tests/simt/run.py LIBRARY SEED [SEED ...] --probes NAME [NAME ...] [--plant NAME]
 
 prints one JSON line per case of ``cluster.table(seeds, kernel)`` (a tensor-core kernel's table,
 the padded cases then the packed ones) whose id contains one of the TEXTs: its id, whether it
-passed, and its failures; the exit status
+passed, and its failures (--until-failure: up to the first case that fails, all a planted bug's
+test needs to see); the exit status
 is 0 when every case ran (passed or not), so a sanitizer's report, which ends the process, is
 told apart from a numerical failure. ``run_table`` runs it from the tests. With --probes it runs
 the emulation's own probes instead (``torch.ops.simt.probe``), one JSON line per probe and seed
@@ -36,12 +37,14 @@ def _bugs(drop: str | None = None, plant: str = "") -> list[str]:
     return [*(["--drop", drop] if drop else []), *(["--plant", plant] if plant else [])]
 
 
-def run_table(library: Path, seeds, kernel: str, match=("",), env=None, drop: str | None = None, plant: str = ""):
+def run_table(library: Path, seeds, kernel: str, match=("",), env=None, drop: str | None = None, plant: str = "",
+              until_failure: bool = False):
     """This script on ``library`` in a process of its own (``kernel``: the tensor-core kernel whose
     table runs, "cluster" or "grid"; ``drop``: "FILE:LINE", a barrier removed; ``plant``: broken
-    atomics): (the finished process, its JSON rows)."""
+    atomics; ``until_failure``: stop after the first case that fails): (the finished process, its
+    JSON rows)."""
     done = subprocess.run([sys.executable, __file__, str(library), *map(str, seeds), "--match", *match,
-                           "--kernel", kernel, *_bugs(drop, plant)],
+                           "--kernel", kernel, *_bugs(drop, plant), *(["--until-failure"] if until_failure else [])],
                           capture_output=True, text=True, env=env, timeout=1200)
     rows = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
     return done, rows
@@ -65,6 +68,7 @@ def main() -> None:
     parser.add_argument("--probes", nargs="+", default=[], help="the emulation's probes instead of a table")
     parser.add_argument("--drop", metavar="FILE:LINE", help="the barrier on LINE of the source file FILE removed")
     parser.add_argument("--plant", default="", choices=["", "flag_early", "skip_arrive"], help="broken atomics")
+    parser.add_argument("--until-failure", action="store_true", help="stop the table after the first case that fails")
     args = parser.parse_args()
     if not args.probes and not args.kernel:
         parser.error("a table needs --kernel (cluster or grid); --probes runs the emulation's probes")
@@ -98,6 +102,8 @@ def _table(args) -> None:
         except RuntimeError as exc:  # the emulation refused the launch (a barrier used out of order, ...)
             row = {"case": case.id, "ok": False, "failures": str(exc).splitlines()[0][:2000]}
         print(json.dumps(row), flush=True)
+        if args.until_failure and not row["ok"]:
+            break
 
 
 if __name__ == "__main__":
