@@ -1,4 +1,4 @@
-// The SIMT emulation's runtime (see simt.h): one fiber (ucontext) per CUDA thread, a scheduler
+// The SIMT emulation's runtime (see simt.h): one fiber (a stack of its own) per CUDA thread, a scheduler
 // that resumes a pseudo-randomly drawn runnable fiber each time one blocks, the block barriers,
 // the grid-wide sync, the warp collectives, the clusters' barriers and distributed shared memory,
 // the atomics' scheduling points and the livelock detector (spinning threads parked until a write),
@@ -10,9 +10,12 @@
 #include <cxxabi.h>
 #include <dlfcn.h>
 #include <sys/mman.h>
-#include <ucontext.h>
+#if !defined(__x86_64__)
+#include <ucontext.h>  // the context switch of other architectures
+#endif
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -44,6 +47,84 @@ constexpr int kDefaultMaxDynamicShared = 48 * 1024;  // CUDA's limit until cudaF
 // Per fiber. AddressSanitizer's redzones around stack arrays need more room.
 constexpr std::size_t kStackBytes = SIMT_ASAN ? 256 * 1024 : 64 * 1024;
 
+// --- the fibers' context switch ---------------------------------------------------------------------
+#if defined(__x86_64__)
+// A suspended fiber (or the scheduler): its stack pointer, below the registers simt_switch_stack
+// pushed. simt_switch_stack(from, to) (x86-64 System V) pushes the callee-saved registers (rbp,
+// rbx, r12-r15) and the SSE and x87 control words, stores the stack pointer in *from, loads `to`
+// and pops the same from there; everything else is the caller's to save across a call. glibc's
+// swapcontext also makes a sigprocmask system call at every switch, which took 40% of an emulated
+// cluster launch's time (perf, 2026-12-07); other architectures keep it (the #else below).
+struct Context {
+  void* sp = nullptr;
+};
+
+extern "C" void simt_switch_stack(void** from, void* to);
+asm(R"(
+  .text
+  .p2align 4
+  .globl simt_switch_stack
+  .hidden simt_switch_stack
+  .type simt_switch_stack, @function
+simt_switch_stack:
+  pushq %rbp
+  pushq %rbx
+  pushq %r12
+  pushq %r13
+  pushq %r14
+  pushq %r15
+  subq $8, %rsp
+  stmxcsr (%rsp)
+  fnstcw 4(%rsp)
+  movq %rsp, (%rdi)
+  movq %rsi, %rsp
+  ldmxcsr (%rsp)
+  fldcw 4(%rsp)
+  addq $8, %rsp
+  popq %r15
+  popq %r14
+  popq %r13
+  popq %r12
+  popq %rbx
+  popq %rbp
+  ret
+  .size simt_switch_stack, .-simt_switch_stack
+)");
+
+void switch_context(Context& from, const Context& to) { simt_switch_stack(&from.sp, to.sp); }
+
+// A context that starts entry() (which never returns) on the stack [stack, stack + bytes), with the
+// caller's floating-point control words: the stack as simt_switch_stack leaves it, its return
+// address entry's first instruction, entered with the stack pointer 8 bytes off a 16-byte boundary
+// as after a call.
+void make_context(Context& c, char* stack, std::size_t bytes, void (*entry)()) {
+  auto* top = reinterpret_cast<std::uint64_t*>(reinterpret_cast<std::uintptr_t>(stack + bytes) & ~std::uintptr_t{15});
+  std::uint32_t mxcsr = 0;
+  std::uint16_t x87 = 0;
+  asm volatile("stmxcsr %0" : "=m"(mxcsr));
+  asm volatile("fnstcw %0" : "=m"(x87));
+  top[-1] = 0;                                     // entry's return address: it never returns
+  top[-2] = reinterpret_cast<std::uint64_t>(entry);  // where simt_switch_stack's ret goes
+  for (int r = 3; r <= 8; ++r) top[-r] = 0;         // rbp, rbx, r12-r15
+  top[-9] = mxcsr | static_cast<std::uint64_t>(x87) << 32;
+  c.sp = top - 9;
+}
+#else
+struct Context {
+  ucontext_t uc;
+};
+
+void switch_context(Context& from, const Context& to) { swapcontext(&from.uc, &to.uc); }
+
+void make_context(Context& c, char* stack, std::size_t bytes, void (*entry)()) {
+  getcontext(&c.uc);
+  c.uc.uc_stack.ss_sp = stack;
+  c.uc.uc_stack.ss_size = bytes;
+  c.uc.uc_link = nullptr;
+  makecontext(&c.uc, entry, 0);
+}
+#endif
+
 // An atomic read a thread made: where, and the bits it read.
 struct Read {
   const void* address = nullptr;
@@ -54,7 +135,7 @@ constexpr int kReads = 4;  // the addresses a spinning thread may poll in turn
 constexpr std::size_t kTrackedAddresses = 256;
 
 struct Fiber {
-  ucontext_t context;
+  Context context;
   char* stack = nullptr;
   uint3 thread{}, block{};
   unsigned block_index = 0, warp = 0, lane = 0;
@@ -137,14 +218,15 @@ struct Launch {
   // Atomic writes per block at each of the first kTrackedAddresses addresses written (the
   // livelock report names the blocks that wrote fewer times than others where threads spin).
   std::map<const void*, std::vector<unsigned>> block_writes;
-  // Odd seeds: each warp gets a random priority and the runnable thread of the highest-priority
-  // warp always goes on (ties drawn at random): one warp runs as far as it can before the others
-  // move, the order that exposes a read of what a lagging warp has not written yet.
+  // Odd seeds: each warp gets a random priority and a runnable thread of the highest-priority warp
+  // with any (drawn at random among them) always goes on: one warp runs as far as it can before the
+  // others move, the order that exposes a read of what a lagging warp has not written yet.
   bool by_warp = false;
   std::vector<std::uint64_t> warp_priority;
-  std::priority_queue<std::pair<std::pair<std::uint64_t, std::uint64_t>, unsigned>> ranked;
+  std::vector<std::vector<unsigned>> warp_runnable;                  // each warp's runnable threads
+  std::priority_queue<std::pair<std::uint64_t, unsigned>> ranked;  // (priority, warp) of the warps with any
   std::mt19937_64 rng;
-  ucontext_t scheduler;
+  Context scheduler;
   const void* scheduler_stack = nullptr;  // AddressSanitizer's bounds of the host thread's stack
   std::size_t scheduler_stack_size = 0;
   void* scheduler_fake_stack = nullptr;
@@ -195,7 +277,7 @@ void to_scheduler(Launch& l, bool exiting) {
 #else
   (void)exiting;
 #endif
-  swapcontext(&f.context, &l.scheduler);
+  switch_context(f.context, l.scheduler);
 #if SIMT_ASAN
   __sanitizer_finish_switch_fiber(f.fake_stack, &l.scheduler_stack, &l.scheduler_stack_size);
 #endif
@@ -203,7 +285,9 @@ void to_scheduler(Launch& l, bool exiting) {
 
 void push_runnable(Launch& l, unsigned index) {
   if (l.by_warp) {
-    l.ranked.push({{l.warp_priority[l.fibers[index].warp], l.rng()}, index});
+    const unsigned warp = l.fibers[index].warp;
+    if (l.warp_runnable[warp].empty()) l.ranked.push({l.warp_priority[warp], warp});
+    l.warp_runnable[warp].push_back(index);
   } else {
     l.runnable.push_back(index);
   }
@@ -211,15 +295,12 @@ void push_runnable(Launch& l, unsigned index) {
 
 // The next fiber to run, taken out of the runnable ones (which are not empty).
 unsigned pop_runnable(Launch& l) {
-  if (l.by_warp) {
-    const unsigned index = l.ranked.top().second;
-    l.ranked.pop();
-    return index;
-  }
-  const std::size_t pick = l.rng() % l.runnable.size();
-  const unsigned index = l.runnable[pick];
-  l.runnable[pick] = l.runnable.back();
-  l.runnable.pop_back();
+  std::vector<unsigned>& from = l.by_warp ? l.warp_runnable[l.ranked.top().second] : l.runnable;
+  const std::size_t pick = l.rng() % from.size();
+  const unsigned index = from[pick];
+  from[pick] = from.back();
+  from.pop_back();
+  if (l.by_warp && from.empty()) l.ranked.pop();  // only the top warp ever loses its last runnable thread
   return index;
 }
 
@@ -427,7 +508,7 @@ void run(Launch& l) {
 #if SIMT_ASAN
       __sanitizer_start_switch_fiber(&l.scheduler_fake_stack, l.current->stack, kStackBytes);
 #endif
-      swapcontext(&l.scheduler, &l.current->context);
+      switch_context(l.scheduler, l.current->context);
 #if SIMT_ASAN
       __sanitizer_finish_switch_fiber(l.scheduler_fake_stack, nullptr, nullptr);
 #endif
@@ -922,6 +1003,7 @@ cudaError_t launch(void (*body)(void*), void* context, dim3 grid, dim3 block, st
   l.fibers.resize(total);
   l.by_warp = seed % 2 == 1;
   for (std::size_t w = 0; w < l.warps.size(); ++w) l.warp_priority.push_back(l.rng());
+  l.warp_runnable.resize(l.warps.size());
   for (unsigned b = 0; b < l.blocks; ++b) {
     for (unsigned t = 0; t < l.threads_per_block; ++t) {
       const std::size_t index = static_cast<std::size_t>(b) * l.threads_per_block + t;
@@ -932,11 +1014,7 @@ cudaError_t launch(void (*body)(void*), void* context, dim3 grid, dim3 block, st
       f.warp = b * l.warps_per_block + t / kWarpSize;
       f.lane = t % kWarpSize;
       f.stack = l.stacks + index * kStackBytes;
-      getcontext(&f.context);
-      f.context.uc_stack.ss_sp = f.stack;
-      f.context.uc_stack.ss_size = kStackBytes;
-      f.context.uc_link = nullptr;
-      makecontext(&f.context, fiber_main, 0);
+      make_context(f.context, f.stack, kStackBytes, fiber_main);
       push_runnable(l, static_cast<unsigned>(index));
     }
   }
