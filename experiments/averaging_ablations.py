@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import time
 
-from experiments import averaging_lm, common
+from experiments import averaging_lm, common, training
 
 NAME = "averaging_ablations"
 MODELS = {"averaging": [], "no_h0": ["--no-h0"], "lstm": ["--no-memory"],
@@ -51,11 +51,11 @@ def main(argv=None) -> int:
     started = time.time()
     shared = ["--task", "averaging-lm", "--data", args.ptb, "--order", "corpus", *averaging_lm.SIZES[args.size]]
     seeds = SEEDS[args.size]
-    dirs = common.train(NAME, {f"{model}_seed{seed}": [*shared, *flags, "--seed", str(seed)] for seed in seeds
+    dirs = training.train(NAME, {f"{model}_seed{seed}": [*shared, *flags, "--seed", str(seed)] for seed in seeds
                                for model, flags in MODELS.items()}, args)
-    test = {model: {seed: common.test_metrics(dirs[f"{model}_seed{seed}"])["ppl"] for seed in seeds}
+    test = {model: {seed: training.test_metrics(dirs[f"{model}_seed{seed}"])["ppl"] for seed in seeds}
             for model in MODELS}
-    curves = {model: common.curve(dirs[f"{model}_seed{seeds[0]}"], "ppl") for model in ("averaging", "no_h0")}
+    curves = {model: training.curve(dirs[f"{model}_seed{seeds[0]}"], "ppl") for model in ("averaging", "no_h0")}
     results = {"test_ppl": test, "valid_ppl": curves}
     ours = "test ppl (mean over the seeds): " + ", ".join(
         f"{model} {common.interval(test[model].values())['mean']:.1f}" for model in MODELS)

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import time
 
-from experiments import common
+from experiments import common, training
 
 NAME = "averaging_lm"
 MODELS = {"averaging": [], "lstm": ["--no-memory"]}
@@ -44,11 +44,11 @@ def main(argv=None) -> int:
     started = time.time()
     shared = ["--task", "averaging-lm", "--data", args.ptb, "--order", "corpus", *SIZES[args.size]]
     seeds = SEEDS[args.size]
-    dirs = common.train(NAME, {f"{model}_seed{seed}": [*shared, *flags, "--seed", str(seed)] for seed in seeds
+    dirs = training.train(NAME, {f"{model}_seed{seed}": [*shared, *flags, "--seed", str(seed)] for seed in seeds
                                for model, flags in MODELS.items()}, args)
-    test = {model: {seed: common.test_metrics(dirs[f"{model}_seed{seed}"])["ppl"] for seed in seeds}
+    test = {model: {seed: training.test_metrics(dirs[f"{model}_seed{seed}"])["ppl"] for seed in seeds}
             for model in MODELS}
-    curves = {model: common.curve(dirs[f"{model}_seed{seeds[0]}"], "ppl") for model in MODELS}
+    curves = {model: training.curve(dirs[f"{model}_seed{seeds[0]}"], "ppl") for model in MODELS}
     ours = "test ppl (mean +- sd): " + ", ".join(
         f"{LABELS[model]} {common.interval(test[model].values())['mean']:.1f} +- "
         f"{common.interval(test[model].values())['sd']:.1f}" for model in MODELS)

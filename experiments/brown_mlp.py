@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import time
 
-from experiments import common
+from experiments import common, training
 from tsrnn.lab.data.brown import is_brown_path
 
 NAME = "brown_mlp"
@@ -132,8 +132,8 @@ def main(argv=None) -> int:
     runs = {f"{context}_n{n}_seed{seed}": [*recipe(args.size, args.brown), "--context", context, "--n", str(n),
                                            "--seed", str(seed)]
             for seed in seeds for n in size["n"] for context in CONTEXTS}
-    dirs = common.train(NAME, runs, args)
-    validations = {run: common.metrics(dirs[run]) for run in runs}
+    dirs = training.train(NAME, runs, args)
+    validations = {run: training.metrics(dirs[run]) for run in runs}
     last = {run: validations[run][-1] for run in runs}  # the last epoch's: no split is left to select on
     per_seed = {context: {n: {seed: last[f"{context}_n{n}_seed{seed}"]["ppl"] for seed in seeds} for n in size["n"]}
                 for context in CONTEXTS}
@@ -143,7 +143,7 @@ def main(argv=None) -> int:
     unigram = {key: first[key] for key in ("unigram_seen_ppl", "unigram_ppl", "unseen_targets")}
     steps = {run: last[run]["step"] for run in runs}
     epochs = [len({record["epoch"] for record in validations[run]}) for run in runs]
-    test = {context: {n: {seed: common.test_metrics(dirs[f"{context}_n{n}_seed{seed}"], "last.pt")["ppl"]
+    test = {context: {n: {seed: training.test_metrics(dirs[f"{context}_n{n}_seed{seed}"], "last.pt")["ppl"]
                           for seed in seeds} for n in size["n"]} for context in CONTEXTS}
     over = ", mean +- sd over the seeds" if len(seeds) > 1 else ""
     ours = "; ".join(f"n = {n}: " + ", ".join(f"{context} {perplexity(per_seed[context][n].values())}"

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import time
 
-from experiments import brown_mlp, common
+from experiments import brown_mlp, common, training
 from tsrnn.lab.data.brown import is_brown_path
 
 NAME = "brown_sgd"
@@ -79,12 +79,12 @@ def main(argv=None) -> int:
     runs = {f"buffer_{variant}_seed0": ["--task", "mlp-lm", "--data", args.brown, *vocab, *size["args"], "--context",
                                         "buffer", "--n", "5", *options, "--seed", "0"]
             for variant, options in VARIANTS.items()}
-    dirs = common.train(NAME, runs, args)
-    curves = {variant: [(r["epoch"], r["ppl"]) for r in common.metrics(dirs[f"buffer_{variant}_seed0"])]
+    dirs = training.train(NAME, runs, args)
+    curves = {variant: [(r["epoch"], r["ppl"]) for r in training.metrics(dirs[f"buffer_{variant}_seed0"])]
               for variant in VARIANTS}
     results = {"curves": curves, "last": {v: points[-1][1] for v, points in curves.items()},
                "floor": {v: floor(points, size["fit_from"]) for v, points in curves.items()},
-               "unigram": {v: common.metrics(dirs[f"buffer_{v}_seed0"])[-1]["unigram_seen_ppl"] for v in VARIANTS}}
+               "unigram": {v: training.metrics(dirs[f"buffer_{v}_seed0"])[-1]["unigram_seen_ppl"] for v in VARIANTS}}
     fitted = {v: "no floor" if value is None else f"{value:.0f}" for v, value in results["floor"].items()}
     row = {"claim": "6. Why seed 004's stated recipe ends near 431 (a diagnosis beside claim 6)",
            "seed": "Buffer 262 at n = 5 after 20 epochs of SGD 1e-3 (the stated recipe)",

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import time
 
-from experiments import brown_mlp, common
+from experiments import brown_mlp, common, training
 
 AHEAD = (1, 2, 3, 4, 5)
 LAYERS = ((30, 100), (30, 200), (60, 100), (60, 200), (30, 700))
@@ -109,8 +109,8 @@ def main(argv=None) -> int:
     recipe = brown_mlp.recipe(args.size, args.brown)
     runs = {f"{context}_{setting}_seed{seed}": [*recipe, "--context", context, *options, "--seed", str(seed)]
             for seed in seeds for setting, options in chosen.items() for context in experiment["contexts"]}
-    dirs = common.train(name, runs, args)
-    last = {run: common.metrics(dirs[run])[-1] for run in runs}
+    dirs = training.train(name, runs, args)
+    last = {run: training.metrics(dirs[run])[-1] for run in runs}
     per_seed = {context: {setting: {seed: last[f"{context}_{setting}_seed{seed}"]["ppl"] for seed in seeds}
                           for setting in chosen} for context in experiment["contexts"]}
     ppl = {context: {setting: common.interval(values.values())["mean"] for setting, values in by_setting.items()}

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import time
 
-from experiments import brown_mlp, common
+from experiments import brown_mlp, common, training
 from tsrnn.lab.data.brown import is_brown_path
 
 NAME = "brown_symmetric"
@@ -56,7 +56,7 @@ def _options(size: dict, corpus: str, context: str, n: int, seed: int, setting) 
 
 def best_valid(run_dir) -> tuple[float, int]:
     """A run's lowest validation perplexity and the epoch it was reached at (its best checkpoint's)."""
-    best = min(common.metrics(run_dir), key=lambda record: record["loss"])
+    best = min(training.metrics(run_dir), key=lambda record: record["loss"])
     return best["ppl"], best["epoch"]
 
 
@@ -108,7 +108,7 @@ def main(argv=None) -> int:
     tuning_runs = {f"{context}_{setting_name(setting)}_n{size['n']}_seed0":
                    _options(size, args.brown, context, size["n"], 0, setting)
                    for context in CONTEXTS for setting in size["grid"]}
-    tuned = common.train(NAME, tuning_runs, args)
+    tuned = training.train(NAME, tuning_runs, args)
     tuning = {context: {setting_name(setting): best_valid(tuned[f"{context}_{setting_name(setting)}_n{size['n']}_seed0"])
                         for setting in size["grid"]} for context in CONTEXTS}
     chosen = {context: min(by_setting, key=lambda s: by_setting[s][0]) for context, by_setting in tuning.items()}
@@ -116,17 +116,17 @@ def main(argv=None) -> int:
     seeds = size["seeds"] if n == size["n"] else size["sweep_seeds"]
     runs = {f"{context}_n{n}_seed{seed}": _options(size, args.brown, context, n, seed, setting_of[chosen[context]])
             for seed in seeds for context in CONTEXTS if (n, seed) != (size["n"], 0)}
-    dirs = {**common.train(name, runs, args),
+    dirs = {**training.train(name, runs, args),
             **({f"{context}_n{n}_seed0": tuned[f"{context}_{chosen[context]}_n{n}_seed0"] for context in CONTEXTS}
                if n == size["n"] else {})}
     run_of = {context: {seed: dirs[f"{context}_n{n}_seed{seed}"] for seed in seeds} for context in CONTEXTS}
-    test = {context: {seed: common.test_metrics(run_dir, "best.pt")["ppl"] for seed, run_dir in by_seed.items()}
+    test = {context: {seed: training.test_metrics(run_dir, "best.pt")["ppl"] for seed, run_dir in by_seed.items()}
             for context, by_seed in run_of.items()}
     stopped = {context: {seed: best_valid(run_dir)[1] for seed, run_dir in by_seed.items()}
                for context, by_seed in run_of.items()}
-    last = common.metrics(run_of[CONTEXTS[0]][seeds[0]])[-1]  # every run shares the corpus and vocabulary
+    last = training.metrics(run_of[CONTEXTS[0]][seeds[0]])[-1]  # every run shares the corpus and vocabulary
     unigram = {key: last[key] for key in ("unigram_seen_ppl", "unigram_ppl", "unseen_targets")}
-    curves = {context: {seed: [(r["epoch"], r["ppl"]) for r in common.metrics(run_dir)]
+    curves = {context: {seed: [(r["epoch"], r["ppl"]) for r in training.metrics(run_dir)]
                         for seed, run_dir in by_seed.items()} for context, by_seed in run_of.items()}
     results = {"n": n, "test_ppl": test, "tuning": tuning, "chosen": chosen, "best_epoch": stopped, "curves": curves,
                **unigram, "recipe": RECIPE if args.size == "full" else None, "seed": brown_mlp.SEED}

@@ -6,7 +6,7 @@ class (``--priority idle``: it runs only when a CPU has nothing else to do) and 
 (``--cpu``, default the last). That is not free for work beside it that runs torch on both CPUs:
 the README's main job took about 1 s an epoch with the campaign stopped, 12 to 19 s beside it in
 the idle class and 95 s beside it at niceness 19 (2-core Intel Xeon, 2026-12-06). Stop the
-campaign (Ctrl-C or SIGTERM; the next call resumes) while timing anything or running the tests. The scripts train through ``common.train``: a run stopped anywhere goes on from
+campaign (Ctrl-C or SIGTERM; the next call resumes) while timing anything or running the tests. The scripts train through ``training.train``: a run stopped anywhere goes on from
 its last checkpoint, and every finished run is copied, with its test metrics, into the ledger
 ``results/runs/RECORD/`` (committed with the results), so a later call, on this machine or a
 fresh one, trains only what is missing. An entry whose protocol (``protocols/PROTOCOL.toml``) is
@@ -38,7 +38,7 @@ import time
 import tomllib
 from pathlib import Path
 
-from experiments import claims, common
+from experiments import claims, common, training
 
 ROOT = Path(__file__).resolve().parents[1]
 QUEUE = Path(__file__).parent / "campaign.toml"
@@ -168,7 +168,7 @@ def status(queue: list[dict], args) -> str:
     lines = []
     for entry in queue:
         ledger = Path(args.results) / "runs" / entry["record"]
-        finished = len(list(ledger.glob(f"*/{common.DONE}"))) if ledger.is_dir() else 0
+        finished = len(list(ledger.glob(f"*/{training.DONE}"))) if ledger.is_dir() else 0
         state = "done" if done(entry, Path(args.results)) else f"{finished} run(s) finished"
         lines.append(f"{entry['record']}: {state} ({' '.join(entry['args']) or 'no options'})")
     return "\n".join(lines)

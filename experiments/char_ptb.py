@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import time
 
-from experiments import common
+from experiments import common, training
 
 NAME = "char_ptb"
 UNITS = {"small": {"plstm": "148", "lstm": "128"}, "toy": {"plstm": "9", "lstm": "8"}}
@@ -31,7 +31,7 @@ SEED = {"plstm": 1.420, "lstm": 1.426}
 
 
 def _parameters(run_dir) -> int:
-    _, model = common.restore(run_dir)
+    _, model = training.restore(run_dir)
     return sum(p.numel() for name, p in model.named_parameters() if name.startswith("rnns"))
 
 
@@ -51,10 +51,10 @@ def main(argv=None) -> int:
     runs = {f"{cell}_seed{seed}": ["--task", "lm", "--data", args.ptb, "--level", "char", "--cell", cell, "--nhid", n,
                                    "--emsize", n, "--seed", str(seed), *SIZES[args.size]]
             for seed in seeds for cell, n in units.items()}
-    dirs = common.train(NAME, runs, args, checkpoints=True)
-    bpc = {cell: {seed: common.test_metrics(dirs[f"{cell}_seed{seed}"])["bpc"] for seed in seeds} for cell in units}
+    dirs = training.train(NAME, runs, args, checkpoints=True)
+    bpc = {cell: {seed: training.test_metrics(dirs[f"{cell}_seed{seed}"])["bpc"] for seed in seeds} for cell in units}
     params = {cell: _parameters(dirs[f"{cell}_seed{seeds[0]}"]) for cell in units}
-    curves = {cell: common.curve(dirs[f"{cell}_seed{seeds[0]}"], "bpc") for cell in units}
+    curves = {cell: training.curve(dirs[f"{cell}_seed{seeds[0]}"], "bpc") for cell in units}
     ours = "test BPC (mean +- sd) " + ", ".join(
         f"{cell} {common.interval(bpc[cell].values())['mean']:.3f} +- {common.interval(bpc[cell].values())['sd']:.3f} "
         f"({units[cell]} units, {params[cell] / 1e3:.0f}K recurrent parameters)" for cell in units)

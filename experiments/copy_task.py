@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import time
 
-from experiments import common
+from experiments import common, training
 
 NAME = "copy_task"
 CELLS = ("plstm", "lstm", "chrono")
@@ -109,14 +109,14 @@ def main(argv=None) -> int:
     started = time.time()
     size = SIZES[args.size]
     name = RECORDS.get(args.size, NAME)
-    dirs = common.train(name, runs(size), args)
-    curves = {run: common.curve(dirs[run], "accuracy") for run in dirs}
-    losses = {run: common.curve(dirs[run], "loss") for run in dirs}
-    baseline = common.curve(next(iter(dirs.values())), "baseline_loss")[-1][1]
+    dirs = training.train(name, runs(size), args)
+    curves = {run: training.curve(dirs[run], "accuracy") for run in dirs}
+    losses = {run: training.curve(dirs[run], "loss") for run in dirs}
+    baseline = training.curve(next(iter(dirs.values())), "baseline_loss")[-1][1]
     seeds = size["seeds"]
     areas = {cell: {s: area(curves[f"{cell}_seed{s}"], size["steps"], size["valid_every"]) for s in seeds}
              for cell in CELLS}
-    reached = {cell: {s: common.first_step(curves[f"{cell}_seed{s}"], TARGET) for s in seeds} for cell in CELLS}
+    reached = {cell: {s: training.first_step(curves[f"{cell}_seed{s}"], TARGET) for s in seeds} for cell in CELLS}
     gaps = {other: common.paired(areas["plstm"], areas[other]) for other in ("lstm", "chrono")}
     solved = {cell: sum(step is not None for step in reached[cell].values()) for cell in CELLS}
     ours = (f"T = {size['delay']}, {size['steps']} steps: mean validation accuracy over training "

@@ -16,7 +16,7 @@ import time
 
 import torch
 
-from experiments import common
+from experiments import common, training
 
 NAME = "dyck"
 SIZES = {"small": {"args": ["--nhid", "64", "--epochs", "6"], "seeds": (0, 1, 2)},
@@ -28,7 +28,7 @@ CELLS = ("mts", "lstm")
 def correct_by_length(run_dir):
     """(N,) whole-word correctness and (N,) longest dependency of the test words, and the
     training split."""
-    task, model = common.restore(run_dir)
+    task, model = training.restore(run_dir)
     return task.sequences_correct(model, "test"), task.data.test.max_timescale, task.data.train
 
 
@@ -95,7 +95,7 @@ def main(argv=None) -> int:
     size = SIZES[args.size]
     runs = {f"{cell}_seed{seed}": ["--task", "dyck", "--cell", cell, "--mts-alpha", "1.5", "--seed", str(seed),
                                    *size["args"]] for cell in CELLS for seed in size["seeds"]}
-    dirs = common.train(NAME, runs, args, checkpoints=True)
+    dirs = training.train(NAME, runs, args, checkpoints=True)
     summary, train_split = {}, None
     for cell in CELLS:
         per_seed, bins, counts = [], [], None

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import time
 
-from experiments import common
+from experiments import common, training
 
 NAME = "frequency"
 CELLS = ("plstm", "lstm", "chrono")
@@ -85,12 +85,12 @@ def verdict(results: dict, seed_size: bool = False) -> str:
 def learning(run_dir) -> dict:
     """How a run learned, from its validation accuracy after each epoch: the first epoch at which it
     reaches ``LEARNED`` (None: never) and its largest fall below the best so far (a collapse)."""
-    points = [(r["epoch"], r["accuracy"]) for r in common.metrics(run_dir)]
+    points = [(r["epoch"], r["accuracy"]) for r in training.metrics(run_dir)]
     best, fall = 0.0, 0.0
     for _, value in points:
         best = max(best, value)
         fall = max(fall, best - value)
-    return {"first_epoch": common.first_step(points, LEARNED), "largest_fall": fall}
+    return {"first_epoch": training.first_step(points, LEARNED), "largest_fall": fall}
 
 
 def detail(accuracy: dict, gaps: dict, learned: dict) -> str:
@@ -140,12 +140,12 @@ def run(name: str, doc: str, argv, sizes: dict) -> int:
     args = common.arguments(name, doc, argv, sizes=tuple(sizes))
     started = time.time()
     size = sizes[args.size]
-    dirs = common.train(name, runs(size), args)
-    accuracy = {condition: {cell: {seed: common.test_metrics(dirs[f"{cell}_{condition}_seed{seed}"])["accuracy"]
+    dirs = training.train(name, runs(size), args)
+    accuracy = {condition: {cell: {seed: training.test_metrics(dirs[f"{cell}_{condition}_seed{seed}"])["accuracy"]
                                    for seed in size["seeds"]} for cell in CELLS}
                 for condition in size["conditions"]}
     first, shown = size["seeds"][0], size["conditions"][0]
-    majority = common.test_metrics(dirs[f"plstm_{shown}_seed{first}"])["majority"]
+    majority = training.test_metrics(dirs[f"plstm_{shown}_seed{first}"])["majority"]
     paired = {condition: {other: common.paired(by_cell["plstm"], by_cell[other]) for other in OTHERS}
               for condition, by_cell in accuracy.items()}
     gaps = paired[shown]
@@ -164,7 +164,7 @@ def run(name: str, doc: str, argv, sizes: dict) -> int:
            "model": "1 layer, 110 units (as seed)",
            "epochs": f"{epochs} of 5,000 fresh sequences, Adam 1e-3, batch 32 (as seed)",
            "seeds": ", ".join(map(str, size["seeds"])) + " in every condition (seed: 5 runs)"}
-    curves = {cell: common.curve(dirs[f"{cell}_{shown}_seed{first}"], "accuracy") for cell in CELLS}
+    curves = {cell: training.curve(dirs[f"{cell}_{shown}_seed{first}"], "accuracy") for cell in CELLS}
     figure = common.curves_figure(curves, "training step (batch 32)", "validation accuracy",
                                   f"{WHAT[shown]} (seed {first})")
     results = {"test_accuracy": accuracy, "majority": majority, "paired": paired, "learning": learned,

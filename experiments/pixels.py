@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import time
 
-from experiments import common
+from experiments import common, training
 
 NAME = "pixels"
 CELLS = ("plstm", "lstm")
@@ -70,8 +70,8 @@ def main(argv=None) -> int:
     runs = {f"{cell}_{order}_seed{seed}": ["--task", "pixels", "--cell", cell, "--seed", str(seed), *flags,
                                            *size["args"]]
             for order, flags in ORDERS.items() for cell in CELLS for seed in size["seeds"]}
-    dirs = common.train(NAME, runs, args)
-    test = {order: {cell: {seed: common.test_metrics(dirs[f"{cell}_{order}_seed{seed}"])["accuracy"]
+    dirs = training.train(NAME, runs, args)
+    test = {order: {cell: {seed: training.test_metrics(dirs[f"{cell}_{order}_seed{seed}"])["accuracy"]
                            for seed in size["seeds"]} for cell in CELLS} for order in ORDERS}
     summary = {order: {cell: common.mean_std(list(test[order][cell].values())) for cell in CELLS} for order in ORDERS}
     ours = "; ".join(f"{order}: " + ", ".join(f"{cell} {100 * summary[order][cell][0]:.1f}% +- "

@@ -29,7 +29,7 @@ import json
 import time
 from pathlib import Path
 
-from experiments import common
+from experiments import common, training
 from tsrnn.lab import cli
 from tsrnn.lab.data import markov
 from tsrnn.lab.training import evaluation
@@ -158,10 +158,10 @@ def main(argv=None) -> int:
     if not (chain / "markov.json").exists():
         markov.write_markov_corpus(args.ptb, chain, seed=seeds[0], overwrite=True)
     runs["lstm_markov"] = [*shared, "--data", str(chain), "--seed", str(seeds[0]), "--cell", "lstm"]
-    dirs = common.train(name, runs, args, checkpoints=True)
+    dirs = training.train(name, runs, args, checkpoints=True)
     per_seed, bins = {}, {}
     for seed in seeds:
-        (task, mts), (_, lstm) = common.restore(dirs[f"mts_seed{seed}"]), common.restore(dirs[f"lstm_seed{seed}"])
+        (task, mts), (_, lstm) = training.restore(dirs[f"mts_seed{seed}"]), training.restore(dirs[f"lstm_seed{seed}"])
         nll, targets = task.token_nll(mts, "test")
         base_nll, _ = task.token_nll(lstm, "test")
         counts = evaluation.word_counts(task.corpus, "all")
@@ -176,7 +176,7 @@ def main(argv=None) -> int:
     baseline = _analyze(dirs[f"lstm_seed{seeds[0]}"] / "best.pt", f"{args.out}/{name}_analysis_lstm", window,
                         "--compare-timescales", str(dirs["lstm_markov"] / "best.pt"), "--compare-data", str(chain))
     fits = _fits(baseline["analyses"]["timescale_comparison"])
-    curves = {cell: [(r["epoch"], r["ppl"]) for r in common.metrics(dirs[f"{cell}_seed{seeds[0]}"])]
+    curves = {cell: [(r["epoch"], r["ppl"]) for r in training.metrics(dirs[f"{cell}_seed{seeds[0]}"])]
               for cell in ("mts", "lstm")}
     every = {r["bin"]: r for r in rows}
     whole, rare = every["all"], every["<100"]

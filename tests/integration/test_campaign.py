@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from experiments import campaign, claims, common
+from experiments import campaign, claims, common, training
 
 pytestmark = pytest.mark.slow  # trains toy runs of a reproduction script
 ROOT = Path(campaign.__file__).resolve().parents[1]
@@ -53,19 +53,19 @@ def test_a_campaign_killed_outright_resumes_without_training_a_finished_run_agai
     first = subprocess.Popen(_campaign(tmp_path), cwd=ROOT, start_new_session=True, stdout=subprocess.PIPE,
                              stderr=subprocess.STDOUT, text=True)
     deadline = time.time() + 300
-    while not list(ledger.glob(f"*/{common.DONE}")):
+    while not list(ledger.glob(f"*/{training.DONE}")):
         assert first.poll() is None and time.time() < deadline, first.communicate()[0]
         time.sleep(0.2)
     os.killpg(first.pid, signal.SIGKILL)  # the campaign dies; the script it started, in a session of its own, does not
     first.wait()
     left = json.loads((tmp_path / "runs" / f"campaign-cpu{CPU}.lock").read_text())["group"]
-    finished = {run.parent.name: (run.parent / "metrics.jsonl").read_text() for run in ledger.glob(f"*/{common.DONE}")}
+    finished = {run.parent.name: (run.parent / "metrics.jsonl").read_text() for run in ledger.glob(f"*/{training.DONE}")}
     done = subprocess.run(_campaign(tmp_path), cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "was killed; stopping what it left running" in done.stdout and not _alive(left)
     record = json.loads((tmp_path / "results" / f"{RECORD}.json").read_text())
     assert record["protocol"] == common.protocol(RECORD) and record["size"] == "toy"
-    assert len(list(ledger.glob(f"*/{common.DONE}"))) == 6  # 3 cells x 2 toy seeds
+    assert len(list(ledger.glob(f"*/{training.DONE}"))) == 6  # 3 cells x 2 toy seeds
     for run, metrics in finished.items():  # a run finished before the kill was not trained again
         assert (ledger / run / "metrics.jsonl").read_text() == metrics
     again = subprocess.run(_campaign(tmp_path), cwd=ROOT, capture_output=True, text=True, timeout=120)
@@ -88,7 +88,7 @@ def test_runs_the_ledger_holds_are_restored_not_trained_again(tmp_path, capsys):
     assert "training" not in capsys.readouterr().out
     again = json.loads((tmp_path / "out" / f"{RECORD}.json").read_text())
     assert again["results"]["test_accuracy"] == record["results"]["test_accuracy"]  # from the stored test metrics
-    finished = common.finished(tmp_path / "runs" / RECORD / "plstm_async_time_scaled_seed0")
+    finished = training.finished(tmp_path / "runs" / RECORD / "plstm_async_time_scaled_seed0")
     assert set(finished["test"]) == {"best.pt", "last.pt"} and 0 <= finished["test"]["best.pt"]["accuracy"] <= 1
 
 
@@ -99,29 +99,29 @@ def test_the_ledger_spells_the_corpus_path_and_restores_only_whole_entries_with_
     ledger.mkdir(parents=True)
     (ledger / "metrics.jsonl").write_text(json.dumps({"time": 1.0, "event": "valid", "step": 1, "epoch": 1}) + "\n")
     entry = {"argv": [*TINY, "--data", "CORPUS"], "wall_s": 1.0, "jobs": 1, "test": {"best.pt": {"accuracy": 0.5}}}
-    (ledger / common.DONE).write_text(json.dumps(entry))
-    assert common._restorable(ledger, argv, str(corpus))  # another machine's path, the same run
-    assert not common._restorable(ledger, [*argv, "--seed", "4"], str(corpus))
-    (ledger / common.DONE).write_text(json.dumps({k: v for k, v in entry.items() if k != "test"}))
-    assert not common._restorable(ledger, argv, str(corpus))  # an old entry without its test metrics
-    (ledger / common.DONE).write_text(json.dumps(entry))
+    (ledger / training.DONE).write_text(json.dumps(entry))
+    assert training._restorable(ledger, argv, str(corpus))  # another machine's path, the same run
+    assert not training._restorable(ledger, [*argv, "--seed", "4"], str(corpus))
+    (ledger / training.DONE).write_text(json.dumps({k: v for k, v in entry.items() if k != "test"}))
+    assert not training._restorable(ledger, argv, str(corpus))  # an old entry without its test metrics
+    (ledger / training.DONE).write_text(json.dumps(entry))
     (ledger / "metrics.jsonl").unlink()
-    assert not common._restorable(ledger, argv, str(corpus))  # half an entry
+    assert not training._restorable(ledger, argv, str(corpus))  # half an entry
 
 
 def test_a_script_that_reads_checkpoints_trains_again_what_only_the_ledger_holds(tmp_path, capsys):
     args = common.arguments("frequency", "doc", ["--size", "toy", "--runs", str(tmp_path / "runs"), "--out",
                                                  str(tmp_path / "out")])
     wanted = {"r": [*TINY, "--epochs", "1"]}
-    common.train("x", wanted, args)
+    training.train("x", wanted, args)
     for file in (tmp_path / "runs" / "x" / "r").iterdir():
         file.unlink()
     capsys.readouterr()
-    common.train("x", wanted, args, checkpoints=True)
+    training.train("x", wanted, args, checkpoints=True)
     assert "training r" in capsys.readouterr().out and (tmp_path / "runs" / "x" / "r" / "best.pt").exists()
     for file in (tmp_path / "runs" / "x" / "r").iterdir():
         file.unlink()
-    common.train("x", wanted, args)
+    training.train("x", wanted, args)
     assert "training r" not in capsys.readouterr().out
 
 
@@ -148,7 +148,7 @@ def test_sigterm_stops_the_entrys_runs_at_once_and_the_next_call_finishes_them(t
     first = subprocess.Popen(_campaign(tmp_path), cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                              text=True)
     deadline = time.time() + 300
-    while not list(started.glob(f"*/{common.STARTED}")):
+    while not list(started.glob(f"*/{training.STARTED}")):
         assert first.poll() is None and time.time() < deadline, first.communicate()[0]
         time.sleep(0.1)
     group = json.loads((tmp_path / "runs" / f"campaign-cpu{CPU}.lock").read_text())["group"]
@@ -161,8 +161,8 @@ def test_sigterm_stops_the_entrys_runs_at_once_and_the_next_call_finishes_them(t
         os.killpg(group, 0)
     for run in started.iterdir():  # a run that had trained a step saved a checkpoint or finished (one still
         if (run / "metrics.jsonl").exists():  # starting up when stopped trained nothing and starts afresh)
-            assert (run / "last.pt").exists() or (run / common.DONE).exists(), run.name
-    assert len(list(started.glob(f"*/{common.DONE}"))) < 6  # stopped, not trained to the end (6 toy runs)
+            assert (run / "last.pt").exists() or (run / training.DONE).exists(), run.name
+    assert len(list(started.glob(f"*/{training.DONE}"))) < 6  # stopped, not trained to the end (6 toy runs)
     done = subprocess.run(_campaign(tmp_path), cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0 and (tmp_path / "results" / f"{RECORD}.json").exists(), done.stdout + done.stderr
 
@@ -174,18 +174,18 @@ def test_train_leaves_a_run_another_process_holds_then_trains_it_once_released(t
     held = claims.claim(tmp_path / "runs" / "x" / "b")  # another worker's claim (flock: one per open file)
     try:
         with pytest.raises(SystemExit) as left:
-            common.train("x", wanted, args)
+            training.train("x", wanted, args)
     finally:
         os.close(held)
     out = capsys.readouterr().out
     assert left.value.code == claims.HELD_ELSEWHERE and "1 run(s) are being trained by another process (b)" in out
     assert "training a" in out and "training b" not in out
-    assert (tmp_path / "out" / "runs" / "x" / "a" / common.DONE).exists()
-    assert not (tmp_path / "runs" / "x" / "b" / common.DONE).exists()
-    dirs = common.train("x", wanted, args)  # released: this call trains it, and only it
+    assert (tmp_path / "out" / "runs" / "x" / "a" / training.DONE).exists()
+    assert not (tmp_path / "runs" / "x" / "b" / training.DONE).exists()
+    dirs = training.train("x", wanted, args)  # released: this call trains it, and only it
     out = capsys.readouterr().out
     assert "training b" in out and "training a" not in out
-    assert all((dirs[run] / common.DONE).exists() for run in wanted)
+    assert all((dirs[run] / training.DONE).exists() for run in wanted)
 
 
 @needs_git

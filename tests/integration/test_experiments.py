@@ -11,7 +11,7 @@ from importlib import resources
 
 import pytest
 
-from experiments import common, table
+from experiments import common, table, training
 
 pytestmark = pytest.mark.slow  # the experiment scripts, trained at toy size
 
@@ -40,7 +40,7 @@ def test_script_runs_at_toy_size_and_writes_its_record(name, corpus, tmp_path, c
     data = [flag for option in SCRIPTS[name] for flag in (option, corpus)]
     argv = ["--size", "toy", "--runs", str(tmp_path / "runs"), *data]
     assert script.main(argv) == 0
-    if name == "frequency":  # a finished run is not trained again (one script stands for all: they share common.py)
+    if name == "frequency":  # a finished run is not trained again (one script stands for all: they share experiments/training.py)
         metrics = tmp_path / "runs" / "frequency" / "plstm_async_seed0" / "metrics.jsonl"
         first = metrics.read_text()
         capsys.readouterr()
@@ -65,7 +65,7 @@ def test_script_runs_at_toy_size_and_writes_its_record(name, corpus, tmp_path, c
     if name == "copy_task":  # the state at the cap, beside the memoryless baseline
         assert {"valid_loss", "baseline_loss"} <= set(record["results"]) and "memoryless baseline" in record["ours"]
     runs = [path for path in (tmp_path / "runs" / name).iterdir() if path.is_dir()]
-    assert runs and all((run / common.DONE).exists() for run in runs)
+    assert runs and all((run / training.DONE).exists() for run in runs)
 
 
 @pytest.mark.parametrize("experiment", [1, 2, 3, 4])
@@ -83,7 +83,7 @@ def test_brown_sweep_runs_each_of_seed_004s_experiments_at_toy_size(experiment, 
     trained = {path.name for path in (tmp_path / "runs" / f"brown_experiment{experiment}").iterdir()}
     assert trained == {f"{c}_{s}_seed0" for c in contexts for s in settings}
     options = json.loads((tmp_path / "runs" / f"brown_experiment{experiment}" / f"{contexts[0]}_{settings[-1]}_seed0"
-                          / common.DONE).read_text())["argv"]
+                          / training.DONE).read_text())["argv"]
     assert all(flag in options for flag in brown_sweeps.EXPERIMENTS[experiment]["settings"][settings[-1]])
 
 
@@ -113,15 +113,15 @@ def test_a_run_cut_off_goes_on_from_its_last_checkpoint(tmp_path, capsys, monkey
     with monkeypatch.context() as patch:
         patch.setattr(classification.FrequencyTask, "train_loss", interrupted_at_the_third_step)
         assert cli.main(["train", *wanted, "--out", str(run), "--quiet"]) == 128 + signal.SIGINT
-    (run / common.STARTED).write_text(json.dumps({"argv": wanted, "wall_s": 100.0}))
+    (run / training.STARTED).write_text(json.dumps({"argv": wanted, "wall_s": 100.0}))
     first = (run / "metrics.jsonl").read_text()
-    dirs = common.train("cut", {"r": wanted}, args)
+    dirs = training.train("cut", {"r": wanted}, args)
     assert "--resume" in capsys.readouterr().out
     records = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
     assert (run / "metrics.jsonl").read_text().startswith(first)
     assert [r["step"] for r in records if r["event"] == "train"][:3] == [1, 2, 3]
     assert sorted({r["epoch"] for r in records if r["event"] == "valid"}) == [1, 2]
-    done = common.finished(dirs["r"])
+    done = training.finished(dirs["r"])
     assert done["argv"] == wanted and done["wall_s"] > 100.0
 
 
@@ -132,11 +132,11 @@ def test_a_run_trained_out_before_the_cut_is_only_marked_finished(tmp_path, caps
     run = tmp_path / "cut" / "r"
     wanted = [*TINY, "--epochs", "1"]
     assert cli.main(["train", *wanted, "--out", str(run), "--quiet"]) == 0
-    (run / common.STARTED).write_text(json.dumps({"argv": wanted, "wall_s": 7.0}))
+    (run / training.STARTED).write_text(json.dumps({"argv": wanted, "wall_s": 7.0}))
     before = (run / "metrics.jsonl").read_text()
-    common.train("cut", {"r": wanted}, args)
+    training.train("cut", {"r": wanted}, args)
     assert "training r" not in capsys.readouterr().out
-    assert (run / "metrics.jsonl").read_text() == before and common.finished(run)["wall_s"] == 7.0
+    assert (run / "metrics.jsonl").read_text() == before and training.finished(run)["wall_s"] == 7.0
 
 
 def test_a_folder_holding_another_run_is_trained_over(tmp_path):
@@ -145,10 +145,10 @@ def test_a_folder_holding_another_run_is_trained_over(tmp_path):
     args = common.arguments("frequency", "doc", ["--size", "toy", "--runs", str(tmp_path)])
     run = tmp_path / "other" / "r"
     assert cli.main(["train", *TINY, "--epochs", "1", "--max-steps", "1", "--out", str(run), "--quiet"]) == 0
-    common.train("other", {"r": [*TINY, "--epochs", "1"]}, args)
+    training.train("other", {"r": [*TINY, "--epochs", "1"]}, args)
     records = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in records if r["event"] == "train"] == list(range(1, 9))  # the old run's record is gone
-    assert common.finished(run)["argv"] == [*TINY, "--epochs", "1"]
+    assert training.finished(run)["argv"] == [*TINY, "--epochs", "1"]
 
 
 def test_a_start_that_never_saved_leaves_no_other_runs_checkpoint(tmp_path):
@@ -160,12 +160,12 @@ def test_a_start_that_never_saved_leaves_no_other_runs_checkpoint(tmp_path):
     run = tmp_path / "other" / "r"
     old = [*TINY, "--epochs", "1"]
     assert cli.main(["train", *old, "--out", str(run), "--quiet"]) == 0
-    (run / common.STARTED).write_text(json.dumps({"argv": old, "wall_s": 5.0}))
+    (run / training.STARTED).write_text(json.dumps({"argv": old, "wall_s": 5.0}))
     refused = [*TINY, "--epochs", "1", "--lr", "-1"]
     with pytest.raises(RuntimeError, match="--lr"):
-        common.train("other", {"r": refused}, args)
-    assert not (run / "last.pt").exists() and json.loads((run / common.STARTED).read_text())["argv"] == refused
-    assert common._command(run, refused) == refused  # a fresh start, not the old run marked finished
+        training.train("other", {"r": refused}, args)
+    assert not (run / "last.pt").exists() and json.loads((run / training.STARTED).read_text())["argv"] == refused
+    assert training._command(run, refused) == refused  # a fresh start, not the old run marked finished
 
 
 def test_copy_area_keeps_the_accuracy_that_stopped_a_run():
@@ -367,7 +367,7 @@ def test_docs_count_the_reproduced_claims_as_the_records_do():
 def test_a_failed_run_raises_with_its_log(tmp_path):
     args = common.arguments("frequency", "doc", ["--size", "toy", "--runs", str(tmp_path)])
     with pytest.raises(RuntimeError, match="--cell 'nope' is not available"):
-        common.train("broken", {"bad": ["--task", "freq", "--cell", "nope"]}, args)
+        training.train("broken", {"bad": ["--task", "freq", "--cell", "nope"]}, args)
 
 
 def test_command_line_hides_corpus_paths_and_folders():
