@@ -20,9 +20,10 @@ COLUMNS = ("claim", "the seed reports", "measured here", "verdict", "protocol", 
 
 
 def load(results: Path = common.RESULTS) -> list[dict]:
-    """The records of ``results/*.json``, in claim order."""
+    """The records of ``results/*.json``, in claim order, a claim's records by name (the same order
+    on every checkout: a folder's listing order is the file system's)."""
     records = [json.loads(path.read_text()) for path in results.glob("*.json")]
-    return sorted(records, key=lambda r: int(r["claim"].split(".")[0]))
+    return sorted(records, key=lambda r: (int(r["claim"].split(".")[0]), r["name"]))
 
 
 def verdict(record: dict) -> str:

@@ -380,10 +380,20 @@ def test_command_line_hides_corpus_paths_and_folders():
 def test_reproduction_table_is_the_committed_records():
     assert table.main(["--check"]) == 0
     records = table.load()
-    assert {r["name"] for r in records} <= set(SCRIPTS) | {f"brown_experiment{e}" for e in range(1, 5)}
+    sweeps = ({f"brown_experiment{e}" for e in range(1, 5)}
+              | {f"brown_symmetric_n{n}" for n in common.protocol("brown_symmetric")["sweep_n"]})
+    assert {r["name"] for r in records} <= set(SCRIPTS) | sweeps
     assert all(r["size"] != "toy" for r in records)
     rendered = table.render(records)
     assert all(r["ours"].replace("|", "\\|") in rendered for r in records)
+
+
+def test_the_table_orders_a_claims_records_by_name_whatever_the_folder_lists_first(tmp_path, monkeypatch):
+    for claim, name in (("6. b", "brown_b"), ("6. a", "brown_a"), ("2. c", "copy")):
+        (tmp_path / f"{name}.json").write_text(json.dumps({"claim": claim, "name": name}))
+    listed = sorted(tmp_path.glob("*.json"), reverse=True)
+    monkeypatch.setattr(type(tmp_path), "glob", lambda self, pattern: iter(listed))
+    assert [r["name"] for r in table.load(tmp_path)] == ["copy", "brown_a", "brown_b"]
 
 
 def test_brown_sgd_floor_is_the_asymptote_of_the_curve():

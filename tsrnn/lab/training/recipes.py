@@ -142,7 +142,8 @@ NOTES = {
                "is stated, so none is used. The words seen 5 times or fewer in the whole corpus are removed from the "
                "text (--rare-words drop: the seed 'only analyzed' the others; Bengio et al. merge rare words into one "
                "symbol, --rare-words unk). In tsrnn's runs of this recipe (three seeds, n = 5) the 20 epochs end at 430 "
-               "to 503 evaluation perplexity, far above the paper's 244 to 262, and still falling: the recipe trains, "
+               "to 503 evaluation perplexity, far above the paper's 244 to 262, still falling but levelling off (the "
+               "Buffer-MLP's fitted floor 426 to 430): the recipe trains, "
                "but does not reach the paper's level (--recipe seed004-tuned brings the Buffer-MLP within 300). Experiment 2: --ahead K; Experiment "
                "3: --emsize, --nhid; Experiment 4: --drop-taus 0 (0,1 / 0,1,2 / 0,1,2,3); python -m "
                "experiments.brown_sweeps runs each.",
