@@ -151,7 +151,8 @@ def main(argv=None) -> int:
            "seeds": ", ".join(map(str, seeds)),
            "gpu": f"python -m experiments.brown_symmetric --brown brown.zip --n {n} --jobs N"}
     row["verdict"] = verdict(results, args.size == "full")
-    common.report(name, args, row, results, brown_mlp.figure(curves, unigram, n), dirs, started,
+    trained = {**tuned, **dirs} if n == size["n"] else dirs  # the grid's time is the n = 5 record's
+    common.report(name, args, row, results, brown_mlp.figure(curves, unigram, n), trained, started,
                   detail=detail(tuning, chosen, test, stopped), declared=NAME)
     return 0
 

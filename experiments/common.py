@@ -314,9 +314,10 @@ def report(name: str, args, row: dict, results: dict, figure, dirs: dict[str, Pa
     and "gpu" (the seed's full-size command); ``detail``: a markdown table shown below the
     claims' table (every number behind "ours", beside the seed's); ``declared``: the record's
     protocol (``protocols/DECLARED.toml``, default NAME), which the record holds; added
-    here: the command, "train_min" (the runs' training times added up; ``jobs`` of them ran at
-    once, "1 to 2" where calls differed), "wall_min" (this call, training skipped for runs that
-    had finished), machine and date. results: every number behind ``ours`` and the figure.
+    here: the command, "train_min" (the training times of the runs in ``dirs`` added up, each
+    run once however many names it has there; ``jobs`` of them ran at once, "1 to 2" where calls
+    differed), "wall_min" (this call, training skipped for runs that had finished), machine and
+    date. results: every number behind ``ours`` and the figure.
     """
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -324,10 +325,11 @@ def report(name: str, args, row: dict, results: dict, figure, dirs: dict[str, Pa
 
     plot.save(figure, out / f"{name}.png")
     declared = declared or name
+    runs = set(dirs.values())
     record = {"name": name, "size": args.size, **row, "command": command_line(args),
               **({"protocol": protocol(declared)} if (PROTOCOLS / f"{declared}.toml").exists() else {}),
-              "train_min": round(sum(finished(d)["wall_s"] for d in dirs.values()) / 60, 1),
-              "jobs": _jobs(finished(d)["jobs"] for d in dirs.values()),
+              "train_min": round(sum(finished(d)["wall_s"] for d in runs) / 60, 1),
+              "jobs": _jobs(finished(d)["jobs"] for d in runs),
               "wall_min": round((time.time() - started) / 60, 1), "machine": machine(),
               "date": datetime.date.today().isoformat(), "results": results, **({"detail": detail} if detail else {})}
     path = out / f"{name}.json"
