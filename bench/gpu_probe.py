@@ -4,8 +4,11 @@
                               [--parts NAME ...]
 
 The parts run in this order, each in a process of its own with a time limit (LIMITS, cut so that
-the whole run ends by --deadline), and probe.json and probe.md in --out are rewritten after each,
-so a call cut short still returns what was gathered:
+the whole run ends by --deadline), and --out's three files are rewritten after each, so a call cut
+short still returns what was gathered: probe.json (every part's record), probe.md (its summary)
+and files.tar.gz (each part's own record, its output, and the files a record names, relative to
+the archive's root: the ncu CSVs). The parts write into a scratch folder outside --out, and --out
+holds those three files alone: the device tool brings back at most 8 files from a call.
 
 1. ``build``: the probe's build of the two tensor-core kernels (-DTSRNN_PROBE=1: the phase trace
    and the removal ladder of csrc/recurrence/cuda/probe.h; bench/probe/kernels.py), never the
@@ -28,7 +31,10 @@ import argparse
 import importlib
 import json
 import platform
+import shutil
 import sys
+import tarfile
+import tempfile
 import time
 import traceback
 from pathlib import Path
@@ -46,6 +52,10 @@ PARTS = ("build", "trace", "ladder", "profile", "ncu", "micro")
 LIMITS = {"build": 150, "trace": 40, "ladder": 60, "profile": 55, "ncu": 80, "micro": 60}
 CPU_LIMIT = 600
 SHORTEST = 10  # seconds: a part left less than this is skipped
+# The parts that load what the build part compiles: after a build that failed or was stopped they
+# would compile again until their limits (or wait on the lock a stopped build leaves), so they are skipped.
+BUILT = ("trace", "ladder", "micro")
+ARCHIVE = "files.tar.gz"  # the parts' records, outputs and files, beside probe.json and probe.md
 
 
 def build_part(ctx) -> dict:
@@ -88,16 +98,23 @@ def header(device: str) -> dict:
             "torch": torch.__version__, "python": platform.python_version(), "cuda": torch.version.cuda}
 
 
-def write(out: Path, probe: dict) -> None:
-    """probe.json, then probe.md (a summary that cannot be made does not stop the probe)."""
+def write(out: Path, probe: dict, work: Path) -> None:
+    """probe.json, probe.md (a summary that cannot be made does not stop the probe) and
+    files.tar.gz (the parts' scratch folder ``work``), each written whole, then renamed into place."""
     from probe import summary
 
-    (out / "probe.json").write_text(json.dumps(probe, indent=1))
     try:
         text = summary.markdown(probe)
     except Exception as exc:  # noqa: BLE001  (the JSON holds everything; the summary is a view of it)
         text = f"# GPU probe\n\nprobe.md could not be written ({type(exc).__name__}: {exc}); see probe.json\n"
-    (out / "probe.md").write_text(text)
+    for name, content in (("probe.json", json.dumps(probe, indent=1)), ("probe.md", text)):
+        (out / f".{name}.tmp").write_text(content)
+        (out / f".{name}.tmp").replace(out / name)
+    with tarfile.open(out / f".{ARCHIVE}.tmp", "w:gz") as tar:
+        for path in sorted(work.rglob("*")):
+            if path.is_file():
+                tar.add(path, arcname=str(path.relative_to(work)))
+    (out / f".{ARCHIVE}.tmp").replace(out / ARCHIVE)
 
 
 def main(argv=None) -> int:
@@ -105,18 +122,29 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
     p.add_argument("--quick", action="store_true", help="tiny shapes (the CPU smoke run)")
-    p.add_argument("--out", default="gpu_probe", help="output folder (probe.json, probe.md, part files)")
+    p.add_argument("--out", default="gpu_probe", help="output folder (probe.json, probe.md, files.tar.gz)")
     p.add_argument("--deadline", type=float, default=420.0, help="seconds from the start by which the probe returns")
     p.add_argument("--parts", nargs="+", default=list(PARTS), choices=PARTS)
     p.add_argument("--part", help=argparse.SUPPRESS)  # one part, in the process started for it
     p.add_argument("--seconds", type=float, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     out = Path(args.out).resolve()
-    (out / "parts").mkdir(parents=True, exist_ok=True)
-    if args.part:
+    if args.part:  # ``out``: the scratch folder of the run that started this process
         record = run_part(args.part, args.device, args.quick, out, args.seconds)
         (out / "parts" / f"{args.part}.json").write_text(json.dumps(record, indent=1))
         return 0
+    out.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix="gpu_probe_"))
+    (work / "parts").mkdir()
+    try:
+        return run_parts(args, out, work, started)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def run_parts(args, out: Path, work: Path, started: float) -> int:
+    """Every part of ``args.parts`` in order, each a process writing into ``work``; --out's files
+    after each. The exit status: 0 if every part was ok or skipped."""
     probe = {**header(args.device), "deadline_s": args.deadline, "parts": {}, "seconds": {}}
     for name in (n for n in PARTS if n in args.parts):
         left = args.deadline - (time.monotonic() - started)
@@ -124,15 +152,16 @@ def main(argv=None) -> int:
         if limit < SHORTEST:
             probe["parts"][name] = {"status": "skipped", "reason": "past the deadline"}
             continue
+        if name in BUILT and probe["parts"].get("build", {"status": "ok"})["status"] != "ok":
+            probe["parts"][name] = {"status": "skipped", "reason": "the build part did not succeed"}
+            continue
         print(f"[{time.strftime('%H:%M:%S')}] probe: {name} (limit {limit:.0f} s)", flush=True)
         part_started = time.monotonic()
-        file, partial = out / "parts" / f"{name}.json", out / "parts" / f"{name}.partial.json"
-        file.unlink(missing_ok=True)
-        partial.unlink(missing_ok=True)
-        cmd = [sys.executable, __file__, "--part", name, "--device", args.device, "--out", str(out),
+        file, partial = work / "parts" / f"{name}.json", work / "parts" / f"{name}.partial.json"
+        cmd = [sys.executable, __file__, "--part", name, "--device", args.device, "--out", str(work),
                "--seconds", str(limit - 5)] + (["--quick"] if args.quick else [])
         rc, output = run_bounded(cmd, limit)
-        (out / "parts" / f"{name}.log").write_text(output)
+        (work / "parts" / f"{name}.log").write_text(output)
         if file.exists():
             record = json.loads(file.read_text())
         elif partial.exists():  # stopped or crashed: what it measured until then
@@ -145,10 +174,10 @@ def main(argv=None) -> int:
         probe["seconds"][name] = round(time.monotonic() - part_started, 1)
         print(f"[{time.strftime('%H:%M:%S')}] probe: {name} {record.get('status')} in {probe['seconds'][name]} s "
               f"{record.get('reason', '')}"[:300], flush=True)
-        write(out, probe)
+        write(out, probe, work)
     probe["seconds"]["total"] = round(time.monotonic() - started, 1)
-    write(out, probe)
-    print(f"wrote {out / 'probe.json'} and {out / 'probe.md'} in {probe['seconds']['total']} s", flush=True)
+    write(out, probe, work)
+    print(f"wrote {out / 'probe.json'}, probe.md and {ARCHIVE} in {probe['seconds']['total']} s", flush=True)
     return 0 if all(r.get("status") in ("ok", "skipped") for r in probe["parts"].values()) else 1
 
 

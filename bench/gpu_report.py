@@ -1,7 +1,8 @@
 """One call on a GPU machine: build, check every kernel, time everything, record it.
 
     python bench/gpu_report.py [--wheels DIR] [--build] [--keep-build DIR] [--json gpu_report.json]
-                               [--device cuda] [--quick] [--deadline SECONDS] [--skip JOB ...] [--repeats N]
+                               [--device cuda] [--quick] [--deadline SECONDS] [--skip JOB ...]
+                               [--only JOB ...] [--repeats N]
 
 1. Installs what ``--wheels DIR`` holds (``pip install --no-index --find-links DIR``, e.g. the
    flashrnn wheel), since the GPU machine has no network; with ``--build``, builds tsrnn with its
@@ -89,6 +90,9 @@ SHORTEST_JOB = 5  # seconds: a job left less than this by the deadlines is skipp
 def install(wheels: str) -> None:
     """The wheels in ``wheels``, without dependencies; a failed install is reported, not fatal (the
     jobs that need a wheel record why they could not run)."""
+    if not os.path.isdir(wheels):  # a folder left behind must not end the call its machine was started for
+        print(f"gpu_report: --wheels {wheels} is not a folder: nothing installed", flush=True)
+        return
     files = [os.path.join(wheels, f) for f in sorted(os.listdir(wheels)) if f.endswith(".whl")]
     if files and subprocess.run([sys.executable, "-m", "pip", "install", "--no-index", "--no-deps", "--find-links",
                                  wheels, *files]).returncode:
@@ -201,10 +205,35 @@ def flashrnn_step(x, H, dtype):
         return None, f"{type(exc).__name__}: {exc}"[:300]
 
 
+def predictions(device, shape, dtype) -> dict:
+    """The tensor-core paths' plans at (T, B, H) and ``dtype`` on ``device`` and bench/cost_model.py's
+    forward+backward milliseconds for them (None where the plan takes no configuration), by the
+    timing row's names: {"MTS-LSTM cuda_grid": {"config": [...], "ms": ...}, ...}. On the CPU the
+    plans are the SIMT emulation's (tests/simt) of the same source, on its emulated SM counts."""
+    import torch
+
+    from tsrnn.precision import products
+
+    sys.path.insert(0, os.path.dirname(SCRIPT))
+    import tensor_core_sweep as sweep  # bench/, beside this script: the sweep's plan and prediction
+
+    T, B, H = shape
+    precision = products(dtype, torch.device("cuda"))  # as a CUDA layer of this dtype runs
+    out = {}
+    for kernel, path in sweep.PATHS.items():
+        target = sweep.Target(torch.device(device), kernel)
+        for model, cell in (("MTS-LSTM", "lstm"), ("pLSTM", "plstm_coupled")):
+            with sweep.forced(0, 0, kernel):  # the plan's own choice, as the timed layer makes it
+                config = target.config(cell, H, B, precision)
+            out[f"{model} {path}"] = {"config": config, "ms": target.predicted_ms(T, B, H, cell, config, precision)
+                                      if config[0] else None}
+    return out
+
+
 def time_recurrences(device, shape, dtypes, repeats, progress=lambda rows: None) -> list[dict]:
     """fwd+bwd ms of cuDNN, tsrnn on "auto" and on each GPU path, and the reference loops at one
-    (T, B, H); ``progress(rows)`` after each model, so that a job stopped at its limit keeps what
-    it measured."""
+    (T, B, H), with the cost model's prediction for each tensor-core path (``predictions``);
+    ``progress(rows)`` after each model, so that a job stopped at its limit keeps what it measured."""
     import torch
 
     import tsrnn
@@ -223,7 +252,8 @@ def time_recurrences(device, shape, dtypes, repeats, progress=lambda rows: None)
             models[f"MTS-LSTM {path}"] = tsrnn.LSTM(H, H, timescales=mts, backend=path)
             if path not in tsrnn.backend.REGISTRY or tsrnn.backend.REGISTRY[path].kind != "torch_lstm":
                 models[f"pLSTM {path}"] = tsrnn.PowerLawLSTM(H, H, backend=path)
-        row = {"T": T, "B": B, "H": H, "dtype": str(dtype).replace("torch.", "")}
+        row = {"T": T, "B": B, "H": H, "dtype": str(dtype).replace("torch.", ""),
+               "predicted": predictions(device, shape, dtype)}
         rows.append(row)
         for name, model in models.items():
             model = model.to(device=device, dtype=dtype)
@@ -557,13 +587,15 @@ def print_summary(report: dict) -> None:
     for row in bad:
         err = "n/a" if row["worst"] is None else f"{row['worst']:.2f}"
         print(f"  MISMATCH {row['kernel']} {row['shape']} {row['dtype']}: worst error / tolerance {err} {row['failures']}")
-    skip = ("T", "B", "H", "dtype", "errors", "auto chose", "FlashRNN error")
+    skip = ("T", "B", "H", "dtype", "errors", "auto chose", "FlashRNN error", "predicted")
     for row in report["recurrences_fwd_bwd_ms"] + report["flashrnn_fwd_bwd_ms"]:  # a block per shape, ms
         print(f"T={row['T']} B={row['B']} H={row['H']} {row['dtype']}: fwd+bwd ms")
         for n in (k for k in row if k not in skip):
-            chose = row.get("auto chose", {}).get(n)
+            chose, predicted = row.get("auto chose", {}).get(n), row.get("predicted", {}).get(n)
             print(f"  {n:<28}" + (f"{row[n]:10.3f}" if row[n] is not None else "       n/a")
                   + (f"  (chose {', '.join(chose)})" if chose else "")
+                  + (f"  (predicted {predicted['ms']:.3f}, plan {predicted['config']})" if predicted and predicted["ms"]
+                     else "")
                   + (f"  {row['errors'][n][:100]}" if n in row.get("errors", {}) else ""))
         if row.get("FlashRNN error"):
             print(f"  FlashRNN: {row['FlashRNN error'][:200]}")
@@ -595,8 +627,24 @@ def print_summary(report: dict) -> None:
         print(f"  DROPPED {key}: {verdict}")
 
 
-def main(argv=None) -> int:
-    started = time.monotonic()
+def selected(jobs: list[tuple[str, list[str] | None]], skip: list[str], only: list[str] | None):
+    """The jobs of ``jobs`` (``plan``'s) that ``--skip`` leaves: all of them in the plan's order, or
+    with ``--only`` those it names in its order (a stage's jobs in the plan's). A name is a job's
+    (``checks:cuda_grid``) or a stage's (``checks``); one that is neither is refused: a mistyped
+    name would otherwise select nothing, or skip nothing, on the GPU."""
+    stage = lambda name: name.partition(":")[0]  # noqa: E731
+    unknown = sorted(n for n in {*skip, *(only or ())} if all(n not in (name, stage(name)) for name, _ in jobs))
+    if unknown:
+        raise SystemExit(f"gpu_report: no job or stage is named {', '.join(unknown)}; the plan's: "
+                         + ", ".join(name for name, _ in jobs))
+    left = [(name, cmd) for name, cmd in jobs if name not in skip and stage(name) not in skip]
+    if only is None:
+        return left
+    chosen = [job for wanted in only for job in left if wanted in (job[0], stage(job[0]))]
+    return list({name: (name, cmd) for name, cmd in chosen}.values())  # a job named twice runs once
+
+
+def arguments(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--wheels", help="directory of wheels to install first (flashrnn, ...)")
     p.add_argument("--build", action="store_true", help="build tsrnn with its CUDA extension first")
@@ -607,11 +655,22 @@ def main(argv=None) -> int:
     p.add_argument("--deadline", type=float, help="seconds from the start after which no job starts or runs on")
     p.add_argument("--skip", nargs="+", default=[], metavar="JOB",
                    help="jobs to leave out, by name or stage (pytest, memcheck, checks, timings, flashrnn, ...)")
+    p.add_argument("--only", nargs="+", metavar="JOB", help="run these jobs alone, by name or stage (checks:cuda_grid, "
+                   "memcheck, ...), in the order given; --skip still leaves out what it names")
     p.add_argument("--keep-build", metavar="DIR", help="copy the built extensions here (to carry to a later call)")
     p.add_argument("--tests", nargs="+", metavar="NODE", help="the pytest job runs these in place of GPU_TESTS "
                    "(what an earlier call left failing)")
     p.add_argument("--job", help=argparse.SUPPRESS)  # one job, in the process the report started for it
     args = p.parse_args(argv)
+    stages = sorted({name for name in args.skip + (args.only or []) if name.partition(":")[0] not in LIMITS})
+    if stages:  # refused before the build (``selected`` checks whole job names against the plan after it)
+        p.error(f"no stage of the plan is named {', '.join(stages)}; the stages: {', '.join(LIMITS)}")
+    return args
+
+
+def main(argv=None) -> int:
+    started = time.monotonic()
+    args = arguments(argv)
     args.json = os.path.abspath(args.json)
     if args.job:
         run_job(args.job, args.device, args.quick, args.repeats, args.json)
@@ -642,10 +701,9 @@ def main(argv=None) -> int:
         "extensions": {"tsrnn._C": tsrnn.backend.LOAD_ERROR or "loaded",
                        "tsrnn._cuda": tsrnn.backend.CUDA_LOAD_ERROR or "loaded"},
     }
-    runner = Runner(args, None if args.deadline is None else started + args.deadline)
-    wanted = lambda name: name not in args.skip and name.partition(":")[0] not in args.skip  # noqa: E731
-
     probe_folder = os.path.join(os.path.dirname(args.json), "probe")
+    jobs = selected(plan(device.type, args.quick, args.tests, probe_folder), args.skip, args.only)
+    runner = Runner(args, None if args.deadline is None else started + args.deadline)
 
     def save():
         merge(report, runner.parts)
@@ -657,10 +715,9 @@ def main(argv=None) -> int:
         report["tests"], report["jobs"] = runner.runs, runner.jobs
         write_json(args.json, report)
 
-    for name, cmd in plan(device.type, args.quick, args.tests, probe_folder):
-        if wanted(name):
-            runner.run(name, cmd)
-            save()
+    for name, cmd in jobs:
+        runner.run(name, cmd)
+        save()
     print_summary(report)
     print(f"wrote {args.json} and {runner.log_path} in {time.monotonic() - started:.0f} s")
     failed = [j for j in runner.jobs if j.get("rc") or j.get("timed_out")]

@@ -9,6 +9,8 @@ import json
 import pathlib
 import subprocess
 import sys
+import tarfile
+import time
 
 import pytest
 import torch
@@ -61,6 +63,45 @@ def test_probe_quick_cpu_run(tmp_path):
         assert all(row["skipped_verified"] for name, row in rungs.items() if name != "baseline"), site
     markdown = (tmp_path / "probe.md").read_text()
     assert "## Phase trace" in markdown and "## Removal ladder" in markdown and "| product |" in markdown
+    # --out holds three files (a GPU call brings back at most 8); the parts' own files in the archive
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["files.tar.gz", "probe.json", "probe.md"]
+    with tarfile.open(tmp_path / "files.tar.gz") as tar:
+        archived = set(tar.getnames())
+        assert json.load(tar.extractfile("parts/trace.json")) == parts["trace"]
+    assert {f"parts/{name}.{kind}" for name in parts for kind in ("json", "log")} <= archived
+
+
+def test_a_failed_build_skips_the_parts_that_load_it_and_the_rest_still_run(tmp_path, monkeypatch):
+    """The parts run as processes (faked here: the build fails, the others succeed); the ones that
+    load the build are skipped, and --out keeps its three files with what was gathered."""
+    import argparse
+
+    import gpu_probe
+
+    started = []
+
+    def fake(cmd, seconds):
+        part, work = cmd[cmd.index("--part") + 1], pathlib.Path(cmd[cmd.index("--out") + 1])
+        started.append(part)
+        if part == "build":
+            return 1, "nvcc: error"
+        (work / "parts" / f"{part}.json").write_text(json.dumps({"status": "ok"}))
+        return 0, f"{part} ran"
+
+    monkeypatch.setattr(gpu_probe, "run_bounded", fake)
+    work, out = tmp_path / "work", tmp_path / "out"
+    (work / "parts").mkdir(parents=True)
+    out.mkdir()
+    args = argparse.Namespace(device="cpu", quick=True, deadline=600.0, parts=list(gpu_probe.PARTS))
+    assert gpu_probe.run_parts(args, out, work, time.monotonic()) == 1
+    assert started == ["build", "profile", "ncu"]
+    probe = json.loads((out / "probe.json").read_text())
+    assert probe["parts"]["build"]["status"] == "failed" and "nvcc: error" in probe["parts"]["build"]["output"]
+    assert all(probe["parts"][name] == {"status": "skipped", "reason": "the build part did not succeed"}
+               for name in gpu_probe.BUILT)
+    assert sorted(path.name for path in out.iterdir()) == ["files.tar.gz", "probe.json", "probe.md"]
+    with tarfile.open(out / "files.tar.gz") as tar:
+        assert tar.extractfile("parts/build.log").read() == b"nvcc: error"
 
 
 LADDER_IGNORING_THE_MASK = """

@@ -3,6 +3,8 @@ code on tiny shapes (Triton through the interpreter) and writes the JSON a GPU r
 import importlib.util
 import json
 import pathlib
+import re
+import shlex
 import subprocess
 import sys
 
@@ -38,6 +40,9 @@ def test_gpu_report_quick_cpu_run(tmp_path, capsys):
     assert row["auto chose"]["MTS-LSTM auto"][0] in ("onednn", "cpu")
     for name in ("torch.nn.LSTM", "MTS-LSTM reference", "pLSTM reference"):
         assert row[name] > 0
+    for model in ("MTS-LSTM", "pLSTM"):  # the emulated plan's configuration and the cost model's time
+        predicted = row["predicted"][f"{model} cuda_cluster"]
+        assert predicted["config"][0] > 0 and predicted["ms"] > 0
     assert data["linear_scan"]["scan_ms"] > 0
     # the tensor-core kernels' sweep and the flag barrier's stress job, on the emulated kernels
     swept = {(r["kernel"], r["cell"], r["precision"]) for r in data["tensor_core_sweep"]
@@ -51,6 +56,10 @@ def test_gpu_report_quick_cpu_run(tmp_path, capsys):
     assert data["jobs"][0]["job"] == "probe"  # the probe first, into probe/ beside the JSON
     assert data["probe"]["parts"]["trace"] == "ok" and data["probe"]["parts"]["ladder"] == "ok"
     assert (out.parent / "probe" / "probe.md").exists()
+    # what the device tool brings back from $OUT: at most 8 files, at most two folders down, plain names
+    files = [path.relative_to(out.parent) for path in out.parent.rglob("*") if path.is_file()]
+    assert len(files) <= 8 and all(len(f.parts) <= 3 and all(re.fullmatch(r"[\w.-]+", n, re.A) for n in f.parts)
+                                   for f in files), files
     assert data["jobs"] and all(job["rc"] == 0 and not job["timed_out"] for job in data["jobs"])
     assert "===== timings:5,2,8: rc 0" in pathlib.Path(str(out) + ".log").read_text()
     assert "wrote" in capsys.readouterr().out
@@ -81,6 +90,39 @@ def test_every_job_of_a_gpu_run_has_a_limit():
     assert {"throw", "pytest", "memcheck", "racecheck", "synccheck", "checks:cuda_cluster", "checks:cuda_grid", "checks:linear_scan",
             "scan", "lengths", "sweep:grid", "sweep:cluster", "stress", "graphs"} <= set(names)
     assert all(name.partition(":")[0] in _load_report().LIMITS for name in names)
+
+
+def test_skip_and_only_choose_jobs_by_name_or_stage_and_refuse_other_names():
+    report = _load_report()
+    jobs = report.plan("cuda", quick=False)
+    names = lambda skip, only: [name for name, _ in report.selected(jobs, skip, only)]  # noqa: E731
+    assert names([], None) == [name for name, _ in jobs]
+    assert names(["timings", "probe"], None) == [n for n, _ in jobs if not n.startswith("timings:") and n != "probe"]
+    assert names([], ["memcheck", "checks:cuda_grid", "checks:cuda_cluster", "memcheck"]) == [
+        "memcheck", "checks:cuda_grid", "checks:cuda_cluster"]  # --only's order, each job once
+    assert names(["checks:cudnn"], ["checks"]) == [n for n, _ in jobs if n.startswith("checks:") and n != "checks:cudnn"]
+    with pytest.raises(SystemExit, match="checks:cuda_gird"):  # a job no plan has: refused, not ignored
+        report.selected(jobs, ["checks:cuda_gird"], None)
+    with pytest.raises(SystemExit) as refused:  # a stage no plan has: refused by the parser, before any build
+        report.arguments(["--only", "memchek"])
+    assert refused.value.code == 2
+
+
+def test_the_prepared_gpu_calls_parse_and_name_only_jobs_of_the_gpu_plan():
+    """bench/RESULTS.md's commands for the next GPU session: a stale option or job name there would
+    cost device time."""
+    section = (SCRIPT.parent / "RESULTS.md").read_text().split("## The next GPU session, prepared")[1].split("\n## ")[0]
+    commands = re.findall(r'python bench/gpu_report\.py ([^"]+)"', section)
+    assert len(commands) == 2
+    report = _load_report()
+    jobs = report.plan("cuda", quick=False)
+    chosen = []
+    for command in commands:
+        args = report.arguments([word for word in shlex.split(command) if word != "$B"])
+        assert args.deadline and args.json.startswith("$OUT/")
+        chosen.append([name for name, _ in report.selected(jobs, args.skip, args.only)])
+    assert chosen[0][:2] == ["probe", "throw"] and not {"pytest", "flashrnn"} & {n.partition(":")[0] for n in chosen[0]}
+    assert chosen[1] == ["checks:cuda_cluster", "checks:cuda_grid", "memcheck", "racecheck", "synccheck", "graphs"]
 
 
 def _load_report():
