@@ -4,8 +4,9 @@ A part is a module of this package with ``run(ctx: Context) -> dict``: a JSON-re
 at least ``status`` ("ok", "skipped" or "failed") and, unless ok, ``reason`` (one line). A part
 returns by ``ctx.deadline`` (``time.monotonic()`` seconds) with whatever it gathered, and hands its
 record to ``ctx.save`` as it grows (after each site or run), so a part stopped at its time limit
-still leaves what it measured; it writes any file of its own under ``ctx.out`` and names it in its
-record (relative to ``ctx.out``). ``run_bounded`` runs a command of a part (ncu, a compiler) with
+still leaves what it measured; it writes any file of its own under ``ctx.out`` (the probe's scratch
+folder, which bench/gpu_probe.py archives into files.tar.gz) and names it in its record (relative
+to ``ctx.out``, so to the archive's root). ``run_bounded`` runs a command of a part (ncu, a compiler) with
 its whole process group stopped at a time limit.
 """
 from __future__ import annotations
@@ -22,8 +23,8 @@ from pathlib import Path
 @dataclass
 class Context:
     """``device``: "cuda" or "cpu" (the CPU runs the kernels' source under the SIMT emulation of
-    tests/simt and stand-ins for the GPU tools); ``quick``: tiny shapes; ``out``: the probe's output
-    folder; ``deadline``: when the part must have returned (time.monotonic())."""
+    tests/simt and stand-ins for the GPU tools); ``quick``: tiny shapes; ``out``: the folder the part
+    writes into; ``deadline``: when the part must have returned (time.monotonic())."""
 
     device: str
     quick: bool
