@@ -18,7 +18,7 @@ from tsrnn.ops.recurrence.op import CLUSTER, GRID
 
 FORCING = {CLUSTER: "TSRNN_CLUSTER", GRID: "TSRNN_GRID"}  # the variable that forces each kernel's configuration
 NEEDS = {  # what each kernel's plan needs of W_hh, said where it has none
-    CLUSTER: "must fit in the shared memory of one thread-block cluster of at most 16 blocks (sm_90), or of one block",
+    CLUSTER: "must fit in the shared memory of one thread-block cluster of at most 16 blocks (sm_90 and later)",
     GRID: "and the batch's partial sums must fit in the shared memory of blocks that are all resident at once",
 }
 _plans: dict[tuple, object] = {}  # (planning op, namespace, device index, cell, H, B, precision, forcing) -> answer
