@@ -32,6 +32,21 @@ KERNELS = ("cluster", "grid")
 CELL = "lstm"  # the ladder's variants are built for the LSTM (the multi-timescale LSTM runs it too)
 EMULATED_SMS = {"cluster": 132, "grid": 4}
 BUILD = Path(tempfile.gettempdir()) / "tsrnn_probe_build"
+STALE_LOCK_S = 1800  # a build takes minutes: a lock this old was left by a build that was killed
+
+
+def unlock_stale(folder: Path) -> None:
+    """torch's JIT build (cpp_extension.load) waits without end while the ``lock`` file of its
+    folder exists, and a build killed mid-compile leaves it there (a machine kept between sessions,
+    /tmp with it): one older than STALE_LOCK_S is removed, and the removal said."""
+    lock = folder / "lock"
+    try:
+        age = time.time() - lock.stat().st_mtime
+    except FileNotFoundError:
+        return
+    if age > STALE_LOCK_S:
+        print(f"probe: removed {lock}, left {age / 60:.0f} min ago by a build that did not finish", flush=True)
+        lock.unlink(missing_ok=True)
 
 
 def build() -> float:
@@ -41,6 +56,7 @@ def build() -> float:
     started = time.monotonic()
     folder = BUILD
     folder.mkdir(parents=True, exist_ok=True)
+    unlock_stale(folder)
     for namespace in ("tsrnn_probe_cluster", "tsrnn_probe_grid"):
         recurrence_op.define(namespace, planned=True)
     flags = ["-O3", "-DTSRNN_PROBE=1"]  # the host binding takes torch's own C++ standard, the .cu files C++17

@@ -62,7 +62,10 @@ def build(device: str) -> None:
         return
     from torch.utils import cpp_extension
 
+    from .kernels import unlock_stale
+
     BUILD.mkdir(parents=True, exist_ok=True)
+    unlock_stale(BUILD)
     # the host binding at torch's own C++ standard (C++20 from torch 2.14), the .cu file at C++17
     cpp_extension.load(name="tsrnn_micro", sources=[str(HERE / "micro.cu"), str(HERE / "micro_ops.cpp")],
                        extra_cflags=["-O3"],

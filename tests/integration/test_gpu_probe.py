@@ -104,6 +104,22 @@ def test_a_failed_build_skips_the_parts_that_load_it_and_the_rest_still_run(tmp_
         assert tar.extractfile("parts/build.log").read() == b"nvcc: error"
 
 
+def test_a_build_lock_left_by_a_killed_build_is_removed_and_a_live_one_kept(tmp_path, capsys):
+    """torch's JIT build waits without end on its folder's lock file, which a killed build leaves."""
+    import os
+
+    from probe import kernels
+
+    lock = tmp_path / "lock"
+    lock.touch()
+    kernels.unlock_stale(tmp_path)  # a build may be running: kept
+    assert lock.exists() and capsys.readouterr().out == ""
+    os.utime(lock, (time.time() - kernels.STALE_LOCK_S - 60,) * 2)
+    kernels.unlock_stale(tmp_path)
+    assert not lock.exists() and "by a build that did not finish" in capsys.readouterr().out
+    kernels.unlock_stale(tmp_path)  # no lock: nothing to do
+
+
 LADDER_IGNORING_THE_MASK = """
 import json, sys, time
 from pathlib import Path
