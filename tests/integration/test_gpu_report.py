@@ -125,6 +125,16 @@ def test_the_prepared_gpu_calls_parse_and_name_only_jobs_of_the_gpu_plan():
     assert chosen[1] == ["checks:cuda_cluster", "checks:cuda_grid", "memcheck", "racecheck", "synccheck", "graphs"]
 
 
+def test_a_prediction_that_cannot_be_made_is_recorded_and_the_timings_go_on():
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("here CUDA can plan: the point is a device where it cannot")
+    predicted = _load_report().predictions("cuda", (5, 2, 8), torch.float32)
+    assert set(predicted) == {f"{m} {p}" for m in ("MTS-LSTM", "pLSTM") for p in ("cuda_cluster", "cuda_grid")}
+    assert all(r["ms"] is None and r["config"] is None and r["error"] for r in predicted.values())
+
+
 def _load_report():
     spec = importlib.util.spec_from_file_location("gpu_report", SCRIPT)
     report = importlib.util.module_from_spec(spec)
